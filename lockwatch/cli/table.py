@@ -1,0 +1,93 @@
+"""The plain-text lock table of `lockwatch ls`."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+import click
+
+from lockwatch.model.humanize import duration
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import State, Verdict
+
+STATE_COLOURS = {
+    State.ACTIVE: "green",
+    State.STALE: "red",
+    State.INVALID: "magenta",
+    State.WAITING: "yellow",
+}
+HEADERS = ("STATE", "FORMAT", "NAME", "HOLDER", "AGE", "REASONS", "PATH")
+_NAME_WIDTH = 32
+
+
+def _holder(lock: Lock, verdict: Verdict) -> str:
+    holder = lock.holder
+    text = "-" if holder.pid is None else str(holder.pid)
+    if holder.host:
+        text += f"@{holder.host}"
+    if holder.actor:
+        text += f" {holder.actor}"
+    if verdict.alive is False:
+        text += " (dead)"
+    return text
+
+
+def _path(path: str | None, cwd: str) -> str:
+    if path is None:
+        return "-"
+    relative = os.path.relpath(path, cwd)
+    return path if relative.startswith("..") else relative
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_table(
+    assessed: Sequence[tuple[Lock, Verdict]], *, long: bool, cwd: str
+) -> Iterator[str]:
+    if not assessed:
+        return
+    rows = [
+        (
+            verdict.state.value,
+            lock.format,
+            _clip(lock.name, _NAME_WIDTH),
+            _holder(lock, verdict),
+            "-" if verdict.age_seconds is None else duration(verdict.age_seconds),
+            ",".join(dict.fromkeys(verdict.codes)) or "-",
+            _path(lock.path, cwd),
+        )
+        for lock, verdict in assessed
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
+
+    def line(cells: Sequence[str]) -> str:
+        return (
+            "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False))
+            + "  "
+            + cells[-1]
+        )
+
+    yield line(HEADERS)
+    for row, (_, verdict) in zip(rows, assessed, strict=True):
+        state = click.style(
+            row[0], fg=STATE_COLOURS[verdict.state], bold=verdict.state is State.STALE
+        )
+        # Style only the word, after padding, so escape codes cannot skew the columns.
+        yield state + line(row)[len(row[0]) :]
+        if long:
+            for reason in verdict.reasons:
+                yield f"    {reason.code}: {reason.message}"
+
+
+def summary(assessed: Sequence[tuple[Lock, Verdict]], roots: Sequence[str]) -> str:
+    where = ", ".join(roots)
+    if not assessed:
+        return f"No locks under {where} (looked for *.lock and *.pid files)."
+    counts = Counter(verdict.state for _, verdict in assessed)
+    parts = [f"{counts[s]} {s.value}" for s in State if counts[s]]
+    noun = "lock" if len(assessed) == 1 else "locks"
+    return f"{len(assessed)} {noun}: " + ", ".join(parts)

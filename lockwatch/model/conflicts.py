@@ -1,0 +1,78 @@
+"""Scope conflicts between live locks (little-loops: same path, or one inside the other)."""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+
+from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.verdict import State, Verdict
+
+_NAMES_SHOWN = 5
+
+
+def _components(path: str) -> tuple[str, ...]:
+    normal = posixpath.normpath(path)
+    return tuple(part for part in normal.split("/") if part)
+
+
+def overlapping_pairs(scopes: Sequence[Sequence[str]]) -> set[tuple[int, int]]:
+    """Index pairs (i < j) whose scopes share a path or nest one in the other.
+
+    Sorting component tuples puts every path right before its descendants, so one
+    sweep with a stack of ancestors finds all overlaps in O(n log n + pairs)
+    instead of comparing every pair.
+    """
+    entries = sorted(
+        (_components(path), owner) for owner, scope in enumerate(scopes) for path in scope
+    )
+    pairs: set[tuple[int, int]] = set()
+    stack: list[tuple[tuple[str, ...], int]] = []
+    for parts, owner in entries:
+        while stack and stack[-1][0] != parts[: len(stack[-1][0])]:
+            stack.pop()
+        for _, other in stack:
+            if other != owner:
+                pairs.add((min(owner, other), max(owner, other)))
+        stack.append((parts, owner))
+    return pairs
+
+
+def with_scope_conflicts(locks: Sequence[Lock], verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """Add `scope_conflict` to every live lock whose scope overlaps another live lock's.
+
+    Only locks of the same format are compared: scopes of different systems do not
+    exclude each other.
+    """
+    result = list(verdicts)
+    by_format: dict[str, list[int]] = defaultdict(list)
+    for index, (lock, verdict) in enumerate(zip(locks, verdicts, strict=True)):
+        if lock.scope and verdict.state is State.ACTIVE:
+            by_format[lock.format].append(index)
+
+    partners: dict[int, set[int]] = defaultdict(set)
+    for members in by_format.values():
+        if len(members) < 2:
+            continue
+        for a, b in overlapping_pairs([locks[i].scope for i in members]):
+            partners[members[a]].add(members[b])
+            partners[members[b]].add(members[a])
+
+    for index, others in partners.items():
+        ordered = sorted(others, key=lambda i: (locks[i].name, locks[i].id))
+        names = [locks[i].name for i in ordered]
+        shown = ", ".join(names[:_NAMES_SHOWN])
+        if len(names) > _NAMES_SHOWN:
+            shown += f" and {len(names) - _NAMES_SHOWN} more"
+        verdict = result[index]
+        result[index] = replace(
+            verdict,
+            reasons=(
+                *verdict.reasons,
+                Reason("scope_conflict", f"scope overlaps live lock(s) {shown}"),
+            ),
+            conflicts_with=tuple(locks[i].id for i in ordered),
+        )
+    return result

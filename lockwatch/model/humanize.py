@@ -1,0 +1,26 @@
+"""Durations as people read them in a table."""
+
+from __future__ import annotations
+
+import math
+
+
+def duration(seconds: float) -> str:
+    """`0s`, `45s`, `2m05s`, `3h07m`, `4d02h`; sub-second values as `0.3s`."""
+    if not math.isfinite(seconds):
+        return "∞"
+    sign = "-" if seconds < 0 else ""
+    s = abs(seconds)
+    if s < 1 and s != 0:
+        return f"{sign}{s:.1f}s"
+    whole = int(s)
+    if whole < 60:
+        return f"{sign}{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{sign}{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{sign}{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{sign}{days}d{hours:02d}h"

@@ -1,0 +1,79 @@
+"""The Lock record every source produces and every view shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+SourceKind = Literal["file", "postgres", "kernel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a lock has its state. `code` is a stable snake_case contract."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who the lock says holds it; every field is optional because formats differ."""
+
+    pid: int | None = None
+    host: str | None = None
+    actor: str | None = None
+    session: str | None = None
+    operation: str | None = None
+
+
+NO_HOLDER = Holder()
+
+
+@dataclass(frozen=True, slots=True)
+class StalenessPolicy:
+    """A format's own staleness rules, declared by its decoder as data.
+
+    Keeping the rules as data lets one generic verdict function serve every
+    format, so a new format is a new decoder and nothing else.
+    """
+
+    # A dead holder pid on this host makes the lock stale (also a recycled pid).
+    pid_liveness: bool = False
+    # Stale once now - acquired_at exceeds this many seconds.
+    max_age: float | None = None
+    # gitclaw counts the boundary itself as stale (age >= max_age).
+    max_age_inclusive: bool = False
+    # A lock written by another host: stale past this age; its pid is never checked.
+    foreign_max_age: float | None = None
+    # Stale iff now - heartbeat_at > ttl_seconds.
+    heartbeat: bool = False
+    # Past this fraction of the ttl without a heartbeat, say it is late.
+    heartbeat_late_fraction: float = 1 / 3
+
+
+NO_POLICY = StalenessPolicy()
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    id: str
+    source: SourceKind
+    format: str
+    name: str
+    path: str | None
+    holder: Holder = NO_HOLDER
+    acquired_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    ttl_seconds: float | None = None
+    scope: tuple[str, ...] = ()
+    # The decoded content (JSON value or text), shown to operators as is.
+    content: Any = field(default=None, compare=False, hash=False)
+    # sha256 hex of the raw bytes: what an action compares before touching anything.
+    sha256: str | None = None
+    policy: StalenessPolicy = NO_POLICY
+    # Problems the decoder found in the content; any of them makes the lock invalid.
+    defects: tuple[Reason, ...] = ()
+    # Facts the decoder wants shown but that never change the state.
+    notes: tuple[Reason, ...] = ()

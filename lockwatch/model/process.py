@@ -1,0 +1,32 @@
+"""What the operating system says about a holder's process, as plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessFacts:
+    pid: int
+    alive: bool
+    started_at: datetime | None = None
+    cmdline: tuple[str, ...] = ()
+    user: str | None = None
+
+
+class ProcessLookup(Protocol):
+    def facts(self, pid: int) -> ProcessFacts:
+        """Facts about `pid` on this host; a missing process is `alive=False`."""
+        ...
+
+
+class StaticProcesses:
+    """A fixed process table, for tests and replays."""
+
+    def __init__(self, *facts: ProcessFacts) -> None:
+        self._by_pid = {f.pid: f for f in facts}
+
+    def facts(self, pid: int) -> ProcessFacts:
+        return self._by_pid.get(pid) or ProcessFacts(pid=pid, alive=False)

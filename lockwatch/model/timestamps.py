@@ -1,0 +1,56 @@
+"""Timestamp parsing shared by every decoder, and safe arithmetic on the result."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+# Epoch numbers above this are milliseconds (1e11 s is the year 5138).
+_MILLIS_THRESHOLD = 1e11
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """ISO-8601 text (`Z`, an offset, or naive meaning UTC) or epoch seconds/ms.
+
+    Returns an aware UTC datetime, or None when `value` is not a time.
+    """
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or len(text) > 64:
+            return None
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        if parsed.tzinfo is None:
+            return parsed.replace(tzinfo=UTC)
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+        if not math.isfinite(seconds) or seconds < 0:
+            return None
+        if seconds > _MILLIS_THRESHOLD:
+            seconds /= 1000.0
+        try:
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+def plus_seconds(at: datetime, seconds: float) -> datetime | None:
+    """`at + seconds`, or None when that falls outside what datetime can hold."""
+    try:
+        return at + timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        return None
+
+
+def isoformat_z(at: datetime | None) -> str | None:
+    """UTC ISO-8601 with a `Z`, as the JSON contract writes times."""
+    if at is None:
+        return None
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")

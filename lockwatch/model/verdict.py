@@ -1,0 +1,166 @@
+"""Verdicts: one pure function from (lock, process facts, clock, host) to a state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from lockwatch.clock import Clock
+from lockwatch.model.humanize import duration
+from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.process import ProcessFacts, ProcessLookup
+from lockwatch.model.timestamps import plus_seconds
+
+# A process may start a moment after the lock it writes is timestamped
+# (coarse clocks, rounding to seconds): only a later start beyond this is reuse.
+PID_REUSE_TOLERANCE_SECONDS = 1.0
+
+
+class State(StrEnum):
+    ACTIVE = "active"
+    STALE = "stale"
+    INVALID = "invalid"
+    WAITING = "waiting"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    state: State
+    reasons: tuple[Reason, ...] = ()
+    # Seconds since the lock was acquired (0 when its time is in the future).
+    age_seconds: float | None = None
+    # Whether the holder process runs on this host; None when it cannot be known.
+    alive: bool | None = None
+    process: ProcessFacts | None = None
+    # When time alone will next change this verdict (stale, late), if ever.
+    next_change_at: datetime | None = None
+    conflicts_with: tuple[str, ...] = ()
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(r.code for r in self.reasons)
+
+
+def same_host(recorded: str, local: str) -> bool:
+    """Host names match ignoring case and domain (`tower-01` is `tower-01.lan`)."""
+    a, b = recorded.strip().lower(), local.strip().lower()
+    if a in ("", "localhost", "127.0.0.1", "::1") or a == b:
+        return True
+    return a.split(".", 1)[0] == b.split(".", 1)[0]
+
+
+def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str) -> Verdict:
+    now = clock.now()
+    policy = lock.policy
+    info: list[Reason] = list(lock.notes)
+    stale: list[Reason] = []
+    deadlines: list[datetime | None] = []
+
+    age: float | None = None
+    if lock.acquired_at is not None:
+        age = (now - lock.acquired_at).total_seconds()
+        if age < 0:
+            info.append(_skew("acquired", -age))
+            age = 0.0
+
+    if lock.defects:
+        return Verdict(State.INVALID, (*lock.defects, *info), age_seconds=age)
+
+    holder = lock.holder
+    foreign = holder.host is not None and not same_host(holder.host, local_host)
+    alive: bool | None = None
+    facts: ProcessFacts | None = None
+    if foreign:
+        info.append(
+            Reason(
+                "foreign_host",
+                f"written on host {holder.host}, not this one ({local_host});"
+                " its pid cannot be checked here",
+            )
+        )
+    elif holder.pid is not None:
+        facts = processes.facts(holder.pid)
+        alive = facts.alive
+        reuse = _reused(facts, lock.acquired_at)
+        if reuse is not None:
+            alive = False
+        if policy.pid_liveness:
+            if reuse is not None:
+                stale.append(reuse)
+            elif not facts.alive:
+                stale.append(
+                    Reason("holder_dead", f"holder pid {holder.pid} is not running on this host")
+                )
+
+    limit = policy.max_age
+    if foreign and policy.foreign_max_age is not None:
+        limit = policy.foreign_max_age if limit is None else min(limit, policy.foreign_max_age)
+    if limit is not None and age is not None and lock.acquired_at is not None:
+        over = age >= limit if policy.max_age_inclusive else age > limit
+        if over:
+            where = f" for a lock from host {holder.host}" if foreign else ""
+            stale.append(
+                Reason(
+                    "too_old", f"held for {duration(age)}, over the {duration(limit)} limit{where}"
+                )
+            )
+        else:
+            deadlines.append(plus_seconds(lock.acquired_at, limit))
+
+    if policy.heartbeat and lock.heartbeat_at is not None and lock.ttl_seconds is not None:
+        ttl = lock.ttl_seconds
+        since = (now - lock.heartbeat_at).total_seconds()
+        if since < 0:
+            info.append(_skew("last heartbeat", -since))
+        if since > ttl:
+            stale.append(
+                Reason(
+                    "heartbeat_expired",
+                    f"last heartbeat {duration(since)} ago, over the {duration(ttl)} ttl",
+                )
+            )
+        else:
+            late_after = ttl * policy.heartbeat_late_fraction
+            if since > late_after:
+                info.append(
+                    Reason(
+                        "heartbeat_late",
+                        f"last heartbeat {duration(since)} ago; expected every"
+                        f" {duration(late_after)}, stale after {duration(ttl)}",
+                    )
+                )
+            else:
+                deadlines.append(plus_seconds(lock.heartbeat_at, late_after))
+            deadlines.append(plus_seconds(lock.heartbeat_at, ttl))
+
+    future = [d for d in deadlines if d is not None and d >= now]
+    return Verdict(
+        State.STALE if stale else State.ACTIVE,
+        (*stale, *info),
+        age_seconds=age,
+        alive=alive,
+        # A recycled pid's process is somebody else's: never show it as the holder.
+        process=facts if alive else None,
+        next_change_at=min(future) if future and not stale else None,
+    )
+
+
+def _reused(facts: ProcessFacts, acquired_at: datetime | None) -> Reason | None:
+    if not facts.alive or facts.started_at is None or acquired_at is None:
+        return None
+    late = (facts.started_at - acquired_at).total_seconds()
+    if late <= PID_REUSE_TOLERANCE_SECONDS:
+        return None
+    return Reason(
+        "pid_reused",
+        f"pid {facts.pid} now belongs to a process started {duration(late)} after the lock"
+        " was acquired; the holder is gone",
+    )
+
+
+def _skew(what: str, ahead: float) -> Reason:
+    return Reason(
+        "clock_skew",
+        f"{what} time is {duration(ahead)} in the future; the writer's clock disagrees with ours",
+    )

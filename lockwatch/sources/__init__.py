@@ -1,0 +1,1 @@
+"""Collectors: they read the world and produce model records, never verdicts."""

@@ -1,0 +1,1 @@
+"""Lock files in directories: the scanner and one decoder per format."""

@@ -1,0 +1,106 @@
+"""Format detection: content first, location as a hint, `generic` for the rest.
+
+A format is a module with FORMAT, POLICY, claims(doc), hinted(file) and
+decode(doc, file). Adding one means adding its module to DECODERS.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+from lockwatch.model.lock import Lock, Reason, StalenessPolicy
+from lockwatch.sources.files.decoders import clawdbot, generic, gitclaw, little_loops, tower_fleet
+from lockwatch.sources.files.decoders.base import LockFile, file_lock
+
+# Most specific signatures first: tower-fleet's schema is the strictest.
+DECODERS: tuple[ModuleType, ...] = (tower_fleet, gitclaw, little_loops, clawdbot)
+FORMATS: tuple[str, ...] = (*tuple(d.FORMAT for d in DECODERS), generic.FORMAT)
+
+_PREVIEW_CHARS = 4096
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# One decoder for every file: json.loads(..., parse_constant=) would build a new one each call.
+_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _hinted(file: LockFile) -> ModuleType | None:
+    for decoder in DECODERS:
+        if decoder.hinted(file):
+            return decoder
+    return None
+
+
+def invalid(file: LockFile, code: str, message: str, content: Any = None) -> Lock:
+    """A lock that cannot be read as its format: shown as invalid, never dropped."""
+    hint = _hinted(file)
+    fmt: str = hint.FORMAT if hint else generic.FORMAT
+    policy: StalenessPolicy = hint.POLICY if hint else generic.POLICY
+    return file_lock(
+        file,
+        format=fmt,
+        name=file.stem(),
+        policy=policy,
+        content=content,
+        acquired_at=file.mtime,
+        defects=(Reason(code, message),),
+    )
+
+
+def decode_file(file: LockFile) -> Lock:
+    """Never raises: whatever the bytes, the answer is a Lock (maybe an invalid one)."""
+    raw = file.raw
+    if b"\x00" in raw:
+        return invalid(file, "unparseable", "binary content, not a lock record")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return invalid(file, "unparseable", "content is not UTF-8 text")
+    if not text.strip():
+        hint = _hinted(file)
+        if hint is not None:
+            return invalid(
+                file, "unparseable", f"empty file where a {hint.FORMAT} record belongs", text
+            )
+        return generic.decode_text(text, file) or invalid(file, "unparseable", "empty file")
+    try:
+        doc = _JSON.decode(text)
+    except (ValueError, RecursionError):
+        hint = _hinted(file)
+        if hint is None:
+            from_text = generic.decode_text(text, file)
+            if from_text is not None:
+                return from_text
+        return invalid(
+            file,
+            "unparseable",
+            "content is neither JSON nor a pid"
+            if hint is None
+            else f"not valid JSON ({hint.FORMAT})",
+            text[:_PREVIEW_CHARS],
+        )
+    if isinstance(doc, Mapping):
+        for decoder in DECODERS:
+            if decoder.claims(doc):
+                lock: Lock = decoder.decode(doc, file)
+                return lock
+        hint = _hinted(file)
+        if hint is not None:
+            hinted_lock: Lock = hint.decode(doc, file)
+            return hinted_lock
+        return generic.decode(doc, file)
+    hint = _hinted(file)
+    if type(doc) is int and hint is None:
+        return generic.decode_pid_value(doc, file)
+    return invalid(
+        file,
+        "schema_violation" if hint is not None else "unparseable",
+        f"JSON {type(doc).__name__} where a lock record (an object) belongs",
+        doc,
+    )

@@ -1,0 +1,148 @@
+"""What every decoder shares: the file it was handed and typed field access."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.timestamps import parse_timestamp
+
+# Largest pid any supported OS hands out (Windows pids are 32-bit).
+MAX_PID = 2**32 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class LockFile:
+    """A lock file's bytes as read, with the facts the filesystem gave about it."""
+
+    path: str  # absolute
+    raw: bytes
+    mtime: datetime
+    sha256: str | None
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition("/")[2]
+
+    def parents(self, depth: int) -> tuple[str, ...]:
+        """Names of the `depth` nearest directories, nearest first."""
+        # One split instead of repeated dirname(): this runs for every file scanned.
+        parts = self.path.rsplit("/", depth + 1)[:-1]
+        names = tuple(reversed(parts[1:] if len(parts) > depth else parts))
+        return names + ("",) * (depth - len(names))
+
+    def stem(self) -> str:
+        """The file name without `.lock`/`.pid`; for a bare `.lock`, its directory's name."""
+        name = self.name
+        for suffix in (".lock", ".pid"):
+            if name.endswith(suffix):
+                name = name[: -len(suffix)]
+                break
+        return name or self.parents(1)[0] or self.name
+
+
+def schema_violation(message: str) -> Reason:
+    return Reason("schema_violation", message)
+
+
+class Fields:
+    """Reads typed fields from a JSON object, collecting every problem as a defect."""
+
+    def __init__(self, doc: Mapping[str, Any]) -> None:
+        self.doc = doc
+        self.defects: list[Reason] = []
+
+    def _get(self, key: str, required: bool, kind: str) -> Any:
+        if key not in self.doc or self.doc[key] is None:
+            if required:
+                self.defects.append(schema_violation(f"required field {key!r} ({kind}) is missing"))
+            return None
+        return self.doc[key]
+
+    def _wrong(self, key: str, kind: str) -> None:
+        value = self.doc[key]
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        self.defects.append(schema_violation(f"field {key!r} must be {kind}, got {shown}"))
+
+    def text(self, key: str, *, required: bool = True, allow_int: bool = False) -> str | None:
+        value = self._get(key, required, "string")
+        if value is None:
+            return None
+        if allow_int and type(value) is int:
+            return str(value)
+        if not isinstance(value, str) or (required and not value.strip()):
+            self._wrong(key, "a non-empty string")
+            return None
+        return value
+
+    def integer(self, key: str, *, required: bool = True, minimum: int | None = None) -> int | None:
+        value = self._get(key, required, "integer")
+        if value is None:
+            return None
+        # bool is an int in Python but never a valid count or pid in a lock file.
+        if type(value) is not int or (minimum is not None and value < minimum):
+            self._wrong(key, "an integer" if minimum is None else f"an integer >= {minimum}")
+            return None
+        return value
+
+    def pid(self, key: str = "pid", *, required: bool = True) -> int | None:
+        value = self.integer(key, required=required, minimum=1)
+        if value is not None and value > MAX_PID:
+            self._wrong(key, "a process id")
+            return None
+        return value
+
+    def timestamp(self, key: str, *, required: bool = True) -> datetime | None:
+        value = self._get(key, required, "ISO-8601 timestamp")
+        if value is None:
+            return None
+        parsed = parse_timestamp(value) if isinstance(value, str) else None
+        if parsed is None:
+            self._wrong(key, "an ISO-8601 timestamp")
+        return parsed
+
+    def string_list(self, key: str, *, required: bool = True) -> list[str] | None:
+        value = self._get(key, required, "list of strings")
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self._wrong(key, "a list of non-empty strings")
+            return None
+        return value
+
+
+def file_lock(
+    file: LockFile,
+    *,
+    format: str,
+    name: str,
+    policy: StalenessPolicy,
+    content: Any,
+    holder: Holder | None = None,
+    acquired_at: datetime | None = None,
+    heartbeat_at: datetime | None = None,
+    ttl_seconds: float | None = None,
+    scope: tuple[str, ...] = (),
+    defects: tuple[Reason, ...] | list[Reason] = (),
+    notes: tuple[Reason, ...] | list[Reason] = (),
+) -> Lock:
+    return Lock(
+        id=f"file:{file.path}",
+        source="file",
+        format=format,
+        name=name,
+        path=file.path,
+        holder=holder or NO_HOLDER,
+        acquired_at=acquired_at,
+        heartbeat_at=heartbeat_at,
+        ttl_seconds=ttl_seconds,
+        scope=scope,
+        content=content,
+        sha256=file.sha256,
+        policy=policy,
+        defects=tuple(defects),
+        notes=tuple(notes),
+    )

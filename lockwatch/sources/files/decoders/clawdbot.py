@@ -1,0 +1,47 @@
+"""Clawdbot memory lock (seed 000): `memory/.lock`, pid + 30 s staleness.
+
+`{pid, session_id, acquired_at, hostname, operation}`. Stale when the pid is dead
+on this host or the lock is older than 30 s; a lock written by another host is
+stale past 10 s and its pid is never checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.sources.files.decoders.base import Fields, LockFile, file_lock
+
+FORMAT = "clawdbot"
+POLICY = StalenessPolicy(pid_liveness=True, max_age=30.0, foreign_max_age=10.0)
+
+
+def claims(doc: Mapping[str, Any]) -> bool:
+    return "session_id" in doc and "acquired_at" in doc
+
+
+def hinted(file: LockFile) -> bool:
+    return file.name == ".lock" and file.parents(1) == ("memory",)
+
+
+def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
+    fields = Fields(doc)
+    pid = fields.pid()
+    acquired_at = fields.timestamp("acquired_at")
+    holder = Holder(
+        pid=pid,
+        host=fields.text("hostname", required=False),
+        session=fields.text("session_id", required=False),
+        operation=fields.text("operation", required=False),
+    )
+    return file_lock(
+        file,
+        format=FORMAT,
+        name=file.stem(),
+        policy=POLICY,
+        content=doc,
+        holder=holder,
+        acquired_at=acquired_at,
+        defects=fields.defects,
+    )

@@ -1,0 +1,135 @@
+"""Any other `*.lock` / `*.pid` file: JSON with familiar keys, a bare pid, or nothing.
+
+Stale iff the recorded pid is dead on this host. Without a recorded time the
+file's mtime stands for when the lock was taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.timestamps import parse_timestamp
+from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock
+
+FORMAT = "generic"
+POLICY = StalenessPolicy(pid_liveness=True)
+
+PID_KEYS = ("pid", "PID", "process_id", "processId", "owner_pid", "ownerPid")
+HOST_KEYS = ("hostname", "host", "host_id", "hostName", "node", "machine")
+TIME_KEYS = (
+    "acquired_at",
+    "acquiredAt",
+    "created_at",
+    "createdAt",
+    "locked_at",
+    "lockedAt",
+    "started_at",
+    "startedAt",
+    "timestamp",
+    "time",
+    "since",
+    "ts",
+)
+ACTOR_KEYS = ("actor", "owner", "user", "username")
+SESSION_KEYS = ("session_id", "session", "request_id", "run_id", "runId", "id")
+OPERATION_KEYS = ("operation", "op", "purpose", "command", "cmd", "reason")
+HEARTBEAT_KEYS = ("last_heartbeat_at", "heartbeat_at", "heartbeatAt", "updated_at", "updatedAt")
+
+_NO_PID = Reason("no_pid", "the lock names no process; lockwatch can only show its age")
+
+
+def _first(doc: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = doc.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def _as_pid(value: object) -> int | None:
+    if type(value) is int:
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 10:
+        number = int(value.strip())
+    else:
+        return None
+    return number if 1 <= number <= MAX_PID else None
+
+
+def _as_text(value: object) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return value
+    if type(value) is int:
+        return str(value)
+    return None
+
+
+def _generic(
+    file: LockFile,
+    content: Any,
+    holder: Holder,
+    acquired_at: datetime | None = None,
+    heartbeat_at: datetime | None = None,
+    defects: tuple[Reason, ...] = (),
+) -> Lock:
+    return file_lock(
+        file,
+        format=FORMAT,
+        name=file.stem(),
+        policy=POLICY,
+        content=content,
+        holder=holder,
+        acquired_at=acquired_at or file.mtime,
+        heartbeat_at=heartbeat_at,
+        defects=defects,
+        notes=() if holder.pid is not None or defects else (_NO_PID,),
+    )
+
+
+def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
+    raw_pid = _first(doc, PID_KEYS)
+    pid = _as_pid(raw_pid)
+    defects: tuple[Reason, ...] = ()
+    if raw_pid is not None and pid is None:
+        defects = (Reason("schema_violation", f"pid {raw_pid!r} is not a process id"),)
+    holder = Holder(
+        pid=pid,
+        host=_as_text(_first(doc, HOST_KEYS)),
+        actor=_as_text(_first(doc, ACTOR_KEYS)),
+        session=_as_text(_first(doc, SESSION_KEYS)),
+        operation=_as_text(_first(doc, OPERATION_KEYS)),
+    )
+    return _generic(
+        file,
+        doc,
+        holder,
+        acquired_at=parse_timestamp(_first(doc, TIME_KEYS)),
+        heartbeat_at=parse_timestamp(_first(doc, HEARTBEAT_KEYS)),
+        defects=defects,
+    )
+
+
+def decode_pid_value(value: int, file: LockFile) -> Lock:
+    """A JSON number or a bare `12345` line: the classic pid file."""
+    pid = _as_pid(value)
+    defects: tuple[Reason, ...] = ()
+    if pid is None:
+        defects = (Reason("schema_violation", f"{value!r} is not a process id"),)
+    return _generic(file, value, Holder(pid=pid), defects=defects)
+
+
+def decode_text(text: str, file: LockFile) -> Lock | None:
+    """`<pid>` optionally followed by a host on the same or next line; None if not that."""
+    tokens = text.split()
+    if not tokens:
+        return _generic(file, text, Holder())
+    if len(tokens) > 2:
+        return None
+    pid = _as_pid(tokens[0])
+    if pid is None:
+        return None
+    host = tokens[1] if len(tokens) == 2 else None
+    return _generic(file, text, Holder(pid=pid, host=host))

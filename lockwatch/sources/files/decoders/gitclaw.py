@@ -1,0 +1,49 @@
+"""GitClaw per-issue session lock (seed 001): `.GITCLAW/state/locks/<N>.lock`.
+
+`{issueNumber, runId, acquiredAt, pid}`. Stale once it is 10 minutes old
+(age >= 600 s, the seed's `lockAge < LOCK_TTL_MS` test); the pid belongs to a CI
+runner, so it never decides staleness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.sources.files.decoders.base import Fields, LockFile, file_lock
+
+FORMAT = "gitclaw"
+TTL_SECONDS = 600.0
+POLICY = StalenessPolicy(max_age=TTL_SECONDS, max_age_inclusive=True)
+
+
+def claims(doc: Mapping[str, Any]) -> bool:
+    return "issueNumber" in doc or "acquiredAt" in doc or "runId" in doc
+
+
+def hinted(file: LockFile) -> bool:
+    return file.parents(3) == ("locks", "state", ".GITCLAW")
+
+
+def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
+    fields = Fields(doc)
+    issue = fields.integer("issueNumber", minimum=0)
+    run_id = fields.text("runId", allow_int=True)
+    acquired_at = fields.timestamp("acquiredAt")
+    pid = fields.pid()
+    return file_lock(
+        file,
+        format=FORMAT,
+        name=f"issue-{issue}" if issue is not None else file.stem(),
+        policy=POLICY,
+        content=doc,
+        holder=Holder(
+            pid=pid,
+            session=run_id,
+            operation=f"issue #{issue}" if issue is not None else None,
+        ),
+        acquired_at=acquired_at,
+        ttl_seconds=TTL_SECONDS,
+        defects=fields.defects,
+    )

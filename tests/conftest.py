@@ -1,0 +1,51 @@
+"""Shared fakes: a frozen clock, a fixed process table, and lock-file builders."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from lockwatch.clock import FrozenClock
+from lockwatch.model.process import ProcessFacts, StaticProcesses
+from lockwatch.sources.files.decoders.base import LockFile
+
+NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+LOCAL_HOST = "testhost"
+
+
+def iso(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def ago(seconds: float) -> datetime:
+    return NOW - timedelta(seconds=seconds)
+
+
+def lock_file(path: str, content: Any, mtime: datetime = NOW) -> LockFile:
+    """A LockFile as the scanner would hand it over; dicts are written as JSON."""
+    if isinstance(content, bytes):
+        raw = content
+    elif isinstance(content, str):
+        raw = content.encode()
+    else:
+        raw = json.dumps(content).encode()
+    return LockFile(path=path, raw=raw, mtime=mtime, sha256=hashlib.sha256(raw).hexdigest())
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(NOW)
+
+
+def alive(pid: int, started_seconds_ago: float = 3600.0) -> ProcessFacts:
+    return ProcessFacts(pid=pid, alive=True, started_at=ago(started_seconds_ago), cmdline=("worker",), user="op")
+
+
+@pytest.fixture
+def processes() -> StaticProcesses:
+    """pid 100 runs since an hour ago; everything else is dead."""
+    return StaticProcesses(alive(100))
