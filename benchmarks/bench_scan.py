@@ -56,22 +56,41 @@ def populate(root: Path, count: int) -> None:
         pid = me if n % 3 == 0 else 4_000_000 - n  # some alive, most dead
         if kind == 0:
             path = project / f"memory-{n}" / "memory" / ".lock"
-            body: object = {"pid": pid, "session_id": "main", "acquired_at": ts,
-                            "hostname": "bench", "operation": "write:tasks.json"}
+            body: object = {
+                "pid": pid,
+                "session_id": "main",
+                "acquired_at": ts,
+                "hostname": "bench",
+                "operation": "write:tasks.json",
+            }
         elif kind == 1:
             path = project / ".GITCLAW" / "state" / "locks" / f"{n}.lock"
             body = {"issueNumber": n, "runId": str(n * 7), "acquiredAt": ts, "pid": pid}
         elif kind == 2:
             name = f"app-{n}-production"
             path = project / "logs" / "locks" / f"{name}.lock"
-            body = {"lock_version": "v1", "lock_name": name, "request_id": f"req_{n}",
-                    "actor": "claude-code", "intent": "deploy-app", "intent_version": "1.2.0",
-                    "host_id": "tower-01", "pid": pid, "created_at": ts,
-                    "last_heartbeat_at": ts, "ttl_seconds": 900, "metadata": {}}
+            body = {
+                "lock_version": "v1",
+                "lock_name": name,
+                "request_id": f"req_{n}",
+                "actor": "claude-code",
+                "intent": "deploy-app",
+                "intent_version": "1.2.0",
+                "host_id": "tower-01",
+                "pid": pid,
+                "created_at": ts,
+                "last_heartbeat_at": ts,
+                "ttl_seconds": 900,
+                "metadata": {},
+            }
         elif kind == 3:
             path = project / ".loops" / ".running" / f"loop-{n}.lock"
-            body = {"loop_name": f"loop-{n}", "scope": [f"src/mod{n}", f"docs/{n}"],
-                    "pid": pid, "started_at": ts}
+            body = {
+                "loop_name": f"loop-{n}",
+                "scope": [f"src/mod{n}", f"docs/{n}"],
+                "pid": pid,
+                "started_at": ts,
+            }
         else:
             path = project / "run" / f"daemon-{n}.pid"
             body = None
@@ -93,7 +112,9 @@ def run(argv: list[str]) -> tuple[float, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
@@ -123,7 +144,10 @@ def main() -> int:
     peak = max(lw_rss)
     print(f"files: {args.files}, rounds: {args.rounds}")
     print(f"naive scandir+read+json.loads: median {nv * 1000:7.1f} ms")
-    print(f"lockwatch ls --json:           median {lw * 1000:7.1f} ms  (ratio {ratio:.2f}, target <= {RATIO_TARGET})")
+    print(
+        f"lockwatch ls --json:           median {lw * 1000:7.1f} ms"
+        f"  (ratio {ratio:.2f}, target <= {RATIO_TARGET})"
+    )
     print(f"lockwatch peak RSS:            {peak:7.1f} MB (target < {RSS_TARGET_MB:.0f} MB)")
     ok = ratio <= RATIO_TARGET and peak < RSS_TARGET_MB
     print("PASS" if ok else "FAIL")

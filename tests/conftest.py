@@ -42,7 +42,9 @@ def clock() -> FrozenClock:
 
 
 def alive(pid: int, started_seconds_ago: float = 3600.0) -> ProcessFacts:
-    return ProcessFacts(pid=pid, alive=True, started_at=ago(started_seconds_ago), cmdline=("worker",), user="op")
+    return ProcessFacts(
+        pid=pid, alive=True, started_at=ago(started_seconds_ago), cmdline=("worker",), user="op"
+    )
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 
 import click
@@ -22,6 +21,7 @@ EXIT_STALE = 3
 
 @click.command(
     "ls",
+    short_help="List locks with their state and reasons (scriptable).",
     epilog="""\b
 Exit status:
   0  listed (whatever the states)
@@ -57,7 +57,7 @@ def ls(paths: tuple[str, ...], as_json: bool, long_: bool, fail_on_stale: bool) 
 
     roots = paths or (".",)
     clock = SystemClock()
-    host = socket.gethostname()
+    host = os.uname().nodename  # what gethostname() returns, without importing socket
     result = scan(roots)
     assessed = assess(result.locks, PsutilProcesses(), clock, host)
 

@@ -29,7 +29,10 @@ def parse_timestamp(value: object) -> datetime | None:
         except OverflowError:
             return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            return None
         if not math.isfinite(seconds) or seconds < 0:
             return None
         if seconds > _MILLIS_THRESHOLD:
@@ -53,4 +56,6 @@ def isoformat_z(at: datetime | None) -> str | None:
     """UTC ISO-8601 with a `Z`, as the JSON contract writes times."""
     if at is None:
         return None
-    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if at.tzinfo is not UTC:
+        at = at.astimezone(UTC)
+    return at.isoformat().replace("+00:00", "Z")

@@ -47,7 +47,13 @@ def same_host(recorded: str, local: str) -> bool:
     a, b = recorded.strip().lower(), local.strip().lower()
     if a in ("", "localhost", "127.0.0.1", "::1") or a == b:
         return True
+    if _is_address(a) or _is_address(b):
+        return False  # 10.0.0.1 and 10.0.0.2 share no "short name"
     return a.split(".", 1)[0] == b.split(".", 1)[0]
+
+
+def _is_address(host: str) -> bool:
+    return ":" in host or host.replace(".", "").isdigit()
 
 
 def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str) -> Verdict:

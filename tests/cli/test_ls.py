@@ -16,8 +16,20 @@ from click.testing import CliRunner
 from lockwatch.cli import main
 
 LOCK_KEYS = {
-    "id", "source", "format", "name", "path", "state", "reasons", "holder", "acquired_at",
-    "heartbeat_at", "ttl_seconds", "age_seconds", "scope", "conflicts_with",
+    "id",
+    "source",
+    "format",
+    "name",
+    "path",
+    "state",
+    "reasons",
+    "holder",
+    "acquired_at",
+    "heartbeat_at",
+    "ttl_seconds",
+    "age_seconds",
+    "scope",
+    "conflicts_with",
 }
 HOLDER_KEYS = {"pid", "host", "actor", "session", "operation", "alive"}
 
@@ -38,8 +50,13 @@ def workspace(tmp_path: Path) -> Path:
     a stale gitclaw lock, an invalid tower-fleet lock."""
     write(
         tmp_path / "memory" / ".lock",
-        {"pid": os.getpid(), "session_id": "main", "acquired_at": stamp(0),
-         "hostname": socket.gethostname(), "operation": "write:tasks.json"},
+        {
+            "pid": os.getpid(),
+            "session_id": "main",
+            "acquired_at": stamp(0),
+            "hostname": socket.gethostname(),
+            "operation": "write:tasks.json",
+        },
     )
     write(
         tmp_path / ".GITCLAW" / "state" / "locks" / "12.lock",
@@ -68,8 +85,8 @@ def test_json_contract(workspace: Path) -> None:
     by_format = {lock["format"]: lock for lock in doc["locks"]}
     assert set(by_format) == {"clawdbot", "gitclaw", "tower-fleet/v1"}
     for lock in doc["locks"]:
-        assert LOCK_KEYS <= set(lock)
-        assert HOLDER_KEYS <= set(lock["holder"])
+        assert set(lock) >= LOCK_KEYS
+        assert set(lock["holder"]) >= HOLDER_KEYS
         assert lock["source"] == "file"
         assert lock["id"] == "file:" + lock["path"]
         assert os.path.isabs(lock["path"])
@@ -111,7 +128,9 @@ def test_long_table_spells_out_reasons(workspace: Path) -> None:
     assert "    too_old: held for" in out
 
 
-def test_default_path_is_the_current_directory(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_path_is_the_current_directory(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(workspace)
     _, out, _ = run("ls", "--json")
     assert len(json.loads(out)["locks"]) == 3
@@ -176,7 +195,9 @@ def test_ls_does_not_import_textual(workspace: Path) -> None:
         "banned = [m for m in ('textual', 'psycopg', 'watchfiles') if m in sys.modules]\n"
         "sys.stderr.write(repr(banned))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
     assert done.stderr.strip() == "[]"
     assert json.loads(done.stdout)["schema"] == "lockwatch.ls/1"
 
@@ -184,7 +205,8 @@ def test_ls_does_not_import_textual(workspace: Path) -> None:
 def test_console_script_runs_as_a_module(workspace: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "lockwatch", "ls", "--fail-on-stale", str(workspace)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 3
     assert "stale" in done.stdout

@@ -96,7 +96,9 @@ def test_named_symlinked_root_directory_is_followed(tmp_path: Path) -> None:
     assert list(by_name(scan([str(tmp_path / "alias")]))) == ["x.lock"]
 
 
-def test_too_large_is_invalid_without_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_too_large_is_invalid_without_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path / "big.lock", b"{" + b" " * MAX_LOCK_BYTES + b"}")
     write(tmp_path / "edge.lock", b"1" + b" " * (MAX_LOCK_BYTES - 1))
     reads: list[int] = []

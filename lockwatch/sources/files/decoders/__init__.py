@@ -7,6 +7,7 @@ decode(doc, file). Adding one means adding its module to DECODERS.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
@@ -26,8 +27,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    # 1e999 parses to inf, which no JSON output could carry.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} does not fit a float")
+    return value
+
+
 # One decoder for every file: json.loads(..., parse_constant=) would build a new one each call.
-_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def _hinted(file: LockFile) -> ModuleType | None:

@@ -12,6 +12,9 @@ from lockwatch.model.timestamps import parse_timestamp
 
 # Largest pid any supported OS hands out (Windows pids are 32-bit).
 MAX_PID = 2**32 - 1
+# Integers a float holds exactly: seconds and counts beyond this are nonsense, and
+# converting bigger ones to float would overflow.
+MAX_INTEGER = 2**53
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,15 @@ class LockFile:
         return name or self.parents(1)[0] or self.name
 
 
+def shown(value: object, limit: int = 40) -> str:
+    """A short repr for messages; containers by type only, since a deeply nested
+    value that JSON just managed to parse can exhaust the stack in repr()."""
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def schema_violation(message: str) -> Reason:
     return Reason("schema_violation", message)
 
@@ -56,35 +68,42 @@ class Fields:
         self.defects: list[Reason] = []
 
     def _get(self, key: str, required: bool, kind: str) -> Any:
-        if key not in self.doc or self.doc[key] is None:
-            if required:
-                self.defects.append(schema_violation(f"required field {key!r} ({kind}) is missing"))
-            return None
-        return self.doc[key]
+        value = self.doc.get(key)
+        if value is None and required:
+            self.defects.append(schema_violation(f"required field {key!r} ({kind}) is missing"))
+        return value
 
     def _wrong(self, key: str, kind: str) -> None:
-        value = self.doc[key]
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        self.defects.append(schema_violation(f"field {key!r} must be {kind}, got {shown}"))
+        got = shown(self.doc[key])
+        self.defects.append(schema_violation(f"field {key!r} must be {kind}, got {got}"))
 
     def text(self, key: str, *, required: bool = True, allow_int: bool = False) -> str | None:
         value = self._get(key, required, "string")
-        if value is None:
+        if type(value) is str:
+            if not required or (value and not value.isspace()):
+                return value
+        elif value is None:
             return None
-        if allow_int and type(value) is int:
+        elif allow_int and type(value) is int:
             return str(value)
-        if not isinstance(value, str) or (required and not value.strip()):
-            self._wrong(key, "a non-empty string")
-            return None
-        return value
+        self._wrong(key, "a non-empty string")
+        return None
 
-    def integer(self, key: str, *, required: bool = True, minimum: int | None = None) -> int | None:
+    def integer(
+        self,
+        key: str,
+        *,
+        required: bool = True,
+        minimum: int | None = None,
+        maximum: int = MAX_INTEGER,
+    ) -> int | None:
         value = self._get(key, required, "integer")
         if value is None:
             return None
         # bool is an int in Python but never a valid count or pid in a lock file.
-        if type(value) is not int or (minimum is not None and value < minimum):
-            self._wrong(key, "an integer" if minimum is None else f"an integer >= {minimum}")
+        if type(value) is not int or value > maximum or (minimum is not None and value < minimum):
+            low = "" if minimum is None else f" >= {minimum}"
+            self._wrong(key, f"an integer{low} and <= {maximum}")
             return None
         return value
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.timestamps import parse_timestamp
-from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock, shown
 
 FORMAT = "generic"
 POLICY = StalenessPolicy(pid_liveness=True)
@@ -49,10 +49,15 @@ def _first(doc: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
+def _is_ascii_number(text: str) -> bool:
+    # str.isdigit() also accepts "²" and "①", which int() rejects.
+    return 0 < len(text) <= 10 and text.isascii() and text.isdigit()
+
+
 def _as_pid(value: object) -> int | None:
     if type(value) is int:
         number = value
-    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 10:
+    elif isinstance(value, str) and _is_ascii_number(value.strip()):
         number = int(value.strip())
     else:
         return None
@@ -94,7 +99,7 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
     pid = _as_pid(raw_pid)
     defects: tuple[Reason, ...] = ()
     if raw_pid is not None and pid is None:
-        defects = (Reason("schema_violation", f"pid {raw_pid!r} is not a process id"),)
+        defects = (Reason("schema_violation", f"pid {shown(raw_pid)} is not a process id"),)
     holder = Holder(
         pid=pid,
         host=_as_text(_first(doc, HOST_KEYS)),
@@ -117,7 +122,7 @@ def decode_pid_value(value: int, file: LockFile) -> Lock:
     pid = _as_pid(value)
     defects: tuple[Reason, ...] = ()
     if pid is None:
-        defects = (Reason("schema_violation", f"{value!r} is not a process id"),)
+        defects = (Reason("schema_violation", f"{shown(value)} is not a process id"),)
     return _generic(file, value, Holder(pid=pid), defects=defects)
 
 

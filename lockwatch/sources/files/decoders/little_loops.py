@@ -28,10 +28,11 @@ def hinted(file: LockFile) -> bool:
 
 
 def project_root(file: LockFile) -> str:
-    directory = posixpath.dirname(file.path)
+    """`<root>/.loops/.running/x.lock` -> `<root>`; elsewhere the lock's own directory."""
+    head, _, _ = file.path.rpartition("/")
     if hinted(file):
-        return posixpath.dirname(posixpath.dirname(directory))
-    return directory
+        head = head.rsplit("/", 2)[0]
+    return head or "/"
 
 
 def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
