@@ -33,7 +33,8 @@ def lock_file(path: str, content: Any, mtime: datetime = NOW) -> LockFile:
         raw = content.encode()
     else:
         raw = json.dumps(content).encode()
-    return LockFile(path=path, raw=raw, mtime=mtime, sha256=hashlib.sha256(raw).hexdigest())
+    digest = hashlib.sha256(raw).hexdigest()
+    return LockFile(path=path, raw=raw, mtime=mtime.timestamp(), sha256=digest)
 
 
 @pytest.fixture

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import click
+import orjson
 
 from lockwatch.cli.table import render_table, summary
 from lockwatch.clock import SystemClock
 from lockwatch.model.assess import assess
-from lockwatch.model.report import ls_json
+from lockwatch.model.report import ls_json, ls_json_bytes
 from lockwatch.model.verdict import State
 
 EXIT_PARTIAL = 1
@@ -62,9 +62,16 @@ def ls(paths: tuple[str, ...], as_json: bool, long_: bool, fail_on_stale: bool) 
     assessed = assess(result.locks, PsutilProcesses(), clock, host)
 
     if as_json:
-        document = ls_json(clock.now(), host, assessed, result.errors)
-        indent = 2 if sys.stdout.isatty() else None
-        click.echo(json.dumps(document, indent=indent, ensure_ascii=False))
+        if sys.stdout.isatty():
+            document = ls_json(clock.now(), host, assessed, result.errors)
+            click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
+        else:
+            sys.stdout.flush()
+            out = sys.stdout.buffer
+            for piece in ls_json_bytes(clock.now(), host, assessed, result.errors):
+                out.write(piece)
+            out.write(b"\n")
+            out.flush()
     else:
         color = None if "NO_COLOR" not in os.environ else False
         for line in render_table(assessed, long=long_, cwd=os.getcwd()):

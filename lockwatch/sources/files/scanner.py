@@ -13,7 +13,6 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import ScanError
@@ -55,15 +54,19 @@ class ScanResult:
     errors: list[ScanError] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A directory entry that names a lock, as the walk saw it."""
+
+    path: str
+    is_symlink: bool
+
+
 def is_lock_name(name: str) -> bool:
     """`*.lock`, `*.pid` and a bare `.lock`; never temp files of atomic writes."""
     if name.endswith(TEMP_SUFFIX) or name in DEPENDENCY_LOCKFILES:
         return False
     return name.endswith(LOCK_SUFFIXES)
-
-
-def _mtime(st: os.stat_result) -> datetime:
-    return datetime.fromtimestamp(st.st_mtime, tz=UTC)
 
 
 def _error(path: str, exc: OSError) -> ScanError:
@@ -77,68 +80,56 @@ def _error(path: str, exc: OSError) -> ScanError:
 
 
 def _placeholder(path: str, st: os.stat_result | None) -> LockFile:
-    mtime = _mtime(st) if st is not None else datetime.fromtimestamp(0, tz=UTC)
-    return LockFile(path=path, raw=b"", mtime=mtime, sha256=None)
+    return LockFile(path=path, raw=b"", mtime=st.st_mtime if st else 0.0, sha256=None)
 
 
-def read_lock(path: str, result: ScanResult, *, is_symlink: bool | None = None) -> None:
-    """Decode the lock at absolute `path` into `result`; vanished files are skipped."""
+def load(path: str, *, is_symlink: bool | None = None) -> Lock | ScanError | None:
+    """Read and decode the lock at absolute `path`: a Lock (maybe invalid), a
+    ScanError when it cannot be read, or None when it vanished."""
     if is_symlink is None:
         try:
             is_symlink = stat.S_ISLNK(os.lstat(path).st_mode)
         except FileNotFoundError:
-            return
+            return None
         except OSError as exc:
-            result.errors.append(_error(path, exc))
-            return
+            return _error(path, exc)
     if is_symlink:
-        _symlink(path, result)
-        return
+        return _symlink(path)
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
-        return
+        return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # became a symlink since the directory was listed
-            _symlink(path, result)
-        else:
-            result.errors.append(_error(path, exc))
-        return
+            return _symlink(path)
+        return _error(path, exc)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            result.locks.append(
-                invalid(
-                    _placeholder(path, st),
-                    "not_regular_file",
-                    "not a regular file (a FIFO, socket or device)",
-                )
+            return invalid(
+                _placeholder(path, st),
+                "not_regular_file",
+                "not a regular file (a FIFO, socket or device)",
             )
-            return
         if st.st_size > MAX_LOCK_BYTES:
-            result.locks.append(_too_large(path, st, st.st_size))
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_LOCK_BYTES:
-            chunk = os.read(fd, MAX_LOCK_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_LOCK_BYTES:  # grew after fstat
-            result.locks.append(_too_large(path, st, size))
-            return
+            return _too_large(path, st, st.st_size)
+        raw = os.read(fd, MAX_LOCK_BYTES + 1)
+        if len(raw) != st.st_size:  # changing under us: read to the end, still bounded
+            chunks = [raw]
+            size = len(raw)
+            while raw and size <= MAX_LOCK_BYTES:
+                raw = os.read(fd, MAX_LOCK_BYTES + 1 - size)
+                chunks.append(raw)
+                size += len(raw)
+            if size > MAX_LOCK_BYTES:
+                return _too_large(path, st, size)
+            raw = b"".join(chunks)
     except OSError as exc:
-        result.errors.append(_error(path, exc))
-        return
+        return _error(path, exc)
     finally:
         os.close(fd)
-    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    lock_file = LockFile(
-        path=path, raw=raw, mtime=_mtime(st), sha256=hashlib.sha256(raw).hexdigest()
-    )
-    result.locks.append(decode_file(lock_file))
+    digest = hashlib.sha256(raw).hexdigest()
+    return decode_file(LockFile(path=path, raw=raw, mtime=st.st_mtime, sha256=digest))
 
 
 def _too_large(path: str, st: os.stat_result, size: int) -> Lock:
@@ -149,23 +140,21 @@ def _too_large(path: str, st: os.stat_result, size: int) -> Lock:
     )
 
 
-def _symlink(path: str, result: ScanResult) -> None:
+def _symlink(path: str) -> Lock:
     try:
         target: str | None = os.readlink(path)
         st: os.stat_result | None = os.lstat(path)
     except OSError:
         target, st = None, None
-    result.locks.append(
-        invalid(
-            _placeholder(path, st),
-            "symlink",
-            f"a symlink (to {target!r}); lockwatch never follows links in lock directories",
-            {"symlink_target": target},
-        )
+    return invalid(
+        _placeholder(path, st),
+        "symlink",
+        f"a symlink (to {target!r}); lockwatch never follows links in lock directories",
+        {"symlink_target": target},
     )
 
 
-def _walk(root: str, result: ScanResult) -> None:
+def _walk(root: str, found: list[Candidate], errors: list[ScanError]) -> None:
     pending = [root]
     while pending:
         directory = pending.pop()
@@ -178,39 +167,53 @@ def _walk(root: str, result: ScanResult) -> None:
                             if name not in SKIP_DIRS:
                                 pending.append(entry.path)
                         elif is_lock_name(name):
-                            read_lock(entry.path, result, is_symlink=entry.is_symlink())
+                            found.append(Candidate(entry.path, entry.is_symlink()))
                     except OSError as exc:
-                        result.errors.append(_error(entry.path, exc))
+                        errors.append(_error(entry.path, exc))
         except FileNotFoundError:
             continue  # removed while we walked
         except OSError as exc:
-            result.errors.append(_error(directory, exc))
+            errors.append(_error(directory, exc))
 
 
-def scan(roots: Iterable[str]) -> ScanResult:
-    """Scan files and directory trees. A named root that is a lock file is read even
-    without a lock suffix; a named root that is a symlinked directory is followed
-    (the operator named it), links inside it are not."""
-    result = ScanResult()
-    seen: set[str] = set()
+def find(roots: Iterable[str]) -> tuple[list[Candidate], list[ScanError]]:
+    """Every lock file under `roots`, each once, sorted by path (and so by lock id).
+
+    A named root that is a file is a candidate whatever its name; a named root that
+    is a symlinked directory is followed (the operator named it), links inside it
+    are not."""
+    found: list[Candidate] = []
+    errors: list[ScanError] = []
     for given in roots:
         root = os.path.abspath(given)
-        if root in seen:
-            continue
-        seen.add(root)
         try:
             st = os.stat(root)
         except OSError as exc:
             if os.path.islink(root):
-                _symlink(root, result)
+                found.append(Candidate(root, True))
             else:
-                result.errors.append(_error(root, exc))
+                errors.append(_error(root, exc))
             continue
         if stat.S_ISDIR(st.st_mode):
-            _walk(root, result)
+            _walk(root, found, errors)
         else:
-            read_lock(root, result)
+            found.append(Candidate(root, os.path.islink(root)))
     # Nested roots ("a" and "a/b") would list the same file twice.
-    unique = {lock.id: lock for lock in result.locks}
-    result.locks = sorted(unique.values(), key=lambda lock: lock.id)
+    unique = {candidate.path: candidate for candidate in found}
+    return sorted(unique.values(), key=lambda c: c.path), errors
+
+
+def load_all(candidates: Iterable[Candidate], result: ScanResult) -> ScanResult:
+    for candidate in candidates:
+        loaded = load(candidate.path, is_symlink=candidate.is_symlink)
+        if isinstance(loaded, ScanError):
+            result.errors.append(loaded)
+        elif loaded is not None:
+            result.locks.append(loaded)
     return result
+
+
+def scan(roots: Iterable[str]) -> ScanResult:
+    """Find and load every lock under `roots`; locks come sorted by id."""
+    candidates, errors = find(roots)
+    return load_all(candidates, ScanResult(errors=errors))

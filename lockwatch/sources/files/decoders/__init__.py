@@ -6,11 +6,10 @@ decode(doc, file). Adding one means adding its module to DECODERS.
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
+
+import orjson
 
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders import clawdbot, generic, gitclaw, little_loops, tower_fleet
@@ -23,20 +22,7 @@ FORMATS: tuple[str, ...] = (*tuple(d.FORMAT for d in DECODERS), generic.FORMAT)
 _PREVIEW_CHARS = 4096
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    # 1e999 parses to inf, which no JSON output could carry.
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} does not fit a float")
-    return value
-
-
-# One decoder for every file: json.loads(..., parse_constant=) would build a new one each call.
-_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_BOM = b"\xef\xbb\xbf"
 
 
 def _hinted(file: LockFile) -> ModuleType | None:
@@ -57,7 +43,7 @@ def invalid(file: LockFile, code: str, message: str, content: Any = None) -> Loc
         name=file.stem(),
         policy=policy,
         content=content,
-        acquired_at=file.mtime,
+        acquired_at=file.modified_at,
         defects=(Reason(code, message),),
     )
 
@@ -65,36 +51,17 @@ def invalid(file: LockFile, code: str, message: str, content: Any = None) -> Loc
 def decode_file(file: LockFile) -> Lock:
     """Never raises: whatever the bytes, the answer is a Lock (maybe an invalid one)."""
     raw = file.raw
+    if raw.startswith(_BOM):  # Windows tools (PowerShell 5) write one before JSON
+        raw = raw[len(_BOM) :]
     if b"\x00" in raw:
         return invalid(file, "unparseable", "binary content, not a lock record")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return invalid(file, "unparseable", "content is not UTF-8 text")
-    if not text.strip():
-        hint = _hinted(file)
-        if hint is not None:
-            return invalid(
-                file, "unparseable", f"empty file where a {hint.FORMAT} record belongs", text
-            )
-        return generic.decode_text(text, file) or invalid(file, "unparseable", "empty file")
-    try:
-        doc = _JSON.decode(text)
-    except (ValueError, RecursionError):
-        hint = _hinted(file)
-        if hint is None:
-            from_text = generic.decode_text(text, file)
-            if from_text is not None:
-                return from_text
-        return invalid(
-            file,
-            "unparseable",
-            "content is neither JSON nor a pid"
-            if hint is None
-            else f"not valid JSON ({hint.FORMAT})",
-            text[:_PREVIEW_CHARS],
-        )
-    if isinstance(doc, Mapping):
+        # orjson is strict where it matters: no NaN/Infinity, no numbers that
+        # overflow a double, no lone surrogates, bounded nesting.
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _decode_text(raw, file)
+    if isinstance(doc, dict):
         for decoder in DECODERS:
             if decoder.claims(doc):
                 lock: Lock = decoder.decode(doc, file)
@@ -112,4 +79,28 @@ def decode_file(file: LockFile) -> Lock:
         "schema_violation" if hint is not None else "unparseable",
         f"JSON {type(doc).__name__} where a lock record (an object) belongs",
         doc,
+    )
+
+
+def _decode_text(raw: bytes, file: LockFile) -> Lock:
+    """Content that is not JSON: a pid file, an empty file, or garbage."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return invalid(file, "unparseable", "content is not UTF-8 text")
+    hint = _hinted(file)
+    if not text.strip():
+        if hint is not None:
+            message = f"empty file where a {hint.FORMAT} record belongs"
+            return invalid(file, "unparseable", message, text)
+        return generic.decode_text(text, file) or invalid(file, "unparseable", "empty file")
+    if hint is None:
+        from_text = generic.decode_text(text, file)
+        if from_text is not None:
+            return from_text
+    return invalid(
+        file,
+        "unparseable",
+        "content is neither JSON nor a pid" if hint is None else f"not valid JSON ({hint.FORMAT})",
+        text[:_PREVIEW_CHARS],
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason, StalenessPolicy
@@ -23,8 +23,12 @@ class LockFile:
 
     path: str  # absolute
     raw: bytes
-    mtime: datetime
+    mtime: float  # seconds since the epoch, as stat gives it
     sha256: str | None
+
+    @property
+    def modified_at(self) -> datetime:
+        return datetime.fromtimestamp(self.mtime, tz=UTC)
 
     @property
     def name(self) -> str:

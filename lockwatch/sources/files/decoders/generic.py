@@ -87,7 +87,7 @@ def _generic(
         policy=POLICY,
         content=content,
         holder=holder,
-        acquired_at=acquired_at or file.mtime,
+        acquired_at=acquired_at or file.modified_at,
         heartbeat_at=heartbeat_at,
         defects=defects,
         notes=() if holder.pid is not None or defects else (_NO_PID,),
