@@ -8,10 +8,10 @@ import sys
 import click
 import orjson
 
+from lockwatch.cli.fanout import available_cpus
 from lockwatch.cli.table import render_table, summary
 from lockwatch.clock import SystemClock
 from lockwatch.model.assess import assess
-from lockwatch.model.report import ls_json, ls_json_bytes
 from lockwatch.model.verdict import State
 
 EXIT_PARTIAL = 1
@@ -43,7 +43,16 @@ Examples:
 )
 @click.option("-l", "--long", "long_", is_flag=True, help="Spell out every reason under its lock.")
 @click.option("--fail-on-stale", is_flag=True, help="Exit 3 when any lock is stale.")
-def ls(paths: tuple[str, ...], as_json: bool, long_: bool, fail_on_stale: bool) -> None:
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes for large --json scans (default: one per CPU).",
+)
+def ls(
+    paths: tuple[str, ...], as_json: bool, long_: bool, fail_on_stale: bool, jobs: int | None
+) -> None:
     """List lock files under PATHs (default: the current directory) with verdicts.
 
     Scans recursively for *.lock and *.pid files (never following symlinks),
@@ -52,38 +61,40 @@ def ls(paths: tuple[str, ...], as_json: bool, long_: bool, fail_on_stale: bool) 
     holder_dead, pid_reused, too_old, heartbeat_expired, scope_conflict,
     schema_violation or unparseable.
     """
-    from lockwatch.sources.files.scanner import scan
-    from lockwatch.sources.processes import PsutilProcesses
-
     roots = paths or (".",)
     clock = SystemClock()
     host = os.uname().nodename  # what gethostname() returns, without importing socket
-    result = scan(roots)
-    assessed = assess(result.locks, PsutilProcesses(), clock, host)
 
     if as_json:
+        from lockwatch.cli.listing import json_listing
+
+        listing = json_listing(roots, clock.now(), host, jobs or available_cpus())
+        errors, stale = listing.errors, listing.stale
+        document = b"".join(listing.pieces)
         if sys.stdout.isatty():
-            document = ls_json(clock.now(), host, assessed, result.errors)
-            click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
-        else:
-            sys.stdout.flush()
-            out = sys.stdout.buffer
-            for piece in ls_json_bytes(clock.now(), host, assessed, result.errors):
-                out.write(piece)
-            out.write(b"\n")
-            out.flush()
+            document = orjson.dumps(orjson.loads(document), option=orjson.OPT_INDENT_2)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(document + b"\n")
+        sys.stdout.buffer.flush()
     else:
+        from lockwatch.sources.files.scanner import scan
+        from lockwatch.sources.processes import PsutilProcesses
+
+        result = scan(roots)
+        assessed = assess(result.locks, PsutilProcesses(), clock, host)
+        errors = result.errors
+        stale = sum(verdict.state is State.STALE for _, verdict in assessed)
         color = None if "NO_COLOR" not in os.environ else False
         for line in render_table(assessed, long=long_, cwd=os.getcwd()):
             click.echo(line, color=color)
         click.echo(summary(assessed, roots), color=color)
-    for error in result.errors:
+    for error in errors:
         click.echo(f"lockwatch: {error.path}: {error.message}", err=True)
 
     named = {os.path.abspath(p) for p in roots}
-    if fail_on_stale and any(v.state is State.STALE for _, v in assessed):
+    if fail_on_stale and stale:
         sys.exit(EXIT_STALE)
-    if any(e.path in named for e in result.errors):
+    if any(e.path in named for e in errors):
         sys.exit(EXIT_BAD_PATH)
-    if result.errors:
+    if errors:
         sys.exit(EXIT_PARTIAL)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 
 from lockwatch.model.lock import Lock
-from lockwatch.model.timestamps import isoformat_z
 from lockwatch.model.verdict import Verdict
 
 LS_SCHEMA = "lockwatch.ls/1"
+_OPTIONS = orjson.OPT_UTC_Z
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,9 @@ class ScanError:
     code: str = "unreadable"
 
 
-def lock_json(lock: Lock, verdict: Verdict) -> dict[str, Any]:
+def lock_record(lock: Lock, verdict: Verdict) -> dict[str, Any]:
+    """One lock of the contract, with times still as datetimes: orjson writes them
+    (RFC 3339, `Z`) far faster than isoformat() would."""
     holder = lock.holder
     process = verdict.process
     return {
@@ -48,40 +50,45 @@ def lock_json(lock: Lock, verdict: Verdict) -> dict[str, Any]:
             else {
                 "cmdline": list(process.cmdline),
                 "user": process.user,
-                "started_at": isoformat_z(process.started_at),
+                "started_at": process.started_at,
             },
         },
-        "acquired_at": isoformat_z(lock.acquired_at),
-        "heartbeat_at": isoformat_z(lock.heartbeat_at),
+        "acquired_at": lock.acquired_at,
+        "heartbeat_at": lock.heartbeat_at,
         "ttl_seconds": lock.ttl_seconds,
         "age_seconds": None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
-        "next_change_at": isoformat_z(verdict.next_change_at),
+        "next_change_at": verdict.next_change_at,
         "scope": list(lock.scope),
         "conflicts_with": list(verdict.conflicts_with),
         "sha256": lock.sha256,
     }
 
 
+def lock_json_bytes(lock: Lock, verdict: Verdict) -> bytes:
+    return orjson.dumps(lock_record(lock, verdict), option=_OPTIONS)
+
+
+def lock_json(lock: Lock, verdict: Verdict) -> dict[str, Any]:
+    """One lock of the contract as plain JSON values."""
+    parsed: dict[str, Any] = orjson.loads(lock_json_bytes(lock, verdict))
+    return parsed
+
+
 def ls_json_bytes(
     generated_at: datetime,
     host: str,
-    assessed: Sequence[tuple[Lock, Verdict]],
+    locks: Iterable[bytes],
     errors: Sequence[ScanError],
 ) -> Iterator[bytes]:
-    """The same document as `ls_json`, as compact UTF-8 JSON in pieces.
-
-    Streaming one lock at a time keeps memory flat: with 10,000 locks, building the
-    whole document first costs tens of MB and the page faults that come with them.
-    """
-    head = ls_json(generated_at, host, (), errors)
-    tail = orjson.dumps({"errors": head.pop("errors")})
-    head.pop("locks")
-    yield orjson.dumps(head)[:-1] + b',"locks":['
-    for index, (lock, verdict) in enumerate(assessed):
-        if index:
-            yield b","
-        yield orjson.dumps(lock_json(lock, verdict))
-    yield b"]," + tail[1:]
+    """The `lockwatch.ls/1` document as compact UTF-8 JSON in pieces, from locks
+    already rendered by `lock_json_bytes` (so they can be rendered anywhere, in any
+    process, and streamed without building the whole document)."""
+    head = {"schema": LS_SCHEMA, "generated_at": generated_at, "host": host}
+    tail = {"errors": [{"path": e.path, "code": e.code, "message": e.message} for e in errors]}
+    yield orjson.dumps(head, option=_OPTIONS)[:-1] + b',"locks":['
+    for index, rendered in enumerate(locks):
+        yield b"," + rendered if index else rendered
+    yield b"]," + orjson.dumps(tail)[1:]
 
 
 def ls_json(
@@ -90,10 +97,9 @@ def ls_json(
     assessed: Sequence[tuple[Lock, Verdict]],
     errors: Sequence[ScanError],
 ) -> dict[str, Any]:
-    return {
-        "schema": LS_SCHEMA,
-        "generated_at": isoformat_z(generated_at),
-        "host": host,
-        "locks": [lock_json(lock, verdict) for lock, verdict in assessed],
-        "errors": [{"path": e.path, "code": e.code, "message": e.message} for e in errors],
-    }
+    """The whole `lockwatch.ls/1` document as plain JSON values."""
+    rendered = (lock_json_bytes(lock, verdict) for lock, verdict in assessed)
+    document: dict[str, Any] = orjson.loads(
+        b"".join(ls_json_bytes(generated_at, host, rendered, errors))
+    )
+    return document

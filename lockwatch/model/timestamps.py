@@ -50,12 +50,3 @@ def plus_seconds(at: datetime, seconds: float) -> datetime | None:
         return at + timedelta(seconds=seconds)
     except (OverflowError, ValueError):
         return None
-
-
-def isoformat_z(at: datetime | None) -> str | None:
-    """UTC ISO-8601 with a `Z`, as the JSON contract writes times."""
-    if at is None:
-        return None
-    if at.tzinfo is not UTC:
-        at = at.astimezone(UTC)
-    return at.isoformat().replace("+00:00", "Z")

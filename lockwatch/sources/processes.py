@@ -11,11 +11,24 @@ from lockwatch.model.process import ProcessFacts
 
 class PsutilProcesses:
     """Answers `facts(pid)` for this host. One instance per scan or tick, so a pid
-    asked about by many locks costs one look, and a later tick sees fresh facts."""
+    asked about by many locks costs one look, and a later tick sees fresh facts.
+
+    Create it after the lock files were read: the pid list it takes on first use
+    then includes every holder that was alive when its lock was read (a process
+    writes its lock after it starts), so "not listed" means dead.
+    """
 
     def __init__(self) -> None:
         self._cache: dict[int, ProcessFacts] = {}
         self._users: dict[int, str | None] = {}
+        self._running: frozenset[int] | None = None
+
+    def _is_running(self, pid: int) -> bool:
+        # One listing of /proc instead of a kill(pid, 0) per pid: with thousands of
+        # stale locks the syscalls add up.
+        if self._running is None:
+            self._running = frozenset(psutil.pids())
+        return pid in self._running
 
     def facts(self, pid: int) -> ProcessFacts:
         cached = self._cache.get(pid)
@@ -26,8 +39,7 @@ class PsutilProcesses:
     def _look(self, pid: int) -> ProcessFacts:
         dead = ProcessFacts(pid=pid, alive=False)
         try:
-            # Cheap kill(pid, 0) first: most stale locks name dead pids.
-            if pid <= 0 or not psutil.pid_exists(pid):
+            if pid <= 0 or not self._is_running(pid):
                 return dead
             process = psutil.Process(pid)
             with process.oneshot():

@@ -1,12 +1,12 @@
-"""parse_timestamp / plus_seconds / isoformat_z: every shape a seed writes, and garbage."""
+"""parse_timestamp / plus_seconds: every shape a seed writes, and garbage."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lockwatch.model.timestamps import isoformat_z, parse_timestamp, plus_seconds
+from lockwatch.model.timestamps import parse_timestamp, plus_seconds
 from tests.conftest import NOW
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -192,21 +192,3 @@ def test_plus_seconds_adds(seconds: float) -> None:
 )
 def test_plus_seconds_overflow_is_none(at: datetime, seconds: float) -> None:
     assert plus_seconds(at, seconds) is None
-
-
-# --- isoformat_z ------------------------------------------------------------
-
-
-def test_isoformat_z() -> None:
-    assert isoformat_z(None) is None
-    assert isoformat_z(NOW) == "2026-11-21T12:00:00Z"
-    assert isoformat_z(NOW + timedelta(microseconds=5)) == "2026-11-21T12:00:00.000005Z"
-    plus_two = timezone(timedelta(hours=2))
-    assert isoformat_z(datetime(2026, 11, 21, 14, 0, tzinfo=plus_two)) == "2026-11-21T12:00:00Z"
-
-
-@pytest.mark.parametrize("text", ["2026-11-21T12:00:00Z", "2026-11-21T12:00:00.123456Z"])
-def test_isoformat_z_round_trips(text: str) -> None:
-    parsed = parse_timestamp(text)
-    assert parsed is not None
-    assert isoformat_z(parsed) == text
