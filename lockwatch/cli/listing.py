@@ -1,9 +1,9 @@
 """`lockwatch ls --json` for many locks: judge slices of the files on every core.
 
-Each worker loads and judges its slice and sends back finished JSON per lock,
-which costs next to nothing to pass between processes (Lock objects would cost
-more to pickle than to rebuild). Live locks with a scope are sent back whole and
-judged together here, because scope conflicts cross slices.
+Each worker loads and judges its slice and sends back its locks as one finished
+JSON array, which costs next to nothing to pass between processes (Lock objects
+would cost more to pickle than to rebuild). Live locks with a scope are also sent
+back whole and judged together here, because scope conflicts cross slices.
 """
 
 from __future__ import annotations
@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
+
+import orjson
 
 from lockwatch.cli.fanout import fan_out
 from lockwatch.clock import FrozenClock
 from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.lock import Lock
-from lockwatch.model.report import ScanError, lock_json_bytes, ls_json_bytes
+from lockwatch.model.report import ScanError, lock_record, ls_json_bytes, records_json_array
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.scanner import Candidate, ScanResult, find, load_all
 from lockwatch.sources.processes import PsutilProcesses
@@ -27,10 +30,11 @@ MIN_FILES_PER_JOB = 1000
 
 @dataclass
 class Judged:
-    """One slice's results: JSON per lock, plus what must be judged together."""
+    """One slice's results, rendered, plus what must be judged across slices."""
 
-    rendered: list[tuple[str, bytes]] = field(default_factory=list)  # (lock id, JSON)
-    scoped: list[tuple[Lock, Verdict]] = field(default_factory=list)
+    locks: bytes  # a JSON array of the slice's lock records, in id order
+    # (index in that array, lock, verdict) of every live lock with a scope
+    scoped: list[tuple[int, Lock, Verdict]] = field(default_factory=list)
     errors: list[ScanError] = field(default_factory=list)
     stale: int = 0
 
@@ -39,16 +43,35 @@ def _judge(candidates: Sequence[Candidate], now: datetime, host: str) -> Judged:
     loaded = load_all(candidates, ScanResult())
     # Processes are looked at after the files were read (see PsutilProcesses).
     processes, clock = PsutilProcesses(), FrozenClock(now)
-    judged = Judged(errors=loaded.errors)
-    for lock in loaded.locks:
+    records = []
+    scoped = []
+    stale = 0
+    for index, lock in enumerate(loaded.locks):
         verdict = evaluate(lock, processes, clock, host)
+        records.append(lock_record(lock, verdict))
         if verdict.state is State.STALE:
-            judged.stale += 1
-        if lock.scope and verdict.state is State.ACTIVE:
-            judged.scoped.append((lock, verdict))
-        else:
-            judged.rendered.append((lock.id, lock_json_bytes(lock, verdict)))
-    return judged
+            stale += 1
+        elif lock.scope and verdict.state is State.ACTIVE:
+            scoped.append((index, lock, verdict))
+    return Judged(records_json_array(records), scoped, loaded.errors, stale)
+
+
+def _add_scope_conflicts(parts: list[Judged]) -> None:
+    """Scope conflicts cross slices: judge the scoped locks of all slices together
+    and re-render the few records that gained a conflict."""
+    scoped = [
+        (part, index, lock, verdict) for part in parts for index, lock, verdict in part.scoped
+    ]
+    updated = with_scope_conflicts([s[2] for s in scoped], [s[3] for s in scoped])
+    changed: dict[int, tuple[Judged, dict[int, dict[str, Any]]]] = {}
+    for (part, index, lock, before), after in zip(scoped, updated, strict=True):
+        if after is not before:
+            changed.setdefault(id(part), (part, {}))[1][index] = lock_record(lock, after)
+    for part, records in changed.values():
+        rendered = orjson.loads(part.locks)
+        for index, record in records.items():
+            rendered[index] = record
+        part.locks = records_json_array(rendered)
 
 
 @dataclass(frozen=True)
@@ -63,18 +86,10 @@ def json_listing(roots: Sequence[str], now: datetime, host: str, jobs: int) -> L
     candidates, find_errors = find(roots)
     jobs = max(1, min(jobs, len(candidates) // MIN_FILES_PER_JOB))
     size = max(1, -(-len(candidates) // jobs))  # ceiling division
+    # Contiguous slices of the sorted candidates: joined in order, the locks stay sorted.
     slices = [candidates[i : i + size] for i in range(0, len(candidates), size)] or [[]]
     parts = fan_out(slices, lambda part: _judge(part, now, host))
-
-    scoped = [pair for part in parts for pair in part.scoped]
-    verdicts = with_scope_conflicts([lock for lock, _ in scoped], [v for _, v in scoped])
-    rendered = [item for part in parts for item in part.rendered]
-    rendered += [
-        (lock.id, lock_json_bytes(lock, verdict))
-        for (lock, _), verdict in zip(scoped, verdicts, strict=True)
-    ]
-    rendered.sort(key=lambda item: item[0])
+    _add_scope_conflicts(parts)
     errors = find_errors + [error for part in parts for error in part.errors]
-
-    pieces = ls_json_bytes(now, host, (json for _, json in rendered), errors)
+    pieces = ls_json_bytes(now, host, [part.locks for part in parts], errors)
     return Listing(pieces, errors, sum(part.stale for part in parts))

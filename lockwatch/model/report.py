@@ -68,6 +68,12 @@ def lock_json_bytes(lock: Lock, verdict: Verdict) -> bytes:
     return orjson.dumps(lock_record(lock, verdict), option=_OPTIONS)
 
 
+def records_json_array(records: list[dict[str, Any]]) -> bytes:
+    """A JSON array of lock records, in one call: orjson's cost per call is several
+    times its cost per record, so never serialise 10,000 locks one by one."""
+    return orjson.dumps(records, option=_OPTIONS)
+
+
 def lock_json(lock: Lock, verdict: Verdict) -> dict[str, Any]:
     """One lock of the contract as plain JSON values."""
     parsed: dict[str, Any] = orjson.loads(lock_json_bytes(lock, verdict))
@@ -77,17 +83,21 @@ def lock_json(lock: Lock, verdict: Verdict) -> dict[str, Any]:
 def ls_json_bytes(
     generated_at: datetime,
     host: str,
-    locks: Iterable[bytes],
+    lock_arrays: Iterable[bytes],
     errors: Sequence[ScanError],
 ) -> Iterator[bytes]:
-    """The `lockwatch.ls/1` document as compact UTF-8 JSON in pieces, from locks
-    already rendered by `lock_json_bytes` (so they can be rendered anywhere, in any
-    process, and streamed without building the whole document)."""
+    """The `lockwatch.ls/1` document as compact UTF-8 JSON in pieces, from JSON
+    arrays of lock records (`records_json_array`), joined in the order given, so
+    the locks can be rendered anywhere, in any process, and streamed."""
     head = {"schema": LS_SCHEMA, "generated_at": generated_at, "host": host}
     tail = {"errors": [{"path": e.path, "code": e.code, "message": e.message} for e in errors]}
     yield orjson.dumps(head, option=_OPTIONS)[:-1] + b',"locks":['
-    for index, rendered in enumerate(locks):
-        yield b"," + rendered if index else rendered
+    first = True
+    for array in lock_arrays:
+        inner = array[1:-1]
+        if inner:
+            yield inner if first else b"," + inner
+            first = False
     yield b"]," + orjson.dumps(tail)[1:]
 
 
@@ -98,8 +108,8 @@ def ls_json(
     errors: Sequence[ScanError],
 ) -> dict[str, Any]:
     """The whole `lockwatch.ls/1` document as plain JSON values."""
-    rendered = (lock_json_bytes(lock, verdict) for lock, verdict in assessed)
+    rendered = records_json_array([lock_record(lock, verdict) for lock, verdict in assessed])
     document: dict[str, Any] = orjson.loads(
-        b"".join(ls_json_bytes(generated_at, host, rendered, errors))
+        b"".join(ls_json_bytes(generated_at, host, [rendered], errors))
     )
     return document
