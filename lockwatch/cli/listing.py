@@ -21,11 +21,12 @@ from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import ScanError, lock_record, ls_json_bytes, records_json_array
 from lockwatch.model.verdict import State, Verdict, evaluate
-from lockwatch.sources.files.scanner import Candidate, ScanResult, find, load_all
+from lockwatch.sources.files.scanner import Area, ScanResult, find_in, load_all, partition
 from lockwatch.sources.processes import PsutilProcesses
 
-# Below this many files per worker, forking costs more than it saves.
-MIN_FILES_PER_JOB = 1000
+# Share the work only with at least this many directories or files per worker:
+# below that, forking costs more than it saves.
+MIN_AREAS_PER_JOB = 8
 
 
 @dataclass
@@ -39,8 +40,9 @@ class Judged:
     stale: int = 0
 
 
-def _judge(candidates: Sequence[Candidate], now: datetime, host: str) -> Judged:
-    loaded = load_all(candidates, ScanResult())
+def _judge(areas: Sequence[Area], now: datetime, host: str) -> Judged:
+    candidates, errors = find_in(areas)
+    loaded = load_all(candidates, ScanResult(errors=errors))
     # Processes are looked at after the files were read (see PsutilProcesses).
     processes, clock = PsutilProcesses(), FrozenClock(now)
     records = []
@@ -83,13 +85,11 @@ class Listing:
 
 def json_listing(roots: Sequence[str], now: datetime, host: str, jobs: int) -> Listing:
     """The `lockwatch.ls/1` document for `roots`, identical whatever `jobs` is."""
-    candidates, find_errors = find(roots)
-    jobs = max(1, min(jobs, len(candidates) // MIN_FILES_PER_JOB))
-    size = max(1, -(-len(candidates) // jobs))  # ceiling division
-    # Contiguous slices of the sorted candidates: joined in order, the locks stay sorted.
-    slices = [candidates[i : i + size] for i in range(0, len(candidates), size)] or [[]]
+    slices, find_errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
     parts = fan_out(slices, lambda part: _judge(part, now, host))
     _add_scope_conflicts(parts)
-    errors = find_errors + [error for part in parts for error in part.errors]
+    errors = sorted(
+        find_errors + [error for part in parts for error in part.errors], key=lambda e: e.path
+    )
     pieces = ls_json_bytes(now, host, [part.locks for part in parts], errors)
     return Listing(pieces, errors, sum(part.stale for part in parts))

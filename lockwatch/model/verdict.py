@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from functools import lru_cache
 
 from lockwatch.clock import Clock
 from lockwatch.model.humanize import duration
@@ -42,6 +43,7 @@ class Verdict:
         return tuple(r.code for r in self.reasons)
 
 
+@lru_cache(maxsize=1024)
 def same_host(recorded: str, local: str) -> bool:
     """Host names match ignoring case and domain (`tower-01` is `tower-01.lan`)."""
     a, b = recorded.strip().lower(), local.strip().lower()
@@ -108,7 +110,8 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
             where = f" for a lock from host {holder.host}" if foreign else ""
             stale.append(
                 Reason(
-                    "too_old", f"held for {duration(age)}, over the {duration(limit)} limit{where}"
+                    "too_old",
+                    f"held for {duration(age)}, over the {_limit(limit)} limit{where}",
                 )
             )
         else:
@@ -123,7 +126,7 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
             stale.append(
                 Reason(
                     "heartbeat_expired",
-                    f"last heartbeat {duration(since)} ago, over the {duration(ttl)} ttl",
+                    f"last heartbeat {duration(since)} ago, over the {_limit(ttl)} ttl",
                 )
             )
         else:
@@ -150,6 +153,10 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
         process=facts if alive else None,
         next_change_at=min(future) if future and not stale else None,
     )
+
+
+# Limits come from a handful of policies and ttls: format each once.
+_limit = lru_cache(maxsize=256)(duration)
 
 
 def _reused(facts: ProcessFacts, acquired_at: datetime | None) -> Reason | None:

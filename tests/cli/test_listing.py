@@ -61,7 +61,7 @@ def tree(tmp_path: Path) -> Path:
 def test_any_number_of_jobs_gives_the_same_document(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(listing, "MIN_FILES_PER_JOB", 1)
+    monkeypatch.setattr(listing, "MIN_AREAS_PER_JOB", 1)
     outputs = []
     for jobs in (1, 2, 3, 7):
         result = listing.json_listing([str(tree)], NOW, "host", jobs)
@@ -77,7 +77,7 @@ def test_any_number_of_jobs_gives_the_same_document(
 
 
 def test_matches_the_object_pipeline(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(listing, "MIN_FILES_PER_JOB", 1)
+    monkeypatch.setattr(listing, "MIN_AREAS_PER_JOB", 1)
     result = listing.json_listing([str(tree)], NOW, "host", 2)
     scanned = scan([str(tree)])
     assessed = assess(scanned.locks, PsutilProcesses(), FrozenClock(NOW), "host")

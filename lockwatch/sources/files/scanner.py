@@ -154,53 +154,120 @@ def _symlink(path: str) -> Lock:
     )
 
 
+def _list_dir(
+    directory: str, found: list[Candidate], subdirs: list[str], errors: list[ScanError]
+) -> None:
+    """One level: lock files go to `found`, directories to walk go to `subdirs`."""
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                name = entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if name not in SKIP_DIRS:
+                            subdirs.append(entry.path)
+                    elif is_lock_name(name):
+                        found.append(Candidate(entry.path, entry.is_symlink()))
+                except OSError as exc:
+                    errors.append(_error(entry.path, exc))
+    except FileNotFoundError:
+        pass  # removed while we walked
+    except OSError as exc:
+        errors.append(_error(directory, exc))
+
+
 def _walk(root: str, found: list[Candidate], errors: list[ScanError]) -> None:
     pending = [root]
     while pending:
-        directory = pending.pop()
-        try:
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    name = entry.name
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            if name not in SKIP_DIRS:
-                                pending.append(entry.path)
-                        elif is_lock_name(name):
-                            found.append(Candidate(entry.path, entry.is_symlink()))
-                    except OSError as exc:
-                        errors.append(_error(entry.path, exc))
-        except FileNotFoundError:
-            continue  # removed while we walked
-        except OSError as exc:
-            errors.append(_error(directory, exc))
+        _list_dir(pending.pop(), found, pending, errors)
 
 
-def find(roots: Iterable[str]) -> tuple[list[Candidate], list[ScanError]]:
-    """Every lock file under `roots`, each once, sorted by path (and so by lock id).
+def _named_roots(roots: Iterable[str]) -> tuple[list[str], list[Candidate], list[ScanError]]:
+    """Directories to walk and files to read, as the operator named them.
 
-    A named root that is a file is a candidate whatever its name; a named root that
-    is a symlinked directory is followed (the operator named it), links inside it
-    are not."""
-    found: list[Candidate] = []
+    A named file is a candidate whatever its name; a named symlinked directory is
+    followed (the operator named it), links inside it are not. A root inside
+    another root is dropped, so nothing is listed twice."""
+    dirs: list[str] = []
+    files: list[Candidate] = []
     errors: list[ScanError] = []
-    for given in roots:
-        root = os.path.abspath(given)
+    for root in sorted({os.path.abspath(given) for given in roots}):
+        if any(root.startswith(d.rstrip("/") + "/") for d in dirs):
+            continue
         try:
             st = os.stat(root)
         except OSError as exc:
             if os.path.islink(root):
-                found.append(Candidate(root, True))
+                files.append(Candidate(root, True))
             else:
                 errors.append(_error(root, exc))
             continue
         if stat.S_ISDIR(st.st_mode):
-            _walk(root, found, errors)
+            dirs.append(root)
         else:
-            found.append(Candidate(root, os.path.islink(root)))
-    # Nested roots ("a" and "a/b") would list the same file twice.
+            files.append(Candidate(root, os.path.islink(root)))
+    return dirs, files, errors
+
+
+# What a worker is handed: directories to walk whole, and files found on the way.
+Area = str | Candidate
+
+
+def find_in(areas: Iterable[Area]) -> tuple[list[Candidate], list[ScanError]]:
+    """Every lock file in `areas`, each once, sorted by path (and so by lock id)."""
+    found: list[Candidate] = []
+    errors: list[ScanError] = []
+    for area in areas:
+        if isinstance(area, Candidate):
+            found.append(area)
+        else:
+            _walk(area, found, errors)
     unique = {candidate.path: candidate for candidate in found}
     return sorted(unique.values(), key=lambda c: c.path), errors
+
+
+def find(roots: Iterable[str]) -> tuple[list[Candidate], list[ScanError]]:
+    """Every lock file under `roots`, each once, sorted by path (and so by lock id)."""
+    dirs, files, errors = _named_roots(roots)
+    found, walk_errors = find_in([*dirs, *files])
+    return found, errors + walk_errors
+
+
+def _area_key(area: Area) -> str:
+    # Files under directory d sort as one run right after d + "/": keying
+    # directories that way keeps contiguous runs of areas in global path order.
+    return area.path if isinstance(area, Candidate) else area + "/"
+
+
+def partition(
+    roots: Iterable[str], parts: int, *, enough: int = 8
+) -> tuple[list[list[Area]], list[ScanError]]:
+    """Split the trees under `roots` into at most `parts` runs of areas of similar
+    size, so each worker walks and reads its own share.
+
+    Directories are opened breadth-first until there are `enough` per part (or
+    nothing left to open). Each run is contiguous in path order, so workers' sorted
+    results joined in order are sorted too. Returns a single run when the trees
+    are too small to be worth sharing.
+    """
+    dirs, files, errors = _named_roots(roots)
+    if parts <= 1:
+        return [[*dirs, *files]], errors
+    areas: list[Area] = list(files)
+    level = dirs
+    while level and len(level) < parts * enough:
+        deeper: list[str] = []
+        found: list[Candidate] = []
+        for directory in level:
+            _list_dir(directory, found, deeper, errors)
+        areas.extend(found)
+        level = deeper
+    areas.extend(level)
+    areas.sort(key=_area_key)
+    if len(areas) < parts * enough:
+        return [areas], errors
+    size = -(-len(areas) // parts)  # ceiling division
+    return [areas[i : i + size] for i in range(0, len(areas), size)], errors
 
 
 def load_all(candidates: Iterable[Candidate], result: ScanResult) -> ScanResult:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
 from typing import Any
 
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason, StalenessPolicy
@@ -18,11 +17,7 @@ MAX_PID = 2**32 - 1
 MAX_INTEGER = 2**53
 
 
-# Location hints look at most this many directories up (.GITCLAW/state/locks).
-_HINT_DEPTH = 3
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LockFile:
     """A lock file's bytes as read, with the facts the filesystem gave about it."""
 
@@ -39,16 +34,11 @@ class LockFile:
     def name(self) -> str:
         return self.path.rpartition("/")[2]
 
-    @cached_property
-    def _nearest_dirs(self) -> tuple[str, ...]:
-        # Computed once: every format's location hint asks about the same few names.
-        parts = self.path.rsplit("/", _HINT_DEPTH + 1)[:-1]
-        names = tuple(reversed(parts[1:] if len(parts) > _HINT_DEPTH else parts))
-        return names + ("",) * (_HINT_DEPTH - len(names))
-
     def parents(self, depth: int) -> tuple[str, ...]:
-        """Names of the `depth` (at most 3) nearest directories, nearest first."""
-        return self._nearest_dirs[:depth]
+        """Names of the `depth` nearest directories, nearest first ("" above the root)."""
+        parts = self.path.rsplit("/", depth + 1)
+        names = parts[-2:0:-1] if len(parts) == depth + 2 else parts[-2::-1]
+        return (*names, *("",) * (depth - len(names)))
 
     def stem(self) -> str:
         """The file name without `.lock`/`.pid`; for a bare `.lock`, its directory's name."""
