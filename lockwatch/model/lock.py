@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from lockwatch.model.pg import PgLock
+
 SourceKind = Literal["file", "postgres", "kernel"]
 
 
@@ -49,6 +51,8 @@ class StalenessPolicy:
     foreign_max_age: float | None = None
     # Stale iff now - heartbeat_at > ttl_seconds.
     heartbeat: bool = False
+    # Postgres: a holder idle (or idle in a transaction) longer than this is stale.
+    idle_after: float | None = None
     # Past this fraction of the ttl without a heartbeat, say it is late.
     heartbeat_late_fraction: float = 1 / 3
 
@@ -77,3 +81,5 @@ class Lock:
     defects: tuple[Reason, ...] = ()
     # Facts the decoder wants shown but that never change the state.
     notes: tuple[Reason, ...] = ()
+    # pg_locks facts, for locks of the postgres source.
+    pg: PgLock | None = None

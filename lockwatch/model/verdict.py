@@ -10,6 +10,7 @@ from functools import lru_cache
 from lockwatch.clock import Clock
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.pg import PgLock
 from lockwatch.model.process import ProcessFacts, ProcessLookup
 from lockwatch.model.timestamps import plus_seconds
 
@@ -59,6 +60,8 @@ def _is_address(host: str) -> bool:
 
 
 def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str) -> Verdict:
+    if lock.pg is not None:
+        return _evaluate_pg(lock, lock.pg, clock.now())
     now = clock.now()
     policy = lock.policy
     info: list[Reason] = list(lock.notes)
@@ -176,4 +179,87 @@ def _skew(what: str, ahead: float) -> Reason:
     return Reason(
         "clock_skew",
         f"{what} time is {duration(ahead)} in the future; the writer's clock disagrees with ours",
+    )
+
+
+_IDLE_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")
+
+
+def _seconds_since(at: datetime | None, now: datetime) -> float | None:
+    return None if at is None else max(0.0, (now - at).total_seconds())
+
+
+def _evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
+    """pg_locks rows: waiting, blocking, and holders idle for too long."""
+    backend = pg.backend
+    age = _seconds_since(lock.acquired_at, now)
+    info: list[Reason] = []
+    stale: list[Reason] = []
+    deadline: datetime | None = None
+
+    if backend.prepared_gid is not None:
+        info.append(
+            Reason(
+                "prepared_transaction",
+                f"held by prepared transaction {backend.prepared_gid!r}: no session holds it,"
+                " so terminating a backend cannot free it; COMMIT PREPARED or"
+                " ROLLBACK PREPARED can",
+            )
+        )
+    if backend.hidden:
+        info.append(
+            Reason(
+                "insufficient_privilege",
+                "this session's query and state are hidden from lockwatch's role;"
+                " grant it pg_read_all_stats to see them",
+            )
+        )
+
+    if not pg.granted:
+        waited = _seconds_since(pg.wait_start, now)
+        blockers = [f"pid {pid}" for pid in pg.blocked_by if pid] + [
+            f"prepared transaction {gid!r}" for gid in pg.blocked_by_prepared
+        ]
+        if 0 in pg.blocked_by and not pg.blocked_by_prepared:
+            blockers.append("a prepared transaction")
+        how_long = f" for {duration(waited)}" if waited is not None else ""
+        by = f", blocked by {', '.join(blockers)}" if blockers else ""
+        return Verdict(
+            State.WAITING,
+            (Reason("waiting", f"waiting{how_long} for {pg.mode}{by}"), *info),
+            age_seconds=age,
+            alive=True,
+        )
+
+    if pg.blocking_here:
+        count = len(pg.blocking_here)
+        shown = ", ".join(str(pid) for pid in pg.blocking_here[:5])
+        more = f" and {count - 5} more" if count > 5 else ""
+        noun = "session" if count == 1 else "sessions"
+        info.insert(0, Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
+
+    limit = lock.policy.idle_after
+    idle_for = _seconds_since(backend.state_since, now)
+    if limit is not None and idle_for is not None:
+        code = None
+        if backend.state in _IDLE_IN_TRANSACTION:
+            code, what = "idle_in_transaction", f"{backend.state}, holding locks,"
+        elif backend.state == "idle" and pg.locktype == "advisory":
+            # Outside a transaction only session-level advisory locks survive:
+            # the leaked lock of a pooled connection.
+            code, what = "idle_holder", "idle while still holding a session advisory lock,"
+        if code is not None:
+            if idle_for > limit:
+                stale.append(
+                    Reason(code, f"{what} for {duration(idle_for)} (limit {_limit(limit)})")
+                )
+            elif backend.state_since is not None:
+                deadline = plus_seconds(backend.state_since, limit)
+
+    return Verdict(
+        State.STALE if stale else State.ACTIVE,
+        (*stale, *info),
+        age_seconds=age,
+        alive=None if backend.pid is None else True,
+        next_change_at=deadline if not stale else None,
     )

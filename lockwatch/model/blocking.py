@@ -1,0 +1,134 @@
+"""Who waits on whom: the blocking tree of one server, with cycles called out.
+
+Roots are blockers that wait on nobody; each node's children are the sessions
+waiting on it. A wait-for cycle (a deadlock in the making, before the server's
+deadlock_timeout resolves it) has no root: it is reported on its own, and walks
+never loop on it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# A session is a pid; a prepared transaction, which has none, is "prepared:<gid>".
+NodeId = int | str
+
+# Deeper than any real chain; a guard so a pathological graph cannot exhaust the stack.
+MAX_DEPTH = 200
+
+
+@dataclass(frozen=True, slots=True)
+class BlockNode:
+    id: NodeId
+    waiters: tuple[BlockNode, ...]
+    direct: int  # sessions waiting on this one directly
+    total: int  # sessions held up by this one, directly or down the chain
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "blocks_directly": self.direct,
+            "blocks_in_total": self.total,
+            "waiters": [w.as_json() for w in self.waiters],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BlockingTree:
+    roots: tuple[BlockNode, ...]
+    cycles: tuple[tuple[NodeId, ...], ...]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "roots": [root.as_json() for root in self.roots],
+            "cycles": [list(cycle) for cycle in self.cycles],
+        }
+
+
+def build(waits_on: Mapping[NodeId, Iterable[NodeId]]) -> BlockingTree:
+    """`waits_on[w]` lists who session w waits on (pg_blocking_pids)."""
+    blockers: dict[NodeId, set[NodeId]] = {w: set(b) - {w} for w, b in waits_on.items()}
+    waiters: dict[NodeId, set[NodeId]] = defaultdict(set)
+    for waiter, blocked_by in blockers.items():
+        for blocker in blocked_by:
+            waiters[blocker].add(waiter)
+
+    def held_up(node: NodeId) -> set[NodeId]:
+        seen: set[NodeId] = set()
+        stack = [node]
+        while stack:
+            for waiter in waiters.get(stack.pop(), ()):
+                if waiter not in seen and waiter != node:
+                    seen.add(waiter)
+                    stack.append(waiter)
+        return seen
+
+    totals: dict[NodeId, int] = {}
+
+    def grow(node: NodeId, path: frozenset[NodeId]) -> BlockNode:
+        children = sorted(waiters.get(node, ()), key=_order)
+        kids = tuple(
+            grow(child, path | {child})
+            for child in children
+            if child not in path and len(path) < MAX_DEPTH
+        )
+        if node not in totals:
+            totals[node] = len(held_up(node))
+        return BlockNode(node, kids, len(children), totals[node])
+
+    roots = sorted((n for n in waiters if not blockers.get(n)), key=_order)
+    return BlockingTree(tuple(grow(root, frozenset({root})) for root in roots), _cycles(blockers))
+
+
+def _order(node: NodeId) -> tuple[int, str]:
+    return (0, f"{node:012d}") if isinstance(node, int) else (1, node)
+
+
+def _cycles(edges: Mapping[NodeId, set[NodeId]]) -> tuple[tuple[NodeId, ...], ...]:
+    """Strongly connected components with more than one member (Tarjan, iterative)."""
+    index: dict[NodeId, int] = {}
+    low: dict[NodeId, int] = {}
+    on_stack: set[NodeId] = set()
+    stack: list[NodeId] = []
+    found: list[tuple[NodeId, ...]] = []
+    counter = 0
+    for start in sorted(edges, key=_order):
+        if start in index:
+            continue
+        work: list[tuple[NodeId, list[NodeId]]] = [
+            (start, sorted(edges.get(start, ()), key=_order))
+        ]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, pending = work[-1]
+            if pending:
+                nxt = pending.pop()
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(edges.get(nxt, ()), key=_order)))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component: list[NodeId] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(tuple(sorted(component, key=_order)))
+    return tuple(sorted(found, key=lambda c: _order(c[0])))

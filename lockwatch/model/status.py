@@ -1,0 +1,40 @@
+"""How each source is doing, for the header line and `ls --json`'s `sources`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+SourceState = Literal["watching", "connected", "connecting", "disconnected", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    kind: Literal["file", "postgres", "kernel"]
+    name: str  # a path, or a server's name (never with a password)
+    state: SourceState
+    reason: str | None = None
+    # When this source last produced a good snapshot; what is shown is that old.
+    updated_at: datetime | None = None
+    next_retry_at: datetime | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "status": self.state,
+            "reason": self.reason,
+            "updated_at": self.updated_at,
+            "next_retry_at": self.next_retry_at,
+        }
+
+
+def backoff_seconds(failures: int, jitter: float = 0.0, cap: float = 30.0) -> float:
+    """1, 2, 4, 8 … seconds after consecutive failures, never more than `cap`.
+
+    `jitter` in [-1, 1] spreads retries by up to ±20% so many lockwatch instances
+    do not reconnect in step after a server restart.
+    """
+    base = min(cap, 2.0 ** max(0, failures - 1))
+    return min(cap, max(0.5, base * (1 + 0.2 * jitter)))

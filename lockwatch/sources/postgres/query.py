@@ -1,0 +1,87 @@
+"""The one query lockwatch sends per poll.
+
+One round trip: pg_stat_activity is read once (materialised), and
+pg_blocking_pids() runs only for sessions waiting on a lock, never per pg_locks
+row (the docs warn it takes every lock-manager partition). Ages are computed on
+the server, against its own clock, so skew between hosts cannot distort them.
+Only rows of interest come back unless `all_rows` (advisory locks, waiting rows,
+the locks of blockers, prepared transactions); the source narrows blockers'
+rows down to those someone actually waits on.
+"""
+
+from __future__ import annotations
+
+_ACTIVITY = """
+WITH activity AS MATERIALIZED (
+    SELECT a.pid, a.usename, a.application_name,
+           COALESCE(host(a.client_addr), CASE WHEN a.backend_type = 'client backend'
+                                              THEN 'local' END) AS client,
+           a.backend_type, a.state, a.wait_event_type, a.wait_event, a.query,
+           EXTRACT(epoch FROM now() - a.xact_start)::float8 AS xact_age,
+           EXTRACT(epoch FROM now() - a.query_start)::float8 AS query_age,
+           EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age
+    FROM pg_catalog.pg_stat_activity AS a
+    WHERE a.pid <> pg_catalog.pg_backend_pid()
+),
+waiting AS (
+    SELECT pid, pg_catalog.pg_blocking_pids(pid) AS blocked_by
+    FROM activity
+    WHERE wait_event_type = 'Lock'
+),
+blockers AS (
+    SELECT DISTINCT unnest(blocked_by) AS pid FROM waiting
+)
+"""
+
+_SELECT = """
+SELECT l.locktype, l.mode, l.granted, l.pid,
+       l.database, d.datname AS database_name,
+       l.relation, n.nspname AS schema_name, c.relname AS relation_name,
+       l.page, l.tuple, l.virtualxid, l.transactionid::text AS transactionid,
+       l.classid::int8 AS classid, l.objid::int8 AS objid, l.objsubid,
+       CASE WHEN l.locktype = 'object' AND l.database IN (0, me.oid)
+            THEN pg_catalog.pg_describe_object(l.classid, l.objid, l.objsubid) END AS object_name,
+       {wait_age} AS wait_age,
+       p.gid AS prepared_gid,
+       a.usename, a.application_name, a.client, a.backend_type, a.state,
+       a.wait_event_type, a.wait_event, a.query, a.xact_age, a.query_age, a.state_age,
+       w.blocked_by
+FROM pg_catalog.pg_locks AS l
+CROSS JOIN (SELECT oid FROM pg_catalog.pg_database
+            WHERE datname = pg_catalog.current_database()) AS me
+LEFT JOIN activity AS a ON a.pid = l.pid
+LEFT JOIN waiting AS w ON w.pid = l.pid
+LEFT JOIN pg_catalog.pg_database AS d ON d.oid = l.database
+-- Relation OIDs mean something only in the database they belong to (or 0: shared).
+LEFT JOIN pg_catalog.pg_class AS c ON c.oid = l.relation AND l.database IN (0, me.oid)
+LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+LEFT JOIN pg_catalog.pg_prepared_xacts AS p
+       ON l.pid IS NULL
+      AND split_part(l.virtualtransaction, '/', 2) = p.transaction::text
+WHERE (l.pid IS NULL OR l.pid <> pg_catalog.pg_backend_pid())
+  AND ({all_rows}
+       OR l.locktype = 'advisory'
+       OR NOT l.granted
+       OR l.pid IS NULL
+       OR l.pid IN (SELECT pid FROM blockers))
+"""
+
+
+def lock_query(server_version: int, all_rows: bool) -> str:
+    """The poll for a server of `server_version` (PQserverVersion, e.g. 150020)."""
+    # pg_locks.waitstart arrived in PostgreSQL 14.
+    wait_age = (
+        "EXTRACT(epoch FROM now() - l.waitstart)::float8"
+        if server_version >= 140000
+        else "NULL::float8"
+    )
+    return _ACTIVITY + _SELECT.format(wait_age=wait_age, all_rows="true" if all_rows else "false")
+
+
+COLUMNS = (
+    "locktype", "mode", "granted", "pid", "database", "database_name", "relation",
+    "schema_name", "relation_name", "page", "tuple", "virtualxid", "transactionid",
+    "classid", "objid", "objsubid", "object_name", "wait_age", "prepared_gid", "usename",
+    "application_name", "client", "backend_type", "state", "wait_event_type", "wait_event",
+    "query", "xact_age", "query_age", "state_age", "blocked_by",
+)  # fmt: skip

@@ -1,0 +1,185 @@
+"""pg_locks rows (as the poll query returns them) to Lock records."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.pg import NO_NAMES, AdvisoryKey, AdvisoryNames, PgBackend, PgLock
+
+FORMAT = "pg_locks"
+QUERY_CHARS = 200
+
+Row = Mapping[str, Any]
+# What a lock is on: two rows with the same target compete for the same lock.
+_TARGET = (
+    "locktype", "database", "relation", "page", "tuple", "virtualxid", "transactionid",
+    "classid", "objid", "objsubid",
+)  # fmt: skip
+
+
+def _target(row: Row) -> tuple[Any, ...]:
+    return tuple(row[column] for column in _TARGET)
+
+
+def _holder_key(row: Row) -> int | str:
+    if row["pid"] is not None:
+        return int(row["pid"])
+    return f"prepared:{row['prepared_gid']}"
+
+
+def trim_query(query: str | None) -> str | None:
+    if query is None:
+        return None
+    one_line = " ".join(query.split())
+    return one_line if len(one_line) <= QUERY_CHARS else one_line[: QUERY_CHARS - 1] + "…"
+
+
+def _ago(polled_at: datetime, seconds: float | None) -> datetime | None:
+    if seconds is None:
+        return None
+    return polled_at - timedelta(seconds=max(0.0, float(seconds)))
+
+
+def _name(row: Row, key: AdvisoryKey | None, names: AdvisoryNames) -> str:
+    locktype = row["locktype"]
+    relation = None
+    if row["relation"] is not None:
+        relation = (
+            f"{row['schema_name']}.{row['relation_name']}"
+            if row["relation_name"] is not None
+            else f"relation {row['relation']}"
+            + (f" in {row['database_name']}" if row["database_name"] else "")
+        )
+    if locktype == "advisory" and key is not None:
+        return names.name(key)
+    if locktype == "relation" and relation:
+        return relation
+    if locktype == "tuple" and relation:
+        return f"{relation} ({row['page']},{row['tuple']})"
+    if locktype == "page" and relation:
+        return f"{relation} page {row['page']}"
+    if locktype == "extend" and relation:
+        return f"{relation} (extend)"
+    if locktype == "transactionid":
+        return f"xid {row['transactionid']}"
+    if locktype == "virtualxid":
+        return f"vxid {row['virtualxid']}"
+    if locktype == "object" and row["object_name"]:
+        return str(row["object_name"])
+    return f"{locktype} {row['classid']}/{row['objid']}/{row['objsubid']}"
+
+
+def to_locks(
+    rows: Sequence[Row],
+    *,
+    server: str,
+    polled_at: datetime,
+    idle_after: float,
+    names: AdvisoryNames = NO_NAMES,
+    all_rows: bool = False,
+) -> list[Lock]:
+    """One Lock per row of interest.
+
+    Kept: waiting rows, advisory locks, and the rows of blockers that someone
+    actually waits on (same lock target); with `all_rows`, everything.
+    """
+    waiting = [row for row in rows if not row["granted"]]
+    # For each (holder, target): the sessions waiting on that holder for that target.
+    waits_here: dict[tuple[int | str, tuple[Any, ...]], list[int]] = defaultdict(list)
+    # For each holder: every session waiting on it, whatever for.
+    waiters_of: dict[int | str, set[int]] = defaultdict(set)
+    prepared_by_target: dict[tuple[Any, ...], list[str]] = defaultdict(list)
+    for row in rows:
+        if row["pid"] is None and row["prepared_gid"] is not None:
+            prepared_by_target[_target(row)].append(str(row["prepared_gid"]))
+    for row in waiting:
+        if row["pid"] is None:
+            continue
+        waiter, target = int(row["pid"]), _target(row)
+        for blocker in row["blocked_by"] or ():
+            holders: list[int | str] = [int(blocker)]
+            if blocker == 0:  # a prepared transaction: pg_blocking_pids cannot say which
+                holders = [f"prepared:{gid}" for gid in prepared_by_target.get(target, [])]
+            for holder in holders:
+                waits_here[(holder, target)].append(waiter)
+                waiters_of[holder].add(waiter)
+
+    policy = StalenessPolicy(idle_after=idle_after)
+    locks: list[Lock] = []
+    for row in rows:
+        holder_key = _holder_key(row)
+        target = _target(row)
+        here = tuple(sorted(set(waits_here.get((holder_key, target), ()))))
+        if not (all_rows or not row["granted"] or row["locktype"] == "advisory" or here):
+            continue
+        key = None
+        if row["locktype"] == "advisory" and row["classid"] is not None:
+            key = AdvisoryKey.from_pg_locks(row["classid"], row["objid"], row["objsubid"])
+        blocked_by = tuple(int(pid) for pid in row["blocked_by"] or ())
+        gid = row["prepared_gid"]
+        backend = PgBackend(
+            pid=row["pid"],
+            user=row["usename"],
+            application=row["application_name"],
+            client=row["client"],
+            state=row["state"],
+            query=trim_query(row["query"]),
+            backend_type=row["backend_type"],
+            xact_start=_ago(polled_at, row["xact_age"]),
+            query_start=_ago(polled_at, row["query_age"]),
+            state_since=_ago(polled_at, row["state_age"]),
+            wait_event_type=row["wait_event_type"],
+            wait_event=row["wait_event"],
+            prepared_gid=None if gid is None else str(gid),
+        )
+        wait_start = None
+        if not row["granted"]:
+            # Before PostgreSQL 14 there is no waitstart: the query's start bounds it.
+            wait_start = _ago(
+                polled_at, row["wait_age"] if row["wait_age"] is not None else row["query_age"]
+            )
+        pg = PgLock(
+            server=server,
+            locktype=row["locktype"],
+            mode=row["mode"],
+            granted=bool(row["granted"]),
+            database=row["database_name"],
+            backend=backend,
+            advisory_key=key,
+            wait_start=wait_start,
+            blocked_by=blocked_by,
+            blocking=tuple(sorted(waiters_of.get(holder_key, ()))),
+            blocking_here=here,
+            blocked_by_prepared=tuple(
+                gid for gid in prepared_by_target.get(target, []) if 0 in blocked_by
+            ),
+        )
+        who = backend.label
+        target_id = "/".join("" if part is None else str(part) for part in target)
+        granted = "held" if row["granted"] else "wait"
+        locks.append(
+            Lock(
+                id=f"pg:{server}:{holder_key}:{target_id}:{row['mode']}:{granted}",
+                source="postgres",
+                format=FORMAT,
+                name=_name(row, key, names),
+                path=None,
+                holder=Holder(
+                    pid=row["pid"],
+                    host=row["client"],
+                    actor=row["usename"] if row["pid"] is not None else who,
+                    session=row["application_name"] or None,
+                    operation=backend.query,
+                ),
+                acquired_at=wait_start or backend.xact_start or backend.state_since,
+                policy=policy,
+                content=dict(row),
+                pg=pg,
+            )
+        )
+    locks.sort(key=lambda lock: lock.id)
+    return locks

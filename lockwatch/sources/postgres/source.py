@@ -1,0 +1,185 @@
+"""One PostgreSQL server: a single quiet monitoring connection, polled.
+
+The monitor must never hurt the server: autocommit (so pg_stat_activity is fresh
+on every poll and no transaction is ever left open), read-only, low
+statement_timeout and lock_timeout, application_name=lockwatch, one connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import psycopg
+from psycopg.rows import dict_row
+
+from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.lock import Lock
+from lockwatch.model.pg import NO_NAMES, AdvisoryNames
+from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.postgres.dsn import display_name, scrub
+from lockwatch.sources.postgres.query import lock_query
+from lockwatch.sources.postgres.records import to_locks
+
+APPLICATION_NAME = "lockwatch"
+PRIVILEGE_HINT = (
+    "other sessions' queries are hidden: grant lockwatch's role pg_read_all_stats"
+    " (pg_signal_backend to break locks)"
+)
+
+
+@dataclass(frozen=True)
+class PgSnapshot:
+    server: str
+    polled_at: datetime
+    locks: list[Lock]
+    server_version: int
+
+
+class PgSource:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        idle_after: float = 60.0,
+        all_rows: bool = False,
+        names: AdvisoryNames = NO_NAMES,
+        clock: Clock | None = None,
+        statement_timeout_ms: int = 2000,
+        lock_timeout_ms: int = 500,
+        connect_timeout_s: int = 5,
+        query: str | None = None,
+    ) -> None:
+        self._dsn = dsn
+        self.name = display_name(dsn)
+        self.idle_after = idle_after
+        self.all_rows = all_rows
+        self.names = names
+        self.clock = clock or SystemClock()
+        self._statement_timeout_ms = statement_timeout_ms
+        self._lock_timeout_ms = lock_timeout_ms
+        self._connect_timeout_s = connect_timeout_s
+        self._query = query  # tests replace the poll to simulate a slow server
+        self._conn: psycopg.AsyncConnection[dict[str, object]] | None = None
+        self.failures = 0
+        self.retry_in = 0.0
+        self.last: PgSnapshot | None = None
+        self.status = SourceStatus("postgres", self.name, "connecting")
+
+    async def _connect(self) -> psycopg.AsyncConnection[dict[str, object]]:
+        conn = await psycopg.AsyncConnection.connect(
+            self._dsn,
+            autocommit=True,
+            application_name=APPLICATION_NAME,
+            connect_timeout=self._connect_timeout_s,
+            row_factory=dict_row,
+        )
+        # SET, not connection options: a DSN's own `options` stay as the user wrote them.
+        await conn.execute(
+            "SELECT set_config('statement_timeout', %s, false),"
+            " set_config('lock_timeout', %s, false),"
+            " set_config('default_transaction_read_only', 'on', false),"
+            " set_config('idle_in_transaction_session_timeout', %s, false)",
+            (
+                f"{self._statement_timeout_ms}ms",
+                f"{self._lock_timeout_ms}ms",
+                f"{self._statement_timeout_ms * 5}ms",
+            ),
+        )
+        return conn
+
+    async def poll(self) -> PgSnapshot | None:
+        """One poll. On failure the status says why, the connection is dropped
+        (the next poll reconnects), and `last` keeps the last good snapshot."""
+        try:
+            if self._conn is None or self._conn.closed:
+                self.status = SourceStatus(
+                    "postgres", self.name, "connecting", updated_at=self._updated_at()
+                )
+                self._conn = await self._connect()
+            conn = self._conn
+            version = conn.info.server_version
+            cursor = await conn.execute(self._query or lock_query(version, self.all_rows))
+            rows = await cursor.fetchall()
+        except (psycopg.Error, OSError) as exc:
+            await self._fail(exc)
+            return None
+        polled_at = self.clock.now()
+        locks = to_locks(
+            rows if self._query is None else [],
+            server=self.name,
+            polled_at=polled_at,
+            idle_after=self.idle_after,
+            names=self.names,
+            all_rows=self.all_rows,
+        )
+        self.failures = 0
+        self.last = PgSnapshot(self.name, polled_at, locks, version)
+        hidden = any(lock.pg is not None and lock.pg.backend.hidden for lock in locks)
+        self.status = SourceStatus(
+            "postgres",
+            self.name,
+            "connected",
+            reason=PRIVILEGE_HINT if hidden else None,
+            updated_at=polled_at,
+        )
+        return self.last
+
+    def _updated_at(self) -> datetime | None:
+        return self.last.polled_at if self.last else None
+
+    async def _fail(self, exc: BaseException) -> None:
+        self.failures += 1
+        broken = isinstance(exc, psycopg.OperationalError | OSError) and (
+            self._conn is None or self._conn.closed or self._conn.broken
+        )
+        if self._conn is not None:
+            # Closing a broken connection may itself fail; it is gone either way.
+            with contextlib.suppress(psycopg.Error):
+                await self._conn.close()
+            self._conn = None
+        delay = backoff_seconds(self.failures, random.uniform(-1.0, 1.0))
+        now = self.clock.now()
+        self.status = SourceStatus(
+            "postgres",
+            self.name,
+            "disconnected" if broken else "error",
+            reason=describe(exc, self._dsn),
+            updated_at=self._updated_at(),
+            next_retry_at=now + _seconds(delay),
+        )
+        self.retry_in = delay
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def run(self, interval: float, on_poll: Callable[[PgSource], Awaitable[None]]) -> None:
+        """Poll forever: every `interval` seconds while it works, with backoff
+        (at most 30 s) while it does not. Each poll starts after the last ended."""
+        while True:
+            snapshot = await self.poll()
+            await on_poll(self)
+            await asyncio.sleep(interval if snapshot is not None else self.retry_in)
+
+
+def describe(exc: BaseException, dsn: str) -> str:
+    """A one-line reason an operator can act on, never with a password in it."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if sqlstate == "57014":
+        text = f"the poll timed out (statement_timeout): {text}"
+    elif sqlstate == "55P03":
+        text = f"the poll waited too long for a lock (lock_timeout): {text}"
+    elif sqlstate == "42501":
+        text = f"{text} — grant pg_read_all_stats (pg_signal_backend for actions)"
+    return scrub(text, dsn)
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)
