@@ -8,7 +8,7 @@ back whole and judged together here, because scope conflicts cross slices.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,7 +19,7 @@ from lockwatch.cli.fanout import fan_out
 from lockwatch.clock import FrozenClock
 from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.lock import Lock
-from lockwatch.model.report import ScanError, lock_record, ls_json_bytes, records_json_array
+from lockwatch.model.report import ScanError, lock_record, records_json_array
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.scanner import Area, ScanResult, find_in, load_all, partition
 from lockwatch.sources.processes import PsutilProcesses
@@ -78,18 +78,17 @@ def _add_scope_conflicts(parts: list[Judged]) -> None:
 
 @dataclass(frozen=True)
 class Listing:
-    pieces: Iterator[bytes]
+    arrays: list[bytes]  # JSON arrays of lock records; joined in order, sorted by id
     errors: list[ScanError]
     stale: int
 
 
 def json_listing(roots: Sequence[str], now: datetime, host: str, jobs: int) -> Listing:
-    """The `lockwatch.ls/1` document for `roots`, identical whatever `jobs` is."""
+    """The file locks under `roots`, rendered, identical whatever `jobs` is."""
     slices, find_errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
     parts = fan_out(slices, lambda part: _judge(part, now, host))
     _add_scope_conflicts(parts)
     errors = sorted(
         find_errors + [error for part in parts for error in part.errors], key=lambda e: e.path
     )
-    pieces = ls_json_bytes(now, host, [part.locks for part in parts], errors)
-    return Listing(pieces, errors, sum(part.stale for part in parts))
+    return Listing([part.locks for part in parts], errors, sum(part.stale for part in parts))

@@ -18,7 +18,7 @@ STATE_COLOURS = {
     State.INVALID: "magenta",
     State.WAITING: "yellow",
 }
-HEADERS = ("STATE", "FORMAT", "NAME", "HOLDER", "AGE", "REASONS", "PATH")
+HEADERS = ("STATE", "FORMAT", "NAME", "HOLDER", "AGE", "REASONS", "WHERE")
 _NAME_WIDTH = 32
 
 
@@ -41,6 +41,12 @@ def _path(path: str | None, cwd: str) -> str:
     return path if relative.startswith("..") else relative
 
 
+def _where(lock: Lock) -> str:
+    assert lock.pg is not None
+    database = f" db={lock.pg.database}" if lock.pg.database else ""
+    return f"{lock.pg.server}{database}"
+
+
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -58,7 +64,7 @@ def render_table(
             _holder(lock, verdict),
             "-" if verdict.age_seconds is None else duration(verdict.age_seconds),
             ",".join(dict.fromkeys(verdict.codes)) or "-",
-            _path(lock.path, cwd),
+            _path(lock.path, cwd) if lock.pg is None else _where(lock),
         )
         for lock, verdict in assessed
     ]
@@ -83,10 +89,16 @@ def render_table(
                 yield f"    {reason.code}: {reason.message}"
 
 
-def summary(assessed: Sequence[tuple[Lock, Verdict]], roots: Sequence[str]) -> str:
-    where = ", ".join(roots)
+def summary(
+    assessed: Sequence[tuple[Lock, Verdict]], roots: Sequence[str], servers: Sequence[str] = ()
+) -> str:
     if not assessed:
-        return f"No locks under {where} (looked for *.lock and *.pid files)."
+        places = []
+        if roots:
+            places.append(f"under {', '.join(roots)} (looked for *.lock and *.pid files)")
+        if servers:
+            places.append(f"of interest on {', '.join(servers)}")
+        return f"No locks {' or '.join(places)}." if places else "Nothing to look at."
     counts = Counter(verdict.state for _, verdict in assessed)
     parts = [f"{counts[s]} {s.value}" for s in State if counts[s]]
     noun = "lock" if len(assessed) == 1 else "locks"

@@ -12,6 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from lockwatch.model.lock import Lock
+
 # A session is a pid; a prepared transaction, which has none, is "prepared:<gid>".
 NodeId = int | str
 
@@ -80,6 +82,22 @@ def build(waits_on: Mapping[NodeId, Iterable[NodeId]]) -> BlockingTree:
 
     roots = sorted((n for n in waiters if not blockers.get(n)), key=_order)
     return BlockingTree(tuple(grow(root, frozenset({root})) for root in roots), _cycles(blockers))
+
+
+def from_locks(locks: Iterable[Lock]) -> BlockingTree:
+    """The tree of one server's pg_locks records: every waiting session and whom it
+    waits on (a prepared transaction by its name, never as pid 0)."""
+    waits_on: dict[NodeId, set[NodeId]] = defaultdict(set)
+    for lock in locks:
+        pg = lock.pg
+        if pg is None or pg.granted or pg.backend.pid is None:
+            continue
+        blockers: set[NodeId] = {pid for pid in pg.blocked_by if pid}
+        blockers.update(f"prepared:{gid}" for gid in pg.blocked_by_prepared)
+        if 0 in pg.blocked_by and not pg.blocked_by_prepared:
+            blockers.add("prepared:?")
+        waits_on[pg.backend.pid] |= blockers
+    return build(waits_on)
 
 
 def _order(node: NodeId) -> tuple[int, str]:

@@ -9,7 +9,10 @@ from typing import Any
 
 import orjson
 
+from lockwatch.model.blocking import BlockingTree
 from lockwatch.model.lock import Lock
+from lockwatch.model.pg import PgLock
+from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import Verdict
 
 LS_SCHEMA = "lockwatch.ls/1"
@@ -25,12 +28,13 @@ class ScanError:
     code: str = "unreadable"
 
 
-def lock_record(lock: Lock, verdict: Verdict) -> dict[str, Any]:
+def lock_record(lock: Lock, verdict: Verdict, now: datetime | None = None) -> dict[str, Any]:
     """One lock of the contract, with times still as datetimes: orjson writes them
-    (RFC 3339, `Z`) far faster than isoformat() would."""
+    (RFC 3339, `Z`) far faster than isoformat() would. `now` dates the ages of
+    Postgres sessions (their starts are kept, so ages tick without a new poll)."""
     holder = lock.holder
     process = verdict.process
-    return {
+    record: dict[str, Any] = {
         "id": lock.id,
         "source": lock.source,
         "format": lock.format,
@@ -62,6 +66,49 @@ def lock_record(lock: Lock, verdict: Verdict) -> dict[str, Any]:
         "conflicts_with": list(verdict.conflicts_with),
         "sha256": lock.sha256,
     }
+    if lock.pg is not None:
+        record.update(_pg_fields(lock.pg, now))
+        record["holder"].update(_pg_holder(lock.pg, now))
+    return record
+
+
+def _age(start: datetime | None, now: datetime | None) -> float | None:
+    if start is None or now is None:
+        return None
+    return round(max(0.0, (now - start).total_seconds()), 3)
+
+
+def _pg_fields(pg: PgLock, now: datetime | None) -> dict[str, Any]:
+    return {
+        "server": pg.server,
+        "locktype": pg.locktype,
+        "mode": pg.mode,
+        "granted": pg.granted,
+        "database": pg.database,
+        "advisory_key": None if pg.advisory_key is None else pg.advisory_key.as_json(),
+        "blocked_by": [pid for pid in pg.blocked_by if pid],
+        "blocked_by_prepared": list(pg.blocked_by_prepared),
+        "blocking": list(pg.blocking),
+        "wait_seconds": _age(pg.wait_start, now),
+    }
+
+
+def _pg_holder(pg: PgLock, now: datetime | None) -> dict[str, Any]:
+    backend = pg.backend
+    return {
+        "user": backend.user,
+        "application": backend.application,
+        "client": backend.client,
+        "state": backend.state,
+        "query": backend.query,
+        "backend_type": backend.backend_type,
+        "prepared_transaction": backend.prepared_gid,
+        "xact_age_seconds": _age(backend.xact_start, now),
+        "query_age_seconds": _age(backend.query_start, now),
+        "wait_event_type": backend.wait_event_type,
+        "wait_event": backend.wait_event,
+        "wait_seconds": _age(pg.wait_start, now),
+    }
 
 
 def lock_json_bytes(lock: Lock, verdict: Verdict) -> bytes:
@@ -85,12 +132,22 @@ def ls_json_bytes(
     host: str,
     lock_arrays: Iterable[bytes],
     errors: Sequence[ScanError],
+    sources: Sequence[SourceStatus] = (),
+    blocking: Sequence[tuple[str, BlockingTree]] = (),
 ) -> Iterator[bytes]:
     """The `lockwatch.ls/1` document as compact UTF-8 JSON in pieces, from JSON
     arrays of lock records (`records_json_array`), joined in the order given, so
     the locks can be rendered anywhere, in any process, and streamed."""
-    head = {"schema": LS_SCHEMA, "generated_at": generated_at, "host": host}
-    tail = {"errors": [{"path": e.path, "code": e.code, "message": e.message} for e in errors]}
+    head = {
+        "schema": LS_SCHEMA,
+        "generated_at": generated_at,
+        "host": host,
+        "sources": [source.as_json() for source in sources],
+    }
+    tail = {
+        "errors": [{"path": e.path, "code": e.code, "message": e.message} for e in errors],
+        "blocking": [{"server": server, **tree.as_json()} for server, tree in blocking],
+    }
     yield orjson.dumps(head, option=_OPTIONS)[:-1] + b',"locks":['
     first = True
     for array in lock_arrays:
@@ -98,7 +155,7 @@ def ls_json_bytes(
         if inner:
             yield inner if first else b"," + inner
             first = False
-    yield b"]," + orjson.dumps(tail)[1:]
+    yield b"]," + orjson.dumps(tail, option=_OPTIONS)[1:]
 
 
 def ls_json(
@@ -106,10 +163,13 @@ def ls_json(
     host: str,
     assessed: Sequence[tuple[Lock, Verdict]],
     errors: Sequence[ScanError],
+    sources: Sequence[SourceStatus] = (),
+    blocking: Sequence[tuple[str, BlockingTree]] = (),
 ) -> dict[str, Any]:
     """The whole `lockwatch.ls/1` document as plain JSON values."""
-    rendered = records_json_array([lock_record(lock, verdict) for lock, verdict in assessed])
-    document: dict[str, Any] = orjson.loads(
-        b"".join(ls_json_bytes(generated_at, host, [rendered], errors))
+    rendered = records_json_array(
+        [lock_record(lock, verdict, generated_at) for lock, verdict in assessed]
     )
+    pieces = ls_json_bytes(generated_at, host, [rendered], errors, sources, blocking)
+    document: dict[str, Any] = orjson.loads(b"".join(pieces))
     return document

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-SourceState = Literal["watching", "connected", "connecting", "disconnected", "error"]
+SourceState = Literal["ok", "watching", "connected", "connecting", "disconnected", "error"]
 
 
 @dataclass(frozen=True, slots=True)

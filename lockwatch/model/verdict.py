@@ -226,7 +226,7 @@ def _evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
         by = f", blocked by {', '.join(blockers)}" if blockers else ""
         return Verdict(
             State.WAITING,
-            (Reason("waiting", f"waiting{how_long} for {pg.mode}{by}"), *info),
+            (Reason("waiting", f"waiting{how_long} for {pg.mode} on {lock.name}{by}"), *info),
             age_seconds=age,
             alive=True,
         )

@@ -116,7 +116,7 @@ def test_table_lists_every_lock_with_state_words(workspace: Path) -> None:
     code, out, _ = run("ls", str(workspace))
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["STATE", "FORMAT", "NAME", "HOLDER", "AGE", "REASONS", "PATH"]
+    assert lines[0].split() == ["STATE", "FORMAT", "NAME", "HOLDER", "AGE", "REASONS", "WHERE"]
     rows = {line.split()[1]: line.split()[0] for line in lines[1:-1]}
     assert rows == {"clawdbot": "active", "gitclaw": "stale", "tower-fleet/v1": "invalid"}
     assert lines[-1] == "3 locks: 1 active, 1 stale, 1 invalid"

@@ -6,8 +6,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from psycopg import conninfo
-
 # Any of these in the environment means "libpq knows a server": the empty DSN uses them.
 LIBPQ_SERVER_VARS = ("PGHOST", "PGHOSTADDR", "PGSERVICE", "PGDATABASE", "PGPORT")
 
@@ -34,6 +32,8 @@ def resolve_dsns(
 def scrub(text: str, dsn: str = "") -> str:
     """`text` with any password taken out: the DSN's own, and anything that looks
     like one in a URL or a key=value conninfo."""
+    from psycopg import conninfo  # only once a server is in play: `ls` alone stays light
+
     password = ""
     if dsn:
         try:
@@ -49,6 +49,8 @@ def scrub(text: str, dsn: str = "") -> str:
 
 def display_name(dsn: str) -> str:
     """`user@host:port/dbname`: what the screen, JSON and audit call a server."""
+    from psycopg import conninfo
+
     try:
         params = conninfo.conninfo_to_dict(dsn)
     except Exception:  # noqa: BLE001 - psycopg raises ProgrammingError for bad syntax
