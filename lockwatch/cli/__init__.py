@@ -14,21 +14,27 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 @click.group(context_settings=CONTEXT, invoke_without_command=True)
 @click.version_option(__version__, "-V", "--version", prog_name="lockwatch")
 @click.pass_context
-def main(ctx: click.Context) -> None:
-    """See every lock's holder, age and staleness; clear stale locks safely.
+def cli(ctx: click.Context) -> None:
+    """See every lock's holder, age and staleness: lock files and PostgreSQL.
 
     lockwatch reads lock files (clawdbot, gitclaw, tower-fleet/v1, little-loops,
-    pid files and bare lock files) and judges each one active, stale or invalid
-    by its own format's rules, with machine-readable reasons.
+    pid files and bare lock files) and PostgreSQL's pg_locks, and judges each
+    lock active, stale, invalid or waiting by its own rules, with
+    machine-readable reasons.
 
     \b
     Examples:
       lockwatch ls                      locks under the current directory
       lockwatch ls /srv/app --json      the JSON contract, for scripts
       lockwatch ls /srv --fail-on-stale exit 3 if any lock is stale (cron)
+      lockwatch ls --pg postgresql://monitor@db/app   advisory locks and waiters
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
 
 
-main.add_command(ls)
+cli.add_command(ls)
+
+# The console script's entry point. (click itself exits 1 quietly when the reader
+# of a pipe goes away, as in `lockwatch ls | head`.)
+main = cli

@@ -34,7 +34,8 @@ EXIT_STALE = 3
     epilog="""\\b
 Exit status:
   0  listed (whatever the states)
-  1  some files or directories could not be read, or a server could not be polled
+  1  some files or directories could not be read, a server could not be polled,
+     or the reader of the output went away (a closed pipe)
   2  a PATH you named does not exist or cannot be read; a bad option or config
   3  with --fail-on-stale: at least one lock is stale (takes precedence)
 
@@ -114,6 +115,8 @@ def ls(
     from lockwatch.config import ConfigError, load
     from lockwatch.sources.postgres.dsn import resolve_dsns
 
+    if any(not path for path in paths):
+        raise click.BadParameter("an empty PATH (an unset variable?)", param_hint="PATH")
     try:
         config = load(config_path)
     except ConfigError as exc:

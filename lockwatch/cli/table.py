@@ -47,6 +47,19 @@ def _where(lock: Lock) -> str:
     return f"{lock.pg.server}{database}"
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+
+
+def printable(text: str) -> str:
+    """`text` safe for a terminal: control characters (escape sequences, newlines)
+    written as `\\x1b`, bytes that are not UTF-8 as `\\xff`. A lock file's name
+    or content must never drive the operator's terminal."""
+    if text.isprintable():
+        return text
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text.translate(_CONTROL)
+
+
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -57,14 +70,17 @@ def render_table(
     if not assessed:
         return
     rows = [
-        (
-            verdict.state.value,
-            lock.format,
-            _clip(lock.name, _NAME_WIDTH),
-            _holder(lock, verdict),
-            "-" if verdict.age_seconds is None else duration(verdict.age_seconds),
-            ",".join(dict.fromkeys(verdict.codes)) or "-",
-            _path(lock.path, cwd) if lock.pg is None else _where(lock),
+        tuple(
+            printable(cell)
+            for cell in (
+                verdict.state.value,
+                lock.format,
+                _clip(lock.name, _NAME_WIDTH),
+                _holder(lock, verdict),
+                "-" if verdict.age_seconds is None else duration(verdict.age_seconds),
+                ",".join(dict.fromkeys(verdict.codes)) or "-",
+                _path(lock.path, cwd) if lock.pg is None else _where(lock),
+            )
         )
         for lock, verdict in assessed
     ]
@@ -86,7 +102,7 @@ def render_table(
         yield state + line(row)[len(row[0]) :]
         if long:
             for reason in verdict.reasons:
-                yield f"    {reason.code}: {reason.message}"
+                yield f"    {reason.code}: {printable(reason.message)}"
 
 
 def summary(
@@ -98,7 +114,8 @@ def summary(
             places.append(f"under {', '.join(roots)} (looked for *.lock and *.pid files)")
         if servers:
             places.append(f"of interest on {', '.join(servers)}")
-        return f"No locks {' or '.join(places)}." if places else "Nothing to look at."
+        found = f"No locks {' or '.join(places)}." if places else "Nothing to look at."
+        return printable(found)
     counts = Counter(verdict.state for _, verdict in assessed)
     parts = [f"{counts[s]} {s.value}" for s in State if counts[s]]
     noun = "lock" if len(assessed) == 1 else "locks"

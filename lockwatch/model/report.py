@@ -28,6 +28,17 @@ class ScanError:
     code: str = "unreadable"
 
 
+def text(value: str) -> str:
+    """`value` as JSON can carry it. File names are bytes on Linux: one that is not
+    UTF-8 arrives as a str with surrogate escapes, which no JSON encoder accepts;
+    its odd bytes are written as `\\xff` instead (as `ls -b` would)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return value
+
+
 def lock_record(lock: Lock, verdict: Verdict, now: datetime | None = None) -> dict[str, Any]:
     """One lock of the contract, with times still as datetimes: orjson writes them
     (RFC 3339, `Z`) far faster than isoformat() would. `now` dates the ages of
@@ -35,13 +46,13 @@ def lock_record(lock: Lock, verdict: Verdict, now: datetime | None = None) -> di
     holder = lock.holder
     process = verdict.process
     record: dict[str, Any] = {
-        "id": lock.id,
+        "id": text(lock.id),
         "source": lock.source,
         "format": lock.format,
-        "name": lock.name,
-        "path": lock.path,
+        "name": text(lock.name),
+        "path": None if lock.path is None else text(lock.path),
         "state": verdict.state.value,
-        "reasons": [{"code": r.code, "message": r.message} for r in verdict.reasons],
+        "reasons": [{"code": r.code, "message": text(r.message)} for r in verdict.reasons],
         "holder": {
             "pid": holder.pid,
             "host": holder.host,
@@ -62,8 +73,8 @@ def lock_record(lock: Lock, verdict: Verdict, now: datetime | None = None) -> di
         "ttl_seconds": lock.ttl_seconds,
         "age_seconds": None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
         "next_change_at": verdict.next_change_at,
-        "scope": list(lock.scope),
-        "conflicts_with": list(verdict.conflicts_with),
+        "scope": [text(path) for path in lock.scope],
+        "conflicts_with": [text(other) for other in verdict.conflicts_with],
         "sha256": lock.sha256,
     }
     if lock.pg is not None:
@@ -142,10 +153,12 @@ def ls_json_bytes(
         "schema": LS_SCHEMA,
         "generated_at": generated_at,
         "host": host,
-        "sources": [source.as_json() for source in sources],
+        "sources": [{**source.as_json(), "name": text(source.name)} for source in sources],
     }
     tail = {
-        "errors": [{"path": e.path, "code": e.code, "message": e.message} for e in errors],
+        "errors": [
+            {"path": text(e.path), "code": e.code, "message": text(e.message)} for e in errors
+        ],
         "blocking": [{"server": server, **tree.as_json()} for server, tree in blocking],
     }
     yield orjson.dumps(head, option=_OPTIONS)[:-1] + b',"locks":['

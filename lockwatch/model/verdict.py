@@ -17,6 +17,9 @@ from lockwatch.model.timestamps import plus_seconds
 # A process may start a moment after the lock it writes is timestamped
 # (coarse clocks, rounding to seconds): only a later start beyond this is reuse.
 PID_REUSE_TOLERANCE_SECONDS = 1.0
+# Hosts' clocks drift by fractions of a second even when synchronised: only more
+# than this in the future is worth telling the operator.
+CLOCK_SKEW_TOLERANCE_SECONDS = 1.0
 
 
 class State(StrEnum):
@@ -71,9 +74,9 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
     age: float | None = None
     if lock.acquired_at is not None:
         age = (now - lock.acquired_at).total_seconds()
-        if age < 0:
+        if age < -CLOCK_SKEW_TOLERANCE_SECONDS:
             info.append(_skew("acquired", -age))
-            age = 0.0
+        age = max(age, 0.0)
 
     if lock.defects:
         return Verdict(State.INVALID, (*lock.defects, *info), age_seconds=age)
@@ -123,7 +126,8 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
     if policy.heartbeat and lock.heartbeat_at is not None and lock.ttl_seconds is not None:
         ttl = lock.ttl_seconds
         since = (now - lock.heartbeat_at).total_seconds()
-        if since < 0:
+        skewed = any(reason.code == "clock_skew" for reason in info)
+        if since < -CLOCK_SKEW_TOLERANCE_SECONDS and not skewed:
             info.append(_skew("last heartbeat", -since))
         if since > ttl:
             stale.append(

@@ -170,12 +170,16 @@ def test_bare_number_that_is_no_pid(text: str) -> None:
     ("text", "host", "codes", "state"),
     [
         ("100 testhost\n", "testhost", (), State.ACTIVE),
-        ("100\ntesthost\n", "testhost", (), State.ACTIVE),
+        # Later lines belong to the writer (postmaster.pid keeps its data directory there).
+        ("100\n/var/lib/postgresql/15/main\n1795295718\n5432\n", None, (), State.ACTIVE),
+        ("4321\n16088\n", None, ("holder_dead",), State.STALE),
         ("4321 testhost\n", "testhost", ("holder_dead",), State.STALE),
         ("4321 build-07\n", "build-07", ("foreign_host",), State.ACTIVE),
     ],
 )
-def test_pid_and_host_text(text: str, host: str, codes: tuple[str, ...], state: State) -> None:
+def test_pid_and_host_text(
+    text: str, host: str | None, codes: tuple[str, ...], state: State
+) -> None:
     lock = decode(text)
     assert lock.format == "generic"
     assert lock.holder.host == host

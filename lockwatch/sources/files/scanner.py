@@ -60,6 +60,8 @@ class Candidate:
 
     path: str
     is_symlink: bool
+    # A FIFO, socket or device: never opened (opening some devices has effects).
+    is_special: bool = False
 
 
 def is_lock_name(name: str) -> bool:
@@ -83,7 +85,9 @@ def _placeholder(path: str, st: os.stat_result | None) -> LockFile:
     return LockFile(path=path, raw=b"", mtime=st.st_mtime if st else 0.0, sha256=None)
 
 
-def load(path: str, *, is_symlink: bool | None = None) -> Lock | ScanError | None:
+def load(
+    path: str, *, is_symlink: bool | None = None, is_special: bool = False
+) -> Lock | ScanError | None:
     """Read and decode the lock at absolute `path`: a Lock (maybe invalid), a
     ScanError when it cannot be read, or None when it vanished."""
     if is_symlink is None:
@@ -95,6 +99,8 @@ def load(path: str, *, is_symlink: bool | None = None) -> Lock | ScanError | Non
             return _error(path, exc)
     if is_symlink:
         return _symlink(path)
+    if is_special:
+        return _not_regular(path)
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
@@ -102,15 +108,13 @@ def load(path: str, *, is_symlink: bool | None = None) -> Lock | ScanError | Non
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # became a symlink since the directory was listed
             return _symlink(path)
+        if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a socket or device
+            return _not_regular(path)
         return _error(path, exc)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return invalid(
-                _placeholder(path, st),
-                "not_regular_file",
-                "not a regular file (a FIFO, socket or device)",
-            )
+            return _not_regular(path, st)
         if st.st_size > MAX_LOCK_BYTES:
             return _too_large(path, st, st.st_size)
         raw = os.read(fd, MAX_LOCK_BYTES + 1)
@@ -137,6 +141,17 @@ def _too_large(path: str, st: os.stat_result, size: int) -> Lock:
         _placeholder(path, st),
         "too_large",
         f"{size} bytes, over the {MAX_LOCK_BYTES}-byte limit for a lock file; not read",
+    )
+
+
+def _not_regular(path: str, st: os.stat_result | None = None) -> Lock:
+    if st is None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+    return invalid(
+        _placeholder(path, st), "not_regular_file", "not a regular file (a FIFO, socket or device)"
     )
 
 
@@ -167,7 +182,9 @@ def _list_dir(
                         if name not in SKIP_DIRS:
                             subdirs.append(entry.path)
                     elif is_lock_name(name):
-                        found.append(Candidate(entry.path, entry.is_symlink()))
+                        link = entry.is_symlink()
+                        special = not link and not entry.is_file(follow_symlinks=False)
+                        found.append(Candidate(entry.path, link, special))
                 except OSError as exc:
                     errors.append(_error(entry.path, exc))
     except FileNotFoundError:
@@ -185,14 +202,18 @@ def _walk(root: str, found: list[Candidate], errors: list[ScanError]) -> None:
 def _named_roots(roots: Iterable[str]) -> tuple[list[str], list[Candidate], list[ScanError]]:
     """Directories to walk and files to read, as the operator named them.
 
-    A named file is a candidate whatever its name; a named symlinked directory is
-    followed (the operator named it), links inside it are not. A root inside
-    another root is dropped, so nothing is listed twice."""
+    A named file is read whatever its suffix (the operator named it), except temp
+    files of atomic writes and dependency lockfiles, which a glob easily sweeps
+    in. A named symlinked directory is followed; links inside it are not. A root
+    inside another root, or the same directory reached through a symlink, is
+    dropped, so nothing is listed twice."""
     dirs: list[str] = []
+    real_dirs: list[str] = []
     files: list[Candidate] = []
     errors: list[ScanError] = []
     for root in sorted({os.path.abspath(given) for given in roots}):
-        if any(root.startswith(d.rstrip("/") + "/") for d in dirs):
+        name = os.path.basename(root)
+        if name.endswith(TEMP_SUFFIX) or name in DEPENDENCY_LOCKFILES:
             continue
         try:
             st = os.stat(root)
@@ -202,10 +223,15 @@ def _named_roots(roots: Iterable[str]) -> tuple[list[str], list[Candidate], list
             else:
                 errors.append(_error(root, exc))
             continue
+        real = os.path.realpath(root)
+        if any(real == d or real.startswith(d.rstrip("/") + "/") for d in real_dirs):
+            continue
         if stat.S_ISDIR(st.st_mode):
             dirs.append(root)
+            real_dirs.append(real)
         else:
-            files.append(Candidate(root, os.path.islink(root)))
+            link = os.path.islink(root)
+            files.append(Candidate(root, link, not link and not stat.S_ISREG(st.st_mode)))
     return dirs, files, errors
 
 
@@ -272,7 +298,9 @@ def partition(
 
 def load_all(candidates: Iterable[Candidate], result: ScanResult) -> ScanResult:
     for candidate in candidates:
-        loaded = load(candidate.path, is_symlink=candidate.is_symlink)
+        loaded = load(
+            candidate.path, is_symlink=candidate.is_symlink, is_special=candidate.is_special
+        )
         if isinstance(loaded, ScanError):
             result.errors.append(loaded)
         elif loaded is not None:

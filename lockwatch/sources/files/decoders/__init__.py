@@ -74,6 +74,8 @@ def decode_file(file: LockFile) -> Lock:
     hint = _hinted(file)
     if type(doc) is int and hint is None:
         return generic.decode_pid_value(doc, file)
+    if type(doc) is float and hint is None:  # orjson reads integers past 64 bits as floats
+        return invalid(file, "unparseable", f"{doc!r} is a number but not a process id", doc)
     return invalid(
         file,
         "schema_violation" if hint is not None else "unparseable",

@@ -22,6 +22,7 @@ HOST_KEYS = ("hostname", "host", "host_id", "hostName", "node", "machine")
 TIME_KEYS = (
     "acquired_at",
     "acquiredAt",
+    "started",
     "created_at",
     "createdAt",
     "locked_at",
@@ -127,8 +128,11 @@ def decode_pid_value(value: int, file: LockFile) -> Lock:
 
 
 def decode_text(text: str, file: LockFile) -> Lock | None:
-    """`<pid>` optionally followed by a host on the same or next line; None if not that."""
-    tokens = text.split()
+    """A pid file: the pid on the first line, optionally followed there by a host
+    (`12345 tower-01`); later lines are the writer's own business (PostgreSQL's
+    postmaster.pid keeps its data directory and port there). None if not that."""
+    first, _, _ = text.lstrip().partition("\n")
+    tokens = first.split()
     if not tokens:
         return _generic(file, text, Holder())
     if len(tokens) > 2:

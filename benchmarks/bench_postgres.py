@@ -1,0 +1,340 @@
+"""Postgres benchmark: `lockwatch ls --json --pg DSN` on a server with 60 sessions
+holding 80 advisory locks each and 20 sessions waiting on them (~4,800 pg_locks
+rows), against a minimal psycopg poller that runs pg_activity's own waiting and
+blocking queries once each on the same load.
+
+Both run as whole processes, alternating, in one run; the target (issue 3) is a
+median ratio of at most 1.5. lockwatch reports far more than the baseline: every
+advisory lock with its key, verdicts and the blocking tree, where pg_activity's
+blocking query does not see advisory locks at all.
+
+The load is built by this process (80 connections; max_connections must leave
+room for them, the monitor and the measured process) and torn down at exit.
+Needs pg_activity installed (`pip install -e '.[bench]'`).
+
+    python benchmarks/bench_postgres.py [--dsn DSN] [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+import psycopg
+from psycopg import sql
+
+RATIO_TARGET = 1.5
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+HOLDERS = 60
+LOCKS_PER_HOLDER = 80
+WAITERS = 20
+HOLDER_APP = "lockwatch-bench-holder"
+WAITER_APP = "lockwatch-bench-waiter"
+WAIT_FOR_WAITERS_S = 15.0
+
+# The baseline: connect, run pg_activity's waiting and blocking queries once each
+# (filled by this benchmark as pg_activity fills them), fetch every row.
+POLLER = r"""
+import json, sys
+import psycopg
+dsn, waiting, blocking = sys.argv[1:4]
+params = {"min_duration": 0.0, "dbname_filter": None}
+with psycopg.connect(dsn, autocommit=True, application_name="pg_activity") as conn:
+    counts = {
+        "waiting": len(conn.execute(waiting, params).fetchall()),
+        "blocking": len(conn.execute(blocking, params).fetchall()),
+    }
+sys.stdout.write(json.dumps(counts))
+"""
+
+
+def holder_keys(h: int) -> tuple[list[int], list[tuple[int, int]]]:
+    """Holder h's 80 keys: half bigint (large, every other one negative), half
+    (int4, int4) pairs (key1 unique per holder, some negative halves)."""
+    bigints, pairs = [], []
+    for j in range(LOCKS_PER_HOLDER):
+        if j % 2 == 0:
+            key = 7_000_000_000_000 + h * 1_000 + j
+            bigints.append(-key if j % 4 == 0 else key)
+        else:
+            key1 = (h + 1) if h % 2 == 0 else -(h + 1)
+            pairs.append((key1, -(j + 1) if j % 3 == 0 else j + 1))
+    return bigints, pairs
+
+
+def pg_activity_queries(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[str, str]:
+    """pg_activity's waiting and blocking queries for this server, filled as its
+    Data.pg_get_waiting/pg_get_blocking do: duration_mode 1 (query_start),
+    min_duration 0, no database filter. The %(name)s parameters stay."""
+    from pgactivity import queries
+
+    version = conn.info.server_version
+    if version >= 90200:
+        waiting = queries.get("get_waiting_post_090200")
+    else:
+        waiting = queries.get("get_waiting_oldest")
+    if version >= 90600:
+        blocking = queries.get("get_blocking_post_090600")
+    elif version >= 90200:
+        blocking = queries.get("get_blocking_post_090200")
+    else:
+        blocking = queries.get("get_blocking_oldest")
+    filled = [
+        sql.SQL(q)
+        .format(
+            dbname_filter=sql.NULL,
+            duration_column=sql.Identifier("query_start"),
+            min_duration=sql.Literal(0.0),
+        )
+        .as_string(conn)
+        for q in (waiting, blocking)
+    ]
+    return filled[0], filled[1]
+
+
+class Load:
+    """60 holders with 80 session advisory locks each, 20 waiters blocked in threads."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.control: psycopg.Connection[tuple[object, ...]] | None = None
+        self.holders: list[psycopg.Connection[tuple[object, ...]]] = []
+        self.waiters: list[psycopg.Connection[tuple[object, ...]]] = []
+        self.threads: list[threading.Thread] = []
+        self.waiter_pids: list[int] = []
+        self.unexpected: list[BaseException] = []
+        self.stopping = False
+
+    def build(self) -> None:
+        self.control = psycopg.connect(
+            self.dsn, autocommit=True, application_name="lockwatch-bench"
+        )
+        for h in range(HOLDERS):
+            conn = psycopg.connect(self.dsn, autocommit=True, application_name=HOLDER_APP)
+            self.holders.append(conn)
+            bigints, pairs = holder_keys(h)
+            got = conn.execute(
+                "SELECT bool_and(pg_try_advisory_lock(k)) FROM unnest(%s::int8[]) AS k",
+                (bigints,),
+            ).fetchone()
+            got2 = conn.execute(
+                "SELECT bool_and(pg_try_advisory_lock(a, b))"
+                " FROM unnest(%s::int4[], %s::int4[]) AS t(a, b)",
+                ([a for a, _ in pairs], [b for _, b in pairs]),
+            ).fetchone()
+            if not (got and got[0] and got2 and got2[0]):
+                raise SystemExit(f"holder {h}: some advisory keys are already held elsewhere")
+        for w in range(WAITERS):
+            conn = psycopg.connect(self.dsn, autocommit=True, application_name=WAITER_APP)
+            self.waiters.append(conn)
+            self.waiter_pids.append(conn.info.backend_pid)
+            # Waiter w waits on a lock of holder 3w: bigint and pair forms alternate.
+            bigints, pairs = holder_keys(3 * w)
+            if w % 2 == 0:
+                query, params = "SELECT pg_advisory_lock(%s::int8)", (bigints[w],)
+            else:
+                query, params = "SELECT pg_advisory_lock(%s::int4, %s::int4)", pairs[w]
+            thread = threading.Thread(
+                target=self._wait, args=(conn, query, params), name=f"waiter-{w}", daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+        self._await_waiters()
+
+    def _wait(
+        self, conn: psycopg.Connection[tuple[object, ...]], query: str, params: tuple[int, ...]
+    ) -> None:
+        try:
+            conn.execute(query, params)
+        except psycopg.Error as exc:
+            if not self.stopping:  # terminated at cleanup: expected
+                self.unexpected.append(exc)
+        else:
+            if not self.stopping:
+                self.unexpected.append(RuntimeError(f"a waiter was granted: {query} {params}"))
+
+    def _await_waiters(self) -> None:
+        """Bounded: until pg_stat_activity shows every waiter waiting on a lock."""
+        assert self.control is not None
+        deadline = time.monotonic() + WAIT_FOR_WAITERS_S
+        waiting = 0
+        while time.monotonic() < deadline:
+            if self.unexpected:
+                raise SystemExit(f"a waiter failed: {self.unexpected[0]}")
+            row = self.control.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE pid = ANY(%s) AND wait_event_type = 'Lock'",
+                (self.waiter_pids,),
+            ).fetchone()
+            waiting = int(row[0]) if row else 0
+            if waiting == WAITERS:
+                return
+            time.sleep(0.05)
+        raise SystemExit(
+            f"only {waiting} of {WAITERS} waiters are waiting after {WAIT_FOR_WAITERS_S:.0f} s"
+        )
+
+    def pg_locks(self) -> dict[str, int]:
+        assert self.control is not None
+        row = self.control.execute(
+            "SELECT count(*),"
+            " count(*) FILTER (WHERE locktype = 'advisory'),"
+            " count(*) FILTER (WHERE locktype = 'advisory' AND granted),"
+            " count(*) FILTER (WHERE NOT granted)"
+            " FROM pg_locks"
+        ).fetchone()
+        assert row is not None
+        total, advisory, granted, waiting = (int(v) for v in row)
+        return {"rows": total, "advisory": advisory, "granted": granted, "waiting": waiting}
+
+    def close(self) -> None:
+        self.stopping = True
+        if self.control is not None and not self.control.closed and self.waiter_pids:
+            try:
+                self.control.execute(
+                    "SELECT pg_terminate_backend(pid) FROM unnest(%s::int4[]) AS pid",
+                    (self.waiter_pids,),
+                )
+            except psycopg.Error as exc:
+                print(f"cleanup: could not terminate the waiters: {exc}", file=sys.stderr)
+        for thread in self.threads:
+            thread.join(timeout=10)
+        for conn in [*self.waiters, *self.holders]:
+            conn.close()  # session advisory locks go with their session
+        for thread in self.threads:
+            thread.join(timeout=5)
+            if thread.is_alive():
+                print(f"cleanup: {thread.name} did not finish", file=sys.stderr)
+        if self.control is not None:
+            self.control.close()
+
+
+@contextmanager
+def load(dsn: str) -> Iterator[Load]:
+    """The load, always torn down: on error, Ctrl+C (KeyboardInterrupt) or SIGTERM."""
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    state = Load(dsn)
+    try:
+        state.build()
+        yield state
+    finally:
+        state.close()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(argv: list[str]) -> tuple[float, bytes]:
+    """Wall seconds and stdout of one whole process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    out = proc.stdout.read()  # until the child closes it (it exits right after)
+    _, status, _ = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stdout.close()
+    proc.stderr.close()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:4])} ... exited {proc.returncode}: {err}")
+    return elapsed, out
+
+
+def check_lockwatch(out: bytes) -> dict[str, int]:
+    """What lockwatch saw; fails unless it saw the whole load."""
+    doc = json.loads(out)
+    servers = [s for s in doc["sources"] if s["kind"] == "postgres"]
+    if len(servers) != 1 or servers[0]["status"] != "connected":
+        raise SystemExit(f"lockwatch's postgres source is not connected: {doc['sources']}")
+    pg = [lock for lock in doc["locks"] if lock["source"] == "postgres"]
+    counts = {
+        "postgres locks": len(pg),
+        "advisory": sum(lock["locktype"] == "advisory" for lock in pg),
+        "advisory with keys": sum(lock["advisory_key"] is not None for lock in pg),
+        "waiting": sum(lock["state"] == "waiting" for lock in pg),
+        "blocking": sum(bool(lock["blocking"]) for lock in pg),
+        "blocking-tree roots": sum(len(tree.get("roots", [])) for tree in doc["blocking"]),
+    }
+    if counts["postgres locks"] < HOLDERS * LOCKS_PER_HOLDER or counts["waiting"] != WAITERS:
+        raise SystemExit(
+            f"lockwatch saw {counts['postgres locks']} postgres locks and {counts['waiting']}"
+            f" waiting, expected >= {HOLDERS * LOCKS_PER_HOLDER} and {WAITERS}"
+        )
+    return counts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get("LOCKWATCH_TEST_PG_DSN") or DEFAULT_DSN,
+        help="server to load and poll [default: $LOCKWATCH_TEST_PG_DSN, else %(default)s]",
+    )
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+
+    with load(args.dsn) as state:
+        assert state.control is not None
+        waiting_sql, blocking_sql = pg_activity_queries(state.control)
+        rows = state.pg_locks()
+        print(
+            f"load: {HOLDERS} sessions x {LOCKS_PER_HOLDER} advisory locks + {WAITERS} waiters;"
+            f" pg_locks rows: {rows['rows']} (advisory {rows['advisory']},"
+            f" granted advisory {rows['granted']}, not granted {rows['waiting']})"
+        )
+        if rows["granted"] < HOLDERS * LOCKS_PER_HOLDER or rows["waiting"] < WAITERS:
+            raise SystemExit("the load is not in place")
+
+        # No PATH: lockwatch scans no files, only the server.
+        lockwatch = [sys.executable, "-m", "lockwatch", "ls", "--json", "--pg", args.dsn]
+        poller = [sys.executable, "-c", POLLER, args.dsn, waiting_sql, blocking_sql]
+        # Warm-up, one each, checking both see the load.
+        seen = check_lockwatch(run(lockwatch)[1])
+        baseline = json.loads(run(poller)[1])
+        lw_times, bl_times = [], []
+        for _ in range(args.rounds):
+            t, out = run(lockwatch)
+            lw_times.append(t)
+            bl_times.append(run(poller)[0])
+        check_lockwatch(out)  # the last measured run saw the whole load too
+        if state.unexpected:
+            raise SystemExit(f"the load changed during the run: {state.unexpected[0]}")
+
+    # Each round runs the two side by side, so the ratio within a round cancels
+    # the machine's slow spells; the verdict is the median of those ratios.
+    ratio = statistics.median(a / b for a, b in zip(lw_times, bl_times, strict=True))
+    print(f"lockwatch saw: {', '.join(f'{k} {v}' for k, v in seen.items())}")
+    print(
+        f"pg_activity queries returned: waiting {baseline['waiting']} rows,"
+        f" blocking {baseline['blocking']} rows (its blocking query ignores advisory locks)"
+    )
+    print(f"rounds: {args.rounds}")
+    for label, times in (
+        ("pg_activity queries (psycopg)", bl_times),
+        ("lockwatch ls --json --pg", lw_times),
+    ):
+        median, fastest = statistics.median(times) * 1000, min(times) * 1000
+        print(f"{label + ':':31s}median {median:7.1f} ms  (min {fastest:.1f})")
+    print(f"ratio, median of rounds:       {ratio:7.2f}     (target <= {RATIO_TARGET})")
+    ok = ratio <= RATIO_TARGET
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

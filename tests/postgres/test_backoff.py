@@ -1,0 +1,67 @@
+"""Retry backoff of the Postgres source: pure arithmetic, no server needed."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lockwatch.model.status import backoff_seconds
+
+pytestmark = pytest.mark.postgres
+
+CAP = 30.0
+
+
+def test_doubles_from_one_second_up_to_the_cap() -> None:
+    assert [backoff_seconds(n) for n in range(1, 9)] == [1, 2, 4, 8, 16, 30, 30, 30]
+
+
+def test_no_failure_yet_still_waits_a_second() -> None:
+    assert backoff_seconds(0) == 1.0
+
+
+def test_never_decreases_without_jitter() -> None:
+    delays = [backoff_seconds(n) for n in range(0, 200)]
+    assert delays == sorted(delays)
+    assert max(delays) == CAP
+
+
+@pytest.mark.parametrize(("failures", "base"), [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 16.0)])
+def test_jitter_spreads_by_at_most_a_fifth(failures: int, base: float) -> None:
+    assert backoff_seconds(failures, -1.0) == pytest.approx(base * 0.8)
+    assert backoff_seconds(failures, 1.0) == pytest.approx(base * 1.2)
+    assert backoff_seconds(failures, 0.0) == base
+
+
+def test_jitter_never_lifts_past_the_cap() -> None:
+    assert backoff_seconds(6, 1.0) == CAP
+    assert backoff_seconds(50, 1.0) == CAP
+    assert backoff_seconds(50, -1.0) == pytest.approx(CAP * 0.8)
+
+
+def test_a_smaller_cap_is_honoured() -> None:
+    assert backoff_seconds(10, 1.0, cap=5.0) == 5.0
+
+
+@given(
+    failures=st.integers(min_value=0, max_value=1024),
+    jitter=st.floats(min_value=-1.0, max_value=1.0),
+)
+def test_bounds(failures: int, jitter: float) -> None:
+    base = min(CAP, 2.0 ** max(0, failures - 1))
+    delay = backoff_seconds(failures, jitter)
+    assert 0.5 <= delay <= CAP
+    assert base * 0.8 - 1e-9 <= delay <= base * 1.2 + 1e-9
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OverflowError,
+    reason="BUG status.py backoff_seconds: 2.0 ** (failures - 1) overflows once failures"
+    " reaches 1025 (about 8.5 h of outage at 30 s per retry) instead of staying at the cap",
+)
+@pytest.mark.parametrize("failures", [1025, 10_000])
+def test_stays_at_the_cap_however_long_the_outage(failures: int) -> None:
+    assert backoff_seconds(failures) == CAP
+    assert backoff_seconds(failures, 1.0) == CAP

@@ -1,0 +1,71 @@
+"""The blocking tree: roots, waiters, blast radius, and cycles that never loop."""
+
+from __future__ import annotations
+
+from lockwatch.model.blocking import build
+
+
+def node_ids(tree_json: dict[str, object]) -> list[object]:
+    return [root["id"] for root in tree_json["roots"]]  # type: ignore[index,attr-defined]
+
+
+def test_three_deep_chain() -> None:
+    tree = build({2: [1], 3: [2]})
+    (root,) = tree.roots
+    assert root.id == 1
+    assert (root.direct, root.total) == (1, 2)
+    (middle,) = root.waiters
+    assert (middle.id, middle.direct, middle.total) == (2, 1, 1)
+    (leaf,) = middle.waiters
+    assert (leaf.id, leaf.waiters, leaf.total) == (3, (), 0)
+    assert tree.cycles == ()
+
+
+def test_two_roots_and_a_shared_waiter() -> None:
+    tree = build({10: [1, 2], 11: [1]})
+    assert [root.id for root in tree.roots] == [1, 2]
+    assert [w.id for w in tree.roots[0].waiters] == [10, 11]
+    assert [w.id for w in tree.roots[1].waiters] == [10]
+    assert (tree.roots[0].direct, tree.roots[0].total) == (2, 2)
+
+
+def test_cycle_is_reported_and_not_followed() -> None:
+    tree = build({1: [2], 2: [1], 3: [1]})
+    assert tree.cycles == ((1, 2),)
+    assert tree.roots == ()  # everyone waits: nobody is a root
+
+
+def test_cycle_below_a_root() -> None:
+    # 5 blocks 1; 1 and 2 wait on each other too.
+    tree = build({1: [2, 5], 2: [1]})
+    assert tree.cycles == ((1, 2),)
+    (root,) = tree.roots
+    assert root.id == 5
+    (one,) = root.waiters
+    (two,) = one.waiters
+    assert two.id == 2
+    assert [w.id for w in two.waiters] == []  # 1 is already on the path: no loop
+    assert root.total == 2
+
+
+def test_self_wait_is_ignored() -> None:
+    assert build({1: [1]}).roots == ()
+
+
+def test_prepared_transaction_root() -> None:
+    tree = build({7: ["prepared:tx1"]})
+    assert [root.id for root in tree.roots] == ["prepared:tx1"]
+    assert tree.as_json()["roots"][0]["blocks_directly"] == 1  # type: ignore[index]
+
+
+def test_long_chain_does_not_exhaust_the_stack() -> None:
+    chain = {i + 1: [i] for i in range(5000)}
+    tree = build(chain)
+    assert tree.roots[0].id == 0
+    assert tree.roots[0].total == 5000
+
+
+def test_big_cycle() -> None:
+    ring = {i: [(i + 1) % 300] for i in range(300)}
+    tree = build(ring)
+    assert len(tree.cycles) == 1 and len(tree.cycles[0]) == 300
