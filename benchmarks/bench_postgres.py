@@ -24,6 +24,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -111,6 +112,7 @@ class Load:
         self.holders: list[psycopg.Connection[tuple[object, ...]]] = []
         self.waiters: list[psycopg.Connection[tuple[object, ...]]] = []
         self.threads: list[threading.Thread] = []
+        self.holder_pids: list[int] = []
         self.waiter_pids: list[int] = []
         self.unexpected: list[BaseException] = []
         self.stopping = False
@@ -122,6 +124,7 @@ class Load:
         for h in range(HOLDERS):
             conn = psycopg.connect(self.dsn, autocommit=True, application_name=HOLDER_APP)
             self.holders.append(conn)
+            self.holder_pids.append(conn.info.backend_pid)
             bigints, pairs = holder_keys(h)
             got = conn.execute(
                 "SELECT bool_and(pg_try_advisory_lock(k)) FROM unnest(%s::int8[]) AS k",
@@ -185,17 +188,18 @@ class Load:
         )
 
     def pg_locks(self) -> dict[str, int]:
+        """pg_locks rows: all of them, and those of this load's sessions."""
         assert self.control is not None
         row = self.control.execute(
-            "SELECT count(*),"
-            " count(*) FILTER (WHERE locktype = 'advisory'),"
-            " count(*) FILTER (WHERE locktype = 'advisory' AND granted),"
-            " count(*) FILTER (WHERE NOT granted)"
-            " FROM pg_locks"
+            "SELECT count(*), count(*) FILTER (WHERE ours),"
+            " count(*) FILTER (WHERE ours AND locktype = 'advisory' AND granted),"
+            " count(*) FILTER (WHERE ours AND locktype = 'advisory' AND NOT granted)"
+            " FROM (SELECT *, pid = ANY(%s) AS ours FROM pg_locks) AS l",
+            (self.holder_pids + self.waiter_pids,),
         ).fetchone()
         assert row is not None
-        total, advisory, granted, waiting = (int(v) for v in row)
-        return {"rows": total, "advisory": advisory, "granted": granted, "waiting": waiting}
+        total, ours, held, waiting = (int(v) for v in row)
+        return {"rows": total, "ours": ours, "held": held, "waiting": waiting}
 
     def close(self) -> None:
         self.stopping = True
@@ -238,40 +242,51 @@ def load(dsn: str) -> Iterator[Load]:
 
 def run(argv: list[str]) -> tuple[float, bytes]:
     """Wall seconds and stdout of one whole process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
-    out = proc.stdout.read()  # until the child closes it (it exits right after)
-    _, status, _ = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stdout.close()
-    proc.stderr.close()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv[:4])} ... exited {proc.returncode}: {err}")
+    with tempfile.TemporaryFile() as err:  # a file: a chatty stderr cannot block the child
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdout is not None
+        with proc.stdout:
+            out = proc.stdout.read()  # until the child exits and closes it
+        _, status, _ = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            err.seek(0)
+            message = err.read().decode(errors="replace")
+            raise SystemExit(f"{' '.join(argv[:4])} ... exited {code}: {message}")
     return elapsed, out
 
 
-def check_lockwatch(out: bytes) -> dict[str, int]:
-    """What lockwatch saw; fails unless it saw the whole load."""
+def check_lockwatch(out: bytes, state: Load) -> dict[str, int]:
+    """What lockwatch saw; fails unless it saw the whole load. Other sessions
+    on the server may add locks: the load's own are counted by their pids."""
     doc = json.loads(out)
     servers = [s for s in doc["sources"] if s["kind"] == "postgres"]
     if len(servers) != 1 or servers[0]["status"] != "connected":
         raise SystemExit(f"lockwatch's postgres source is not connected: {doc['sources']}")
-    pg = [lock for lock in doc["locks"] if lock["source"] == "postgres"]
+    everything = [lock for lock in doc["locks"] if lock["source"] == "postgres"]
+    holders, waiters = set(state.holder_pids), set(state.waiter_pids)
+    pg = [lock for lock in everything if lock["holder"]["pid"] in holders | waiters]
+    held = [lock for lock in pg if lock["holder"]["pid"] in holders]
+    waiting = [
+        lock
+        for lock in pg
+        if lock["holder"]["pid"] in waiters and lock["state"] == "waiting" and lock["blocked_by"]
+    ]
     counts = {
-        "postgres locks": len(pg),
-        "advisory": sum(lock["locktype"] == "advisory" for lock in pg),
-        "advisory with keys": sum(lock["advisory_key"] is not None for lock in pg),
-        "waiting": sum(lock["state"] == "waiting" for lock in pg),
-        "blocking": sum(bool(lock["blocking"]) for lock in pg),
-        "blocking-tree roots": sum(len(tree.get("roots", [])) for tree in doc["blocking"]),
+        "postgres locks": len(everything),
+        "of the load": len(pg),
+        "held by the 60": len(held),
+        "with advisory keys": sum(lock["advisory_key"] is not None for lock in pg),
+        "waiting (with blockers)": len(waiting),
+        "marked blocking": sum(bool(lock["blocking"]) for lock in pg),
+        "blocking-tree roots": sum(len(tree["roots"]) for tree in doc["blocking"]),
     }
-    if counts["postgres locks"] < HOLDERS * LOCKS_PER_HOLDER or counts["waiting"] != WAITERS:
+    if len(held) < HOLDERS * LOCKS_PER_HOLDER or len(waiting) != WAITERS:
         raise SystemExit(
-            f"lockwatch saw {counts['postgres locks']} postgres locks and {counts['waiting']}"
-            f" waiting, expected >= {HOLDERS * LOCKS_PER_HOLDER} and {WAITERS}"
+            f"lockwatch saw {len(held)} locks of the holders and {len(waiting)} waiting,"
+            f" expected {HOLDERS * LOCKS_PER_HOLDER} and {WAITERS}"
         )
     return counts
 
@@ -294,24 +309,24 @@ def main() -> int:
         rows = state.pg_locks()
         print(
             f"load: {HOLDERS} sessions x {LOCKS_PER_HOLDER} advisory locks + {WAITERS} waiters;"
-            f" pg_locks rows: {rows['rows']} (advisory {rows['advisory']},"
-            f" granted advisory {rows['granted']}, not granted {rows['waiting']})"
+            f" pg_locks rows: {rows['rows']}, of the load {rows['ours']}"
+            f" (advisory held {rows['held']}, advisory awaited {rows['waiting']})"
         )
-        if rows["granted"] < HOLDERS * LOCKS_PER_HOLDER or rows["waiting"] < WAITERS:
+        if rows["held"] != HOLDERS * LOCKS_PER_HOLDER or rows["waiting"] != WAITERS:
             raise SystemExit("the load is not in place")
 
         # No PATH: lockwatch scans no files, only the server.
         lockwatch = [sys.executable, "-m", "lockwatch", "ls", "--json", "--pg", args.dsn]
         poller = [sys.executable, "-c", POLLER, args.dsn, waiting_sql, blocking_sql]
         # Warm-up, one each, checking both see the load.
-        seen = check_lockwatch(run(lockwatch)[1])
+        seen = check_lockwatch(run(lockwatch)[1], state)
         baseline = json.loads(run(poller)[1])
         lw_times, bl_times = [], []
         for _ in range(args.rounds):
             t, out = run(lockwatch)
             lw_times.append(t)
             bl_times.append(run(poller)[0])
-        check_lockwatch(out)  # the last measured run saw the whole load too
+        check_lockwatch(out, state)  # the last measured run saw the whole load too
         if state.unexpected:
             raise SystemExit(f"the load changed during the run: {state.unexpected[0]}")
 

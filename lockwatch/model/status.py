@@ -36,5 +36,6 @@ def backoff_seconds(failures: int, jitter: float = 0.0, cap: float = 30.0) -> fl
     `jitter` in [-1, 1] spreads retries by up to ±20% so many lockwatch instances
     do not reconnect in step after a server restart.
     """
-    base = min(cap, 2.0 ** max(0, failures - 1))
+    # The exponent is bounded too: a long outage must not overflow a float.
+    base = min(cap, 2.0 ** min(max(0, failures - 1), 16))
     return min(cap, max(0.5, base * (1 + 0.2 * jitter)))

@@ -516,15 +516,3 @@ def throwaway_cluster() -> Iterator[Cluster]:
             with contextlib.suppress(OSError, RuntimeError, subprocess.SubprocessError):
                 cluster.stop(mode="immediate")
         shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def cluster_pg(throwaway_cluster: Cluster) -> Iterator[PgHarness]:
-    """A harness on the throwaway cluster; restarts it if a test left it stopped."""
-    if probe(throwaway_cluster.dsn) is not None:
-        throwaway_cluster.start()
-    harness = PgHarness(throwaway_cluster.dsn)
-    try:
-        yield harness
-    finally:
-        harness.close()

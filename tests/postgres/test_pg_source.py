@@ -8,8 +8,10 @@ backends: the server may be shared with other work.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
+import uuid
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -31,9 +33,11 @@ from tests.postgres.conftest import (
     WAIT_S,
     Cluster,
     PgHarness,
+    connect,
     free_port,
     monitor,
     poll_ok,
+    probe,
     wait_until,
 )
 
@@ -121,7 +125,9 @@ def assert_holder(lock: Lock, pg: PgHarness, pid: int, application: str, query: 
     assert lock.holder.actor == pg.user
     assert lock.holder.session == application
     assert lock.holder.operation == query
-    assert lock.pg.database == pg.dbname
+    # pg_locks has no database for transaction ids (they are cluster-wide).
+    shared = lock.pg.locktype in ("transactionid", "virtualxid")
+    assert lock.pg.database == (None if shared else pg.dbname)
 
 
 # --------------------------------------------------------------------------- advisory locks
@@ -544,6 +550,7 @@ async def test_contended_relation_lock_shows_holder_and_waiter(
     r, w = reader.info.backend_pid, locker.info.backend_pid
     reader.execute("BEGIN")
     reader.execute(f"SELECT count(*) FROM {table}")
+    locker.execute("BEGIN")
     pg.block(locker, f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
 
     async with monitor(pg.dsn, clock=clock) as source:
@@ -623,18 +630,59 @@ async def test_monitoring_session_is_quiet_and_read_only(pg: PgHarness) -> None:
 # --------------------------------------------------------------------------- prepared transactions
 
 
+@pytest.mark.parametrize(
+    "recovered",
+    [
+        pytest.param(
+            False,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="BUG query.py pg_prepared_xacts join: it matches"
+                " split_part(pg_locks.virtualtransaction, '/', 2) against the prepared xid,"
+                " but a transaction prepared in a live session keeps that session's vxid"
+                " (e.g. '4/2'); only after crash recovery is it '-1/<xid>'. So the holder row"
+                " is dropped and the waiter says only 'a prepared transaction', no gid",
+            ),
+            id="prepared-now",
+        ),
+        pytest.param(True, id="recovered-after-restart"),
+    ],
+)
 async def test_prepared_transaction_holder_is_named_never_pid_zero(
-    cluster_pg: PgHarness, clock: FrozenClock
+    throwaway_cluster: Cluster, clock: FrozenClock, recovered: bool
 ) -> None:
-    pg = cluster_pg
-    table = pg.table(rows=1)
-    gid = f"lw-gid-{pg.tag}"
-    preparer, waiter = pg.sessions("preparer", "waiter")
+    tag = uuid.uuid4().hex[:10]
+    table, gid = f"lw_{tag}", f"lw-gid-{tag}"
+    with connect(throwaway_cluster.dsn, f"lw-setup-{tag}") as setup:
+        setup.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v int)")
+        setup.execute(f"INSERT INTO {table} VALUES (1, 0)")
+        setup.execute("BEGIN")
+        setup.execute(f"UPDATE {table} SET v = 1 WHERE id = 1")
+        setup.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
+    try:
+        if recovered:
+            # Prepared transactions survive a restart, re-taking their locks in recovery.
+            throwaway_cluster.stop()
+            throwaway_cluster.start()
+        pg = PgHarness(throwaway_cluster.dsn)
+        try:
+            await check_prepared_transaction(pg, clock, table, gid)
+        finally:
+            pg.close()
+    finally:
+        if probe(throwaway_cluster.dsn) is not None:
+            throwaway_cluster.start()
+        with connect(throwaway_cluster.dsn, f"lw-setup-{tag}") as cleanup:
+            with contextlib.suppress(psycopg.Error):
+                cleanup.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+            cleanup.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+async def check_prepared_transaction(
+    pg: PgHarness, clock: FrozenClock, table: str, gid: str
+) -> None:
+    waiter = pg.session("waiter")
     w = waiter.info.backend_pid
-    pg.defer(lambda: pg.admin.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid))))
-    preparer.execute("BEGIN")
-    preparer.execute(f"UPDATE {table} SET v = 1 WHERE id = 1")
-    preparer.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
     update = f"UPDATE {table} SET v = 2 WHERE id = 1"
     pg.block(waiter, update)
     xid = str(pg.scalar("SELECT transaction::text FROM pg_prepared_xacts WHERE gid = %s", (gid,)))

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 LIBPQ_SERVER_VARS = ("PGHOST", "PGHOSTADDR", "PGSERVICE", "PGDATABASE", "PGPORT")
 
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]*):[^@\s]*@")
+_URL_USERINFO = re.compile(r"://[^:/@\s]*:([^@\s]*)@")
 _KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
@@ -29,22 +30,37 @@ def resolve_dsns(
     return []
 
 
+def _secrets(dsn: str) -> set[str]:
+    """Every form the DSN's password could take in a message: as parsed, and as
+    written (percent-encoded, quoted) even when libpq rejects the DSN itself."""
+    from urllib.parse import unquote
+
+    from psycopg import conninfo  # only once a server is in play: `ls` alone stays light
+
+    found: set[str] = set()
+    try:
+        parsed = conninfo.conninfo_to_dict(dsn).get("password")
+        if parsed:
+            found.add(str(parsed))
+    except Exception:  # noqa: BLE001 - an unparseable DSN is still searched below
+        pass
+    match = _URL_USERINFO.search(dsn)
+    if match:
+        found.update({match.group(1), unquote(match.group(1))})
+    for match in _KV_PASSWORD.finditer(dsn):
+        raw = match.group(2)
+        found.update({raw, raw.strip("'")})
+    return {secret for secret in found if secret}
+
+
 def scrub(text: str, dsn: str = "") -> str:
     """`text` with any password taken out: the DSN's own, and anything that looks
     like one in a URL or a key=value conninfo."""
-    from psycopg import conninfo  # only once a server is in play: `ls` alone stays light
-
-    password = ""
-    if dsn:
-        try:
-            password = str(conninfo.conninfo_to_dict(dsn).get("password") or "")
-        except Exception:  # noqa: BLE001 - an unparseable DSN still gets the regexes below
-            password = ""
-    cleaned = _URL_PASSWORD.sub(r"\1:***@", text)
-    cleaned = _KV_PASSWORD.sub(r"\1***", cleaned)
-    if password:
-        cleaned = cleaned.replace(password, "***")
-    return cleaned
+    cleaned = text
+    for secret in sorted(_secrets(dsn) if dsn else (), key=len, reverse=True):
+        cleaned = cleaned.replace(secret, "***")
+    cleaned = _URL_PASSWORD.sub(r"\1:***@", cleaned)
+    return _KV_PASSWORD.sub(r"\1***", cleaned)
 
 
 def display_name(dsn: str) -> str:

@@ -12,7 +12,11 @@ rows down to those someone actually waits on.
 from __future__ import annotations
 
 _ACTIVITY = """
-WITH activity AS MATERIALIZED (
+WITH locks AS MATERIALIZED (
+    -- One snapshot of the lock table, read once.
+    SELECT * FROM pg_catalog.pg_locks
+),
+activity AS MATERIALIZED (
     SELECT a.pid, a.usename, a.application_name,
            COALESCE(host(a.client_addr), CASE WHEN a.backend_type = 'client backend'
                                               THEN 'local' END) AS client,
@@ -24,9 +28,19 @@ WITH activity AS MATERIALIZED (
     WHERE a.pid <> pg_catalog.pg_backend_pid()
 ),
 waiting AS (
+    -- Sessions with an ungranted lock, from pg_locks itself: every role can read
+    -- it, while pg_stat_activity hides others' wait_event without pg_read_all_stats.
     SELECT pid, pg_catalog.pg_blocking_pids(pid) AS blocked_by
-    FROM activity
-    WHERE wait_event_type = 'Lock'
+    FROM (SELECT DISTINCT pid FROM locks WHERE NOT granted AND pid IS NOT NULL) AS w
+),
+prepared AS (
+    -- A prepared transaction's locks keep the vxid of the session that prepared it
+    -- (or -1/<xid> after a restart); its own xid lock ties that vxid to its gid.
+    SELECT x.virtualtransaction, p.gid
+    FROM locks AS x
+    JOIN pg_catalog.pg_prepared_xacts AS p
+      ON x.locktype = 'transactionid' AND x.transactionid = p.transaction
+    WHERE x.pid IS NULL
 ),
 blockers AS (
     SELECT DISTINCT unnest(blocked_by) AS pid FROM waiting
@@ -46,7 +60,7 @@ SELECT l.locktype, l.mode, l.granted, l.pid,
        a.usename, a.application_name, a.client, a.backend_type, a.state,
        a.wait_event_type, a.wait_event, a.query, a.xact_age, a.query_age, a.state_age,
        w.blocked_by
-FROM pg_catalog.pg_locks AS l
+FROM locks AS l
 CROSS JOIN (SELECT oid FROM pg_catalog.pg_database
             WHERE datname = pg_catalog.current_database()) AS me
 LEFT JOIN activity AS a ON a.pid = l.pid
@@ -55,9 +69,7 @@ LEFT JOIN pg_catalog.pg_database AS d ON d.oid = l.database
 -- Relation OIDs mean something only in the database they belong to (or 0: shared).
 LEFT JOIN pg_catalog.pg_class AS c ON c.oid = l.relation AND l.database IN (0, me.oid)
 LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-LEFT JOIN pg_catalog.pg_prepared_xacts AS p
-       ON l.pid IS NULL
-      AND split_part(l.virtualtransaction, '/', 2) = p.transaction::text
+LEFT JOIN prepared AS p ON l.pid IS NULL AND p.virtualtransaction = l.virtualtransaction
 WHERE (l.pid IS NULL OR l.pid <> pg_catalog.pg_backend_pid())
   AND ({all_rows}
        OR l.locktype = 'advisory'

@@ -1,0 +1,95 @@
+"""lockwatch.toml: what it may hold, and clear errors for what it may not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lockwatch.config import DEFAULT_IDLE_AFTER, Config, ConfigError, load, parse
+from lockwatch.model.pg import AdvisoryKey, string_key
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "lockwatch.toml"
+    path.write_text(text)
+    return path
+
+
+def test_full_config(tmp_path: Path) -> None:
+    config = parse(
+        write(
+            tmp_path,
+            """
+[postgres]
+dsn = ["postgresql://a@db1/app", "postgresql://a@db2/app"]
+idle_after = 30
+all = true
+
+[advisory]
+strings = ["billing-sync"]
+
+[advisory.namespaces]
+1 = "agent"
+
+[advisory.keys]
+"-7" = "minus-seven"
+""",
+        )
+    )
+    assert config.pg_dsns == ("postgresql://a@db1/app", "postgresql://a@db2/app")
+    assert config.pg_idle_after == 30.0
+    assert config.pg_all is True
+    names = config.advisory
+    assert names.name(AdvisoryKey("pair", key1=1, key2=42)) == "agent:42"
+    assert names.name(AdvisoryKey("bigint", key=-7)) == "minus-seven"
+    assert names.name(AdvisoryKey("bigint", key=string_key("billing-sync"))) == "billing-sync"
+
+
+def test_single_dsn_string_and_defaults(tmp_path: Path) -> None:
+    config = parse(write(tmp_path, '[postgres]\ndsn = "postgresql://x@h/db"\n'))
+    assert config.pg_dsns == ("postgresql://x@h/db",)
+    assert config.pg_idle_after == DEFAULT_IDLE_AFTER
+    assert config.pg_all is False
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("[postgres\n", "not valid TOML"),
+        ("postgres = 1\n", r"\[postgres\] must be a table"),
+        ("[postgres]\ndsn = 5\n", "postgres.dsn"),
+        ("[postgres]\nidle_after = -1\n", "postgres.idle_after"),
+        ("[postgres]\nidle_after = true\n", "postgres.idle_after"),
+        ("[postgres]\nall = 'yes'\n", "postgres.all"),
+        ("[advisory.namespaces]\nagent = 'x'\n", "'agent' is not an integer key"),
+        ("[advisory.namespaces]\n1 = 2\n", "advisory names must be strings"),
+        ("[advisory]\nstrings = 'x'\n", "advisory.strings"),
+    ],
+)
+def test_bad_config_says_where_and_why(tmp_path: Path, text: str, complaint: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=complaint) as caught:
+        parse(path)
+    assert str(path) in str(caught.value)
+
+
+def test_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user_dir = tmp_path / "user"
+    user_dir.mkdir()
+    (user_dir / "lockwatch.toml").write_text("[postgres]\nidle_after = 5\n")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr("platformdirs.user_config_dir", lambda app: str(user_dir))
+    assert load().pg_idle_after == 5.0  # only the user config exists
+    (cwd / "lockwatch.toml").write_text("[postgres]\nidle_after = 7\n")
+    assert load().pg_idle_after == 7.0  # the current directory wins
+    (cwd / "lockwatch.toml").unlink()
+    (user_dir / "lockwatch.toml").unlink()
+    assert load() == Config()
+
+
+def test_explicit_path_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load(tmp_path / "missing.toml")
