@@ -125,9 +125,8 @@ def assert_holder(lock: Lock, pg: PgHarness, pid: int, application: str, query: 
     assert lock.holder.actor == pg.user
     assert lock.holder.session == application
     assert lock.holder.operation == query
-    # pg_locks has no database for transaction ids (they are cluster-wide).
-    shared = lock.pg.locktype in ("transactionid", "virtualxid")
-    assert lock.pg.database == (None if shared else pg.dbname)
+    # pg_locks has no database for transaction ids: the holder session's is shown.
+    assert lock.pg.database == pg.dbname
 
 
 # --------------------------------------------------------------------------- advisory locks
@@ -633,18 +632,9 @@ async def test_monitoring_session_is_quiet_and_read_only(pg: PgHarness) -> None:
 @pytest.mark.parametrize(
     "recovered",
     [
-        pytest.param(
-            False,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="BUG query.py pg_prepared_xacts join: it matches"
-                " split_part(pg_locks.virtualtransaction, '/', 2) against the prepared xid,"
-                " but a transaction prepared in a live session keeps that session's vxid"
-                " (e.g. '4/2'); only after crash recovery is it '-1/<xid>'. So the holder row"
-                " is dropped and the waiter says only 'a prepared transaction', no gid",
-            ),
-            id="prepared-now",
-        ),
+        # Prepared in a live session, its locks keep that session's vxid ('4/2')…
+        pytest.param(False, id="prepared-now"),
+        # …re-taken in recovery after a restart, they show as '-1/<xid>'.
         pytest.param(True, id="recovered-after-restart"),
     ],
 )
@@ -799,16 +789,11 @@ async def test_without_pg_read_all_stats_queries_are_hidden_and_the_role_named(
     assert "insufficient_privilege" not in verdict(held, clock).codes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG query.py `waiting` CTE: pg_blocking_pids() runs only where"
-    " pg_stat_activity.wait_event_type = 'Lock', which is NULL for other users' sessions"
-    " without pg_read_all_stats, so blocked_by/blocking come back empty although pg_locks"
-    " and pg_blocking_pids() are readable by every role",
-)
 async def test_without_pg_read_all_stats_blocking_is_still_known(
     pg: PgHarness, clock: FrozenClock
 ) -> None:
+    """pg_stat_activity hides other users' wait_event from such a role, but pg_locks and
+    pg_blocking_pids() do not: who blocks whom must not depend on the role."""
     dsn = probe_role(pg)
     holder, waiter = pg.sessions("holder", "waiter")
     h, w = holder.info.backend_pid, waiter.info.backend_pid
@@ -847,14 +832,8 @@ async def test_server_down_at_start_is_a_status_not_an_exception() -> None:
     await source.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="BUG status.py backoff_seconds: 2.0 ** (failures - 1) overflows at 1025"
-    " consecutive failures (about 8.5 h of outage at the 30 s cap), so PgSource.poll raises"
-    " OverflowError instead of reporting the outage",
-)
 async def test_a_long_outage_keeps_failing_cleanly() -> None:
+    """Past 1024 consecutive failures (8.5 h at the 30 s cap) a poll is still just a None."""
     source = PgSource(f"postgresql://postgres@127.0.0.1:{free_port()}/postgres")
     for _ in range(1100):
         assert await source.poll() is None
@@ -961,15 +940,10 @@ PASSWORD = "sekret-pw"
         ("postgresql://postgres:sekret%2Dpw@127.0.0.1:1/postgres", [PASSWORD, "sekret%2Dpw"]),
         (f"postgresql://postgres:{PASSWORD}@127.0.0.1:1/postgres?sslmode=bogus", [PASSWORD]),
         (f"host=127.0.0.1 port=1 password={PASSWORD} bogus", [PASSWORD]),
+        # libpq rejects this DSN quoting the raw token: 'invalid percent-encoded token'.
         pytest.param(
             "postgresql://postgres:sek%zzret@127.0.0.1:1/postgres",
             ["sek%zzret", "zzret"],
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="BUG source.describe/dsn.scrub: libpq's 'invalid percent-encoded"
-                ' token: "sek%zzret"\' quotes the raw password; the DSN cannot be parsed,'
-                " so scrub() has no password to remove and its regexes miss the quote",
-            ),
             id="bad-percent-encoding",
         ),
     ],

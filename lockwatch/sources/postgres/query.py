@@ -17,7 +17,7 @@ WITH locks AS MATERIALIZED (
     SELECT * FROM pg_catalog.pg_locks
 ),
 activity AS MATERIALIZED (
-    SELECT a.pid, a.usename, a.application_name,
+    SELECT a.pid, a.datname, a.usename, a.application_name,
            COALESCE(host(a.client_addr), CASE WHEN a.backend_type = 'client backend'
                                               THEN 'local' END) AS client,
            a.backend_type, a.state, a.wait_event_type, a.wait_event, a.query,
@@ -49,7 +49,9 @@ blockers AS (
 
 _SELECT = """
 SELECT l.locktype, l.mode, l.granted, l.pid,
-       l.database, d.datname AS database_name,
+       l.database,
+       -- pg_locks has no database for transaction ids: the holder's session does.
+       COALESCE(d.datname, a.datname) AS database_name,
        l.relation, n.nspname AS schema_name, c.relname AS relation_name,
        l.page, l.tuple, l.virtualxid, l.transactionid::text AS transactionid,
        l.classid::int8 AS classid, l.objid::int8 AS objid, l.objsubid,
