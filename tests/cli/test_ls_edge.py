@@ -79,3 +79,11 @@ def test_empty_path_is_a_usage_error() -> None:
     code, _, err = run("ls", "")
     assert code == 2
     assert "empty PATH" in err
+
+
+def test_bad_config_is_a_usage_error(tmp_path: Path) -> None:
+    config = tmp_path / "lockwatch.toml"
+    config.write_text("[postgres]\nidle_after = 'soon'\n")
+    code, _, err = run("ls", "--config", str(config), str(tmp_path))
+    assert code == 2
+    assert "idle_after" in err and "Traceback" not in err
