@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -44,7 +45,8 @@ WAITER_APP = "lockwatch-bench-waiter"
 WAIT_FOR_WAITERS_S = 15.0
 
 # The baseline: connect, run pg_activity's waiting and blocking queries once each
-# (filled by this benchmark as pg_activity fills them), fetch every row.
+# (filled by this benchmark as pg_activity fills them), fetch every row. Leaner
+# than pg_activity itself, which prepares each query and builds row objects.
 POLLER = r"""
 import json, sys
 import psycopg
@@ -73,11 +75,11 @@ def holder_keys(h: int) -> tuple[list[int], list[tuple[int, int]]]:
     return bigints, pairs
 
 
-def pg_activity_queries(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[str, str]:
+def pg_activity_queries(conn: psycopg.Connection[tuple[Any, ...]]) -> tuple[str, str]:
     """pg_activity's waiting and blocking queries for this server, filled as its
     Data.pg_get_waiting/pg_get_blocking do: duration_mode 1 (query_start),
     min_duration 0, no database filter. The %(name)s parameters stay."""
-    from pgactivity import queries
+    from pgactivity import queries  # type: ignore[import-untyped]
 
     version = conn.info.server_version
     if version >= 90200:
@@ -108,9 +110,9 @@ class Load:
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
-        self.control: psycopg.Connection[tuple[object, ...]] | None = None
-        self.holders: list[psycopg.Connection[tuple[object, ...]]] = []
-        self.waiters: list[psycopg.Connection[tuple[object, ...]]] = []
+        self.control: psycopg.Connection[tuple[Any, ...]] | None = None
+        self.holders: list[psycopg.Connection[tuple[Any, ...]]] = []
+        self.waiters: list[psycopg.Connection[tuple[Any, ...]]] = []
         self.threads: list[threading.Thread] = []
         self.holder_pids: list[int] = []
         self.waiter_pids: list[int] = []
@@ -143,6 +145,7 @@ class Load:
             self.waiter_pids.append(conn.info.backend_pid)
             # Waiter w waits on a lock of holder 3w: bigint and pair forms alternate.
             bigints, pairs = holder_keys(3 * w)
+            params: tuple[int, ...]
             if w % 2 == 0:
                 query, params = "SELECT pg_advisory_lock(%s::int8)", (bigints[w],)
             else:
@@ -155,7 +158,7 @@ class Load:
         self._await_waiters()
 
     def _wait(
-        self, conn: psycopg.Connection[tuple[object, ...]], query: str, params: tuple[int, ...]
+        self, conn: psycopg.Connection[tuple[Any, ...]], query: str, params: tuple[int, ...]
     ) -> None:
         try:
             conn.execute(query, params)
@@ -225,10 +228,16 @@ class Load:
 
 @contextmanager
 def load(dsn: str) -> Iterator[Load]:
-    """The load, always torn down: on error, Ctrl+C (KeyboardInterrupt) or SIGTERM."""
+    """The load, always torn down: on error, Ctrl+C (KeyboardInterrupt) or SIGTERM.
+    Signals that arrive during the teardown wait for its end. (Should this process
+    die anyway, the server ends its sessions and their session locks go with them.)"""
+    pending: list[int] = []
 
     def terminate(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)
+
+    def defer(signum: int, frame: FrameType | None) -> None:
+        pending.append(signum)
 
     previous = signal.signal(signal.SIGTERM, terminate)
     state = Load(dsn)
@@ -236,8 +245,15 @@ def load(dsn: str) -> Iterator[Load]:
         state.build()
         yield state
     finally:
-        state.close()
-        signal.signal(signal.SIGTERM, previous)
+        int_handler = signal.signal(signal.SIGINT, defer)
+        signal.signal(signal.SIGTERM, defer)
+        try:
+            state.close()
+        finally:
+            signal.signal(signal.SIGINT, int_handler)
+            signal.signal(signal.SIGTERM, previous)
+        if pending:
+            raise SystemExit(128 + pending[0])
 
 
 def run(argv: list[str]) -> tuple[float, bytes]:
@@ -246,9 +262,14 @@ def run(argv: list[str]) -> tuple[float, bytes]:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err)
         assert proc.stdout is not None
-        with proc.stdout:
-            out = proc.stdout.read()  # until the child exits and closes it
-        _, status, _ = os.wait4(proc.pid, 0)
+        try:
+            with proc.stdout:
+                out = proc.stdout.read()  # until the child exits and closes it
+            _, status, _ = os.wait4(proc.pid, 0)
+        except BaseException:  # Ctrl+C, SIGTERM: no child outlives the load
+            proc.kill()
+            proc.wait()
+            raise
         elapsed = time.perf_counter() - start
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         if code != 0:
@@ -302,8 +323,18 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
+    try:
+        import pgactivity.queries  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError:
+        raise SystemExit("pg_activity is not installed: pip install -e '.[bench]'") from None
+    try:
+        return measure(args.dsn, args.rounds)
+    except psycopg.Error as exc:  # libpq's messages never carry the password
+        raise SystemExit(f"postgres: {exc}") from None
 
-    with load(args.dsn) as state:
+
+def measure(dsn: str, rounds: int) -> int:
+    with load(dsn) as state:
         assert state.control is not None
         waiting_sql, blocking_sql = pg_activity_queries(state.control)
         rows = state.pg_locks()
@@ -316,13 +347,13 @@ def main() -> int:
             raise SystemExit("the load is not in place")
 
         # No PATH: lockwatch scans no files, only the server.
-        lockwatch = [sys.executable, "-m", "lockwatch", "ls", "--json", "--pg", args.dsn]
-        poller = [sys.executable, "-c", POLLER, args.dsn, waiting_sql, blocking_sql]
+        lockwatch = [sys.executable, "-m", "lockwatch", "ls", "--json", "--pg", dsn]
+        poller = [sys.executable, "-c", POLLER, dsn, waiting_sql, blocking_sql]
         # Warm-up, one each, checking both see the load.
         seen = check_lockwatch(run(lockwatch)[1], state)
         baseline = json.loads(run(poller)[1])
         lw_times, bl_times = [], []
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             t, out = run(lockwatch)
             lw_times.append(t)
             bl_times.append(run(poller)[0])
@@ -338,7 +369,7 @@ def main() -> int:
         f"pg_activity queries returned: waiting {baseline['waiting']} rows,"
         f" blocking {baseline['blocking']} rows (its blocking query ignores advisory locks)"
     )
-    print(f"rounds: {args.rounds}")
+    print(f"rounds: {rounds}")
     for label, times in (
         ("pg_activity queries (psycopg)", bl_times),
         ("lockwatch ls --json --pg", lw_times),
@@ -352,4 +383,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the load is already torn down
+        sys.exit(130)
