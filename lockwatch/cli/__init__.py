@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from lockwatch import __version__
+from lockwatch.cli import ending
 from lockwatch.cli.ls import ls
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -35,6 +36,8 @@ def cli(ctx: click.Context) -> None:
 
 cli.add_command(ls)
 
-# The console script's entry point. (click itself exits 1 quietly when the reader
-# of a pipe goes away, as in `lockwatch ls | head`.)
-main = cli
+
+def main() -> None:
+    """The console script: `cli`, allowed to leave fast (see `finish`)."""
+    ending.FAST_EXIT = True
+    cli(prog_name="lockwatch")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
+from lockwatch.cli.ending import finish
 from lockwatch.cli.fanout import available_cpus
 from lockwatch.cli.table import render_table, summary
 from lockwatch.clock import SystemClock
@@ -127,12 +129,20 @@ def ls(
     now = clock.now()
     host = os.uname().nodename  # what gethostname() returns, without importing socket
 
-    if as_json:
+    # A one-shot command builds many small objects and frees them only at exit:
+    # the cyclic collector would walk them again and again for nothing.
+    gc.disable()
+    file_assessed: list[tuple[Lock, Verdict]] = []
+    file_arrays: list[bytes] = []
+    errors: list[ScanError] = []
+    stale = 0
+    if not roots:
+        pass  # --pg without PATH: servers only
+    elif as_json:
         from lockwatch.cli.listing import json_listing
 
         listing = json_listing(roots, now, host, jobs or available_cpus())
         file_arrays, errors, stale = listing.arrays, listing.errors, listing.stale
-        file_assessed: list[tuple[Lock, Verdict]] = []
     else:
         from lockwatch.model.assess import assess
         from lockwatch.sources.files.scanner import scan
@@ -140,7 +150,7 @@ def ls(
 
         result = scan(roots)
         file_assessed = assess(result.locks, PsutilProcesses(), clock, host)
-        file_arrays, errors = [], result.errors
+        errors = result.errors
         stale = sum(verdict.state is State.STALE for _, verdict in file_assessed)
 
     servers = _poll_servers(dsns, config, pg_idle_after, pg_all) if dsns else []
@@ -153,7 +163,10 @@ def ls(
         from lockwatch.model.blocking import from_locks
         from lockwatch.model.report import lock_record, ls_json_bytes, records_json_array
 
-        pg_array = records_json_array([lock_record(lock, v, pg_now) for lock, v in pg_assessed])
+        memo: dict[int, dict[str, object]] = {}
+        pg_array = records_json_array(
+            [lock_record(lock, v, pg_now, memo) for lock, v in pg_assessed]
+        )
         trees = [
             (server.name, from_locks(server.last.locks))
             for server in servers
@@ -181,11 +194,10 @@ def ls(
 
     named = {os.path.abspath(p) for p in roots}
     if fail_on_stale and stale:
-        sys.exit(EXIT_STALE)
+        finish(EXIT_STALE)
     if any(e.path in named for e in errors):
-        sys.exit(EXIT_BAD_PATH)
-    if errors or failed:
-        sys.exit(EXIT_PARTIAL)
+        finish(EXIT_BAD_PATH)
+    finish(EXIT_PARTIAL if errors or failed else 0)
 
 
 def _poll_servers(

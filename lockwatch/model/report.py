@@ -11,7 +11,7 @@ import orjson
 
 from lockwatch.model.blocking import BlockingTree
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import PgLock
+from lockwatch.model.pg import PgBackend, PgLock
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import Verdict
 
@@ -39,13 +39,21 @@ def text(value: str) -> str:
     return value
 
 
-def lock_record(lock: Lock, verdict: Verdict, now: datetime | None = None) -> dict[str, Any]:
+def lock_record(
+    lock: Lock,
+    verdict: Verdict,
+    now: datetime | None = None,
+    memo: dict[int, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """One lock of the contract, with times still as datetimes: orjson writes them
     (RFC 3339, `Z`) far faster than isoformat() would. `now` dates the ages of
-    Postgres sessions (their starts are kept, so ages tick without a new poll)."""
+    Postgres sessions (their starts are kept, so ages tick without a new poll).
+    `memo` shares one session's fields among its many locks within one render."""
+    if lock.pg is not None:
+        return _pg_record(lock, lock.pg, verdict, now, {} if memo is None else memo)
     holder = lock.holder
     process = verdict.process
-    record: dict[str, Any] = {
+    return {
         "id": text(lock.id),
         "source": lock.source,
         "format": lock.format,
@@ -77,20 +85,33 @@ def lock_record(lock: Lock, verdict: Verdict, now: datetime | None = None) -> di
         "conflicts_with": [text(other) for other in verdict.conflicts_with],
         "sha256": lock.sha256,
     }
-    if lock.pg is not None:
-        record.update(_pg_fields(lock.pg, now))
-        record["holder"].update(_pg_holder(lock.pg, now))
-    return record
 
 
-def _age(start: datetime | None, now: datetime | None) -> float | None:
-    if start is None or now is None:
-        return None
-    return round(max(0.0, (now - start).total_seconds()), 3)
-
-
-def _pg_fields(pg: PgLock, now: datetime | None) -> dict[str, Any]:
+def _pg_record(
+    lock: Lock, pg: PgLock, verdict: Verdict, now: datetime | None, memo: dict[int, Any]
+) -> dict[str, Any]:
+    # A session's fields are the same in each of its (often many) locks: build once.
+    session = memo.get(id(pg.backend))
+    if session is None:
+        session = memo[id(pg.backend)] = _pg_session(lock, pg.backend, verdict, now)
+    waited = _age(pg.wait_start, now)
     return {
+        "id": text(lock.id),
+        "source": lock.source,
+        "format": lock.format,
+        "name": text(lock.name),
+        "path": None,
+        "state": verdict.state.value,
+        "reasons": [{"code": r.code, "message": r.message} for r in verdict.reasons],
+        "holder": {**session, "wait_seconds": waited},
+        "acquired_at": lock.acquired_at,
+        "heartbeat_at": None,
+        "ttl_seconds": None,
+        "age_seconds": None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
+        "next_change_at": verdict.next_change_at,
+        "scope": [],
+        "conflicts_with": [],
+        "sha256": None,
         "server": pg.server,
         "locktype": pg.locktype,
         "mode": pg.mode,
@@ -100,13 +121,28 @@ def _pg_fields(pg: PgLock, now: datetime | None) -> dict[str, Any]:
         "blocked_by": [pid for pid in pg.blocked_by if pid],
         "blocked_by_prepared": list(pg.blocked_by_prepared),
         "blocking": list(pg.blocking),
-        "wait_seconds": _age(pg.wait_start, now),
+        "wait_seconds": waited,
     }
 
 
-def _pg_holder(pg: PgLock, now: datetime | None) -> dict[str, Any]:
-    backend = pg.backend
+def _age(start: datetime | None, now: datetime | None) -> float | None:
+    if start is None or now is None:
+        return None
+    return round(max(0.0, (now - start).total_seconds()), 3)
+
+
+def _pg_session(
+    lock: Lock, backend: PgBackend, verdict: Verdict, now: datetime | None
+) -> dict[str, Any]:
+    holder = lock.holder
     return {
+        "pid": holder.pid,
+        "host": holder.host,
+        "actor": holder.actor,
+        "session": holder.session,
+        "operation": holder.operation,
+        "alive": verdict.alive,
+        "process": None,
         "user": backend.user,
         "application": backend.application,
         "client": backend.client,
@@ -118,7 +154,6 @@ def _pg_holder(pg: PgLock, now: datetime | None) -> dict[str, Any]:
         "query_age_seconds": _age(backend.query_start, now),
         "wait_event_type": backend.wait_event_type,
         "wait_event": backend.wait_event,
-        "wait_seconds": _age(pg.wait_start, now),
     }
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lockwatch.cli import main
+from lockwatch.cli import cli
 
 LOCK_KEYS = {
     "id",
@@ -67,7 +67,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
+    result = CliRunner().invoke(cli, list(args))
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr
@@ -187,9 +187,9 @@ def test_version() -> None:
 def test_ls_does_not_import_textual(workspace: Path) -> None:
     script = (
         "import sys\n"
-        "from lockwatch.cli import main\n"
+        "from lockwatch.cli import cli\n"
         "try:\n"
-        f"    main(['ls', '--json', {str(workspace)!r}])\n"
+        f"    cli(['ls', '--json', {str(workspace)!r}])\n"
         "except SystemExit:\n"
         "    pass\n"
         "banned = [m for m in ('textual', 'psycopg', 'watchfiles') if m in sys.modules]\n"

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from lockwatch.cli import main
+from lockwatch.cli import cli
 from tests.postgres.conftest import PgHarness
 
 pytestmark = pytest.mark.postgres
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    result = CliRunner(env=env).invoke(main, list(args))
+    result = CliRunner(env=env).invoke(cli, list(args))
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr

@@ -18,6 +18,10 @@ from lockwatch.sources.postgres.records import to_locks, trim_query
 from tests.conftest import NOW
 
 SERVER = "monitor@db:5432/app"
+TARGET = (
+    "locktype", "database", "relation", "page", "tuple", "virtualxid", "transactionid",
+    "classid", "objid", "objsubid",
+)  # fmt: skip
 
 
 def row(**values: Any) -> dict[str, Any]:
@@ -32,6 +36,8 @@ def row(**values: Any) -> dict[str, Any]:
         "query_age": 5.0, "state_age": 5.0, "blocked_by": None,
     }  # fmt: skip
     base.update(values)
+    # As the query computes it: format('%s/%s/...') writes NULL as an empty string.
+    base["target"] = "/".join("" if base[k] is None else str(base[k]) for k in TARGET)
     return base
 
 

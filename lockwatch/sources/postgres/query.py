@@ -49,6 +49,9 @@ blockers AS (
 
 _SELECT = """
 SELECT l.locktype, l.mode, l.granted, l.pid,
+       -- What the lock is on, as one key: rows with the same target compete.
+       format('%s/%s/%s/%s/%s/%s/%s/%s/%s/%s', l.locktype, l.database, l.relation, l.page,
+              l.tuple, l.virtualxid, l.transactionid, l.classid, l.objid, l.objsubid) AS target,
        l.database,
        -- pg_locks has no database for transaction ids: the holder's session does.
        COALESCE(d.datname, a.datname) AS database_name,
@@ -93,7 +96,7 @@ def lock_query(server_version: int, all_rows: bool) -> str:
 
 
 COLUMNS = (
-    "locktype", "mode", "granted", "pid", "database", "database_name", "relation",
+    "locktype", "mode", "granted", "pid", "target", "database", "database_name", "relation",
     "schema_name", "relation_name", "page", "tuple", "virtualxid", "transactionid",
     "classid", "objid", "objsubid", "object_name", "wait_age", "prepared_gid", "usename",
     "application_name", "client", "backend_type", "state", "wait_event_type", "wait_event",

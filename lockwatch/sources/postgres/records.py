@@ -14,15 +14,12 @@ FORMAT = "pg_locks"
 QUERY_CHARS = 200
 
 Row = Mapping[str, Any]
-# What a lock is on: two rows with the same target compete for the same lock.
-_TARGET = (
-    "locktype", "database", "relation", "page", "tuple", "virtualxid", "transactionid",
-    "classid", "objid", "objsubid",
-)  # fmt: skip
 
 
-def _target(row: Row) -> tuple[Any, ...]:
-    return tuple(row[column] for column in _TARGET)
+def _target(row: Row) -> str:
+    """What the lock is on (the query's `target`): rows with the same target compete."""
+    target: str = row["target"]
+    return target
 
 
 def _holder_key(row: Row) -> int | str:
@@ -73,6 +70,39 @@ def _name(row: Row, key: AdvisoryKey | None, names: AdvisoryNames) -> str:
     return f"{locktype} {row['classid']}/{row['objid']}/{row['objsubid']}"
 
 
+def _session(
+    row: Row,
+    holder_key: int | str,
+    polled_at: datetime,
+    waiters_of: Mapping[int | str, set[int]],
+) -> tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]:
+    gid = row["prepared_gid"]
+    backend = PgBackend(
+        pid=row["pid"],
+        user=row["usename"],
+        application=row["application_name"],
+        client=row["client"],
+        state=row["state"],
+        query=trim_query(row["query"]),
+        backend_type=row["backend_type"],
+        xact_start=_ago(polled_at, row["xact_age"]),
+        query_start=_ago(polled_at, row["query_age"]),
+        state_since=_ago(polled_at, row["state_age"]),
+        wait_event_type=row["wait_event_type"],
+        wait_event=row["wait_event"],
+        prepared_gid=None if gid is None else str(gid),
+    )
+    holder = Holder(
+        pid=row["pid"],
+        host=row["client"],
+        actor=row["usename"] if row["pid"] is not None else backend.label,
+        session=row["application_name"] or None,
+        operation=backend.query,
+    )
+    blocked_by = tuple(int(pid) for pid in row["blocked_by"] or ())
+    return backend, holder, blocked_by, tuple(sorted(waiters_of.get(holder_key, ())))
+
+
 def to_locks(
     rows: Sequence[Row],
     *,
@@ -89,10 +119,10 @@ def to_locks(
     """
     waiting = [row for row in rows if not row["granted"]]
     # For each (holder, target): the sessions waiting on that holder for that target.
-    waits_here: dict[tuple[int | str, tuple[Any, ...]], list[int]] = defaultdict(list)
+    waits_here: dict[tuple[int | str, str], list[int]] = defaultdict(list)
     # For each holder: every session waiting on it, whatever for.
     waiters_of: dict[int | str, set[int]] = defaultdict(set)
-    prepared_by_target: dict[tuple[Any, ...], list[str]] = defaultdict(list)
+    prepared_by_target: dict[str, list[str]] = defaultdict(list)
     for row in rows:
         if row["pid"] is None and row["prepared_gid"] is not None:
             prepared_by_target[_target(row)].append(str(row["prepared_gid"]))
@@ -104,80 +134,61 @@ def to_locks(
             holders: list[int | str] = [int(blocker)]
             if blocker == 0:  # a prepared transaction: pg_blocking_pids cannot say which
                 holders = [f"prepared:{gid}" for gid in prepared_by_target.get(target, [])]
-            for holder in holders:
-                waits_here[(holder, target)].append(waiter)
-                waiters_of[holder].add(waiter)
+            for holder_id in holders:
+                waits_here[(holder_id, target)].append(waiter)
+                waiters_of[holder_id].add(waiter)
 
     policy = StalenessPolicy(idle_after=idle_after)
+    # A session often holds many locks (80 advisory locks on a pooled connection):
+    # its backend, holder and blockers are built once and shared by its records.
+    sessions: dict[int | str, tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]] = {}
     locks: list[Lock] = []
     for row in rows:
         holder_key = _holder_key(row)
         target = _target(row)
+        granted = bool(row["granted"])
         here = tuple(sorted(set(waits_here.get((holder_key, target), ()))))
-        if not (all_rows or not row["granted"] or row["locktype"] == "advisory" or here):
+        if not (all_rows or not granted or row["locktype"] == "advisory" or here):
             continue
+        session = sessions.get(holder_key)
+        if session is None:
+            session = sessions[holder_key] = _session(row, holder_key, polled_at, waiters_of)
+        backend, holder, blocked_by, blocking = session
         key = None
         if row["locktype"] == "advisory" and row["classid"] is not None:
             key = AdvisoryKey.from_pg_locks(row["classid"], row["objid"], row["objsubid"])
-        blocked_by = tuple(int(pid) for pid in row["blocked_by"] or ())
-        gid = row["prepared_gid"]
-        backend = PgBackend(
-            pid=row["pid"],
-            user=row["usename"],
-            application=row["application_name"],
-            client=row["client"],
-            state=row["state"],
-            query=trim_query(row["query"]),
-            backend_type=row["backend_type"],
-            xact_start=_ago(polled_at, row["xact_age"]),
-            query_start=_ago(polled_at, row["query_age"]),
-            state_since=_ago(polled_at, row["state_age"]),
-            wait_event_type=row["wait_event_type"],
-            wait_event=row["wait_event"],
-            prepared_gid=None if gid is None else str(gid),
-        )
         wait_start = None
-        if not row["granted"]:
+        if not granted:
             # Before PostgreSQL 14 there is no waitstart: the query's start bounds it.
-            wait_start = _ago(
-                polled_at, row["wait_age"] if row["wait_age"] is not None else row["query_age"]
-            )
+            wait_age = row["wait_age"]
+            wait_start = _ago(polled_at, wait_age if wait_age is not None else row["query_age"])
+        prepared = prepared_by_target.get(target, ()) if 0 in blocked_by else ()
         pg = PgLock(
             server=server,
             locktype=row["locktype"],
             mode=row["mode"],
-            granted=bool(row["granted"]),
+            granted=granted,
             database=row["database_name"],
             backend=backend,
             advisory_key=key,
             wait_start=wait_start,
             blocked_by=blocked_by,
-            blocking=tuple(sorted(waiters_of.get(holder_key, ()))),
+            blocking=blocking,
             blocking_here=here,
-            blocked_by_prepared=tuple(
-                gid for gid in prepared_by_target.get(target, []) if 0 in blocked_by
-            ),
+            blocked_by_prepared=tuple(prepared),
         )
-        who = backend.label
-        target_id = "/".join("" if part is None else str(part) for part in target)
-        granted = "held" if row["granted"] else "wait"
+        state = "held" if granted else "wait"
         locks.append(
             Lock(
-                id=f"pg:{server}:{holder_key}:{target_id}:{row['mode']}:{granted}",
+                id=f"pg:{server}:{holder_key}:{target}:{row['mode']}:{state}",
                 source="postgres",
                 format=FORMAT,
                 name=_name(row, key, names),
                 path=None,
-                holder=Holder(
-                    pid=row["pid"],
-                    host=row["client"],
-                    actor=row["usename"] if row["pid"] is not None else who,
-                    session=row["application_name"] or None,
-                    operation=backend.query,
-                ),
+                holder=holder,
                 acquired_at=wait_start or backend.xact_start or backend.state_since,
                 policy=policy,
-                content=dict(row),
+                content=row,
                 pg=pg,
             )
         )
