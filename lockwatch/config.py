@@ -21,7 +21,6 @@ Looked for in the current directory, then in the user config directory
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +65,8 @@ def load(explicit: str | os.PathLike[str] | None = None) -> Config:
 
 
 def parse(path: Path) -> Config:
+    import tomllib  # only when there is a file: most runs have none
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -28,6 +27,8 @@ def fan_out(slices: Sequence[S], work: Callable[[S], R]) -> list[R]:
     """
     if len(slices) <= 1 or not hasattr(os, "fork"):
         return [work(s) for s in slices]
+    import pickle
+
     children: list[tuple[int, int]] = []
     for piece in slices[1:]:
         read_end, write_end = os.pipe()

@@ -155,24 +155,23 @@ def ls(
 
     servers = _poll_servers(dsns, config, pg_idle_after, pg_all) if dsns else []
     pg_now = clock.now()  # sessions' ages count from their poll, not from our start
-    pg_assessed = _assess_servers(servers, clock, host)
-    stale += sum(verdict.state is State.STALE for _, verdict in pg_assessed)
     statuses = _file_statuses(roots, errors, now) + [server.status for server in servers]
 
     if as_json:
-        from lockwatch.model.blocking import from_locks
-        from lockwatch.model.report import lock_record, ls_json_bytes, records_json_array
+        from lockwatch.model.blocking import BlockingTree, from_locks
+        from lockwatch.model.report import ls_json_bytes
 
-        memo: dict[int, dict[str, object]] = {}
-        pg_array = records_json_array(
-            [lock_record(lock, v, pg_now, memo) for lock, v in pg_assessed]
-        )
-        trees = [
-            (server.name, from_locks(server.last.locks))
-            for server in servers
-            if server.last is not None
-        ]
-        pieces = ls_json_bytes(now, host, [*file_arrays, pg_array], errors, statuses, trees)
+        pg_arrays: list[bytes] = []
+        trees: list[tuple[str, BlockingTree]] = []
+        for server in servers:
+            if server.last is not None:
+                from lockwatch.cli.pg import render
+
+                rendered = render(server.last, pg_now, host, jobs or available_cpus())
+                pg_arrays.append(rendered.array)
+                trees.append((server.name, from_locks(rendered.waiting)))
+                stale += rendered.stale
+        pieces = ls_json_bytes(now, host, [*file_arrays, *pg_arrays], errors, statuses, trees)
         document = b"".join(pieces)
         if sys.stdout.isatty():
             document = orjson.dumps(orjson.loads(document), option=orjson.OPT_INDENT_2)
@@ -180,6 +179,8 @@ def ls(
         sys.stdout.buffer.write(document + b"\n")
         sys.stdout.buffer.flush()
     else:
+        pg_assessed = _assess_servers(servers, clock, host)
+        stale += sum(verdict.state is State.STALE for _, verdict in pg_assessed)
         assessed = [*file_assessed, *pg_assessed]
         color = None if "NO_COLOR" not in os.environ else False
         for line in render_table(assessed, long=long_, cwd=os.getcwd()):

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
+from lockwatch.cli.fanout import fan_out
+from lockwatch.clock import FrozenClock
 from lockwatch.config import Config
-from lockwatch.sources.postgres.source import PgSource
+from lockwatch.model.lock import Lock
+from lockwatch.model.process import StaticProcesses
+from lockwatch.model.report import lock_record, records_json_array
+from lockwatch.model.verdict import State, evaluate
+from lockwatch.sources.postgres.source import PgSnapshot, PgSource
 
 
 def make_sources(
@@ -34,3 +43,52 @@ def poll_once(sources: Sequence[PgSource]) -> None:
 
     if sources:
         asyncio.run(run())
+
+
+# Below this many rows per worker, forking costs more than it saves.
+MIN_ROWS_PER_JOB = 1500
+
+
+@dataclass
+class Rendered:
+    """One server's locks as a JSON array of records, and what the summary needs."""
+
+    array: bytes
+    stale: int
+    waiting: list[Lock]  # the few waiting locks, for the blocking tree
+
+
+def render(snapshot: PgSnapshot, now: datetime, host: str, jobs: int) -> Rendered:
+    """Judge and render a poll's rows, shared among `jobs` processes when there are
+    many: building thousands of records is the costly part, and it splits cleanly
+    once who-waits-on-whom is known from all the rows."""
+    rows = snapshot.rows
+    waits = snapshot.waits()
+    jobs = max(1, min(jobs, len(rows) // MIN_ROWS_PER_JOB))
+    size = max(1, -(-len(rows) // jobs))  # ceiling division
+    bounds = [(start, start + size) for start in range(0, len(rows), size)] or [(0, 0)]
+
+    def work(bound: tuple[int, int]) -> Rendered:
+        locks = snapshot.to_locks(rows[bound[0] : bound[1]], waits)
+        clock, processes = FrozenClock(now), StaticProcesses()
+        memo: dict[int, dict[str, Any]] = {}
+        records: list[dict[str, Any]] = []
+        waiting: list[Lock] = []
+        stale = 0
+        for lock in locks:
+            # A session's liveness is the server's word, not this host's process table.
+            verdict = evaluate(lock, processes, clock, host)
+            records.append(lock_record(lock, verdict, now, memo))
+            if verdict.state is State.STALE:
+                stale += 1
+            elif verdict.state is State.WAITING:
+                waiting.append(lock)
+        return Rendered(records_json_array(records), stale, waiting)
+
+    parts = fan_out(bounds, work)
+    inner = b",".join(part.array[1:-1] for part in parts if len(part.array) > 2)
+    return Rendered(
+        b"[" + inner + b"]",
+        sum(part.stale for part in parts),
+        [lock for part in parts for lock in part.waiting],
+    )

@@ -123,3 +123,31 @@ def test_dsn_from_lockwatch_pg(pg: PgHarness, tmp_path: Path) -> None:
     code, out, _ = run("ls", "--json", str(tmp_path), env={"LOCKWATCH_PG": pg.dsn})
     assert code == 0
     assert [lock["name"] for lock in mine(json.loads(out), pg)] == ["5:6"]
+
+
+async def test_rendering_shared_among_processes_matches_one_process(
+    pg: PgHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lockwatch.cli import pg as cli_pg
+    from lockwatch.sources.postgres.source import PgSource
+
+    holders = pg.sessions("a", "b", "c")
+    for n, conn in enumerate(holders):
+        for key in range(20):
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", (n, key))
+    pg.block(pg.session("waiter"), "SELECT pg_advisory_lock(0, 3)")
+    source = PgSource(pg.dsn)
+    try:
+        snapshot = await source.poll()
+    finally:
+        await source.close()
+    assert snapshot is not None
+    monkeypatch.setattr(cli_pg, "MIN_ROWS_PER_JOB", 1)
+    now = snapshot.polled_at
+    one = cli_pg.render(snapshot, now, "host", 1)
+    for jobs in (2, 3, 7):
+        many = cli_pg.render(snapshot, now, "host", jobs)
+        assert many.array == one.array
+        assert many.stale == one.stale
+        assert [lock.id for lock in many.waiting] == [lock.id for lock in one.waiting]
+    assert len(json.loads(one.array)) >= 61

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -103,6 +104,40 @@ def _session(
     return backend, holder, blocked_by, tuple(sorted(waiters_of.get(holder_key, ())))
 
 
+@dataclass(frozen=True)
+class Waits:
+    """Who waits on whom, from every row of one poll: a slice of the rows needs it
+    to know which of its locks someone waits on."""
+
+    # (holder, target) -> sessions waiting on that holder for that very lock
+    here: dict[tuple[int | str, str], list[int]]
+    # holder -> every session waiting on it, whatever for
+    of: dict[int | str, set[int]]
+    # target -> gids of prepared transactions holding it
+    prepared: dict[str, list[str]]
+
+
+def index_waits(rows: Sequence[Row]) -> Waits:
+    here: dict[tuple[int | str, str], list[int]] = defaultdict(list)
+    of: dict[int | str, set[int]] = defaultdict(set)
+    prepared: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        if row["pid"] is None and row["prepared_gid"] is not None:
+            prepared[_target(row)].append(str(row["prepared_gid"]))
+    for row in rows:
+        if row["granted"] or row["pid"] is None:
+            continue
+        waiter, target = int(row["pid"]), _target(row)
+        for blocker in row["blocked_by"] or ():
+            holders: list[int | str] = [int(blocker)]
+            if blocker == 0:  # a prepared transaction: pg_blocking_pids cannot say which
+                holders = [f"prepared:{gid}" for gid in prepared.get(target, [])]
+            for holder_id in holders:
+                here[(holder_id, target)].append(waiter)
+                of[holder_id].add(waiter)
+    return Waits(dict(here), dict(of), dict(prepared))
+
+
 def to_locks(
     rows: Sequence[Row],
     *,
@@ -111,32 +146,17 @@ def to_locks(
     idle_after: float,
     names: AdvisoryNames = NO_NAMES,
     all_rows: bool = False,
+    waits: Waits | None = None,
 ) -> list[Lock]:
-    """One Lock per row of interest.
+    """One Lock per row of interest, in the rows' order.
 
     Kept: waiting rows, advisory locks, and the rows of blockers that someone
-    actually waits on (same lock target); with `all_rows`, everything.
+    actually waits on (same lock target); with `all_rows`, everything. `waits`
+    must come from all the poll's rows when `rows` is only a slice of them.
     """
-    waiting = [row for row in rows if not row["granted"]]
-    # For each (holder, target): the sessions waiting on that holder for that target.
-    waits_here: dict[tuple[int | str, str], list[int]] = defaultdict(list)
-    # For each holder: every session waiting on it, whatever for.
-    waiters_of: dict[int | str, set[int]] = defaultdict(set)
-    prepared_by_target: dict[str, list[str]] = defaultdict(list)
-    for row in rows:
-        if row["pid"] is None and row["prepared_gid"] is not None:
-            prepared_by_target[_target(row)].append(str(row["prepared_gid"]))
-    for row in waiting:
-        if row["pid"] is None:
-            continue
-        waiter, target = int(row["pid"]), _target(row)
-        for blocker in row["blocked_by"] or ():
-            holders: list[int | str] = [int(blocker)]
-            if blocker == 0:  # a prepared transaction: pg_blocking_pids cannot say which
-                holders = [f"prepared:{gid}" for gid in prepared_by_target.get(target, [])]
-            for holder_id in holders:
-                waits_here[(holder_id, target)].append(waiter)
-                waiters_of[holder_id].add(waiter)
+    if waits is None:
+        waits = index_waits(rows)
+    waits_here, waiters_of, prepared_by_target = waits.here, waits.of, waits.prepared
 
     policy = StalenessPolicy(idle_after=idle_after)
     # A session often holds many locks (80 advisory locks on a pooled connection):
@@ -147,7 +167,8 @@ def to_locks(
         holder_key = _holder_key(row)
         target = _target(row)
         granted = bool(row["granted"])
-        here = tuple(sorted(set(waits_here.get((holder_key, target), ()))))
+        found = waits_here.get((holder_key, target))
+        here = tuple(sorted(set(found))) if found else ()
         if not (all_rows or not granted or row["locktype"] == "advisory" or here):
             continue
         session = sessions.get(holder_key)
@@ -192,5 +213,4 @@ def to_locks(
                 pg=pg,
             )
         )
-    locks.sort(key=lambda lock: lock.id)
     return locks

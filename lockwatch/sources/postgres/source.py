@@ -10,20 +10,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import NO_NAMES, AdvisoryNames
+from lockwatch.model.pg import INSUFFICIENT_PRIVILEGE, NO_NAMES, AdvisoryNames
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.postgres.dsn import display_name, scrub
 from lockwatch.sources.postgres.query import lock_query
-from lockwatch.sources.postgres.records import to_locks
+from lockwatch.sources.postgres.records import Waits, index_waits, to_locks
 
 APPLICATION_NAME = "lockwatch"
 PRIVILEGE_HINT = (
@@ -32,12 +33,39 @@ PRIVILEGE_HINT = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class PgSnapshot:
+    """One poll's rows. Records are built from them on demand: a one-shot listing
+    shares that work among processes (see cli/pg.py), a dashboard asks `locks`."""
+
     server: str
     polled_at: datetime
-    locks: list[Lock]
+    rows: list[dict[str, Any]]
     server_version: int
+    idle_after: float
+    names: AdvisoryNames
+    all_rows: bool
+    _locks: list[Lock] | None = None
+
+    def waits(self) -> Waits:
+        return index_waits(self.rows)
+
+    def to_locks(self, rows: Sequence[dict[str, Any]], waits: Waits) -> list[Lock]:
+        return to_locks(
+            rows,
+            server=self.server,
+            polled_at=self.polled_at,
+            idle_after=self.idle_after,
+            names=self.names,
+            all_rows=self.all_rows,
+            waits=waits,
+        )
+
+    @property
+    def locks(self) -> list[Lock]:
+        if self._locks is None:
+            self._locks = self.to_locks(self.rows, self.waits())
+        return self._locks
 
 
 class PgSource:
@@ -109,17 +137,13 @@ class PgSource:
             await self._fail(exc)
             return None
         polled_at = self.clock.now()
-        locks = to_locks(
-            rows if self._query is None else [],
-            server=self.name,
-            polled_at=polled_at,
-            idle_after=self.idle_after,
-            names=self.names,
-            all_rows=self.all_rows,
-        )
+        if self._query is not None:
+            rows = []  # a test's stand-in query: nothing to read
         self.failures = 0
-        self.last = PgSnapshot(self.name, polled_at, locks, version)
-        hidden = any(lock.pg is not None and lock.pg.backend.hidden for lock in locks)
+        self.last = PgSnapshot(
+            self.name, polled_at, rows, version, self.idle_after, self.names, self.all_rows
+        )
+        hidden = any(row["query"] == INSUFFICIENT_PRIVILEGE for row in rows)
         self.status = SourceStatus(
             "postgres",
             self.name,
