@@ -14,7 +14,7 @@ from lockwatch.config import Config
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_record, records_json_array
-from lockwatch.model.verdict import State, evaluate
+from lockwatch.model.verdict import State, evaluate_all
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
 
 
@@ -70,14 +70,13 @@ def render(snapshot: PgSnapshot, now: datetime, host: str, jobs: int) -> Rendere
 
     def work(bound: tuple[int, int]) -> Rendered:
         locks = snapshot.to_locks(rows[bound[0] : bound[1]], waits)
-        clock, processes = FrozenClock(now), StaticProcesses()
         memo: dict[int, dict[str, Any]] = {}
         records: list[dict[str, Any]] = []
         waiting: list[Lock] = []
         stale = 0
-        for lock in locks:
-            # A session's liveness is the server's word, not this host's process table.
-            verdict = evaluate(lock, processes, clock, host)
+        # A session's liveness is the server's word, not this host's process table.
+        verdicts = evaluate_all(locks, StaticProcesses(), FrozenClock(now), host)
+        for lock, verdict in zip(locks, verdicts, strict=True):
             records.append(lock_record(lock, verdict, now, memo))
             if verdict.state is State.STALE:
                 stale += 1

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
 
-from lockwatch.clock import Clock
+from lockwatch.clock import Clock, FrozenClock
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.pg import PgLock
@@ -184,6 +185,34 @@ def _skew(what: str, ahead: float) -> Reason:
         "clock_skew",
         f"{what} time is {duration(ahead)} in the future; the writer's clock disagrees with ours",
     )
+
+
+def evaluate_all(
+    locks: Sequence[Lock], processes: ProcessLookup, clock: Clock, local_host: str
+) -> list[Verdict]:
+    """`evaluate` for many locks at one instant.
+
+    A session holding many locks (80 advisory locks on a pooled connection) gets
+    the same verdict for each granted one that nobody waits on: those are judged
+    once per session and the verdict, immutable, is shared.
+    """
+    now = clock.now()
+    instant = FrozenClock(now)
+    shared: dict[tuple[int, str, float | None, datetime | None], Verdict] = {}
+    verdicts: list[Verdict] = []
+    for lock in locks:
+        pg = lock.pg
+        if pg is None or not pg.granted or pg.blocking_here:
+            verdicts.append(evaluate(lock, processes, instant, local_host))
+            continue
+        # Everything a granted, uncontended row's verdict reads: its session, its
+        # lock type (idle_holder is for advisory locks), the threshold, its age.
+        key = (id(pg.backend), pg.locktype, lock.policy.idle_after, lock.acquired_at)
+        verdict = shared.get(key)
+        if verdict is None:
+            verdict = shared[key] = evaluate(lock, processes, instant, local_host)
+        verdicts.append(verdict)
+    return verdicts
 
 
 _IDLE_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")

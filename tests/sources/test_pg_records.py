@@ -203,3 +203,25 @@ def test_trim_query() -> None:
     long = trim_query("x" * 500)
     assert long is not None and len(long) == 200 and long.endswith("…")
     assert trim_query(None) is None
+
+
+def test_evaluate_all_shares_verdicts_without_changing_any() -> None:
+    from lockwatch.model.verdict import evaluate_all
+
+    rows = [row(pid=100, objid=n, state="idle", state_age=70.0) for n in range(30)]
+    rows += [row(pid=200, objid=n, state="idle in transaction", state_age=5.0) for n in range(30)]
+    rows += [row(pid=300, granted=False, objid=3, blocked_by=[100], wait_age=2.0)]
+    rows += [row(pid=100, locktype="relation", relation=9, schema_name="public",
+                 relation_name="t", classid=None, objid=None, objsubid=None,
+                 state="idle", state_age=70.0)]  # fmt: skip
+    locks = to_locks(rows, server=SERVER, polled_at=NOW, idle_after=60.0, all_rows=True)
+    clock, processes = FrozenClock(NOW), StaticProcesses()
+    shared = evaluate_all(locks, processes, clock, "here")
+    alone = [evaluate(lock, processes, clock, "here") for lock in locks]
+    assert shared == alone
+    states = {(lock.holder.pid, v.state, v.codes) for lock, v in zip(locks, shared, strict=True)}
+    assert (100, State.STALE, ("idle_holder",)) in states
+    assert (100, State.STALE, ("idle_holder", "blocking")) in states
+    assert (100, State.ACTIVE, ()) in states  # the relation lock: not an advisory one
+    assert (200, State.ACTIVE, ()) in states
+    assert (300, State.WAITING, ("waiting",)) in states

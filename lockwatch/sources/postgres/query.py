@@ -81,8 +81,8 @@ WHERE (l.pid IS NULL OR l.pid <> pg_catalog.pg_backend_pid())
        OR NOT l.granted
        OR l.pid IS NULL
        OR l.pid IN (SELECT pid FROM blockers))
--- A stable order (sessions, then what they lock), so listings are repeatable.
-ORDER BY l.pid NULLS LAST, target, l.mode, l.granted DESC
+-- Grouped by session, so listings are repeatable and read naturally.
+ORDER BY l.pid NULLS LAST
 """
 
 
