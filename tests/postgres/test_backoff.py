@@ -60,3 +60,35 @@ def test_stays_at_the_cap_however_long_the_outage(failures: int) -> None:
     """1025 failures is about 8.5 h at 30 s a retry: 2.0 ** 1024 once overflowed here."""
     assert backoff_seconds(failures) == CAP
     assert backoff_seconds(failures, 1.0) == CAP
+
+
+async def test_run_polls_on_its_interval_and_backs_off_while_failing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The poll loop without real waiting: asyncio.sleep is replaced by a recorder."""
+    import asyncio
+
+    from lockwatch.sources.postgres import source as source_module
+    from lockwatch.sources.postgres.source import PgSource
+
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 4:
+            raise asyncio.CancelledError
+
+    monkeypatch.setattr(source_module.asyncio, "sleep", fake_sleep)
+    seen: list[str] = []
+
+    async def on_poll(polled: PgSource) -> None:
+        seen.append(polled.status.state)
+
+    dead = PgSource("postgresql://nobody@127.0.0.1:1/none", connect_timeout_s=1)
+    with pytest.raises(asyncio.CancelledError):
+        await dead.run(2.0, on_poll)
+    assert seen == ["disconnected"] * 4
+    assert len(slept) == 4
+    # 1, 2, 4, 8 s (±20% jitter), never the 2 s interval of a healthy source
+    for attempt, delay in enumerate(slept, start=1):
+        assert 0.8 * 2 ** (attempt - 1) <= delay <= 1.2 * 2 ** (attempt - 1)
