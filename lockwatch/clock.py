@@ -30,6 +30,3 @@ class FrozenClock:
 
     def advance(self, seconds: float) -> None:
         self._now += timedelta(seconds=seconds)
-
-    def set(self, at: datetime) -> None:
-        self._now = at

@@ -20,15 +20,15 @@ Looked for in the current directory, then in the user config directory
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lockwatch.model.pg import AdvisoryNames
+from lockwatch.model.pg import DEFAULT_IDLE_AFTER, AdvisoryNames
 
 FILE_NAME = "lockwatch.toml"
-DEFAULT_IDLE_AFTER = 60.0
 
 
 class ConfigError(ValueError):
@@ -37,7 +37,6 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Config:
-    path: Path | None = None
     pg_dsns: tuple[str, ...] = ()
     pg_idle_after: float = DEFAULT_IDLE_AFTER
     pg_all: bool = False
@@ -59,7 +58,11 @@ def load(explicit: str | os.PathLike[str] | None = None) -> Config:
             raise ConfigError(f"{path}: no such config file")
         return parse(path)
     for candidate in default_paths():
-        if candidate.is_file():
+        try:
+            found = candidate.is_file()
+        except OSError as exc:  # e.g. a config directory we may not search
+            raise ConfigError(f"{candidate}: cannot read: {exc.strerror}") from exc
+        if found:
             return parse(candidate)
     return Config()
 
@@ -97,7 +100,12 @@ def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
     if not isinstance(dsns, list) or not all(isinstance(d, str) for d in dsns):
         raise ConfigError(f"{where}: postgres.dsn must be a string or a list of strings")
     idle_after = postgres.get("idle_after", DEFAULT_IDLE_AFTER)
-    if isinstance(idle_after, bool) or not isinstance(idle_after, int | float) or idle_after < 0:
+    if (
+        isinstance(idle_after, bool)
+        or not isinstance(idle_after, int | float)
+        or not math.isfinite(idle_after)
+        or idle_after < 0
+    ):
         raise ConfigError(f"{where}: postgres.idle_after must be a number of seconds >= 0")
     pg_all = postgres.get("all", False)
     if not isinstance(pg_all, bool):
@@ -118,7 +126,6 @@ def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
         strings=strings,
     )
     return Config(
-        path=None if where == "config" else Path(where),
         pg_dsns=tuple(dsns),
         pg_idle_after=float(idle_after),
         pg_all=pg_all,

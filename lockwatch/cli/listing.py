@@ -19,7 +19,8 @@ from lockwatch.cli.fanout import fan_out
 from lockwatch.clock import FrozenClock
 from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.lock import Lock
-from lockwatch.model.report import ScanError, lock_record, records_json_array
+from lockwatch.model.report import lock_record, records_json_array
+from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.scanner import Area, ScanResult, find_in, load_all, partition
 from lockwatch.sources.processes import PsutilProcesses

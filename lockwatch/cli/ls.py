@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -12,13 +13,14 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
+from lockwatch.cli import ending
 from lockwatch.cli.ending import finish
 from lockwatch.cli.fanout import available_cpus
 from lockwatch.cli.table import render_table, summary
 from lockwatch.clock import SystemClock
 from lockwatch.model.lock import Lock
-from lockwatch.model.report import ScanError
-from lockwatch.model.status import SourceStatus
+from lockwatch.model.pg import DEFAULT_IDLE_AFTER
+from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
 
 if TYPE_CHECKING:
@@ -73,7 +75,8 @@ Examples:
     type=click.FloatRange(min=0),
     default=None,
     metavar="SECONDS",
-    help="Idle (in transaction) holders older than this are stale [default: 60].",
+    help="Idle (in transaction) holders older than this are stale"
+    f" [default: {DEFAULT_IDLE_AFTER:g}].",
 )
 @click.option(
     "--pg-all", is_flag=True, help="Every pg_locks row, not only contended and advisory ones."
@@ -106,7 +109,8 @@ def ls(
     """List locks under PATHs (default: the current directory) and on PostgreSQL
     servers, each with its verdict.
 
-    Scans recursively for *.lock and *.pid files (never following symlinks),
+    Scans recursively for *.lock and *.pid files (following no symlink inside
+    the trees; a PATH you name that is a symlinked directory is followed),
     detects each file's format from its content, and judges it active, stale or
     invalid by that format's rules. With --pg it also lists pg_locks rows of
     interest (advisory locks, waiters, blockers) as waiting, active or stale.
@@ -119,6 +123,12 @@ def ls(
 
     if any(not path for path in paths):
         raise click.BadParameter("an empty PATH (an unset variable?)", param_hint="PATH")
+    if pg_idle_after is not None and not math.isfinite(pg_idle_after):
+        raise click.BadParameter("must be a finite number of seconds", param_hint="--pg-idle-after")
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise click.UsageError("the current directory no longer exists; cd somewhere") from None
     try:
         config = load(config_path)
     except ConfigError as exc:
@@ -129,9 +139,10 @@ def ls(
     now = clock.now()
     host = os.uname().nodename  # what gethostname() returns, without importing socket
 
-    # A one-shot command builds many small objects and frees them only at exit:
-    # the cyclic collector would walk them again and again for nothing.
-    gc.disable()
+    if ending.FAST_EXIT:
+        # A one-shot process builds many small objects and frees them only at exit:
+        # the cyclic collector would walk them again and again for nothing.
+        gc.disable()
     file_assessed: list[tuple[Lock, Verdict]] = []
     file_arrays: list[bytes] = []
     errors: list[ScanError] = []
@@ -185,7 +196,8 @@ def ls(
         color = None if "NO_COLOR" not in os.environ else False
         for line in render_table(assessed, long=long_, cwd=os.getcwd()):
             click.echo(line, color=color)
-        click.echo(summary(assessed, roots, [s.name for s in servers]), color=color)
+        polled = [s.name for s in servers if s.status.state == "connected"]
+        click.echo(summary(assessed, roots, polled), color=color)
 
     for error in errors:
         click.echo(f"lockwatch: {error.path}: {error.message}", err=True)

@@ -8,7 +8,7 @@ never loop on it.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -16,9 +16,6 @@ from lockwatch.model.lock import Lock
 
 # A session is a pid; a prepared transaction, which has none, is "prepared:<gid>".
 NodeId = int | str
-
-# Deeper than any real chain; a guard so a pathological graph cannot exhaust the stack.
-MAX_DEPTH = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +26,22 @@ class BlockNode:
     total: int  # sessions held up by this one, directly or down the chain
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "blocks_directly": self.direct,
-            "blocks_in_total": self.total,
-            "waiters": [w.as_json() for w in self.waiters],
-        }
+        # Iterative too: a chain thousands deep must not exhaust the stack.
+        rendered: dict[int, dict[str, object]] = {}
+        stack: list[tuple[BlockNode, bool]] = [(self, False)]
+        while stack:
+            node, ready = stack.pop()
+            if not ready:
+                stack.append((node, True))
+                stack.extend((waiter, False) for waiter in node.waiters)
+                continue
+            rendered[id(node)] = {
+                "id": node.id,
+                "blocks_directly": node.direct,
+                "blocks_in_total": node.total,
+                "waiters": [rendered[id(waiter)] for waiter in node.waiters],
+            }
+        return rendered[id(self)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +57,20 @@ class BlockingTree:
 
 
 def build(waits_on: Mapping[NodeId, Iterable[NodeId]]) -> BlockingTree:
-    """`waits_on[w]` lists who session w waits on (pg_blocking_pids)."""
+    """`waits_on[w]` lists who session w waits on (pg_blocking_pids).
+
+    Each session appears once in the tree, under the first blocker that reaches it
+    breadth-first: pg_blocking_pids also names the waiters queued ahead, so a queue
+    of N waiters has 2^N paths, and a tree of paths would explode. A node's counts
+    still tell its whole blast radius.
+    """
     blockers: dict[NodeId, set[NodeId]] = {w: set(b) - {w} for w, b in waits_on.items()}
     waiters: dict[NodeId, set[NodeId]] = defaultdict(set)
     for waiter, blocked_by in blockers.items():
         for blocker in blocked_by:
             waiters[blocker].add(waiter)
 
-    def held_up(node: NodeId) -> set[NodeId]:
+    def held_up(node: NodeId) -> int:
         seen: set[NodeId] = set()
         stack = [node]
         while stack:
@@ -65,23 +78,29 @@ def build(waits_on: Mapping[NodeId, Iterable[NodeId]]) -> BlockingTree:
                 if waiter not in seen and waiter != node:
                     seen.add(waiter)
                     stack.append(waiter)
-        return seen
-
-    totals: dict[NodeId, int] = {}
-
-    def grow(node: NodeId, path: frozenset[NodeId]) -> BlockNode:
-        children = sorted(waiters.get(node, ()), key=_order)
-        kids = tuple(
-            grow(child, path | {child})
-            for child in children
-            if child not in path and len(path) < MAX_DEPTH
-        )
-        if node not in totals:
-            totals[node] = len(held_up(node))
-        return BlockNode(node, kids, len(children), totals[node])
+        return len(seen)
 
     roots = sorted((n for n in waiters if not blockers.get(n)), key=_order)
-    return BlockingTree(tuple(grow(root, frozenset({root})) for root in roots), _cycles(blockers))
+    placed: set[NodeId] = set(roots)
+    children: dict[NodeId, list[NodeId]] = {}
+    order: list[NodeId] = []
+    queue = deque(roots)
+    while queue:
+        node = queue.popleft()
+        order.append(node)
+        kids = [w for w in sorted(waiters.get(node, ()), key=_order) if w not in placed]
+        placed.update(kids)
+        children[node] = kids
+        queue.extend(kids)
+    built: dict[NodeId, BlockNode] = {}
+    for node in reversed(order):  # children before parents: no recursion
+        built[node] = BlockNode(
+            node,
+            tuple(built[kid] for kid in children[node]),
+            len(waiters.get(node, ())),
+            held_up(node),
+        )
+    return BlockingTree(tuple(built[root] for root in roots), _cycles(blockers))
 
 
 def from_locks(locks: Iterable[Lock]) -> BlockingTree:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,20 +11,11 @@ import orjson
 from lockwatch.model.blocking import BlockingTree
 from lockwatch.model.lock import Lock
 from lockwatch.model.pg import PgBackend, PgLock
-from lockwatch.model.status import SourceStatus
+from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import Verdict
 
 LS_SCHEMA = "lockwatch.ls/1"
 _OPTIONS = orjson.OPT_UTC_Z
-
-
-@dataclass(frozen=True, slots=True)
-class ScanError:
-    """A place that could not be read; shown, never fatal."""
-
-    path: str
-    message: str
-    code: str = "unreadable"
 
 
 def text(value: str) -> str:

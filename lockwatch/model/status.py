@@ -39,3 +39,12 @@ def backoff_seconds(failures: int, jitter: float = 0.0, cap: float = 30.0) -> fl
     # The exponent is bounded too: a long outage must not overflow a float.
     base = min(cap, 2.0 ** min(max(0, failures - 1), 16))
     return min(cap, max(0.5, base * (1 + 0.2 * jitter)))
+
+
+@dataclass(frozen=True, slots=True)
+class ScanError:
+    """A place that could not be read; shown, never fatal."""
+
+    path: str
+    message: str
+    code: str = "unreadable"

@@ -54,7 +54,7 @@ class PsutilProcesses:
         except (psutil.NoSuchProcess, ValueError, OverflowError):
             return dead
         except psutil.AccessDenied:
-            # It exists (kill(0) said so) but hides its details from us.
+            # It is listed in /proc, but hides its details from us.
             return ProcessFacts(pid=pid, alive=True)
         return ProcessFacts(pid=pid, alive=True, started_at=started, cmdline=cmdline, user=user)
 

@@ -119,3 +119,43 @@ def test_fan_out_errors_surface_in_the_parent() -> None:
 
     with pytest.raises(ValueError, match="bad slice 0"):
         fan_out([0, 1], broken)
+
+
+def test_fan_out_does_the_work_here_when_it_cannot_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockwatch.cli import fanout
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(fanout.os, "fork", no_fork)
+    assert fan_out([1, 2, 3], lambda n: n * 2) == [2, 4, 6]
+
+
+def test_fan_out_reaps_its_children_when_the_parent_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lockwatch.cli import fanout
+
+    parent = os.getpid()
+    forked: list[int] = []
+    real_fork = os.fork
+
+    def recording_fork() -> int:
+        pid = real_fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(fanout.os, "fork", recording_fork)
+
+    def fails_here(n: int) -> bytes:
+        if os.getpid() == parent:
+            raise RuntimeError("the parent's slice broke")
+        return b"x" * 200_000  # more than a pipe holds: the child blocks until read
+
+    with pytest.raises(RuntimeError):
+        fan_out([0, 1, 2], fails_here)
+    assert len(forked) == 2
+    for pid in forked:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)

@@ -7,6 +7,7 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from lockwatch.cli import cli
@@ -87,3 +88,36 @@ def test_bad_config_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = run("ls", "--config", str(config), str(tmp_path))
     assert code == 2
     assert "idle_after" in err and "Traceback" not in err
+
+
+def test_a_root_reached_through_a_link_inside_another_root_is_listed_once(
+    tmp_path: Path,
+) -> None:
+    sub = tmp_path / "real" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "a.pid").write_text("1")
+    (tmp_path / "link").symlink_to(sub, target_is_directory=True)
+    # "link" sorts before "real" but resolves inside it: still one listing.
+    _, out, _ = run("ls", "--json", str(tmp_path / "link"), str(tmp_path / "real"))
+    assert len(json.loads(out)["locks"]) == 1
+
+
+def test_non_finite_idle_threshold_is_refused(tmp_path: Path) -> None:
+    code, _, err = run("ls", "--pg-idle-after", "nan", str(tmp_path))
+    assert code == 2 and "finite" in err
+    config = tmp_path / "lockwatch.toml"
+    config.write_text("[postgres]\nidle_after = nan\n")
+    code, _, err = run("ls", "--config", str(config), str(tmp_path))
+    assert code == 2 and "idle_after" in err
+
+
+def test_a_vanished_working_directory_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    code, _, err = run("ls")
+    assert code == 2
+    assert "no longer exists" in err and "Traceback" not in err

@@ -161,3 +161,14 @@ def test_bad_issue_number_falls_back_to_file_name() -> None:
     doc = json.loads(ts_writer())
     doc["issueNumber"] = "forty-two"
     assert decode(doc).name == "42"
+
+
+def test_acquired_at_alone_is_not_gitclaw() -> None:
+    from lockwatch.sources.files.decoders import decode_file
+    from tests.conftest import lock_file
+
+    lock = decode_file(
+        lock_file("/srv/app/job.lock", {"pid": 1, "acquiredAt": "2026-01-01T00:00Z"})
+    )
+    assert lock.format == "generic"
+    assert lock.defects == ()

@@ -53,3 +53,20 @@ def test_describe_names_the_timeout_and_scrubs() -> None:
     text = describe(Timeout("canceling statement due to statement timeout"), "password=pw-123")
     assert "statement_timeout" in text
     assert "pw-123" not in describe(Exception("bad password=pw-123"), "password=pw-123")
+
+
+def test_unencoded_at_in_a_password_is_refused_before_connecting() -> None:
+    import asyncio
+
+    from lockwatch.sources.postgres.dsn import problem
+    from lockwatch.sources.postgres.source import PgSource
+
+    dsn = "postgresql://u:p@ss-word@localhost:1/db"
+    assert problem(dsn) is not None
+    assert problem("postgresql://u:p%40ss@localhost/db") is None
+    assert problem("host=x password=a@b@c") is None  # key=value form has no authority
+    source = PgSource(dsn)
+    assert asyncio.run(source.poll()) is None
+    assert source.status.state == "error"
+    assert "%40" in (source.status.reason or "")
+    assert "ss-word" not in source.name + (source.status.reason or "")

@@ -33,7 +33,7 @@ def row(**values: Any) -> dict[str, Any]:
         "wait_age": None, "prepared_gid": None, "usename": "app", "application_name": "worker",
         "client": "10.0.0.5", "backend_type": "client backend", "state": "active",
         "wait_event_type": None, "wait_event": None, "query": "SELECT 1", "xact_age": 5.0,
-        "query_age": 5.0, "state_age": 5.0, "blocked_by": None,
+        "query_age": 5.0, "state_age": 5.0, "blocked_by": None, "virtualtransaction": None,
     }  # fmt: skip
     base.update(values)
     # As the query computes it: format('%s/%s/...') writes NULL as an empty string.
@@ -225,3 +225,16 @@ def test_evaluate_all_shares_verdicts_without_changing_any() -> None:
     assert (100, State.ACTIVE, ()) in states  # the relation lock: not an advisory one
     assert (200, State.ACTIVE, ()) in states
     assert (300, State.WAITING, ("waiting",)) in states
+
+
+def test_prepared_transactions_without_a_gid_stay_apart() -> None:
+    nameless = {"pid": None, "prepared_gid": None, "usename": None, "application_name": None,
+                "client": None, "backend_type": None, "state": None, "query": None,
+                "xact_age": None, "query_age": None, "state_age": None}  # fmt: skip
+    rows = [
+        row(**nameless, virtualtransaction="-1/700", objid=1),
+        row(**nameless, virtualtransaction="-1/701", objid=2),
+    ]
+    ids = [lock.id for lock, _ in judged(rows)]
+    assert len(set(ids)) == 2
+    assert all(":vxid:-1/70" in lock_id for lock_id in ids)

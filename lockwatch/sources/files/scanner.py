@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lockwatch.model.lock import Lock
-from lockwatch.model.report import ScanError
+from lockwatch.model.status import ScanError
 from lockwatch.sources.files.decoders import decode_file, invalid
 from lockwatch.sources.files.decoders.base import LockFile
 
@@ -64,11 +64,14 @@ class Candidate:
     is_special: bool = False
 
 
+def never_a_lock(name: str) -> bool:
+    """Temp files of atomic writes and dependency lockfiles, even when named."""
+    return name.endswith(TEMP_SUFFIX) or name in DEPENDENCY_LOCKFILES
+
+
 def is_lock_name(name: str) -> bool:
     """`*.lock`, `*.pid` and a bare `.lock`; never temp files of atomic writes."""
-    if name.endswith(TEMP_SUFFIX) or name in DEPENDENCY_LOCKFILES:
-        return False
-    return name.endswith(LOCK_SUFFIXES)
+    return name.endswith(LOCK_SUFFIXES) and not never_a_lock(name)
 
 
 def _error(path: str, exc: OSError) -> ScanError:
@@ -211,9 +214,11 @@ def _named_roots(roots: Iterable[str]) -> tuple[list[str], list[Candidate], list
     real_dirs: list[str] = []
     files: list[Candidate] = []
     errors: list[ScanError] = []
-    for root in sorted({os.path.abspath(given) for given in roots}):
-        name = os.path.basename(root)
-        if name.endswith(TEMP_SUFFIX) or name in DEPENDENCY_LOCKFILES:
+    named = {os.path.abspath(given) for given in roots}
+    # Resolved paths in order: an ancestor (however it was named) comes before
+    # everything under it, so one pass drops every root it already covers.
+    for real, root in sorted((os.path.realpath(root), root) for root in named):
+        if never_a_lock(os.path.basename(root)):
             continue
         try:
             st = os.stat(root)
@@ -223,7 +228,6 @@ def _named_roots(roots: Iterable[str]) -> tuple[list[str], list[Candidate], list
             else:
                 errors.append(_error(root, exc))
             continue
-        real = os.path.realpath(root)
         if any(real == d or real.startswith(d.rstrip("/") + "/") for d in real_dirs):
             continue
         if stat.S_ISDIR(st.st_mode):

@@ -35,14 +35,15 @@ def _secrets(dsn: str) -> set[str]:
     written (percent-encoded, quoted) even when libpq rejects the DSN itself."""
     from urllib.parse import unquote
 
-    from psycopg import conninfo  # only once a server is in play: `ls` alone stays light
+    import psycopg  # only once a server is in play: `ls` alone stays light
+    from psycopg import conninfo
 
     found: set[str] = set()
     try:
         parsed = conninfo.conninfo_to_dict(dsn).get("password")
         if parsed:
             found.add(str(parsed))
-    except Exception:  # noqa: BLE001 - an unparseable DSN is still searched below
+    except psycopg.ProgrammingError:  # unparseable: still searched below
         pass
     match = _URL_USERINFO.search(dsn)
     if match:
@@ -63,14 +64,31 @@ def scrub(text: str, dsn: str = "") -> str:
     return _KV_PASSWORD.sub(r"\1***", cleaned)
 
 
+def problem(dsn: str) -> str | None:
+    """What makes `dsn` unusable before any connection is tried, in words that do
+    not repeat it. libpq would read `postgresql://u:p@ss@h/db` as host `ss@h` and
+    print it: a password split by an unencoded @ must never get that far."""
+    scheme, sep, rest = dsn.partition("://")
+    if sep and scheme.lower() in ("postgres", "postgresql"):
+        authority = re.split(r"[/?]", rest, maxsplit=1)[0]
+        if authority.count("@") > 1:
+            return (
+                "the DSN has more than one '@' before the host: write an '@' in the password as %40"
+            )
+    return None
+
+
 def display_name(dsn: str) -> str:
     """`user@host:port/dbname`: what the screen, JSON and audit call a server."""
+    import psycopg
     from psycopg import conninfo
 
+    if problem(dsn):
+        return "(invalid DSN)"
     try:
         params = conninfo.conninfo_to_dict(dsn)
-    except Exception:  # noqa: BLE001 - psycopg raises ProgrammingError for bad syntax
-        return scrub(dsn) or "(invalid DSN)"
+    except psycopg.ProgrammingError:
+        return scrub(dsn, dsn) or "(invalid DSN)"
     environ = os.environ
     host = str(params.get("host") or params.get("hostaddr") or environ.get("PGHOST") or "local")
     port = str(params.get("port") or environ.get("PGPORT") or "5432")

@@ -48,7 +48,7 @@ blockers AS (
 """
 
 _SELECT = """
-SELECT l.locktype, l.mode, l.granted, l.pid,
+SELECT l.locktype, l.mode, l.granted, l.pid, l.virtualtransaction,
        -- What the lock is on, as one key: rows with the same target compete.
        format('%s/%s/%s/%s/%s/%s/%s/%s/%s/%s', l.locktype, l.database, l.relation, l.page,
               l.tuple, l.virtualxid, l.transactionid, l.classid, l.objid, l.objsubid) AS target,
@@ -95,12 +95,3 @@ def lock_query(server_version: int, all_rows: bool) -> str:
         else "NULL::float8"
     )
     return _ACTIVITY + _SELECT.format(wait_age=wait_age, all_rows="true" if all_rows else "false")
-
-
-COLUMNS = (
-    "locktype", "mode", "granted", "pid", "target", "database", "database_name", "relation",
-    "schema_name", "relation_name", "page", "tuple", "virtualxid", "transactionid",
-    "classid", "objid", "objsubid", "object_name", "wait_age", "prepared_gid", "usename",
-    "application_name", "client", "backend_type", "state", "wait_event_type", "wait_event",
-    "query", "xact_age", "query_age", "state_age", "blocked_by",
-)  # fmt: skip

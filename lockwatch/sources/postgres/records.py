@@ -26,7 +26,10 @@ def _target(row: Row) -> str:
 def _holder_key(row: Row) -> int | str:
     if row["pid"] is not None:
         return int(row["pid"])
-    return f"prepared:{row['prepared_gid']}"
+    if row["prepared_gid"] is not None:
+        return f"prepared:{row['prepared_gid']}"
+    # A pid-less holder whose gid we could not find: its vxid still tells them apart.
+    return f"vxid:{row['virtualtransaction']}"
 
 
 def trim_query(query: str | None) -> str | None:

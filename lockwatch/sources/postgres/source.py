@@ -20,9 +20,14 @@ from psycopg.rows import dict_row
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import INSUFFICIENT_PRIVILEGE, NO_NAMES, AdvisoryNames
+from lockwatch.model.pg import (
+    DEFAULT_IDLE_AFTER,
+    INSUFFICIENT_PRIVILEGE,
+    NO_NAMES,
+    AdvisoryNames,
+)
 from lockwatch.model.status import SourceStatus, backoff_seconds
-from lockwatch.sources.postgres.dsn import display_name, scrub
+from lockwatch.sources.postgres.dsn import display_name, problem, scrub
 from lockwatch.sources.postgres.query import lock_query
 from lockwatch.sources.postgres.records import Waits, index_waits, to_locks
 
@@ -73,7 +78,7 @@ class PgSource:
         self,
         dsn: str,
         *,
-        idle_after: float = 60.0,
+        idle_after: float = DEFAULT_IDLE_AFTER,
         all_rows: bool = False,
         names: AdvisoryNames = NO_NAMES,
         clock: Clock | None = None,
@@ -107,6 +112,14 @@ class PgSource:
             row_factory=dict_row,
         )
         # SET, not connection options: a DSN's own `options` stay as the user wrote them.
+        try:
+            await self._configure(conn)
+        except BaseException:
+            await conn.close()  # never leave a half-set-up session on the server
+            raise
+        return conn
+
+    async def _configure(self, conn: psycopg.AsyncConnection[dict[str, object]]) -> None:
         await conn.execute(
             "SELECT set_config('statement_timeout', %s, false),"
             " set_config('lock_timeout', %s, false),"
@@ -118,11 +131,14 @@ class PgSource:
                 f"{self._statement_timeout_ms * 5}ms",
             ),
         )
-        return conn
 
     async def poll(self) -> PgSnapshot | None:
         """One poll. On failure the status says why, the connection is dropped
         (the next poll reconnects), and `last` keeps the last good snapshot."""
+        invalid = problem(self._dsn)
+        if invalid is not None:
+            self.status = SourceStatus("postgres", self.name, "error", reason=invalid)
+            return None
         try:
             if self._conn is None or self._conn.closed:
                 self.status = SourceStatus(

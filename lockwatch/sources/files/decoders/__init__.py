@@ -95,7 +95,7 @@ def _decode_text(raw: bytes, file: LockFile) -> Lock:
         if hint is not None:
             message = f"empty file where a {hint.FORMAT} record belongs"
             return invalid(file, "unparseable", message, text)
-        return generic.decode_text(text, file) or invalid(file, "unparseable", "empty file")
+        return generic.decode_empty(text, file)
     if hint is None:
         from_text = generic.decode_text(text, file)
         if from_text is not None:

@@ -12,7 +12,13 @@ from typing import Any
 
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.timestamps import parse_timestamp
-from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock, shown
+from lockwatch.sources.files.decoders.base import (
+    MAX_PID,
+    LockFile,
+    file_lock,
+    schema_violation,
+    shown,
+)
 
 FORMAT = "generic"
 POLICY = StalenessPolicy(pid_liveness=True)
@@ -100,7 +106,7 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
     pid = _as_pid(raw_pid)
     defects: tuple[Reason, ...] = ()
     if raw_pid is not None and pid is None:
-        defects = (Reason("schema_violation", f"pid {shown(raw_pid)} is not a process id"),)
+        defects = (schema_violation(f"pid {shown(raw_pid)} is not a process id"),)
     holder = Holder(
         pid=pid,
         host=_as_text(_first(doc, HOST_KEYS)),
@@ -123,8 +129,13 @@ def decode_pid_value(value: int, file: LockFile) -> Lock:
     pid = _as_pid(value)
     defects: tuple[Reason, ...] = ()
     if pid is None:
-        defects = (Reason("schema_violation", f"{shown(value)} is not a process id"),)
+        defects = (schema_violation(f"{shown(value)} is not a process id"),)
     return _generic(file, value, Holder(pid=pid), defects=defects)
+
+
+def decode_empty(text: str, file: LockFile) -> Lock:
+    """A bare lock file: its existence and mtime are all it says."""
+    return _generic(file, text, Holder())
 
 
 def decode_text(text: str, file: LockFile) -> Lock | None:
@@ -134,7 +145,7 @@ def decode_text(text: str, file: LockFile) -> Lock | None:
     first, _, _ = text.lstrip().partition("\n")
     tokens = first.split()
     if not tokens:
-        return _generic(file, text, Holder())
+        return decode_empty(text, file)
     if len(tokens) > 2:
         return None
     pid = _as_pid(tokens[0])

@@ -19,7 +19,8 @@ POLICY = StalenessPolicy(max_age=TTL_SECONDS, max_age_inclusive=True)
 
 
 def claims(doc: Mapping[str, Any]) -> bool:
-    return "issueNumber" in doc or "acquiredAt" in doc or "runId" in doc
+    # acquiredAt alone is common camelCase: it takes the issue number, or both run keys.
+    return "issueNumber" in doc or ("runId" in doc and "acquiredAt" in doc)
 
 
 def hinted(file: LockFile) -> bool:
