@@ -49,7 +49,7 @@ def poll_once(sources: Sequence[PgSource]) -> None:
 MIN_ROWS_PER_JOB = 1500
 
 
-@dataclass
+@dataclass(frozen=True)
 class Rendered:
     """One server's locks as a JSON array of records, and what the summary needs."""
 

@@ -111,11 +111,7 @@ def from_locks(locks: Iterable[Lock]) -> BlockingTree:
         pg = lock.pg
         if pg is None or pg.granted or pg.backend.pid is None:
             continue
-        blockers: set[NodeId] = {pid for pid in pg.blocked_by if pid}
-        blockers.update(f"prepared:{gid}" for gid in pg.blocked_by_prepared)
-        if 0 in pg.blocked_by and not pg.blocked_by_prepared:
-            blockers.add("prepared:?")
-        waits_on[pg.backend.pid] |= blockers
+        waits_on[pg.backend.pid].update(pg.waits_on())
     return build(waits_on)
 
 

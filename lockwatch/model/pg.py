@@ -6,8 +6,10 @@ Pure: no psycopg here. The source fills these in; verdicts and views read them.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Literal
 
 _2_31, _2_32, _2_63, _2_64 = 2**31, 2**32, 2**63, 2**64
@@ -72,8 +74,8 @@ class AdvisoryNames:
     strings with `string_key`.
     """
 
-    namespaces: dict[int, str]
-    keys: dict[int, str]
+    namespaces: Mapping[int, str]
+    keys: Mapping[int, str]
 
     def name(self, key: AdvisoryKey) -> str:
         if key.form == "pair":
@@ -90,10 +92,10 @@ class AdvisoryNames:
     ) -> AdvisoryNames:
         named = {string_key(text): text for text in strings}
         named.update(keys or {})
-        return AdvisoryNames(dict(namespaces or {}), named)
+        return AdvisoryNames(MappingProxyType(dict(namespaces or {})), MappingProxyType(named))
 
 
-NO_NAMES = AdvisoryNames({}, {})
+NO_NAMES = AdvisoryNames.build()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,3 +147,11 @@ class PgLock:
     blocking_here: tuple[int, ...] = ()  # pids waiting on this very lock
     # Prepared transactions among the blockers, named: pg_blocking_pids says only 0.
     blocked_by_prepared: tuple[str, ...] = ()
+
+    def waits_on(self) -> tuple[int | str, ...]:
+        """Whom this session waits on: pids, and `prepared:<gid>` for prepared
+        transactions (`prepared:?` when the server did not say which)."""
+        prepared = [f"prepared:{gid}" for gid in self.blocked_by_prepared]
+        if 0 in self.blocked_by and not prepared:
+            prepared.append("prepared:?")
+        return (*(pid for pid in self.blocked_by if pid), *prepared)

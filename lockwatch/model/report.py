@@ -12,6 +12,7 @@ from lockwatch.model.blocking import BlockingTree
 from lockwatch.model.lock import Lock
 from lockwatch.model.pg import PgBackend, PgLock
 from lockwatch.model.status import ScanError, SourceStatus
+from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import Verdict
 
 LS_SCHEMA = "lockwatch.ls/1"
@@ -116,9 +117,8 @@ def _pg_record(
 
 
 def _age(start: datetime | None, now: datetime | None) -> float | None:
-    if start is None or now is None:
-        return None
-    return round(max(0.0, (now - start).total_seconds()), 3)
+    age = seconds_since(start, now)
+    return None if age is None else round(age, 3)
 
 
 def _pg_session(

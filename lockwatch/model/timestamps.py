@@ -44,6 +44,13 @@ def parse_timestamp(value: object) -> datetime | None:
     return None
 
 
+def seconds_since(at: datetime | None, now: datetime | None) -> float | None:
+    """How long ago `at` was (0 if in the future), or None when either is unknown."""
+    if at is None or now is None:
+        return None
+    return max(0.0, (now - at).total_seconds())
+
+
 def plus_seconds(at: datetime, seconds: float) -> datetime | None:
     """`at + seconds`, or None when that falls outside what datetime can hold."""
     try:

@@ -13,7 +13,7 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.pg import PgLock
 from lockwatch.model.process import ProcessFacts, ProcessLookup
-from lockwatch.model.timestamps import plus_seconds
+from lockwatch.model.timestamps import plus_seconds, seconds_since
 
 # A process may start a moment after the lock it writes is timestamped
 # (coarse clocks, rounding to seconds): only a later start beyond this is reuse.
@@ -218,14 +218,10 @@ def evaluate_all(
 _IDLE_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")
 
 
-def _seconds_since(at: datetime | None, now: datetime) -> float | None:
-    return None if at is None else max(0.0, (now - at).total_seconds())
-
-
 def _evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
     """pg_locks rows: waiting, blocking, and holders idle for too long."""
     backend = pg.backend
-    age = _seconds_since(lock.acquired_at, now)
+    age = seconds_since(lock.acquired_at, now)
     info: list[Reason] = []
     stale: list[Reason] = []
     deadline: datetime | None = None
@@ -249,12 +245,15 @@ def _evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
         )
 
     if not pg.granted:
-        waited = _seconds_since(pg.wait_start, now)
-        blockers = [f"pid {pid}" for pid in pg.blocked_by if pid] + [
-            f"prepared transaction {gid!r}" for gid in pg.blocked_by_prepared
+        waited = seconds_since(pg.wait_start, now)
+        blockers = [
+            f"pid {who}"
+            if isinstance(who, int)
+            else "a prepared transaction"
+            if who == "prepared:?"
+            else f"prepared transaction {who.removeprefix('prepared:')!r}"
+            for who in pg.waits_on()
         ]
-        if 0 in pg.blocked_by and not pg.blocked_by_prepared:
-            blockers.append("a prepared transaction")
         how_long = f" for {duration(waited)}" if waited is not None else ""
         by = f", blocked by {', '.join(blockers)}" if blockers else ""
         return Verdict(
@@ -272,7 +271,7 @@ def _evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
         info.insert(0, Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
 
     limit = lock.policy.idle_after
-    idle_for = _seconds_since(backend.state_since, now)
+    idle_for = seconds_since(backend.state_since, now)
     if limit is not None and idle_for is not None:
         code = None
         if backend.state in _IDLE_IN_TRANSACTION:
