@@ -87,10 +87,11 @@ def _pg_record(
         session = memo[id(pg.backend)] = _pg_session(lock, pg.backend, verdict, now)
     waited = _age(pg.wait_start, now)
     return {
-        "id": text(lock.id),
+        # Server text is UTF-8 already: no need for text() here.
+        "id": lock.id,
         "source": lock.source,
         "format": lock.format,
-        "name": text(lock.name),
+        "name": lock.name,
         "path": None,
         "state": verdict.state.value,
         "reasons": [{"code": r.code, "message": r.message} for r in verdict.reasons],

@@ -70,3 +70,15 @@ def test_unencoded_at_in_a_password_is_refused_before_connecting() -> None:
     assert source.status.state == "error"
     assert "%40" in (source.status.reason or "")
     assert "ss-word" not in source.name + (source.status.reason or "")
+
+
+def test_session_settings_keep_the_dsns_own_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockwatch.sources.postgres.source import PgSource
+
+    monkeypatch.delenv("PGOPTIONS", raising=False)
+    options = PgSource("host=db options='-c search_path=app'")._options()
+    assert options.startswith("-c search_path=app ")
+    assert "-c statement_timeout=2000" in options and "-c lock_timeout=500" in options
+    assert "-c default_transaction_read_only=on" in options
+    monkeypatch.setenv("PGOPTIONS", "-c work_mem=8MB")
+    assert PgSource("host=db")._options().startswith("-c work_mem=8MB ")

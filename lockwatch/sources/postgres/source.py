@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from lockwatch.clock import Clock, SystemClock
@@ -104,33 +106,29 @@ class PgSource:
         self.status = SourceStatus("postgres", self.name, "connecting")
 
     async def _connect(self) -> psycopg.AsyncConnection[dict[str, object]]:
-        conn = await psycopg.AsyncConnection.connect(
+        return await psycopg.AsyncConnection.connect(
             self._dsn,
             autocommit=True,
             application_name=APPLICATION_NAME,
             connect_timeout=self._connect_timeout_s,
             row_factory=dict_row,
+            options=self._options(),
         )
-        # SET, not connection options: a DSN's own `options` stay as the user wrote them.
-        try:
-            await self._configure(conn)
-        except BaseException:
-            await conn.close()  # never leave a half-set-up session on the server
-            raise
-        return conn
 
-    async def _configure(self, conn: psycopg.AsyncConnection[dict[str, object]]) -> None:
-        await conn.execute(
-            "SELECT set_config('statement_timeout', %s, false),"
-            " set_config('lock_timeout', %s, false),"
-            " set_config('default_transaction_read_only', 'on', false),"
-            " set_config('idle_in_transaction_session_timeout', %s, false)",
-            (
-                f"{self._statement_timeout_ms}ms",
-                f"{self._lock_timeout_ms}ms",
-                f"{self._statement_timeout_ms * 5}ms",
-            ),
+    def _options(self) -> str:
+        """The session's settings, sent with the connection (no extra round trip),
+        after whatever `options` the DSN or PGOPTIONS already carry."""
+        theirs = ""
+        with contextlib.suppress(psycopg.ProgrammingError):
+            theirs = str(conninfo_to_dict(self._dsn).get("options") or "")
+        theirs = theirs or os.environ.get("PGOPTIONS", "")
+        ours = (
+            f"-c statement_timeout={self._statement_timeout_ms}"
+            f" -c lock_timeout={self._lock_timeout_ms}"
+            " -c default_transaction_read_only=on"
+            f" -c idle_in_transaction_session_timeout={self._statement_timeout_ms * 5}"
         )
+        return f"{theirs} {ours}".strip()
 
     async def poll(self) -> PgSnapshot | None:
         """One poll. On failure the status says why, the connection is dropped
