@@ -35,7 +35,7 @@ EXIT_STALE = 3
 @click.command(
     "ls",
     short_help="List locks with their state and reasons (scriptable).",
-    epilog="""\\b
+    epilog="""\b
 Exit status:
   0  listed (whatever the states)
   1  some files or directories could not be read, a server could not be polled,
@@ -43,12 +43,12 @@ Exit status:
   2  a PATH you named does not exist or cannot be read; a bad option or config
   3  with --fail-on-stale: at least one lock is stale (takes precedence)
 
-\\b
+\b
 PostgreSQL servers come from --pg (repeatable), else LOCKWATCH_PG, else
 lockwatch.toml, else libpq's PG* variables. With --pg and no PATH, no files
 are scanned. Passwords are never shown.
 
-\\b
+\b
 Examples:
   lockwatch ls                       # locks under the current directory
   lockwatch ls -l .loops memory      # with the reasons spelled out
