@@ -16,7 +16,7 @@ import orjson
 from lockwatch.cli import ending
 from lockwatch.cli.ending import finish
 from lockwatch.cli.fanout import available_cpus
-from lockwatch.cli.table import render_table, summary
+from lockwatch.cli.table import printable, render_table, summary
 from lockwatch.clock import SystemClock
 from lockwatch.model.lock import Lock
 from lockwatch.model.pg import DEFAULT_IDLE_AFTER
@@ -200,7 +200,7 @@ def ls(
         click.echo(summary(assessed, roots, polled), color=color)
 
     for error in errors:
-        click.echo(f"lockwatch: {error.path}: {error.message}", err=True)
+        click.echo(f"lockwatch: {printable(error.path)}: {error.message}", err=True)
     failed = [server.status for server in servers if server.status.state != "connected"]
     for status in failed:
         click.echo(f"lockwatch: postgres {status.name}: {status.reason}", err=True)
