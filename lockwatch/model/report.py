@@ -39,7 +39,8 @@ def lock_record(
     """One lock of the contract, with times still as datetimes: orjson writes them
     (RFC 3339, `Z`) far faster than isoformat() would. `now` dates the ages of
     Postgres sessions (their starts are kept, so ages tick without a new poll).
-    `memo` shares one session's fields among its many locks within one render."""
+    `memo` shares one session's fields among its many locks within one render; the
+    records share those parts, so treat them as read-only."""
     if lock.pg is not None:
         return _pg_record(lock, lock.pg, verdict, now, {} if memo is None else memo)
     holder = lock.holder
@@ -86,6 +87,12 @@ def _pg_record(
     if session is None:
         session = memo[id(pg.backend)] = _pg_session(lock, pg.backend, verdict, now)
     waited = _age(pg.wait_start, now)
+    # Verdicts are shared among a session's alike locks (evaluate_all): so are their reasons.
+    reasons = memo.get(id(verdict))
+    if reasons is None:
+        reasons = memo[id(verdict)] = [
+            {"code": r.code, "message": r.message} for r in verdict.reasons
+        ]
     return {
         # Server text is UTF-8 already: no need for text() here.
         "id": lock.id,
@@ -94,8 +101,8 @@ def _pg_record(
         "name": lock.name,
         "path": None,
         "state": verdict.state.value,
-        "reasons": [{"code": r.code, "message": r.message} for r in verdict.reasons],
-        "holder": {**session, "wait_seconds": waited},
+        "reasons": reasons,
+        "holder": session if waited is None else {**session, "wait_seconds": waited},
         "acquired_at": lock.acquired_at,
         "heartbeat_at": None,
         "ttl_seconds": None,
@@ -145,6 +152,7 @@ def _pg_session(
         "query_age_seconds": _age(backend.query_start, now),
         "wait_event_type": backend.wait_event_type,
         "wait_event": backend.wait_event,
+        "wait_seconds": None,
     }
 
 
