@@ -41,10 +41,25 @@ def row(**values: Any) -> dict[str, Any]:
     return base
 
 
+SESSION = (
+    "usename", "application_name", "client", "backend_type", "state", "wait_event_type",
+    "wait_event", "query", "xact_age", "query_age", "state_age",
+)  # fmt: skip
+
+
+def sessions_of(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The pg_stat_activity rows the poll's first statement would return for `rows`."""
+    found: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if r["pid"] is not None:
+            found.setdefault(r["pid"], {k: r[k] for k in SESSION})
+    return found
+
+
 def judged(rows: list[dict[str, Any]], **kw: Any) -> list[tuple[Lock, Verdict]]:
     options: dict[str, Any] = {"idle_after": 60.0}
     options.update(kw)
-    locks = to_locks(rows, server=SERVER, polled_at=NOW, **options)
+    locks = to_locks(rows, sessions_of(rows), server=SERVER, polled_at=NOW, **options)
     clock = FrozenClock(NOW)
     return [(lock, evaluate(lock, StaticProcesses(), clock, "here")) for lock in locks]
 
@@ -214,7 +229,9 @@ def test_evaluate_all_shares_verdicts_without_changing_any() -> None:
     rows += [row(pid=100, locktype="relation", relation=9, schema_name="public",
                  relation_name="t", classid=None, objid=None, objsubid=None,
                  state="idle", state_age=70.0)]  # fmt: skip
-    locks = to_locks(rows, server=SERVER, polled_at=NOW, idle_after=60.0, all_rows=True)
+    locks = to_locks(
+        rows, sessions_of(rows), server=SERVER, polled_at=NOW, idle_after=60.0, all_rows=True
+    )
     clock, processes = FrozenClock(NOW), StaticProcesses()
     shared = evaluate_all(locks, processes, clock, "here")
     alone = [evaluate(lock, processes, clock, "here") for lock in locks]

@@ -1,6 +1,8 @@
-"""The one query lockwatch sends per poll.
+"""The one round trip lockwatch makes per poll: two statements, sent together.
 
-One round trip: pg_stat_activity is read once (materialised), and
+The first reads the sessions (pg_stat_activity) once; the second reads the locks
+and refers to sessions by pid, so a session's query text and times travel once,
+not once per lock it holds (a pooled connection may hold hundreds).
 pg_blocking_pids() runs only for sessions waiting on a lock, never per pg_locks
 row (the docs warn it takes every lock-manager partition). Ages are computed on
 the server, against its own clock, so skew between hosts cannot distort them.
@@ -11,21 +13,22 @@ rows down to those someone actually waits on.
 
 from __future__ import annotations
 
-_ACTIVITY = """
+_SESSIONS = """
+SELECT a.pid, a.datname, a.usename, a.application_name,
+       COALESCE(host(a.client_addr), CASE WHEN a.backend_type = 'client backend'
+                                          THEN 'local' END) AS client,
+       a.backend_type, a.state, a.wait_event_type, a.wait_event, a.query,
+       EXTRACT(epoch FROM now() - a.xact_start)::float8 AS xact_age,
+       EXTRACT(epoch FROM now() - a.query_start)::float8 AS query_age,
+       EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age
+FROM pg_catalog.pg_stat_activity AS a
+WHERE a.pid <> pg_catalog.pg_backend_pid();
+"""
+
+_LOCKS_WITH = """
 WITH locks AS MATERIALIZED (
     -- One snapshot of the lock table, read once.
     SELECT * FROM pg_catalog.pg_locks
-),
-activity AS MATERIALIZED (
-    SELECT a.pid, a.datname, a.usename, a.application_name,
-           COALESCE(host(a.client_addr), CASE WHEN a.backend_type = 'client backend'
-                                              THEN 'local' END) AS client,
-           a.backend_type, a.state, a.wait_event_type, a.wait_event, a.query,
-           EXTRACT(epoch FROM now() - a.xact_start)::float8 AS xact_age,
-           EXTRACT(epoch FROM now() - a.query_start)::float8 AS query_age,
-           EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age
-    FROM pg_catalog.pg_stat_activity AS a
-    WHERE a.pid <> pg_catalog.pg_backend_pid()
 ),
 waiting AS (
     -- Sessions with an ungranted lock, from pg_locks itself: every role can read
@@ -52,9 +55,7 @@ SELECT l.locktype, l.mode, l.granted, l.pid, l.virtualtransaction,
        -- What the lock is on, as one key: rows with the same target compete.
        format('%s/%s/%s/%s/%s/%s/%s/%s/%s/%s', l.locktype, l.database, l.relation, l.page,
               l.tuple, l.virtualxid, l.transactionid, l.classid, l.objid, l.objsubid) AS target,
-       l.database,
-       -- pg_locks has no database for transaction ids: the holder's session does.
-       COALESCE(d.datname, a.datname) AS database_name,
+       l.database, d.datname AS database_name,
        l.relation, n.nspname AS schema_name, c.relname AS relation_name,
        l.page, l.tuple, l.virtualxid, l.transactionid::text AS transactionid,
        l.classid::int8 AS classid, l.objid::int8 AS objid, l.objsubid,
@@ -62,13 +63,10 @@ SELECT l.locktype, l.mode, l.granted, l.pid, l.virtualtransaction,
             THEN pg_catalog.pg_describe_object(l.classid, l.objid, l.objsubid) END AS object_name,
        {wait_age} AS wait_age,
        p.gid AS prepared_gid,
-       a.usename, a.application_name, a.client, a.backend_type, a.state,
-       a.wait_event_type, a.wait_event, a.query, a.xact_age, a.query_age, a.state_age,
        w.blocked_by
 FROM locks AS l
 CROSS JOIN (SELECT oid FROM pg_catalog.pg_database
             WHERE datname = pg_catalog.current_database()) AS me
-LEFT JOIN activity AS a ON a.pid = l.pid
 LEFT JOIN waiting AS w ON w.pid = l.pid
 LEFT JOIN pg_catalog.pg_database AS d ON d.oid = l.database
 -- Relation OIDs mean something only in the database they belong to (or 0: shared).
@@ -94,4 +92,8 @@ def lock_query(server_version: int, all_rows: bool) -> str:
         if server_version >= 140000
         else "NULL::float8"
     )
-    return _ACTIVITY + _SELECT.format(wait_age=wait_age, all_rows="true" if all_rows else "false")
+    return (
+        _SESSIONS
+        + _LOCKS_WITH
+        + _SELECT.format(wait_age=wait_age, all_rows="true" if all_rows else "false")
+    )

@@ -32,6 +32,11 @@ def _holder_key(row: Row) -> int | str:
     return f"vxid:{row['virtualtransaction']}"
 
 
+def _session_database(sessions: Mapping[int, Row], row: Row) -> str | None:
+    activity = sessions.get(row["pid"]) if row["pid"] is not None else None
+    return None if activity is None else activity.get("datname")
+
+
 def trim_query(query: str | None) -> str | None:
     if query is None:
         return None
@@ -74,33 +79,39 @@ def _name(row: Row, key: AdvisoryKey | None, names: AdvisoryNames) -> str:
     return f"{locktype} {row['classid']}/{row['objid']}/{row['objsubid']}"
 
 
+_NO_SESSION: Row = {}
+
+
 def _session(
     row: Row,
+    session: Row,
     holder_key: int | str,
     polled_at: datetime,
     waiters_of: Mapping[int | str, set[int]],
 ) -> tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]:
+    """What a lock row's holder is: its session (pg_stat_activity), if it has one."""
     gid = row["prepared_gid"]
+    get = session.get
     backend = PgBackend(
         pid=row["pid"],
-        user=row["usename"],
-        application=row["application_name"],
-        client=row["client"],
-        state=row["state"],
-        query=trim_query(row["query"]),
-        backend_type=row["backend_type"],
-        xact_start=_ago(polled_at, row["xact_age"]),
-        query_start=_ago(polled_at, row["query_age"]),
-        state_since=_ago(polled_at, row["state_age"]),
-        wait_event_type=row["wait_event_type"],
-        wait_event=row["wait_event"],
+        user=get("usename"),
+        application=get("application_name"),
+        client=get("client"),
+        state=get("state"),
+        query=trim_query(get("query")),
+        backend_type=get("backend_type"),
+        xact_start=_ago(polled_at, get("xact_age")),
+        query_start=_ago(polled_at, get("query_age")),
+        state_since=_ago(polled_at, get("state_age")),
+        wait_event_type=get("wait_event_type"),
+        wait_event=get("wait_event"),
         prepared_gid=None if gid is None else str(gid),
     )
     holder = Holder(
         pid=row["pid"],
-        host=row["client"],
-        actor=row["usename"] if row["pid"] is not None else backend.label,
-        session=row["application_name"] or None,
+        host=backend.client,
+        actor=backend.user if row["pid"] is not None else backend.label,
+        session=backend.application or None,
         operation=backend.query,
     )
     blocked_by = tuple(int(pid) for pid in row["blocked_by"] or ())
@@ -143,6 +154,7 @@ def index_waits(rows: Sequence[Row]) -> Waits:
 
 def to_locks(
     rows: Sequence[Row],
+    sessions: Mapping[int, Row],
     *,
     server: str,
     polled_at: datetime,
@@ -154,8 +166,9 @@ def to_locks(
     """One Lock per row of interest, in the rows' order.
 
     Kept: waiting rows, advisory locks, and the rows of blockers that someone
-    actually waits on (same lock target); with `all_rows`, everything. `waits`
-    must come from all the poll's rows when `rows` is only a slice of them.
+    actually waits on (same lock target); with `all_rows`, everything. `sessions`
+    are the poll's pg_stat_activity rows by pid. `waits` must come from all the
+    poll's rows when `rows` is only a slice of them.
     """
     if waits is None:
         waits = index_waits(rows)
@@ -164,7 +177,7 @@ def to_locks(
     policy = StalenessPolicy(idle_after=idle_after)
     # A session often holds many locks (80 advisory locks on a pooled connection):
     # its backend, holder and blockers are built once and shared by its records.
-    sessions: dict[int | str, tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]] = {}
+    built: dict[int | str, tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]] = {}
     locks: list[Lock] = []
     for row in rows:
         holder_key = _holder_key(row)
@@ -174,9 +187,10 @@ def to_locks(
         here = tuple(sorted(set(found))) if found else ()
         if not (all_rows or not granted or row["locktype"] == "advisory" or here):
             continue
-        session = sessions.get(holder_key)
+        session = built.get(holder_key)
         if session is None:
-            session = sessions[holder_key] = _session(row, holder_key, polled_at, waiters_of)
+            activity = sessions.get(row["pid"], _NO_SESSION) if row["pid"] is not None else {}
+            session = built[holder_key] = _session(row, activity, holder_key, polled_at, waiters_of)
         backend, holder, blocked_by, blocking = session
         key = None
         if row["locktype"] == "advisory" and row["classid"] is not None:
@@ -192,7 +206,8 @@ def to_locks(
             locktype=row["locktype"],
             mode=row["mode"],
             granted=granted,
-            database=row["database_name"],
+            # pg_locks has no database for transaction ids: the holder's session has.
+            database=row["database_name"] or _session_database(sessions, row),
             backend=backend,
             advisory_key=key,
             wait_start=wait_start,

@@ -14,7 +14,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -47,7 +47,8 @@ class PgSnapshot:
 
     server: str
     polled_at: datetime
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # pg_locks rows of interest
+    sessions: dict[int, dict[str, Any]]  # pg_stat_activity by pid
     server_version: int
     idle_after: float
     names: AdvisoryNames
@@ -60,6 +61,7 @@ class PgSnapshot:
     def to_locks(self, rows: Sequence[dict[str, Any]], waits: Waits) -> list[Lock]:
         return to_locks(
             rows,
+            self.sessions,
             server=self.server,
             polled_at=self.polled_at,
             idle_after=self.idle_after,
@@ -146,18 +148,27 @@ class PgSource:
             conn = self._conn
             version = conn.info.server_version
             cursor = await conn.execute(self._query or lock_query(version, self.all_rows))
-            rows = await cursor.fetchall()
+            activity = await cursor.fetchall()
+            rows = await cursor.fetchall() if cursor.nextset() else []
         except (psycopg.Error, OSError) as exc:
             await self._fail(exc)
             return None
         polled_at = self.clock.now()
         if self._query is not None:
-            rows = []  # a test's stand-in query: nothing to read
+            activity, rows = [], []  # a test's stand-in query: nothing to read
+        sessions: dict[int, dict[str, Any]] = {cast(int, s["pid"]): s for s in activity}
         self.failures = 0
         self.last = PgSnapshot(
-            self.name, polled_at, rows, version, self.idle_after, self.names, self.all_rows
+            self.name,
+            polled_at,
+            rows,
+            sessions,
+            version,
+            self.idle_after,
+            self.names,
+            self.all_rows,
         )
-        hidden = any(row["query"] == INSUFFICIENT_PRIVILEGE for row in rows)
+        hidden = any(s["query"] == INSUFFICIENT_PRIVILEGE for s in activity)
         self.status = SourceStatus(
             "postgres",
             self.name,
