@@ -255,3 +255,13 @@ def test_prepared_transactions_without_a_gid_stay_apart() -> None:
     ids = [lock.id for lock, _ in judged(rows)]
     assert len(set(ids)) == 2
     assert all(":vxid:-1/70" in lock_id for lock_id in ids)
+
+
+def test_wait_time_falls_back_to_the_query_start_without_waitstart() -> None:
+    rows = [
+        row(pid=100),
+        row(pid=200, granted=False, wait_age=None, query_age=9.0, blocked_by=[100]),
+    ]
+    waiter = next(lock for lock, _ in judged(rows) if lock.holder.pid == 200)
+    assert waiter.pg is not None
+    assert waiter.pg.wait_start == NOW - timedelta(seconds=9)

@@ -198,8 +198,11 @@ def to_locks(
         wait_start = None
         if not granted:
             # Before PostgreSQL 14 there is no waitstart: the query's start bounds it.
+            # waitstart is also NULL for a moment after a wait begins.
             wait_age = row["wait_age"]
-            wait_start = _ago(polled_at, wait_age if wait_age is not None else row["query_age"])
+            if wait_age is None and row["pid"] is not None:
+                wait_age = sessions.get(row["pid"], _NO_SESSION).get("query_age")
+            wait_start = _ago(polled_at, wait_age)
         prepared = prepared_by_target.get(target, ()) if 0 in blocked_by else ()
         pg = PgLock(
             server=server,
