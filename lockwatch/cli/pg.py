@@ -85,6 +85,8 @@ def render(snapshot: PgSnapshot, now: datetime, host: str, jobs: int) -> Rendere
         return Rendered(records_json_array(records), stale, waiting)
 
     parts = fan_out(bounds, work)
+    if len(parts) == 1:
+        return parts[0]
     inner = b",".join(part.array[1:-1] for part in parts if len(part.array) > 2)
     return Rendered(
         b"[" + inner + b"]",

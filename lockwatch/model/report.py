@@ -79,13 +79,21 @@ def lock_record(
     }
 
 
+_NONE: list[Any] = []  # shared by records that have nothing there; never mutated
+
+
 def _pg_record(
     lock: Lock, pg: PgLock, verdict: Verdict, now: datetime | None, memo: dict[int, Any]
 ) -> dict[str, Any]:
     # A session's fields are the same in each of its (often many) locks: build once.
     session = memo.get(id(pg.backend))
     if session is None:
-        session = memo[id(pg.backend)] = _pg_session(lock, pg.backend, verdict, now)
+        session = memo[id(pg.backend)] = (
+            _pg_session(lock, pg.backend, verdict, now),
+            [pid for pid in pg.blocked_by if pid],
+            list(pg.blocking),
+        )
+    holder, blocked_by, blocking = session
     waited = _age(pg.wait_start, now)
     # Verdicts are shared among a session's alike locks (evaluate_all): so are their reasons.
     reasons = memo.get(id(verdict))
@@ -102,14 +110,14 @@ def _pg_record(
         "path": None,
         "state": verdict.state.value,
         "reasons": reasons,
-        "holder": session if waited is None else {**session, "wait_seconds": waited},
+        "holder": holder if waited is None else {**holder, "wait_seconds": waited},
         "acquired_at": lock.acquired_at,
         "heartbeat_at": None,
         "ttl_seconds": None,
         "age_seconds": None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
         "next_change_at": verdict.next_change_at,
-        "scope": [],
-        "conflicts_with": [],
+        "scope": _NONE,
+        "conflicts_with": _NONE,
         "sha256": None,
         "server": pg.server,
         "locktype": pg.locktype,
@@ -117,9 +125,9 @@ def _pg_record(
         "granted": pg.granted,
         "database": pg.database,
         "advisory_key": None if pg.advisory_key is None else pg.advisory_key.as_json(),
-        "blocked_by": [pid for pid in pg.blocked_by if pid],
-        "blocked_by_prepared": list(pg.blocked_by_prepared),
-        "blocking": list(pg.blocking),
+        "blocked_by": blocked_by,
+        "blocked_by_prepared": list(pg.blocked_by_prepared) if pg.blocked_by_prepared else _NONE,
+        "blocking": blocking,
         "wait_seconds": waited,
     }
 

@@ -180,33 +180,35 @@ def to_locks(
     built: dict[int | str, tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]] = {}
     locks: list[Lock] = []
     for row in rows:
-        holder_key = _holder_key(row)
-        target = _target(row)
+        pid = row["pid"]
+        holder_key = pid if pid is not None else _holder_key(row)
+        target = row["target"]
         granted = bool(row["granted"])
+        locktype = row["locktype"]
         found = waits_here.get((holder_key, target))
         here = tuple(sorted(set(found))) if found else ()
-        if not (all_rows or not granted or row["locktype"] == "advisory" or here):
+        if not (all_rows or not granted or locktype == "advisory" or here):
             continue
         session = built.get(holder_key)
         if session is None:
-            activity = sessions.get(row["pid"], _NO_SESSION) if row["pid"] is not None else {}
+            activity = sessions.get(pid, _NO_SESSION) if pid is not None else _NO_SESSION
             session = built[holder_key] = _session(row, activity, holder_key, polled_at, waiters_of)
         backend, holder, blocked_by, blocking = session
         key = None
-        if row["locktype"] == "advisory" and row["classid"] is not None:
+        if locktype == "advisory" and row["classid"] is not None:
             key = AdvisoryKey.from_pg_locks(row["classid"], row["objid"], row["objsubid"])
         wait_start = None
         if not granted:
             # Before PostgreSQL 14 there is no waitstart: the query's start bounds it.
             # waitstart is also NULL for a moment after a wait begins.
             wait_age = row["wait_age"]
-            if wait_age is None and row["pid"] is not None:
-                wait_age = sessions.get(row["pid"], _NO_SESSION).get("query_age")
+            if wait_age is None and pid is not None:
+                wait_age = sessions.get(pid, _NO_SESSION).get("query_age")
             wait_start = _ago(polled_at, wait_age)
         prepared = prepared_by_target.get(target, ()) if 0 in blocked_by else ()
         pg = PgLock(
             server=server,
-            locktype=row["locktype"],
+            locktype=locktype,
             mode=row["mode"],
             granted=granted,
             # pg_locks has no database for transaction ids: the holder's session has.
