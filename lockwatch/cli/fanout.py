@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 S = TypeVar("S")
@@ -18,11 +17,13 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-@dataclass
 class _Child:
-    index: int  # which slice it computes
-    pid: int | None  # None: no child (fork failed, or already reaped)
-    pipe: int | None  # read end of its results, until read
+    __slots__ = ("index", "pid", "pipe")
+
+    def __init__(self, index: int, pid: int | None, pipe: int | None) -> None:
+        self.index = index  # which slice it computes
+        self.pid = pid  # None: no child (fork failed, or already reaped)
+        self.pipe = pipe  # read end of its results, until read
 
 
 def fan_out(slices: Sequence[S], work: Callable[[S], R]) -> list[R]:

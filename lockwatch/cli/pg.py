@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from lockwatch.cli.fanout import fan_out
 from lockwatch.clock import FrozenClock
@@ -49,8 +48,7 @@ def poll_once(sources: Sequence[PgSource]) -> None:
 MIN_ROWS_PER_JOB = 1500
 
 
-@dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     """One server's locks as a JSON array of records, and what the summary needs."""
 
     array: bytes

@@ -5,7 +5,6 @@ Pure: no psycopg here. The source fills these in; verdicts and views read them.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -61,6 +60,8 @@ class AdvisoryKey:
 def string_key(name: str) -> int:
     """The bigint key seed 003 derives from a string: BLAKE2b, 8 bytes, signed,
     native (little-endian) byte order, as struct.unpack("q", ...) reads it."""
+    import hashlib  # only when the config names string keys
+
     digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little", signed=True)
 

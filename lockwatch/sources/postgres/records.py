@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.pg import NO_NAMES, AdvisoryKey, AdvisoryNames, PgBackend, PgLock
@@ -118,8 +117,7 @@ def _session(
     return backend, holder, blocked_by, tuple(sorted(waiters_of.get(holder_key, ())))
 
 
-@dataclass(frozen=True)
-class Waits:
+class Waits(NamedTuple):
     """Who waits on whom, from every row of one poll: a slice of the rows needs it
     to know which of its locks someone waits on."""
 
