@@ -52,3 +52,15 @@ def alive(pid: int, started_seconds_ago: float = 3600.0) -> ProcessFacts:
 def processes() -> StaticProcesses:
     """pid 100 runs since an hour ago; everything else is dead."""
     return StaticProcesses(alive(100))
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """`lockwatch ARGS` in-process: exit code, stdout, stderr. A crash is re-raised."""
+    from click.testing import CliRunner
+
+    from lockwatch.cli import cli
+
+    result = CliRunner(env=env).invoke(cli, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr

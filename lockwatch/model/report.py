@@ -43,7 +43,6 @@ def lock_record(
     records share those parts, so treat them as read-only."""
     if lock.pg is not None:
         return _pg_record(lock, lock.pg, verdict, now, {} if memo is None else memo)
-    holder = lock.holder
     process = verdict.process
     return {
         "id": text(lock.id),
@@ -53,21 +52,17 @@ def lock_record(
         "path": None if lock.path is None else text(lock.path),
         "state": verdict.state.value,
         "reasons": [{"code": r.code, "message": text(r.message)} for r in verdict.reasons],
-        "holder": {
-            "pid": holder.pid,
-            "host": holder.host,
-            "actor": holder.actor,
-            "session": holder.session,
-            "operation": holder.operation,
-            "alive": verdict.alive,
-            "process": None
+        "holder": _holder(
+            lock,
+            verdict,
+            None
             if process is None
             else {
                 "cmdline": list(process.cmdline),
                 "user": process.user,
                 "started_at": process.started_at,
             },
-        },
+        ),
         "acquired_at": lock.acquired_at,
         "heartbeat_at": lock.heartbeat_at,
         "ttl_seconds": lock.ttl_seconds,
@@ -80,6 +75,20 @@ def lock_record(
 
 
 _NONE: list[Any] = []  # shared by records that have nothing there; never mutated
+
+
+def _holder(lock: Lock, verdict: Verdict, process: dict[str, Any] | None) -> dict[str, Any]:
+    """The contract's holder fields every source shares."""
+    holder = lock.holder
+    return {
+        "pid": holder.pid,
+        "host": holder.host,
+        "actor": holder.actor,
+        "session": holder.session,
+        "operation": holder.operation,
+        "alive": verdict.alive,
+        "process": process,
+    }
 
 
 def _pg_record(
@@ -140,15 +149,8 @@ def _age(start: datetime | None, now: datetime | None) -> float | None:
 def _pg_session(
     lock: Lock, backend: PgBackend, verdict: Verdict, now: datetime | None
 ) -> dict[str, Any]:
-    holder = lock.holder
     return {
-        "pid": holder.pid,
-        "host": holder.host,
-        "actor": holder.actor,
-        "session": holder.session,
-        "operation": holder.operation,
-        "alive": verdict.alive,
-        "process": None,
+        **_holder(lock, verdict, None),
         "user": backend.user,
         "application": backend.application,
         "client": backend.client,

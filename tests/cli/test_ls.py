@@ -11,9 +11,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from lockwatch.cli import cli
+from tests.conftest import run_cli
 
 LOCK_KEYS = {
     "id",
@@ -66,11 +65,7 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
+run = run_cli
 
 
 def test_json_contract(workspace: Path) -> None:

@@ -8,16 +8,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from lockwatch.cli import cli
+from tests.conftest import run_cli
 
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
+run = run_cli
 
 
 def test_names_that_are_not_utf8_still_give_json(tmp_path: Path) -> None:

@@ -7,19 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from lockwatch.cli import cli
+from tests.conftest import run_cli
 from tests.postgres.conftest import PgHarness
 
 pytestmark = pytest.mark.postgres
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    result = CliRunner(env=env).invoke(cli, list(args))
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
+run = run_cli
 
 
 def mine(doc: dict[str, Any], pg: PgHarness) -> list[dict[str, Any]]:
