@@ -8,11 +8,23 @@ import click
 from lockwatch import __version__
 from lockwatch.cli import ending
 from lockwatch.cli.ls import ls
+from lockwatch.cli.watch import replay, watch
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+_GROUP_OPTIONS = ("-h", "--help", "-V", "--version")
 
 
-@click.group(context_settings=CONTEXT, invoke_without_command=True)
+class _DashboardByDefault(click.Group):
+    """`lockwatch [PATH]... [OPTIONS]` is `lockwatch watch …`: anything that is not
+    a subcommand's name (or the group's own --help/--version) goes to `watch`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in _GROUP_OPTIONS):
+            args = ["watch", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DashboardByDefault, context_settings=CONTEXT, invoke_without_command=True)
 @click.version_option(__version__, "-V", "--version", prog_name="lockwatch")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -25,6 +37,8 @@ def cli(ctx: click.Context) -> None:
 
     \b
     Examples:
+      lockwatch                         the live dashboard on the current directory
+      lockwatch /srv/locks --pg postgresql://monitor@db/app
       lockwatch ls                      locks under the current directory
       lockwatch ls /srv/app --json      the JSON contract, for scripts
       lockwatch ls /srv --fail-on-stale exit 3 if any lock is stale (cron)
@@ -35,6 +49,8 @@ def cli(ctx: click.Context) -> None:
 
 
 cli.add_command(ls)
+cli.add_command(watch)
+cli.add_command(replay)
 
 
 def main() -> None:

@@ -1,0 +1,255 @@
+"""`lockwatch [PATH...]` / `lockwatch watch`: the live dashboard, and
+`lockwatch replay FILE`: a recording played back through the same dashboard."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lockwatch.model.pg import DEFAULT_IDLE_AFTER
+
+WATCH_EPILOG = """\b
+Keys: / filter · s sort · enter details · tab views · p pause · t theme
+      e export incident · ? help · ctrl+p every action · q quit
+
+\b
+Filter terms: free text (name, holder, host, format), state:stale,
+source:pg, format:, name:, holder:, host:, pid:, actor:, reason:;
+!term negates; all terms must match.
+
+\b
+Examples:
+  lockwatch                            # locks under the current directory
+  lockwatch /srv/locks ~/.loops        # several trees at once
+  lockwatch --pg postgresql://monitor@db1/app --refresh 5
+  lockwatch --filter 'state:stale !source:pg' --theme incident
+  lockwatch /srv/locks --record incident.jsonl   # then: lockwatch replay incident.jsonl
+"""
+
+
+def _common(func: Any) -> Any:
+    options = [
+        click.option("--theme", metavar="NAME", default=None, help="Colour theme (t cycles them)."),
+        click.option(
+            "--filter", "filter_text", metavar="TERMS", default="", help="Start filtered."
+        ),
+        click.option(
+            "--sort",
+            type=click.Choice(["state", "age", "name", "source"]),
+            default="state",
+            show_default=True,
+            help="Start sorted by this column (s cycles).",
+        ),
+        click.option(
+            "--export-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Where e writes incident snapshots [default: the current directory].",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@click.command(
+    "watch",
+    short_help="The live dashboard (also: lockwatch [PATH]...).",
+    epilog=WATCH_EPILOG,
+)
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option(
+    "--pg",
+    "pg_dsns",
+    multiple=True,
+    metavar="DSN",
+    help="A PostgreSQL server to poll (repeatable).",
+)
+@click.option(
+    "--refresh",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often Postgres is polled.",
+)
+@click.option(
+    "--pg-idle-after",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help=f"Idle holders older than this are stale [default: {DEFAULT_IDLE_AFTER:g}].",
+)
+@click.option("--pg-all", is_flag=True, help="Every pg_locks row, not only the interesting ones.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config file [default: ./lockwatch.toml, then the user config dir].",
+)
+@click.option(
+    "--record",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Append every snapshot the sources produce to FILE (JSON Lines) for replay.",
+)
+@_common
+def watch(
+    paths: tuple[str, ...],
+    pg_dsns: tuple[str, ...],
+    refresh: float,
+    pg_idle_after: float | None,
+    pg_all: bool,
+    config_path: str | None,
+    record: Path | None,
+    theme: str | None,
+    filter_text: str,
+    sort: str,
+    export_dir: Path | None,
+) -> None:
+    """Watch locks live: lock files under PATHs (default: the current
+    directory) and PostgreSQL servers' pg_locks.
+
+    Files are watched for changes (a new, changed or removed lock shows within
+    a quarter of a second) and read again in full every 30 s; servers are
+    polled every --refresh seconds. Ages and countdowns tick every second.
+    """
+    from lockwatch.config import ConfigError, load
+    from lockwatch.sources.postgres.dsn import resolve_dsns
+
+    if any(not path for path in paths):
+        raise click.BadParameter("an empty PATH (an unset variable?)", param_hint="PATH")
+    if pg_idle_after is not None and not math.isfinite(pg_idle_after):
+        raise click.BadParameter("must be a finite number of seconds", param_hint="--pg-idle-after")
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise click.UsageError("the current directory no longer exists; cd somewhere") from None
+    try:
+        config = load(config_path)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    themes = _check_view_options(theme, filter_text)
+    dsns = resolve_dsns(pg_dsns, config.pg_dsns, os.environ)
+    roots: Sequence[str] = paths or (() if pg_dsns else (".",))
+    _need_terminal()
+    host = os.uname().nodename
+
+    from lockwatch.clock import SystemClock
+    from lockwatch.sources.feed import Feed
+    from lockwatch.sources.files.watch import FileFeed
+    from lockwatch.ui.app import LockwatchApp
+
+    clock = SystemClock()
+    feeds: list[Feed] = []
+    if roots:
+        feeds.append(FileFeed(roots, host=host, clock=clock))
+    if dsns:
+        from lockwatch.cli.pg import make_sources
+        from lockwatch.sources.postgres.feed import PgFeed
+
+        for source in make_sources(dsns, config, pg_idle_after, pg_all):
+            source.clock = clock
+            feeds.append(PgFeed(source, host=host, interval=refresh))
+    recorder = None
+    if record is not None:
+        from lockwatch.sources.recording import Recorder, RecordingError
+
+        try:
+            recorder = Recorder(record, host=host)
+        except RecordingError as exc:
+            raise click.BadParameter(str(exc), param_hint="--record") from exc
+    app = LockwatchApp(
+        feeds,
+        clock=clock,
+        host=host,
+        theme=theme,
+        filter_text=filter_text,
+        sort=sort,
+        recorder=recorder,
+        export_dir=export_dir,
+        themes=themes,
+    )
+    app.run()
+
+
+@click.command("replay", short_help="Play a --record recording back through the dashboard.")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=0.01, max=10000),
+    default=1.0,
+    show_default=True,
+    help="Playback speed: 2 plays twice as fast as it happened.",
+)
+@click.option("--paused", is_flag=True, help="Start paused on the first snapshot (n steps).")
+@_common
+def replay(
+    file: Path,
+    speed: float,
+    paused: bool,
+    theme: str | None,
+    filter_text: str,
+    sort: str,
+    export_dir: Path | None,
+) -> None:
+    """Replay FILE, written by `lockwatch --record FILE`, with the recorded
+    times: ages, staleness and events are as they were during the incident.
+
+    \b
+    Keys as in the dashboard, plus: p pause/resume · n step · + faster · - slower
+    """
+    from lockwatch.sources.recording import RecordingError, ReplayFeed
+
+    themes = _check_view_options(theme, filter_text)
+    try:
+        feed = ReplayFeed.open(file, speed=speed, paused=paused)
+    except RecordingError as exc:
+        raise click.BadParameter(str(exc), param_hint="FILE") from exc
+    _need_terminal()
+    from lockwatch.ui.app import ReplayApp
+
+    app = ReplayApp(
+        [feed],
+        clock=feed.clock,
+        host=feed.host,
+        theme=theme,
+        filter_text=filter_text,
+        sort=sort,
+        replay=feed,
+        export_dir=export_dir,
+        themes=themes,
+    )
+    app.run()
+
+
+def _check_view_options(theme: str | None, filter_text: str) -> Any:
+    from lockwatch.model.query import QueryError, parse
+    from lockwatch.ui.themes import load_all
+
+    try:
+        parse(filter_text)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc), param_hint="--filter") from exc
+    themes, warnings = load_all()
+    for warning in warnings:
+        click.echo(f"lockwatch: theme skipped: {warning}", err=True)
+    if theme is not None and theme not in themes:
+        known = ", ".join(sorted(themes))
+        raise click.BadParameter(f"no theme {theme!r}; one of: {known}", param_hint="--theme")
+    return themes
+
+
+def _need_terminal() -> None:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise click.UsageError(
+            "the dashboard needs a terminal; in scripts use `lockwatch ls` (--json for machines)"
+        )

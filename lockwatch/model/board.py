@@ -1,0 +1,405 @@
+"""The dashboard's state: every lock seen, its verdict, and what happened to it.
+
+Sources hand the board change sets (a feed's full picture, or only what moved);
+the board keeps entries keyed by lock id, derives events and per-lock history,
+re-judges locks whose verdict depends only on time when their deadline passes,
+and keeps counts for the sparklines. It is pure: no clock is read here, every
+call says what time it is.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from lockwatch.clock import FrozenClock
+from lockwatch.model import blocking
+from lockwatch.model.conflicts import with_scope_conflicts
+from lockwatch.model.events import Event, EventKind, compare
+from lockwatch.model.lock import Lock
+from lockwatch.model.process import ProcessFacts, ProcessLookup
+from lockwatch.model.status import ScanError, SourceStatus
+from lockwatch.model.verdict import State, Verdict, evaluate, evaluate_all
+
+EVENTS_KEPT = 5000
+HISTORY_KEPT = 200  # per lock
+RELEASED_HISTORIES_KEPT = 2000
+SAMPLES_KEPT = 600  # one a second: ten minutes
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A lock as a feed judged it. `facts` are the holder's process facts at that
+    moment, so the lock can be judged again when time alone changes its verdict
+    (and a replay can do so without this host's process table)."""
+
+    lock: Lock
+    verdict: Verdict
+    facts: ProcessFacts | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """What one feed saw at one instant. `full`: these are all its locks, so any
+    other lock the board holds from this feed is gone."""
+
+    feed: str
+    at: datetime
+    statuses: tuple[SourceStatus, ...] = ()
+    full: bool = False
+    upserts: tuple[Entry, ...] = ()
+    removed: tuple[str, ...] = ()
+    errors: tuple[ScanError, ...] = ()
+    # `errors` are all the feed's problems now (a rescan), not only new ones.
+    all_errors: bool = False
+
+
+@dataclass(slots=True)
+class Applied:
+    """Lock ids whose row must be drawn again, and the events that explain why."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    statuses_changed: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.changed or self.removed or self.statuses_changed)
+
+    def merge(self, other: Applied) -> None:
+        self.added.extend(other.added)
+        self.changed.extend(other.changed)
+        self.removed.extend(other.removed)
+        self.events.extend(other.events)
+        self.statuses_changed = self.statuses_changed or other.statuses_changed
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    at: datetime
+    active: int
+    stale: int
+    waiting: int
+    invalid: int
+
+
+class _Remembered:
+    """Process facts as the feed saw them: re-judging on a deadline must not touch
+    the process table from the UI thread."""
+
+    def __init__(self, entry: Entry) -> None:
+        self._entry = entry
+
+    def facts(self, pid: int) -> ProcessFacts:
+        facts = self._entry.facts
+        if facts is not None and facts.pid == pid:
+            return facts
+        return ProcessFacts(pid=pid, alive=bool(self._entry.verdict.alive))
+
+
+class _Recording:
+    def __init__(self, processes: ProcessLookup) -> None:
+        self._processes = processes
+        self.seen: dict[int, ProcessFacts] = {}
+
+    def facts(self, pid: int) -> ProcessFacts:
+        found = self.seen.get(pid)
+        if found is None:
+            found = self.seen[pid] = self._processes.facts(pid)
+        return found
+
+
+def judge(locks: Sequence[Lock], processes: ProcessLookup, now: datetime, host: str) -> list[Entry]:
+    """Entries for freshly collected locks: verdicts (scope conflicts are the
+    board's business, since they span feeds) and the process facts behind them."""
+    recording = _Recording(processes)
+    verdicts = evaluate_all(locks, recording, FrozenClock(now), host)
+    seen = recording.seen
+    return [
+        Entry(lock, verdict, None if lock.holder.pid is None else seen.get(lock.holder.pid))
+        for lock, verdict in zip(locks, verdicts, strict=True)
+    ]
+
+
+def same(a: Entry, b: Entry) -> bool:
+    """Whether two sightings differ in anything a row shows. A verdict's age and
+    the durations in its messages move with time alone; the view computes those
+    when it draws, so they are no reason to send or redraw a lock."""
+    if a is b:
+        return True
+    va, vb = a.verdict, b.verdict
+    return (
+        va.state is vb.state
+        and va.codes == vb.codes
+        and va.alive == vb.alive
+        and va.next_change_at == vb.next_change_at
+        and va.conflicts_with == vb.conflicts_with
+        and va.process == vb.process
+        and a.lock == b.lock
+    )
+
+
+class Board:
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.entries: dict[str, Entry] = {}
+        # Verdicts with scope conflicts added; other ids show their entry's verdict.
+        self._conflicted: dict[str, Verdict] = {}
+        self._feed_of: dict[str, str] = {}
+        self._ids_by_feed: dict[str, set[str]] = {}
+        self._scoped: set[str] = set()
+        self.statuses: dict[str, tuple[SourceStatus, ...]] = {}
+        self.errors: dict[str, tuple[ScanError, ...]] = {}
+        self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        self.history: dict[str, deque[Event]] = {}
+        self._released: deque[str] = deque()
+        self.samples: deque[Sample] = deque(maxlen=SAMPLES_KEPT)
+        self.counts: dict[State, int] = dict.fromkeys(State, 0)
+        self._deadlines: list[tuple[datetime, str]] = []
+        self._pg_generation = 0
+        self._trees: tuple[int, dict[str, blocking.BlockingTree]] | None = None
+        self.generation = 0  # bumped by every change: views cache on it
+
+    # -- reading -----------------------------------------------------------------
+
+    def verdict(self, lock_id: str) -> Verdict:
+        shown = self._conflicted.get(lock_id)
+        return shown if shown is not None else self.entries[lock_id].verdict
+
+    def verdict_at(self, lock_id: str, now: datetime) -> Verdict:
+        """The verdict as of `now`, messages and all (what a detail view shows):
+        judged again from the facts the feed saw, scope conflicts kept."""
+        entry = self.entries[lock_id]
+        fresh = evaluate(entry.lock, _Remembered(entry), FrozenClock(now), self.host)
+        shown = self._conflicted.get(lock_id)
+        if shown is None:
+            return fresh
+        conflict = tuple(r for r in shown.reasons if r.code == "scope_conflict")
+        if fresh.state is not State.ACTIVE:
+            return fresh  # conflicts are between live locks only
+        return replace(
+            fresh, reasons=(*fresh.reasons, *conflict), conflicts_with=shown.conflicts_with
+        )
+
+    @property
+    def pg_generation(self) -> int:
+        """Changes whenever any Postgres lock did: views of the blocking tree cache on it."""
+        return self._pg_generation
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, lock_id: object) -> bool:
+        return lock_id in self.entries
+
+    def all_statuses(self) -> list[SourceStatus]:
+        return [status for statuses in self.statuses.values() for status in statuses]
+
+    def all_errors(self) -> list[ScanError]:
+        return [error for errors in self.errors.values() for error in errors]
+
+    def blocking_trees(self) -> dict[str, blocking.BlockingTree]:
+        """Each server's blocking tree, built again only after a Postgres change."""
+        if self._trees is None or self._trees[0] != self._pg_generation:
+            by_server: dict[str, list[Lock]] = {}
+            for entry in self.entries.values():
+                pg = entry.lock.pg
+                if pg is not None:
+                    by_server.setdefault(pg.server, []).append(entry.lock)
+            trees = {server: blocking.from_locks(locks) for server, locks in by_server.items()}
+            self._trees = (self._pg_generation, trees)
+        return self._trees[1]
+
+    def conflicts(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Scope conflicts: each conflicted lock id and whom it overlaps."""
+        return sorted((lock_id, v.conflicts_with) for lock_id, v in self._conflicted.items())
+
+    # -- changing ----------------------------------------------------------------
+
+    def apply(self, change: ChangeSet) -> Applied:
+        applied = Applied()
+        self._apply_statuses(change, applied)
+        self._apply_errors(change)
+        known = self._ids_by_feed.setdefault(change.feed, set())
+        fresh = {entry.lock.id for entry in change.upserts}
+        gone = (known - fresh) if change.full else set(change.removed) - fresh
+        updates = []
+        for entry in change.upserts:
+            old = self.entries.get(entry.lock.id)
+            if old is None or not same(old, entry):
+                updates.append(entry)
+        for entry in updates:
+            other = self._feed_of.get(entry.lock.id)
+            if other is not None and other != change.feed:
+                self._ids_by_feed[other].discard(entry.lock.id)
+            self._feed_of[entry.lock.id] = change.feed
+            known.add(entry.lock.id)
+        self._change(updates, gone & known, change.at, applied)
+        known -= gone
+        return applied
+
+    def due(self, now: datetime) -> bool:
+        return bool(self._deadlines) and self._deadlines[0][0] <= now
+
+    def tick(self, now: datetime) -> Applied:
+        """Judge again every lock whose verdict time alone has changed by `now`."""
+        applied = Applied()
+        again: dict[str, Entry] = {}
+        while self._deadlines and self._deadlines[0][0] <= now:
+            at, lock_id = heapq.heappop(self._deadlines)
+            entry = self.entries.get(lock_id)
+            if entry is None or entry.verdict.next_change_at != at or lock_id in again:
+                continue  # a newer sighting replaced this deadline
+            verdict = evaluate(entry.lock, _Remembered(entry), FrozenClock(now), self.host)
+            again[lock_id] = Entry(entry.lock, verdict, entry.facts)
+        if again:
+            self._change(list(again.values()), set(), now, applied)
+        return applied
+
+    def sample(self, now: datetime) -> Sample:
+        counts = self.counts
+        taken = Sample(
+            now,
+            counts[State.ACTIVE],
+            counts[State.STALE],
+            counts[State.WAITING],
+            counts[State.INVALID],
+        )
+        self.samples.append(taken)
+        return taken
+
+    def note(self, event: Event) -> None:
+        """Record an event lockwatch itself caused (a lock broken or stolen)."""
+        self._record([event])
+
+    # -- internals ---------------------------------------------------------------
+
+    def _apply_errors(self, change: ChangeSet) -> None:
+        if change.full or change.all_errors:
+            self.errors[change.feed] = change.errors
+            return
+        # A delta settles the paths it names: read now, gone, or failing anew.
+        settled = {entry.lock.path for entry in change.upserts}
+        settled.update(lock_id.removeprefix("file:") for lock_id in change.removed)
+        settled.update(error.path for error in change.errors)
+        kept = [e for e in self.errors.get(change.feed, ()) if e.path not in settled]
+        self.errors[change.feed] = (*kept, *change.errors)
+
+    def _apply_statuses(self, change: ChangeSet, applied: Applied) -> None:
+        if not change.statuses:
+            return
+        before = {s.name: s for s in self.statuses.get(change.feed, ())}
+        if tuple(before.values()) != change.statuses:
+            applied.statuses_changed = True
+        self.statuses[change.feed] = change.statuses
+        for status in change.statuses:
+            was = before.get(status.name)
+            if was is not None and was.state == status.state and was.reason == status.reason:
+                continue
+            if was is None and status.state in ("ok", "watching", "connected"):
+                continue
+            detail = status.state + (f": {status.reason}" if status.reason else "")
+            applied.events.append(
+                Event(change.at, EventKind.SOURCE, None, status.name, status.kind, detail)
+            )
+        self._record(applied.events)
+
+    def _change(
+        self, updates: Iterable[Entry], gone: set[str], at: datetime, applied: Applied
+    ) -> None:
+        before: dict[str, tuple[Lock, Verdict] | None] = {}
+
+        def remember(lock_id: str) -> None:
+            if lock_id not in before:
+                entry = self.entries.get(lock_id)
+                before[lock_id] = None if entry is None else (entry.lock, self.verdict(lock_id))
+
+        scoped_touched = False
+        pg_touched = False
+        for lock_id in gone:
+            remember(lock_id)
+            entry = self.entries.pop(lock_id, None)
+            self._feed_of.pop(lock_id, None)
+            if entry is not None:
+                scoped_touched |= lock_id in self._scoped
+                pg_touched |= entry.lock.pg is not None
+                self._scoped.discard(lock_id)
+                self._conflicted.pop(lock_id, None)
+        for entry in updates:
+            lock_id = entry.lock.id
+            remember(lock_id)
+            previous = self.entries.get(lock_id)
+            self.entries[lock_id] = entry
+            pg_touched |= entry.lock.pg is not None or (
+                previous is not None and previous.lock.pg is not None
+            )
+            if entry.lock.scope or lock_id in self._scoped:
+                scoped_touched = True
+                if entry.lock.scope:
+                    self._scoped.add(lock_id)
+                else:
+                    self._scoped.discard(lock_id)
+                    self._conflicted.pop(lock_id, None)
+            deadline = entry.verdict.next_change_at
+            if deadline is not None:
+                heapq.heappush(self._deadlines, (deadline, lock_id))
+        if scoped_touched:
+            self._recompute_conflicts(remember)
+        if pg_touched:
+            self._pg_generation += 1
+
+        events: list[Event] = []
+        for lock_id, old in before.items():
+            entry = self.entries.get(lock_id)
+            new = None if entry is None else (entry.lock, self.verdict(lock_id))
+            if old is not None:
+                self.counts[old[1].state] -= 1
+            if new is not None:
+                self.counts[new[1].state] += 1
+            if old is None and new is not None:
+                applied.added.append(lock_id)
+            elif new is None and old is not None:
+                applied.removed.append(lock_id)
+                self._released.append(lock_id)
+            elif old != new:
+                applied.changed.append(lock_id)
+            events.extend(compare(old, new, at))
+        self._record(events)
+        applied.events.extend(events)
+        self.generation += 1
+        self._forget_old_histories()
+
+    def _recompute_conflicts(self, remember: Callable[[str], None]) -> None:
+        ids = sorted(self._scoped)
+        locks = [self.entries[lock_id].lock for lock_id in ids]
+        verdicts = [self.entries[lock_id].verdict for lock_id in ids]
+        shown = with_scope_conflicts(locks, verdicts)
+        for lock_id, raw, now_shown in zip(ids, verdicts, shown, strict=True):
+            had = self._conflicted.get(lock_id)
+            if now_shown is raw:
+                if had is not None:
+                    remember(lock_id)
+                    del self._conflicted[lock_id]
+            elif had != now_shown:
+                remember(lock_id)
+                self._conflicted[lock_id] = now_shown
+
+    def _record(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.events.append(event)
+            if event.lock_id is not None:
+                kept = self.history.get(event.lock_id)
+                if kept is None:
+                    kept = self.history[event.lock_id] = deque(maxlen=HISTORY_KEPT)
+                kept.append(event)
+
+    def _forget_old_histories(self) -> None:
+        while len(self._released) > RELEASED_HISTORIES_KEPT:
+            lock_id = self._released.popleft()
+            if lock_id not in self.entries:
+                self.history.pop(lock_id, None)

@@ -1,0 +1,261 @@
+"""Lock directories, live: filesystem events through watchfiles, a full rescan
+every so often to reconcile anything the events missed, and a cheap check of
+holders' pids so a holder that dies shows without any file changing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import psutil
+import watchfiles
+
+from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.process import ProcessLookup
+from lockwatch.model.status import ScanError, SourceStatus
+from lockwatch.model.verdict import same_host
+from lockwatch.sources.feed import Differ, Emit
+from lockwatch.sources.files.scanner import (
+    SKIP_DIRS,
+    ScanResult,
+    find_in,
+    is_lock_name,
+    load,
+    load_all,
+    never_a_lock,
+    scan,
+)
+from lockwatch.sources.processes import PsutilProcesses
+
+# watchfiles batches events: it yields once nothing new came for STEP ms, and at
+# the latest after DEBOUNCE ms of a steady stream. Both well under the 250 ms in
+# which a change must be on screen.
+DEBOUNCE_MS = 120
+STEP_MS = 30
+RESCAN_SECONDS = 30.0
+LIVENESS_SECONDS = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Collected:
+    entries: list[Entry]
+    gone: list[str]
+    errors: list[ScanError]
+
+
+class FileFeed:
+    def __init__(
+        self,
+        roots: Sequence[str],
+        *,
+        host: str,
+        clock: Clock | None = None,
+        processes: Callable[[], ProcessLookup] = PsutilProcesses,
+        rescan_seconds: float = RESCAN_SECONDS,
+        liveness_seconds: float = LIVENESS_SECONDS,
+        force_polling: bool | None = None,
+    ) -> None:
+        self.name = "files"
+        self.roots = [os.path.abspath(root) for root in roots]
+        self.host = host
+        self.clock = clock or SystemClock()
+        self._processes = processes
+        self.rescan_seconds = rescan_seconds
+        self.liveness_seconds = liveness_seconds
+        self._force_polling = force_polling
+        self._differ = Differ()
+        self._turn = asyncio.Lock()  # one collection at a time touches the differ
+        self._watched: frozenset[str] = frozenset()
+        self._restart = asyncio.Event()
+        self._watch_problem: str | None = None
+        self._root_errors: dict[str, ScanError] = {}
+
+    # -- the loops ---------------------------------------------------------------
+
+    async def run(self, emit: Emit) -> None:
+        await self.rescan(emit)
+        await asyncio.gather(self._watch(emit), self._rescan_loop(emit), self._liveness_loop(emit))
+
+    async def close(self) -> None:
+        self._restart.set()
+
+    async def rescan(self, emit: Emit) -> None:
+        """Read everything again; what the events missed is put right here."""
+        async with self._turn:
+            now = self.clock.now()
+            collected = await asyncio.to_thread(self._scan_all)
+            upserts, removed = self._differ.full(collected.entries)
+            self._root_errors = {e.path: e for e in collected.errors if e.path in self.roots}
+            emit(
+                ChangeSet(
+                    self.name,
+                    now,
+                    self.statuses(now),
+                    upserts=tuple(upserts),
+                    removed=tuple(removed),
+                    errors=tuple(collected.errors),
+                    all_errors=True,
+                )
+            )
+        if frozenset(self._existing_roots()) != self._watched:
+            self._restart.set()
+
+    async def _rescan_loop(self, emit: Emit) -> None:
+        while True:
+            await asyncio.sleep(self.rescan_seconds)
+            await self.rescan(emit)
+
+    async def _watch(self, emit: Emit) -> None:
+        polling = self._force_polling
+        while True:
+            roots = self._existing_roots()
+            self._watched = frozenset(roots)
+            self._restart.clear()
+            if not roots:
+                await self._restart.wait()
+                continue
+            try:
+                async for changes in watchfiles.awatch(
+                    *roots,
+                    watch_filter=_wanted,
+                    debounce=DEBOUNCE_MS,
+                    step=STEP_MS,
+                    stop_event=self._restart,
+                    force_polling=polling,
+                    poll_delay_ms=100,
+                    ignore_permission_denied=True,
+                    raise_interrupt=False,
+                ):
+                    self._watch_problem = None
+                    await self._changed(changes, emit)
+            except (OSError, RuntimeError) as exc:
+                # inotify limits run out on big trees: polling still works.
+                self._watch_problem = f"cannot watch for events ({exc}); polling instead"
+                if polling:
+                    self._watch_problem = f"cannot watch ({exc}); rescanning every" + (
+                        f" {self.rescan_seconds:g} s"
+                    )
+                    await self._restart.wait()
+                polling = True
+
+    async def _changed(self, changes: set[tuple[watchfiles.Change, str]], emit: Emit) -> None:
+        async with self._turn:
+            now = self.clock.now()
+            known = list(self._differ.entries)
+            collected = await asyncio.to_thread(self._collect_changes, changes, known)
+            upserts, removed = self._differ.partial(collected.entries, collected.gone)
+            if upserts or removed or collected.errors:
+                emit(
+                    ChangeSet(
+                        self.name,
+                        now,
+                        self.statuses(now),
+                        upserts=tuple(upserts),
+                        removed=tuple(removed),
+                        errors=tuple(collected.errors),
+                    )
+                )
+
+    async def _liveness_loop(self, emit: Emit) -> None:
+        while True:
+            await asyncio.sleep(self.liveness_seconds)
+            await self.recheck_holders(emit)
+
+    async def recheck_holders(self, emit: Emit) -> None:
+        """Judge again the locks whose holder pid started or stopped running."""
+        async with self._turn:
+            local = [
+                entry
+                for entry in self._differ.entries.values()
+                if entry.lock.holder.pid is not None
+                and (entry.lock.holder.host is None or same_host(entry.lock.holder.host, self.host))
+            ]
+            if not local:
+                return
+            now = self.clock.now()
+            fresh = await asyncio.to_thread(self._recheck, local)
+            upserts, _ = self._differ.partial(fresh, ())
+            if upserts:
+                emit(ChangeSet(self.name, now, self.statuses(now), upserts=tuple(upserts)))
+
+    # -- work done in threads ------------------------------------------------------
+
+    def _scan_all(self) -> _Collected:
+        return self._judged(scan(self.roots), [])
+
+    def _collect_changes(
+        self, changes: set[tuple[watchfiles.Change, str]], known: list[str]
+    ) -> _Collected:
+        result = ScanResult()
+        gone: list[str] = []
+        named = set(self.roots)
+        dirs: list[str] = []
+        for change, path in sorted(changes, key=lambda c: c[1]):
+            name = os.path.basename(path)
+            if is_lock_name(name) or (path in named and not os.path.isdir(path)):
+                loaded = load(path)
+                if loaded is None:
+                    gone.append(f"file:{path}")
+                elif isinstance(loaded, ScanError):
+                    result.errors.append(loaded)
+                else:
+                    result.locks.append(loaded)
+            elif change is watchfiles.Change.deleted:
+                # A directory went (or was renamed away): every lock under it went too.
+                prefix = f"file:{path}/"
+                gone.extend(lock_id for lock_id in known if lock_id.startswith(prefix))
+            elif change is watchfiles.Change.added and os.path.isdir(path):
+                dirs.append(path)
+        if dirs:
+            found, errors = find_in(dirs)
+            result.errors.extend(errors)
+            load_all(found, result)
+        return self._judged(result, gone)
+
+    def _judged(self, result: ScanResult, gone: list[str]) -> _Collected:
+        # Process facts are looked up after the files were read: a holder alive
+        # when it wrote its lock is then in the process listing.
+        entries = judge(result.locks, self._processes(), self.clock.now(), self.host)
+        return _Collected(entries, gone, result.errors)
+
+    def _recheck(self, entries: list[Entry]) -> list[Entry]:
+        running = set(psutil.pids())
+        moved = [
+            entry.lock
+            for entry in entries
+            if entry.lock.holder.pid is not None
+            and (entry.lock.holder.pid in running) != bool(entry.verdict.alive)
+        ]
+        if not moved:
+            return []
+        return judge(moved, self._processes(), self.clock.now(), self.host)
+
+    # -- status ------------------------------------------------------------------
+
+    def _existing_roots(self) -> list[str]:
+        return [root for root in self.roots if os.path.exists(root)]
+
+    def statuses(self, at: datetime) -> tuple[SourceStatus, ...]:
+        out = []
+        for root in self.roots:
+            error = self._root_errors.get(root)
+            if error is not None:
+                out.append(SourceStatus("file", root, "error", reason=error.message))
+            elif not os.path.exists(root):
+                out.append(SourceStatus("file", root, "error", reason="does not exist"))
+            else:
+                problem = self._watch_problem
+                out.append(SourceStatus("file", root, "watching", reason=problem, updated_at=at))
+        return tuple(out)
+
+
+def _wanted(change: watchfiles.Change, path: str) -> bool:
+    name = os.path.basename(path)
+    if never_a_lock(name) or name in SKIP_DIRS:
+        return False
+    parts = path.split(os.sep)
+    return not any(part in SKIP_DIRS for part in parts)

@@ -1,0 +1,296 @@
+"""Recordings: every change set the sources produce, as JSON Lines, and a feed
+that plays them back with their own times so an incident can be reviewed.
+
+Line 1 (and the first line of every later session appending to the file) is a
+header: `{"lockwatch": "recording/1", "host": …, "started_at": …}`. Every other
+line is one change set, encoded by `lockwatch.model.codec`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+
+from lockwatch.model import codec
+from lockwatch.model.board import ChangeSet, Entry
+from lockwatch.model.humanize import duration
+from lockwatch.model.status import SourceStatus
+from lockwatch.sources.feed import Emit
+
+FORMAT = "recording/1"
+codec.register(Entry, ChangeSet)
+
+
+class RecordingError(ValueError):
+    """A recording that cannot be written or read; the message says which and why."""
+
+
+class Recorder:
+    """Appends change sets to a file from a thread of its own: encoding a 10,000
+    lock snapshot must not stall the dashboard."""
+
+    def __init__(self, path: Path, *, host: str, now: datetime | None = None) -> None:
+        self.path = path
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise RecordingError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        self._file = os.fdopen(fd, "ab")
+        header = {
+            "lockwatch": FORMAT,
+            "host": host,
+            "started_at": (now or datetime.now(UTC)).isoformat(),
+        }
+        self._file.write(orjson.dumps(header) + b"\n")
+        self._file.flush()
+        self._queue: queue.SimpleQueue[ChangeSet | None] = queue.SimpleQueue()
+        self.failed: str | None = None
+        self._thread = threading.Thread(target=self._drain, name="lockwatch-recorder", daemon=True)
+        self._thread.start()
+
+    def write(self, change: ChangeSet) -> None:
+        self._queue.put(change)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+    def _drain(self) -> None:
+        while True:
+            change = self._queue.get()
+            if change is None:
+                return
+            if self.failed is not None:
+                continue
+            try:
+                self._file.write(codec.dumps_line(change))
+                self._file.flush()
+            except OSError as exc:
+                self.failed = f"{self.path}: recording stopped: {exc.strerror or exc}"
+
+
+class ReplayClock:
+    """The recording's time: it moves with the wall clock times `speed`, stops
+    while paused, and jumps when stepping."""
+
+    def __init__(self, start: datetime, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._at = start
+        self._since = monotonic()
+        self.speed = 1.0
+        self.paused = False
+
+    def now(self) -> datetime:
+        if self.paused:
+            return self._at
+        elapsed = (self._monotonic() - self._since) * self.speed
+        return self._at + timedelta(seconds=elapsed)
+
+    def _rebase(self) -> None:
+        self._at = self.now()
+        self._since = self._monotonic()
+
+    def set_speed(self, speed: float) -> None:
+        self._rebase()
+        self.speed = speed
+
+    def set_paused(self, paused: bool) -> None:
+        self._rebase()
+        self.paused = paused
+
+    def jump(self, to: datetime) -> None:
+        if to > self.now():
+            self._at = to
+            self._since = self._monotonic()
+
+
+def _header(line: bytes) -> dict[str, object] | None:
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(value, dict) and value.get("lockwatch") == FORMAT:
+        return value
+    return None
+
+
+class ReplayFeed:
+    """Plays a recording back as a feed; the dashboard's replay keys drive it."""
+
+    SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+
+    def __init__(
+        self,
+        lines: list[bytes],
+        *,
+        host: str,
+        start: datetime,
+        speed: float = 1.0,
+        paused: bool = False,
+        monotonic: Callable[[], float] = time.monotonic,
+        name: str = "replay",
+    ) -> None:
+        self.name = name
+        self.host = host
+        self._lines = lines
+        self.clock = ReplayClock(start, monotonic)
+        self.clock.set_speed(speed)
+        self.clock.set_paused(paused)
+        self.position = 0
+        self.bad_lines = 0
+        self._wake = asyncio.Event()
+        self._steps = 0
+
+    @classmethod
+    def open(cls, path: Path, *, speed: float = 1.0, paused: bool = False) -> ReplayFeed:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        lines = [line for line in data.splitlines() if line.strip()]
+        header = _header(lines[0]) if lines else None
+        if header is None:
+            raise RecordingError(
+                f"{path}: not a lockwatch recording (write one with `lockwatch --record FILE`)"
+            )
+        records = [line for line in lines[1:] if _header(line) is None]
+        start = _first_time(records) or _parse_time(header.get("started_at"))
+        return cls(
+            records,
+            host=str(header.get("host") or "unknown"),
+            start=start or datetime.now(UTC),
+            speed=speed,
+            paused=paused,
+            name=f"replay:{path.name}",
+        )
+
+    # -- the replay keys -------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        return self.clock.paused
+
+    @property
+    def speed(self) -> float:
+        return self.clock.speed
+
+    def toggle_pause(self) -> None:
+        self.clock.set_paused(not self.clock.paused)
+        self._wake.set()
+
+    def step(self) -> None:
+        if not self.clock.paused:
+            self.clock.set_paused(True)
+        self._steps += 1
+        self._wake.set()
+
+    def faster(self) -> None:
+        self.clock.set_speed(next((s for s in self.SPEEDS if s > self.speed), self.SPEEDS[-1]))
+        self._wake.set()
+
+    def slower(self) -> None:
+        lower = [s for s in self.SPEEDS if s < self.speed]
+        self.clock.set_speed(lower[-1] if lower else self.SPEEDS[0])
+        self._wake.set()
+
+    def describe(self) -> str:
+        state = "PAUSED" if self.paused else f"{self.speed:g}×"
+        at = self.clock.now().strftime("%Y-%m-%d %H:%M:%S UTC")
+        done = " — end of recording" if self.position >= len(self._lines) else ""
+        bad = f", {self.bad_lines} unreadable line(s) skipped" if self.bad_lines else ""
+        return f"REPLAY {state} {at} ({self.position}/{len(self._lines)}){done}{bad}"
+
+    # -- playing ---------------------------------------------------------------------
+
+    async def run(self, emit: Emit) -> None:
+        while self.position < len(self._lines):
+            change = self._decode(self._lines[self.position])
+            if change is None:
+                self.position += 1
+                continue
+            while not self._due(change):
+                self._wake.clear()
+                wait = self._seconds_until(change.at)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
+            if self._steps:
+                self._steps -= 1
+                self.clock.jump(change.at)
+            self.position += 1
+            emit(change)
+            await asyncio.sleep(0)  # let the dashboard draw between snapshots
+        emit(
+            ChangeSet(
+                self.name,
+                self.clock.now(),
+                (
+                    SourceStatus(
+                        "file",
+                        self.name,
+                        "ok",
+                        reason=f"end of recording ({duration(self._length())} recorded)",
+                    ),
+                ),
+            )
+        )
+
+    async def close(self) -> None:
+        self._wake.set()
+
+    def _due(self, change: ChangeSet) -> bool:
+        return self._steps > 0 or self.clock.now() >= change.at
+
+    def _seconds_until(self, at: datetime) -> float | None:
+        if self.clock.paused:
+            return None
+        ahead = (at - self.clock.now()).total_seconds() / self.clock.speed
+        return min(max(ahead, 0.01), 1.0)
+
+    def _decode(self, line: bytes) -> ChangeSet | None:
+        try:
+            value = codec.loads_line(line)
+        except (codec.CodecError, orjson.JSONDecodeError, ValueError):
+            self.bad_lines += 1
+            return None
+        if not isinstance(value, ChangeSet):
+            self.bad_lines += 1
+            return None
+        return value
+
+    def _length(self) -> float:
+        first = _first_time(self._lines)
+        last = _first_time(self._lines[-1:])
+        if first is None or last is None:
+            return 0.0
+        return max(0.0, (last - first).total_seconds())
+
+
+def _first_time(lines: list[bytes]) -> datetime | None:
+    for line in lines:
+        try:
+            value = codec.loads_line(line)
+        except (codec.CodecError, orjson.JSONDecodeError, ValueError):
+            continue
+        if isinstance(value, ChangeSet):
+            return value.at
+    return None
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

@@ -1,0 +1,1 @@
+"""The Textual dashboard: screens, widgets and themes."""

@@ -1,0 +1,448 @@
+"""The dashboard: every source's locks, live, in one keyboard-first screen.
+
+Feeds collect in workers and hand change sets to `receive`, on the event loop;
+this app applies them to the board and redraws only what they touched. A tick
+once a second re-judges the locks whose deadline passed and redraws the rows
+on screen, so ages move without anything being read again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+
+from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.board import Applied, Board, ChangeSet
+from lockwatch.model.query import EVERYTHING, QueryError, parse
+from lockwatch.model.rows import SORTS, Rows
+from lockwatch.sources.feed import Feed
+from lockwatch.ui.contention import ContentionTree
+from lockwatch.ui.detail import DetailPane
+from lockwatch.ui.panels import Activity, EmptyState, HelpScreen, SourcesBar
+from lockwatch.ui.table import LockTable, TableHeader
+from lockwatch.ui.themes import DEFAULT_THEME, LoadedTheme, load_all, variable_defaults
+
+TICK_SECONDS = 1.0
+WIDE = 150  # columns from which the detail pane sits beside the table
+
+
+class Recorder(Protocol):
+    def write(self, change: ChangeSet) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ReplayControl(Protocol):
+    """What the replay keys drive (see sources/recording.py)."""
+
+    paused: bool
+    speed: float
+
+    def toggle_pause(self) -> None: ...
+
+    def step(self) -> None: ...
+
+    def faster(self) -> None: ...
+
+    def slower(self) -> None: ...
+
+    def describe(self) -> str: ...
+
+
+class LockwatchApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "lockwatch"
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter"),
+        Binding("s", "sort", "Sort"),
+        Binding("enter", "details", "Details"),
+        Binding("tab", "next_view", "Views", priority=True),
+        Binding("p", "pause", "Pause"),
+        Binding("t", "next_theme", "Theme"),
+        Binding("e", "export", "Export"),
+        Binding("question_mark", "help", "Help"),
+        Binding("escape", "escape", "Back", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        feeds: Sequence[Feed],
+        *,
+        clock: Clock | None = None,
+        host: str,
+        theme: str | None = None,
+        filter_text: str = "",
+        sort: str = "state",
+        recorder: Recorder | None = None,
+        replay: ReplayControl | None = None,
+        export_dir: Path | None = None,
+        themes: dict[str, LoadedTheme] | None = None,
+        tick_seconds: float = TICK_SECONDS,
+    ) -> None:
+        super().__init__()
+        self.feeds = list(feeds)
+        self.clock = clock or SystemClock()
+        self.host = host
+        self.recorder = recorder
+        self.replay = replay
+        self.export_dir = export_dir or Path.cwd()
+        self.tick_seconds = tick_seconds
+        self.board = Board(host)
+        self.now: datetime = self.clock.now()
+        try:
+            query = parse(filter_text)
+        except QueryError:
+            query = EVERYTHING  # the CLI checks --filter before the app starts
+        self.rows = Rows(self.board, sort, query)
+        self.paused = False
+        self._pending: list[ChangeSet] = []
+        self._table = LockTable(self.board, self.rows, self.now, id="table")
+        self._header = TableHeader(id="table-header")
+        self._detail = DetailPane(id="detail")
+        self._sources = SourcesBar(id="sources")
+        self._empty = EmptyState(id="empty")
+        self._activity = Activity(id="activity")
+        self._tree = ContentionTree(id="contention")
+        self.theme_warnings: list[str] = []
+        if themes is None:
+            themes, self.theme_warnings = load_all()
+        self.lock_themes = themes
+        for loaded in themes.values():
+            self.register_theme(loaded.theme)
+        # The theme is set before the stylesheet is read: it uses $lw-* variables.
+        self.theme = theme if theme in themes else DEFAULT_THEME
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        # Textual's own themes lack lockwatch's state colours: lend them ours.
+        return variable_defaults(self.current_theme.dark)
+
+    # -- layout ------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield self._sources
+        with TabbedContent(id="views", initial="locks"):
+            with TabPane("Locks", id="locks"), Horizontal(id="locks-body"):
+                with Vertical(id="table-area"):
+                    yield self._header
+                    yield self._table
+                    yield self._empty
+                yield self._detail
+            with TabPane("Contention", id="contention-tab"):
+                yield self._tree
+            with TabPane("Events", id="events-tab"):
+                yield self._activity
+        with Vertical(id="filter-bar"):
+            yield Input(
+                value=self.rows.query.text,
+                placeholder="filter: text  state:stale  source:pg  !term  (enter keeps, esc clears)",
+                id="filter",
+            )
+            yield Static("", id="filter-error")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._detail.display = False
+        self.query_one("#filter-bar").display = bool(self.rows.query.text)
+        self.query_one("#filter", Input).cursor_blink = False
+        self._table.focus()
+        self._layout_detail()
+        self._redraw_all()
+        for feed in self.feeds:
+            self._run_feed(feed)
+        self.set_interval(self.tick_seconds, self._tick)
+        for warning in self.theme_warnings:
+            self.notify(warning, title="theme skipped", severity="warning", timeout=8)
+
+    @work(exclusive=False, group="feeds", exit_on_error=False)
+    async def _run_feed(self, feed: Feed) -> None:
+        try:
+            await feed.run(self.receive)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a feed's bug must not take the dashboard down
+            self.notify(f"{feed.name}: {exc}", title="source failed", severity="error", timeout=15)
+
+    async def on_unmount(self) -> None:
+        for feed in self.feeds:
+            with contextlib.suppress(Exception):
+                await feed.close()
+        if self.recorder is not None:
+            self.recorder.close()
+
+    def on_resize(self) -> None:
+        self._layout_detail()
+
+    def _layout_detail(self) -> None:
+        body = self.query_one("#locks-body", Horizontal)
+        body.set_class(self.size.width >= WIDE, "-wide")
+
+    # -- data in -----------------------------------------------------------------
+
+    def receive(self, change: ChangeSet) -> None:
+        """A feed's change set: recorded, then applied (or kept while paused)."""
+        if self.recorder is not None:
+            self.recorder.write(change)
+        if self.paused:
+            self._pending.append(change)
+            self._show_sources()
+            return
+        self._show(self.board.apply(change))
+
+    def _show(self, applied: Applied) -> None:
+        if applied.empty and not applied.events:
+            return
+        if self.rows.update(applied):
+            self._table.reload()
+        else:
+            self._table.redraw([*applied.changed, *applied.added])
+        if applied.events:
+            self._activity.add_events(applied.events)
+        selected = self._table.selected
+        touched = set(applied.changed) | set(applied.added) | set(applied.removed)
+        if selected is None or selected in touched:
+            self._show_detail()
+        self._show_sources()
+        self._show_empty()
+        self._tree.update_from(self.board, self.now)
+
+    def _tick(self) -> None:
+        if self.paused:
+            return
+        self.now = self.clock.now()
+        applied = self.board.tick(self.now) if self.board.due(self.now) else Applied()
+        self.board.sample(self.now)
+        self._show(applied)
+        self._table.tick(self.now)
+        self._show_sources()
+        self._show_detail()
+        self._activity.update_counts(self.board)
+        self._tree.update_from(self.board, self.now)
+
+    # -- drawing -----------------------------------------------------------------
+
+    def _redraw_all(self) -> None:
+        self.now = self.clock.now()
+        self._table.now = self.now
+        self._header.sort = self.rows.sort
+        self._table.reload()
+        self._show_sources()
+        self._show_empty()
+        self._show_detail()
+        self._tree.update_from(self.board, self.now, force=True)
+        self._activity.update_counts(self.board)
+
+    def _mode(self) -> str | None:
+        if self.replay is not None:
+            return self.replay.describe()
+        if self.paused:
+            waiting = len(self._pending)
+            return f"PAUSED — {waiting} update(s) held; p resumes"
+        return None
+
+    def _show_sources(self) -> None:
+        self._sources.show(
+            self.board,
+            self.now,
+            shown=len(self.rows),
+            sort=self.rows.sort,
+            filter_text=self.rows.query.text,
+            mode=self._mode(),
+        )
+
+    def _show_empty(self) -> None:
+        empty = len(self.rows) == 0
+        self._empty.display = empty
+        self._table.display = not empty
+        self._header.display = not empty
+        if empty:
+            self._empty.explain(self.board, self.rows.query.text)
+
+    def _show_detail(self) -> None:
+        if self._detail.display:
+            style = self.theme_variables.get(f"lw-{self._selected_state()}", "")
+            self._detail.show(self.board, self._table.selected, self.now, style)
+
+    def _selected_state(self) -> str:
+        selected = self._table.selected
+        if selected is None or selected not in self.board:
+            return "active"
+        return self.board.verdict(selected).state.value
+
+    def on_lock_table_highlighted(self, message: LockTable.Highlighted) -> None:
+        self._show_detail()
+
+    # -- actions -----------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        bar = self.query_one("#filter-bar")
+        bar.display = True
+        self.query_one("#filter", Input).focus()
+
+    def on_input_changed(self, message: Input.Changed) -> None:
+        if message.input.id != "filter":
+            return
+        error = self.query_one("#filter-error", Static)
+        try:
+            query = parse(message.value)
+        except QueryError as exc:
+            error.update(f"✖ {exc}")
+            error.display = True
+            return
+        error.update("")
+        error.display = False
+        self.rows.set_query(query)
+        self._table.reload()
+        self._show_sources()
+        self._show_empty()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        if message.input.id == "filter":
+            self.query_one("#filter-bar").display = bool(self.rows.query.text)
+            self._table.focus()
+
+    def action_escape(self) -> None:
+        filter_input = self.query_one("#filter", Input)
+        if filter_input.has_focus or (not self._detail.display and self.rows.query.text):
+            filter_input.value = ""
+            self.rows.set_query(EVERYTHING)
+            self.query_one("#filter-error", Static).display = False
+            self.query_one("#filter-bar").display = False
+            self._table.focus()
+            self._table.reload()
+            self._show_sources()
+            self._show_empty()
+        elif self._detail.display:
+            self._detail.display = False
+
+    def action_sort(self) -> None:
+        sort = self.rows.next_sort()
+        self._header.sort = sort
+        self._table.reload()
+        self._show_sources()
+        self.notify(f"sorted by {sort}", timeout=2)
+
+    def action_details(self) -> None:
+        views = self.query_one("#views", TabbedContent)
+        if views.active != "locks":
+            views.active = "locks"
+        self._detail.display = not self._detail.display
+        self._show_detail()
+
+    def action_next_view(self) -> None:
+        views = self.query_one("#views", TabbedContent)
+        order = ["locks", "contention-tab", "events-tab"]
+        views.active = order[(order.index(views.active) + 1) % len(order)]
+        if views.active == "locks":
+            self._table.focus()
+        elif views.active == "contention-tab":
+            self._tree.update_from(self.board, self.now, force=True)
+            self._tree.focus()
+
+    def action_pause(self) -> None:
+        if self.replay is not None:
+            self.replay.toggle_pause()
+            self._show_sources()
+            return
+        self.paused = not self.paused
+        if not self.paused:
+            pending, self._pending = self._pending, []
+            applied = Applied()
+            for change in pending:
+                applied.merge(self.board.apply(change))
+            self.now = self.clock.now()
+            self._show(applied)
+            self._table.tick(self.now)
+        self._show_sources()
+
+    def action_step(self) -> None:
+        if self.replay is not None:
+            self.replay.step()
+
+    def action_faster(self) -> None:
+        if self.replay is not None:
+            self.replay.faster()
+            self._show_sources()
+
+    def action_slower(self) -> None:
+        if self.replay is not None:
+            self.replay.slower()
+            self._show_sources()
+
+    def action_next_theme(self) -> None:
+        names = sorted(self.lock_themes)
+        current = self.theme if self.theme in names else names[0]
+        self.theme = names[(names.index(current) + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def watch_theme(self, theme: str) -> None:
+        self._table.theme_changed()
+        self._show_detail()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(replay=self.replay is not None))
+
+    def action_export(self) -> None:
+        from lockwatch.model.incident import capture
+
+        incident = capture(self.board, self.now, self.host, filter_text=self.rows.query.text)
+        self._export(incident)
+
+    @work(thread=True, exclusive=True, group="export")
+    def _export(self, incident: object) -> None:
+        from lockwatch.actions.export import write_incident
+        from lockwatch.model.incident import Incident
+
+        assert isinstance(incident, Incident)
+        try:
+            json_path, md_path = write_incident(incident, self.export_dir)
+        except OSError as exc:
+            self.call_from_thread(
+                self.notify, f"could not write the export: {exc}", severity="error", timeout=10
+            )
+            return
+        self.call_from_thread(
+            self.notify, f"{json_path}\n{md_path}", title="incident exported", timeout=10
+        )
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Filter", "Filter the locks (/)", self.action_filter)
+        yield SystemCommand("Sort", f"Cycle the sort: {', '.join(SORTS)} (s)", self.action_sort)
+        yield SystemCommand(
+            "Details", "Show or hide the selected lock (enter)", self.action_details
+        )
+        yield SystemCommand("Switch view", "Locks, contention, events (tab)", self.action_next_view)
+        yield SystemCommand("Pause", "Freeze or resume the view (p)", self.action_pause)
+        yield SystemCommand("Next theme", "Cycle lockwatch's themes (t)", self.action_next_theme)
+        yield SystemCommand(
+            "Export incident",
+            "Write every lock, the blocking tree and events (e)",
+            self.action_export,
+        )
+        yield SystemCommand("Help", "Keys and filter syntax (?)", self.action_help)
+        if self.replay is not None:
+            yield SystemCommand("Step", "Apply the next recorded snapshot (n)", self.action_step)
+            yield SystemCommand("Faster", "Replay faster (+)", self.action_faster)
+            yield SystemCommand("Slower", "Replay slower (-)", self.action_slower)
+
+
+class ReplayApp(LockwatchApp):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "step", "Step"),
+        Binding("plus", "faster", "Faster"),
+        Binding("minus", "slower", "Slower"),
+    ]

@@ -1,0 +1,158 @@
+"""What each column of the lock table says about one lock, at one instant.
+
+Ages, countdowns and bars are computed here when a row is drawn, from the lock's
+own times, so they tick without anything being collected or judged again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from rich.cells import cell_len, set_cell_size
+
+from lockwatch.model.events import holder_text, waiters
+from lockwatch.model.humanize import duration
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import Verdict
+
+SOURCE_LABELS = {"file": "file", "postgres": "pg", "kernel": "kernel"}
+BAR_BLOCKS = " ▏▎▍▌▋▊▉█"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    title: str
+    width: int  # 0: takes what is left
+    right: bool = False
+    priority: int = 0  # dropped first when the terminal is narrow: higher numbers
+
+
+COLUMNS = (
+    Column("state", "STATE", 8),
+    Column("source", "SRC", 6, priority=3),
+    Column("format", "FORMAT", 13, priority=4),
+    Column("name", "NAME", 0),
+    Column("holder", "HOLDER", 22, priority=1),
+    Column("operation", "OPERATION", 14, priority=5),
+    Column("age", "AGE", 7, right=True),
+    Column("ttl", "HEARTBEAT/TTL", 14, priority=2),
+    Column("waiters", "WAIT", 4, right=True, priority=3),
+    Column("flags", "NOTE", 16, priority=6),
+)
+MIN_NAME_WIDTH = 16
+
+
+def layout(width: int) -> list[tuple[Column, int]]:
+    """The columns that fit `width` cells (one space between columns) and their widths."""
+    chosen = list(COLUMNS)
+    while True:
+        fixed = sum(c.width for c in chosen if c.width) + len(chosen) - 1
+        if width - fixed >= MIN_NAME_WIDTH or all(c.priority == 0 for c in chosen):
+            break
+        drop = max(chosen, key=lambda c: c.priority)
+        chosen.remove(drop)
+    fixed = sum(c.width for c in chosen if c.width) + len(chosen) - 1
+    name_width = max(8, width - fixed)
+    return [(c, c.width or name_width) for c in chosen]
+
+
+def age(lock: Lock, now: datetime) -> str:
+    start = lock.acquired_at
+    if lock.pg is not None and not lock.pg.granted and lock.pg.wait_start is not None:
+        start = lock.pg.wait_start
+    if start is None:
+        return "?"
+    return duration(max(0.0, (now - start).total_seconds()))
+
+
+def ttl_left(lock: Lock, now: datetime) -> tuple[float, float] | None:
+    """(seconds since the last heartbeat, ttl) when the lock has both."""
+    if lock.ttl_seconds is None or lock.ttl_seconds <= 0:
+        return None
+    since = lock.heartbeat_at or lock.acquired_at
+    if since is None:
+        return None
+    return max(0.0, (now - since).total_seconds()), lock.ttl_seconds
+
+
+def bar(fraction: float, width: int) -> str:
+    """A left-to-right bar `width` cells wide, in eighths of a cell."""
+    fraction = min(1.0, max(0.0, fraction))
+    eighths = round(fraction * width * 8)
+    full, part = divmod(eighths, 8)
+    text = "█" * full + (BAR_BLOCKS[part] if part and full < width else "")
+    return text.ljust(width)
+
+
+def ttl_cell(lock: Lock, now: datetime, width: int) -> str:
+    left = ttl_left(lock, now)
+    if left is None:
+        return "—".ljust(width)
+    since, ttl = left
+    remaining = ttl - since
+    label = duration(remaining) if remaining > 0 else "expired"
+    bar_width = max(1, width - len(label) - 1)
+    # The bar empties as the ttl runs out: full right after a heartbeat.
+    return f"{bar(remaining / ttl, bar_width)} {label}"
+
+
+def holder(lock: Lock) -> str:
+    return holder_text(lock) or "—"
+
+
+def operation(lock: Lock) -> str:
+    pg = lock.pg
+    if pg is not None:
+        return pg.mode if pg.granted else f"wants {pg.mode}"
+    return lock.holder.operation or lock.holder.session or ""
+
+
+def waiting(lock: Lock) -> str:
+    count = waiters(lock)
+    return str(count) if count else ""
+
+
+def flags(verdict: Verdict) -> str:
+    """The reasons that matter most, as their codes: the row's second cue."""
+    codes = [c for c in verdict.codes if c not in ("waiting", "heartbeat_late")]
+    if "heartbeat_late" in verdict.codes:
+        codes.append("late")
+    return " ".join(codes)
+
+
+def cell(key: str, lock: Lock, verdict: Verdict, now: datetime, width: int) -> str:
+    if key == "state":
+        return verdict.state.value
+    if key == "source":
+        return SOURCE_LABELS.get(lock.source, lock.source)
+    if key == "format":
+        return lock.format
+    if key == "name":
+        return lock.name
+    if key == "holder":
+        return holder(lock)
+    if key == "operation":
+        return operation(lock)
+    if key == "age":
+        return age(lock, now)
+    if key == "ttl":
+        return ttl_cell(lock, now, width)
+    if key == "waiters":
+        return waiting(lock)
+    if key == "flags":
+        return flags(verdict)
+    raise KeyError(key)
+
+
+def fit(text: str, width: int, right: bool = False) -> str:
+    """Exactly `width` cells: cut with an ellipsis, padded otherwise. Control
+    characters never reach the terminal."""
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else "�" for ch in text)
+    size = cell_len(text)
+    if size > width:
+        return set_cell_size(text, width - 1) + "…" if width > 0 else ""
+    pad = " " * (width - size)
+    return pad + text if right else text + pad

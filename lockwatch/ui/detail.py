@@ -1,0 +1,194 @@
+"""The selected lock, whole: fields, reasons in words, the holder's process, the
+raw content, conflicts, and what lockwatch has seen happen to it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from lockwatch.model.board import Board
+from lockwatch.model.events import Event
+from lockwatch.model.humanize import duration
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import Verdict
+
+
+def _when(at: datetime | None, now: datetime) -> str:
+    if at is None:
+        return "—"
+    delta = (now - at).total_seconds()
+    stamp = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if delta >= 0:
+        return f"{stamp} ({duration(delta)} ago)"
+    return f"{stamp} (in {duration(-delta)})"
+
+
+def _fields(rows: Iterable[tuple[str, Any]]) -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    for label, value in rows:
+        if value is None or value == "" or value == ():
+            continue
+        grid.add_row(label, value if isinstance(value, Text) else Text(str(value)))
+    return grid
+
+
+def _heading(title: str) -> Text:
+    return Text(f"\n{title}", style="bold underline")
+
+
+def _content(lock: Lock) -> Text:
+    content = lock.content
+    if content is None:
+        return Text("(nothing readable)", style="dim")
+    if isinstance(content, str):
+        return Text(content if content else "(empty file)")
+    try:
+        return Text(json.dumps(content, indent=2, ensure_ascii=False, sort_keys=False))
+    except (TypeError, ValueError):
+        return Text(repr(content))
+
+
+def describe(
+    lock: Lock, verdict: Verdict, history: Iterable[Event], now: datetime, state_style: str = ""
+) -> RenderableType:
+    """Everything about one lock, as Rich text that never interprets markup in
+    what the lock file says."""
+    holder = lock.holder
+    parts: list[RenderableType] = []
+    title = Text()
+    title.append(f" {verdict.state.value.upper()} ", style=f"reverse {state_style}".strip())
+    title.append(" ")
+    title.append(lock.name, style="bold")
+    parts.append(title)
+
+    reasons = Table.grid(padding=(0, 1))
+    reasons.add_column(no_wrap=True, style="bold")
+    reasons.add_column()
+    for reason in verdict.reasons:
+        reasons.add_row(Text(reason.code), Text(reason.message))
+    if not verdict.reasons:
+        reasons.add_row(Text("ok"), Text("nothing wrong with this lock by its format's rules"))
+    parts.append(reasons)
+
+    parts.append(_heading("Lock"))
+    parts.append(
+        _fields(
+            [
+                ("id", lock.id),
+                ("source", lock.source),
+                ("format", lock.format),
+                ("path", lock.path),
+                ("acquired", _when(lock.acquired_at, now) if lock.acquired_at else None),
+                ("heartbeat", _when(lock.heartbeat_at, now) if lock.heartbeat_at else None),
+                ("ttl", None if lock.ttl_seconds is None else duration(lock.ttl_seconds)),
+                (
+                    "stale at",
+                    _when(verdict.next_change_at, now) if verdict.next_change_at else None,
+                ),
+                ("scope", ", ".join(lock.scope)),
+                ("conflicts", ", ".join(verdict.conflicts_with)),
+                ("sha256", lock.sha256),
+            ]
+        )
+    )
+
+    parts.append(_heading("Holder"))
+    process = verdict.process
+    alive = {True: "alive", False: "not running", None: "unknown here"}[verdict.alive]
+    parts.append(
+        _fields(
+            [
+                ("pid", holder.pid),
+                ("host", holder.host),
+                ("actor", holder.actor),
+                ("session", holder.session),
+                ("operation", holder.operation),
+                ("process", alive if holder.pid is not None else None),
+                ("command", " ".join(process.cmdline) if process else None),
+                ("user", process.user if process else None),
+                (
+                    "started",
+                    _when(process.started_at, now) if process and process.started_at else None,
+                ),
+            ]
+        )
+    )
+
+    pg = lock.pg
+    if pg is not None:
+        backend = pg.backend
+        parts.append(_heading("PostgreSQL"))
+        parts.append(
+            _fields(
+                [
+                    ("server", pg.server),
+                    ("lock", f"{pg.locktype} {pg.mode} ({'granted' if pg.granted else 'waiting'})"),
+                    ("database", pg.database),
+                    ("advisory key", None if pg.advisory_key is None else str(pg.advisory_key)),
+                    ("session", backend.label),
+                    ("user", backend.user),
+                    ("application", backend.application),
+                    ("client", backend.client),
+                    ("state", backend.state),
+                    ("in state", _when(backend.state_since, now) if backend.state_since else None),
+                    ("transaction", _when(backend.xact_start, now) if backend.xact_start else None),
+                    ("waiting since", _when(pg.wait_start, now) if pg.wait_start else None),
+                    ("blocked by", ", ".join(str(w) for w in pg.waits_on())),
+                    ("blocking", ", ".join(str(p) for p in pg.blocking)),
+                    ("query", backend.query),
+                ]
+            )
+        )
+
+    if lock.source == "file":
+        parts.append(_heading("Content"))
+        parts.append(_content(lock))
+
+    parts.append(_heading("History (since lockwatch started watching)"))
+    events = list(history)
+    if not events:
+        parts.append(Text("nothing seen yet", style="dim"))
+    else:
+        log = Table.grid(padding=(0, 1))
+        log.add_column(no_wrap=True, style="dim")
+        log.add_column(no_wrap=True, style="bold")
+        log.add_column()
+        for event in events[-50:]:
+            log.add_row(event.at.strftime("%H:%M:%S"), event.kind.value, Text(event.detail))
+        parts.append(log)
+    return Group(*parts)
+
+
+class DetailPane(VerticalScroll):
+    """Shows one lock; `show` draws it again (on selection, change, or tick)."""
+
+    DEFAULT_CSS = """
+    DetailPane { border-top: solid $primary; padding: 0 1; background: $surface; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._body = Static("", expand=True)
+        self.lock_id: str | None = None
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield self._body
+
+    def show(self, board: Board, lock_id: str | None, now: datetime, state_style: str = "") -> None:
+        self.lock_id = lock_id
+        if lock_id is None or lock_id not in board:
+            self._body.update(Text("No lock selected.", style="dim"))
+            return
+        lock = board.entries[lock_id].lock
+        verdict = board.verdict_at(lock_id, now)
+        self._body.update(describe(lock, verdict, board.history.get(lock_id, ()), now, state_style))

@@ -1,0 +1,237 @@
+"""The smaller pieces around the lock table: the sources line, the events
+timeline with its sparklines, the empty state and the help screen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import RichLog, Sparkline, Static
+
+from lockwatch.model.board import Board
+from lockwatch.model.events import Event
+from lockwatch.model.humanize import duration
+from lockwatch.model.query import FIELDS
+from lockwatch.model.status import SourceStatus
+from lockwatch.model.verdict import State
+
+_STATUS_MARK = {
+    "ok": "●",
+    "watching": "●",
+    "connected": "●",
+    "connecting": "◌",
+    "disconnected": "✖",
+    "error": "✖",
+}
+
+
+def status_text(status: SourceStatus, now: datetime) -> Text:
+    """`pg app@db:5432/app connected 1s ago`, with the reason when it is unwell."""
+    text = Text()
+    good = status.state in ("ok", "watching", "connected")
+    mark = _STATUS_MARK.get(status.state, "?")
+    text.append(f"{mark} ", style="bold green" if good else "bold red")
+    text.append("pg " if status.kind == "postgres" else "")
+    text.append(status.name, style="bold")
+    text.append(f" {status.state}", style="" if good else "bold red")
+    if status.updated_at is not None and status.kind == "postgres":
+        text.append(f" {duration(max(0.0, (now - status.updated_at).total_seconds()))} ago")
+    if status.reason:
+        text.append(f" ({status.reason})", style="" if good else "red")
+    if status.next_retry_at is not None and not good:
+        wait = max(0.0, (status.next_retry_at - now).total_seconds())
+        text.append(f", retry in {duration(wait)}")
+    return text
+
+
+class SourcesBar(Static):
+    """Every source and how it is doing, the counts, and the view's mode."""
+
+    DEFAULT_CSS = """
+    SourcesBar { height: auto; max-height: 4; background: $panel; padding: 0 1; }
+    """
+
+    def show(
+        self,
+        board: Board,
+        now: datetime,
+        *,
+        shown: int,
+        sort: str,
+        filter_text: str,
+        mode: str | None,
+    ) -> None:
+        line = Text(no_wrap=False)
+        line.append("lockwatch ", style="bold")
+        statuses = board.all_statuses()
+        for index, status in enumerate(statuses):
+            if index:
+                line.append("  ")
+            line.append_text(status_text(status, now))
+        if not statuses:
+            line.append("starting…", style="dim")
+        errors = board.all_errors()
+        if errors:
+            line.append(f"  {len(errors)} unreadable", style="bold red")
+        line.append("\n")
+        counts = board.counts
+        line.append(f"{len(board)} locks")
+        for state in (State.STALE, State.INVALID, State.WAITING, State.ACTIVE):
+            if counts[state]:
+                line.append(f"  {counts[state]} {state.value}")
+        if shown != len(board):
+            line.append(f"  ({shown} shown)")
+        line.append(f"  sort: {sort}")
+        if filter_text:
+            line.append("  filter: ")
+            line.append(filter_text, style="bold")
+        if mode:
+            line.append(f"  {mode}", style="bold reverse")
+        self.update(line)
+
+
+class EmptyState(Static):
+    DEFAULT_CSS = """
+    EmptyState {
+        height: 1fr; content-align: center middle; text-align: center; color: $text-muted;
+    }
+    """
+
+    def explain(self, board: Board, filter_text: str) -> None:
+        if len(board) and filter_text:
+            self.update(
+                f"No lock matches the filter {filter_text!r} ({len(board)} hidden).\n"
+                "Press / to change it, or escape to clear it."
+            )
+            return
+        watched = [s for s in board.all_statuses()]
+        if not watched:
+            self.update("Looking for locks…")
+            return
+        lines = ["No locks right now.", ""]
+        for status in watched:
+            where = "PostgreSQL" if status.kind == "postgres" else "files under"
+            extra = f": {status.reason}" if status.reason else ""
+            lines.append(f"{where} {status.name} — {status.state}{extra}")
+        lines += [
+            "",
+            "lockwatch shows *.lock and *.pid files (clawdbot, gitclaw, tower-fleet/v1,",
+            "little-loops, pid files, bare lock files) and pg_locks rows that matter.",
+            "New locks appear here as soon as they are written.",
+        ]
+        self.update("\n".join(lines))
+
+
+class Activity(Vertical):
+    """Counts over the last ten minutes, and what lockwatch saw happen."""
+
+    DEFAULT_CSS = """
+    Activity { height: 1fr; }
+    Activity .sparks { height: 3; }
+    Activity .spark { width: 1fr; height: 3; padding: 0 1; }
+    Activity .spark Static { height: 1; }
+    Activity Sparkline { height: 2; }
+    Activity RichLog { height: 1fr; background: $surface; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="sparks"):
+            for state in ("active", "stale", "waiting"):
+                with Vertical(classes="spark"):
+                    yield Static(state, id=f"label-{state}")
+                    yield Sparkline([], id=f"spark-{state}", summary_function=max)
+        yield RichLog(id="events", max_lines=2000, wrap=False, markup=False, auto_scroll=True)
+
+    def add_events(self, events: Sequence[Event]) -> None:
+        log = self.query_one("#events", RichLog)
+        for event in events[-500:]:
+            line = Text()
+            line.append(event.at.strftime("%H:%M:%S "), style="dim")
+            line.append(f"{event.kind.value:<16}", style="bold")
+            line.append(f"{event.name} ")
+            if event.detail:
+                line.append(event.detail, style="dim")
+            log.write(line)
+
+    def update_counts(self, board: Board) -> None:
+        samples = list(board.samples)
+        last = samples[-1] if samples else None
+        for state in ("active", "stale", "waiting"):
+            values = [float(getattr(sample, state)) for sample in samples]
+            self.query_one(f"#spark-{state}", Sparkline).data = values
+            now = getattr(last, state) if last else 0
+            peak = int(max(values)) if values else 0
+            self.query_one(f"#label-{state}", Static).update(
+                f"{state}: {now} now, {peak} at most (10 min)"
+            )
+
+
+HELP_KEYS: tuple[tuple[str, str], ...] = (
+    ("/", "filter: free text over name, holder, host, format; field:value terms; !term negates"),
+    ("escape", "clear the filter, close the detail pane"),
+    ("s", "cycle the sort: state, age, name, source"),
+    ("enter", "show or hide the selected lock's details"),
+    ("tab", "switch views: locks, contention, events"),
+    ("↑ ↓ pgup pgdn home end", "move in the table (also j k g G)"),
+    ("p", "pause: freeze the view while collection goes on"),
+    ("t", "next theme"),
+    ("e", "export an incident snapshot (JSON and Markdown)"),
+    ("ctrl+p", "command palette: every action"),
+    ("?", "this help"),
+    ("q", "quit"),
+)
+REPLAY_KEYS: tuple[tuple[str, str], ...] = (
+    ("p", "pause or resume the replay"),
+    ("n", "step: apply the next recorded snapshot"),
+    ("+ / -", "play faster / slower"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark", "dismiss", "Close"),
+    ]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 90; max-width: 100%; height: auto; max-height: 90%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    """
+
+    def __init__(self, replay: bool = False) -> None:
+        super().__init__()
+        self._replay = replay
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(self._text())
+
+    def _text(self) -> Table:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column()
+        grid.add_row(Text("lockwatch keys", style="bold underline"), "")
+        for key, what in _rows(HELP_KEYS, REPLAY_KEYS if self._replay else ()):
+            grid.add_row(key, what)
+        grid.add_row("", "")
+        grid.add_row(Text("filter fields", style="bold underline"), "")
+        for name, what in FIELDS.items():
+            grid.add_row(f"{name}:", what)
+        grid.add_row("", "")
+        grid.add_row(
+            "states", "active, stale, invalid, waiting: written as words, colour is a second cue"
+        )
+        grid.add_row("", "escape closes this help")
+        return grid
+
+
+def _rows(*groups: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [row for group in groups for row in group]

@@ -1,0 +1,243 @@
+"""The lock table: a virtual list that draws only the rows on screen.
+
+Rows are keyed by lock id and drawn from the board when they scroll into view,
+so 10,000 locks cost what the 40 visible ones cost, a change set redraws only
+what it touched, and the once-a-second tick re-renders only the visible rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widget import Widget
+
+from lockwatch.model.board import Board
+from lockwatch.model.rows import Rows
+from lockwatch.model.verdict import State
+from lockwatch.ui.cells import Column, cell, fit, layout
+
+STATES = ("active", "stale", "invalid", "waiting")
+
+
+class TableHeader(Widget):
+    """Column titles, with the sort column marked."""
+
+    DEFAULT_CSS = """
+    TableHeader { height: 1; background: $panel; color: $text; text-style: bold; }
+    """
+
+    sort: reactive[str] = reactive("state")
+
+    def render(self) -> str:
+        parts = []
+        for column, width in layout(self.size.width):
+            title = column.title + ("▼" if column.key == _SORT_COLUMN.get(self.sort) else "")
+            parts.append(fit(title, width, column.right))
+        return " ".join(parts)
+
+
+_SORT_COLUMN = {"state": "state", "age": "age", "name": "name", "source": "source"}
+
+
+class LockTable(ScrollView, can_focus=True):
+    """Locks, one per row, in the order `rows` keeps."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home,g", "jump(0)", "Top", show=False),
+        Binding("end,G", "jump(-1)", "Bottom", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "lock-table--cursor",
+        *(f"lock-table--{state}" for state in ("active", "stale", "invalid", "waiting")),
+    }
+    # State colours come from the theme ($lw-*); the words carry the meaning.
+    DEFAULT_CSS = """
+    LockTable { height: 1fr; background: $surface; }
+    LockTable > .lock-table--cursor {
+        background: $block-cursor-background;
+        color: $block-cursor-foreground;
+        text-style: $block-cursor-text-style;
+    }
+    LockTable > .lock-table--active { color: $lw-active; }
+    LockTable > .lock-table--stale { color: $lw-stale; text-style: bold; }
+    LockTable > .lock-table--invalid { color: $lw-invalid; text-style: bold; }
+    LockTable > .lock-table--waiting { color: $lw-waiting; text-style: bold; }
+    """
+
+    class Highlighted(Message):
+        """The cursor moved to another lock (or to none)."""
+
+        def __init__(self, lock_id: str | None) -> None:
+            super().__init__()
+            self.lock_id = lock_id
+
+    cursor: reactive[int] = reactive(0, always_update=True)
+
+    def __init__(
+        self,
+        board: Board,
+        rows: Rows,
+        now: datetime,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.board = board
+        self.rows = rows
+        self.now = now
+        self.selected: str | None = None
+        self._palette: dict[str, Style] | None = None
+        self._layout: tuple[int, list[tuple[Column, int]]] | None = None
+
+    # -- data in ---------------------------------------------------------------
+
+    def reload(self) -> None:
+        """The order or the set of rows changed: keep the cursor on its lock."""
+        self.virtual_size = Size(self.size.width, len(self.rows))
+        index = self.rows.index_of(self.selected)
+        if index is None:
+            index = min(self.cursor, max(0, len(self.rows) - 1))
+        self._set_cursor(index, scroll=False)
+        self.refresh()
+
+    def redraw(self, lock_ids: list[str]) -> None:
+        """Draw again the visible rows among `lock_ids`, nothing else."""
+        top = self.scroll_offset.y
+        height = self.size.height
+        for lock_id in lock_ids:
+            index = self.rows.index_of(lock_id)
+            if index is not None and top <= index < top + height:
+                self.refresh(Region(0, index - top, self.size.width, 1))
+
+    def tick(self, now: datetime) -> None:
+        self.now = now
+        self.refresh()  # only the visible lines are rendered again
+
+    def theme_changed(self) -> None:
+        # Component styles follow the new theme once the stylesheet is applied again.
+        def forget() -> None:
+            self._palette = None
+            self.refresh()
+
+        forget()
+        self.call_after_refresh(forget)
+
+    # -- cursor ----------------------------------------------------------------
+
+    def _set_cursor(self, index: int, scroll: bool = True) -> None:
+        count = len(self.rows)
+        index = max(0, min(index, count - 1)) if count else 0
+        selected = self.rows.ids[index] if count else None
+        changed = selected != self.selected
+        self.selected = selected
+        self.cursor = index
+        if scroll and count:
+            self.scroll_to_region(Region(0, index, 1, 1), animate=False, immediate=True)
+        elif count:
+            top = self.scroll_offset.y
+            if not top <= index < top + max(1, self.size.height):
+                self.scroll_to_region(Region(0, index, 1, 1), animate=False, immediate=True)
+        if changed:
+            self.post_message(self.Highlighted(selected))
+
+    def action_cursor(self, delta: int) -> None:
+        self._set_cursor(self.cursor + delta)
+        self.refresh()
+
+    def action_page(self, direction: int) -> None:
+        self._set_cursor(self.cursor + direction * max(1, self.size.height - 1))
+        self.refresh()
+
+    def action_jump(self, index: int) -> None:
+        self._set_cursor(index if index >= 0 else len(self.rows) - 1)
+        self.refresh()
+
+    def select(self, lock_id: str) -> None:
+        index = self.rows.index_of(lock_id)
+        if index is not None:
+            self._set_cursor(index)
+            self.refresh()
+
+    def on_click(self, event: object) -> None:
+        y = getattr(event, "y", None)
+        if isinstance(y, int):
+            self._set_cursor(self.scroll_offset.y + y, scroll=False)
+            self.refresh()
+
+    def on_resize(self) -> None:
+        self.virtual_size = Size(self.size.width, len(self.rows))
+
+    # -- drawing ---------------------------------------------------------------
+
+    def _styles(self) -> dict[str, Style]:
+        if self._palette is None:
+            styles = {
+                state: self.get_component_rich_style(f"lock-table--{state}", partial=True)
+                for state in STATES
+            }
+            styles["base"] = self.rich_style
+            styles["cursor"] = self.get_component_rich_style("lock-table--cursor")
+            self._palette = styles
+        return self._palette
+
+    def _columns(self) -> list[tuple[Column, int]]:
+        width = self.size.width
+        if self._layout is None or self._layout[0] != width:
+            self._layout = (width, layout(width))
+        return self._layout[1]
+
+    def render_line(self, y: int) -> Strip:
+        index = self.scroll_offset.y + y
+        width = self.size.width
+        styles = self._styles()
+        if index >= len(self.rows) or index < 0:
+            return Strip([Segment(" " * width, styles["base"])], width)
+        lock_id = self.rows.ids[index]
+        entry = self.board.entries.get(lock_id)
+        if entry is None:
+            return Strip([Segment(" " * width, styles["base"])], width)
+        verdict = self.board.verdict(lock_id)
+        lock = entry.lock
+        state = verdict.state.value
+        segments: list[Segment] = []
+        base = styles["base"]
+        row_style = base
+        if verdict.state is State.STALE or verdict.state is State.INVALID:
+            row_style = base + Style(bold=False)
+        for number, (column, col_width) in enumerate(self._columns()):
+            if number:
+                segments.append(Segment(" ", row_style))
+            value = cell(column.key, lock, verdict, self.now, col_width)
+            text = fit(value, col_width, column.right)
+            if column.key == "state" or (column.key == "flags" and state != "active"):
+                style = row_style + styles[state]
+            elif column.key == "ttl" and state == "stale":
+                style = row_style + styles["stale"]
+            else:
+                style = row_style
+            segments.append(Segment(text, style))
+        strip = Strip(segments).adjust_cell_length(width, row_style)
+        if index == self.cursor and self.has_focus_within_app():
+            strip = strip.apply_style(styles["cursor"])
+        elif index == self.cursor:
+            strip = strip.apply_style(Style(underline=True))
+        return strip
+
+    def has_focus_within_app(self) -> bool:
+        return self.has_focus or not self.screen.focused or self.screen.focused is self
