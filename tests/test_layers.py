@@ -47,3 +47,24 @@ def test_importing_core_packages_loads_no_textual() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_ui_touches_no_files_or_sockets() -> None:
+    """Widgets render from the model; collection and I/O live in sources and actions.
+    Only the theme loader reads files: theme data at start, like configuration."""
+    banned = ("psycopg", "watchfiles", "psutil", "socket", "lockwatch.sources.files.scanner")
+    for path in (PACKAGE / "ui").rglob("*.py"):
+        for name in imported_modules(path):
+            assert not name.startswith(banned), f"{path.name} imports {name}"
+        if path.name == "themes.py":
+            continue
+        source = path.read_text()
+        assert "open(" not in source and "os." not in source, f"{path.name} does I/O"
+
+
+def test_actions_do_not_import_ui() -> None:
+    for path in (PACKAGE / "actions").rglob("*.py"):
+        for name in imported_modules(path):
+            assert not name.startswith(("textual", "lockwatch.ui", "lockwatch.cli")), (
+                f"{path} imports {name}"
+            )

@@ -205,7 +205,7 @@ class ReplayFeed:
         self._wake.set()
 
     def describe(self) -> str:
-        state = "PAUSED" if self.paused else f"{self.speed:g}×"
+        state = "PAUSED" if self.paused else f"{self.speed:g}x"
         at = self.clock.now().strftime("%Y-%m-%d %H:%M:%S UTC")
         done = " — end of recording" if self.position >= len(self._lines) else ""
         bad = f", {self.bad_lines} unreadable line(s) skipped" if self.bad_lines else ""

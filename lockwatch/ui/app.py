@@ -46,8 +46,11 @@ class Recorder(Protocol):
 class ReplayControl(Protocol):
     """What the replay keys drive (see sources/recording.py)."""
 
-    paused: bool
-    speed: float
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def speed(self) -> float: ...
 
     def toggle_pause(self) -> None: ...
 
@@ -66,6 +69,7 @@ class LockwatchApp(App[None]):
     ENABLE_COMMAND_PALETTE = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "Help"),
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort"),
         Binding("enter", "details", "Details"),
@@ -73,7 +77,6 @@ class LockwatchApp(App[None]):
         Binding("p", "pause", "Pause"),
         Binding("t", "next_theme", "Theme"),
         Binding("e", "export", "Export"),
-        Binding("question_mark", "help", "Help"),
         Binding("escape", "escape", "Back", show=False),
         Binding("q", "quit", "Quit"),
     ]
@@ -126,6 +129,12 @@ class LockwatchApp(App[None]):
         # The theme is set before the stylesheet is read: it uses $lw-* variables.
         self.theme = theme if theme in themes else DEFAULT_THEME
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Keys of the main screen do nothing behind the help screen or the palette.
+        if action in ("next_view", "pause", "sort", "filter", "details", "export", "next_theme"):
+            return self.screen is self.screen_stack[0]
+        return True
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         # Textual's own themes lack lockwatch's state colours: lend them ours.
         return variable_defaults(self.current_theme.dark)
@@ -148,11 +157,11 @@ class LockwatchApp(App[None]):
         with Vertical(id="filter-bar"):
             yield Input(
                 value=self.rows.query.text,
-                placeholder="filter: text  state:stale  source:pg  !term  (enter keeps, esc clears)",
+                placeholder="filter: text state:stale source:pg !term (enter keeps, esc clears)",
                 id="filter",
             )
             yield Static("", id="filter-error")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self._detail.display = False
@@ -217,7 +226,7 @@ class LockwatchApp(App[None]):
             self._show_detail()
         self._show_sources()
         self._show_empty()
-        self._tree.update_from(self.board, self.now)
+        self._update_tree()
 
     def _tick(self) -> None:
         if self.paused:
@@ -230,7 +239,12 @@ class LockwatchApp(App[None]):
         self._show_sources()
         self._show_detail()
         self._activity.update_counts(self.board)
-        self._tree.update_from(self.board, self.now)
+        self._update_tree()
+
+    def _update_tree(self, force: bool = False) -> None:
+        # Only the view on screen is kept current; tab rebuilds it when shown.
+        if self.query_one("#views", TabbedContent).active == "contention-tab":
+            self._tree.update_from(self.board, self.now, force=force)
 
     # -- drawing -----------------------------------------------------------------
 

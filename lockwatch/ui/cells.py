@@ -31,15 +31,15 @@ class Column:
 
 COLUMNS = (
     Column("state", "STATE", 8),
-    Column("source", "SRC", 6, priority=3),
-    Column("format", "FORMAT", 13, priority=4),
+    Column("source", "SRC", 4, priority=4),
+    Column("format", "FORMAT", 14, priority=6),
     Column("name", "NAME", 0),
     Column("holder", "HOLDER", 22, priority=1),
-    Column("operation", "OPERATION", 14, priority=5),
+    Column("operation", "OPERATION", 18, priority=7),
     Column("age", "AGE", 7, right=True),
-    Column("ttl", "HEARTBEAT/TTL", 14, priority=2),
-    Column("waiters", "WAIT", 4, right=True, priority=3),
-    Column("flags", "NOTE", 16, priority=6),
+    Column("ttl", "HEARTBEAT/TTL", 14, priority=3),
+    Column("waiters", "WAIT", 4, right=True, priority=5),
+    Column("flags", "NOTE", 18, priority=2),
 )
 MIN_NAME_WIDTH = 16
 

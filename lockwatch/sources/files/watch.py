@@ -87,8 +87,8 @@ class FileFeed:
         """Read everything again; what the events missed is put right here."""
         async with self._turn:
             now = self.clock.now()
-            collected = await asyncio.to_thread(self._scan_all)
-            upserts, removed = self._differ.full(collected.entries)
+            # Diffed in the thread too: comparing 10,000 entries is not the UI's work.
+            collected, (upserts, removed) = await asyncio.to_thread(self._scan_all)
             self._root_errors = {e.path: e for e in collected.errors if e.path in self.roots}
             emit(
                 ChangeSet(
@@ -184,8 +184,9 @@ class FileFeed:
 
     # -- work done in threads ------------------------------------------------------
 
-    def _scan_all(self) -> _Collected:
-        return self._judged(scan(self.roots), [])
+    def _scan_all(self) -> tuple[_Collected, tuple[list[Entry], list[str]]]:
+        collected = self._judged(scan(self.roots), [])
+        return collected, self._differ.full(collected.entries)
 
     def _collect_changes(
         self, changes: set[tuple[watchfiles.Change, str]], known: list[str]

@@ -37,8 +37,7 @@ class PgFeed:
         if snapshot is None:
             emit(ChangeSet(self.name, now, (status,)))
             return
-        entries = await asyncio.to_thread(self._judge, snapshot)
-        upserts, removed = self._differ.full(entries)
+        upserts, removed = await asyncio.to_thread(self._judge, snapshot)
         emit(
             ChangeSet(
                 self.name,
@@ -49,6 +48,8 @@ class PgFeed:
             )
         )
 
-    def _judge(self, snapshot: PgSnapshot) -> list[Entry]:
+    def _judge(self, snapshot: PgSnapshot) -> tuple[list[Entry], list[str]]:
         # A session's liveness is the server's word, not this host's process table.
-        return judge(snapshot.locks, StaticProcesses(), snapshot.polled_at, self.host)
+        entries = judge(snapshot.locks, StaticProcesses(), snapshot.polled_at, self.host)
+        # Diffed here, in the worker thread: the event loop only applies what changed.
+        return self._differ.full(entries)
