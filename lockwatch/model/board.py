@@ -13,7 +13,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model import blocking
@@ -28,6 +28,7 @@ EVENTS_KEPT = 5000
 HISTORY_KEPT = 200  # per lock
 RELEASED_HISTORIES_KEPT = 2000
 SAMPLES_KEPT = 600  # one a second: ten minutes
+_INSTANT = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,10 +158,12 @@ class Board:
         self.errors: dict[str, tuple[ScanError, ...]] = {}
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.history: dict[str, deque[Event]] = {}
-        self._released: deque[str] = deque()
+        # Released ids, oldest release first (a dict keeps order and moves on re-release).
+        self._released: dict[str, None] = {}
         self.samples: deque[Sample] = deque(maxlen=SAMPLES_KEPT)
         self.counts: dict[State, int] = dict.fromkeys(State, 0)
-        self._deadlines: list[tuple[datetime, str]] = []
+        # (when to look again, lock id, the verdict deadline it is for)
+        self._deadlines: list[tuple[datetime, str, datetime]] = []
         self._pg_generation = 0
         self._trees: tuple[int, dict[str, blocking.BlockingTree]] | None = None
         self.generation = 0  # bumped by every change: views cache on it
@@ -230,15 +233,16 @@ class Board:
         gone = (known - fresh) if change.full else set(change.removed) - fresh
         updates = []
         for entry in change.upserts:
-            old = self.entries.get(entry.lock.id)
+            lock_id = entry.lock.id
+            old = self.entries.get(lock_id)
             if old is None or not same(old, entry):
                 updates.append(entry)
-        for entry in updates:
-            other = self._feed_of.get(entry.lock.id)
+            # The feed that reports a lock last owns it, changed or not.
+            other = self._feed_of.get(lock_id)
             if other is not None and other != change.feed:
-                self._ids_by_feed[other].discard(entry.lock.id)
-            self._feed_of[entry.lock.id] = change.feed
-            known.add(entry.lock.id)
+                self._ids_by_feed[other].discard(lock_id)
+            self._feed_of[lock_id] = change.feed
+            known.add(lock_id)
         self._change(updates, gone & known, change.at, applied)
         known -= gone
         return applied
@@ -251,12 +255,19 @@ class Board:
         applied = Applied()
         again: dict[str, Entry] = {}
         while self._deadlines and self._deadlines[0][0] <= now:
-            at, lock_id = heapq.heappop(self._deadlines)
+            _, lock_id, deadline = heapq.heappop(self._deadlines)
             entry = self.entries.get(lock_id)
-            if entry is None or entry.verdict.next_change_at != at or lock_id in again:
+            if entry is None or entry.verdict.next_change_at != deadline or lock_id in again:
                 continue  # a newer sighting replaced this deadline
             verdict = evaluate(entry.lock, _Remembered(entry), FrozenClock(now), self.host)
-            again[lock_id] = Entry(entry.lock, verdict, entry.facts)
+            fresh = Entry(entry.lock, verdict, entry.facts)
+            if same(entry, fresh):
+                # A limit that is crossed only once it is exceeded has not changed
+                # anything at the very instant: look again just after it.
+                when = max(deadline, now) + _INSTANT
+                heapq.heappush(self._deadlines, (when, lock_id, deadline))
+                continue
+            again[lock_id] = fresh
         if again:
             self._change(list(again.values()), set(), now, applied)
         return applied
@@ -347,7 +358,7 @@ class Board:
                     self._conflicted.pop(lock_id, None)
             deadline = entry.verdict.next_change_at
             if deadline is not None:
-                heapq.heappush(self._deadlines, (deadline, lock_id))
+                heapq.heappush(self._deadlines, (deadline, lock_id, deadline))
         if scoped_touched:
             self._recompute_conflicts(remember)
         if pg_touched:
@@ -365,13 +376,15 @@ class Board:
                 applied.added.append(lock_id)
             elif new is None and old is not None:
                 applied.removed.append(lock_id)
-                self._released.append(lock_id)
+                self._released.pop(lock_id, None)
+                self._released[lock_id] = None
             elif old != new:
                 applied.changed.append(lock_id)
             events.extend(compare(old, new, at))
         self._record(events)
         applied.events.extend(events)
-        self.generation += 1
+        if applied.added or applied.changed or applied.removed:
+            self.generation += 1
         self._forget_old_histories()
 
     def _recompute_conflicts(self, remember: Callable[[str], None]) -> None:
@@ -400,6 +413,7 @@ class Board:
 
     def _forget_old_histories(self) -> None:
         while len(self._released) > RELEASED_HISTORIES_KEPT:
-            lock_id = self._released.popleft()
+            lock_id = next(iter(self._released))
+            del self._released[lock_id]
             if lock_id not in self.entries:
                 self.history.pop(lock_id, None)
