@@ -33,6 +33,13 @@ Examples:
 """
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    # FloatRange lets nan through: every comparison with it is false.
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter("must be a finite number")
+    return value
+
+
 def _common(func: Any) -> Any:
     options = [
         click.option("--theme", metavar="NAME", default=None, help="Colour theme (t cycles them)."),
@@ -77,6 +84,7 @@ def _common(func: Any) -> Any:
     default=2.0,
     show_default=True,
     metavar="SECONDS",
+    callback=_finite,
     help="How often Postgres is polled.",
 )
 @click.option(
@@ -188,6 +196,7 @@ def watch(
     type=click.FloatRange(min=0.01, max=10000),
     default=1.0,
     show_default=True,
+    callback=_finite,
     help="Playback speed: 2 plays twice as fast as it happened.",
 )
 @click.option("--paused", is_flag=True, help="Start paused on the first snapshot (n steps).")

@@ -27,14 +27,30 @@ class Feed(Protocol):
 
 
 class Differ:
-    """A feed's last picture, and what a new one changes in it."""
+    """A feed's last picture, and what a new one changes in it.
 
-    def __init__(self) -> None:
+    `settle(old, new)` may say a new sighting is the old one seen again (for
+    instance times derived from a server's ages, which wobble by the network's
+    latency from poll to poll): the old entry is then kept and nothing is sent.
+    """
+
+    def __init__(self, settle: Callable[[Entry, Entry], bool] | None = None) -> None:
         self.entries: dict[str, Entry] = {}
+        self._settle = settle
 
     def full(self, entries: Iterable[Entry]) -> tuple[list[Entry], list[str]]:
-        fresh = {entry.lock.id: entry for entry in entries}
-        upserts = [entry for entry in fresh.values() if not self._same(entry)]
+        fresh: dict[str, Entry] = {}
+        upserts = []
+        for entry in entries:
+            lock_id = entry.lock.id
+            old = self.entries.get(lock_id)
+            if old is not None and (
+                same(old, entry) or (self._settle is not None and self._settle(old, entry))
+            ):
+                fresh[lock_id] = old
+            else:
+                fresh[lock_id] = entry
+                upserts.append(entry)
         removed = [lock_id for lock_id in self.entries if lock_id not in fresh]
         self.entries = fresh
         return upserts, removed

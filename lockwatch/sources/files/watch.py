@@ -38,6 +38,7 @@ DEBOUNCE_MS = 120
 STEP_MS = 30
 RESCAN_SECONDS = 30.0
 LIVENESS_SECONDS = 2.0
+POLLING_RESCAN_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,8 @@ class FileFeed:
         rescan_seconds: float = RESCAN_SECONDS,
         liveness_seconds: float = LIVENESS_SECONDS,
         force_polling: bool | None = None,
+        settle_seconds: float | None = 1.0,
+        polling_rescan_seconds: float = POLLING_RESCAN_SECONDS,
     ) -> None:
         self.name = "files"
         self.roots = [os.path.abspath(root) for root in roots]
@@ -67,6 +70,9 @@ class FileFeed:
         self.rescan_seconds = rescan_seconds
         self.liveness_seconds = liveness_seconds
         self._force_polling = force_polling
+        self._polling = bool(force_polling)
+        self.settle_seconds = settle_seconds
+        self.polling_rescan_seconds = polling_rescan_seconds
         self._differ = Differ()
         self._turn = asyncio.Lock()  # one collection at a time touches the differ
         self._watched: frozenset[str] = frozenset()
@@ -105,8 +111,18 @@ class FileFeed:
             self._restart.set()
 
     async def _rescan_loop(self, emit: Emit) -> None:
+        # Once soon after start: a lock written between the first scan and the
+        # watcher being in place would otherwise wait for the next full rescan.
+        if self.settle_seconds is not None:
+            await asyncio.sleep(self.settle_seconds)
+            await self.rescan(emit)
         while True:
-            await asyncio.sleep(self.rescan_seconds)
+            # watchfiles' poller sees mtimes in whole seconds and misses a rewrite
+            # within the same second: while polling, rescans make up for it.
+            every = self.rescan_seconds
+            if self._polling:
+                every = min(every, self.polling_rescan_seconds)
+            await asyncio.sleep(every)
             await self.rescan(emit)
 
     async def _watch(self, emit: Emit) -> None:
@@ -128,7 +144,6 @@ class FileFeed:
                     force_polling=polling,
                     poll_delay_ms=100,
                     ignore_permission_denied=True,
-                    raise_interrupt=False,
                 ):
                     self._watch_problem = None
                     await self._changed(changes, emit)
@@ -141,6 +156,7 @@ class FileFeed:
                     )
                     await self._restart.wait()
                 polling = True
+                self._polling = True
 
     async def _changed(self, changes: set[tuple[watchfiles.Change, str]], emit: Emit) -> None:
         async with self._turn:
@@ -224,7 +240,10 @@ class FileFeed:
         return _Collected(entries, gone, result.errors)
 
     def _recheck(self, entries: list[Entry]) -> list[Entry]:
-        running = set(psutil.pids())
+        listed = set(psutil.pids())
+        pids = {entry.lock.holder.pid for entry in entries} & listed
+        # A zombie has exited: its pid is listed until it is reaped, but it holds nothing.
+        running = {pid for pid in pids if pid is not None and not _zombie(pid)}
         moved = [
             entry.lock
             for entry in entries
@@ -244,7 +263,9 @@ class FileFeed:
         out = []
         for root in self.roots:
             error = self._root_errors.get(root)
-            if error is not None:
+            if error is not None and error.code == "not_found":
+                out.append(SourceStatus("file", root, "error", reason="does not exist"))
+            elif error is not None:
                 out.append(SourceStatus("file", root, "error", reason=error.message))
             elif not os.path.exists(root):
                 out.append(SourceStatus("file", root, "error", reason="does not exist"))
@@ -252,6 +273,15 @@ class FileFeed:
                 problem = self._watch_problem
                 out.append(SourceStatus("file", root, "watching", reason=problem, updated_at=at))
         return tuple(out)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True  # gone since it was listed
+    except psutil.Error:
+        return False  # not ours to inspect, but there
 
 
 def _wanted(change: watchfiles.Change, path: str) -> bool:

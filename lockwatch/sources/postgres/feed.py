@@ -5,6 +5,8 @@ away keeps its last locks on screen, with the header saying how old they are."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 from lockwatch.model.board import ChangeSet, Entry, judge
 from lockwatch.model.process import StaticProcesses
@@ -12,6 +14,46 @@ from lockwatch.sources.feed import Differ, Emit
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
 
 DEFAULT_INTERVAL = 2.0
+# Times are the poll's instant minus the server's ages, so they move by the
+# round trip's jitter from one poll to the next: within this, they are the same.
+WOBBLE = timedelta(milliseconds=500)
+
+
+def _close(a: datetime | None, b: datetime | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= WOBBLE
+
+
+def same_but_for_wobble(old: Entry, new: Entry) -> bool:
+    """Whether a Postgres lock seen again differs only by its derived times' wobble."""
+    ol, nl = old.lock, new.lock
+    op, np_ = ol.pg, nl.pg
+    if op is None or np_ is None:
+        return False
+    ob, nb = op.backend, np_.backend
+    ov, nv = old.verdict, new.verdict
+    if not (
+        _close(ol.acquired_at, nl.acquired_at)
+        and _close(op.wait_start, np_.wait_start)
+        and _close(ob.xact_start, nb.xact_start)
+        and _close(ob.query_start, nb.query_start)
+        and _close(ob.state_since, nb.state_since)
+        and _close(ov.next_change_at, nv.next_change_at)
+        and ov.state is nv.state
+        and ov.codes == nv.codes
+        and ov.alive == nv.alive
+    ):
+        return False
+    backend = (
+        ob
+        if ob is nb
+        else replace(
+            nb, xact_start=ob.xact_start, query_start=ob.query_start, state_since=ob.state_since
+        )
+    )
+    pg = replace(np_, backend=backend, wait_start=op.wait_start)
+    return replace(nl, pg=pg, acquired_at=ol.acquired_at) == ol
 
 
 class PgFeed:
@@ -20,7 +62,7 @@ class PgFeed:
         self.name = f"pg:{source.name}"
         self.host = host
         self.interval = interval
-        self._differ = Differ()
+        self._differ = Differ(settle=same_but_for_wobble)
 
     async def run(self, emit: Emit) -> None:
         while True:
