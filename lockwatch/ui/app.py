@@ -352,8 +352,12 @@ class LockwatchApp(App[None]):
     def action_details(self) -> None:
         views = self.query_one("#views", TabbedContent)
         if views.active != "locks":
+            # From another view, enter means "show me that lock": open, not toggle.
             views.active = "locks"
-        self._detail.display = not self._detail.display
+            self._detail.display = True
+            self._table.focus()
+        else:
+            self._detail.display = not self._detail.display
         self._show_detail()
 
     def action_next_view(self) -> None:

@@ -57,6 +57,14 @@ def _longest_wait(node: BlockNode, waits: dict[int | str, datetime | None], now:
     return longest
 
 
+def _describe(board: Board, lock_id: str) -> str:
+    entry = board.entries.get(lock_id)
+    if entry is None:
+        return lock_id
+    scope = ", ".join(entry.lock.scope)
+    return f"{entry.lock.name} ({scope})" if scope else entry.lock.name
+
+
 class ContentionTree(Tree[str]):
     """Rebuilt only when a Postgres lock changed; ages follow the tick."""
 
@@ -101,18 +109,14 @@ class ContentionTree(Tree[str]):
         conflicts = board.conflicts()
         if conflicts:
             any_tree = True
+            # Each overlapping pair once.
+            pairs = sorted({(min(a, b), max(a, b)) for a, others in conflicts for b in others})
             branch = self.root.add(
-                Text(f"Scope conflicts: {len(conflicts)} lock(s)", style="bold"), expand=True
+                Text(f"Scope conflicts: {len(pairs)} overlapping pair(s)", style="bold"),
+                expand=True,
             )
-            for lock_id, others in conflicts:
-                entry = board.entries.get(lock_id)
-                name = entry.lock.name if entry else lock_id
-                node = branch.add(Text(name), expand=True)
-                for other in others:
-                    other_entry = board.entries.get(other)
-                    node.add_leaf(
-                        Text(f"overlaps {other_entry.lock.name if other_entry else other}")
-                    )
+            for first, second in pairs:
+                branch.add_leaf(Text(f"{_describe(board, first)}  ⟷  {_describe(board, second)}"))
         if not any_tree:
             self.root.add_leaf(
                 Text(

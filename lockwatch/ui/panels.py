@@ -42,7 +42,9 @@ def status_text(status: SourceStatus, now: datetime) -> Text:
     text.append(status.name, style="bold")
     text.append(f" {status.state}", style="" if good else "bold red")
     if status.updated_at is not None and status.kind == "postgres":
-        text.append(f" {duration(max(0.0, (now - status.updated_at).total_seconds()))} ago")
+        age = duration(max(0.0, (now - status.updated_at).total_seconds()))
+        # When unwell, what is on screen is that old: say so, not when it broke.
+        text.append(f" {age} ago" if good else f", showing data from {age} ago")
     if status.reason:
         text.append(f" ({status.reason})", style="" if good else "red")
     if status.next_retry_at is not None and not good:
@@ -162,12 +164,11 @@ class Activity(Vertical):
 
     def update_counts(self, board: Board) -> None:
         samples = list(board.samples)
-        last = samples[-1] if samples else None
         for state in ("active", "stale", "waiting"):
             values = [float(getattr(sample, state)) for sample in samples]
             self.query_one(f"#spark-{state}", Sparkline).data = values
-            now = getattr(last, state) if last else 0
-            peak = int(max(values)) if values else 0
+            now = board.counts[State(state)]
+            peak = max(now, int(max(values)) if values else 0)
             self.query_one(f"#label-{state}", Static).update(
                 f"{state}: {now} now, {peak} at most (10 min)"
             )

@@ -1,0 +1,787 @@
+"""Fakes for the dashboard's tests: feeds that say what they are told, a frozen clock,
+and ready-made scenarios, so a UI test needs no filesystem, no server and no real time.
+
+    app = make_app(mixed_scenario())              # or make_app({"files": [...], ...})
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)                       # every feed has emitted its change sets
+        ...
+        app.feeds[0].push(more)                   # a StaticFeed emits more on demand
+
+Everything is judged at `NOW` (tests/conftest.py) on host `LOCAL_HOST`; the app's clock
+is frozen there and its tick is an hour away, so what a test sees never depends on when
+or where it runs. Scenarios are built from bytes with the real decoders (file locks)
+and from `PgLock` records (PostgreSQL), then judged with `lockwatch.model.board.judge`,
+exactly as the real feeds do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from textual.pilot import Pilot
+
+from lockwatch.clock import FrozenClock
+from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.pg import DEFAULT_IDLE_AFTER, AdvisoryKey, PgBackend, PgLock
+from lockwatch.model.process import ProcessFacts, StaticProcesses
+from lockwatch.model.status import SourceStatus
+from lockwatch.sources.feed import Emit
+from lockwatch.sources.files.decoders import decode_file
+from lockwatch.ui.app import LockwatchApp
+from lockwatch.ui.themes import LoadedTheme, builtin_dir, load_file
+from tests.conftest import LOCAL_HOST, NOW, lock_file
+
+__all__ = [
+    "FILES_FEED",
+    "LOCAL_HOST",
+    "NOW",
+    "PG_DOWN_REASON",
+    "PG_FEED",
+    "PG_ROOT_ID",
+    "PG_SERVER",
+    "TOWER",
+    "FailingFeed",
+    "StaticFeed",
+    "builtin_themes",
+    "by_feed",
+    "empty_scenario",
+    "error_scenario",
+    "frozen_clock",
+    "lock_count",
+    "make_app",
+    "mixed_scenario",
+    "settle",
+]
+
+FILES_FEED = "files"
+PG_SERVER = "monitor@db1:5432/app"
+PG_FEED = f"pg:{PG_SERVER}"
+# Far beyond any test: no tick (which would sample the board and re-judge) happens.
+NO_TICK_SECONDS = 3600.0
+
+
+# --- feeds -----------------------------------------------------------------------------------
+
+
+class StaticFeed:
+    """A `Feed` that emits the change sets it was given, in order, as soon as it runs,
+    then waits until it is cancelled. `push` emits more later, from a test.
+
+    `delivered` says whether the initial change sets went out; `emitted` is everything
+    emitted so far; `closed` whether the app closed the feed.
+    """
+
+    def __init__(self, name: str, change_sets: Iterable[ChangeSet] = ()) -> None:
+        self.name = name
+        self.change_sets = list(change_sets)
+        for change in self.change_sets:
+            if change.feed != name:
+                raise ValueError(f"change set for {change.feed!r} given to feed {name!r}")
+        self.emitted: list[ChangeSet] = []
+        self.delivered = False
+        self.closed = False
+        self._emit: Emit | None = None
+
+    async def run(self, emit: Emit) -> None:
+        self._emit = emit
+        for change in self.change_sets:
+            self._send(change)
+        self.delivered = True
+        await asyncio.Event().wait()  # until cancelled, like a real feed
+
+    def push(self, change: ChangeSet) -> None:
+        """Emit `change` now (call it on the app's event loop, e.g. from a pilot test)."""
+        if self._emit is None:
+            raise RuntimeError(f"feed {self.name!r} is not running yet: await settle(pilot)")
+        if change.feed != self.name:
+            raise ValueError(f"change set for {change.feed!r} pushed to feed {self.name!r}")
+        self._send(change)
+
+    async def close(self) -> None:
+        self.closed = True
+
+    def _send(self, change: ChangeSet) -> None:
+        assert self._emit is not None
+        self.emitted.append(change)
+        self._emit(change)
+
+
+class FailingFeed:
+    """A `Feed` with a bug: `run` raises at once. The app must say so and carry on."""
+
+    def __init__(self, name: str = "broken", error: Exception | None = None) -> None:
+        self.name = name
+        self.error = error or RuntimeError("simulated feed failure")
+        self.delivered = True  # nothing to wait for: `settle` does not hang on it
+        self.closed = False
+
+    async def run(self, emit: Emit) -> None:
+        raise self.error
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+# --- the app ---------------------------------------------------------------------------------
+
+
+def frozen_clock() -> FrozenClock:
+    """A fresh clock stopped at NOW (a fresh one: tests may `advance` it)."""
+    return FrozenClock(NOW)
+
+
+def builtin_themes() -> dict[str, LoadedTheme]:
+    """The themes shipped with lockwatch, and only those: a developer's own theme
+    files under ~/.config must not change what a snapshot looks like."""
+    found = {}
+    for path in sorted(builtin_dir().glob("*.toml")):
+        loaded = load_file(path)
+        found[loaded.theme.name] = loaded
+    return found
+
+
+def by_feed(change_sets: Iterable[ChangeSet]) -> dict[str, list[ChangeSet]]:
+    """Change sets grouped by the feed that emits them, in order of first appearance."""
+    grouped: dict[str, list[ChangeSet]] = {}
+    for change in change_sets:
+        grouped.setdefault(change.feed, []).append(change)
+    return grouped
+
+
+def lock_count(change_sets: Iterable[ChangeSet]) -> int:
+    """How many distinct locks the change sets leave on the board (removals included)."""
+    by: dict[str, set[str]] = {}
+    for change in change_sets:
+        ids = by.setdefault(change.feed, set())
+        fresh = {entry.lock.id for entry in change.upserts}
+        if change.full:
+            ids.clear()
+        ids.difference_update(change.removed)
+        ids.update(fresh)
+    return len(set().union(*by.values())) if by else 0
+
+
+def make_app(
+    change_sets: Mapping[str, Sequence[ChangeSet]] | Iterable[ChangeSet] = (),
+    **kwargs: Any,
+) -> LockwatchApp:
+    """A dashboard fed by one `StaticFeed` per feed name, with the frozen clock, host
+    LOCAL_HOST, only the built-in themes, no tick during a test, and no animations.
+
+    `change_sets` is either {feed name: its change sets} or a flat list (grouped by
+    `ChangeSet.feed`). Keyword arguments go to `LockwatchApp` and override these.
+    """
+    grouped = (
+        {name: list(sets) for name, sets in change_sets.items()}
+        if isinstance(change_sets, Mapping)
+        else by_feed(change_sets)
+    )
+    options: dict[str, Any] = {
+        "clock": frozen_clock(),
+        "host": LOCAL_HOST,
+        "themes": builtin_themes(),
+        "tick_seconds": NO_TICK_SECONDS,
+    }
+    options.update(kwargs)
+    feeds = options.pop("feeds", None) or [StaticFeed(name, sets) for name, sets in grouped.items()]
+    app = LockwatchApp(feeds, **options)
+    # TEXTUAL_ANIMATIONS is read when textual is imported: too early for an env fixture.
+    app.animation_level = "none"
+    return app
+
+
+async def settle(pilot: Pilot[Any], timeout: float = 5.0) -> None:
+    """Wait until every feed has emitted its initial change sets and the app has drawn
+    them. Raises AssertionError after `timeout` seconds rather than hanging."""
+    feeds: list[Any] = list(getattr(pilot.app, "feeds", []))
+    steps = max(1, int(timeout / 0.05))
+    for _ in range(steps):
+        if all(getattr(feed, "delivered", True) for feed in feeds):
+            break
+        await pilot.pause(0.05)
+    else:
+        waiting = [feed.name for feed in feeds if not getattr(feed, "delivered", True)]
+        raise AssertionError(f"feeds never delivered their change sets: {waiting}")
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+# --- scenarios -------------------------------------------------------------------------------
+
+
+def ago(seconds: float) -> datetime:
+    return NOW - timedelta(seconds=seconds)
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def _date_u(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _js(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def _running(pid: int, cmdline: str, started_seconds_ago: float = 86400.0) -> ProcessFacts:
+    return ProcessFacts(
+        pid=pid,
+        alive=True,
+        started_at=ago(started_seconds_ago),
+        cmdline=tuple(cmdline.split()),
+        user="deploy",
+    )
+
+
+# Holders that are running on LOCAL_HOST; every other pid is dead.
+PROCESSES = StaticProcesses(
+    _running(2201, "python3 lock_manager.py --session main"),
+    _running(2077, "node dist/GITCLAW-LOCK.js --issue 42"),
+    _running(2188, "node dist/GITCLAW-LOCK.js --issue 17"),
+    _running(4711, "bash lock-manager.sh heartbeat money-tracker-production"),
+    _running(4790, "bash lock-manager.sh acquire tower-sync"),
+    _running(3001, "ll-loop run fix-bugs"),
+    _running(3002, "ll-loop run refactor-api"),
+    _running(812, "/usr/sbin/sshd -D", started_seconds_ago=30 * 86400.0),
+    _running(6120, "restic backup /srv", started_seconds_ago=3600.0),
+)
+
+AGENTS = "/srv/agents"
+TOWER = "/srv/tower-fleet/logs/locks"
+GITCLAW = "/home/runner/work/agent/agent/.GITCLAW/state/locks"
+PROJECT = "/home/dev/proj"
+RUNNING = f"{PROJECT}/.loops/.running"
+FILE_ROOTS = ("/srv", "/home", "/run")
+
+
+def _tower(
+    name: str,
+    *,
+    created: float,
+    heartbeat: float,
+    pid: int,
+    intent: str,
+    actor: str = "claude-code",
+    ttl: int = 900,
+) -> str:
+    """tower-fleet/v1 as lock-manager.sh writes it with jq."""
+    doc = {
+        "lock_version": "v1",
+        "lock_name": name,
+        "request_id": f"req_{name.replace('-', '')[:8].lower()}0420",
+        "actor": actor,
+        "intent": intent,
+        "intent_version": "1.2.0",
+        "host_id": LOCAL_HOST,
+        "pid": pid,
+        "created_at": _date_u(ago(created)),
+        "last_heartbeat_at": _date_u(ago(heartbeat)),
+        "ttl_seconds": ttl,
+        "metadata": {"ticket": "OPS-1187"},
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _file_contents() -> list[tuple[str, str | bytes, datetime]]:
+    """(path, content, mtime) of every lock file in the incident."""
+    return [
+        # clawdbot: active, and a lock from another host (its pid is not checked here).
+        (
+            f"{AGENTS}/main/memory/.lock",
+            json.dumps(
+                {
+                    "pid": 2201,
+                    "session_id": "main",
+                    "acquired_at": ago(4).isoformat(),
+                    "hostname": LOCAL_HOST,
+                    "operation": "write:tasks.json",
+                },
+                indent=2,
+            ),
+            ago(4),
+        ),
+        (
+            f"{AGENTS}/research/memory/.lock",
+            json.dumps(
+                {
+                    "pid": 9120,
+                    "session_id": "research",
+                    "acquired_at": _iso(ago(3)),
+                    "hostname": "tower-02",
+                    "operation": "append:notes.md",
+                }
+            ),
+            ago(3),
+        ),
+        # clawdbot: stale, written by a session that died.
+        (
+            f"{AGENTS}/nightly/memory/.lock",
+            json.dumps(
+                {
+                    "pid": 2260,
+                    "session_id": "nightly",
+                    "acquired_at": _iso(ago(25)),
+                    "hostname": LOCAL_HOST,
+                    "operation": "compact:memory",
+                }
+            ),
+            ago(25),
+        ),
+        # clawdbot: invalid, a write cut short (not JSON any more).
+        (
+            f"{AGENTS}/triage/memory/.lock",
+            '{\n  "pid": 2311,\n  "session_id": "tri',
+            ago(600),
+        ),
+        # gitclaw: active, and stale (too old: over 10 minutes).
+        (
+            f"{GITCLAW}/42.lock",
+            json.dumps(
+                {
+                    "issueNumber": 42,
+                    "runId": "12873640211",
+                    "acquiredAt": _js(ago(95)),
+                    "pid": 2077,
+                },
+                indent=2,
+            )
+            + "\n",
+            ago(95),
+        ),
+        (
+            f"{GITCLAW}/17.lock",
+            json.dumps(
+                {
+                    "issueNumber": 17,
+                    "runId": "12873599020",
+                    "acquiredAt": _js(ago(47 * 60 + 12)),
+                    "pid": 2188,
+                },
+                indent=2,
+            )
+            + "\n",
+            ago(47 * 60 + 12),
+        ),
+        # tower-fleet/v1: active, active but late, stale (heartbeat expired), invalid.
+        (
+            f"{TOWER}/money-tracker-production.lock",
+            _tower(
+                "money-tracker-production",
+                created=25 * 60,
+                heartbeat=20,
+                pid=4711,
+                intent="deploy-app",
+            ),
+            ago(20),
+        ),
+        (
+            f"{TOWER}/tower-sync.lock",
+            _tower("tower-sync", created=14 * 60, heartbeat=6 * 60 + 40, pid=4790, intent="sync"),
+            ago(6 * 60 + 40),
+        ),
+        (
+            f"{TOWER}/home-portal-staging.lock",
+            _tower(
+                "home-portal-staging",
+                created=58 * 60,
+                heartbeat=22 * 60 + 5,
+                pid=4702,
+                intent="migrate-db",
+                actor="ops-bot",
+            ),
+            ago(22 * 60 + 5),
+        ),
+        (
+            f"{TOWER}/Bad_Name.lock",
+            _tower("Bad_Name", created=300, heartbeat=30, pid=4799, intent="deploy-app"),
+            ago(30),
+        ),
+        # little-loops: two live loops whose scopes overlap, and one whose loop died.
+        (
+            f"{RUNNING}/fix-bugs.lock",
+            json.dumps(
+                {
+                    "loop_name": "fix-bugs",
+                    "scope": [f"{PROJECT}/src"],
+                    "pid": 3001,
+                    "started_at": ago(18 * 60).isoformat(),
+                }
+            ),
+            ago(18 * 60),
+        ),
+        (
+            f"{RUNNING}/refactor-api.lock",
+            json.dumps(
+                {
+                    "loop_name": "refactor-api",
+                    "scope": [f"{PROJECT}/src/api"],
+                    "pid": 3002,
+                    "started_at": ago(7 * 60).isoformat(),
+                }
+            ),
+            ago(7 * 60),
+        ),
+        (
+            f"{RUNNING}/docs-sweep.lock",
+            json.dumps(
+                {
+                    "loop_name": "docs-sweep",
+                    "scope": [f"{PROJECT}/docs"],
+                    "pid": 31338,
+                    "started_at": ago(3 * 3600 + 5 * 60).isoformat(),
+                }
+            ),
+            ago(3 * 3600 + 5 * 60),
+        ),
+        # generic: JSON with familiar keys, a pid file, a dead daemon's pid file.
+        (
+            "/run/lock/backup.lock",
+            json.dumps(
+                {
+                    "pid": 6120,
+                    "host": LOCAL_HOST,
+                    "created_at": _iso(ago(41 * 60)),
+                    "owner": "restic",
+                }
+            ),
+            ago(41 * 60),
+        ),
+        ("/run/sshd.pid", "812\n", ago(30 * 86400)),
+        ("/run/report-gen.pid", "31999\n", ago(2 * 86400 + 3600)),
+    ]
+
+
+def _file_entries() -> list[Entry]:
+    locks = [
+        decode_file(lock_file(path, content, mtime)) for path, content, mtime in _file_contents()
+    ]
+    return judge(locks, PROCESSES, NOW, LOCAL_HOST)
+
+
+def _pg_lock(
+    *,
+    backend: PgBackend,
+    locktype: str,
+    mode: str,
+    target: str,
+    name: str,
+    granted: bool = True,
+    key: AdvisoryKey | None = None,
+    wait_start: datetime | None = None,
+    blocked_by: tuple[int, ...] = (),
+    blocking: tuple[int, ...] = (),
+    blocking_here: tuple[int, ...] = (),
+) -> Lock:
+    """A pg_locks record as lockwatch.sources.postgres.records.to_locks builds it."""
+    pg = PgLock(
+        server=PG_SERVER,
+        locktype=locktype,
+        mode=mode,
+        granted=granted,
+        database="app",
+        backend=backend,
+        advisory_key=key,
+        wait_start=wait_start,
+        blocked_by=blocked_by,
+        blocking=blocking,
+        blocking_here=blocking_here,
+    )
+    holder = Holder(
+        pid=backend.pid,
+        host=backend.client,
+        actor=backend.user,
+        session=backend.application,
+        operation=backend.query,
+    )
+    state = "held" if granted else "wait"
+    return Lock(
+        id=f"pg:{PG_SERVER}:{backend.pid}:{target}:{mode}:{state}",
+        source="postgres",
+        format="pg_locks",
+        name=name,
+        path=None,
+        holder=holder,
+        acquired_at=wait_start or backend.xact_start or backend.state_since,
+        policy=StalenessPolicy(idle_after=DEFAULT_IDLE_AFTER),
+        content={"locktype": locktype, "mode": mode, "granted": granted, "pid": backend.pid},
+        pg=pg,
+    )
+
+
+def _backend(
+    pid: int,
+    *,
+    user: str,
+    application: str,
+    client: str,
+    state: str,
+    query: str,
+    state_for: float,
+    xact_for: float | None = None,
+    waiting: bool = False,
+) -> PgBackend:
+    return PgBackend(
+        pid=pid,
+        user=user,
+        application=application,
+        client=client,
+        state=state,
+        query=query,
+        backend_type="client backend",
+        xact_start=ago(xact_for) if xact_for is not None else None,
+        query_start=ago(state_for),
+        state_since=ago(state_for),
+        wait_event_type="Lock" if waiting else None,
+        wait_event=("transactionid" if waiting else None),
+    )
+
+
+XID_TARGET = "transactionid/////90211///"
+TUPLE_TARGET = "tuple/16384/16402/12/7/////"
+INVOICES_XID = "xid 90211"
+INVOICES_TUPLE = "public.invoices (12,7)"
+# The root blocker: idle in transaction for over seven minutes, holding a row lock.
+PG_ROOT_ID = f"pg:{PG_SERVER}:4242:{XID_TARGET}:ExclusiveLock:held"
+
+
+def _pg_locks() -> list[Lock]:
+    """A row-lock pile-up behind a session left idle in transaction:
+
+        pid 4242 (idle in transaction 7m12s) ─┬─ pid 5101 waits for its xid, holds the tuple
+                                               │   └─ pid 5300 waits for the tuple
+                                               └─ pid 5102 waits for its xid
+
+    plus advisory locks: a running job's, a pooled connection's, and a leaked one.
+    """
+    root = _backend(
+        4242,
+        user="billing",
+        application="billing-api",
+        client="10.0.3.17",
+        state="idle in transaction",
+        query="UPDATE invoices SET status = 'paid' WHERE id = 1207",
+        state_for=7 * 60 + 12,
+        xact_for=7 * 60 + 15,
+    )
+    first = _backend(
+        5101,
+        user="billing",
+        application="billing-worker",
+        client="10.0.3.21",
+        state="active",
+        query="UPDATE invoices SET status = 'void' WHERE id = 1207",
+        state_for=6 * 60 + 58,
+        xact_for=6 * 60 + 58,
+        waiting=True,
+    )
+    second = _backend(
+        5102,
+        user="reports",
+        application="month-end",
+        client="10.0.4.9",
+        state="active",
+        query="SELECT * FROM invoices WHERE id = 1207 FOR UPDATE",
+        state_for=5 * 60 + 31,
+        xact_for=5 * 60 + 31,
+        waiting=True,
+    )
+    third = _backend(
+        5300,
+        user="billing",
+        application="billing-worker",
+        client="10.0.3.22",
+        state="active",
+        query="UPDATE invoices SET reminder_sent = now() WHERE id = 1207",
+        state_for=2 * 60 + 4,
+        xact_for=2 * 60 + 4,
+        waiting=True,
+    )
+    job = _backend(
+        3100,
+        user="scheduler",
+        application="cron-runner",
+        client="10.0.2.4",
+        state="active",
+        query="SELECT reindex_nightly()",
+        state_for=12 * 60 + 40,
+        xact_for=12 * 60 + 40,
+    )
+    pooled = _backend(
+        3377,
+        user="agent",
+        application="agent-pool",
+        client="10.0.5.30",
+        state="idle",
+        query="SELECT pg_try_advisory_lock(1, 42)",
+        state_for=18,
+    )
+    leaked = _backend(
+        3410,
+        user="agent",
+        application="agent-pool",
+        client="10.0.5.31",
+        state="idle",
+        query="SELECT pg_try_advisory_lock(1, 7)",
+        state_for=26 * 60 + 3,
+    )
+    return [
+        _pg_lock(
+            backend=root,
+            locktype="transactionid",
+            mode="ExclusiveLock",
+            target=XID_TARGET,
+            name=INVOICES_XID,
+            blocking=(5101, 5102),
+            blocking_here=(5101, 5102),
+        ),
+        _pg_lock(
+            backend=first,
+            locktype="transactionid",
+            mode="ShareLock",
+            target=XID_TARGET,
+            name=INVOICES_XID,
+            granted=False,
+            wait_start=ago(6 * 60 + 57),
+            blocked_by=(4242,),
+            blocking=(5300,),
+        ),
+        _pg_lock(
+            backend=first,
+            locktype="tuple",
+            mode="ExclusiveLock",
+            target=TUPLE_TARGET,
+            name=INVOICES_TUPLE,
+            blocking=(5300,),
+            blocking_here=(5300,),
+        ),
+        _pg_lock(
+            backend=second,
+            locktype="transactionid",
+            mode="ShareLock",
+            target=XID_TARGET,
+            name=INVOICES_XID,
+            granted=False,
+            wait_start=ago(5 * 60 + 30),
+            blocked_by=(4242,),
+        ),
+        _pg_lock(
+            backend=third,
+            locktype="tuple",
+            mode="ExclusiveLock",
+            target=TUPLE_TARGET,
+            name=INVOICES_TUPLE,
+            granted=False,
+            wait_start=ago(2 * 60 + 3),
+            blocked_by=(5101,),
+        ),
+        _pg_lock(
+            backend=job,
+            locktype="advisory",
+            mode="ExclusiveLock",
+            target="advisory/16384/////1/3926036652/1",
+            name="nightly-reindex",
+            key=AdvisoryKey("bigint", key=8121971372),
+        ),
+        _pg_lock(
+            backend=pooled,
+            locktype="advisory",
+            mode="ExclusiveLock",
+            target="advisory/16384/////1/42/2",
+            name="agent:42",
+            key=AdvisoryKey("pair", key1=1, key2=42),
+        ),
+        _pg_lock(
+            backend=leaked,
+            locktype="advisory",
+            mode="ExclusiveLock",
+            target="advisory/16384/////1/7/2",
+            name="agent:7",
+            key=AdvisoryKey("pair", key1=1, key2=7),
+        ),
+    ]
+
+
+def _watching(*roots: str) -> tuple[SourceStatus, ...]:
+    return tuple(SourceStatus("file", root, "watching", updated_at=NOW) for root in roots)
+
+
+def mixed_scenario() -> list[ChangeSet]:
+    """An incident in full: every file format in every state (active, late, foreign,
+    stale for each reason, invalid, a scope conflict) and a PostgreSQL server with a
+    three-deep blocking chain under a session idle in transaction, and advisory locks.
+
+    One change set per feed: FILES_FEED (roots /srv, /home, /run, watching) and
+    PG_FEED (connected), both at NOW.
+    """
+    # A session's liveness is the server's word: no local process facts for pg.
+    pg_entries = judge(_pg_locks(), StaticProcesses(), NOW, LOCAL_HOST)
+    return [
+        ChangeSet(
+            FILES_FEED, NOW, _watching(*FILE_ROOTS), full=True, upserts=tuple(_file_entries())
+        ),
+        ChangeSet(
+            PG_FEED,
+            NOW,
+            (SourceStatus("postgres", PG_SERVER, "connected", updated_at=NOW),),
+            full=True,
+            upserts=tuple(pg_entries),
+        ),
+    ]
+
+
+def empty_scenario() -> list[ChangeSet]:
+    """A files root that is watched and holds no lock."""
+    return [ChangeSet(FILES_FEED, NOW, _watching("/srv/locks"), full=True)]
+
+
+PG_DOWN_REASON = 'connection to server at "db1" (10.0.3.5), port 5432 failed: Connection refused'
+
+
+def error_scenario(last_locks: bool = True) -> list[ChangeSet]:
+    """Sources in trouble: a files root that does not exist (next to one that works)
+    and a server that went away, retry in 8 s.
+
+    With `last_locks` the server was polled two minutes ago and its locks stay on screen
+    (as PgFeed leaves them); the working root holds two locks. Without it, only the
+    broken sources are there: the empty state must say why.
+    """
+    missing = SourceStatus("file", "/srv/missing", "error", reason="does not exist")
+    down = SourceStatus(
+        "postgres",
+        PG_SERVER,
+        "disconnected",
+        reason=PG_DOWN_REASON,
+        updated_at=ago(120) if last_locks else None,
+        next_retry_at=NOW + timedelta(seconds=8),
+    )
+    if not last_locks:
+        return [
+            ChangeSet(FILES_FEED, NOW, (missing,), full=True),
+            ChangeSet(PG_FEED, NOW, (down,)),
+        ]
+    files = [e for e in _file_entries() if e.lock.path and e.lock.path.startswith(TOWER)]
+    polled = ago(120)
+    # The last good poll, two minutes ago: judged then, as the feed did.
+    earlier = [
+        lock for lock in _pg_locks() if lock.pg is not None and lock.pg.locktype != "advisory"
+    ]
+    pg_entries = judge(earlier, StaticProcesses(), polled, LOCAL_HOST)
+    return [
+        ChangeSet(FILES_FEED, NOW, (missing, *_watching(TOWER)), full=True, upserts=tuple(files)),
+        ChangeSet(
+            PG_FEED,
+            polled,
+            (SourceStatus("postgres", PG_SERVER, "connected", updated_at=polled),),
+            full=True,
+            upserts=tuple(pg_entries),
+        ),
+        ChangeSet(PG_FEED, NOW, (down,)),
+    ]

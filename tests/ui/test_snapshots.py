@@ -1,0 +1,138 @@
+"""Snapshot tests of the dashboard: what the operator sees, cell for cell.
+
+Each test runs the app headless at a fixed size with fake feeds (tests/ui/fakes.py):
+the clock is frozen at NOW, the tick is an hour away, animations are off, only the
+built-in themes are loaded. `run_before` waits for the feeds to deliver before any
+key is pressed, so a snapshot never catches a half-drawn screen.
+
+The SVGs live in tests/ui/__snapshots__/test_snapshots/. After a deliberate change to
+the UI, look at the failure report, then accept with:
+
+    .venv/bin/pytest tests/ui/test_snapshots.py --snapshot-update
+
+These are plain `def` tests: the snapshot fixture runs the app in its own event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from lockwatch.ui.app import LockwatchApp
+from lockwatch.ui.table import LockTable
+from tests.ui.fakes import (
+    PG_ROOT_ID,
+    TOWER,
+    StaticFeed,
+    empty_scenario,
+    error_scenario,
+    lock_count,
+    make_app,
+    mixed_scenario,
+    settle,
+)
+
+SnapCompare = Callable[..., bool]
+RunBefore = Callable[[Pilot[Any]], Awaitable[None]]
+
+MAIN = (120, 36)
+STALE_HEARTBEAT_ID = f"file:{TOWER}/home-portal-staging.lock"
+
+
+def keys(*pressed: str, select: str | None = None) -> RunBefore:
+    """A run_before: wait for the feeds, put the cursor on `select`, press `pressed`."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        app = pilot.app
+        assert isinstance(app, LockwatchApp)
+        sent = [
+            change for feed in app.feeds if isinstance(feed, StaticFeed) for change in feed.emitted
+        ]
+        assert len(app.board) == lock_count(sent), "the feeds' locks never reached the board"
+        if select is not None:
+            assert select in app.board, select
+            app.query_one("#table", LockTable).select(select)
+            await pilot.pause()
+        if pressed:
+            await pilot.press(*pressed)
+        await settle(pilot)
+
+    return run_before
+
+
+def test_main_view_mixed_states(snap_compare: SnapCompare) -> None:
+    """Every format in every state, worst first; Postgres waiters and blockers."""
+    app = make_app(mixed_scenario())
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+
+
+def test_detail_pane_of_a_stale_lock(snap_compare: SnapCompare) -> None:
+    """enter on a tower-fleet lock whose heartbeat expired: reasons, times, content."""
+    app = make_app(mixed_scenario())
+    assert snap_compare(
+        app, terminal_size=MAIN, run_before=keys("enter", select=STALE_HEARTBEAT_ID)
+    )
+
+
+def test_detail_pane_of_a_postgres_blocker(snap_compare: SnapCompare) -> None:
+    """enter on the session idle in transaction that holds everybody up."""
+    app = make_app(mixed_scenario())
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys("enter", select=PG_ROOT_ID))
+
+
+def test_contention_tree(snap_compare: SnapCompare) -> None:
+    """tab: the three-deep blocking chain and the little-loops scope conflict."""
+    app = make_app(mixed_scenario())
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys("tab"))
+
+
+def test_events_view(snap_compare: SnapCompare) -> None:
+    """tab tab: what appeared, stamped with the frozen clock's time."""
+    app = make_app(mixed_scenario())
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys("tab", "tab"))
+
+
+def test_help_screen(snap_compare: SnapCompare) -> None:
+    app = make_app(mixed_scenario())
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys("question_mark"))
+
+
+@pytest.mark.parametrize("theme", ["lockwatch-dark", "lockwatch-light", "incident"])
+def test_theme(snap_compare: SnapCompare, theme: str) -> None:
+    """The main view in each built-in theme: the state colours are the theme's."""
+    app = make_app(mixed_scenario(), theme=theme)
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+
+
+def test_empty_state(snap_compare: SnapCompare) -> None:
+    """A watched root with no lock: say what is watched and what would show."""
+    app = make_app(empty_scenario())
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+
+
+def test_sources_in_error(snap_compare: SnapCompare) -> None:
+    """A missing root and a server gone away: the last locks stay, the header says why."""
+    app = make_app(error_scenario())
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+
+
+def test_sources_in_error_with_nothing_to_show(snap_compare: SnapCompare) -> None:
+    """Only broken sources: the empty state gives each one's reason."""
+    app = make_app(error_scenario(last_locks=False))
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+
+
+def test_small_terminal(snap_compare: SnapCompare) -> None:
+    """80x24: the low-priority columns give way, the name keeps its room."""
+    app = make_app(mixed_scenario())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=keys())
+
+
+def test_filter_applied(snap_compare: SnapCompare) -> None:
+    """--filter state:stale: the filter bar shows, the header counts what is hidden."""
+    app = make_app(mixed_scenario(), filter_text="state:stale")
+    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
