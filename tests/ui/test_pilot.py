@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from rich.console import Console
 from rich.text import Text
 from textual.geometry import Region
