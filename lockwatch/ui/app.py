@@ -238,8 +238,12 @@ class LockwatchApp(App[None]):
         self._table.tick(self.now)
         self._show_sources()
         self._show_detail()
-        self._activity.update_counts(self.board)
         self._update_tree()
+        self._update_counts()
+
+    def _update_counts(self) -> None:
+        if self.query_one("#views", TabbedContent).active == "events-tab":
+            self._activity.update_counts(self.board)
 
     def _update_tree(self, force: bool = False) -> None:
         # Only the view on screen is kept current; tab rebuilds it when shown.
@@ -369,6 +373,8 @@ class LockwatchApp(App[None]):
         elif views.active == "contention-tab":
             self._tree.update_from(self.board, self.now, force=True)
             self._tree.focus()
+        else:
+            self._activity.update_counts(self.board)
 
     def action_pause(self) -> None:
         if self.replay is not None:
