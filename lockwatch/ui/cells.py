@@ -27,6 +27,9 @@ class Column:
     width: int  # 0: takes what is left
     right: bool = False
     priority: int = 0  # dropped first when the terminal is narrow: higher numbers
+    # Its text moves with time alone (the others follow the lock and its verdict):
+    # the table draws it anew every time and keeps the others between draws.
+    timed: bool = False
 
 
 COLUMNS = (
@@ -36,8 +39,8 @@ COLUMNS = (
     Column("name", "NAME", 0),
     Column("holder", "HOLDER", 22, priority=1),
     Column("operation", "OPERATION", 18, priority=7),
-    Column("age", "AGE", 7, right=True),
-    Column("ttl", "HEARTBEAT/TTL", 14, priority=3),
+    Column("age", "AGE", 7, right=True, timed=True),
+    Column("ttl", "HEARTBEAT/TTL", 14, priority=3, timed=True),
     Column("waiters", "WAIT", 4, right=True, priority=5),
     Column("flags", "NOTE", 18, priority=2),
 )

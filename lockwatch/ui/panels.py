@@ -56,6 +56,9 @@ def status_text(status: SourceStatus, now: datetime) -> Text:
 class SourcesBar(Static):
     """Every source and how it is doing, the counts, and the view's mode."""
 
+    _shown: Text | None = None
+    _lines = -1
+
     DEFAULT_CSS = """
     SourcesBar { height: auto; max-height: 4; background: $panel; padding: 0 1; }
     """
@@ -96,7 +99,13 @@ class SourcesBar(Static):
             line.append(filter_text, style="bold")
         if mode:
             line.append(f"  {mode}", style="bold reverse")
-        self.update(line)
+        if line == self._shown:
+            return
+        # A new height needs a new layout; the same height only a repaint, which
+        # keeps the once-a-second update from re-laying out the whole screen.
+        lines = line.plain.count("\n")
+        self.update(line, layout=lines != self._lines)
+        self._shown, self._lines = line, lines
 
 
 class EmptyState(Static):
@@ -170,7 +179,7 @@ class Activity(Vertical):
             now = board.counts[State(state)]
             peak = max(now, int(max(values)) if values else 0)
             self.query_one(f"#label-{state}", Static).update(
-                f"{state}: {now} now, {peak} at most (10 min)"
+                f"{state}: {now} now, {peak} at most (10 min)", layout=False
             )
 
 

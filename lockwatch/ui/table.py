@@ -20,19 +20,24 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from lockwatch.model.board import Board
+from lockwatch.model.board import Board, Entry
 from lockwatch.model.rows import Rows
-from lockwatch.model.verdict import State
+from lockwatch.model.verdict import State, Verdict
 from lockwatch.ui.cells import Column, cell, fit, layout
 
 STATES = ("active", "stale", "invalid", "waiting")
+_TEXTS_KEPT = 1024  # rows' fixed cells kept: a few screens' worth
+_NOT_BOLD = Style(bold=False)
 
 
 class TableHeader(Widget):
     """Column titles, with the sort column marked."""
 
     DEFAULT_CSS = """
-    TableHeader { height: 1; background: $panel; color: $text; text-style: bold; }
+    TableHeader {
+        height: 1; background: $panel; color: $text; text-style: bold;
+        padding-right: 2;  /* over the table's scrollbar gutter */
+    }
     """
 
     sort: reactive[str] = reactive("state")
@@ -66,7 +71,10 @@ class LockTable(ScrollView, can_focus=True):
     }
     # State colours come from the theme ($lw-*); the words carry the meaning.
     DEFAULT_CSS = """
-    LockTable { height: 1fr; background: $surface; }
+    /* A gutter kept for the scrollbar: the columns never shift or hide under it. */
+    LockTable {
+        height: 1fr; background: $surface; overflow-x: hidden; scrollbar-gutter: stable;
+    }
     LockTable > .lock-table--cursor {
         background: $block-cursor-background;
         color: $block-cursor-foreground;
@@ -104,12 +112,16 @@ class LockTable(ScrollView, can_focus=True):
         self.selected: str | None = None
         self._palette: dict[str, Style] | None = None
         self._layout: tuple[int, list[tuple[Column, int]]] | None = None
+        # Per lock on screen: its entry and verdict when drawn, and the cells they fix.
+        self._texts: dict[
+            str, tuple[Entry, Verdict, list[tuple[Column, int]], list[str | None]]
+        ] = {}
 
     # -- data in ---------------------------------------------------------------
 
     def reload(self) -> None:
         """The order or the set of rows changed: keep the cursor on its lock."""
-        self.virtual_size = Size(self.size.width, len(self.rows))
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
         index = self.rows.index_of(self.selected)
         if index is None:
             index = min(self.cursor, max(0, len(self.rows) - 1))
@@ -181,7 +193,7 @@ class LockTable(ScrollView, can_focus=True):
             self.refresh()
 
     def on_resize(self) -> None:
-        self.virtual_size = Size(self.size.width, len(self.rows))
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
 
     # -- drawing ---------------------------------------------------------------
 
@@ -196,15 +208,14 @@ class LockTable(ScrollView, can_focus=True):
             self._palette = styles
         return self._palette
 
-    def _columns(self) -> list[tuple[Column, int]]:
-        width = self.size.width
+    def _columns(self, width: int) -> list[tuple[Column, int]]:
         if self._layout is None or self._layout[0] != width:
             self._layout = (width, layout(width))
         return self._layout[1]
 
     def render_line(self, y: int) -> Strip:
         index = self.scroll_offset.y + y
-        width = self.size.width
+        width = self.scrollable_content_region.width
         styles = self._styles()
         if index >= len(self.rows) or index < 0:
             return Strip([Segment(" " * width, styles["base"])], width)
@@ -215,29 +226,68 @@ class LockTable(ScrollView, can_focus=True):
         verdict = self.board.verdict(lock_id)
         lock = entry.lock
         state = verdict.state.value
-        segments: list[Segment] = []
+        columns = self._columns(width)
+        texts = self._fixed_texts(lock_id, entry, verdict, columns)
         base = styles["base"]
         row_style = base
         if verdict.state is State.STALE or verdict.state is State.INVALID:
-            row_style = base + Style(bold=False)
-        for number, (column, col_width) in enumerate(self._columns()):
-            if number:
-                segments.append(Segment(" ", row_style))
-            value = cell(column.key, lock, verdict, self.now, col_width)
-            text = fit(value, col_width, column.right)
-            if column.key == "state" or (column.key == "flags" and state != "active"):
+            row_style = base + _NOT_BOLD
+        # Neighbours of one style travel as one segment: what the terminal shows
+        # is the same, and every later step (styles, compositor, output) is per segment.
+        segments: list[Segment] = []
+        run: list[str] = []
+        run_style = row_style
+        for number, (column, col_width) in enumerate(columns):
+            text = texts[number]
+            if text is None:  # moves with time: drawn anew
+                text = fit(
+                    cell(column.key, lock, verdict, self.now, col_width), col_width, column.right
+                )
+            key = column.key
+            if key == "state" or (key == "flags" and state != "active"):
                 style = row_style + styles[state]
-            elif column.key == "ttl" and state == "stale":
+            elif key == "ttl" and state == "stale":
                 style = row_style + styles["stale"]
             else:
                 style = row_style
-            segments.append(Segment(text, style))
+            if number:
+                if run_style is not row_style and run_style != row_style:
+                    segments.append(Segment("".join(run), run_style))
+                    run, run_style = [], row_style
+                run.append(" ")
+            if style is not run_style and style != run_style:
+                if run:
+                    segments.append(Segment("".join(run), run_style))
+                run, run_style = [], style
+            run.append(text)
+        if run:
+            segments.append(Segment("".join(run), run_style))
         strip = Strip(segments).adjust_cell_length(width, row_style)
         if index == self.cursor and self.has_focus_within_app():
-            strip = strip.apply_style(styles["cursor"])
+            strip = Strip(Segment.apply_style(strip, post_style=styles["cursor"]), width)
         elif index == self.cursor:
             strip = strip.apply_style(Style(underline=True))
         return strip
+
+    def _fixed_texts(
+        self, lock_id: str, entry: Entry, verdict: Verdict, columns: list[tuple[Column, int]]
+    ) -> list[str | None]:
+        """The row's cells that only change with the lock or its verdict, fitted to
+        their columns (None for those that move with time), kept while both stay."""
+        kept = self._texts.get(lock_id)
+        if kept is not None and kept[0] is entry and kept[1] is verdict and kept[2] is columns:
+            return kept[3]
+        lock = entry.lock
+        texts: list[str | None] = [
+            None
+            if column.timed
+            else fit(cell(column.key, lock, verdict, self.now, width), width, column.right)
+            for column, width in columns
+        ]
+        if len(self._texts) >= _TEXTS_KEPT:
+            self._texts.clear()
+        self._texts[lock_id] = (entry, verdict, columns, texts)
+        return texts
 
     def has_focus_within_app(self) -> bool:
         return self.has_focus or not self.screen.focused or self.screen.focused is self
