@@ -42,7 +42,13 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 
 def _common(func: Any) -> Any:
     options = [
-        click.option("--theme", metavar="NAME", default=None, help="Colour theme (t cycles them)."),
+        click.option(
+            "--theme",
+            metavar="NAME",
+            default=None,
+            help="Colour theme: lockwatch-dark (default), lockwatch-light, incident, or one of"
+            " yours in the user config dir's themes/ (t cycles them).",
+        ),
         click.option(
             "--filter", "filter_text", metavar="TERMS", default="", help="Start filtered."
         ),
