@@ -193,6 +193,7 @@ def watch(
         themes=themes,
     )
     app.run()
+    sys.exit(app.return_code or 0)
 
 
 @click.command("replay", short_help="Play a --record recording back through the dashboard.")
@@ -244,6 +245,7 @@ def replay(
         themes=themes,
     )
     app.run()
+    sys.exit(app.return_code or 0)
 
 
 def _check_view_options(theme: str | None, filter_text: str) -> Any:

@@ -25,7 +25,7 @@ from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict, evaluate, evaluate_all
 
 EVENTS_KEPT = 5000
-HISTORY_KEPT = 200  # per lock
+HISTORY_KEPT = 100  # per lock
 RELEASED_HISTORIES_KEPT = 2000
 SAMPLES_KEPT = 600  # one a second: ten minutes
 _INSTANT = timedelta(microseconds=1)
@@ -359,6 +359,8 @@ class Board:
             deadline = entry.verdict.next_change_at
             if deadline is not None:
                 heapq.heappush(self._deadlines, (deadline, lock_id, deadline))
+        if len(self._deadlines) > 2 * len(self.entries) + 1024:
+            self._compact_deadlines()
         if scoped_touched:
             self._recompute_conflicts(remember)
         if pg_touched:
@@ -386,6 +388,18 @@ class Board:
         if applied.added or applied.changed or applied.removed:
             self.generation += 1
         self._forget_old_histories()
+
+    def _compact_deadlines(self) -> None:
+        """Drop deadlines of verdicts since replaced: locks that heartbeat push a
+        new one at every heartbeat, and stale ones would pile up until due."""
+        live = {
+            lock_id: entry.verdict.next_change_at
+            for lock_id, entry in self.entries.items()
+            if entry.verdict.next_change_at is not None
+        }
+        kept = [item for item in self._deadlines if live.get(item[1]) == item[2]]
+        heapq.heapify(kept)
+        self._deadlines = kept
 
     def _recompute_conflicts(self, remember: Callable[[str], None]) -> None:
         ids = sorted(self._scoped)

@@ -215,7 +215,8 @@ class ReplayFeed:
 
     async def run(self, emit: Emit) -> None:
         while self.position < len(self._lines):
-            change = self._decode(self._lines[self.position])
+            # Decoding a 10,000-lock snapshot takes a while: not on the event loop.
+            change = await asyncio.to_thread(self._decode, self._lines[self.position])
             if change is None:
                 self.position += 1
                 continue
@@ -263,7 +264,7 @@ class ReplayFeed:
         except (codec.CodecError, orjson.JSONDecodeError, ValueError):
             self.bad_lines += 1
             return None
-        if not isinstance(value, ChangeSet):
+        if not isinstance(value, ChangeSet) or value.at.tzinfo is None:
             self.bad_lines += 1
             return None
         return value

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar, Protocol
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -26,10 +27,12 @@ from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.board import Applied, Board, ChangeSet
 from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.model.rows import SORTS, Rows
+from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Feed
 from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.detail import DetailPane
 from lockwatch.ui.panels import Activity, EmptyState, HelpScreen, SourcesBar
+from lockwatch.ui.safe import clean
 from lockwatch.ui.table import LockTable, TableHeader
 from lockwatch.ui.themes import DEFAULT_THEME, LoadedTheme, load_all, variable_defaults
 
@@ -174,7 +177,9 @@ class LockwatchApp(App[None]):
             self._run_feed(feed)
         self.set_interval(self.tick_seconds, self._tick)
         for warning in self.theme_warnings:
-            self.notify(warning, title="theme skipped", severity="warning", timeout=8)
+            self.notify(
+                markup=False, message=warning, title="theme skipped", severity="warning", timeout=8
+            )
 
     @work(exclusive=False, group="feeds", exit_on_error=False)
     async def _run_feed(self, feed: Feed) -> None:
@@ -183,7 +188,20 @@ class LockwatchApp(App[None]):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a feed's bug must not take the dashboard down
-            self.notify(f"{feed.name}: {exc}", title="source failed", severity="error", timeout=15)
+            reason = clean(f"stopped: {type(exc).__name__}: {exc}")
+            self.notify(
+                markup=False,
+                message=f"{feed.name}: {reason}",
+                title="source failed",
+                severity="error",
+                timeout=15,
+            )
+            # The header must not go on saying "watching" for a source that stopped.
+            statuses = tuple(
+                SourceStatus(status.kind, status.name, "error", reason=reason)
+                for status in self.board.statuses.get(feed.name, ())
+            ) or (SourceStatus("file", feed.name, "error", reason=reason),)
+            self.receive(ChangeSet(feed.name, self.clock.now(), statuses))
 
     async def on_unmount(self) -> None:
         for feed in self.feeds:
@@ -209,7 +227,16 @@ class LockwatchApp(App[None]):
             self._pending.append(change)
             self._show_sources()
             return
-        self._show(self.board.apply(change))
+        try:
+            self._show(self.board.apply(change))
+        except Exception as exc:  # noqa: BLE001 - one bad change set must not stop its feed
+            self.log.error(f"could not apply a change set from {change.feed}: {exc!r}")
+            self.notify(
+                markup=False,
+                message=clean(f"{change.feed}: a change could not be shown: {exc}"),
+                severity="error",
+                timeout=10,
+            )
 
     def _show(self, applied: Applied) -> None:
         if applied.empty and not applied.events:
@@ -317,7 +344,7 @@ class LockwatchApp(App[None]):
         try:
             query = parse(message.value)
         except QueryError as exc:
-            error.update(f"✖ {exc}")
+            error.update(Text(f"✖ {clean(str(exc))}"))
             error.display = True
             return
         error.update("")
@@ -351,7 +378,7 @@ class LockwatchApp(App[None]):
         self._header.sort = sort
         self._table.reload()
         self._show_sources()
-        self.notify(f"sorted by {sort}", timeout=2)
+        self.notify(markup=False, message=f"sorted by {sort}", timeout=2)
 
     def action_details(self) -> None:
         views = self.query_one("#views", TabbedContent)
@@ -410,7 +437,7 @@ class LockwatchApp(App[None]):
         names = sorted(self.lock_themes)
         current = self.theme if self.theme in names else names[0]
         self.theme = names[(names.index(current) + 1) % len(names)]
-        self.notify(f"theme: {self.theme}", timeout=2)
+        self.notify(markup=False, message=f"theme: {self.theme}", timeout=2)
 
     def watch_theme(self, theme: str) -> None:
         self._table.theme_changed()
@@ -435,11 +462,19 @@ class LockwatchApp(App[None]):
             json_path, md_path = write_incident(incident, self.export_dir)
         except OSError as exc:
             self.call_from_thread(
-                self.notify, f"could not write the export: {exc}", severity="error", timeout=10
+                self.notify,
+                clean(f"could not write the export: {exc}"),
+                severity="error",
+                timeout=10,
+                markup=False,
             )
             return
         self.call_from_thread(
-            self.notify, f"{json_path}\n{md_path}", title="incident exported", timeout=10
+            self.notify,
+            clean(f"{json_path}\n{md_path}", keep_newlines=True),
+            title="incident exported",
+            timeout=10,
+            markup=False,
         )
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:

@@ -14,6 +14,7 @@ from lockwatch.model.blocking import BlockNode
 from lockwatch.model.board import Board
 from lockwatch.model.humanize import duration
 from lockwatch.model.pg import PgBackend
+from lockwatch.ui.safe import clean
 
 
 @dataclass(slots=True)
@@ -41,7 +42,7 @@ def _sessions(board: Board) -> dict[tuple[str, int | str], _Session]:
             session.holds += 1
         else:
             session.waiting_since = pg.wait_start
-            session.wants = f"{pg.mode} on {entry.lock.name}"
+            session.wants = f"{pg.mode} on {entry.lock.name}"  # cleaned where shown
     return found
 
 
@@ -62,7 +63,7 @@ def _describe(board: Board, lock_id: str) -> str:
     if entry is None:
         return lock_id
     scope = ", ".join(entry.lock.scope)
-    return f"{entry.lock.name} ({scope})" if scope else entry.lock.name
+    return clean(f"{entry.lock.name} ({scope})" if scope else entry.lock.name)
 
 
 class ContentionTree(Tree[str]):
@@ -93,7 +94,7 @@ class ContentionTree(Tree[str]):
             any_tree = True
             waits = {k[1]: s.waiting_since for k, s in sessions.items() if k[0] == server}
             blocked = sum(root.total for root in tree.roots)
-            title = Text(f"{server}: ", style="bold")
+            title = Text(f"{clean(server)}: ", style="bold")
             if tree.roots or tree.cycles:
                 title.append(f"{len(tree.roots)} root blocker(s), {blocked} session(s) held up")
             else:
@@ -102,7 +103,7 @@ class ContentionTree(Tree[str]):
             for root in tree.roots:
                 self._add(branch, root, server, sessions, waits, now, top=True)
             for cycle in tree.cycles:
-                members = " → ".join(str(m) for m in cycle)
+                members = " → ".join(clean(str(m)) for m in cycle)
                 branch.add_leaf(
                     Text(f"wait-for cycle (deadlock until deadlock_timeout): {members}")
                 )
@@ -143,15 +144,15 @@ class ContentionTree(Tree[str]):
             label = Text()
             session = sessions.get((server, node.id))
             label.append(
-                f"pid {node.id}" if isinstance(node.id, int) else str(node.id), style="bold"
+                f"pid {node.id}" if isinstance(node.id, int) else clean(str(node.id)), style="bold"
             )
             if session is not None:
                 backend = session.backend
                 who = ", ".join(x for x in (backend.user, backend.application) if x)
                 if who:
-                    label.append(f" ({who})")
+                    label.append(f" ({clean(who)})")
                 if backend.state:
-                    label.append(f" {backend.state}")
+                    label.append(f" {clean(backend.state)}")
                     if backend.state_since is not None:
                         label.append(f" {duration((now - backend.state_since).total_seconds())}")
                 if session.waiting_since is not None and not is_root:
@@ -159,7 +160,7 @@ class ContentionTree(Tree[str]):
                         f" · waiting {duration((now - session.waiting_since).total_seconds())}",
                     )
                 if session.wants and not is_root:
-                    label.append(f" for {session.wants}", style="dim")
+                    label.append(f" for {clean(session.wants)}", style="dim")
             if node.total:
                 label.append(
                     f" — blocks {node.direct} directly, {node.total} in total", style="bold"

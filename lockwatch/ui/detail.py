@@ -19,6 +19,10 @@ from lockwatch.model.events import Event
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
+from lockwatch.ui.safe import clean, safe
+
+CONTENT_LINES = 200
+CONTENT_CHARS = 20_000
 
 
 def _when(at: datetime | None, now: datetime) -> str:
@@ -38,7 +42,7 @@ def _fields(rows: Iterable[tuple[str, Any]]) -> Table:
     for label, value in rows:
         if value is None or value == "" or value == ():
             continue
-        grid.add_row(label, value if isinstance(value, Text) else Text(str(value)))
+        grid.add_row(label, value if isinstance(value, Text) else safe(value))
     return grid
 
 
@@ -46,16 +50,36 @@ def _heading(title: str) -> Text:
     return Text(f"\n{title}", style="bold underline")
 
 
+_CONTENT_CACHE: dict[tuple[str, str | None], Text] = {}
+
+
 def _content(lock: Lock) -> Text:
+    """The raw content, pretty-printed once per version of the lock: the pane is
+    drawn again every second and a 64 KiB document must not cost that often."""
+    key = (lock.id, lock.sha256)
+    cached = _CONTENT_CACHE.get(key)
+    if cached is None or lock.sha256 is None:
+        if len(_CONTENT_CACHE) > 64:
+            _CONTENT_CACHE.clear()
+        cached = _CONTENT_CACHE[key] = _render_content(lock)
+    return cached
+
+
+def _render_content(lock: Lock) -> Text:
     content = lock.content
     if content is None:
         return Text("(nothing readable)", style="dim")
     if isinstance(content, str):
-        return Text(content if content else "(empty file)")
-    try:
-        return Text(json.dumps(content, indent=2, ensure_ascii=False, sort_keys=False))
-    except (TypeError, ValueError):
-        return Text(repr(content))
+        text = content if content else "(empty file)"
+    else:
+        try:
+            text = json.dumps(content, indent=2, ensure_ascii=False, sort_keys=False)
+        except (TypeError, ValueError, RecursionError):
+            text = repr(content)[:CONTENT_CHARS]
+    lines = text.splitlines()
+    if len(lines) > CONTENT_LINES:
+        text = "\n".join(lines[:CONTENT_LINES]) + f"\n… {len(lines) - CONTENT_LINES} more lines"
+    return safe(text, keep_newlines=True)
 
 
 def describe(
@@ -68,14 +92,14 @@ def describe(
     title = Text()
     title.append(f" {verdict.state.value.upper()} ", style=f"reverse {state_style}".strip())
     title.append(" ")
-    title.append(lock.name, style="bold")
+    title.append(clean(lock.name), style="bold")
     parts.append(title)
 
     reasons = Table.grid(padding=(0, 1))
     reasons.add_column(no_wrap=True, style="bold")
     reasons.add_column()
     for reason in verdict.reasons:
-        reasons.add_row(Text(reason.code), Text(reason.message))
+        reasons.add_row(safe(reason.code), safe(reason.message))
     if not verdict.reasons:
         reasons.add_row(Text("ok"), Text("nothing wrong with this lock by its format's rules"))
     parts.append(reasons)
@@ -164,7 +188,7 @@ def describe(
         log.add_column(no_wrap=True, style="bold")
         log.add_column()
         for event in events[-50:]:
-            log.add_row(event.at.strftime("%H:%M:%S"), event.kind.value, Text(event.detail))
+            log.add_row(event.at.strftime("%H:%M:%S"), event.kind.value, safe(event.detail))
         parts.append(log)
     return Group(*parts)
 

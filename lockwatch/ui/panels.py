@@ -21,6 +21,7 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.query import FIELDS
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import State
+from lockwatch.ui.safe import clean
 
 _STATUS_MARK = {
     "ok": "●",
@@ -39,14 +40,14 @@ def status_text(status: SourceStatus, now: datetime) -> Text:
     mark = _STATUS_MARK.get(status.state, "?")
     text.append(f"{mark} ", style="bold green" if good else "bold red")
     text.append("pg " if status.kind == "postgres" else "")
-    text.append(status.name, style="bold")
+    text.append(clean(status.name), style="bold")
     text.append(f" {status.state}", style="" if good else "bold red")
     if status.updated_at is not None and status.kind == "postgres":
         age = duration(max(0.0, (now - status.updated_at).total_seconds()))
         # When unwell, what is on screen is that old: say so, not when it broke.
         text.append(f" {age} ago" if good else f", showing data from {age} ago")
     if status.reason:
-        text.append(f" ({status.reason})", style="" if good else "red")
+        text.append(f" ({clean(status.reason)})", style="" if good else "red")
     if status.next_retry_at is not None and not good:
         wait = max(0.0, (status.next_retry_at - now).total_seconds())
         text.append(f", retry in {duration(wait)}")
@@ -96,7 +97,7 @@ class SourcesBar(Static):
         line.append(f"  sort: {sort}")
         if filter_text:
             line.append("  filter: ")
-            line.append(filter_text, style="bold")
+            line.append(clean(filter_text), style="bold")
         if mode:
             line.append(f"  {mode}", style="bold reverse")
         if line == self._shown:
@@ -118,8 +119,10 @@ class EmptyState(Static):
     def explain(self, board: Board, filter_text: str) -> None:
         if len(board) and filter_text:
             self.update(
-                f"No lock matches the filter {filter_text!r} ({len(board)} hidden).\n"
-                "Press / to change it, or escape to clear it."
+                Text(
+                    f"No lock matches the filter {clean(filter_text)!r} ({len(board)} hidden).\n"
+                    "Press / to change it, or escape to clear it."
+                )
             )
             return
         watched = [s for s in board.all_statuses()]
@@ -130,14 +133,14 @@ class EmptyState(Static):
         for status in watched:
             where = "PostgreSQL" if status.kind == "postgres" else "files under"
             extra = f": {status.reason}" if status.reason else ""
-            lines.append(f"{where} {status.name} — {status.state}{extra}")
+            lines.append(clean(f"{where} {status.name} — {status.state}{extra}"))
         lines += [
             "",
             "lockwatch shows *.lock and *.pid files (clawdbot, gitclaw, tower-fleet/v1,",
             "little-loops, pid files, bare lock files) and pg_locks rows that matter.",
             "New locks appear here as soon as they are written.",
         ]
-        self.update("\n".join(lines))
+        self.update(Text("\n".join(lines)))
 
 
 class Activity(Vertical):
@@ -166,9 +169,9 @@ class Activity(Vertical):
             line = Text()
             line.append(event.at.strftime("%H:%M:%S "), style="dim")
             line.append(f"{event.kind.value:<16}", style="bold")
-            line.append(f"{event.name} ")
+            line.append(f"{clean(event.name)} ")
             if event.detail:
-                line.append(event.detail, style="dim")
+                line.append(clean(event.detail), style="dim")
             log.write(line)
 
     def update_counts(self, board: Board) -> None:

@@ -639,3 +639,14 @@ def test_differ_ignores_what_only_time_changes_but_not_a_new_verdict() -> None:
     assert alive.verdict.state is not dead.verdict.state
     assert differ.partial([alive], []) == ([alive], [])
     assert differ.entries[alive.lock.id] is alive
+
+
+async def test_a_file_name_that_is_not_utf8_does_not_stop_the_feed(root: Path) -> None:
+    """watchfiles' watcher gives up on such a name; lockwatch falls back and goes on."""
+    async with running(feed_on(root, polling_rescan_seconds=0.2)) as seen:
+        await barrier(root, seen)
+        with open(os.path.join(os.fsencode(root), b"notes-\xff.txt"), "wb") as odd:
+            odd.write(b"x")
+        path = root / "after.lock"
+        digest = write(path, body("after"))
+        await until(lambda: seen.sha(lock_id(path)) == digest, "a lock written afterwards")

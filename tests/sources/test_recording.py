@@ -384,3 +384,11 @@ async def test_header_only_recording_starts_at_the_header_and_just_ends(tmp_path
     async with playing(feed) as emitted:
         await eventually(lambda: emitted, "the end of the recording")
     assert len(emitted) == 1 and is_end(emitted[0])
+
+
+def test_a_change_set_without_a_time_zone_is_a_bad_line() -> None:
+    """A foreign or corrupt recording must not reach the dashboard with naive times."""
+    naive = ChangeSet("files", datetime(2026, 1, 2, 3, 4, 5))
+    feed = ReplayFeed([codec.dumps_line(naive)], host="h", start=datetime(2026, 1, 2, tzinfo=UTC))
+    assert feed._decode(codec.dumps_line(naive)) is None
+    assert feed.bad_lines == 1

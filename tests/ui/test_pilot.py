@@ -1031,3 +1031,17 @@ async def test_a_source_recovering_updates_the_header() -> None:
         assert "does not exist" not in text
         assert f"{ROOT} watching" in text
         assert "5 locks" in text
+
+
+async def test_filter_text_that_looks_like_markup_is_only_text() -> None:
+    """`[/` in a filter once crashed the app (parsed as markup in the empty state)."""
+    app = app_with(filter_text="zzz[/x]")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        assert app.rows.ids == []
+        await pilot.press("slash", *"pid:[/")
+        await pilot.pause()
+        assert app.is_running
+        assert app.rows.query.text == "pid"  # the last good text; `pid:[/` is refused
+        error = app.query_one("#filter-error", Static)
+        assert error.display and "pid" in str(error.render())

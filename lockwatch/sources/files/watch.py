@@ -5,6 +5,7 @@ holders' pids so a holder that dies shows without any file changing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ class FileFeed:
         self._turn = asyncio.Lock()  # one collection at a time touches the differ
         self._watched: frozenset[str] = frozenset()
         self._restart = asyncio.Event()
+        self._fell_back = asyncio.Event()
         self._watch_problem: str | None = None
         self._root_errors: dict[str, ScanError] = {}
 
@@ -84,7 +86,11 @@ class FileFeed:
 
     async def run(self, emit: Emit) -> None:
         await self.rescan(emit)
-        await asyncio.gather(self._watch(emit), self._rescan_loop(emit), self._liveness_loop(emit))
+        # One task group: if one loop fails, the others stop with it.
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._watch(emit))
+            group.create_task(self._rescan_loop(emit))
+            group.create_task(self._liveness_loop(emit))
 
     async def close(self) -> None:
         self._restart.set()
@@ -122,7 +128,10 @@ class FileFeed:
             every = self.rescan_seconds
             if self._polling:
                 every = min(every, self.polling_rescan_seconds)
-            await asyncio.sleep(every)
+            # The watcher failing wakes this loop: rescans take over at once.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._fell_back.wait(), timeout=every)
+            self._fell_back.clear()
             await self.rescan(emit)
 
     async def _watch(self, emit: Emit) -> None:
@@ -147,8 +156,10 @@ class FileFeed:
                 ):
                     self._watch_problem = None
                     await self._changed(changes, emit)
-            except (OSError, RuntimeError) as exc:
+            except Exception as exc:  # noqa: BLE001 - watchfiles fails in many ways
                 # inotify limits run out on big trees: polling still works.
+                # (inotify limits run out on big trees; a file name that is not
+                # UTF-8 stops watchfiles' watcher altogether.) Rescans go on.
                 self._watch_problem = f"cannot watch for events ({exc}); polling instead"
                 if polling:
                     self._watch_problem = f"cannot watch ({exc}); rescanning every" + (
@@ -157,6 +168,7 @@ class FileFeed:
                     await self._restart.wait()
                 polling = True
                 self._polling = True
+                self._fell_back.set()
 
     async def _changed(self, changes: set[tuple[watchfiles.Change, str]], emit: Emit) -> None:
         async with self._turn:

@@ -68,7 +68,8 @@ class PgFeed:
         while True:
             snapshot = await self.source.poll()
             await self._emit(snapshot, emit)
-            await asyncio.sleep(self.interval if snapshot is not None else self.source.retry_in)
+            wait = self.interval if snapshot is not None else self.source.retry_in
+            await asyncio.sleep(max(wait, 0.1))
 
     async def close(self) -> None:
         await self.source.close()

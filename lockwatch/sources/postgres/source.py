@@ -138,6 +138,7 @@ class PgSource:
         invalid = problem(self._dsn)
         if invalid is not None:
             self.status = SourceStatus("postgres", self.name, "error", reason=invalid)
+            self.retry_in = 30.0  # the DSN will not mend itself: no busy retrying
             return None
         try:
             if self._conn is None or self._conn.closed:
