@@ -147,7 +147,9 @@ class ReplayFeed:
         self.clock = ReplayClock(start, monotonic)
         self.clock.set_speed(speed)
         self.clock.set_paused(paused)
-        self.position = 0
+        self.position = 0  # lines done, session headers included
+        self.played = 0  # change set lines done
+        self._records = sum(1 for line in lines if _header(line) is None)
         self.bad_lines = 0
         self._wake = asyncio.Event()
         self._steps = 0
@@ -164,7 +166,9 @@ class ReplayFeed:
             raise RecordingError(
                 f"{path}: not a lockwatch recording (write one with `lockwatch --record FILE`)"
             )
-        records = [line for line in lines[1:] if _header(line) is None]
+        # Later headers stay: each starts a new session, whose first rescan
+        # would otherwise leave the previous session's locks on screen.
+        records = lines[1:]
         start = _first_time(records) or _parse_time(header.get("started_at"))
         return cls(
             records,
@@ -209,16 +213,23 @@ class ReplayFeed:
         at = self.clock.now().strftime("%Y-%m-%d %H:%M:%S UTC")
         done = " — end of recording" if self.position >= len(self._lines) else ""
         bad = f", {self.bad_lines} unreadable line(s) skipped" if self.bad_lines else ""
-        return f"REPLAY {state} {at} ({self.position}/{len(self._lines)}){done}{bad}"
+        return f"REPLAY {state} {at} ({self.played}/{self._records}){done}{bad}"
 
     # -- playing ---------------------------------------------------------------------
 
     async def run(self, emit: Emit) -> None:
+        feeds: set[str] = set()
         while self.position < len(self._lines):
+            if _header(self._lines[self.position]) is not None:
+                self.position += 1
+                for name in sorted(feeds):  # a new session: what the last one showed is gone
+                    emit(ChangeSet(name, self.clock.now(), full=True))
+                continue
             # Decoding a 10,000-lock snapshot takes a while: not on the event loop.
             change = await asyncio.to_thread(self._decode, self._lines[self.position])
             if change is None:
                 self.position += 1
+                self.played += 1
                 continue
             while not self._due(change):
                 self._wake.clear()
@@ -229,6 +240,8 @@ class ReplayFeed:
                 self._steps -= 1
                 self.clock.jump(change.at)
             self.position += 1
+            self.played += 1
+            feeds.add(change.feed)
             emit(change)
             await asyncio.sleep(0)  # let the dashboard draw between snapshots
         emit(

@@ -61,7 +61,7 @@ class SourcesBar(Static):
     _lines = -1
 
     DEFAULT_CSS = """
-    SourcesBar { height: auto; max-height: 4; background: $panel; padding: 0 1; }
+    SourcesBar { height: auto; max-height: 6; background: $panel; padding: 0 1; }
     """
 
     def show(

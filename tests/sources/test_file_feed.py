@@ -650,3 +650,18 @@ async def test_a_file_name_that_is_not_utf8_does_not_stop_the_feed(root: Path) -
         path = root / "after.lock"
         digest = write(path, body("after"))
         await until(lambda: seen.sha(lock_id(path)) == digest, "a lock written afterwards")
+
+
+async def test_a_file_root_follows_atomic_replaces(tmp_path: Path) -> None:
+    """A lock file named as the root, rewritten by rename over it again and again."""
+    path = tmp_path / "app.lock"
+    write(path, body("first"))
+    write(tmp_path / "beside.lock", body("not asked for"))
+    async with running(feed_on(path)) as seen:
+        await until(lambda: seen.sha(lock_id(path)) is not None, "the first scan")
+        for round_ in range(3):
+            temp = tmp_path / "app.lock.tmp"
+            digest = write(temp, body(f"round {round_}"))
+            os.replace(temp, path)
+            await until(lambda d=digest: seen.sha(lock_id(path)) == d, f"replace {round_}")
+        assert lock_id(tmp_path / "beside.lock") not in seen.ids()

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from lockwatch.model import codec
-from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.board import Board, ChangeSet, Entry, judge
 from lockwatch.model.process import ProcessLookup, StaticProcesses
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.sources.files.decoders import decode_file
@@ -392,3 +392,23 @@ def test_a_change_set_without_a_time_zone_is_a_bad_line() -> None:
     feed = ReplayFeed([codec.dumps_line(naive)], host="h", start=datetime(2026, 1, 2, tzinfo=UTC))
     assert feed._decode(codec.dumps_line(naive)) is None
     assert feed.bad_lines == 1
+
+
+async def test_a_later_session_starts_from_nothing(tmp_path: Path) -> None:
+    """Two sessions appended to one file: the second's locks replace the first's."""
+    path = tmp_path / "two.jsonl"
+    header = orjson.dumps({"lockwatch": FORMAT, "host": "h"})
+    first, second = entry("a", 100), entry("b", 200)
+    path.write_bytes(
+        b"\n".join([header, *lines_of([change_at(0, first)]), header])
+        + b"\n"
+        + b"\n".join(lines_of([change_at(1, second)]))
+        + b"\n"
+    )
+    feed = ReplayFeed.open(path, speed=64)
+    board = Board(LOCAL_HOST)
+    async with playing(feed) as emitted:
+        await eventually(lambda: any(is_end(c) for c in emitted), "the end of the replay")
+    for change in emitted:
+        board.apply(change)
+    assert list(board.entries) == [second.lock.id]

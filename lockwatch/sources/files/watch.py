@@ -79,6 +79,7 @@ class FileFeed:
         self._watched: frozenset[str] = frozenset()
         self._restart = asyncio.Event()
         self._fell_back = asyncio.Event()
+        self._files: set[str] = set()  # roots that are files, not directories
         self._watch_problem: str | None = None
         self._root_errors: dict[str, ScanError] = {}
 
@@ -143,9 +144,14 @@ class FileFeed:
             if not roots:
                 await self._restart.wait()
                 continue
+            # A file named as a root is watched through its directory: an atomic
+            # replace gives it a new inode, which a watch on the file would lose.
+            targets = sorted(
+                {root if os.path.isdir(root) else os.path.dirname(root) for root in roots}
+            )
             try:
                 async for changes in watchfiles.awatch(
-                    *roots,
+                    *targets,
                     watch_filter=_wanted,
                     debounce=DEBOUNCE_MS,
                     step=STEP_MS,
@@ -223,7 +229,10 @@ class FileFeed:
         gone: list[str] = []
         named = set(self.roots)
         dirs: list[str] = []
+        dir_roots = [root.rstrip("/") + "/" for root in self.roots if root not in self._files]
         for change, path in sorted(changes, key=lambda c: c[1]):
+            if path not in named and not any(path.startswith(d) for d in dir_roots):
+                continue  # beside a file root, in a directory nobody asked about
             name = os.path.basename(path)
             if is_lock_name(name) or (path in named and not os.path.isdir(path)):
                 loaded = load(path)
@@ -269,7 +278,9 @@ class FileFeed:
     # -- status ------------------------------------------------------------------
 
     def _existing_roots(self) -> list[str]:
-        return [root for root in self.roots if os.path.exists(root)]
+        existing = [root for root in self.roots if os.path.exists(root)]
+        self._files = {root for root in existing if not os.path.isdir(root)}
+        return existing
 
     def statuses(self, at: datetime) -> tuple[SourceStatus, ...]:
         out = []
