@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from lockwatch.cli import ending
 from lockwatch.cli.ending import finish
 from lockwatch.cli.fanout import available_cpus
 from lockwatch.cli.table import printable, render_table, summary
+from lockwatch.cli.where import resolve_targets
 from lockwatch.clock import SystemClock
 from lockwatch.model.lock import Lock
 from lockwatch.model.pg import DEFAULT_IDLE_AFTER
@@ -118,23 +118,7 @@ def ls(
     heartbeat_expired, scope_conflict, schema_violation, waiting, blocking,
     idle_in_transaction or idle_holder.
     """
-    from lockwatch.config import ConfigError, load
-    from lockwatch.sources.postgres.dsn import resolve_dsns
-
-    if any(not path for path in paths):
-        raise click.BadParameter("an empty PATH (an unset variable?)", param_hint="PATH")
-    if pg_idle_after is not None and not math.isfinite(pg_idle_after):
-        raise click.BadParameter("must be a finite number of seconds", param_hint="--pg-idle-after")
-    try:
-        os.getcwd()
-    except FileNotFoundError:
-        raise click.UsageError("the current directory no longer exists; cd somewhere") from None
-    try:
-        config = load(config_path)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
-    dsns = resolve_dsns(pg_dsns, config.pg_dsns, os.environ)
-    roots: tuple[str, ...] = paths or (() if pg_dsns else (".",))
+    roots, dsns, config = resolve_targets(paths, pg_dsns, pg_idle_after, config_path)
     clock = SystemClock()
     now = clock.now()
     host = os.uname().nodename  # what gethostname() returns, without importing socket

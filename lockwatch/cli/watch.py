@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
+from lockwatch.cli.where import resolve_targets
 from lockwatch.model.pg import DEFAULT_IDLE_AFTER
 
 WATCH_EPILOG = """\b
@@ -136,24 +136,8 @@ def watch(
     a quarter of a second) and read again in full every 30 s; servers are
     polled every --refresh seconds. Ages and countdowns tick every second.
     """
-    from lockwatch.config import ConfigError, load
-    from lockwatch.sources.postgres.dsn import resolve_dsns
-
-    if any(not path for path in paths):
-        raise click.BadParameter("an empty PATH (an unset variable?)", param_hint="PATH")
-    if pg_idle_after is not None and not math.isfinite(pg_idle_after):
-        raise click.BadParameter("must be a finite number of seconds", param_hint="--pg-idle-after")
-    try:
-        os.getcwd()
-    except FileNotFoundError:
-        raise click.UsageError("the current directory no longer exists; cd somewhere") from None
-    try:
-        config = load(config_path)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+    roots, dsns, config = resolve_targets(paths, pg_dsns, pg_idle_after, config_path)
     themes = _check_view_options(theme, filter_text)
-    dsns = resolve_dsns(pg_dsns, config.pg_dsns, os.environ)
-    roots: Sequence[str] = paths or (() if pg_dsns else (".",))
     _need_terminal()
     host = os.uname().nodename
 
