@@ -16,10 +16,9 @@ from lockwatch.cli import ending
 from lockwatch.cli.ending import finish
 from lockwatch.cli.fanout import available_cpus
 from lockwatch.cli.table import printable, render_table, summary
-from lockwatch.cli.where import resolve_targets
+from lockwatch.cli.where import resolve_targets, target_options
 from lockwatch.clock import SystemClock
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import DEFAULT_IDLE_AFTER
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
 
@@ -57,37 +56,12 @@ Examples:
   lockwatch ls --pg postgresql://monitor@db1/app --pg-idle-after 30
 """,
 )
-@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@target_options
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object (schema lockwatch.ls/1)."
 )
 @click.option("-l", "--long", "long_", is_flag=True, help="Spell out every reason under its lock.")
 @click.option("--fail-on-stale", is_flag=True, help="Exit 3 when any lock is stale.")
-@click.option(
-    "--pg",
-    "pg_dsns",
-    multiple=True,
-    metavar="DSN",
-    help="A PostgreSQL server to read pg_locks from (repeatable).",
-)
-@click.option(
-    "--pg-idle-after",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="SECONDS",
-    help="Idle (in transaction) holders older than this are stale"
-    f" [default: {DEFAULT_IDLE_AFTER:g}].",
-)
-@click.option(
-    "--pg-all", is_flag=True, help="Every pg_locks row, not only contended and advisory ones."
-)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Config file [default: ./lockwatch.toml, then the user config dir].",
-)
 @click.option(
     "-j",
     "--jobs",

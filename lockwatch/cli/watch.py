@@ -11,8 +11,7 @@ from typing import Any
 
 import click
 
-from lockwatch.cli.where import resolve_targets
-from lockwatch.model.pg import DEFAULT_IDLE_AFTER
+from lockwatch.cli.where import resolve_targets, target_options
 
 WATCH_EPILOG = """\b
 Keys: / filter · s sort · enter details · tab views · p pause · t theme
@@ -76,14 +75,7 @@ def _common(func: Any) -> Any:
     short_help="The live dashboard (also: lockwatch [PATH]...).",
     epilog=WATCH_EPILOG,
 )
-@click.argument("paths", nargs=-1, metavar="[PATH]...")
-@click.option(
-    "--pg",
-    "pg_dsns",
-    multiple=True,
-    metavar="DSN",
-    help="A PostgreSQL server to poll (repeatable).",
-)
+@target_options
 @click.option(
     "--refresh",
     type=click.FloatRange(min=0.1, max=3600),
@@ -92,21 +84,6 @@ def _common(func: Any) -> Any:
     metavar="SECONDS",
     callback=_finite,
     help="How often Postgres is polled.",
-)
-@click.option(
-    "--pg-idle-after",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="SECONDS",
-    help=f"Idle holders older than this are stale [default: {DEFAULT_IDLE_AFTER:g}].",
-)
-@click.option("--pg-all", is_flag=True, help="Every pg_locks row, not only the interesting ones.")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Config file [default: ./lockwatch.toml, then the user config dir].",
 )
 @click.option(
     "--record",

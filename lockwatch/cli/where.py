@@ -5,12 +5,56 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import click
 
+from lockwatch.model.pg import DEFAULT_IDLE_AFTER
+
 if TYPE_CHECKING:
     from lockwatch.config import Config
+
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def target_options(func: F) -> F:
+    """PATH, --pg, --pg-idle-after, --pg-all and --config: what to look at, as
+    `ls` and the dashboard both take it."""
+    decorators = [
+        click.argument("paths", nargs=-1, metavar="[PATH]..."),
+        click.option(
+            "--pg",
+            "pg_dsns",
+            multiple=True,
+            metavar="DSN",
+            help="A PostgreSQL server to read pg_locks from (repeatable).",
+        ),
+        click.option(
+            "--pg-idle-after",
+            type=click.FloatRange(min=0),
+            default=None,
+            metavar="SECONDS",
+            help="Idle (in transaction) holders older than this are stale"
+            f" [default: {DEFAULT_IDLE_AFTER:g}].",
+        ),
+        click.option(
+            "--pg-all",
+            is_flag=True,
+            help="Every pg_locks row, not only contended and advisory ones.",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Config file [default: ./lockwatch.toml, then the user config dir].",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
 
 
 class Targets(NamedTuple):

@@ -103,17 +103,7 @@ class FileFeed:
             # Diffed in the thread too: comparing 10,000 entries is not the UI's work.
             collected, (upserts, removed) = await asyncio.to_thread(self._scan_all)
             self._root_errors = {e.path: e for e in collected.errors if e.path in self.roots}
-            emit(
-                ChangeSet(
-                    self.name,
-                    now,
-                    self.statuses(now),
-                    upserts=tuple(upserts),
-                    removed=tuple(removed),
-                    errors=tuple(collected.errors),
-                    all_errors=True,
-                )
-            )
+            emit(self._change(now, upserts, removed, collected.errors, all_errors=True))
         if frozenset(self._existing_roots()) != self._watched:
             self._restart.set()
 
@@ -183,16 +173,7 @@ class FileFeed:
             collected = await asyncio.to_thread(self._collect_changes, changes, known)
             upserts, removed = self._differ.partial(collected.entries, collected.gone)
             if upserts or removed or collected.errors:
-                emit(
-                    ChangeSet(
-                        self.name,
-                        now,
-                        self.statuses(now),
-                        upserts=tuple(upserts),
-                        removed=tuple(removed),
-                        errors=tuple(collected.errors),
-                    )
-                )
+                emit(self._change(now, upserts, removed, collected.errors))
 
     async def _liveness_loop(self, emit: Emit) -> None:
         while True:
@@ -214,7 +195,26 @@ class FileFeed:
             fresh = await asyncio.to_thread(self._recheck, local)
             upserts, _ = self._differ.partial(fresh, ())
             if upserts:
-                emit(ChangeSet(self.name, now, self.statuses(now), upserts=tuple(upserts)))
+                emit(self._change(now, upserts))
+
+    def _change(
+        self,
+        now: datetime,
+        upserts: Sequence[Entry],
+        removed: Sequence[str] = (),
+        errors: Sequence[ScanError] = (),
+        *,
+        all_errors: bool = False,
+    ) -> ChangeSet:
+        return ChangeSet(
+            self.name,
+            now,
+            self.statuses(now),
+            upserts=tuple(upserts),
+            removed=tuple(removed),
+            errors=tuple(errors),
+            all_errors=all_errors,
+        )
 
     # -- work done in threads ------------------------------------------------------
 
