@@ -6,12 +6,17 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from lockwatch.cli.where import resolve_targets, target_options
+
+if TYPE_CHECKING:
+    from lockwatch.config import Config
+    from lockwatch.ui.app import LockwatchApp
 
 WATCH_EPILOG = """\b
 Keys: / filter · s sort · enter details · tab views · p pause · t theme
@@ -117,23 +122,6 @@ def watch(
     themes = _check_view_options(theme, filter_text)
     _need_terminal()
     host = os.uname().nodename
-
-    from lockwatch.clock import SystemClock
-    from lockwatch.sources.feed import Feed
-    from lockwatch.sources.files.watch import FileFeed
-    from lockwatch.ui.app import LockwatchApp
-
-    clock = SystemClock()
-    feeds: list[Feed] = []
-    if roots:
-        feeds.append(FileFeed(roots, host=host, clock=clock))
-    if dsns:
-        from lockwatch.cli.pg import make_sources
-        from lockwatch.sources.postgres.feed import PgFeed
-
-        for source in make_sources(dsns, config, pg_idle_after, pg_all):
-            source.clock = clock
-            feeds.append(PgFeed(source, host=host, interval=refresh))
     recorder = None
     if record is not None:
         from lockwatch.sources.recording import Recorder, RecordingError
@@ -142,14 +130,18 @@ def watch(
             recorder = Recorder(record, host=host)
         except RecordingError as exc:
             raise click.BadParameter(str(exc), param_hint="--record") from exc
-    app = LockwatchApp(
-        feeds,
-        clock=clock,
+    app = build_app(
+        roots,
+        dsns,
+        config,
         host=host,
+        refresh=refresh,
+        pg_idle_after=pg_idle_after,
+        pg_all=pg_all,
+        recorder=recorder,
         theme=theme,
         filter_text=filter_text,
         sort=sort,
-        recorder=recorder,
         export_dir=export_dir,
         themes=themes,
     )
@@ -207,6 +199,38 @@ def replay(
     )
     app.run()
     sys.exit(app.return_code or 0)
+
+
+def build_app(
+    roots: Sequence[str],
+    dsns: Sequence[str],
+    config: Config,
+    *,
+    host: str,
+    refresh: float = 2.0,
+    pg_idle_after: float | None = None,
+    pg_all: bool = False,
+    **view: Any,
+) -> LockwatchApp:
+    """The dashboard on lock trees `roots` and servers `dsns`, with live feeds;
+    `view` goes to LockwatchApp as is (theme, filter_text, sort, ...)."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.sources.feed import Feed
+    from lockwatch.sources.files.watch import FileFeed
+    from lockwatch.ui.app import LockwatchApp
+
+    clock = SystemClock()
+    feeds: list[Feed] = []
+    if roots:
+        feeds.append(FileFeed(roots, host=host, clock=clock))
+    if dsns:
+        from lockwatch.cli.pg import make_sources
+        from lockwatch.sources.postgres.feed import PgFeed
+
+        for source in make_sources(dsns, config, pg_idle_after, pg_all):
+            source.clock = clock
+            feeds.append(PgFeed(source, host=host, interval=refresh))
+    return LockwatchApp(feeds, clock=clock, host=host, **view)
 
 
 def _check_view_options(theme: str | None, filter_text: str) -> Any:

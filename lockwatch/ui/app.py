@@ -98,8 +98,13 @@ class LockwatchApp(App[None]):
         export_dir: Path | None = None,
         themes: dict[str, LoadedTheme] | None = None,
         tick_seconds: float = TICK_SECONDS,
+        audit_log: Path | None = None,
+        readonly: bool = False,
     ) -> None:
         super().__init__()
+        # Where break/steal/release are audited (None: the user state dir's default).
+        self.audit_log = audit_log
+        self.readonly = readonly
         self.feeds = list(feeds)
         self.clock = clock or SystemClock()
         self.host = host
