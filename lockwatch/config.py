@@ -16,6 +16,12 @@ Looked for in the current directory, then in the user config directory
 
     [advisory]
     strings = ["billing-sync"]  # keys hashed from strings (BLAKE2b-8, as seed 003 does)
+
+    readonly = true        # (top level) no break, steal, release or cancel, anywhere
+
+    [actions]
+    audit_log = "/var/log/lockwatch/audit.jsonl"  # default: the user state dir
+    tombstone_dir = ".lockwatch-broken"           # relative: beside each lock
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ class Config:
     pg_idle_after: float = DEFAULT_IDLE_AFTER
     pg_all: bool = False
     advisory: AdvisoryNames = field(default_factory=lambda: AdvisoryNames.build())
+    readonly: bool = False
+    audit_log: str | None = None
+    tombstone_dir: str | None = None
 
 
 def default_paths() -> list[Path]:
@@ -125,7 +134,20 @@ def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
         keys={_int_key(k, where): v for k, v in keys.items()},
         strings=strings,
     )
+    readonly = data.get("readonly", False)
+    if not isinstance(readonly, bool):
+        raise ConfigError(f"{where}: readonly must be true or false")
+    actions = _table(data, "actions", where)
+    paths: dict[str, str | None] = {}
+    for key in ("audit_log", "tombstone_dir"):
+        value = actions.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{where}: actions.{key} must be a path")
+        paths[key] = os.path.expanduser(value) if value else None
     return Config(
+        readonly=readonly,
+        audit_log=paths["audit_log"],
+        tombstone_dir=paths["tombstone_dir"],
         pg_dsns=tuple(dsns),
         pg_idle_after=float(idle_after),
         pg_all=pg_all,

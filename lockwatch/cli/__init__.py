@@ -7,11 +7,14 @@ import click
 
 from lockwatch import __version__
 from lockwatch.cli import ending
+from lockwatch.cli.act import break_, cancel, release, steal
+from lockwatch.cli.audit import audit
 from lockwatch.cli.ls import ls
 from lockwatch.cli.watch import replay, watch
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _GROUP_OPTIONS = ("-h", "--help", "-V", "--version")
+READONLY_FLAG = "--readonly"
 
 
 class _DashboardByDefault(click.Group):
@@ -19,6 +22,10 @@ class _DashboardByDefault(click.Group):
     a subcommand's name (or the group's own --help/--version) goes to `watch`."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # `lockwatch --readonly SUBCOMMAND …`: no action anywhere in this run.
+        if len(args) > 1 and args[0] == READONLY_FLAG and args[1] in self.commands:
+            ctx.meta[READONLY_FLAG] = True
+            args = args[1:]
         if not args or (args[0] not in self.commands and args[0] not in _GROUP_OPTIONS):
             args = ["watch", *args]
         return super().parse_args(ctx, args)
@@ -43,12 +50,19 @@ def cli(ctx: click.Context) -> None:
       lockwatch ls /srv/app --json      the JSON contract, for scripts
       lockwatch ls /srv --fail-on-stale exit 3 if any lock is stale (cron)
       lockwatch ls --pg postgresql://monitor@db/app   advisory locks and waiters
+      lockwatch break /srv/locks/app.lock --reason "holder died, INC-1"
+      lockwatch audit verify            check the audit log's hash chain
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
 
 
 cli.add_command(ls)
+cli.add_command(break_)
+cli.add_command(steal)
+cli.add_command(release)
+cli.add_command(cancel)
+cli.add_command(audit)
 cli.add_command(watch)
 cli.add_command(replay)
 

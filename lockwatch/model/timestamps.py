@@ -57,3 +57,10 @@ def plus_seconds(at: datetime, seconds: float) -> datetime | None:
         return at + timedelta(seconds=seconds)
     except (OverflowError, ValueError):
         return None
+
+
+def format_timestamp(at: datetime, *, precise: bool = True) -> str:
+    """RFC 3339 in UTC with a `Z`: microseconds when `precise`, else whole seconds
+    (what the seed formats write, e.g. tower-fleet's `2025-12-18T10:30:10Z`)."""
+    utc = at.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if precise else "%Y-%m-%dT%H:%M:%SZ")

@@ -53,8 +53,7 @@ blockers AS (
 _SELECT = """
 SELECT l.locktype, l.mode, l.granted, l.pid, l.virtualtransaction,
        -- What the lock is on, as one key: rows with the same target compete.
-       format('%s/%s/%s/%s/%s/%s/%s/%s/%s/%s', l.locktype, l.database, l.relation, l.page,
-              l.tuple, l.virtualxid, l.transactionid, l.classid, l.objid, l.objsubid) AS target,
+       {target} AS target,
        l.database, d.datname AS database_name,
        l.relation, n.nspname AS schema_name, c.relname AS relation_name,
        l.page, l.tuple, l.virtualxid, l.transactionid::text AS transactionid,
@@ -84,6 +83,14 @@ ORDER BY l.pid NULLS LAST
 """
 
 
+# What a pg_locks row (alias l) is on, as one key: rows with the same target compete.
+# Lock ids carry it, and actions re-check a holder with it.
+TARGET = (
+    "format('%s/%s/%s/%s/%s/%s/%s/%s/%s/%s', l.locktype, l.database, l.relation, l.page,"
+    " l.tuple, l.virtualxid, l.transactionid, l.classid, l.objid, l.objsubid)"
+)
+
+
 def lock_query(server_version: int, all_rows: bool) -> str:
     """The poll for a server of `server_version` (PQserverVersion, e.g. 150020)."""
     # pg_locks.waitstart arrived in PostgreSQL 14.
@@ -95,5 +102,5 @@ def lock_query(server_version: int, all_rows: bool) -> str:
     return (
         _SESSIONS
         + _LOCKS_WITH
-        + _SELECT.format(wait_age=wait_age, all_rows="true" if all_rows else "false")
+        + _SELECT.format(wait_age=wait_age, all_rows="true" if all_rows else "false", target=TARGET)
     )

@@ -1,7 +1,8 @@
 """Format detection: content first, location as a hint, `generic` for the rest.
 
-A format is a module with FORMAT, POLICY, claims(doc), hinted(file) and
-decode(doc, file). Adding one means adding its module to DECODERS.
+A format is a module with FORMAT, POLICY, claims(doc), hinted(file),
+decode(doc, file), and the writers stealing needs: handover(content, new) and
+refresh(content, at). Adding one means adding its module to DECODERS.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ DECODERS: tuple[ModuleType, ...] = (tower_fleet, gitclaw, little_loops, clawdbot
 FORMATS: tuple[str, ...] = (*tuple(d.FORMAT for d in DECODERS), generic.FORMAT)
 
 _PREVIEW_CHARS = 4096
+
+
+def writer(format: str) -> ModuleType | None:
+    """The module that writes locks of `format` (handover, refresh)."""
+    for module in (*DECODERS, generic):
+        if format == module.FORMAT:
+            return module
+    return None
 
 
 _BOM = b"\xef\xbb\xbf"

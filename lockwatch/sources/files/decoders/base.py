@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.timestamps import parse_timestamp
 
@@ -168,3 +170,9 @@ def file_lock(
         defects=tuple(defects),
         notes=tuple(notes),
     )
+
+
+def dump(doc: Mapping[str, Any]) -> bytes:
+    """A lock record as lockwatch writes one: indented JSON and a final newline,
+    as the seeds' own tools (jq, JSON.stringify(…, null, 2)) write theirs."""
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)

@@ -8,10 +8,13 @@ stale past 10 s and its pid is never checked.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
+from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
-from lockwatch.sources.files.decoders.base import Fields, LockFile, file_lock
+from lockwatch.model.timestamps import format_timestamp
+from lockwatch.sources.files.decoders.base import Fields, LockFile, dump, file_lock
 
 FORMAT = "clawdbot"
 POLICY = StalenessPolicy(pid_liveness=True, max_age=30.0, foreign_max_age=10.0)
@@ -45,3 +48,30 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         acquired_at=acquired_at,
         defects=fields.defects,
     )
+
+
+def _js_time(at: datetime) -> str:
+    # As JavaScript's toISOString() writes it: milliseconds and a Z.
+    return format_timestamp(at)[:23] + "Z"
+
+
+def handover(doc: Any, new: NewHolder) -> bytes | None:
+    """The memory lock held by the operator: their pid on this host, now."""
+    previous = doc.get("session_id") if isinstance(doc, Mapping) else None
+    return dump(
+        {
+            "pid": new.pid,
+            "session_id": f"lockwatch-{new.token}",
+            "acquired_at": _js_time(new.at),
+            "hostname": new.host,
+            "operation": f"held by {new.operator} via lockwatch",
+            MARK: new.mark(previous=previous),
+        }
+    )
+
+
+def refresh(doc: Any, at: datetime) -> bytes | None:
+    """Stale past 30 s of age: holding it means stamping it again."""
+    if not isinstance(doc, Mapping):
+        return None
+    return dump({**doc, "acquired_at": _js_time(at)})

@@ -10,11 +10,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.model.timestamps import parse_timestamp
+from lockwatch.model.timestamps import format_timestamp, parse_timestamp
 from lockwatch.sources.files.decoders.base import (
     MAX_PID,
     LockFile,
+    dump,
     file_lock,
     schema_violation,
     shown,
@@ -153,3 +155,46 @@ def decode_text(text: str, file: LockFile) -> Lock | None:
         return None
     host = tokens[1] if len(tokens) == 2 else None
     return _generic(file, text, Holder(pid=pid, host=host))
+
+
+def _present(doc: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+    return [key for key in keys if doc.get(key) is not None]
+
+
+def handover(content: Any, new: NewHolder) -> bytes | None:
+    """The operator's pid where the old holder's was, in the lock's own shape:
+    a pid file stays a pid file; JSON keeps its keys, with the pid, host and
+    times replaced. None for what has no holder to hand over (a bare lock file,
+    a pid file with more than a pid in it, such as postmaster.pid)."""
+    if type(content) is int:
+        return b"%d\n" % new.pid
+    if isinstance(content, str):
+        lines = content.strip().splitlines()
+        if len(lines) != 1 or decode_pid_line(lines[0]) is None:
+            return None
+        has_host = len(lines[0].split()) == 2
+        return f"{new.pid} {new.host}\n".encode() if has_host else f"{new.pid}\n".encode()
+    if not isinstance(content, Mapping):
+        return None
+    out = dict(content)
+    at = format_timestamp(new.at)
+    pid_keys = _present(content, PID_KEYS) or ["pid"]
+    out[pid_keys[0]] = new.pid
+    for key in _present(content, HOST_KEYS)[:1]:
+        out[key] = new.host
+    for key in _present(content, TIME_KEYS)[:1] + _present(content, HEARTBEAT_KEYS)[:1]:
+        out[key] = at
+    out[MARK] = new.mark(previous=content.get(pid_keys[0]))
+    return dump(out)
+
+
+def refresh(content: Any, at: datetime) -> bytes | None:
+    if not isinstance(content, Mapping):
+        return None
+    keys = _present(content, HEARTBEAT_KEYS)[:1]
+    return dump({**content, **{key: format_timestamp(at) for key in keys}}) if keys else None
+
+
+def decode_pid_line(line: str) -> int | None:
+    tokens = line.split()
+    return _as_pid(tokens[0]) if 1 <= len(tokens) <= 2 else None

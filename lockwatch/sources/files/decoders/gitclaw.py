@@ -8,10 +8,13 @@ runner, so it never decides staleness.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
+from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
-from lockwatch.sources.files.decoders.base import Fields, LockFile, file_lock
+from lockwatch.model.timestamps import format_timestamp
+from lockwatch.sources.files.decoders.base import Fields, LockFile, dump, file_lock
 
 FORMAT = "gitclaw"
 TTL_SECONDS = 600.0
@@ -48,3 +51,24 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         ttl_seconds=TTL_SECONDS,
         defects=fields.defects,
     )
+
+
+def handover(doc: Any, new: NewHolder) -> bytes | None:
+    """The issue's session lock held by the operator, for a fresh 10 minutes."""
+    if not isinstance(doc, Mapping) or type(doc.get("issueNumber")) is not int:
+        return None
+    return dump(
+        {
+            "issueNumber": doc["issueNumber"],
+            "runId": f"lockwatch-{new.token}",
+            "acquiredAt": format_timestamp(new.at)[:23] + "Z",
+            "pid": new.pid,
+            MARK: new.mark(previous=doc.get("runId")),
+        }
+    )
+
+
+def refresh(doc: Any, at: datetime) -> bytes | None:
+    if not isinstance(doc, Mapping):
+        return None
+    return dump({**doc, "acquiredAt": format_timestamp(at)[:23] + "Z"})

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
+from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
-from lockwatch.sources.files.decoders.base import Fields, LockFile, file_lock
+from lockwatch.model.timestamps import format_timestamp
+from lockwatch.sources.files.decoders.base import Fields, LockFile, dump, file_lock
 
 FORMAT = "little-loops"
 POLICY = StalenessPolicy(pid_liveness=True)
@@ -58,3 +61,22 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         scope=normalized,
         defects=fields.defects,
     )
+
+
+def handover(doc: Any, new: NewHolder) -> bytes | None:
+    """The loop's scope held by the operator's process: same name, same scope."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("scope"), list):
+        return None
+    return dump(
+        {
+            "loop_name": doc.get("loop_name"),
+            "scope": doc["scope"],
+            "pid": new.pid,
+            "started_at": format_timestamp(new.at),
+            MARK: new.mark(previous=doc.get("pid")),
+        }
+    )
+
+
+def refresh(doc: Any, at: datetime) -> bytes | None:
+    return None  # its liveness is the pid alone

@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
+from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
-from lockwatch.sources.files.decoders.base import Fields, LockFile, file_lock, schema_violation
+from lockwatch.model.timestamps import format_timestamp
+from lockwatch.sources.files.decoders.base import (
+    Fields,
+    LockFile,
+    dump,
+    file_lock,
+    schema_violation,
+)
 
 FORMAT = "tower-fleet/v1"
 POLICY = StalenessPolicy(heartbeat=True)
@@ -78,3 +87,33 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         ttl_seconds=float(ttl) if ttl is not None else None,
         defects=fields.defects,
     )
+
+
+def handover(doc: Any, new: NewHolder) -> bytes | None:
+    """§7: the lock written anew for the operator. A new request_id, the operator as
+    actor, created_at and last_heartbeat_at now, the ttl and intent kept; host_id
+    and pid are this lockwatch's (the pid is informational, §12.3)."""
+    if not isinstance(doc, Mapping):
+        return None
+    at = format_timestamp(new.at, precise=False)
+    out = dict(doc)
+    metadata = doc.get("metadata")
+    kept = dict(metadata) if isinstance(metadata, Mapping) else {}
+    kept[MARK] = new.mark(previous=doc.get("request_id"))
+    out.update(
+        request_id=f"req_{new.token}",
+        actor=new.operator,
+        host_id=new.host,
+        pid=new.own_pid,
+        created_at=at,
+        last_heartbeat_at=at,
+        metadata=kept,
+    )
+    return dump(out)
+
+
+def refresh(doc: Any, at: datetime) -> bytes | None:
+    """§5.3: a heartbeat changes last_heartbeat_at and nothing else."""
+    if not isinstance(doc, Mapping):
+        return None
+    return dump({**doc, "last_heartbeat_at": format_timestamp(at, precise=False)})

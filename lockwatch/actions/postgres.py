@@ -1,0 +1,241 @@
+"""Acting on PostgreSQL sessions: terminate, cancel, and steal advisory locks.
+
+Each action opens its own short connection (never the monitor's, which is
+read-only), re-checks right before acting that the session still holds the
+lock the operator saw (compare-and-swap for Postgres), and then signals it in
+the same statement as a second check, so a lock released in between is never
+acted on. A stolen advisory lock is held on a dedicated connection of
+lockwatch's own until it is released or lockwatch exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+
+from lockwatch.actions.files import ActionFailed, ActionRefused
+from lockwatch.model.lock import Lock
+from lockwatch.model.pg import AdvisoryKey
+from lockwatch.sources.postgres.dsn import scrub
+from lockwatch.sources.postgres.query import TARGET
+
+ACTION_APPLICATION = "lockwatch-action"
+HOLD_APPLICATION = "lockwatch-steal"
+TERMINATE_WAIT_MS = 5000
+
+_HOLDS = f"""
+SELECT l.granted FROM pg_catalog.pg_locks AS l
+WHERE l.pid = %(pid)s AND {TARGET} = %(target)s AND l.mode = %(mode)s
+"""
+_SIGNAL = f"""
+SELECT pg_catalog.{{function}}(l.pid{{extra}}) AS done FROM pg_catalog.pg_locks AS l
+WHERE l.pid = %(pid)s AND {TARGET} = %(target)s AND l.mode = %(mode)s
+  AND l.granted = %(granted)s
+LIMIT 1
+"""
+_HOLDER_OF = f"""
+SELECT l.pid, a.application_name FROM pg_catalog.pg_locks AS l
+LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+WHERE {TARGET} = %(target)s AND l.granted
+"""
+
+
+def _facts(lock: Lock) -> dict[str, Any]:
+    assert lock.pg is not None
+    row = lock.content if isinstance(lock.content, dict) else {}
+    return {
+        "pid": lock.pg.backend.pid,
+        "target": row.get("target"),
+        "mode": lock.pg.mode,
+        "granted": lock.pg.granted,
+    }
+
+
+def privilege_message(exc: psycopg.Error, verb: str, pid: int | None) -> str:
+    return (
+        f"permission denied to {verb} pid {pid}: lockwatch's role needs the pg_signal_backend"
+        " role (GRANT pg_signal_backend TO <role>), or must be a superuser to signal a"
+        f" superuser's session. The server said: {_first_line(exc)}"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _advisory_call(key: AdvisoryKey, function: str) -> tuple[str, tuple[int, ...]]:
+    if key.form == "bigint":
+        assert key.key is not None
+        return f"SELECT pg_catalog.{function}(%s::int8)", (key.key,)
+    assert key.key1 is not None and key.key2 is not None
+    return f"SELECT pg_catalog.{function}(%s::int4, %s::int4)", (key.key1, key.key2)
+
+
+@dataclass
+class HeldAdvisory:
+    """An advisory lock lockwatch took on its own connection, held until released."""
+
+    server: str
+    key: AdvisoryKey
+    shared: bool
+    name: str
+    target: str
+    connection: psycopg.Connection[Any] = field(repr=False)
+
+    @property
+    def backend_pid(self) -> int:
+        return int(self.connection.info.backend_pid)
+
+    @property
+    def lock_id(self) -> str:
+        """The id the monitor gives this lock now that lockwatch's session holds it."""
+        mode = "ShareLock" if self.shared else "ExclusiveLock"
+        return f"pg:{self.server}:{self.backend_pid}:{self.target}:{mode}:held"
+
+    def alive(self) -> bool:
+        if self.connection.closed or self.connection.broken:
+            return False
+        try:
+            self.connection.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
+
+    def release(self) -> bool:
+        """Unlock and close; True when the server confirmed the unlock."""
+        function = "pg_advisory_unlock_shared" if self.shared else "pg_advisory_unlock"
+        sql, args = _advisory_call(self.key, function)
+        try:
+            row = self.connection.execute(sql, args).fetchone()
+            return bool(row and row[0])
+        except psycopg.Error:
+            return False
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                self.connection.close()
+
+
+class PgActor:
+    """Actions on one server, reached through `dsn` (never shown: it may hold a password)."""
+
+    def __init__(self, dsn: str, *, connect_timeout_s: int = 5) -> None:
+        self._dsn = dsn
+        self._connect_timeout_s = connect_timeout_s
+
+    def _connect(
+        self, database: str | None = None, application: str = ACTION_APPLICATION
+    ) -> psycopg.Connection[Any]:
+        extra: dict[str, Any] = {
+            "application_name": application,
+            "connect_timeout": self._connect_timeout_s,
+        }
+        if database:
+            extra["dbname"] = database
+        try:
+            return psycopg.connect(conninfo.make_conninfo(self._dsn, **extra), autocommit=True)
+        except psycopg.Error as exc:
+            message = scrub(_first_line(exc), self._dsn)
+            raise ActionFailed("connect_failed", f"cannot connect: {message}") from exc
+
+    def _recheck(self, conn: psycopg.Connection[Any], lock: Lock) -> dict[str, Any]:
+        facts = _facts(lock)
+        if facts["target"] is None or facts["pid"] is None:
+            raise ActionRefused("unsupported", f"{lock.name}: lockwatch cannot tell what it is on")
+        rows = conn.execute(_HOLDS, facts).fetchall()
+        if not rows:
+            raise ActionRefused(
+                "changed",
+                f"pid {facts['pid']} no longer holds or waits for {lock.name}: it was released"
+                " (or the session ended) since you saw it; nothing done",
+            )
+        if bool(rows[0][0]) != facts["granted"]:
+            now = "holds" if rows[0][0] else "waits for"
+            raise ActionRefused(
+                "changed", f"pid {facts['pid']} now {now} {lock.name}; nothing done"
+            )
+        return facts
+
+    def _signal(self, lock: Lock, function: str, verb: str) -> dict[str, Any]:
+        with self._connect() as conn:
+            facts = self._recheck(conn, lock)
+            extra = ""
+            if function == "pg_terminate_backend" and conn.info.server_version >= 140000:
+                extra = f", {TERMINATE_WAIT_MS}"  # wait until it has really gone
+            sql = _SIGNAL.format(function=function, extra=extra)
+            try:
+                row = conn.execute(sql, {**facts}).fetchone()
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise ActionFailed(
+                    "insufficient_privilege", privilege_message(exc, verb, facts["pid"])
+                ) from exc
+            except psycopg.Error as exc:
+                raise ActionFailed("server_error", scrub(_first_line(exc), self._dsn)) from exc
+            if row is None:
+                raise ActionRefused(
+                    "changed", f"pid {facts['pid']} let go of {lock.name} just now; nothing done"
+                )
+            if not row[0]:
+                raise ActionFailed(
+                    "signal_failed",
+                    f"the server could not {verb} pid {facts['pid']} (it may have exited, or"
+                    " not ended within 5 s)",
+                )
+            return {"pid": facts["pid"], "server_version": conn.info.server_version}
+
+    def terminate(self, lock: Lock) -> dict[str, Any]:
+        return self._signal(lock, "pg_terminate_backend", "terminate")
+
+    def cancel(self, lock: Lock) -> dict[str, Any]:
+        return self._signal(lock, "pg_cancel_backend", "cancel the query of")
+
+    def steal(self, lock: Lock) -> HeldAdvisory:
+        """Terminate the holder, then take the same advisory key on a connection of
+        lockwatch's own, to the lock's database (advisory keys are per database)."""
+        assert lock.pg is not None and lock.pg.advisory_key is not None
+        key = lock.pg.advisory_key
+        shared = lock.pg.mode == "ShareLock"
+        details = self.terminate(lock)
+        holder = self._connect(lock.pg.database, HOLD_APPLICATION)
+        function = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
+        sql, args = _advisory_call(key, function)
+        try:
+            got = False
+            # Before PostgreSQL 14 terminate cannot wait: give the backend a moment to go.
+            deadline = time.monotonic() + (0.0 if details["server_version"] >= 140000 else 5.0)
+            while True:
+                row = holder.execute(sql, args).fetchone()
+                got = bool(row and row[0])
+                if got or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.1)
+            if not got:
+                who = holder.execute(_HOLDER_OF, {"target": _facts(lock)["target"]}).fetchall()
+                taker = (
+                    ", ".join(f"pid {pid} ({app or 'no name'})" for pid, app in who)
+                    or "another session"
+                )
+                raise ActionFailed(
+                    "taken",
+                    f"pid {details['pid']} was terminated, but {taker} took {lock.name} first"
+                    " (a waiter is served before lockwatch can ask)",
+                )
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):
+                holder.close()
+            raise
+        target = _facts(lock)["target"]
+        return HeldAdvisory(lock.pg.server, key, shared, lock.name, str(target), holder)
+
+    def release_remote(self, lock: Lock) -> dict[str, Any]:
+        """Release an advisory lock another lockwatch process holds for its operator
+        (a CLI steal in the foreground) by ending that lockwatch session."""
+        assert lock.pg is not None
+        if lock.pg.backend.application != HOLD_APPLICATION:
+            raise ActionRefused("not_held", f"{lock.name} is not held by lockwatch")
+        return self.terminate(lock)

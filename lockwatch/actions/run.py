@@ -1,0 +1,307 @@
+"""Carrying out a Plan: audit the intent, act, audit the result.
+
+The dashboard and the CLI both come here, so both follow the same rules: a
+reason is required, a lock that is not stale needs `force` (the typed name),
+nothing happens if the intent cannot be audited, and every outcome (done,
+refused, failed) is written to the audit log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+from lockwatch.actions import files
+from lockwatch.actions.audit import INTENT, AuditError, AuditLog, new_action_id
+from lockwatch.actions.files import ActionFailed, ActionRefused
+from lockwatch.actions.plan import Kind, Plan
+from lockwatch.model.lock import Lock
+
+DsnLookup = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    # What the audit log recorded as the result (lock_broken, action_refused, ...).
+    event: str
+    message: str
+    code: str | None = None
+    tombstone: str | None = None
+    # The lock file lockwatch wrote (steal): its hash, for heartbeats and release.
+    new_sha256: str | None = None
+    new_content: bytes | None = None
+    # False when the audit log could not record this outcome.
+    audited: bool = True
+    # A Postgres lock lockwatch now holds (a HeldAdvisory), until released.
+    held: Any = None
+
+
+def lock_hash(lock: Lock) -> str | None:
+    """`sha256:<hex>` of what the operator saw: the file's bytes, or for a Postgres
+    lock its pg_locks row as canonical JSON."""
+    if lock.sha256 is not None:
+        return f"sha256:{lock.sha256}"
+    if lock.pg is not None and isinstance(lock.content, dict):
+        canonical = json.dumps(lock.content, sort_keys=True, default=str, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return None
+
+
+def target_of(lock: Lock) -> dict[str, Any]:
+    target: dict[str, Any] = {
+        "source": lock.source,
+        "id": lock.id,
+        "name": lock.name,
+        "format": lock.format,
+    }
+    if lock.path is not None:
+        target["path"] = lock.path
+    if lock.pg is not None:
+        # The server's display name: never the DSN, which may hold a password.
+        target.update(
+            server=lock.pg.server,
+            database=lock.pg.database,
+            pid=lock.pg.backend.pid,
+            locktype=lock.pg.locktype,
+            mode=lock.pg.mode,
+        )
+    return target
+
+
+def _stamp(action_id: str, log: AuditLog) -> str:
+    at = log.clock.now().astimezone(UTC)
+    return at.strftime("%Y%m%dT%H%M%S.%fZ") + "-" + action_id[:8]
+
+
+def _decoded(content: bytes) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", "backslashreplace")
+
+
+class Executor:
+    """Runs plans for one operator, auditing to one log."""
+
+    def __init__(
+        self,
+        audit: AuditLog,
+        *,
+        tombstone_dir: str | None = None,
+        dsn_for: DsnLookup | None = None,
+    ) -> None:
+        self.audit = audit
+        self.tombstone_dir = tombstone_dir
+        self.dsn_for = dsn_for or (lambda server: None)
+
+    def run(
+        self,
+        plan: Plan,
+        reason: str,
+        *,
+        force: bool = False,
+        expect_sha256: str | None = None,
+        held: Any = None,
+    ) -> Outcome:
+        """`force`: the operator typed the lock's name (CLI: --force).
+        `expect_sha256`: the bytes the operator saw, if not the plan's lock's.
+        `held`: the HeldAdvisory a dashboard release lets go of."""
+        lock = plan.lock
+        action_id = new_action_id()
+        reason = " ".join(reason.split())
+        record: dict[str, Any] = {
+            "action_id": action_id,
+            "action": plan.kind.value,
+            "target": target_of(lock),
+            "previous_lock": lock.content,
+            "previous_lock_hash": (
+                f"sha256:{expect_sha256.lower()}" if expect_sha256 else lock_hash(lock)
+            ),
+            "state": plan.verdict.state.value,
+            "reasons": list(plan.verdict.codes),
+            "reason": reason,
+            "effect": plan.effect,
+            "forced": force,
+        }
+        if not reason:
+            return self._refuse(record, "no_reason", "a reason is required; nothing done")
+        if plan.refusal is not None:
+            return self._refuse(record, *plan.refusal)
+        if plan.needs_name and not force:
+            return self._refuse(
+                record,
+                "not_stale",
+                f"{lock.name} is {plan.verdict.state}, not stale: breaking it needs --force"
+                " (in the dashboard: type its name)",
+            )
+        try:
+            self.audit.append(INTENT, {**record, "intent": plan.event, "result": "pending"})
+        except AuditError as exc:
+            return Outcome(
+                False,
+                "action_refused",
+                f"{exc}; nothing was done (no action goes unaudited)",
+                code="audit_unwritable",
+                audited=False,
+            )
+        try:
+            details, outcome = self._act(plan, action_id, expect_sha256, held)
+        except ActionRefused as exc:
+            return self._refuse(record, exc.code, exc.message)
+        except ActionFailed as exc:
+            extra = {"tombstone": exc.tombstone} if exc.tombstone else {}
+            return self._finish(
+                record, "action_failed", "failed", exc.message, code=exc.code, extra=extra
+            )
+        except OSError as exc:
+            return self._finish(
+                record,
+                "action_failed",
+                "failed",
+                f"{exc.strerror or exc}",
+                code="os_error",
+            )
+        return self._finish(
+            record, plan.event, "success", outcome.message, extra=details, base=outcome
+        )
+
+    def unseen(self, kind: Kind, target: str, reason: str, message: str) -> Outcome:
+        """An action on a lock that is not there (gone, unreadable): refused, audited."""
+        record: dict[str, Any] = {
+            "action_id": new_action_id(),
+            "action": kind.value,
+            "target": {"id": target},
+            "previous_lock": None,
+            "previous_lock_hash": None,
+            "reason": " ".join(reason.split()),
+        }
+        return self._refuse(record, "not_found", message)
+
+    def _act(
+        self, plan: Plan, action_id: str, expect: str | None, held: Any
+    ) -> tuple[dict[str, Any], Outcome]:
+        lock = plan.lock
+        if lock.source == "postgres":
+            return self._act_pg(plan, held)
+        assert lock.path is not None
+        seen = expect or lock.sha256
+        stamp = _stamp(action_id, self.audit)
+        if plan.kind is Kind.STEAL:
+            assert plan.new_content is not None and seen is not None
+            moved = files.replace(
+                lock.path,
+                seen,
+                plan.new_content,
+                stamp=stamp,
+                token=action_id,
+                tombstone_dir=self.tombstone_dir,
+            )
+            new_hash = files.sha256_hex(plan.new_content)
+            details = {
+                "tombstone": moved.tombstone,
+                "new_lock": _decoded(plan.new_content),
+                "new_lock_hash": f"sha256:{new_hash}",
+            }
+            message = f"stole {lock.path}; the stale lock is kept in {moved.tombstone}"
+            return details, Outcome(
+                True,
+                plan.event,
+                message,
+                tombstone=moved.tombstone,
+                new_sha256=new_hash,
+                new_content=plan.new_content,
+            )
+        moved = files.move_aside(lock.path, seen, stamp=stamp, tombstone_dir=self.tombstone_dir)
+        verb = "released" if plan.kind is Kind.RELEASE else "broke"
+        message = f"{verb} {lock.path}; kept in {moved.tombstone}"
+        return {"tombstone": moved.tombstone}, Outcome(
+            True, plan.event, message, tombstone=moved.tombstone
+        )
+
+    def _act_pg(self, plan: Plan, held: Any) -> tuple[dict[str, Any], Outcome]:
+        from lockwatch.actions.postgres import PgActor
+
+        lock = plan.lock
+        assert lock.pg is not None
+        if plan.kind is Kind.RELEASE and held is not None:
+            unlocked = held.release()
+            message = f"released {lock.name} on {lock.pg.server}"
+            if not unlocked:
+                message += " (the server had already let go of it: the connection is closed)"
+            return {"unlocked": unlocked}, Outcome(True, plan.event, message)
+        dsn = self.dsn_for(lock.pg.server)
+        if dsn is None:
+            raise ActionRefused("no_dsn", f"no DSN for {lock.pg.server}: name the server with --pg")
+        actor = PgActor(dsn)
+        pid = lock.pg.backend.pid
+        if plan.kind is Kind.BREAK:
+            actor.terminate(lock)
+            return {"pid": pid}, Outcome(
+                True, plan.event, f"terminated pid {pid} on {lock.pg.server}"
+            )
+        if plan.kind is Kind.CANCEL:
+            actor.cancel(lock)
+            return {"pid": pid}, Outcome(
+                True, plan.event, f"cancelled the query of pid {pid} on {lock.pg.server}"
+            )
+        if plan.kind is Kind.RELEASE:
+            actor.release_remote(lock)
+            return {"pid": pid}, Outcome(
+                True, plan.event, f"released {lock.name}: ended lockwatch session {pid}"
+            )
+        taken = actor.steal(lock)
+        details = {"terminated_pid": pid, "held_by_pid": taken.backend_pid}
+        message = (
+            f"terminated pid {pid} and took {lock.name} on {lock.pg.server}"
+            f" (lockwatch session {taken.backend_pid} holds it)"
+        )
+        return details, Outcome(True, plan.event, message, held=taken)
+
+    def _refuse(self, record: dict[str, Any], code: str, message: str) -> Outcome:
+        return self._finish(record, "action_refused", "refused", message, code=code)
+
+    def _finish(
+        self,
+        record: dict[str, Any],
+        event: str,
+        result: str,
+        message: str,
+        *,
+        code: str | None = None,
+        extra: dict[str, Any] | None = None,
+        base: Outcome | None = None,
+    ) -> Outcome:
+        fields = {**record, "result": result, "message": message, **(extra or {})}
+        if code is not None:
+            fields["code"] = code
+        audited = True
+        try:
+            self.audit.append(event, fields)
+        except AuditError as exc:
+            audited = False
+            message = f"{message} — WARNING: not audited: {exc}"
+        if base is not None:
+            return Outcome(
+                base.ok,
+                event,
+                message,
+                code,
+                base.tombstone,
+                base.new_sha256,
+                base.new_content,
+                audited,
+                base.held,
+            )
+        return Outcome(
+            result == "success",
+            event,
+            message,
+            code,
+            (extra or {}).get("tombstone"),
+            audited=audited,
+        )

@@ -1,0 +1,559 @@
+"""`lockwatch break | steal | release | cancel TARGET`: the dashboard's actions,
+for scripts and for operators without a dashboard. Same rules, same audit log."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from lockwatch.actions.plan import Kind, Plan
+    from lockwatch.actions.run import Executor, Outcome
+    from lockwatch.config import Config
+    from lockwatch.model.lock import Lock
+    from lockwatch.model.verdict import Verdict
+
+EXIT_DONE = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_FAILED = 3
+
+ACT_EPILOG = """\b
+TARGET is a lock file's path, or a lock id as `lockwatch ls --json` prints it
+(file:/srv/locks/app.lock, or pg:user@host:5432/db:4242:advisory/...). A
+Postgres id is looked up on its server: --pg names it (with a password, if one
+is needed), else LOCKWATCH_PG, the config or PG* variables, else the id's own
+user@host:port/db.
+
+\b
+Rules: a reason is required. Without --yes, lockwatch shows the lock and the
+exact effect and asks; with no terminal and no --yes it refuses. The lock is
+read again right before acting: if it changed since it was shown (or since
+--expect-sha256), nothing is touched. Lock files are moved into a tombstone
+directory (.lockwatch-broken/ beside them), never deleted. Every outcome is
+appended to the audit log (`lockwatch audit`); if that log cannot be written,
+nothing is done.
+
+\b
+Exit status:
+  0  done
+  1  refused: nothing was touched (changed, gone, not stale, not allowed)
+  2  usage: bad option, no reason, no terminal without --yes, read-only
+  3  failed part-way: the message says what state it left
+"""
+
+_SHA256 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
+_PG_ID = re.compile(r"pg:(?P<server>(?:[^@:/]+@)?[^:/]+:\d+/[^:]*):(?P<rest>.+)")
+
+
+def _sha(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    match = _SHA256.fullmatch(value.strip())
+    if match is None:
+        raise click.BadParameter("must be 64 hex digits (sha256), optionally after 'sha256:'")
+    return match.group(1).lower()
+
+
+def _common(func: Any) -> Any:
+    options = [
+        click.argument("target", metavar="TARGET"),
+        click.option(
+            "--reason",
+            metavar="TEXT",
+            default=None,
+            help="Why (required): goes to the audit log with the lock as it was.",
+        ),
+        click.option("--yes", "-y", is_flag=True, help="Do not ask; act if the checks pass."),
+        click.option(
+            "--operator",
+            metavar="NAME",
+            default=None,
+            help="Who acts, for the audit log [default: SUDO_USER, else your OS user].",
+        ),
+        click.option(
+            "--audit-log",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="The audit log [default: actions.audit_log in the config, else the user"
+            " state dir's lockwatch/audit.jsonl].",
+        ),
+        click.option(
+            "--tombstone-dir",
+            metavar="DIR",
+            default=None,
+            help="Where moved locks go: relative to each lock's directory, or absolute (same"
+            " filesystem) [default: .lockwatch-broken].",
+        ),
+        click.option(
+            "--pg",
+            "pg_dsns",
+            multiple=True,
+            metavar="DSN",
+            help="The server a Postgres TARGET lives on (repeatable).",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Config file [default: ./lockwatch.toml, then the user config dir].",
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@dataclass(frozen=True)
+class Request:
+    target: str
+    reason: str | None
+    yes: bool
+    operator: str | None
+    audit_log: Path | None
+    tombstone_dir: str | None
+    pg_dsns: tuple[str, ...]
+    config_path: str | None
+    as_json: bool
+    force: bool = False
+    expect_sha256: str | None = None
+    pid: int | None = None
+
+
+@click.command(
+    "break",
+    short_help="Break a lock: move the file aside, or terminate the Postgres holder.",
+    epilog=ACT_EPILOG,
+)
+@_common
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Allow breaking a lock that is not stale (active or invalid).",
+)
+@click.option(
+    "--expect-sha256",
+    metavar="HEX",
+    callback=_sha,
+    default=None,
+    help="Act only if the lock's bytes still have this sha256 (from `ls --json`).",
+)
+def break_(**options: Any) -> None:
+    """Break the lock TARGET.
+
+    A lock file is renamed into .lockwatch-broken/ beside it (kept, never
+    deleted); a Postgres lock's holder session is ended with
+    pg_terminate_backend(pid), which rolls back its transaction and frees its
+    locks. A lock that is not stale needs --force.
+
+    \b
+    Examples:
+      lockwatch break /srv/locks/deploy.lock --reason "holder died, INC-123"
+      lockwatch break file:/srv/locks/deploy.lock --reason x --expect-sha256 9f2c...
+      lockwatch break 'pg:monitor@db1:5432/app:4242:advisory/...' --reason x --yes
+    """
+    from lockwatch.actions.plan import Kind
+
+    _act(Kind.BREAK, Request(**options))
+
+
+@click.command(
+    "steal",
+    short_help="Take a stale lock over: written anew for you, in its own format.",
+    epilog=ACT_EPILOG,
+)
+@_common
+@click.option(
+    "--pid",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The pid the new lock records, for formats whose liveness is a pid"
+    " [default: this command's parent, your shell].",
+)
+@click.option(
+    "--expect-sha256",
+    metavar="HEX",
+    callback=_sha,
+    default=None,
+    help="Act only if the lock's bytes still have this sha256 (from `ls --json`).",
+)
+def steal(**options: Any) -> None:
+    """Steal the stale lock TARGET: the old lock is moved into
+    .lockwatch-broken/ and a new one is written in its format, held by you
+    (tower-fleet: new request_id, actor = you, fresh times, ttl kept). A lock
+    that is not stale is never stolen, even with --force.
+
+    A Postgres advisory lock is stolen by terminating its holder and taking the
+    same key on lockwatch's own connection; this command then holds it in the
+    foreground until Ctrl+C or `lockwatch release TARGET`.
+
+    \b
+    Examples:
+      lockwatch steal logs/locks/deploy-prod.lock --reason "executor hung, INC-9"
+      lockwatch steal .loops/.running/fix.lock --reason takeover --pid $$
+    """
+    from lockwatch.actions.plan import Kind
+
+    _act(Kind.STEAL, Request(**options))
+
+
+@click.command(
+    "release",
+    short_help="Release a lock lockwatch took for you (steal).",
+    epilog=ACT_EPILOG,
+)
+@_common
+@click.option(
+    "--pid",
+    type=click.IntRange(min=1),
+    default=None,
+    help="For pid files: the pid you stole it with [default: this command's parent].",
+)
+def release(**options: Any) -> None:
+    """Release TARGET, a lock lockwatch wrote for you (see steal): the file is
+    moved into .lockwatch-broken/; a Postgres advisory lock held by a
+    `lockwatch steal` is let go by ending that lockwatch session. Locks that
+    lockwatch does not hold are refused: break them instead.
+    """
+    from lockwatch.actions.plan import Kind
+
+    _act(Kind.RELEASE, Request(**options))
+
+
+@click.command(
+    "cancel",
+    short_help="Cancel a Postgres holder's current query (pg_cancel_backend).",
+    epilog=ACT_EPILOG,
+)
+@_common
+def cancel(**options: Any) -> None:
+    """Cancel the current query of the session behind the Postgres lock
+    TARGET, with pg_cancel_backend(pid). Its session and transaction stay: a
+    session idle in a transaction keeps its locks (break ends it).
+    """
+    from lockwatch.actions.plan import Kind
+
+    _act(Kind.CANCEL, Request(**options))
+
+
+# -- the shared flow -------------------------------------------------------------
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"lockwatch: {message}", err=True)
+    sys.exit(code)
+
+
+def readonly_reason(config: Config, flag: bool = False) -> str | None:
+    """Why actions are off in this run, if they are: --readonly (before the
+    subcommand or on the dashboard), LOCKWATCH_READONLY, or the config."""
+    context = click.get_current_context(silent=True)
+    if flag or (context is not None and context.find_root().meta.get("--readonly")):
+        return "--readonly"
+    if os.environ.get("LOCKWATCH_READONLY", "") not in ("", "0"):
+        return "LOCKWATCH_READONLY is set"
+    if config.readonly:
+        return "readonly = true in the config"
+    return None
+
+
+def _act(kind: Kind, request: Request) -> None:
+    from lockwatch.actions.audit import AuditLog, Operator, default_path
+    from lockwatch.clock import SystemClock
+    from lockwatch.config import ConfigError, load
+
+    try:
+        config = load(request.config_path)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    readonly = readonly_reason(config)
+    if readonly:
+        _fail(f"read-only: {readonly}; no {kind.value} from here", EXIT_USAGE)
+    if request.reason is None or not request.reason.strip():
+        raise click.UsageError(
+            "--reason is required: say why, for the audit log (e.g. --reason 'holder died,"
+            " INC-123'); nothing was done"
+        )
+    if not request.target.strip():
+        raise click.BadParameter("an empty TARGET", param_hint="TARGET")
+    interactive = sys.stdin.isatty()
+    if not request.yes and not interactive:
+        raise click.UsageError(
+            "no terminal to confirm on: pass --yes to act without asking; nothing was done"
+        )
+    host = os.uname().nodename
+    clock = SystemClock()
+    operator = Operator.identify(request.operator)
+    log_path = request.audit_log or (Path(config.audit_log) if config.audit_log else default_path())
+    audit = AuditLog(log_path, clock=clock, host=host, operator=operator)
+    dsns = _dsns(request, config)
+    executor = _executor(audit, request, config, dsns)
+    found = _find(request.target, dsns, config, host)
+    if isinstance(found, str):
+        _report(executor.unseen(kind, request.target, request.reason, found), request.as_json)
+        return
+    lock, verdict, peers = found
+    the_plan = _plan(kind, lock, verdict, peers, request, operator.name, host, config)
+    if not request.yes:
+        _confirm(the_plan, request)
+    outcome = executor.run(
+        the_plan,
+        request.reason,
+        force=request.force,
+        expect_sha256=request.expect_sha256,
+    )
+    if outcome.ok and outcome.held is not None:
+        _report(outcome, request.as_json, finish=False)
+        _hold(outcome, executor, the_plan, request.reason, request.as_json)
+        return
+    _report(outcome, request.as_json)
+
+
+def _dsns(request: Request, config: Config) -> list[str]:
+    from lockwatch.sources.postgres.dsn import resolve_dsns
+
+    return resolve_dsns(request.pg_dsns, config.pg_dsns, os.environ)
+
+
+def _executor(audit: Any, request: Request, config: Config, dsns: list[str]) -> Executor:
+    from lockwatch.actions.run import Executor
+    from lockwatch.sources.postgres.dsn import display_name
+
+    by_name = {display_name(dsn): dsn for dsn in dsns}
+
+    def dsn_for(server: str) -> str | None:
+        return by_name.get(server) or _dsn_from_name(server)
+
+    return Executor(
+        audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, dsn_for=dsn_for
+    )
+
+
+def _dsn_from_name(server: str) -> str | None:
+    """`user@host:port/db` (a lock id's server) as a DSN: libpq finds any password
+    in PGPASSWORD or ~/.pgpass."""
+    match = re.fullmatch(
+        r"(?:(?P<user>[^@:/]+)@)?(?P<host>[^:/]+):(?P<port>\d+)/(?P<db>.*)", server
+    )
+    if match is None:
+        return None
+    from psycopg.conninfo import make_conninfo
+
+    params = {"port": match["port"]}
+    if match["host"] != "local":
+        params["host"] = match["host"]
+    if match["user"]:
+        params["user"] = match["user"]
+    if match["db"]:
+        params["dbname"] = match["db"]
+    return make_conninfo("", **params)
+
+
+Found = tuple["Lock", "Verdict", list["Lock"]]
+
+
+def _find(target: str, dsns: list[str], config: Config, host: str) -> Found | str:
+    """The lock TARGET names, judged now; or why there is none (a message)."""
+    if target.startswith("pg:"):
+        return _find_pg(target, dsns, config, host)
+    path = target[len("file:") :] if target.startswith("file:") else target
+    return _find_file(os.path.abspath(path), host)
+
+
+def _find_file(path: str, host: str) -> Found | str:
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.status import ScanError
+    from lockwatch.model.verdict import evaluate
+    from lockwatch.sources.files.scanner import load
+    from lockwatch.sources.processes import PsutilProcesses
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        _fail(f"{path} is a directory; name a lock file", EXIT_USAGE)
+    loaded = load(path)
+    if loaded is None:
+        return f"no lock at {path}: it is gone (released, or broken by someone else)"
+    if isinstance(loaded, ScanError):
+        return f"cannot read {path}: {loaded.message}"
+    verdict = evaluate(loaded, PsutilProcesses(), SystemClock(), host)
+    return loaded, verdict, [loaded]
+
+
+def _find_pg(target: str, dsns: list[str], config: Config, host: str) -> Found | str:
+    from lockwatch.cli.pg import make_sources, poll_once
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.process import StaticProcesses
+    from lockwatch.model.verdict import evaluate_all
+    from lockwatch.sources.postgres.dsn import display_name
+
+    match = _PG_ID.fullmatch(target)
+    if match is None:
+        _fail(
+            f"{target!r} is not a Postgres lock id as `lockwatch ls --json` prints one", EXIT_USAGE
+        )
+    assert match is not None
+    server = match["server"]
+    chosen = [dsn for dsn in dsns if display_name(dsn) == server]
+    if not chosen:
+        derived = _dsn_from_name(server)
+        if derived is None:
+            _fail(f"no server {server} among --pg/LOCKWATCH_PG/config", EXIT_USAGE)
+        chosen = [str(derived)]
+    sources = make_sources(chosen[:1], config, None, True)
+    for source in sources:
+        source.name = server  # ids name the server as the operator's listing did
+    poll_once(sources)
+    source = sources[0]
+    if source.last is None:
+        reason = source.status.reason or "no answer"
+        _fail(f"cannot read pg_locks on {server}: {reason}", EXIT_FAILED)
+    assert source.last is not None
+    locks = source.last.locks
+    verdicts = evaluate_all(locks, StaticProcesses(), SystemClock(), host)
+    for lock, verdict in zip(locks, verdicts, strict=True):
+        if lock.id == target:
+            return lock, verdict, locks
+    return (
+        f"no lock {target} on {server} now: released, or its holder changed since it was"
+        " listed (lock ids name the holder's pid)"
+    )
+
+
+def _plan(
+    kind: Kind,
+    lock: Lock,
+    verdict: Verdict,
+    peers: list[Lock],
+    request: Request,
+    operator: str,
+    host: str,
+    config: Config,
+) -> Plan:
+    from lockwatch.actions.plan import Kind, plan
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.handover import NewHolder, held_by_lockwatch
+
+    holder_pid = request.pid or os.getppid()
+    if kind is Kind.STEAL and request.pid is not None and not _running(request.pid):
+        _fail(f"--pid {request.pid} is not a running process: the lock would be stale", EXIT_USAGE)
+    new_holder = NewHolder(
+        operator=operator,
+        pid=holder_pid,
+        own_pid=request.pid or os.getpid(),
+        host=host,
+        at=SystemClock().now(),
+        token=uuid.uuid4().hex[:16],
+        reason=" ".join((request.reason or "").split()),
+    )
+    held = False
+    if kind is Kind.RELEASE:
+        if lock.pg is not None:
+            from lockwatch.actions.postgres import HOLD_APPLICATION
+
+            held = lock.pg.backend.application == HOLD_APPLICATION
+        else:
+            held = held_by_lockwatch(lock, holder_pid)
+    return plan(
+        kind,
+        lock,
+        verdict,
+        peers=peers,
+        new_holder=new_holder,
+        tombstone_dir=request.tombstone_dir or config.tombstone_dir,
+        held=held,
+    )
+
+
+def _running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, ValueError, OverflowError):
+        return False
+
+
+def _confirm(the_plan: Plan, request: Request) -> None:
+    from lockwatch.actions.plan import describe
+    from lockwatch.cli.table import printable
+
+    click.echo(f"About to {the_plan.verb}:", err=True)
+    for label, value in describe(the_plan):
+        click.echo(f"  {label:>8}: {printable(value)}", err=True)
+    if the_plan.refusal is not None or (the_plan.needs_name and not request.force):
+        return  # refused below, and audited: no question to ask
+    if not click.confirm(f"{the_plan.verb.capitalize()} it?", default=False, err=True):
+        _fail("cancelled; nothing was done", EXIT_REFUSED)
+
+
+def _report(outcome: Outcome, as_json: bool, *, finish: bool = True) -> None:
+    from lockwatch.cli.table import printable
+
+    if as_json:
+        import orjson
+
+        payload = {
+            "ok": outcome.ok,
+            "event": outcome.event,
+            "message": outcome.message,
+            "code": outcome.code,
+            "tombstone": outcome.tombstone,
+            "new_lock_hash": f"sha256:{outcome.new_sha256}" if outcome.new_sha256 else None,
+            "audited": outcome.audited,
+        }
+        click.echo(orjson.dumps(payload).decode())
+    elif outcome.ok:
+        click.echo(printable(outcome.message))
+    else:
+        label = "refused" if outcome.event == "action_refused" else "failed"
+        click.echo(f"lockwatch: {label}: {printable(outcome.message)}", err=True)
+    if not finish:
+        return
+    if outcome.ok:
+        sys.exit(EXIT_DONE)
+    if outcome.code == "audit_unwritable":
+        sys.exit(EXIT_REFUSED)
+    sys.exit(EXIT_REFUSED if outcome.event == "action_refused" else EXIT_FAILED)
+
+
+def _hold(outcome: Outcome, executor: Executor, the_plan: Plan, reason: str, as_json: bool) -> None:
+    """Hold a stolen advisory lock in the foreground until Ctrl+C, SIGTERM, or
+    `lockwatch release` ends this session."""
+    from lockwatch.actions.plan import Kind, plan
+
+    held = outcome.held
+    click.echo(
+        f"holding {held.name} as lockwatch session {held.backend_pid}; Ctrl+C releases it"
+        f" (or: lockwatch release '{held.lock_id}' --reason ...)",
+        err=True,
+    )
+    stop: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.append(signum)
+
+    previous: dict[signal.Signals, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        previous[signum] = signal.signal(signum, on_signal)
+    try:
+        while not stop:
+            if not held.alive():
+                click.echo("lockwatch: the lock was released (this session was ended)", err=True)
+                sys.exit(EXIT_DONE)
+            time.sleep(0.5)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    release_plan = plan(Kind.RELEASE, the_plan.lock, the_plan.verdict, held=True)
+    done = executor.run(release_plan, f"{reason} (released on exit)", held=held)
+    _report(done, as_json)

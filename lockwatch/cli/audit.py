@@ -1,0 +1,159 @@
+"""`lockwatch audit`: read the audit log; `lockwatch audit verify`: check its chain."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+_LOG_OPTION = click.option(
+    "--audit-log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The audit log [default: actions.audit_log in the config, else the user state"
+    " dir's lockwatch/audit.jsonl].",
+)
+_CONFIG_OPTION = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config file [default: ./lockwatch.toml, then the user config dir].",
+)
+
+
+def _log_path(given: Path | None, config_path: str | None) -> Path:
+    from lockwatch.actions.audit import default_path
+    from lockwatch.config import ConfigError, load
+
+    if given is not None:
+        return given
+    try:
+        config = load(config_path)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    return Path(config.audit_log) if config.audit_log else default_path()
+
+
+def _need(path: Path) -> None:
+    if not path.exists():
+        click.echo(f"lockwatch: no audit log at {path} (nothing has been audited there)", err=True)
+        sys.exit(2)
+    if path.is_dir():
+        click.echo(f"lockwatch: {path} is a directory, not an audit log", err=True)
+        sys.exit(2)
+
+
+@click.group(
+    "audit",
+    invoke_without_command=True,
+    short_help="Show the audit log of break/steal/release/cancel; verify its chain.",
+    epilog="""\b
+Each record: seq, time, event, operator (and os_user, sudo_user), host,
+lockwatch_pid, target, previous_lock and previous_lock_hash, reason, result,
+prev_hash and hash. Events: action_intent (written before acting), then
+lock_broken, lock_stolen, lock_released, backend_terminated,
+backend_cancelled, action_refused or action_failed.
+
+\b
+Examples:
+  lockwatch audit                       # the log, newest last
+  lockwatch audit --json | jq '.[] | select(.event=="lock_broken")'
+  lockwatch audit verify || page-security
+""",
+)
+@_LOG_OPTION
+@_CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Every record, as a JSON array.")
+@click.pass_context
+def audit(
+    ctx: click.Context, audit_log: Path | None, config_path: str | None, as_json: bool
+) -> None:
+    """Print the audit log: every action taken, refused or failed."""
+    ctx.obj = (audit_log, config_path)
+    if ctx.invoked_subcommand is not None:
+        return
+    from lockwatch.actions.audit import read_records
+
+    path = _log_path(audit_log, config_path)
+    _need(path)
+    try:
+        records = list(read_records(path))
+    except OSError as exc:
+        click.echo(f"lockwatch: cannot read {path}: {exc.strerror}", err=True)
+        sys.exit(2)
+    if as_json:
+        import orjson
+
+        parsed: list[Any] = [
+            record
+            if record is not None
+            else {"line": number, "unparseable": raw.decode(errors="replace")}
+            for number, record, raw in records
+        ]
+        click.echo(orjson.dumps(parsed, option=orjson.OPT_INDENT_2).decode())
+        return
+    _print_table(records)
+
+
+def _print_table(records: list[tuple[int, dict[str, Any] | None, bytes]]) -> None:
+    from lockwatch.cli.table import printable
+
+    if not records:
+        click.echo("the audit log is empty")
+        return
+    for number, record, _raw in records:
+        if record is None:
+            click.echo(f"{number:>5}  (not a JSON record)")
+            continue
+        target = record.get("target") or {}
+        where = target.get("path") or target.get("id") or "?"
+        event = str(record.get("event", "?"))
+        if event == "action_intent":
+            event = f"intent:{record.get('intent', '?')}"
+        text = record.get("message") or record.get("effect") or ""
+        line = (
+            f"{record.get('seq', '?'):>5}  {str(record.get('time', ''))[:19]}  {event:<22}"
+            f" {record.get('operator', '?'):<12} {where}"
+        )
+        click.echo(printable(line))
+        details = f"reason: {record.get('reason', '')}"
+        if text:
+            details += f" · {text}"
+        click.echo("       " + printable(details))
+
+
+@audit.command("verify")
+@_LOG_OPTION
+@_CONFIG_OPTION
+@click.pass_context
+def verify(ctx: click.Context, audit_log: Path | None, config_path: str | None) -> None:
+    """Check every record's hash, the hash chain, the sequence, and the head:
+    exit 1 naming the first record that was edited, removed or reordered."""
+    from lockwatch.actions.audit import verify as check
+
+    parent_log, parent_config = ctx.obj or (None, None)
+    path = _log_path(audit_log or parent_log, config_path or parent_config)
+    _need(path)
+    try:
+        result = check(path)
+    except OSError as exc:
+        click.echo(f"lockwatch: cannot read {path}: {exc.strerror}", err=True)
+        sys.exit(2)
+    if result.ok:
+        click.echo(f"{path}: {result.records} records, chain intact")
+        return
+    where = []
+    if result.seq is not None:
+        where.append(f"record {result.seq}")
+    if result.line is not None:
+        where.append(f"line {result.line}")
+    place = f" at {', '.join(where)}" if where else ""
+    click.echo(
+        f"lockwatch: {path}: TAMPERED{place}: {result.problem}"
+        f" ({result.records} records verified before it)",
+        err=True,
+    )
+    sys.exit(1)
