@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 WATCH_EPILOG = """\b
 Keys: / filter · s sort · enter details · tab views · p pause · t theme
       e export incident · ? help · ctrl+p every action · q quit
+      space mark · b break (marked) · S steal · c cancel query · r release
 
 \b
 Filter terms: free text (name, holder, host, format), state:stale,
@@ -97,6 +98,32 @@ def _common(func: Any) -> Any:
     metavar="FILE",
     help="Append every snapshot the sources produce to FILE (JSON Lines) for replay.",
 )
+@click.option(
+    "--readonly",
+    is_flag=True,
+    help="No break, steal, release or cancel: the action keys are gone (also: readonly ="
+    " true in the config, or LOCKWATCH_READONLY=1).",
+)
+@click.option(
+    "--audit-log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where actions are audited [default: actions.audit_log in the config, else the user"
+    " state dir's lockwatch/audit.jsonl].",
+)
+@click.option(
+    "--operator",
+    metavar="NAME",
+    default=None,
+    help="Who acts, for the audit log [default: SUDO_USER, else your OS user].",
+)
+@click.option(
+    "--tombstone-dir",
+    metavar="DIR",
+    default=None,
+    help="Where broken locks are moved: relative to each lock's directory, or absolute"
+    " [default: .lockwatch-broken].",
+)
 @_common
 def watch(
     paths: tuple[str, ...],
@@ -106,6 +133,10 @@ def watch(
     pg_all: bool,
     config_path: str | None,
     record: Path | None,
+    readonly: bool,
+    audit_log: Path | None,
+    operator: str | None,
+    tombstone_dir: str | None,
     theme: str | None,
     filter_text: str,
     sort: str,
@@ -121,6 +152,9 @@ def watch(
     roots, dsns, config = resolve_targets(paths, pg_dsns, pg_idle_after, config_path)
     themes = _check_view_options(theme, filter_text)
     _need_terminal()
+    from lockwatch.cli.act import readonly_reason
+
+    readonly = readonly_reason(config, readonly) is not None
     host = os.uname().nodename
     recorder = None
     if record is not None:
@@ -139,6 +173,10 @@ def watch(
         pg_idle_after=pg_idle_after,
         pg_all=pg_all,
         recorder=recorder,
+        readonly=readonly,
+        audit_log=audit_log,
+        operator=operator,
+        tombstone_dir=tombstone_dir,
         theme=theme,
         filter_text=filter_text,
         sort=sort,
@@ -210,10 +248,15 @@ def build_app(
     refresh: float = 2.0,
     pg_idle_after: float | None = None,
     pg_all: bool = False,
+    readonly: bool = False,
+    audit_log: Path | None = None,
+    operator: str | None = None,
+    tombstone_dir: str | None = None,
     **view: Any,
 ) -> LockwatchApp:
-    """The dashboard on lock trees `roots` and servers `dsns`, with live feeds;
-    `view` goes to LockwatchApp as is (theme, filter_text, sort, ...)."""
+    """The dashboard on lock trees `roots` and servers `dsns`, with live feeds and
+    (unless `readonly`) break/steal/release audited to `audit_log`; `view` goes to
+    LockwatchApp as is (theme, filter_text, sort, ...)."""
     from lockwatch.clock import SystemClock
     from lockwatch.sources.feed import Feed
     from lockwatch.sources.files.watch import FileFeed
@@ -230,7 +273,21 @@ def build_app(
         for source in make_sources(dsns, config, pg_idle_after, pg_all):
             source.clock = clock
             feeds.append(PgFeed(source, host=host, interval=refresh))
-    return LockwatchApp(feeds, clock=clock, host=host, **view)
+    actions = None
+    if not readonly:
+        from lockwatch.actions.session import ActionSession
+        from lockwatch.sources.postgres.dsn import display_name
+
+        actions = ActionSession(
+            clock=clock,
+            host=host,
+            roots=roots,
+            audit_log=audit_log or (Path(config.audit_log) if config.audit_log else None),
+            operator=operator,
+            tombstone_dir=tombstone_dir or config.tombstone_dir,
+            dsns={display_name(dsn): dsn for dsn in dsns},
+        )
+    return LockwatchApp(feeds, clock=clock, host=host, actions=actions, readonly=readonly, **view)
 
 
 def _check_view_options(theme: str | None, filter_text: str) -> Any:

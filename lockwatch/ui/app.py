@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from rich.text import Text
 from textual import work
@@ -23,12 +23,15 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
+from lockwatch.actions.plan import Kind, Plan, describe
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.board import Applied, Board, ChangeSet
+from lockwatch.model.events import Event, EventKind
 from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.model.rows import SORTS, Rows
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Feed
+from lockwatch.ui.confirm import Confirmed, ConfirmScreen, QuitScreen
 from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.detail import DetailPane
 from lockwatch.ui.panels import Activity, EmptyState, HelpScreen, SourcesBar
@@ -36,7 +39,13 @@ from lockwatch.ui.safe import clean
 from lockwatch.ui.table import LockTable, TableHeader
 from lockwatch.ui.themes import DEFAULT_THEME, LoadedTheme, load_all, variable_defaults
 
+if TYPE_CHECKING:
+    from lockwatch.actions.run import Outcome
+    from lockwatch.actions.session import ActionSession
+
 TICK_SECONDS = 1.0
+# The keys that change something: absent in read-only mode and in replays.
+ACTION_KEYS = ("mark", "break_lock", "steal_lock", "cancel_query", "release_lock")
 WIDE = 150  # columns from which the detail pane sits beside the table
 
 
@@ -80,6 +89,11 @@ class LockwatchApp(App[None]):
         Binding("p", "pause", "Pause"),
         Binding("t", "next_theme", "Theme"),
         Binding("e", "export", "Export"),
+        Binding("space", "mark", "Mark"),
+        Binding("b", "break_lock", "Break"),
+        Binding("S", "steal_lock", "Steal"),
+        Binding("c", "cancel_query", "Cancel query", show=False),
+        Binding("r", "release_lock", "Release", show=False),
         Binding("escape", "escape", "Back", show=False),
         Binding("q", "quit", "Quit"),
     ]
@@ -98,12 +112,12 @@ class LockwatchApp(App[None]):
         export_dir: Path | None = None,
         themes: dict[str, LoadedTheme] | None = None,
         tick_seconds: float = TICK_SECONDS,
-        audit_log: Path | None = None,
+        actions: ActionSession | None = None,
         readonly: bool = False,
     ) -> None:
         super().__init__()
-        # Where break/steal/release are audited (None: the user state dir's default).
-        self.audit_log = audit_log
+        # Break, steal, release and cancel; None (read-only, replays): no action keys.
+        self.actions = None if readonly else actions
         self.readonly = readonly
         self.feeds = list(feeds)
         self.clock = clock or SystemClock()
@@ -138,8 +152,19 @@ class LockwatchApp(App[None]):
         self.theme = theme if theme in themes else DEFAULT_THEME
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ACTION_KEYS and self.actions is None:
+            return False  # read-only: the keys are gone, not merely disabled
         # Keys of the main screen do nothing behind the help screen or the palette.
-        if action in ("next_view", "pause", "sort", "filter", "details", "export", "next_theme"):
+        if action in (
+            "next_view",
+            "pause",
+            "sort",
+            "filter",
+            "details",
+            "export",
+            "next_theme",
+            *ACTION_KEYS,
+        ):
             return self.screen is self.screen_stack[0]
         return True
 
@@ -181,6 +206,8 @@ class LockwatchApp(App[None]):
         for feed in self.feeds:
             self._run_feed(feed)
         self.set_interval(self.tick_seconds, self._tick)
+        if self.actions is not None:
+            self.set_interval(1.0, self._keep_holdings)
         for warning in self.theme_warnings:
             self.notify(
                 markup=False, message=warning, title="theme skipped", severity="warning", timeout=8
@@ -298,10 +325,17 @@ class LockwatchApp(App[None]):
     def _mode(self) -> str | None:
         if self.replay is not None:
             return self.replay.describe()
+        parts = []
         if self.paused:
             waiting = len(self._pending)
-            return f"PAUSED — {waiting} update(s) held; p resumes"
-        return None
+            parts.append(f"PAUSED — {waiting} update(s) held; p resumes")
+        if self.readonly:
+            parts.append("READ-ONLY")
+        if self._table.marked:
+            parts.append(f"{len(self._table.marked)} marked (space)")
+        if self._table.held:
+            parts.append(f"you hold {len(self._table.held)} lock(s) (r releases)")
+        return " · ".join(parts) or None
 
     def _show_sources(self) -> None:
         self._sources.show(
@@ -448,8 +482,224 @@ class LockwatchApp(App[None]):
         self._table.theme_changed()
         self._show_detail()
 
+    # -- break, steal, release, cancel ---------------------------------------------
+
+    def action_mark(self) -> None:
+        selected = self._table.selected
+        if selected is None:
+            return
+        marked = self._table.marked
+        if selected in marked:
+            marked.discard(selected)
+        else:
+            marked.add(selected)
+        self._table.redraw([selected])
+        self._table.action_cursor(1)
+        self._show_sources()
+
+    def action_break_lock(self) -> None:
+        marked = [lock_id for lock_id in self._table.marked if lock_id in self.board]
+        if marked:
+            self._confirm_bulk(marked)
+        else:
+            self._confirm(Kind.BREAK)
+
+    def action_steal_lock(self) -> None:
+        self._confirm(Kind.STEAL)
+
+    def action_cancel_query(self) -> None:
+        self._confirm(Kind.CANCEL)
+
+    def action_release_lock(self) -> None:
+        self._confirm(Kind.RELEASE)
+
+    def _plan_for(self, kind: Kind, lock_id: str) -> Plan | None:
+        if self.actions is None or lock_id not in self.board:
+            return None
+        lock = self.board.entries[lock_id].lock
+        peers = []
+        if lock.pg is not None:
+            server = lock.pg.server
+            peers = [
+                entry.lock
+                for entry in self.board.entries.values()
+                if entry.lock.pg is not None and entry.lock.pg.server == server
+            ]
+        return self.actions.plan(kind, lock, self.board.verdict(lock_id), peers)
+
+    def _confirm(self, kind: Kind) -> None:
+        selected = self._table.selected
+        if selected is None:
+            self.notify(markup=False, message="no lock selected", severity="warning", timeout=3)
+            return
+        plan = self._plan_for(kind, selected)
+        if plan is None:
+            return
+        if plan.refusal is not None:
+            self.notify(
+                markup=False,
+                message=clean(plan.refusal[1]),
+                title=f"cannot {kind.value}",
+                severity="error",
+                timeout=8,
+            )
+            return
+        lock = plan.lock
+        warning = None
+        must_type = None
+        if plan.needs_name:
+            must_type = lock.name
+            warning = (
+                f"{lock.name} is {plan.verdict.state}, not stale: someone may be using it."
+                f" Type its name to {kind.value} it anyway."
+            )
+        screen = ConfirmScreen(
+            f"{kind.value.capitalize()} {lock.name}?",
+            describe(plan),
+            verb=kind.value.capitalize(),
+            must_type=must_type,
+            warning=warning,
+        )
+
+        def done(result: Confirmed | None) -> None:
+            if result is not None:
+                self._execute([plan], result.reason, result.forced)
+
+        self.push_screen(screen, done)
+
+    def _confirm_bulk(self, marked: list[str]) -> None:
+        plans = [plan for lock_id in marked if (plan := self._plan_for(Kind.BREAK, lock_id))]
+        if not plans:
+            return
+        shown = set(self.rows.ids)
+        hidden = sum(1 for plan in plans if plan.lock.id not in shown)
+        not_stale = sum(1 for plan in plans if plan.needs_name or plan.refusal)
+        lines = [
+            ("marked", f"{len(plans)} lock(s)"),
+            ("hidden", f"{hidden} of them hidden by the current filter"),
+        ]
+        if not_stale:
+            lines.append(
+                (
+                    "skipped",
+                    f"{not_stale} are not stale (or cannot be broken): refused and audited;"
+                    " break those one at a time",
+                )
+            )
+        for plan in plans[:20]:
+            lines.append((plan.verdict.state.value, f"{plan.lock.name}: {plan.effect}"))
+        if len(plans) > 20:
+            lines.append(("", f"… and {len(plans) - 20} more"))
+        count = str(len(plans))
+        screen = ConfirmScreen(
+            f"Break {count} marked locks?",
+            lines,
+            verb="Break all",
+            must_type=count,
+            must_type_what="the number of marked locks",
+            warning="Each lock is checked again (compare-and-swap) and audited on its own.",
+        )
+
+        def done(result: Confirmed | None) -> None:
+            if result is not None:
+                # The count confirms the batch; it never stands for each lock's name.
+                self._execute(plans, result.reason, False)
+                self._table.marked.clear()
+                self._table.reload()
+                self._show_sources()
+
+        self.push_screen(screen, done)
+
+    @work(thread=True, group="actions", exit_on_error=False)
+    def _execute(self, plans: list[Plan], reason: str, forced: bool) -> None:
+        assert self.actions is not None
+        outcomes = [self.actions.run(plan, reason, force=forced) for plan in plans]
+        self.call_from_thread(self._report, plans, outcomes)
+
+    def _report(self, plans: list[Plan], outcomes: list[Outcome]) -> None:
+        self._sync_held()
+        for plan, outcome in zip(plans, outcomes, strict=True):
+            if outcome.ok:
+                kind = EventKind.STOLEN if plan.kind is Kind.STEAL else EventKind.BROKEN
+                if plan.kind in (Kind.BREAK, Kind.STEAL):
+                    self._note(kind, plan, outcome.message)
+        done = [o for o in outcomes if o.ok]
+        failed = [o for o in outcomes if not o.ok]
+        if len(outcomes) == 1:
+            outcome = outcomes[0]
+            self.notify(
+                markup=False,
+                message=clean(outcome.message),
+                title="done" if outcome.ok else outcome.event.replace("_", " "),
+                severity="information" if outcome.ok and outcome.audited else "error",
+                timeout=10,
+            )
+            return
+        summary = f"{len(done)} done, {len(failed)} refused or failed"
+        detail = "\n".join(clean(o.message) for o in failed[:5])
+        self.notify(
+            markup=False,
+            message=summary + ("\n" + detail if detail else ""),
+            title="bulk break",
+            severity="warning" if failed else "information",
+            timeout=12,
+        )
+
+    def _note(self, kind: EventKind, plan: Plan, detail: str) -> None:
+        lock = plan.lock
+        event = Event(self.clock.now(), kind, lock.id, lock.name, lock.source, detail)
+        self.board.note(event)
+        self._activity.add_events([event])
+
+    def _sync_held(self) -> None:
+        if self.actions is None:
+            return
+        held = self.actions.held_ids()
+        if held != self._table.held:
+            changed = held ^ self._table.held
+            self._table.held = held
+            self._table.redraw(list(changed))
+            self._show_sources()
+            self._show_detail()
+
+    def _keep_holdings(self) -> None:
+        if self.actions is not None and self.actions.due(self.clock.now()):
+            self._heartbeat()
+
+    @work(thread=True, exclusive=True, group="heartbeat", exit_on_error=False)
+    def _heartbeat(self) -> None:
+        assert self.actions is not None
+        lost = self.actions.heartbeat(self.clock.now())
+        self.call_from_thread(self._lost, lost)
+
+    def _lost(self, lost: list[str]) -> None:
+        self._sync_held()
+        for message in lost:
+            self.notify(markup=False, message=clean(message), title="lock lost", severity="error")
+
+    async def action_quit(self) -> None:
+        if self.actions is None or not self.actions.held_ids():
+            self.exit()
+            return
+
+        def done(choice: str | None) -> None:
+            if choice == "keep":
+                self.exit()
+            elif choice == "release":
+                self._release_and_quit()
+
+        self.push_screen(QuitScreen(self.actions.held_names()), done)
+
+    @work(thread=True, exclusive=True, group="actions", exit_on_error=False)
+    def _release_and_quit(self) -> None:
+        assert self.actions is not None
+        self.actions.release_all("released on quitting lockwatch")
+        self.call_from_thread(self.exit)
+
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(replay=self.replay is not None))
+        self.push_screen(
+            HelpScreen(replay=self.replay is not None, actions=self.actions is not None)
+        )
 
     def action_export(self) -> None:
         from lockwatch.model.incident import capture

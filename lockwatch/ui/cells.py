@@ -33,6 +33,8 @@ class Column:
 
 
 COLUMNS = (
+    # Marked for a bulk action (●), or held by you (★): the table fills it in.
+    Column("mark", "", 1),
     Column("state", "STATE", 8),
     Column("source", "SRC", 4, priority=4),
     Column("format", "FORMAT", 14, priority=6),
@@ -125,7 +127,14 @@ def flags(verdict: Verdict) -> str:
     return " ".join(codes)
 
 
+MARKED = "●"
+HELD = "★"
+HELD_BY_YOU = "★ you (lockwatch)"
+
+
 def cell(key: str, lock: Lock, verdict: Verdict, now: datetime, width: int) -> str:
+    if key == "mark":
+        return ""
     if key == "state":
         return verdict.state.value
     if key == "source":

@@ -200,6 +200,13 @@ HELP_KEYS: tuple[tuple[str, str], ...] = (
     ("?", "this help"),
     ("q", "quit"),
 )
+ACTION_HELP: tuple[tuple[str, str], ...] = (
+    ("space", "mark or unmark the row; b then breaks every marked lock (type the count)"),
+    ("b", "break: move the lock file aside / pg_terminate_backend; not stale: type its name"),
+    ("S", "steal a stale lock: rewritten for you in its own format, kept alive while you run"),
+    ("c", "cancel a Postgres holder's current query (pg_cancel_backend)"),
+    ("r", "release a lock lockwatch holds for you (★)"),
+)
 REPLAY_KEYS: tuple[tuple[str, str], ...] = (
     ("p", "pause or resume the replay"),
     ("n", "step: apply the next recorded snapshot"),
@@ -219,9 +226,10 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    def __init__(self, replay: bool = False) -> None:
+    def __init__(self, replay: bool = False, actions: bool = False) -> None:
         super().__init__()
         self._replay = replay
+        self._actions = actions
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
@@ -232,7 +240,12 @@ class HelpScreen(ModalScreen[None]):
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column()
         grid.add_row(Text("lockwatch keys", style="bold underline"), "")
-        for key, what in _rows(HELP_KEYS, REPLAY_KEYS if self._replay else ()):
+        groups = (
+            HELP_KEYS,
+            REPLAY_KEYS if self._replay else (),
+            ACTION_HELP if self._actions else (),
+        )
+        for key, what in _rows(*groups):
             grid.add_row(key, what)
         grid.add_row("", "")
         grid.add_row(Text("filter fields", style="bold underline"), "")

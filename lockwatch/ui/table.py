@@ -23,7 +23,7 @@ from textual.widget import Widget
 from lockwatch.model.board import Board, Entry
 from lockwatch.model.rows import Rows
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.ui.cells import Column, cell, fit, layout
+from lockwatch.ui.cells import HELD, HELD_BY_YOU, MARKED, Column, cell, fit, layout
 
 STATES = ("active", "stale", "invalid", "waiting")
 _TEXTS_KEPT = 1024  # rows' fixed cells kept: a few screens' worth
@@ -110,11 +110,16 @@ class LockTable(ScrollView, can_focus=True):
         self.rows = rows
         self.now = now
         self.selected: str | None = None
+        # Rows marked for a bulk action, and locks lockwatch holds for the operator:
+        # the app owns both sets and redraws the rows it changes.
+        self.marked: set[str] = set()
+        self.held: set[str] = set()
         self._palette: dict[str, Style] | None = None
         self._layout: tuple[int, list[tuple[Column, int]]] | None = None
         # Per lock on screen: its entry and verdict when drawn, and the cells they fix.
         self._texts: dict[
-            str, tuple[Entry, Verdict, list[tuple[Column, int]], list[str | None]]
+            str,
+            tuple[Entry, Verdict, list[tuple[Column, int]], list[str | None], tuple[bool, bool]],
         ] = {}
 
     # -- data in ---------------------------------------------------------------
@@ -274,19 +279,32 @@ class LockTable(ScrollView, can_focus=True):
     ) -> list[str | None]:
         """The row's cells that only change with the lock or its verdict, fitted to
         their columns (None for those that move with time), kept while both stay."""
+        marks = (lock_id in self.marked, lock_id in self.held)
         kept = self._texts.get(lock_id)
-        if kept is not None and kept[0] is entry and kept[1] is verdict and kept[2] is columns:
+        if (
+            kept is not None
+            and kept[0] is entry
+            and kept[1] is verdict
+            and kept[2] is columns
+            and kept[4] == marks
+        ):
             return kept[3]
         lock = entry.lock
-        texts: list[str | None] = [
-            None
-            if column.timed
-            else fit(cell(column.key, lock, verdict, self.now, width), width, column.right)
-            for column, width in columns
-        ]
+        texts: list[str | None] = []
+        for column, width in columns:
+            if column.timed:
+                texts.append(None)
+                continue
+            if column.key == "mark":
+                text = MARKED if marks[0] else HELD if marks[1] else ""
+            elif column.key == "holder" and marks[1]:
+                text = HELD_BY_YOU
+            else:
+                text = cell(column.key, lock, verdict, self.now, width)
+            texts.append(fit(text, width, column.right))
         if len(self._texts) >= _TEXTS_KEPT:
             self._texts.clear()
-        self._texts[lock_id] = (entry, verdict, columns, texts)
+        self._texts[lock_id] = (entry, verdict, columns, texts, marks)
         return texts
 
     def has_focus_within_app(self) -> bool:

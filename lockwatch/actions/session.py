@@ -1,0 +1,278 @@
+"""The dashboard's actions: plans for what the operator selected, run off the
+event loop, and the locks lockwatch holds for the operator until released.
+
+The UI never touches files or sockets itself: it asks this session for a plan,
+shows it, and hands it back to `run` in a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from lockwatch.actions import files
+from lockwatch.actions.audit import AuditError, AuditLog, Operator, default_path
+from lockwatch.actions.plan import Kind, Plan, plan
+from lockwatch.actions.run import Executor, Outcome
+from lockwatch.clock import Clock
+from lockwatch.model.handover import NewHolder
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import Verdict
+from lockwatch.sources.files.decoders import writer
+
+# Heartbeats of held locks: a third of the time they stay fresh, and at least
+# every 30 s, as the tower-fleet spec recommends (§5.2).
+MAX_REFRESH_SECONDS = 30.0
+
+
+@dataclass
+class HeldFile:
+    """A lock file lockwatch wrote for the operator (a steal)."""
+
+    lock_id: str
+    path: str
+    name: str
+    format: str
+    sha256: str  # of what lockwatch last wrote: heartbeats compare against it
+    content: Any  # decoded, as the format's writer takes it
+    refresh_every: float | None
+    next_refresh: datetime | None
+
+
+@dataclass
+class Holdings:
+    files: dict[str, HeldFile] = field(default_factory=dict)
+    advisory: dict[str, Any] = field(default_factory=dict)  # lock id -> HeldAdvisory
+
+    def ids(self) -> set[str]:
+        return set(self.files) | set(self.advisory)
+
+    def __len__(self) -> int:
+        return len(self.files) + len(self.advisory)
+
+
+def _refresh_every(lock: Lock) -> float | None:
+    policy = lock.policy
+    if policy.heartbeat and lock.ttl_seconds:
+        return min(lock.ttl_seconds / 3, MAX_REFRESH_SECONDS)
+    if policy.max_age:
+        return min(policy.max_age / 3, MAX_REFRESH_SECONDS)
+    return None
+
+
+class ActionSession:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        host: str,
+        roots: Sequence[str],
+        audit_log: Path | None = None,
+        operator: str | None = None,
+        tombstone_dir: str | None = None,
+        dsns: Mapping[str, str] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.host = host
+        self.roots = tuple(roots)
+        self.operator = Operator.identify(operator)
+        self.audit_path = audit_log or default_path()
+        self._dsns = dict(dsns or {})
+        self.executor = Executor(
+            AuditLog(self.audit_path, clock=clock, host=host, operator=self.operator),
+            tombstone_dir=tombstone_dir,
+            dsn_for=self._dsns.get,
+        )
+        self.holdings = Holdings()
+        self._lock = threading.Lock()
+
+    # -- planning (on the event loop: no I/O but the roots check) -----------------
+
+    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
+        held = lock.id in self.holdings.ids()
+        if (
+            lock.source == "file"
+            and lock.path is not None
+            and not files.inside(lock.path, self.roots)
+        ):
+            return Plan(
+                kind,
+                lock,
+                verdict,
+                "action_refused",
+                "nothing",
+                refusal=("outside_roots", f"{lock.path} is outside the watched roots"),
+            )
+        new_holder = NewHolder(
+            operator=self.operator.name,
+            pid=os.getpid(),
+            own_pid=os.getpid(),
+            host=self.host,
+            at=self.clock.now(),
+            token=uuid.uuid4().hex[:16],
+            reason="",
+        )
+        return plan(kind, lock, verdict, peers=peers, new_holder=new_holder, held=held)
+
+    def with_reason(self, the_plan: Plan, reason: str) -> Plan:
+        """A steal's new lock records the reason: written once it is known."""
+        if the_plan.kind is not Kind.STEAL or the_plan.lock.source != "file":
+            return the_plan
+        new_holder = NewHolder(
+            operator=self.operator.name,
+            pid=os.getpid(),
+            own_pid=os.getpid(),
+            host=self.host,
+            at=self.clock.now(),
+            token=uuid.uuid4().hex[:16],
+            reason=" ".join(reason.split()),
+        )
+        return plan(Kind.STEAL, the_plan.lock, the_plan.verdict, new_holder=new_holder)
+
+    # -- acting (in a worker thread) -----------------------------------------------
+
+    def run(self, the_plan: Plan, reason: str, *, force: bool = False) -> Outcome:
+        lock = the_plan.lock
+        held = None
+        if the_plan.kind is Kind.RELEASE:
+            with self._lock:
+                held = self.holdings.advisory.get(lock.id)
+                held_file = self.holdings.files.get(lock.id)
+            if held_file is not None:
+                outcome = self.executor.run(
+                    the_plan, reason, force=force, expect_sha256=held_file.sha256
+                )
+                if outcome.ok or outcome.code in ("gone", "changed"):
+                    with self._lock:
+                        self.holdings.files.pop(lock.id, None)
+                return outcome
+        the_plan = self.with_reason(the_plan, reason)
+        outcome = self.executor.run(the_plan, reason, force=force, held=held)
+        if not outcome.ok:
+            return outcome
+        with self._lock:
+            if the_plan.kind is Kind.RELEASE:
+                self.holdings.advisory.pop(lock.id, None)
+            elif the_plan.kind is Kind.STEAL and outcome.held is not None:
+                self.holdings.advisory[outcome.held.lock_id] = outcome.held
+            elif the_plan.kind is Kind.STEAL and outcome.new_sha256 and lock.path:
+                every = _refresh_every(lock)
+                now = self.clock.now()
+                self.holdings.files[lock.id] = HeldFile(
+                    lock_id=lock.id,
+                    path=lock.path,
+                    name=lock.name,
+                    format=lock.format,
+                    sha256=outcome.new_sha256,
+                    content=_decoded(outcome.new_content),
+                    refresh_every=every,
+                    next_refresh=now + timedelta(seconds=every) if every else None,
+                )
+        return outcome
+
+    def held_ids(self) -> set[str]:
+        with self._lock:
+            return self.holdings.ids()
+
+    def held_names(self) -> list[str]:
+        with self._lock:
+            return [h.name for h in self.holdings.files.values()] + [
+                h.name for h in self.holdings.advisory.values()
+            ]
+
+    def due(self, now: datetime) -> bool:
+        with self._lock:
+            return any(
+                h.next_refresh is not None and h.next_refresh <= now
+                for h in self.holdings.files.values()
+            ) or bool(self.holdings.advisory)
+
+    def heartbeat(self, now: datetime) -> list[str]:
+        """Refresh held locks whose time has come; what was lost, in words."""
+        lost: list[str] = []
+        with self._lock:
+            held_files = list(self.holdings.files.values())
+            advisory = list(self.holdings.advisory.items())
+        for held in held_files:
+            if held.next_refresh is None or held.next_refresh > now or held.refresh_every is None:
+                continue
+            module = writer(held.format)
+            content = module.refresh(held.content, now) if module is not None else None
+            if content is None:
+                held.next_refresh = None
+                continue
+            try:
+                files.rewrite(held.path, held.sha256, content, token=uuid.uuid4().hex)
+            except (files.ActionRefused, OSError) as exc:
+                with self._lock:
+                    self.holdings.files.pop(held.lock_id, None)
+                lost.append(f"{held.name}: no longer held by you ({_why(exc)})")
+                continue
+            held.sha256 = files.sha256_hex(content)
+            held.content = _decoded(content)
+            held.next_refresh = now + timedelta(seconds=held.refresh_every)
+        for lock_id, taken in advisory:
+            if not taken.alive():
+                with self._lock:
+                    self.holdings.advisory.pop(lock_id, None)
+                lost.append(f"{taken.name}: lockwatch's session holding it ended")
+        return lost
+
+    def release_all(self, reason: str) -> list[str]:
+        """Let go of everything held (quitting); what happened, in words."""
+        results: list[str] = []
+        with self._lock:
+            held_files = list(self.holdings.files.values())
+            advisory = list(self.holdings.advisory.values())
+            self.holdings = Holdings()
+        for held in held_files:
+            from lockwatch.sources.files.scanner import load
+
+            loaded = load(held.path)
+            if not isinstance(loaded, Lock):
+                results.append(f"{held.name}: already gone")
+                continue
+            from lockwatch.model.verdict import State
+
+            the_plan = plan(Kind.RELEASE, loaded, Verdict(State.ACTIVE), held=True)
+            outcome = self.executor.run(the_plan, reason, expect_sha256=held.sha256)
+            results.append(outcome.message)
+        for taken in advisory:
+            unlocked = taken.release()
+            fields = {
+                "action": Kind.RELEASE.value,
+                "target": {"source": "postgres", "id": taken.lock_id, "server": taken.server},
+                "reason": reason,
+                "result": "success",
+                "unlocked": unlocked,
+            }
+            try:
+                self.executor.audit.append("lock_released", fields)
+            except AuditError as exc:
+                results.append(f"released {taken.name} — WARNING: not audited: {exc}")
+                continue
+            results.append(f"released {taken.name}")
+        return results
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, files.ActionRefused):
+        return exc.message
+    return str(exc)
+
+
+def _decoded(content: bytes | None) -> Any:
+    import json
+
+    if content is None:
+        return None
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", "replace")

@@ -1,0 +1,153 @@
+"""Confirmations: what an action will do, in words, before it does it.
+
+Cancel has the focus when a confirmation opens, so a stray enter cancels. The
+action's button stays disabled until a reason is given and, where the action
+is risky (a lock that is not stale, many locks at once), until the operator has
+typed the lock's name or the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+from lockwatch.ui.safe import clean
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmed:
+    reason: str
+    # The operator typed the lock's name (or the count): a lock that is not
+    # stale may be broken.
+    forced: bool
+
+
+def _facts(lines: Sequence[tuple[str, str]]) -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True, justify="right")
+    grid.add_column()
+    for label, value in lines:
+        grid.add_row(label, Text(clean(value)))
+    return grid
+
+
+class ConfirmScreen(ModalScreen[Confirmed | None]):
+    """One action on one lock, or one action on several (bulk)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(
+        self,
+        title: str,
+        lines: Sequence[tuple[str, str]],
+        *,
+        verb: str,
+        must_type: str | None = None,
+        must_type_what: str = "the lock's name",
+        warning: str | None = None,
+    ) -> None:
+        super().__init__()
+        self._title = title
+        self._lines = list(lines)
+        self._verb = verb
+        self._must_type = must_type
+        self._must_type_what = must_type_what
+        self._warning = warning
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(Text(clean(self._title), style="bold"), id="confirm-title")
+            with VerticalScroll(id="confirm-facts"):
+                yield Static(_facts(self._lines))
+            if self._warning:
+                yield Static(Text(clean(self._warning)), id="confirm-warning")
+            yield Input(placeholder="reason (required, goes to the audit log)", id="reason")
+            if self._must_type is not None:
+                yield Static(
+                    Text(f"Type {self._must_type_what} to confirm: ")
+                    + Text(clean(self._must_type), style="bold"),
+                    id="confirm-prompt",
+                )
+                yield Input(placeholder="type it here, exactly", id="must-type")
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button(self._verb, id="confirm", variant="error", disabled=True)
+
+    def on_mount(self) -> None:
+        for field in self.query(Input):
+            field.cursor_blink = False
+        self.query_one("#cancel", Button).focus()
+
+    def _ready(self) -> bool:
+        if not self.query_one("#reason", Input).value.strip():
+            return False
+        if self._must_type is not None:
+            return self.query_one("#must-type", Input).value == self._must_type
+        return True
+
+    def on_input_changed(self, message: Input.Changed) -> None:
+        message.stop()
+        self.query_one("#confirm", Button).disabled = not self._ready()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        message.stop()
+        # Enter moves on; it never confirms by itself.
+        self.focus_next()
+
+    def on_button_pressed(self, message: Button.Pressed) -> None:
+        message.stop()
+        if message.button.id == "confirm" and self._ready():
+            reason = " ".join(self.query_one("#reason", Input).value.split())
+            self.dismiss(Confirmed(reason, forced=self._must_type is not None))
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class QuitScreen(ModalScreen[str | None]):
+    """Quitting while lockwatch holds locks for the operator: release them, keep them,
+    or stay."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "stay", "Stay")]
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__()
+        self._names = list(names)
+
+    def compose(self) -> ComposeResult:
+        shown = ", ".join(self._names[:8]) + (" …" if len(self._names) > 8 else "")
+        with Vertical(id="confirm-box"):
+            yield Static(Text("You hold locks", style="bold"), id="confirm-title")
+            yield Static(
+                Text(
+                    f"lockwatch holds {len(self._names)} lock(s) for you: {clean(shown)}.\n"
+                    "Release them now, or keep them: kept lock files stop getting heartbeats"
+                    " and go stale by their own rules; Postgres locks end with lockwatch's"
+                    " session."
+                )
+            )
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Stay", id="stay", variant="primary")
+                yield Button("Release and quit", id="release", variant="warning")
+                yield Button("Keep and quit", id="keep", variant="default")
+
+    def on_mount(self) -> None:
+        self.query_one("#stay", Button).focus()
+
+    def on_button_pressed(self, message: Button.Pressed) -> None:
+        message.stop()
+        self.dismiss(None if message.button.id == "stay" else message.button.id)
+
+    def action_stay(self) -> None:
+        self.dismiss(None)
