@@ -91,11 +91,27 @@ def record_hash(record: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def _text(value: str) -> str:
+    """`value` as UTF-8 can carry it: a path or argument that is not UTF-8 (Python
+    holds its bytes as lone surrogates) is written with `\\xff` escapes, as the
+    CLI prints it, instead of making the record unwritable."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, str):
+        return _text(value)
     if isinstance(value, datetime):
         return format_timestamp(value)
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {_text(str(k)): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, bytes):
@@ -128,7 +144,8 @@ class AuditLog:
             "host": self.host,
             "lockwatch_pid": os.getpid(),
         }
-        record.update(_jsonable(dict(fields)))
+        record.update(fields)
+        record = _jsonable(record)
         try:
             fd = self._open()
         except OSError as exc:
@@ -139,7 +156,10 @@ class AuditLog:
             record["seq"] = seq + 1
             record["prev_hash"] = prev
             record["hash"] = record_hash(record)
-            line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+            line = _serialized(record) + b"\n"
+            if _cut_short(fd):
+                # A writer died mid-line: end that line, so this record stands on its own.
+                line = b"\n" + line
             _write_all(fd, line)
             os.fsync(fd)
             _write_head(self.path, record["seq"], record["hash"])
@@ -171,6 +191,17 @@ def _why(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "it is a symlink; lockwatch never writes its audit log through one"
     return exc.strerror or str(exc)
+
+
+def _serialized(record: Mapping[str, Any]) -> bytes:
+    """A record's line, exactly as the log holds it (without the newline)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _cut_short(fd: int) -> bool:
+    """Whether the log's last line has no newline (a write cut short)."""
+    end = os.lseek(fd, 0, os.SEEK_END)
+    return end > 0 and os.pread(fd, 1, end - 1) != b"\n"
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -230,6 +261,7 @@ def _write_head(path: Path, seq: int, last_hash: str) -> None:
     finally:
         os.close(fd)
     os.replace(temp, head)
+    _fsync_dir(head.parent)  # the head must survive a crash as surely as the record
 
 
 # -- reading and verifying -------------------------------------------------------
@@ -261,17 +293,32 @@ class Verification:
 
 
 def verify(path: Path) -> Verification:
-    """Check every record's hash, the chain, the sequence, and the head."""
+    """Check every record's hash, the chain, the sequence, and the head. A shared
+    lock on the log waits out any append in progress (its record written, its head
+    not yet), which would otherwise look like tampering."""
+    with open(path, "rb") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+        return _verify(path)
+
+
+def _verify(path: Path) -> Verification:
     expected_prev = GENESIS
     expected_seq = 1
     count = 0
-    for number, record, _raw in read_records(path):
+    last_line = 0
+    for number, record, raw in read_records(path):
+        last_line = number
         if record is None:
             return Verification(False, count, number, None, "not a JSON record (edited or damaged)")
         seq = record.get("seq")
         if record.get("hash") != record_hash(record):
             return Verification(
                 False, count, number, _int(seq), "edited: its hash does not match its content"
+            )
+        if raw != _serialized(record):
+            # Same content, other bytes (spacing, escapes, duplicate keys): not as written.
+            return Verification(
+                False, count, number, _int(seq), "edited: not byte for byte as lockwatch wrote it"
             )
         if not isinstance(seq, int) or isinstance(seq, bool):
             return Verification(False, count, number, None, "has no sequence number")
@@ -284,13 +331,23 @@ def verify(path: Path) -> Verification:
                     if seq == expected_seq + 1
                     else f"records {expected_seq}-{seq - 1}"
                 )
-                problem = f"{missing} removed: record {seq} follows record {expected_seq - 1}"
+                problem = (
+                    f"{missing} removed or moved: record {seq} follows record {expected_seq - 1}"
+                )
             else:
                 problem = "the chain is broken: prev_hash does not match the record before it"
             return Verification(False, count, number, seq, problem)
         expected_prev = record["hash"]
         expected_seq = seq + 1
         count += 1
+    if count and not _ends_with_newline(path):
+        return Verification(
+            False,
+            count - 1,
+            last_line,
+            expected_seq - 1,
+            "edited or cut short: the last record does not end its line",
+        )
     head = _read_head(path)
     last_seq = expected_seq - 1
     if head is None:
@@ -317,6 +374,15 @@ def verify(path: Path) -> Verification:
             problem = f"the head says record {head_seq} is last, the log ends at {last_seq}"
         return Verification(False, count, None, last_seq + 1, problem)
     return Verification(True, count)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return True
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
 
 
 def _int(value: object) -> int | None:

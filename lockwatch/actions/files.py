@@ -261,18 +261,40 @@ def replace(
     new lock is linked into place, so a lock someone took in the gap is never
     overwritten (the steal fails and says so; the stale one stays in the tombstone)."""
     with _directory(path) as (dir_fd, directory, name):
-        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode & 0o666
-        moved = _move_aside(dir_fd, directory, name, path, expected_sha256, stamp, tombstone_dir)
-        temp = _write_temp(dir_fd, name, token, new_content, mode or 0o644)
         try:
-            os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-        except FileExistsError:
-            raise ActionFailed(
-                "taken",
-                f"someone took {path} after its stale lock was moved to {moved.tombstone};"
-                " nothing was overwritten",
-                tombstone=moved.tombstone,
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode & 0o666
+        except FileNotFoundError:  # as _move_aside says it: nothing touched
+            raise ActionRefused(
+                "gone", f"{path} is gone: released, or broken by someone else a moment ago"
             ) from None
+        # The new lock is written (and synced) before the old one moves: a full disk
+        # refuses the steal with nothing touched.
+        try:
+            temp = _write_temp(dir_fd, name, token, new_content, mode or 0o644)
+        except OSError as exc:
+            raise ActionRefused(
+                "write_failed", f"cannot write the new lock beside {path}: {exc.strerror}"
+            ) from exc
+        try:
+            moved = _move_aside(
+                dir_fd, directory, name, path, expected_sha256, stamp, tombstone_dir
+            )
+            try:
+                os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            except FileExistsError:
+                raise ActionFailed(
+                    "taken",
+                    f"someone took {path} after its stale lock was moved to {moved.tombstone};"
+                    " nothing was overwritten",
+                    tombstone=moved.tombstone,
+                ) from None
+            except OSError as exc:
+                raise ActionFailed(
+                    "link_failed",
+                    f"the stale lock was moved to {moved.tombstone}, but the new one could not"
+                    f" be put at {path} ({exc.strerror}): no lock is there now",
+                    tombstone=moved.tombstone,
+                ) from exc
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp, dir_fd=dir_fd)

@@ -20,6 +20,7 @@ from lockwatch.actions.audit import INTENT, AuditError, AuditLog, new_action_id
 from lockwatch.actions.files import ActionFailed, ActionRefused
 from lockwatch.actions.plan import Kind, Plan
 from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import State, Verdict
 
 DsnLookup = Callable[[str], "str | None"]
 
@@ -94,10 +95,20 @@ class Executor:
         *,
         tombstone_dir: str | None = None,
         dsn_for: DsnLookup | None = None,
+        rejudge: Callable[[Lock], Verdict] | None = None,
     ) -> None:
         self.audit = audit
         self.tombstone_dir = tombstone_dir
         self.dsn_for = dsn_for or (lambda server: None)
+        self.rejudge = rejudge or self._judge_now
+
+    def _judge_now(self, lock: Lock) -> Verdict:
+        """The lock's verdict with the process table as it is now: the operator may
+        have read the confirmation for a while, and a dead pid can come back."""
+        from lockwatch.model.verdict import evaluate
+        from lockwatch.sources.processes import PsutilProcesses
+
+        return evaluate(lock, PsutilProcesses(), self.audit.clock, self.audit.host)
 
     def run(
         self,
@@ -119,15 +130,16 @@ class Executor:
             "action": plan.kind.value,
             "target": target_of(lock),
             "previous_lock": lock.content,
-            "previous_lock_hash": (
-                f"sha256:{expect_sha256.lower()}" if expect_sha256 else lock_hash(lock)
-            ),
+            "previous_lock_hash": lock_hash(lock),
             "state": plan.verdict.state.value,
             "reasons": list(plan.verdict.codes),
             "reason": reason,
             "effect": plan.effect,
             "forced": force,
         }
+        if expect_sha256:
+            # What the operator saw, when it is not what lockwatch read before asking.
+            record["expected_lock_hash"] = f"sha256:{expect_sha256.lower()}"
         if not reason:
             return self._refuse(record, "no_reason", "a reason is required; nothing done")
         if plan.refusal is not None:
@@ -139,6 +151,20 @@ class Executor:
                 f"{lock.name} is {plan.verdict.state}, not stale: breaking it needs --force"
                 " (in the dashboard: type its name)",
             )
+        if (
+            lock.source == "file"
+            and plan.kind in (Kind.BREAK, Kind.STEAL)
+            and plan.verdict.state is State.STALE
+            and not force
+        ):
+            now = self.rejudge(lock)
+            if now.state is not State.STALE:
+                why = "; ".join(r.message for r in now.reasons) or "its holder is alive"
+                return self._refuse(
+                    record,
+                    "changed",
+                    f"{lock.name} is {now.state} now, not stale ({why}): nothing done",
+                )
         try:
             self.audit.append(INTENT, {**record, "intent": plan.event, "result": "pending"})
         except AuditError as exc:

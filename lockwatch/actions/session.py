@@ -84,6 +84,7 @@ class ActionSession:
         self.operator = Operator.identify(operator)
         self.audit_path = audit_log or default_path()
         self._dsns = dict(dsns or {})
+        self.tombstone_dir = tombstone_dir
         self.executor = Executor(
             AuditLog(self.audit_path, clock=clock, host=host, operator=self.operator),
             tombstone_dir=tombstone_dir,
@@ -91,6 +92,10 @@ class ActionSession:
         )
         self.holdings = Holdings()
         self._lock = threading.Lock()
+        # One writer of held lock files at a time: a heartbeat that outlasts the next
+        # tick (a slow filesystem) or a release racing it would fail the other's
+        # compare-and-swap and drop a lock lockwatch still holds on disk.
+        self._writing = threading.Lock()
 
     # -- planning (on the event loop: no I/O but the roots check) -----------------
 
@@ -118,7 +123,15 @@ class ActionSession:
             token=uuid.uuid4().hex[:16],
             reason="",
         )
-        return plan(kind, lock, verdict, peers=peers, new_holder=new_holder, held=held)
+        return plan(
+            kind,
+            lock,
+            verdict,
+            peers=peers,
+            new_holder=new_holder,
+            tombstone_dir=self.tombstone_dir,
+            held=held,
+        )
 
     def with_reason(self, the_plan: Plan, reason: str) -> Plan:
         """A steal's new lock records the reason: written once it is known."""
@@ -133,7 +146,13 @@ class ActionSession:
             token=uuid.uuid4().hex[:16],
             reason=" ".join(reason.split()),
         )
-        return plan(Kind.STEAL, the_plan.lock, the_plan.verdict, new_holder=new_holder)
+        return plan(
+            Kind.STEAL,
+            the_plan.lock,
+            the_plan.verdict,
+            new_holder=new_holder,
+            tombstone_dir=self.tombstone_dir,
+        )
 
     # -- acting (in a worker thread) -----------------------------------------------
 
@@ -145,9 +164,10 @@ class ActionSession:
                 held = self.holdings.advisory.get(lock.id)
                 held_file = self.holdings.files.get(lock.id)
             if held_file is not None:
-                outcome = self.executor.run(
-                    the_plan, reason, force=force, expect_sha256=held_file.sha256
-                )
+                with self._writing:  # after any heartbeat in flight: its hash is current
+                    outcome = self.executor.run(
+                        the_plan, reason, force=force, expect_sha256=held_file.sha256
+                    )
                 if outcome.ok or outcome.code in ("gone", "changed"):
                     with self._lock:
                         self.holdings.files.pop(lock.id, None)
@@ -159,6 +179,10 @@ class ActionSession:
         with self._lock:
             if the_plan.kind is Kind.RELEASE:
                 self.holdings.advisory.pop(lock.id, None)
+            elif the_plan.kind is Kind.BREAK:
+                # A lock lockwatch held, broken (b instead of r): no longer held, so no
+                # heartbeat finds it gone and calls it lost.
+                self.holdings.files.pop(lock.id, None)
             elif the_plan.kind is Kind.STEAL and outcome.held is not None:
                 self.holdings.advisory[outcome.held.lock_id] = outcome.held
             elif the_plan.kind is Kind.STEAL and outcome.new_sha256 and lock.path:
@@ -194,7 +218,16 @@ class ActionSession:
             ) or bool(self.holdings.advisory)
 
     def heartbeat(self, now: datetime) -> list[str]:
-        """Refresh held locks whose time has come; what was lost, in words."""
+        """Refresh held locks whose time has come; what was lost, in words. Nothing
+        while another heartbeat or a release is still writing: the next tick comes."""
+        if not self._writing.acquire(blocking=False):
+            return []
+        try:
+            return self._beat(now)
+        finally:
+            self._writing.release()
+
+    def _beat(self, now: datetime) -> list[str]:
         lost: list[str] = []
         with self._lock:
             held_files = list(self.holdings.files.values())
@@ -231,18 +264,19 @@ class ActionSession:
             held_files = list(self.holdings.files.values())
             advisory = list(self.holdings.advisory.values())
             self.holdings = Holdings()
-        for held in held_files:
-            from lockwatch.sources.files.scanner import load
+        with self._writing:  # a heartbeat in flight finishes first
+            for held in held_files:
+                from lockwatch.sources.files.scanner import load
 
-            loaded = load(held.path)
-            if not isinstance(loaded, Lock):
-                results.append(f"{held.name}: already gone")
-                continue
-            from lockwatch.model.verdict import State
+                loaded = load(held.path)
+                if not isinstance(loaded, Lock):
+                    results.append(f"{held.name}: already gone")
+                    continue
+                from lockwatch.model.verdict import State
 
-            the_plan = plan(Kind.RELEASE, loaded, Verdict(State.ACTIVE), held=True)
-            outcome = self.executor.run(the_plan, reason, expect_sha256=held.sha256)
-            results.append(outcome.message)
+                the_plan = plan(Kind.RELEASE, loaded, Verdict(State.ACTIVE), held=True)
+                outcome = self.executor.run(the_plan, reason, expect_sha256=held.sha256)
+                results.append(outcome.message)
         for taken in advisory:
             unlocked = taken.release()
             fields = {

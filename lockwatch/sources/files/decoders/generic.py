@@ -177,22 +177,37 @@ def handover(content: Any, new: NewHolder) -> bytes | None:
     if not isinstance(content, Mapping):
         return None
     out = dict(content)
-    at = format_timestamp(new.at)
     pid_keys = _present(content, PID_KEYS) or ["pid"]
-    out[pid_keys[0]] = new.pid
+    # A pid the writer kept as text stays text: its owner reads it back.
+    out[pid_keys[0]] = str(new.pid) if isinstance(content.get(pid_keys[0]), str) else new.pid
     for key in _present(content, HOST_KEYS)[:1]:
         out[key] = new.host
     for key in _present(content, TIME_KEYS)[:1] + _present(content, HEARTBEAT_KEYS)[:1]:
-        out[key] = at
+        out[key] = _time_as(content[key], new.at)
     out[MARK] = new.mark(previous=content.get(pid_keys[0]))
     return dump(out)
+
+
+# Epoch numbers above this are milliseconds (as parse_timestamp reads them).
+_MILLIS_THRESHOLD = 1e11
+
+
+def _time_as(old: Any, at: datetime) -> Any:
+    """`at` written as the lock wrote its time there: epoch seconds or milliseconds
+    stay numbers (of the same type), anything else becomes RFC 3339 text."""
+    if isinstance(old, bool) or not isinstance(old, int | float):
+        return format_timestamp(at)
+    value = at.timestamp()
+    if old > _MILLIS_THRESHOLD:
+        value *= 1000
+    return int(value) if isinstance(old, int) else value
 
 
 def refresh(content: Any, at: datetime) -> bytes | None:
     if not isinstance(content, Mapping):
         return None
     keys = _present(content, HEARTBEAT_KEYS)[:1]
-    return dump({**content, **{key: format_timestamp(at) for key in keys}}) if keys else None
+    return dump({**content, **{key: _time_as(content[key], at) for key in keys}}) if keys else None
 
 
 def decode_pid_line(line: str) -> int | None:
