@@ -116,12 +116,14 @@ def plan(
     new_holder: NewHolder | None = None,
     tombstone_dir: str | None = None,
     held: bool = False,
+    held_elsewhere: bool = False,
 ) -> Plan:
     """The plan for `kind` on `lock` as judged by `verdict`. `peers` are the other
     locks in view (a session's other locks count in its effect); `held` says
-    whether lockwatch holds this lock (release needs it)."""
+    whether lockwatch holds this lock (release needs it), `held_elsewhere` that
+    another lockwatch process holds it (a Postgres steal held in a foreground CLI)."""
     if lock.source == "postgres":
-        return _plan_pg(kind, lock, verdict, peers, held)
+        return _plan_pg(kind, lock, verdict, peers, held, held_elsewhere)
     if lock.source != "file":
         return _refused(
             kind, lock, verdict, "unsupported", f"{lock.source} locks cannot be acted on"
@@ -189,7 +191,14 @@ def plan(
     return Plan(kind, lock, verdict, "lock_stolen", effect, new_content=content)
 
 
-def _plan_pg(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock], held: bool) -> Plan:
+def _plan_pg(
+    kind: Kind,
+    lock: Lock,
+    verdict: Verdict,
+    peers: Sequence[Lock],
+    held: bool,
+    held_elsewhere: bool = False,
+) -> Plan:
     assert lock.pg is not None
     pg = lock.pg
     pid = pg.backend.pid
@@ -230,9 +239,15 @@ def _plan_pg(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock], he
                 "not_held",
                 "lockwatch does not hold this lock (only advisory locks it stole can be released)",
             )
-        effect = (
-            f"unlock advisory lock {lock.name} ({key}) on lockwatch's own connection to {where}"
-        )
+        if held_elsewhere:
+            effect = (
+                f"call pg_terminate_backend({pid}) on {where}: ends the lockwatch steal session"
+                f" holding advisory lock {lock.name} ({key}), which frees it"
+            )
+        else:
+            effect = (
+                f"unlock advisory lock {lock.name} ({key}) on lockwatch's own connection to {where}"
+            )
         return Plan(kind, lock, verdict, "lock_released", effect)
     if key is None or pg.locktype != "advisory":
         return _refused(

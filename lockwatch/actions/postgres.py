@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
 from psycopg import conninfo
 
 from lockwatch.actions.files import ActionFailed, ActionRefused
-from lockwatch.model.lock import Lock
-from lockwatch.model.pg import AdvisoryKey
+from lockwatch.model.lock import Holder, Lock
+from lockwatch.model.pg import AdvisoryKey, PgBackend
 from lockwatch.sources.postgres.dsn import scrub
 from lockwatch.sources.postgres.query import TARGET
 
@@ -28,20 +28,25 @@ ACTION_APPLICATION = "lockwatch-action"
 HOLD_APPLICATION = "lockwatch-steal"
 TERMINATE_WAIT_MS = 5000
 
+# TARGET's format() string holds literal `%s`: with query parameters psycopg would
+# read them as placeholders, so they are doubled here.
+_TARGET = TARGET.replace("%", "%%")
+
 _HOLDS = f"""
 SELECT l.granted FROM pg_catalog.pg_locks AS l
-WHERE l.pid = %(pid)s AND {TARGET} = %(target)s AND l.mode = %(mode)s
+WHERE l.pid = %(pid)s AND {_TARGET} = %(target)s AND l.mode = %(mode)s
 """
 _SIGNAL = f"""
 SELECT pg_catalog.{{function}}(l.pid{{extra}}) AS done FROM pg_catalog.pg_locks AS l
-WHERE l.pid = %(pid)s AND {TARGET} = %(target)s AND l.mode = %(mode)s
+WHERE l.pid = %(pid)s AND {_TARGET} = %(target)s AND l.mode = %(mode)s
   AND l.granted = %(granted)s
 LIMIT 1
 """
+_ALIVE = "SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid = %(pid)s"
 _HOLDER_OF = f"""
 SELECT l.pid, a.application_name FROM pg_catalog.pg_locks AS l
 LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
-WHERE {TARGET} = %(target)s AND l.granted
+WHERE {_TARGET} = %(target)s AND l.granted
 """
 
 
@@ -87,16 +92,60 @@ class HeldAdvisory:
     name: str
     target: str
     connection: psycopg.Connection[Any] = field(repr=False)
+    # Read while the connection is open: the lock keeps its name once released.
+    _pid: int = field(init=False, repr=False)
+    _user: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._pid = int(self.connection.info.backend_pid)
+        self._user = str(self.connection.info.user)
 
     @property
     def backend_pid(self) -> int:
-        return int(self.connection.info.backend_pid)
+        return self._pid
 
     @property
     def lock_id(self) -> str:
         """The id the monitor gives this lock now that lockwatch's session holds it."""
         mode = "ShareLock" if self.shared else "ExclusiveLock"
         return f"pg:{self.server}:{self.backend_pid}:{self.target}:{mode}:held"
+
+    def as_lock(self, seen: Lock) -> Lock:
+        """`seen` (the lock as it was before the steal) as lockwatch's session holds it
+        now: what releasing it acts on, and what the audit log names."""
+        assert seen.pg is not None
+        pid, user = self.backend_pid, self._user
+        backend = PgBackend(pid=pid, user=user, application=HOLD_APPLICATION, state="idle")
+        row = dict(seen.content) if isinstance(seen.content, dict) else {}
+        row.update(
+            pid=pid,
+            target=self.target,
+            mode="ShareLock" if self.shared else "ExclusiveLock",
+            granted=True,
+            virtualtransaction=None,
+            wait_age=None,
+            prepared_gid=None,
+            blocked_by=None,
+        )
+        pg = replace(
+            seen.pg,
+            granted=True,
+            mode=row["mode"],
+            backend=backend,
+            wait_start=None,
+            blocked_by=(),
+            blocking=(),
+            blocking_here=(),
+            blocked_by_prepared=(),
+        )
+        return replace(
+            seen,
+            id=self.lock_id,
+            holder=Holder(pid=pid, actor=user, session=HOLD_APPLICATION),
+            acquired_at=None,
+            content=row,
+            pg=pg,
+        )
 
     def alive(self) -> bool:
         if self.connection.closed or self.connection.broken:
@@ -181,6 +230,15 @@ class PgActor:
                     "changed", f"pid {facts['pid']} let go of {lock.name} just now; nothing done"
                 )
             if not row[0]:
+                gone = not conn.execute(_ALIVE, {"pid": facts["pid"]}).fetchone()
+                if gone:
+                    # It exited between the check and the signal (someone else ended it):
+                    # lockwatch did nothing to it.
+                    raise ActionRefused(
+                        "changed",
+                        f"pid {facts['pid']} ended just before lockwatch could {verb} it;"
+                        " nothing done",
+                    )
                 raise ActionFailed(
                     "signal_failed",
                     f"the server could not {verb} pid {facts['pid']} (it may have exited, or"

@@ -201,7 +201,7 @@ class Executor:
         record: dict[str, Any] = {
             "action_id": new_action_id(),
             "action": kind.value,
-            "target": {"id": target},
+            "target": _unseen_target(target),
             "previous_lock": None,
             "previous_lock_hash": None,
             "reason": " ".join(reason.split()),
@@ -331,3 +331,14 @@ class Executor:
             (extra or {}).get("tombstone"),
             audited=audited,
         )
+
+
+def _unseen_target(target: str) -> dict[str, Any]:
+    """What a TARGET that named no lock still says: its source, and its path or server."""
+    if target.startswith("pg:"):
+        # pg:<user@host>:<port/db>:<holder>:…: the server is the first two parts.
+        parts = target[3:].split(":", 2)
+        server = ":".join(parts[:2]) if len(parts) >= 2 else None
+        return {"source": "postgres", "id": target, "server": server}
+    path = target.removeprefix("file:")
+    return {"source": "file", "id": f"file:{path}", "path": path}

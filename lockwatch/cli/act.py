@@ -301,7 +301,10 @@ def _act(kind: Kind, request: Request) -> None:
     executor = _executor(audit, request, config, dsns)
     found = _find(request.target, dsns, config, host)
     if isinstance(found, str):
-        _report(executor.unseen(kind, request.target, request.reason, found), request.as_json)
+        named = request.target
+        if not named.startswith("pg:"):
+            named = "file:" + os.path.abspath(named.removeprefix("file:"))
+        _report(executor.unseen(kind, named, request.reason, found), request.as_json)
         return
     lock, verdict, peers = found
     the_plan = _plan(kind, lock, verdict, peers, request, operator.name, host, config)
@@ -455,12 +458,12 @@ def _plan(
         token=uuid.uuid4().hex[:16],
         reason=" ".join((request.reason or "").split()),
     )
-    held = False
+    held = held_elsewhere = False
     if kind is Kind.RELEASE:
         if lock.pg is not None:
             from lockwatch.actions.postgres import HOLD_APPLICATION
 
-            held = lock.pg.backend.application == HOLD_APPLICATION
+            held = held_elsewhere = lock.pg.backend.application == HOLD_APPLICATION
         else:
             held = held_by_lockwatch(lock, holder_pid)
     return plan(
@@ -471,6 +474,7 @@ def _plan(
         new_holder=new_holder,
         tombstone_dir=request.tombstone_dir or config.tombstone_dir,
         held=held,
+        held_elsewhere=held_elsewhere,
     )
 
 
@@ -530,22 +534,24 @@ def _hold(outcome: Outcome, executor: Executor, the_plan: Plan, reason: str, as_
     """Hold a stolen advisory lock in the foreground until Ctrl+C, SIGTERM, or
     `lockwatch release` ends this session."""
     from lockwatch.actions.plan import Kind, plan
+    from lockwatch.model.verdict import State, Verdict
 
     held = outcome.held
-    click.echo(
-        f"holding {held.name} as lockwatch session {held.backend_pid}; Ctrl+C releases it"
-        f" (or: lockwatch release '{held.lock_id}' --reason ...)",
-        err=True,
-    )
     stop: list[int] = []
 
     def on_signal(signum: int, frame: object) -> None:
         stop.append(signum)
 
+    # Handlers first: once the operator is told Ctrl+C releases it, it must.
     previous: dict[signal.Signals, Any] = {}
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         previous[signum] = signal.signal(signum, on_signal)
     try:
+        click.echo(
+            f"holding {held.name} as lockwatch session {held.backend_pid}; Ctrl+C releases it"
+            f" (or: lockwatch release '{held.lock_id}' --reason ...)",
+            err=True,
+        )
         while not stop:
             if not held.alive():
                 click.echo("lockwatch: the lock was released (this session was ended)", err=True)
@@ -554,6 +560,8 @@ def _hold(outcome: Outcome, executor: Executor, the_plan: Plan, reason: str, as_
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    release_plan = plan(Kind.RELEASE, the_plan.lock, the_plan.verdict, held=True)
+    # What is released is lockwatch's own lock now, not the terminated holder's.
+    mine = held.as_lock(the_plan.lock)
+    release_plan = plan(Kind.RELEASE, mine, Verdict(State.ACTIVE, alive=True), held=True)
     done = executor.run(release_plan, f"{reason} (released on exit)", held=held)
     _report(done, as_json)

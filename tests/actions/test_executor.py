@@ -300,7 +300,23 @@ def test_unseen_is_refused_and_audited(executor: Executor, log_path: Path) -> No
     outcome = executor.unseen(Kind.BREAK, "file:/nowhere.lock", "r", "no lock at /nowhere.lock")
     assert not outcome.ok and outcome.code == "not_found"
     (record,) = records(log_path)
-    assert record["event"] == "action_refused" and record["target"] == {"id": "file:/nowhere.lock"}
+    assert record["event"] == "action_refused"
+    assert record["target"] == {
+        "source": "file",
+        "id": "file:/nowhere.lock",
+        "path": "/nowhere.lock",
+    }
+
+
+def test_an_unseen_postgres_lock_names_its_server(executor: Executor, log_path: Path) -> None:
+    lock_id = "pg:monitor@db1:5432/app:4242:advisory/16384//////1/42/1:ExclusiveLock:held"
+    executor.unseen(Kind.BREAK, lock_id, "r", "gone")
+    (record,) = records(log_path)
+    assert record["target"] == {
+        "source": "postgres",
+        "id": lock_id,
+        "server": "monitor@db1:5432/app",
+    }
 
 
 # ----------------------------------------------------------------------------- compare-and-swap
