@@ -9,6 +9,7 @@ from lockwatch import __version__
 from lockwatch.cli import ending
 from lockwatch.cli.act import break_, cancel, release, steal
 from lockwatch.cli.audit import audit
+from lockwatch.cli.demo import demo
 from lockwatch.cli.ls import ls
 from lockwatch.cli.watch import replay, watch
 
@@ -52,6 +53,7 @@ def cli(ctx: click.Context) -> None:
       lockwatch ls --pg postgresql://monitor@db/app   advisory locks and waiters
       lockwatch break /srv/locks/app.lock --reason "holder died, INC-1"
       lockwatch audit verify            check the audit log's hash chain
+      lockwatch demo                    a live playground: every lock state in ~10 s
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
@@ -65,6 +67,7 @@ cli.add_command(cancel)
 cli.add_command(audit)
 cli.add_command(watch)
 cli.add_command(replay)
+cli.add_command(demo)
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """Lock files as the seed systems write them, and the atomic file operations behind them.
 
-Standard library only: every demo child imports this module, and a child must start in
-a few milliseconds. Documents are built here so the tests can check them against the
-decoders without starting any process.
+Standard library only (and its cheaper parts): every demo child imports this module,
+and a child must start in a few milliseconds. Documents are built here so the tests can
+check them against the decoders without starting any process.
 
 Writes are atomic, so lockwatch (or a rival process) never reads half a lock:
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -125,7 +124,7 @@ def encode(doc: Mapping[str, Any], *, indent: int | None = 2) -> bytes:
 
 
 def _temp_beside(path: Path, tag: str | None = None) -> Path:
-    return path.with_name(f"{path.name}.{tag or os.getpid()}.{secrets.token_hex(3)}.tmp")
+    return path.with_name(f"{path.name}.{tag or os.getpid()}.{os.urandom(3).hex()}.tmp")
 
 
 def _write_new(path: Path, data: bytes) -> None:

@@ -1,0 +1,185 @@
+"""Who the demo starts, with which options, and what each one shows on screen.
+
+Timings are chosen so that every state is on screen within 10 s of the start:
+`invalid`, a scope conflict and a stale (too old) gitclaw lock at once; a stale
+clawdbot lock (holder dead) once KILLED is SIGKILLed (3 s) and lockwatch's next pid
+check (2 s); the hung tower-fleet executor's lock, stale 5 s after its last heartbeat
+(1.25 s after it took the lock). PostgreSQL's waiters show from its first poll.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lockwatch.demo.supervisor import Role
+from lockwatch.demo.workspace import Workspace
+
+KILLED = "clawdbot-nightly"  # the holder SIGKILLed mid-run
+KILLED_SESSION = "nightly"
+
+
+def killed_lock(w: Workspace) -> Path:
+    """The lock KILLED holds when it is killed, left behind stale."""
+    return w.memory(KILLED_SESSION) / ".lock"
+
+
+def cast(w: Workspace) -> list[Role]:
+    shared = str(w.memory("main"))
+    runner = str(w.gitclaw_locks("runner-1"))
+    tower = str(w.tower_locks)
+    project = str(w.loops_project)
+    return [
+        # Those whose clock matters start first: children start slowly when sixteen
+        # of them share a couple of cores with an embedded PostgreSQL being set up.
+        Role(
+            "tower-sync-hung",
+            "tower",
+            ("--locks", tower, "--name", "tower-sync", "--intent", "sync",
+             "--intent-version", "2.0.0", "--actor", "claude-code", "--ttl", "5",
+             "--run", "inf", "--hang-after", "1.3"),
+            "hangs after one heartbeat: stale once its 5 s ttl runs out (steal it)",
+        ),
+        Role(
+            KILLED,
+            "clawdbot",
+            ("--memory", str(w.memory(KILLED_SESSION)), "--session", KILLED_SESSION,
+             "--operation", "compact:memory", "--hold", "inf"),
+            "nightly compaction, SIGKILLed after 3 s: its lock stays, holder dead (stale)",
+        ),
+        Role(
+            "tower-backup-invalid",
+            "tower",
+            ("--locks", tower, "--name", "nightly-backup", "--intent", "backup-db",
+             "--intent-version", "3.1.0", "--actor", "cron", "--ttl", "30",
+             "--run", "inf", "--ttl-as-string"),
+            "built against a draft spec: ttl_seconds is a string (invalid)",
+        ),
+        Role(
+            "gitclaw-7-cancelled",
+            "gitclaw",
+            ("--locks", str(w.gitclaw_locks("runner-2")), "--issue", "7",
+             "--cancelled-ago", "750"),
+            "a run for issue #7 cancelled 12 minutes ago: its lock is too old (stale)",
+        ),
+        Role(
+            "loop-fix-bugs",
+            "loops",
+            ("--project", project, "--name", "fix-bugs", "--scope", "src", "--run", "inf",
+             "--racy-start"),
+            "loop on src/, started in the same instant as refactor-api",
+        ),
+        Role(
+            "loop-refactor-api",
+            "loops",
+            ("--project", project, "--name", "refactor-api", "--scope", "src/api",
+             "--run", "inf", "--racy-start"),
+            "loop on src/api: both passed the conflict check before either wrote (conflict)",
+        ),
+        Role(
+            "clawdbot-main",
+            "clawdbot",
+            ("--memory", shared, "--session", "main", "--operation", "write:tasks.json",
+             "--operation", "append:events.jsonl", "--operation", "write:state.json",
+             "--hold", "0.3,1.5", "--pause", "0.5,2.5"),
+            "main session: short writes to memory/, backs off while the lock is busy",
+        ),
+        Role(
+            "clawdbot-heartbeat",
+            "clawdbot",
+            ("--memory", shared, "--session", "heartbeat", "--operation", "read:tasks.json",
+             "--hold", "0.2,0.8", "--pause", "1,3"),
+            "heartbeat check: brief reads under the same lock",
+        ),
+        Role(
+            "clawdbot-cron",
+            "clawdbot",
+            ("--memory", shared, "--session", "cron-consolidate",
+             "--operation", "consolidate:memory", "--hold", "3,6", "--pause", "4,8",
+             "--delay", "3"),
+            "cron consolidation: holds the lock for seconds; the others wait or give up",
+        ),
+        Role(
+            "gitclaw-42-a",
+            "gitclaw",
+            ("--locks", runner, "--issue", "42", "--hold", "10,20", "--pause", "2,5"),
+            "workflow runs for issue #42",
+        ),
+        Role(
+            "gitclaw-42-b",
+            "gitclaw",
+            ("--locks", runner, "--issue", "42", "--hold", "10,20", "--pause", "2,5",
+             "--delay", "0.3"),
+            "more runs for issue #42: skipped while another run holds it",
+        ),
+        Role(
+            "gitclaw-17",
+            "gitclaw",
+            ("--locks", runner, "--issue", "17", "--hold", "15,30", "--pause", "3,6"),
+            "workflow runs for issue #17",
+        ),
+        Role(
+            "tower-money-tracker",
+            "tower",
+            ("--locks", tower, "--name", "money-tracker-production", "--intent", "deploy-app",
+             "--intent-version", "1.2.0", "--actor", "claude-code", "--ttl", "12",
+             "--run", "20,40", "--pause", "2,4", "--ticket", "OPS-1187"),
+            "deploys, heartbeating every 3 s (ttl 12 s)",
+        ),
+        Role(
+            "tower-home-portal",
+            "tower",
+            ("--locks", tower, "--name", "home-portal-staging", "--intent", "migrate-db",
+             "--intent-version", "0.9.1", "--actor", "ops-bot", "--ttl", "12",
+             "--run", "10,25", "--pause", "3,6"),
+            "migrations, heartbeating every 3 s (ttl 12 s)",
+        ),
+        Role(
+            "loop-docs-sweep",
+            "loops",
+            ("--project", project, "--name", "docs-sweep", "--scope", "docs",
+             "--run", "6,10", "--pause", "2,4"),
+            "loop on docs/: gives up while docs-api runs",
+        ),
+        Role(
+            "loop-docs-api",
+            "loops",
+            ("--project", project, "--name", "docs-api", "--scope", "docs/api", "--queue",
+             "--run", "3,5", "--pause", "1,3", "--delay", "0.5"),
+            "loop on docs/api with --queue: waits for docs-sweep, then takes its turn",
+        ),
+    ]  # fmt: skip
+
+
+def clocks(w: Workspace) -> list[Path]:
+    """The locks whose timing the 10 s promise rests on: the demo lets their holders
+    start before it loads the machine with an embedded PostgreSQL."""
+    return [w.tower_locks / "tower-sync.lock", killed_lock(w)]
+
+
+def readme(w: Workspace, audit_log: Path, postgres: bool) -> str:
+    lines = [
+        "lockwatch demo workspace",
+        "========================",
+        "",
+        "Real processes take, hold, lose and fight over the locks under systems/.",
+        "Each logs what it does in logs/<name>.log.",
+        "",
+    ]
+    lines += [f"  {role.name:22} {role.about}" for role in cast(w)]
+    if postgres:
+        lines += [
+            "",
+            "PostgreSQL: advisory locks held and awaited (billing-sync, agent:42, named in",
+            "lockwatch.toml), a leaked one (nightly-reindex), a row held idle in transaction",
+            "with two waiters, and a three-deep blocking chain (see the Contention view).",
+        ]
+    lines += [
+        "",
+        "Try:",
+        "  - break the stale locks (the nightly clawdbot lock, gitclaw issue 7)",
+        "  - steal tower-sync, whose executor hung",
+        f"  - read the audit log: lockwatch audit --audit-log {audit_log}",
+        f"  - from another terminal: lockwatch ls -l {w.systems}",
+        "",
+    ]
+    return "\n".join(lines)

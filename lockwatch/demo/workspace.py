@@ -1,0 +1,85 @@
+"""The demo's temporary workspace: where its lock files, logs and audit log live.
+
+    lockwatch-demo-XXXX/
+      README.txt            what is here and what to try
+      lockwatch.toml        advisory key names (and the embedded server), for `ls --config`
+      audit.jsonl           break/steal audit log (unless --audit-log says otherwise)
+      logs/<child>.log      what each child did, one line per event
+      systems/              the only tree the dashboard watches
+        clawdbot/<session>/memory/.lock
+        gitclaw/<runner>/.GITCLAW/state/locks/<issue>.lock
+        tower-fleet/logs/locks/<lock_name>.lock
+        little-loops/.loops/.running/<loop>.lock   (project dirs src/, src/api, docs/ ...)
+
+The embedded PostgreSQL's data directory is elsewhere: the dashboard must not list its
+postmaster.pid, and pgserver opens up its parent directories to another OS user.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "lockwatch-demo-"
+LOOPS_PROJECT_DIRS = ("src/api", "src/billing", "docs/api", "tests")
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    root: Path
+
+    @property
+    def systems(self) -> Path:
+        return self.root / "systems"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "lockwatch.toml"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.root / "audit.jsonl"
+
+    @property
+    def readme(self) -> Path:
+        return self.root / "README.txt"
+
+    def memory(self, session: str) -> Path:
+        return self.systems / "clawdbot" / session / "memory"
+
+    def gitclaw_locks(self, runner: str) -> Path:
+        return self.systems / "gitclaw" / runner / ".GITCLAW" / "state" / "locks"
+
+    @property
+    def tower_locks(self) -> Path:
+        return self.systems / "tower-fleet" / "logs" / "locks"
+
+    @property
+    def loops_project(self) -> Path:
+        return self.systems / "little-loops"
+
+
+def create(base: Path | None = None) -> Workspace:
+    """A fresh workspace under `base` (default: the system's temp directory)."""
+    root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base)).resolve()
+    workspace = Workspace(root)
+    workspace.logs.mkdir()
+    workspace.tower_locks.mkdir(parents=True)
+    for sub in LOOPS_PROJECT_DIRS:
+        (workspace.loops_project / sub).mkdir(parents=True)
+    (workspace.loops_project / ".loops" / ".running").mkdir(parents=True)
+    return workspace
+
+
+def remove(workspace: Workspace) -> None:
+    shutil.rmtree(workspace.root, ignore_errors=True)
+
+
+def write_text(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
