@@ -154,6 +154,9 @@ class LockwatchApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ACTION_KEYS and self.actions is None:
             return False  # read-only: the keys are gone, not merely disabled
+        if action in ACTION_KEYS and not self._locks_view_shown():
+            # They act on the table's selection: never from a view that hides it.
+            return False
         # Keys of the main screen do nothing behind the help screen or the palette.
         if action in (
             "next_view",
@@ -167,6 +170,12 @@ class LockwatchApp(App[None]):
         ):
             return self.screen is self.screen_stack[0]
         return True
+
+    def _locks_view_shown(self) -> bool:
+        if not self.screen_stack:
+            return False
+        views = self.screen_stack[0].query("#views").results(TabbedContent)
+        return any(view.active == "locks" for view in views)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         # Textual's own themes lack lockwatch's state colours: lend them ours.
@@ -279,6 +288,8 @@ class LockwatchApp(App[None]):
             self._table.redraw([*applied.changed, *applied.added])
         if applied.events:
             self._activity.add_events(applied.events)
+        if applied.removed and self._table.marked:
+            self._table.marked.difference_update(applied.removed)
         selected = self._table.selected
         touched = set(applied.changed) | set(applied.added) | set(applied.removed)
         if selected is None or selected in touched:
@@ -368,6 +379,9 @@ class LockwatchApp(App[None]):
 
     def on_lock_table_highlighted(self, message: LockTable.Highlighted) -> None:
         self._show_detail()
+
+    def on_tabbed_content_tab_activated(self, message: TabbedContent.TabActivated) -> None:
+        self.refresh_bindings()  # the action keys come and go with the locks view
 
     # -- actions -----------------------------------------------------------------
 
@@ -498,7 +512,12 @@ class LockwatchApp(App[None]):
         self._show_sources()
 
     def action_break_lock(self) -> None:
-        marked = [lock_id for lock_id in self._table.marked if lock_id in self.board]
+        # In the table's order (those the filter hides last), not the set's.
+        order = {lock_id: index for index, lock_id in enumerate(self.rows.ids)}
+        marked = sorted(
+            (lock_id for lock_id in self._table.marked if lock_id in self.board),
+            key=lambda lock_id: (order.get(lock_id, len(order)), lock_id),
+        )
         if marked:
             self._confirm_bulk(marked)
         else:
@@ -587,7 +606,8 @@ class LockwatchApp(App[None]):
                 )
             )
         for plan in plans[:20]:
-            lines.append((plan.verdict.state.value, f"{plan.lock.name}: {plan.effect}"))
+            name = plan.lock.name + ("" if plan.lock.id in shown else " (hidden)")
+            lines.append((plan.verdict.state.value, f"{name}: {plan.effect}"))
         if len(plans) > 20:
             lines.append(("", f"… and {len(plans) - 20} more"))
         count = str(len(plans))
@@ -693,8 +713,10 @@ class LockwatchApp(App[None]):
     @work(thread=True, exclusive=True, group="actions", exit_on_error=False)
     def _release_and_quit(self) -> None:
         assert self.actions is not None
-        self.actions.release_all("released on quitting lockwatch")
-        self.call_from_thread(self.exit)
+        results = self.actions.release_all("released on quitting lockwatch")
+        # Printed once the dashboard is gone: a release that was refused must not go unseen.
+        said = "\n".join(clean(result) for result in results)
+        self.call_from_thread(self.exit, message=Text(said) if said else None)
 
     def action_help(self) -> None:
         self.push_screen(

@@ -44,6 +44,8 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
     """One action on one lock, or one action on several (bulk)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    # Not the first input: on_mount focuses Cancel, and leaves the box at its top.
+    AUTO_FOCUS = ""
 
     def __init__(
         self,
@@ -85,7 +87,8 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
     def on_mount(self) -> None:
         for field in self.query(Input):
             field.cursor_blink = False
-        self.query_one("#cancel", Button).focus()
+        # Without scrolling to it: on a small terminal the box opens at its top.
+        self.query_one("#cancel", Button).focus(scroll_visible=False)
 
     def _ready(self) -> bool:
         if not self.query_one("#reason", Input).value.strip():

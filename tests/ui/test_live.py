@@ -141,7 +141,7 @@ async def test_a_lock_file_created_changed_and_deleted_is_followed(root: Path) -
         assert not app.query_one("#empty", EmptyState).display
         assert app.query_one("#table", LockTable).display
         row = row_text(app, lock)
-        assert row.startswith("active")
+        assert row.startswith("  active")  # after the (empty) mark column
         assert "backup" in row
         assert holder("alice") in row
         assert EventKind.APPEARED in kinds_of(app, lock)

@@ -680,7 +680,7 @@ async def test_a_lock_turns_stale_on_tick_when_its_heartbeat_expires() -> None:
         assert len(feed.emitted) == emitted  # no file event: time alone did it
         # The row is drawn stale and moved among the stale ones.
         assert app.rows.ids == [ZETA, MID, ALPHA, OTHER, MEMORY]
-        assert row_text(app, ALPHA).startswith("stale")
+        assert row_text(app, ALPHA).startswith("  stale")  # after the (empty) mark column
         assert "heartbeat_expired" in row_text(app, ALPHA)
         assert app.board.counts[State.STALE] == 3
         # The open detail pane follows, and the selection stayed on the lock.
@@ -892,7 +892,7 @@ async def test_a_change_keeps_the_selection_on_its_lock_when_rows_move() -> None
         assert table.selected == ALPHA
         assert table.cursor == 2
         assert app.board.entries[ALPHA] is expired
-        assert row_text(app, ALPHA).startswith("stale")
+        assert row_text(app, ALPHA).startswith("  stale")
         assert "heartbeat_expired" in detail_text(app)
         # Keys move from where the lock is now.
         await pilot.press("down")
@@ -910,7 +910,7 @@ async def test_a_moved_selection_is_scrolled_into_view() -> None:
         await pilot.press("end")
         assert table.selected == last
         assert table.scroll_offset.y > 0
-        assert row_text(app, last).startswith("active")
+        assert row_text(app, last).startswith("  active")
         # Its holder dies: it is stale now, first in the table; the view follows it.
         dead = entry(f"{ROOT}/job-59.pid", "4242\n", mtime=ago(1000 - 59))
         feed_of(app).push(ChangeSet(FEED, NOW, upserts=(dead,)))
@@ -918,7 +918,7 @@ async def test_a_moved_selection_is_scrolled_into_view() -> None:
         assert app.rows.ids[0] == last
         assert (table.selected, table.cursor) == (last, 0)
         assert table.scroll_offset.y == 0
-        assert row_text(app, last).startswith("stale")
+        assert row_text(app, last).startswith("  stale")
 
 
 async def test_a_change_that_keeps_the_order_redraws_the_row() -> None:
