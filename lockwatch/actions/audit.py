@@ -172,6 +172,8 @@ class AuditLog:
     def _open(self) -> int:
         parent = self.path.parent
         if not parent.is_dir():
+            if parent.exists():
+                raise NotADirectoryError(errno.ENOTDIR, f"{parent} is not a directory")
             parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         created = not self.path.exists()
         fd = os.open(self.path, _OPEN_FLAGS, 0o600)

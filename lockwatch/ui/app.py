@@ -152,6 +152,8 @@ class LockwatchApp(App[None]):
         self.theme = theme if theme in themes else DEFAULT_THEME
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "quit" and isinstance(self.screen, ConfirmScreen | QuitScreen):
+            return False  # a confirmation is answered with its buttons, never by `q`
         if action in ACTION_KEYS and self.actions is None:
             return False  # read-only: the keys are gone, not merely disabled
         if action in ACTION_KEYS and not self._locks_view_shown():
@@ -553,6 +555,7 @@ class LockwatchApp(App[None]):
             return
         plan = self._plan_for(kind, selected)
         if plan is None:
+            self.notify(markup=False, message="that lock is gone", severity="warning", timeout=3)
             return
         if plan.refusal is not None:
             self.notify(
@@ -601,13 +604,21 @@ class LockwatchApp(App[None]):
             lines.append(
                 (
                     "skipped",
-                    f"{not_stale} are not stale (or cannot be broken): refused and audited;"
-                    " break those one at a time",
+                    f"{not_stale} of them {'is' if not_stale == 1 else 'are'} not stale (or"
+                    " cannot be broken): refused and audited; break those one at a time",
                 )
             )
+        lines.append(
+            (
+                "effect",
+                "each lock file is renamed into .lockwatch-broken/ beside it (kept, never"
+                " deleted); each Postgres holder is ended with pg_terminate_backend",
+            )
+        )
         for plan in plans[:20]:
             name = plan.lock.name + ("" if plan.lock.id in shown else " (hidden)")
-            lines.append((plan.verdict.state.value, f"{name}: {plan.effect}"))
+            where = plan.lock.path or (plan.lock.pg.server if plan.lock.pg else plan.lock.id)
+            lines.append((plan.verdict.state.value, f"{name}  {where}"))
         if len(plans) > 20:
             lines.append(("", f"… and {len(plans) - 20} more"))
         count = str(len(plans))

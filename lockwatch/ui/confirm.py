@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -68,18 +69,27 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
             yield Static(Text(clean(self._title), style="bold"), id="confirm-title")
-            with VerticalScroll(id="confirm-facts"):
+            # Not a Tab stop: Tab goes from Cancel straight to the reason.
+            facts = VerticalScroll(id="confirm-facts", can_focus=False)
+            with facts:
                 yield Static(_facts(self._lines))
             if self._warning:
                 yield Static(Text(clean(self._warning)), id="confirm-warning")
-            yield Input(placeholder="reason (required, goes to the audit log)", id="reason")
+            # No select-on-focus: the first letter typed on Cancel must stay typed.
+            yield Input(
+                placeholder="reason (required, goes to the audit log)",
+                id="reason",
+                select_on_focus=False,
+            )
             if self._must_type is not None:
                 yield Static(
                     Text(f"Type {self._must_type_what} to confirm: ")
                     + Text(clean(self._must_type), style="bold"),
                     id="confirm-prompt",
                 )
-                yield Input(placeholder="type it here, exactly", id="must-type")
+                yield Input(
+                    placeholder="type it here, exactly", id="must-type", select_on_focus=False
+                )
             with Horizontal(id="confirm-buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
                 yield Button(self._verb, id="confirm", variant="error", disabled=True)
@@ -89,6 +99,21 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             field.cursor_blink = False
         # Without scrolling to it: on a small terminal the box opens at its top.
         self.query_one("#cancel", Button).focus(scroll_visible=False)
+
+    def on_key(self, event: events.Key) -> None:
+        # Cancel has the focus, yet an operator who starts typing means the reason:
+        # the first printable key moves there (space and enter still press the button).
+        if (
+            isinstance(self.focused, Button)
+            and event.is_printable
+            and event.character
+            and event.character != " "
+        ):
+            event.stop()
+            event.prevent_default()
+            reason = self.query_one("#reason", Input)
+            reason.focus()
+            reason.insert_text_at_cursor(event.character)
 
     def _ready(self) -> bool:
         if not self.query_one("#reason", Input).value.strip():

@@ -356,6 +356,37 @@ async def test_tab_reaches_the_reason_from_cancel(scene: Scene) -> None:
         assert showing(app, ConfirmScreen)
 
 
+async def test_typing_with_cancel_focused_goes_to_the_reason_and_q_never_quits(
+    scene: Scene,
+) -> None:
+    path = scene.write("deploy.lock", tower("deploy", heartbeat=600))
+    before = path.read_bytes()
+    app = scene.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await select(pilot, scene.id("deploy.lock"))
+        await pilot.press("b")
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == "cancel"
+        # "quit…": the q is the reason's first letter, not the dashboard's quit.
+        await pilot.press(*"quiet holder")
+        await pilot.pause()
+        assert showing(app, ConfirmScreen)
+        screen = confirm_screen(app)
+        assert screen.query_one("#reason", Input).value == "quiet holder"
+        assert app.focused is not None and app.focused.id == "reason"
+        # On to Cancel, enter still cancels: typing never confirms.
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == "cancel"
+        await pilot.press("enter")
+        await acted(pilot)
+        assert not showing(app, ConfirmScreen)
+        assert app.is_running
+    assert path.read_bytes() == before
+    assert scene.records() == []
+
+
 async def test_break_an_active_lock_needs_its_name(scene: Scene) -> None:
     path = scene.write("deploy.lock", tower("deploy", heartbeat=5))
     app = scene.app()
@@ -623,7 +654,7 @@ async def test_bulk_break_of_marked_rows(scene: Scene) -> None:
         assert "Break 3 marked locks?" in text
         assert "3 lock(s)" in text
         assert "1 of them hidden by the current filter" in text
-        assert "1 are not stale" in text
+        assert "1 of them is not stale" in text
         assert "Type the number of marked locks to confirm: 3" in text
         await type_into(pilot, "#reason", REASON)
         assert confirm_button(app).disabled
