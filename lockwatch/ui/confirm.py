@@ -102,17 +102,15 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
 
     def on_key(self, event: events.Key) -> None:
         # Cancel has the focus, yet an operator who starts typing means the reason:
-        # the first printable key moves there (space and enter still press the button).
-        if (
-            isinstance(self.focused, Button)
-            and event.is_printable
-            and event.character
-            and event.character != " "
-        ):
+        # the first printable key moves there (enter still presses the button).
+        # Inputs consume what they type, so a printable key that reaches the screen was
+        # typed elsewhere, e.g. on Cancel, or queued for it before the focus moved.
+        if event.is_printable and event.character:
             event.stop()
             event.prevent_default()
             reason = self.query_one("#reason", Input)
-            reason.focus()
+            # At once, not later (Widget.focus defers): keys typed fast must follow it.
+            self.set_focus(reason)
             reason.insert_text_at_cursor(event.character)
 
     def _ready(self) -> bool:
