@@ -21,6 +21,7 @@ import os
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from lockwatch.sources.files.scanner import MAX_LOCK_BYTES
 
@@ -211,7 +212,11 @@ def _move_aside(
                     " there would not be atomic",
                 ) from exc
             raise ActionRefused("rename_failed", f"cannot move {path}: {exc.strerror}") from exc
-        moved = _read(tomb_fd, tomb_name, shown)
+        try:
+            moved = _read(tomb_fd, tomb_name, shown)
+        except ActionRefused as refused:
+            # What moved is not what was checked (swapped for a FIFO, a link…): back it goes.
+            _put_back(tomb_fd, tomb_name, dir_fd, name, path, shown, refused)
         if expected is not None and sha256_hex(moved) != expected.lower():
             _put_back(tomb_fd, tomb_name, dir_fd, name, path, shown)
         os.fsync(tomb_fd)
@@ -221,7 +226,15 @@ def _move_aside(
         os.close(tomb_fd)
 
 
-def _put_back(tomb_fd: int, tomb_name: str, dir_fd: int, name: str, path: str, shown: str) -> None:
+def _put_back(
+    tomb_fd: int,
+    tomb_name: str,
+    dir_fd: int,
+    name: str,
+    path: str,
+    shown: str,
+    refusal: ActionRefused | None = None,
+) -> NoReturn:
     """We moved a lock rewritten after our check: link it back, unless the name was
     taken meanwhile (then it stays in the tombstone, and we say where)."""
     try:
@@ -242,6 +255,8 @@ def _put_back(tomb_fd: int, tomb_name: str, dir_fd: int, name: str, path: str, s
         ) from exc
     os.unlink(tomb_name, dir_fd=tomb_fd)
     os.fsync(dir_fd)
+    if refusal is not None:
+        raise ActionRefused(refusal.code, f"{refusal.message}; it was put back untouched")
     raise ActionRefused(
         "changed",
         f"{path} changed while lockwatch moved it; it was put back untouched",
@@ -310,12 +325,55 @@ def rewrite(path: str, expected_sha256: str, new_content: bytes, *, token: str) 
         mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode & 0o666
         temp = _write_temp(dir_fd, name, token, new_content, mode or 0o644)
         try:
-            os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except OSError:
+            if _exchange(dir_fd, temp, name):
+                # The name now has the new bytes and `temp` what it had a moment ago: if
+                # someone took the lock between the check and the swap, swap it back.
+                try:
+                    ours = sha256_hex(_read(dir_fd, temp, path)) == expected_sha256.lower()
+                except ActionRefused:  # not even a regular file any more: not ours
+                    ours = False
+                if not ours:
+                    _exchange(dir_fd, temp, name)
+                    raise ActionRefused(
+                        "changed", f"{path} was taken by someone else; it was left to them"
+                    )
+            else:  # no atomic exchange here (old kernel, some network filesystems)
+                os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp, dir_fd=dir_fd)
-            raise
         os.fsync(dir_fd)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _exchange(dir_fd: int, first: str, second: str) -> bool:
+    """Swap two names in one directory atomically (renameat2 RENAME_EXCHANGE).
+    False when the system cannot; an OSError when a name is missing."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    renameat2.restype = ctypes.c_int
+    if renameat2(dir_fd, os.fsencode(first), dir_fd, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    if err == errno.ENOENT:
+        raise ActionRefused("gone", "the lock is gone: released or broken by someone else")
+    raise OSError(err, os.strerror(err))
 
 
 def _write_temp(dir_fd: int, name: str, token: str, content: bytes, mode: int) -> str:

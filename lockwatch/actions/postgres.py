@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -33,9 +34,15 @@ TERMINATE_WAIT_MS = 5000
 _TARGET = TARGET.replace("%", "%%")
 
 _HOLDS = f"""
-SELECT l.granted FROM pg_catalog.pg_locks AS l
+SELECT l.granted, a.state,
+       EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age
+FROM pg_catalog.pg_locks AS l
+LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
 WHERE l.pid = %(pid)s AND {_TARGET} = %(target)s AND l.mode = %(mode)s
 """
+# A session seen idle that has done anything since (a state change later than
+# seen, beyond the poll's jitter) is not the idle holder the operator judged.
+STATE_JITTER_S = 0.5
 _SIGNAL = f"""
 SELECT pg_catalog.{{function}}(l.pid{{extra}}) AS done FROM pg_catalog.pg_locks AS l
 WHERE l.pid = %(pid)s AND {_TARGET} = %(target)s AND l.mode = %(mode)s
@@ -59,6 +66,19 @@ def _facts(lock: Lock) -> dict[str, Any]:
         "mode": lock.pg.mode,
         "granted": lock.pg.granted,
     }
+
+
+def hold_application(operator: str) -> str:
+    """The application_name of a steal's session: whose lock it holds, for `release`."""
+    return f"{HOLD_APPLICATION}:{operator}"[:63]
+
+
+def held_by_steal(lock: Lock, operator: str | None = None) -> bool:
+    """Whether a `lockwatch steal` session holds this lock (for `operator`, if given)."""
+    application = lock.pg.backend.application if lock.pg is not None else None
+    if not application or not application.startswith(HOLD_APPLICATION):
+        return False
+    return operator is None or application == hold_application(operator)
 
 
 def privilege_message(exc: psycopg.Error, verb: str, pid: int | None) -> str:
@@ -95,10 +115,14 @@ class HeldAdvisory:
     # Read while the connection is open: the lock keeps its name once released.
     _pid: int = field(init=False, repr=False)
     _user: str = field(init=False, repr=False)
+    _application: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._pid = int(self.connection.info.backend_pid)
         self._user = str(self.connection.info.user)
+        self._application = (
+            self.connection.info.parameter_status("application_name") or HOLD_APPLICATION
+        )
 
     @property
     def backend_pid(self) -> int:
@@ -115,7 +139,7 @@ class HeldAdvisory:
         now: what releasing it acts on, and what the audit log names."""
         assert seen.pg is not None
         pid, user = self.backend_pid, self._user
-        backend = PgBackend(pid=pid, user=user, application=HOLD_APPLICATION, state="idle")
+        backend = PgBackend(pid=pid, user=user, application=self._application, state="idle")
         row = dict(seen.content) if isinstance(seen.content, dict) else {}
         row.update(
             pid=pid,
@@ -141,7 +165,7 @@ class HeldAdvisory:
         return replace(
             seen,
             id=self.lock_id,
-            holder=Holder(pid=pid, actor=user, session=HOLD_APPLICATION),
+            holder=Holder(pid=pid, actor=user, session=self._application),
             acquired_at=None,
             content=row,
             pg=pg,
@@ -192,11 +216,18 @@ class PgActor:
             message = scrub(_first_line(exc), self._dsn)
             raise ActionFailed("connect_failed", f"cannot connect: {message}") from exc
 
-    def _recheck(self, conn: psycopg.Connection[Any], lock: Lock) -> dict[str, Any]:
+    def _recheck(
+        self, conn: psycopg.Connection[Any], lock: Lock, still_idle: bool = False
+    ) -> dict[str, Any]:
+        """The lock's facts, if its holder still holds it as the operator saw; with
+        `still_idle`, also still idle as it was (what made it stale)."""
         facts = _facts(lock)
         if facts["target"] is None or facts["pid"] is None:
             raise ActionRefused("unsupported", f"{lock.name}: lockwatch cannot tell what it is on")
-        rows = conn.execute(_HOLDS, facts).fetchall()
+        try:
+            rows = conn.execute(_HOLDS, facts).fetchall()
+        except psycopg.Error as exc:
+            raise ActionFailed("server_error", scrub(_first_line(exc), self._dsn)) from exc
         if not rows:
             raise ActionRefused(
                 "changed",
@@ -208,11 +239,15 @@ class PgActor:
             raise ActionRefused(
                 "changed", f"pid {facts['pid']} now {now} {lock.name}; nothing done"
             )
+        if still_idle and lock.pg is not None:
+            _still_idle(lock, facts["pid"], rows[0][1], rows[0][2])
         return facts
 
-    def _signal(self, lock: Lock, function: str, verb: str) -> dict[str, Any]:
+    def _signal(
+        self, lock: Lock, function: str, verb: str, still_idle: bool = False
+    ) -> dict[str, Any]:
         with self._connect() as conn:
-            facts = self._recheck(conn, lock)
+            facts = self._recheck(conn, lock, still_idle)
             extra = ""
             if function == "pg_terminate_backend" and conn.info.server_version >= 140000:
                 extra = f", {TERMINATE_WAIT_MS}"  # wait until it has really gone
@@ -230,7 +265,10 @@ class PgActor:
                     "changed", f"pid {facts['pid']} let go of {lock.name} just now; nothing done"
                 )
             if not row[0]:
-                gone = not conn.execute(_ALIVE, {"pid": facts["pid"]}).fetchone()
+                try:
+                    gone = not conn.execute(_ALIVE, {"pid": facts["pid"]}).fetchone()
+                except psycopg.Error:
+                    gone = False
                 if gone:
                     # It exited between the check and the signal (someone else ended it):
                     # lockwatch did nothing to it.
@@ -246,20 +284,23 @@ class PgActor:
                 )
             return {"pid": facts["pid"], "server_version": conn.info.server_version}
 
-    def terminate(self, lock: Lock) -> dict[str, Any]:
-        return self._signal(lock, "pg_terminate_backend", "terminate")
+    def terminate(self, lock: Lock, still_idle: bool = False) -> dict[str, Any]:
+        """`still_idle`: the operator judged it stale for idling; refuse if it woke."""
+        return self._signal(lock, "pg_terminate_backend", "terminate", still_idle)
 
     def cancel(self, lock: Lock) -> dict[str, Any]:
         return self._signal(lock, "pg_cancel_backend", "cancel the query of")
 
-    def steal(self, lock: Lock) -> HeldAdvisory:
-        """Terminate the holder, then take the same advisory key on a connection of
-        lockwatch's own, to the lock's database (advisory keys are per database)."""
+    def steal(self, lock: Lock, operator: str = "") -> HeldAdvisory:
+        """Terminate the holder (only if still idle as seen: a steal is of stale locks
+        only), then take the same advisory key on a connection of lockwatch's own, to
+        the lock's database (advisory keys are per database)."""
         assert lock.pg is not None and lock.pg.advisory_key is not None
         key = lock.pg.advisory_key
         shared = lock.pg.mode == "ShareLock"
-        details = self.terminate(lock)
-        holder = self._connect(lock.pg.database, HOLD_APPLICATION)
+        details = self.terminate(lock, still_idle=True)
+        application = hold_application(operator) if operator else HOLD_APPLICATION
+        holder = self._connect(lock.pg.database, application)
         function = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
         sql, args = _advisory_call(key, function)
         try:
@@ -283,9 +324,15 @@ class PgActor:
                     f"pid {details['pid']} was terminated, but {taker} took {lock.name} first"
                     " (a waiter is served before lockwatch can ask)",
                 )
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(psycopg.Error):
                 holder.close()
+            if isinstance(exc, psycopg.Error):
+                raise ActionFailed(
+                    "server_error",
+                    f"pid {details['pid']} was terminated, but taking {lock.name} failed:"
+                    f" {scrub(_first_line(exc), self._dsn)}",
+                ) from exc
             raise
         target = _facts(lock)["target"]
         return HeldAdvisory(lock.pg.server, key, shared, lock.name, str(target), holder)
@@ -294,6 +341,23 @@ class PgActor:
         """Release an advisory lock another lockwatch process holds for its operator
         (a CLI steal in the foreground) by ending that lockwatch session."""
         assert lock.pg is not None
-        if lock.pg.backend.application != HOLD_APPLICATION:
+        if not held_by_steal(lock):
             raise ActionRefused("not_held", f"{lock.name} is not held by lockwatch")
         return self.terminate(lock)
+
+
+def _still_idle(lock: Lock, pid: int, state: str | None, state_age: float | None) -> None:
+    assert lock.pg is not None
+    seen = lock.pg.backend
+    if seen.state is None or not seen.state.startswith("idle"):
+        return  # not judged stale for idling
+    woke = state != seen.state
+    if not woke and state_age is not None and seen.state_since is not None:
+        since = datetime.now(UTC) - timedelta(seconds=float(state_age))
+        woke = (since - seen.state_since).total_seconds() > STATE_JITTER_S
+    if woke:
+        raise ActionRefused(
+            "changed",
+            f"pid {pid} is no longer the idle holder you saw (now {state or 'gone'}): it"
+            f" did something since; nothing done",
+        )

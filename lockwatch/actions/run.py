@@ -176,7 +176,7 @@ class Executor:
                 audited=False,
             )
         try:
-            details, outcome = self._act(plan, action_id, expect_sha256, held)
+            details, outcome = self._act(plan, action_id, expect_sha256, held, force)
         except ActionRefused as exc:
             return self._refuse(record, exc.code, exc.message)
         except ActionFailed as exc:
@@ -191,6 +191,14 @@ class Executor:
                 "failed",
                 f"{exc.strerror or exc}",
                 code="os_error",
+            )
+        except Exception as exc:  # noqa: BLE001 - an intent must never stay without its result
+            return self._finish(
+                record,
+                "action_failed",
+                "failed",
+                f"unexpected {type(exc).__name__}: {exc}",
+                code="internal_error",
             )
         return self._finish(
             record, plan.event, "success", outcome.message, extra=details, base=outcome
@@ -209,11 +217,11 @@ class Executor:
         return self._refuse(record, "not_found", message)
 
     def _act(
-        self, plan: Plan, action_id: str, expect: str | None, held: Any
+        self, plan: Plan, action_id: str, expect: str | None, held: Any, force: bool
     ) -> tuple[dict[str, Any], Outcome]:
         lock = plan.lock
         if lock.source == "postgres":
-            return self._act_pg(plan, held)
+            return self._act_pg(plan, held, force)
         assert lock.path is not None
         seen = expect or lock.sha256
         stamp = _stamp(action_id, self.audit)
@@ -249,7 +257,7 @@ class Executor:
             True, plan.event, message, tombstone=moved.tombstone
         )
 
-    def _act_pg(self, plan: Plan, held: Any) -> tuple[dict[str, Any], Outcome]:
+    def _act_pg(self, plan: Plan, held: Any, force: bool) -> tuple[dict[str, Any], Outcome]:
         from lockwatch.actions.postgres import PgActor
 
         lock = plan.lock
@@ -266,7 +274,8 @@ class Executor:
         actor = PgActor(dsn)
         pid = lock.pg.backend.pid
         if plan.kind is Kind.BREAK:
-            actor.terminate(lock)
+            # Judged stale for idling: still idle now, unless the operator forced it.
+            actor.terminate(lock, still_idle=plan.verdict.state is State.STALE and not force)
             return {"pid": pid}, Outcome(
                 True, plan.event, f"terminated pid {pid} on {lock.pg.server}"
             )
@@ -280,7 +289,7 @@ class Executor:
             return {"pid": pid}, Outcome(
                 True, plan.event, f"released {lock.name}: ended lockwatch session {pid}"
             )
-        taken = actor.steal(lock)
+        taken = actor.steal(lock, operator=self.audit.operator.name)
         details = {"terminated_pid": pid, "held_by_pid": taken.backend_pid}
         message = (
             f"terminated pid {pid} and took {lock.name} on {lock.pg.server}"

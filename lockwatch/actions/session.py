@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lockwatch.actions import files
-from lockwatch.actions.audit import AuditError, AuditLog, Operator, default_path
+from lockwatch.actions.audit import AuditLog, Operator, default_path
 from lockwatch.actions.plan import Kind, Plan, plan
 from lockwatch.actions.run import Executor, Outcome
 from lockwatch.clock import Clock
@@ -49,6 +49,8 @@ class HeldFile:
 class Holdings:
     files: dict[str, HeldFile] = field(default_factory=dict)
     advisory: dict[str, Any] = field(default_factory=dict)  # lock id -> HeldAdvisory
+    # The lock each advisory holding was stolen from: what releasing it is audited as.
+    stolen_from: dict[str, Lock] = field(default_factory=dict)
 
     def ids(self) -> set[str]:
         return set(self.files) | set(self.advisory)
@@ -77,7 +79,10 @@ class ActionSession:
         operator: str | None = None,
         tombstone_dir: str | None = None,
         dsns: Mapping[str, str] | None = None,
+        pg_applications: str | None = None,
     ) -> None:
+        """`pg_applications`: act only on Postgres sessions whose application_name
+        starts with this (the demo on a server it shares with others)."""
         self.clock = clock
         self.host = host
         self.roots = tuple(roots)
@@ -85,6 +90,7 @@ class ActionSession:
         self.audit_path = audit_log or default_path()
         self._dsns = dict(dsns or {})
         self.tombstone_dir = tombstone_dir
+        self.pg_applications = pg_applications
         self.executor = Executor(
             AuditLog(self.audit_path, clock=clock, host=host, operator=self.operator),
             tombstone_dir=tombstone_dir,
@@ -113,6 +119,24 @@ class ActionSession:
                 "action_refused",
                 "nothing",
                 refusal=("outside_roots", f"{lock.path} is outside the watched roots"),
+            )
+        if (
+            self.pg_applications is not None
+            and lock.pg is not None
+            and not held
+            and not (lock.pg.backend.application or "").startswith(self.pg_applications)
+        ):
+            return Plan(
+                kind,
+                lock,
+                verdict,
+                "action_refused",
+                "nothing",
+                refusal=(
+                    "not_ours",
+                    f"only the demo's own sessions ({self.pg_applications}…) can be acted on"
+                    " here; this one belongs to someone else",
+                ),
             )
         new_holder = NewHolder(
             operator=self.operator.name,
@@ -158,33 +182,50 @@ class ActionSession:
 
     def run(self, the_plan: Plan, reason: str, *, force: bool = False) -> Outcome:
         lock = the_plan.lock
-        held = None
-        if the_plan.kind is Kind.RELEASE:
-            with self._lock:
-                held = self.holdings.advisory.get(lock.id)
-                held_file = self.holdings.files.get(lock.id)
-            if held_file is not None:
-                with self._writing:  # after any heartbeat in flight: its hash is current
-                    outcome = self.executor.run(
-                        the_plan, reason, force=force, expect_sha256=held_file.sha256
-                    )
-                if outcome.ok or outcome.code in ("gone", "changed"):
-                    with self._lock:
-                        self.holdings.files.pop(lock.id, None)
-                return outcome
+        with self._lock:
+            held = self.holdings.advisory.get(lock.id)
+            held_file = self.holdings.files.get(lock.id)
+        if held_file is not None or held is not None:
+            # A lock lockwatch holds: after any heartbeat in flight, so the hash it
+            # compares is current and no heartbeat writes it back behind this action.
+            with self._writing:
+                return self._run(the_plan, reason, force, held, held_file)
+        return self._run(the_plan, reason, force, None, None)
+
+    def _run(
+        self,
+        the_plan: Plan,
+        reason: str,
+        force: bool,
+        held: Any,
+        held_file: HeldFile | None,
+    ) -> Outcome:
+        lock = the_plan.lock
+        if held_file is not None and the_plan.kind in (Kind.RELEASE, Kind.BREAK):
+            outcome = self.executor.run(
+                the_plan, reason, force=force, expect_sha256=held_file.sha256
+            )
+            if outcome.ok or outcome.code in ("gone", "changed"):
+                with self._lock:
+                    self.holdings.files.pop(lock.id, None)
+            return outcome
         the_plan = self.with_reason(the_plan, reason)
-        outcome = self.executor.run(the_plan, reason, force=force, held=held)
+        outcome = self.executor.run(
+            the_plan, reason, force=force, held=held if the_plan.kind is Kind.RELEASE else None
+        )
         if not outcome.ok:
             return outcome
         with self._lock:
-            if the_plan.kind is Kind.RELEASE:
+            if the_plan.kind is Kind.RELEASE or (the_plan.kind is Kind.BREAK and held):
                 self.holdings.advisory.pop(lock.id, None)
+                self.holdings.stolen_from.pop(lock.id, None)
             elif the_plan.kind is Kind.BREAK:
                 # A lock lockwatch held, broken (b instead of r): no longer held, so no
                 # heartbeat finds it gone and calls it lost.
                 self.holdings.files.pop(lock.id, None)
             elif the_plan.kind is Kind.STEAL and outcome.held is not None:
                 self.holdings.advisory[outcome.held.lock_id] = outcome.held
+                self.holdings.stolen_from[outcome.held.lock_id] = lock
             elif the_plan.kind is Kind.STEAL and outcome.new_sha256 and lock.path:
                 every = _refresh_every(lock)
                 now = self.clock.now()
@@ -257,12 +298,17 @@ class ActionSession:
                 lost.append(f"{taken.name}: lockwatch's session holding it ended")
         return lost
 
-    def release_all(self, reason: str) -> list[str]:
-        """Let go of everything held (quitting); what happened, in words."""
+    def release_all(self, reason: str, *, files: bool = True) -> list[str]:
+        """Let go of everything held (quitting), or only the Postgres locks (which
+        end with lockwatch's sessions anyway) when `files` is false; each through
+        the audited executor. What happened, in words."""
         results: list[str] = []
         with self._lock:
-            held_files = list(self.holdings.files.values())
-            advisory = list(self.holdings.advisory.values())
+            held_files = list(self.holdings.files.values()) if files else []
+            advisory = [
+                (taken, self.holdings.stolen_from.get(lock_id))
+                for lock_id, taken in self.holdings.advisory.items()
+            ]
             self.holdings = Holdings()
         with self._writing:  # a heartbeat in flight finishes first
             for held in held_files:
@@ -277,21 +323,18 @@ class ActionSession:
                 the_plan = plan(Kind.RELEASE, loaded, Verdict(State.ACTIVE), held=True)
                 outcome = self.executor.run(the_plan, reason, expect_sha256=held.sha256)
                 results.append(outcome.message)
-        for taken in advisory:
-            unlocked = taken.release()
-            fields = {
-                "action": Kind.RELEASE.value,
-                "target": {"source": "postgres", "id": taken.lock_id, "server": taken.server},
-                "reason": reason,
-                "result": "success",
-                "unlocked": unlocked,
-            }
-            try:
-                self.executor.audit.append("lock_released", fields)
-            except AuditError as exc:
-                results.append(f"released {taken.name} — WARNING: not audited: {exc}")
+        from lockwatch.model.verdict import State
+
+        for taken, seen in advisory:
+            if seen is None:  # never: every steal records what it took
+                taken.release()
+                results.append(f"released {taken.name} (not audited: its origin is unknown)")
                 continue
-            results.append(f"released {taken.name}")
+            the_plan = plan(Kind.RELEASE, taken.as_lock(seen), Verdict(State.ACTIVE), held=True)
+            outcome = self.executor.run(the_plan, reason, held=taken)
+            if not outcome.ok:
+                taken.release()  # lockwatch is leaving: its session ends either way
+            results.append(outcome.message)
         return results
 
 

@@ -51,7 +51,7 @@ Exit status:
   3  failed part-way: the message says what state it left
 """
 
-_SHA256 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
+_SHA256 = re.compile(r"(?:sha256:)?([0-9a-f]{64})", re.IGNORECASE)
 _PG_ID = re.compile(r"pg:(?P<server>(?:[^@:/]+@)?[^:/]+:\d+/[^:]*):(?P<rest>.+)")
 
 
@@ -460,12 +460,13 @@ def _plan(
     )
     held = held_elsewhere = False
     if kind is Kind.RELEASE:
+        # Only what lockwatch took for this operator: anyone else's is a break.
         if lock.pg is not None:
-            from lockwatch.actions.postgres import HOLD_APPLICATION
+            from lockwatch.actions.postgres import held_by_steal
 
-            held = held_elsewhere = lock.pg.backend.application == HOLD_APPLICATION
+            held = held_elsewhere = held_by_steal(lock, operator)
         else:
-            held = held_by_lockwatch(lock, holder_pid)
+            held = held_by_lockwatch(lock, holder_pid, operator)
     return plan(
         kind,
         lock,

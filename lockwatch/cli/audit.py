@@ -38,11 +38,22 @@ def _log_path(given: Path | None, config_path: str | None) -> Path:
 
 
 def _need(path: Path) -> None:
+    from lockwatch.actions.audit import head_path
+
     if not path.exists():
+        if head_path(path).exists():
+            # Its head says records were written: a log that vanished was removed.
+            click.echo(
+                f"lockwatch: {path}: TAMPERED: the log is gone but its head"
+                f" {head_path(path).name} says records were written",
+                err=True,
+            )
+            sys.exit(1)
         click.echo(f"lockwatch: no audit log at {path} (nothing has been audited there)", err=True)
         sys.exit(2)
-    if path.is_dir():
-        click.echo(f"lockwatch: {path} is a directory, not an audit log", err=True)
+    if not path.is_file():
+        # A FIFO would block the reader forever; a directory is no log either.
+        click.echo(f"lockwatch: {path} is not a regular file, so not an audit log", err=True)
         sys.exit(2)
 
 

@@ -117,6 +117,13 @@ def demo(pg_dsn: str | None, keep: bool, audit_log: Path | None, theme: str | No
     applications do, and open the dashboard on it: active, stale, invalid,
     waiting and conflicting locks, live, within about 10 seconds.
     """
+    from lockwatch.cli.act import readonly_reason
+    from lockwatch.config import ConfigError, load
+
+    try:  # the operator's own config may say read-only; the demo's has no say in it
+        readonly = readonly_reason(load()) is not None
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
     themes = _check_view_options(theme, "")
     if pg_dsn is not None:
         _check_dsn(pg_dsn)
@@ -146,7 +153,13 @@ def demo(pg_dsn: str | None, keep: bool, audit_log: Path | None, theme: str | No
                     " For waiters and blocking trees: pip install 'lockwatch[demo]',"
                     " or lockwatch demo --pg DSN."
                 )
-            app = demo_app(running, host=os.uname().nodename, theme=theme, themes=themes)
+            app = demo_app(
+                running,
+                host=os.uname().nodename,
+                theme=theme,
+                themes=themes,
+                readonly=readonly,
+            )
             app.run()
             code = app.return_code or 0
     except PgSetupError as exc:
@@ -161,7 +174,11 @@ def demo(pg_dsn: str | None, keep: bool, audit_log: Path | None, theme: str | No
 
 def demo_app(running: Demo, *, host: str, **view: Any) -> LockwatchApp:
     """The dashboard on a started demo: its lock tree, its server (polled every
-    second, holders idle for 8 s stale), its advisory key names and its audit log."""
+    second, holders idle for 8 s stale), its advisory key names and its audit log.
+    On a server someone named (--pg), only the demo's own sessions can be acted on:
+    other applications share it, and the demo's 8 s idle rule is not theirs."""
+    if running.pg is not None and not running.pg.embedded:
+        view.setdefault("pg_applications", running.pg.application)
     return build_app(
         running.roots,
         running.dsns,

@@ -252,6 +252,7 @@ def build_app(
     audit_log: Path | None = None,
     operator: str | None = None,
     tombstone_dir: str | None = None,
+    pg_applications: str | None = None,
     **view: Any,
 ) -> LockwatchApp:
     """The dashboard on lock trees `roots` and servers `dsns`, with live feeds and
@@ -286,6 +287,7 @@ def build_app(
             operator=operator,
             tombstone_dir=tombstone_dir or config.tombstone_dir,
             dsns={display_name(dsn): dsn for dsn in dsns},
+            pg_applications=pg_applications,
         )
     return LockwatchApp(feeds, clock=clock, host=host, actions=actions, readonly=readonly, **view)
 

@@ -60,13 +60,15 @@ def marked(content: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def held_by_lockwatch(lock: Lock, pid: int | None = None) -> bool:
-    """Whether lockwatch wrote this lock for an operator: it carries lockwatch's
-    mark, or (formats that record nothing but a pid) it names `pid`."""
+def held_by_lockwatch(lock: Lock, pid: int | None = None, operator: str | None = None) -> bool:
+    """Whether lockwatch wrote this lock for an operator (`operator`, if given): it
+    carries lockwatch's mark naming them, or (formats that record nothing but a
+    pid) it names `pid`."""
     if lock.source != "file" or lock.defects:
         return False
-    if marked(lock.content) is not None:
-        return True
+    mark = marked(lock.content)
+    if mark is not None:
+        return operator is None or mark.get("held_by") == operator
     return (
         pid is not None
         and lock.holder.pid == pid

@@ -595,6 +595,12 @@ class LockwatchApp(App[None]):
             return
         shown = set(self.rows.ids)
         hidden = sum(1 for plan in plans if plan.lock.id not in shown)
+        configured = self.actions.tombstone_dir if self.actions is not None else None
+        tombstones = (
+            f"{configured}/"
+            if configured and configured.startswith("/")
+            else f"{configured or '.lockwatch-broken'}/ beside it"
+        )
         not_stale = sum(1 for plan in plans if plan.needs_name or plan.refusal)
         lines = [
             ("marked", f"{len(plans)} lock(s)"),
@@ -611,8 +617,8 @@ class LockwatchApp(App[None]):
         lines.append(
             (
                 "effect",
-                "each lock file is renamed into .lockwatch-broken/ beside it (kept, never"
-                " deleted); each Postgres holder is ended with pg_terminate_backend",
+                f"each lock file is renamed into {tombstones} (kept, never deleted); each"
+                " Postgres holder is ended with pg_terminate_backend",
             )
         )
         for plan in plans[:20]:
@@ -714,17 +720,17 @@ class LockwatchApp(App[None]):
             return
 
         def done(choice: str | None) -> None:
-            if choice == "keep":
-                self.exit()
-            elif choice == "release":
-                self._release_and_quit()
+            if choice in ("keep", "release"):
+                self._release_and_quit(files=choice == "release")
 
         self.push_screen(QuitScreen(self.actions.held_names()), done)
 
     @work(thread=True, exclusive=True, group="actions", exit_on_error=False)
-    def _release_and_quit(self) -> None:
+    def _release_and_quit(self, files: bool) -> None:
+        """Release what is held (`files`: lock files too; Postgres locks always, as
+        they end with lockwatch's sessions), audited, then leave."""
         assert self.actions is not None
-        results = self.actions.release_all("released on quitting lockwatch")
+        results = self.actions.release_all("released on quitting lockwatch", files=files)
         # Printed once the dashboard is gone: a release that was refused must not go unseen.
         said = "\n".join(clean(result) for result in results)
         self.call_from_thread(self.exit, message=Text(said) if said else None)

@@ -459,6 +459,55 @@ def test_rewrite_refuses_a_lock_that_is_no_longer_ours(lock: Path) -> None:
     assert sorted(p.name for p in lock.parent.iterdir()) == ["app.lock"]
 
 
+def test_a_lock_taken_during_a_heartbeat_is_left_to_its_new_holder(
+    lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_write_temp = files._write_temp
+
+    def broken_and_retaken(dir_fd: int, name: str, token: str, content: bytes, mode: int) -> str:
+        temp = real_write_temp(dir_fd, name, token, content, mode)
+        # Between lockwatch's check and its swap, someone breaks the lock and takes it.
+        move_aside(str(lock), sha(OLD), stamp=STAMP)
+        lock.write_bytes(THEIRS)
+        return temp
+
+    monkeypatch.setattr(files, "_write_temp", broken_and_retaken)
+    with pytest.raises(ActionRefused) as refused:
+        rewrite(str(lock), sha(OLD), NEW, token="0123456789abcdef")
+    assert refused.value.code == "changed"
+    assert lock.read_bytes() == THEIRS
+    assert sorted(p.name for p in lock.parent.iterdir()) == [TOMBSTONE_DIR, "app.lock"]
+
+
+def test_without_an_atomic_exchange_a_heartbeat_still_replaces_the_lock(
+    lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "_exchange", lambda dir_fd, first, second: False)
+    rewrite(str(lock), sha(OLD), NEW, token="0123456789abcdef")
+    assert lock.read_bytes() == NEW
+    assert sorted(p.name for p in lock.parent.iterdir()) == ["app.lock"]
+
+
+def test_a_lock_swapped_for_a_fifo_during_the_move_is_put_back(
+    lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_rename = os.rename
+
+    def swapped_then_moved(src: Any, dst: Any, **fds: Any) -> None:
+        if src == "app.lock":
+            lock.unlink()
+            os.mkfifo(lock)
+        real_rename(src, dst, **fds)
+
+    monkeypatch.setattr(files.os, "rename", swapped_then_moved)
+    with pytest.raises(ActionRefused) as refused:
+        move_aside(str(lock), sha(OLD), stamp=STAMP)
+    assert refused.value.code == "not_regular_file"
+    assert "put back" in refused.value.message
+    assert stat.S_ISFIFO(lock.lstat().st_mode)  # back at its name, untouched
+    assert list((lock.parent / TOMBSTONE_DIR).iterdir()) == []
+
+
 def test_rewrite_of_a_broken_lock_is_refused(lock: Path) -> None:
     lock.unlink()
     with pytest.raises(ActionRefused) as refused:

@@ -572,6 +572,32 @@ def test_release_a_stolen_pid_file(lwi: Any, tmp_path: Path, log: Path) -> None:
     assert not lock.exists()
 
 
+def test_release_of_another_operators_stolen_lock_is_refused(
+    lwi: Any, tmp_path: Path, log: Path
+) -> None:
+    lock = tower_lock(tmp_path / "root")
+    taken = lwi(
+        "steal", str(lock), "--reason", "r", "--yes", "--audit-log", str(log),
+        "--operator", "alice",
+    )  # fmt: skip
+    assert taken.code == 0, taken
+    before = lock.read_bytes()
+    run = lwi(
+        "release", str(lock), "--reason", "mine now", "--yes", "--audit-log", str(log),
+        "--operator", "mallory",
+    )  # fmt: skip
+    assert run.code == 1, run
+    assert "does not hold" in run.err
+    assert lock.read_bytes() == before  # still alice's
+    assert records(log)[-1]["code"] == "not_held"
+    mine = lwi(
+        "release", str(lock), "--reason", "done", "--yes", "--audit-log", str(log),
+        "--operator", "alice",
+    )  # fmt: skip
+    assert mine.code == 0, mine
+    assert not lock.exists()
+
+
 def test_release_a_lock_lockwatch_does_not_hold(lwi: Any, tmp_path: Path, log: Path) -> None:
     lock = tower_lock(tmp_path / "root")
     run = lwi("release", str(lock), "--reason", "r", "--yes", "--audit-log", str(log))
@@ -1026,3 +1052,28 @@ def test_an_active_lock_is_refused_without_asking(terminal: Any, tmp_path: Path,
     assert "About to break:" in term.text and "active" in term.text
     assert PROMPT not in term.text and "--force" in term.text
     assert lock.exists()
+
+
+def test_audit_of_a_fifo_or_a_deleted_log(lwi: Any, tmp_path: Path, log: Path) -> None:
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for command in (("audit",), ("audit", "verify")):
+        run = lwi(*command, "--audit-log", str(fifo))  # never blocks on the pipe
+        assert run.code == 2, run
+        assert "not a regular file" in run.err
+    lock = pid_file(tmp_path / "locks")
+    assert lwi("break", str(lock), "--reason", "r", "--yes", "--audit-log", str(log)).code == 0
+    log.unlink()  # the head beside it stays: the log was there
+    run = lwi("audit", "verify", "--audit-log", str(log))
+    assert run.code == 1, run
+    assert "TAMPERED" in run.err
+
+
+def test_expect_sha256_takes_any_case_and_the_prefix(lwi: Any, tmp_path: Path, log: Path) -> None:
+    lock = pid_file(tmp_path / "locks")
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest().upper()
+    run = lwi(
+        "break", str(lock), "--reason", "r", "--yes", "--audit-log", str(log),
+        "--expect-sha256", f"SHA256:{digest}",
+    )  # fmt: skip
+    assert run.code == 0, run

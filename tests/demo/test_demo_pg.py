@@ -107,3 +107,47 @@ def test_the_guardian_cleans_up_after_a_demo_killed_with_sigkill(tmp_path: Path)
     wait_until(lambda: not Path(started["workspace"]).exists(), "the workspace to go")
     if started["datadir"]:
         wait_until(lambda: not Path(started["datadir"]).exists(), "the server's data to go")
+
+
+@pytest.mark.postgres
+def test_on_a_named_server_only_the_demos_own_sessions_can_be_acted_on(
+    pg_db: str, tmp_path: Path
+) -> None:
+    from lockwatch.actions.plan import Kind
+    from lockwatch.cli.demo import demo_app
+    from lockwatch.cli.pg import make_sources, poll_once
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.process import StaticProcesses
+    from lockwatch.model.verdict import evaluate
+
+    with connect(pg_db) as admin, psycopg.connect(
+        pg_db, autocommit=True, application_name="production-app"
+    ) as theirs:
+        theirs.execute("SELECT pg_advisory_lock(55501)")
+        with Demo(pg_dsn=pg_db, base_dir=tmp_path) as demo:
+            app = demo_app(demo, host="demo-host")
+            assert app.actions is not None
+            (source,) = make_sources(demo.dsns, demo.config, 0.0, False)
+            poll_once([source])
+            assert source.last is not None
+            locks = source.last.locks
+
+            def plan_for(application: str) -> Any:
+                lock = next(
+                    lock
+                    for lock in locks
+                    if lock.pg is not None
+                    and lock.pg.granted
+                    and (lock.pg.backend.application or "").startswith(application)
+                )
+                verdict = evaluate(lock, StaticProcesses(), SystemClock(), "demo-host")
+                return app.actions.plan(Kind.BREAK, lock, verdict, locks)  # type: ignore[union-attr]
+
+            foreign = plan_for("production-app")
+            assert foreign.refusal is not None and foreign.refusal[0] == "not_ours"
+            assert plan_for(demo.pg.application).refusal is None  # type: ignore[union-attr]
+        # The foreign session was never touched.
+        assert admin.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s",
+            (theirs.info.backend_pid,),
+        ).fetchone() == (1,)

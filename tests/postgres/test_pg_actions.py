@@ -117,8 +117,8 @@ def holders(pg: PgHarness, key: AdvisoryKey) -> list[tuple[int, str, str]]:
 
 def lockwatch_sessions(pg: PgHarness) -> list[int]:
     rows = pg.admin.execute(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND datname = %s",
-        (HOLD_APPLICATION, pg.dbname),
+        "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND datname = %s",
+        (HOLD_APPLICATION + "%", pg.dbname),
     ).fetchall()
     return [int(row[0]) for row in rows]
 
@@ -574,7 +574,8 @@ def test_steal_a_stale_advisory_lock_then_release_it(
         assert isinstance(held, HeldAdvisory)
         assert not alive(pg, h)
         mine = held.backend_pid
-        assert holders(pg, key) == [(mine, HOLD_APPLICATION, mode)]
+        # The steal's session names whose lock it holds: lockwatch-steal:<operator>.
+        assert holders(pg, key) == [(mine, f"{HOLD_APPLICATION}:tester", mode)]
         assert held.alive() and held.key == key and held.shared is shared
         assert outcome.message == (
             f"terminated pid {h} and took {lock.name} on {acts.server}"
@@ -583,7 +584,8 @@ def test_steal_a_stale_advisory_lock_then_release_it(
         # The monitor sees lockwatch's own session holding it, under the id it announces.
         again = find(acts.poll(), mine, key=key)
         assert again.id == held.lock_id
-        assert again.pg is not None and again.pg.backend.application == HOLD_APPLICATION
+        assert again.pg is not None
+        assert again.pg.backend.application == f"{HOLD_APPLICATION}:tester"
 
         # The lock as lockwatch holds it, built without a poll, matches the monitor's.
         ours = held.as_lock(lock)
@@ -644,6 +646,29 @@ def test_release_of_a_lock_that_the_server_already_let_go_is_still_done(acts: Ac
         assert done.ok and done.event == "lock_released"
         assert "already let go" in done.message
     assert holders(pg, bigint(909)) == []
+
+
+@pytest.mark.parametrize("kind", [Kind.STEAL, Kind.BREAK])
+def test_an_idle_holder_that_woke_since_it_was_seen_is_not_touched(
+    acts: Acts, kind: Kind
+) -> None:
+    pg = acts.pg
+    holder = pg.session("holder")
+    h = holder.info.backend_pid
+    holder.execute("SELECT pg_advisory_lock(%s)", (4401,))
+    # Idle for longer than lockwatch's tolerance of poll jitter (0.5 s).
+    pg.wait_state(h, "idle", longer_than=1.2)
+    snapshot = acts.poll(idle_after=0.1)
+    lock = find(snapshot, h, key=bigint(4401))
+    assert judge(lock).state is State.STALE
+    # The operator reads the confirmation; meanwhile the "leaked" holder does work.
+    holder.execute("SELECT 1")
+    _, outcome = acts.run(kind, lock, peers=snapshot.locks, reason="leaked")
+    assert not outcome.ok and outcome.code == "changed", outcome
+    assert "no longer the idle holder you saw" in outcome.message
+    assert alive(pg, h)
+    assert [pid for pid, _, _ in holders(pg, bigint(4401))] == [h]
+    assert acts.events() == ["action_intent", "action_refused"]
 
 
 def test_steal_of_an_active_lock_is_refused_even_with_force(acts: Acts) -> None:

@@ -305,7 +305,9 @@ def steal_process(cli: Cli, target: str, key: AdvisoryKey) -> Iterator[subproces
                 process.poll() is not None
                 or (
                     "holding " in stderr.read_text(errors="replace")
-                    and any(app == HOLD_APPLICATION for _, app, _ in holders(cli.pg, key))
+                    and any(
+                        app.startswith(HOLD_APPLICATION) for _, app, _ in holders(cli.pg, key)
+                    )
                 )
             ),
             "lockwatch steal to hold the key",
@@ -355,7 +357,7 @@ def test_steal_holds_the_key_until_interrupted_then_releases(
     with steal_process(eager, target, key) as process:
         assert not alive(pg, h)
         ((mine, app, mode),) = holders(pg, key)
-        assert (app, mode) == (HOLD_APPLICATION, "ExclusiveLock")
+        assert app.startswith(f"{HOLD_APPLICATION}:") and mode == "ExclusiveLock"
         assert lockwatch_sessions(pg) == [mine]
         process.send_signal(signum)
         assert process.wait(WAIT_S) == 0
@@ -394,7 +396,7 @@ def test_steal_then_lockwatch_release_from_another_process(eager: Cli) -> None:
     with steal_process(eager, target, key) as process:
         ((mine, _, _),) = holders(pg, key)
         listed = eager.lock(mine, str(key))
-        assert listed["holder"]["session"] == HOLD_APPLICATION
+        assert listed["holder"]["session"].startswith(f"{HOLD_APPLICATION}:")
         new_id = listed["id"]
         # `lockwatch release` of a lock lockwatch does not hold is refused.
         other = pg.session("other")
