@@ -93,13 +93,17 @@ def _directory(path: str) -> Iterator[tuple[int, str, str]]:
         os.close(fd)
 
 
+def _gone(shown: str) -> ActionRefused:
+    return ActionRefused(
+        "gone", f"{shown} is gone: released, or broken by someone else a moment ago"
+    )
+
+
 def _read(dir_fd: int, name: str, shown: str) -> bytes:
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        raise ActionRefused(
-            "gone", f"{shown} is gone: released, or broken by someone else a moment ago"
-        ) from None
+        raise _gone(shown) from None
     if stat.S_ISLNK(st.st_mode):
         raise ActionRefused(
             "symlink", f"{shown} is a symlink; lockwatch never acts on a lock through a link"
@@ -109,7 +113,7 @@ def _read(dir_fd: int, name: str, shown: str) -> bytes:
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
-        raise ActionRefused("gone", f"{shown} is gone: released a moment ago") from None
+        raise _gone(shown) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ActionRefused("symlink", f"{shown} became a symlink") from exc
@@ -201,9 +205,7 @@ def _move_aside(
         try:
             os.rename(name, tomb_name, src_dir_fd=dir_fd, dst_dir_fd=tomb_fd)
         except FileNotFoundError:
-            raise ActionRefused(
-                "gone", f"{path} is gone: released, or broken by someone else a moment ago"
-            ) from None
+            raise _gone(path) from None
         except OSError as exc:
             if exc.errno == errno.EXDEV:
                 raise ActionRefused(
@@ -279,9 +281,7 @@ def replace(
         try:
             mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode & 0o666
         except FileNotFoundError:  # as _move_aside says it: nothing touched
-            raise ActionRefused(
-                "gone", f"{path} is gone: released, or broken by someone else a moment ago"
-            ) from None
+            raise _gone(path) from None
         # The new lock is written (and synced) before the old one moves: a full disk
         # refuses the steal with nothing touched.
         try:

@@ -138,15 +138,7 @@ class ActionSession:
                     " here; this one belongs to someone else",
                 ),
             )
-        new_holder = NewHolder(
-            operator=self.operator.name,
-            pid=os.getpid(),
-            own_pid=os.getpid(),
-            host=self.host,
-            at=self.clock.now(),
-            token=uuid.uuid4().hex[:16],
-            reason="",
-        )
+        new_holder = self._new_holder("")
         return plan(
             kind,
             lock,
@@ -157,11 +149,10 @@ class ActionSession:
             held=held,
         )
 
-    def with_reason(self, the_plan: Plan, reason: str) -> Plan:
-        """A steal's new lock records the reason: written once it is known."""
-        if the_plan.kind is not Kind.STEAL or the_plan.lock.source != "file":
-            return the_plan
-        new_holder = NewHolder(
+    def _new_holder(self, reason: str) -> NewHolder:
+        """The operator as a stolen lock records them: lockwatch's own pid keeps it
+        alive (pid formats) for as long as the dashboard runs."""
+        return NewHolder(
             operator=self.operator.name,
             pid=os.getpid(),
             own_pid=os.getpid(),
@@ -170,6 +161,12 @@ class ActionSession:
             token=uuid.uuid4().hex[:16],
             reason=" ".join(reason.split()),
         )
+
+    def with_reason(self, the_plan: Plan, reason: str) -> Plan:
+        """A steal's new lock records the reason: written once it is known."""
+        if the_plan.kind is not Kind.STEAL or the_plan.lock.source != "file":
+            return the_plan
+        new_holder = self._new_holder(reason)
         return plan(
             Kind.STEAL,
             the_plan.lock,

@@ -64,6 +64,15 @@ def _sha(ctx: click.Context, param: click.Parameter, value: str | None) -> str |
     return match.group(1).lower()
 
 
+_EXPECT_SHA256 = click.option(
+    "--expect-sha256",
+    metavar="HEX",
+    callback=_sha,
+    default=None,
+    help="Act only if the lock's bytes still have this sha256 (from `ls --json`).",
+)
+
+
 def _common(func: Any) -> Any:
     options = [
         click.argument("target", metavar="TARGET"),
@@ -142,13 +151,7 @@ class Request:
     is_flag=True,
     help="Allow breaking a lock that is not stale (active or invalid).",
 )
-@click.option(
-    "--expect-sha256",
-    metavar="HEX",
-    callback=_sha,
-    default=None,
-    help="Act only if the lock's bytes still have this sha256 (from `ls --json`).",
-)
+@_EXPECT_SHA256
 def break_(**options: Any) -> None:
     """Break the lock TARGET.
 
@@ -181,13 +184,7 @@ def break_(**options: Any) -> None:
     help="The pid the new lock records, for formats whose liveness is a pid"
     " [default: this command's parent, your shell].",
 )
-@click.option(
-    "--expect-sha256",
-    metavar="HEX",
-    callback=_sha,
-    default=None,
-    help="Act only if the lock's bytes still have this sha256 (from `ls --json`).",
-)
+@_EXPECT_SHA256
 def steal(**options: Any) -> None:
     """Steal the stale lock TARGET: the old lock is moved into
     .lockwatch-broken/ and a new one is written in its format, held by you
