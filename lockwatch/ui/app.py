@@ -371,7 +371,9 @@ class LockwatchApp(App[None]):
     def _show_detail(self) -> None:
         if self._detail.display:
             style = self.theme_variables.get(f"lw-{self._selected_state()}", "")
-            self._detail.show(self.board, self._table.selected, self.now, style)
+            selected = self._table.selected
+            held = selected is not None and selected in self._table.held
+            self._detail.show(self.board, selected, self.now, style, held=held)
 
     def _selected_state(self) -> str:
         selected = self._table.selected

@@ -129,7 +129,7 @@ def flags(verdict: Verdict) -> str:
 
 MARKED = "●"
 HELD = "★"
-HELD_BY_YOU = "★ you (lockwatch)"
+HELD_BY_YOU = "★ held by you"
 
 
 def cell(key: str, lock: Lock, verdict: Verdict, now: datetime, width: int) -> str:

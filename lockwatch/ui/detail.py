@@ -208,11 +208,28 @@ class DetailPane(VerticalScroll):
     def compose(self):  # type: ignore[no-untyped-def]
         yield self._body
 
-    def show(self, board: Board, lock_id: str | None, now: datetime, state_style: str = "") -> None:
+    def show(
+        self,
+        board: Board,
+        lock_id: str | None,
+        now: datetime,
+        state_style: str = "",
+        held: bool = False,
+    ) -> None:
+        """`held`: lockwatch holds this lock for the operator (a steal)."""
         self.lock_id = lock_id
         if lock_id is None or lock_id not in board:
             self._body.update(Text("No lock selected.", style="dim"))
             return
         lock = board.entries[lock_id].lock
         verdict = board.verdict_at(lock_id, now)
-        self._body.update(describe(lock, verdict, board.history.get(lock_id, ()), now, state_style))
+        body = describe(lock, verdict, board.history.get(lock_id, ()), now, state_style)
+        if held:
+            body = Group(
+                Text(
+                    "★ held by you: lockwatch keeps it alive while it runs; r releases it",
+                    style="bold",
+                ),
+                body,
+            )
+        self._body.update(body)

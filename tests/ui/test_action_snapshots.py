@@ -128,7 +128,7 @@ def test_bulk_break_confirmation(snap_compare: SnapCompare, actions: Any) -> Non
 
 
 def test_marked_and_held_rows(snap_compare: SnapCompare, actions: ActionSession) -> None:
-    """The table with two rows marked (●) and one lock held by you (★ you (lockwatch)):
+    """The table with two rows marked (●) and one lock held by you (★ held by you):
     the header counts both, the footer offers the action keys."""
 
     async def run_before(pilot: Pilot[Any]) -> None:

@@ -482,8 +482,15 @@ async def test_steal_heartbeat_and_release(scene: Scene) -> None:
         assert app._table.held == {lock}
         row = row_text(app, lock)
         assert row.startswith("★ ")
-        assert "★ you (lockwatch)" in row
+        assert "★ held by you" in row
         assert "you hold 1 lock(s)" in str(app._mode())
+        # The detail pane says it in words too.
+        await select(pilot, lock)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "held by you: lockwatch keeps it alive" in screen_text(app.query_one("#detail"))
+        await pilot.press("enter")
+        await pilot.pause()
 
         # A heartbeat once the refresh time has come (a third of the ttl).
         assert app.actions is not None
