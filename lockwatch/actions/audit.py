@@ -61,6 +61,14 @@ def default_path() -> Path:
     return Path(user_state_dir("lockwatch")) / "audit.jsonl"
 
 
+def log_path(given: Path | None, configured: str | None) -> Path:
+    """The audit log in force: `--audit-log`, else the config's `actions.audit_log`,
+    else the user state directory's."""
+    if given is not None:
+        return given
+    return Path(configured) if configured else default_path()
+
+
 def head_path(path: Path) -> Path:
     return path.with_name(path.name + ".head")
 

@@ -23,9 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from lockwatch.sources.files.scanner import MAX_LOCK_BYTES
-
-TOMBSTONE_DIR = ".lockwatch-broken"
+from lockwatch.sources.files.scanner import MAX_LOCK_BYTES, TOMBSTONE_DIR
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC

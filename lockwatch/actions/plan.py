@@ -18,8 +18,7 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.files.decoders import writer
-
-TOMBSTONE_NAME = ".lockwatch-broken"
+from lockwatch.sources.files.scanner import TOMBSTONE_DIR
 
 
 class Kind(StrEnum):
@@ -50,14 +49,21 @@ class Plan:
         return self.kind.value
 
 
-def _refused(kind: Kind, lock: Lock, verdict: Verdict, code: str, message: str) -> Plan:
+def refused(kind: Kind, lock: Lock, verdict: Verdict, code: str, message: str) -> Plan:
     return Plan(kind, lock, verdict, "action_refused", "nothing", refusal=(code, message))
+
+
+def tombstone_place(tombstone_dir: str | None) -> str:
+    """Where broken locks go, in words: the configured directory, or the default
+    beside each lock."""
+    where = tombstone_dir or TOMBSTONE_DIR
+    return f"{where}/" if where.startswith("/") else f"{where}/ beside it"
 
 
 def _tombstone(lock: Lock, tombstone_dir: str | None) -> str:
     assert lock.path is not None
     directory, _, name = lock.path.rpartition("/")
-    where = tombstone_dir or TOMBSTONE_NAME
+    where = tombstone_dir or TOMBSTONE_DIR
     if not where.startswith("/"):
         where = f"{directory}/{where}"
     return f"{where}/{name}@<UTC time of the action>"
@@ -125,12 +131,12 @@ def plan(
     if lock.source == "postgres":
         return _plan_pg(kind, lock, verdict, peers, held, held_elsewhere)
     if lock.source != "file":
-        return _refused(
+        return refused(
             kind, lock, verdict, "unsupported", f"{lock.source} locks cannot be acted on"
         )
     refusal = _file_refusal(lock)
     if refusal is not None:
-        return _refused(kind, lock, verdict, *refusal)
+        return refused(kind, lock, verdict, *refusal)
     assert lock.path is not None
     stale = verdict.state is State.STALE
     if kind is Kind.BREAK:
@@ -140,12 +146,12 @@ def plan(
         )
         return Plan(kind, lock, verdict, "lock_broken", effect, needs_name=not stale)
     if kind is Kind.CANCEL:
-        return _refused(
+        return refused(
             kind, lock, verdict, "unsupported", "cancel ends a Postgres query; a lock file has none"
         )
     if kind is Kind.RELEASE:
         if not held:
-            return _refused(
+            return refused(
                 kind,
                 lock,
                 verdict,
@@ -162,7 +168,7 @@ def plan(
             if verdict.state is State.INVALID
             else "stealing a lock that is not stale is never allowed (lock spec §7.1)"
         )
-        return _refused(kind, lock, verdict, "not_stale", f"{lock.name} is {verdict.state}: {why}")
+        return refused(kind, lock, verdict, "not_stale", f"{lock.name} is {verdict.state}: {why}")
     module = writer(lock.format)
     content = (
         module.handover(lock.content, new_holder)
@@ -170,7 +176,7 @@ def plan(
         else None
     )
     if content is None or new_holder is None:
-        return _refused(
+        return refused(
             kind,
             lock,
             verdict,
@@ -205,7 +211,7 @@ def _plan_pg(
     where = pg.server
     if pid is None:
         gid = pg.backend.prepared_gid or "?"
-        return _refused(
+        return refused(
             kind,
             lock,
             verdict,
@@ -232,7 +238,7 @@ def _plan_pg(
     key = pg.advisory_key
     if kind is Kind.RELEASE:
         if not held or key is None:
-            return _refused(
+            return refused(
                 kind,
                 lock,
                 verdict,
@@ -250,7 +256,7 @@ def _plan_pg(
             )
         return Plan(kind, lock, verdict, "lock_released", effect)
     if key is None or pg.locktype != "advisory":
-        return _refused(
+        return refused(
             kind,
             lock,
             verdict,
@@ -259,11 +265,11 @@ def _plan_pg(
             " its holder)",
         )
     if not pg.granted:
-        return _refused(
+        return refused(
             kind, lock, verdict, "not_held", f"pid {pid} waits for {lock.name}; it holds nothing"
         )
     if not stale:
-        return _refused(
+        return refused(
             kind,
             lock,
             verdict,

@@ -79,7 +79,10 @@ def _stamp(action_id: str, log: AuditLog) -> str:
     return at.strftime("%Y%m%dT%H%M%S.%fZ") + "-" + action_id[:8]
 
 
-def _decoded(content: bytes) -> Any:
+def decoded(content: bytes | None) -> Any:
+    """Lock bytes lockwatch wrote, as JSON when they are (the audit log's `new_lock`)."""
+    if content is None:
+        return None
     try:
         return json.loads(content)
     except ValueError:
@@ -238,7 +241,7 @@ class Executor:
             new_hash = files.sha256_hex(plan.new_content)
             details = {
                 "tombstone": moved.tombstone,
-                "new_lock": _decoded(plan.new_content),
+                "new_lock": decoded(plan.new_content),
                 "new_lock_hash": f"sha256:{new_hash}",
             }
             message = f"stole {lock.path}; the stale lock is kept in {moved.tombstone}"

@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from lockwatch.actions import files
-from lockwatch.actions.audit import AuditLog, Operator, default_path
-from lockwatch.actions.plan import Kind, Plan, plan
-from lockwatch.actions.run import Executor, Outcome
+from lockwatch.actions.audit import AuditLog, Operator, log_path
+from lockwatch.actions.plan import Kind, Plan, plan, refused
+from lockwatch.actions.run import Executor, Outcome, decoded
 from lockwatch.clock import Clock
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock
-from lockwatch.model.verdict import Verdict
+from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.files.decoders import writer
+from lockwatch.sources.files.scanner import load
 
 # Heartbeats of held locks: a third of the time they stay fresh, and at least
 # every 30 s, as the tower-fleet spec recommends (§5.2).
@@ -87,7 +88,7 @@ class ActionSession:
         self.host = host
         self.roots = tuple(roots)
         self.operator = Operator.identify(operator)
-        self.audit_path = audit_log or default_path()
+        self.audit_path = log_path(audit_log, None)
         self._dsns = dict(dsns or {})
         self.tombstone_dir = tombstone_dir
         self.pg_applications = pg_applications
@@ -112,13 +113,8 @@ class ActionSession:
             and lock.path is not None
             and not files.inside(lock.path, self.roots)
         ):
-            return Plan(
-                kind,
-                lock,
-                verdict,
-                "action_refused",
-                "nothing",
-                refusal=("outside_roots", f"{lock.path} is outside the watched roots"),
+            return refused(
+                kind, lock, verdict, "outside_roots", f"{lock.path} is outside the watched roots"
             )
         if (
             self.pg_applications is not None
@@ -126,17 +122,13 @@ class ActionSession:
             and not held
             and not (lock.pg.backend.application or "").startswith(self.pg_applications)
         ):
-            return Plan(
+            return refused(
                 kind,
                 lock,
                 verdict,
-                "action_refused",
-                "nothing",
-                refusal=(
-                    "not_ours",
-                    f"only the demo's own sessions ({self.pg_applications}…) can be acted on"
-                    " here; this one belongs to someone else",
-                ),
+                "not_ours",
+                f"only the demo's own sessions ({self.pg_applications}…) can be acted on"
+                " here; this one belongs to someone else",
             )
         new_holder = self._new_holder("")
         return plan(
@@ -232,7 +224,7 @@ class ActionSession:
                     name=lock.name,
                     format=lock.format,
                     sha256=outcome.new_sha256,
-                    content=_decoded(outcome.new_content),
+                    content=decoded(outcome.new_content),
                     refresh_every=every,
                     next_refresh=now + timedelta(seconds=every) if every else None,
                 )
@@ -286,7 +278,7 @@ class ActionSession:
                 lost.append(f"{held.name}: no longer held by you ({_why(exc)})")
                 continue
             held.sha256 = files.sha256_hex(content)
-            held.content = _decoded(content)
+            held.content = decoded(content)
             held.next_refresh = now + timedelta(seconds=held.refresh_every)
         for lock_id, taken in advisory:
             if not taken.alive():
@@ -303,30 +295,20 @@ class ActionSession:
         with self._lock:
             held_files = list(self.holdings.files.values()) if files else []
             advisory = [
-                (taken, self.holdings.stolen_from.get(lock_id))
+                (taken, self.holdings.stolen_from[lock_id])
                 for lock_id, taken in self.holdings.advisory.items()
             ]
             self.holdings = Holdings()
         with self._writing:  # a heartbeat in flight finishes first
             for held in held_files:
-                from lockwatch.sources.files.scanner import load
-
                 loaded = load(held.path)
                 if not isinstance(loaded, Lock):
                     results.append(f"{held.name}: already gone")
                     continue
-                from lockwatch.model.verdict import State
-
                 the_plan = plan(Kind.RELEASE, loaded, Verdict(State.ACTIVE), held=True)
                 outcome = self.executor.run(the_plan, reason, expect_sha256=held.sha256)
                 results.append(outcome.message)
-        from lockwatch.model.verdict import State
-
         for taken, seen in advisory:
-            if seen is None:  # never: every steal records what it took
-                taken.release()
-                results.append(f"released {taken.name} (not audited: its origin is unknown)")
-                continue
             the_plan = plan(Kind.RELEASE, taken.as_lock(seen), Verdict(State.ACTIVE), held=True)
             outcome = self.executor.run(the_plan, reason, held=taken)
             if not outcome.ok:
@@ -339,14 +321,3 @@ def _why(exc: Exception) -> str:
     if isinstance(exc, files.ActionRefused):
         return exc.message
     return str(exc)
-
-
-def _decoded(content: bytes | None) -> Any:
-    import json
-
-    if content is None:
-        return None
-    try:
-        return json.loads(content)
-    except ValueError:
-        return content.decode("utf-8", "replace")

@@ -9,11 +9,19 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from lockwatch.cli.where import (
+    AUDIT_LOG_OPTION,
+    CONFIG_OPTION,
+    OPERATOR_OPTION,
+    TOMBSTONE_DIR_OPTION,
+)
 
 if TYPE_CHECKING:
     from lockwatch.actions.plan import Kind, Plan
@@ -73,6 +81,10 @@ _EXPECT_SHA256 = click.option(
 )
 
 
+def _pid_option(help: str) -> Callable[[Any], Any]:
+    return click.option("--pid", type=click.IntRange(min=1), default=None, help=help)
+
+
 def _common(func: Any) -> Any:
     options = [
         click.argument("target", metavar="TARGET"),
@@ -83,26 +95,9 @@ def _common(func: Any) -> Any:
             help="Why (required): goes to the audit log with the lock as it was.",
         ),
         click.option("--yes", "-y", is_flag=True, help="Do not ask; act if the checks pass."),
-        click.option(
-            "--operator",
-            metavar="NAME",
-            default=None,
-            help="Who acts, for the audit log [default: SUDO_USER, else your OS user].",
-        ),
-        click.option(
-            "--audit-log",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="The audit log [default: actions.audit_log in the config, else the user"
-            " state dir's lockwatch/audit.jsonl].",
-        ),
-        click.option(
-            "--tombstone-dir",
-            metavar="DIR",
-            default=None,
-            help="Where moved locks go: relative to each lock's directory, or absolute (same"
-            " filesystem) [default: .lockwatch-broken].",
-        ),
+        OPERATOR_OPTION,
+        AUDIT_LOG_OPTION,
+        TOMBSTONE_DIR_OPTION,
         click.option(
             "--pg",
             "pg_dsns",
@@ -110,13 +105,7 @@ def _common(func: Any) -> Any:
             metavar="DSN",
             help="The server a Postgres TARGET lives on (repeatable).",
         ),
-        click.option(
-            "--config",
-            "config_path",
-            type=click.Path(dir_okay=False),
-            default=None,
-            help="Config file [default: ./lockwatch.toml, then the user config dir].",
-        ),
+        CONFIG_OPTION,
         click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON."),
     ]
     for option in reversed(options):
@@ -177,12 +166,9 @@ def break_(**options: Any) -> None:
     epilog=ACT_EPILOG,
 )
 @_common
-@click.option(
-    "--pid",
-    type=click.IntRange(min=1),
-    default=None,
-    help="The pid the new lock records, for formats whose liveness is a pid"
-    " [default: this command's parent, your shell].",
+@_pid_option(
+    "The pid the new lock records, for formats whose liveness is a pid"
+    " [default: this command's parent, your shell]."
 )
 @_EXPECT_SHA256
 def steal(**options: Any) -> None:
@@ -211,12 +197,7 @@ def steal(**options: Any) -> None:
     epilog=ACT_EPILOG,
 )
 @_common
-@click.option(
-    "--pid",
-    type=click.IntRange(min=1),
-    default=None,
-    help="For pid files: the pid you stole it with [default: this command's parent].",
-)
+@_pid_option("For pid files: the pid you stole it with [default: this command's parent].")
 def release(**options: Any) -> None:
     """Release TARGET, a lock lockwatch wrote for you (see steal): the file is
     moved into .lockwatch-broken/; a Postgres advisory lock held by a
@@ -266,7 +247,7 @@ def readonly_reason(config: Config, flag: bool = False) -> str | None:
 
 
 def _act(kind: Kind, request: Request) -> None:
-    from lockwatch.actions.audit import AuditLog, Operator, default_path
+    from lockwatch.actions.audit import AuditLog, Operator, log_path
     from lockwatch.clock import SystemClock
     from lockwatch.config import ConfigError, load
 
@@ -292,8 +273,9 @@ def _act(kind: Kind, request: Request) -> None:
     host = os.uname().nodename
     clock = SystemClock()
     operator = Operator.identify(request.operator)
-    log_path = request.audit_log or (Path(config.audit_log) if config.audit_log else default_path())
-    audit = AuditLog(log_path, clock=clock, host=host, operator=operator)
+    audit = AuditLog(
+        log_path(request.audit_log, config.audit_log), clock=clock, host=host, operator=operator
+    )
     dsns = _dsns(request, config)
     executor = _executor(audit, request, config, dsns)
     found = _find(request.target, dsns, config, host)

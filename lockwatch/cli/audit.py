@@ -8,24 +8,11 @@ from typing import Any
 
 import click
 
-_LOG_OPTION = click.option(
-    "--audit-log",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The audit log [default: actions.audit_log in the config, else the user state"
-    " dir's lockwatch/audit.jsonl].",
-)
-_CONFIG_OPTION = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Config file [default: ./lockwatch.toml, then the user config dir].",
-)
+from lockwatch.cli.where import AUDIT_LOG_OPTION, CONFIG_OPTION
 
 
 def _log_path(given: Path | None, config_path: str | None) -> Path:
-    from lockwatch.actions.audit import default_path
+    from lockwatch.actions.audit import log_path
     from lockwatch.config import ConfigError, load
 
     if given is not None:
@@ -34,7 +21,7 @@ def _log_path(given: Path | None, config_path: str | None) -> Path:
         config = load(config_path)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    return Path(config.audit_log) if config.audit_log else default_path()
+    return log_path(None, config.audit_log)
 
 
 def _need(path: Path) -> None:
@@ -75,8 +62,8 @@ Examples:
   lockwatch audit verify || page-security
 """,
 )
-@_LOG_OPTION
-@_CONFIG_OPTION
+@AUDIT_LOG_OPTION
+@CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Every record, as a JSON array.")
 @click.pass_context
 def audit(
@@ -137,8 +124,8 @@ def _print_table(records: list[tuple[int, dict[str, Any] | None, bytes]]) -> Non
 
 
 @audit.command("verify")
-@_LOG_OPTION
-@_CONFIG_OPTION
+@AUDIT_LOG_OPTION
+@CONFIG_OPTION
 @click.pass_context
 def verify(ctx: click.Context, audit_log: Path | None, config_path: str | None) -> None:
     """Check every record's hash, the hash chain, the sequence, and the head:

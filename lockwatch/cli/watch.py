@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.cli.where import resolve_targets, target_options
+from lockwatch.cli.where import (
+    AUDIT_LOG_OPTION,
+    OPERATOR_OPTION,
+    TOMBSTONE_DIR_OPTION,
+    resolve_targets,
+    target_options,
+)
 
 if TYPE_CHECKING:
     from lockwatch.config import Config
@@ -104,26 +110,9 @@ def _common(func: Any) -> Any:
     help="No break, steal, release or cancel: the action keys are gone (also: readonly ="
     " true in the config, or LOCKWATCH_READONLY=1).",
 )
-@click.option(
-    "--audit-log",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Where actions are audited [default: actions.audit_log in the config, else the user"
-    " state dir's lockwatch/audit.jsonl].",
-)
-@click.option(
-    "--operator",
-    metavar="NAME",
-    default=None,
-    help="Who acts, for the audit log [default: SUDO_USER, else your OS user].",
-)
-@click.option(
-    "--tombstone-dir",
-    metavar="DIR",
-    default=None,
-    help="Where broken locks are moved: relative to each lock's directory, or absolute"
-    " [default: .lockwatch-broken].",
-)
+@AUDIT_LOG_OPTION
+@OPERATOR_OPTION
+@TOMBSTONE_DIR_OPTION
 @_common
 def watch(
     paths: tuple[str, ...],
@@ -276,6 +265,7 @@ def build_app(
             feeds.append(PgFeed(source, host=host, interval=refresh))
     actions = None
     if not readonly:
+        from lockwatch.actions.audit import log_path
         from lockwatch.actions.session import ActionSession
         from lockwatch.sources.postgres.dsn import display_name
 
@@ -283,7 +273,7 @@ def build_app(
             clock=clock,
             host=host,
             roots=roots,
-            audit_log=audit_log or (Path(config.audit_log) if config.audit_log else None),
+            audit_log=log_path(audit_log, config.audit_log),
             operator=operator,
             tombstone_dir=tombstone_dir or config.tombstone_dir,
             dsns={display_name(dsn): dsn for dsn in dsns},

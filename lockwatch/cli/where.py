@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import click
@@ -17,6 +18,35 @@ if TYPE_CHECKING:
 
 
 F = TypeVar("F", bound=Callable[..., object])
+
+# Options several commands share, spelled once.
+CONFIG_OPTION = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config file [default: ./lockwatch.toml, then the user config dir].",
+)
+AUDIT_LOG_OPTION = click.option(
+    "--audit-log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The audit log [default: actions.audit_log in the config, else the user state dir's"
+    " lockwatch/audit.jsonl].",
+)
+OPERATOR_OPTION = click.option(
+    "--operator",
+    metavar="NAME",
+    default=None,
+    help="Who acts, for the audit log [default: SUDO_USER, else your OS user].",
+)
+TOMBSTONE_DIR_OPTION = click.option(
+    "--tombstone-dir",
+    metavar="DIR",
+    default=None,
+    help="Where broken locks are moved: relative to each lock's directory, or absolute (same"
+    " filesystem) [default: .lockwatch-broken].",
+)
 
 
 def target_options(func: F) -> F:
@@ -44,13 +74,7 @@ def target_options(func: F) -> F:
             is_flag=True,
             help="Every pg_locks row, not only contended and advisory ones.",
         ),
-        click.option(
-            "--config",
-            "config_path",
-            type=click.Path(dir_okay=False),
-            default=None,
-            help="Config file [default: ./lockwatch.toml, then the user config dir].",
-        ),
+        CONFIG_OPTION,
     ]
     for decorator in reversed(decorators):
         func = decorator(func)

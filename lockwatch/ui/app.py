@@ -23,7 +23,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
-from lockwatch.actions.plan import Kind, Plan, describe
+from lockwatch.actions.plan import Kind, Plan, describe, tombstone_place
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.board import Applied, Board, ChangeSet
 from lockwatch.model.events import Event, EventKind
@@ -597,12 +597,7 @@ class LockwatchApp(App[None]):
             return
         shown = set(self.rows.ids)
         hidden = sum(1 for plan in plans if plan.lock.id not in shown)
-        configured = self.actions.tombstone_dir if self.actions is not None else None
-        tombstones = (
-            f"{configured}/"
-            if configured and configured.startswith("/")
-            else f"{configured or '.lockwatch-broken'}/ beside it"
-        )
+        tombstones = tombstone_place(self.actions.tombstone_dir if self.actions else None)
         not_stale = sum(1 for plan in plans if plan.needs_name or plan.refusal)
         lines = [
             ("marked", f"{len(plans)} lock(s)"),

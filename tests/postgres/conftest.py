@@ -321,6 +321,33 @@ class PgHarness:
     def block(self, conn: psycopg.Connection[Any], query: str) -> Blocked:
         return self._stack.enter_context(blocking_statement(self.admin, conn, query))
 
+    def login_role(self, name: str, password: str | None = None) -> str:
+        """A LOGIN role of this test's own with no privileges granted; its DSN.
+        Its sessions are ended and the role dropped at teardown."""
+        role = f"lw_{name}_{self.tag}"
+        create = sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role))
+        if password is not None:
+            create = sql.SQL("{} PASSWORD {}").format(create, sql.Literal(password))
+        self.admin.execute(create)
+
+        def drop() -> None:
+            self.admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            wait_until(
+                lambda: (
+                    not self.admin.execute(
+                        "SELECT 1 FROM pg_stat_activity WHERE usename = %s", (role,)
+                    ).fetchone()
+                ),
+                f"sessions of {role} to exit",
+            )
+            self.admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+        self.defer(drop)
+        return conninfo.make_conninfo(self.dsn, user=role, password=password)
+
     def defer(self, callback: Callable[[], object]) -> None:
         """Run `callback` at teardown (before anything opened earlier is closed)."""
 

@@ -758,25 +758,7 @@ def test_steal_when_a_waiter_takes_the_key_first_fails_clearly(acts: Acts) -> No
 
 def unprivileged_role(pg: PgHarness, name: str) -> str:
     """A LOGIN role with no pg_signal_backend; its DSN. Dropped at teardown."""
-    role = f"lw_{name}_{pg.tag}"
-    pg.admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-
-    def drop() -> None:
-        pg.admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
-        )
-        wait_until(
-            lambda: (
-                not pg.admin.execute(
-                    "SELECT 1 FROM pg_stat_activity WHERE usename = %s", (role,)
-                ).fetchone()
-            ),
-            f"sessions of {role} to exit",
-        )
-        pg.admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
-
-    pg.defer(drop)
-    return conninfo.make_conninfo(pg.dsn, user=role, password=SECRET)
+    return pg.login_role(name, password=SECRET)
 
 
 def role_executor(dsn: str, log: Path) -> Executor:

@@ -719,30 +719,7 @@ async def check_prepared_transaction(
 
 def probe_role(pg: PgHarness) -> str:
     """A LOGIN role without pg_read_all_stats; its DSN. Dropped at teardown."""
-    role = f"lw_probe_{pg.tag}"
-    password = f"pw-{pg.tag}"
-    pg.admin.execute(
-        sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-            sql.Identifier(role), sql.Literal(password)
-        )
-    )
-
-    def drop() -> None:
-        pg.admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
-        )
-        wait_until(
-            lambda: (
-                not pg.admin.execute(
-                    "SELECT 1 FROM pg_stat_activity WHERE usename = %s", (role,)
-                ).fetchone()
-            ),
-            f"sessions of {role} to exit",
-        )
-        pg.admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
-
-    pg.defer(drop)
-    return conninfo.make_conninfo(pg.dsn, user=role, password=password)
+    return pg.login_role("probe", password=f"pw-{pg.tag}")
 
 
 async def test_without_pg_read_all_stats_queries_are_hidden_and_the_role_named(

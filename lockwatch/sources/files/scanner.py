@@ -22,8 +22,10 @@ from lockwatch.sources.files.decoders.base import LockFile
 MAX_LOCK_BYTES = 64 * 1024
 LOCK_SUFFIXES = (".lock", ".pid")
 TEMP_SUFFIX = ".tmp"
+# Where lockwatch moves the locks it breaks (beside each lock, by default).
+TOMBSTONE_DIR = ".lockwatch-broken"
 # Directories that hold no live locks: lockwatch's own tombstones.
-SKIP_DIRS = frozenset({".lockwatch-broken"})
+SKIP_DIRS = frozenset({TOMBSTONE_DIR})
 # Package managers' dependency lockfiles end in .lock but lock nothing.
 DEPENDENCY_LOCKFILES = frozenset(
     {
