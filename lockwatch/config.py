@@ -1,38 +1,26 @@
-"""`lockwatch.toml`: servers, thresholds and advisory key names.
+"""`lockwatch.toml`: what every run shares, and each source's own tables.
 
 Looked for in the current directory, then in the user config directory
 (platformdirs), unless `--config` names a file. Flags override it.
-
-    [postgres]
-    dsn = ["postgresql://monitor@db1/app", "postgresql://monitor@db2/app"]
-    idle_after = 60        # seconds idle (in a transaction) before holders are stale
-    all = false            # true: every pg_locks row, not only the interesting ones
-
-    [advisory.namespaces]  # pg_advisory_lock(int4, int4): name the first int
-    1 = "agent"            # (1, 42) shows as agent:42
-
-    [advisory.keys]        # pg_advisory_lock(bigint): name single keys
-    "8121971372" = "nightly-reindex"
-
-    [advisory]
-    strings = ["billing-sync"]  # keys hashed from strings (BLAKE2b-8, as seed 003 does)
 
     readonly = true        # (top level) no break, steal, release or cancel, anywhere
 
     [actions]
     audit_log = "/var/log/lockwatch/audit.jsonl"  # default: the user state dir
     tombstone_dir = ".lockwatch-broken"           # relative: beside each lock
+
+Each source owns its tables and documents them in its plugin module
+(lockwatch/sources/*/plugin.py): [postgres] and [advisory] (servers,
+thresholds, advisory key names), [kernel] (list the kernel's locks).
 """
 
 from __future__ import annotations
 
-import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from lockwatch.model.pg import DEFAULT_IDLE_AFTER, AdvisoryNames
 
 FILE_NAME = "lockwatch.toml"
 
@@ -43,13 +31,14 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Config:
-    pg_dsns: tuple[str, ...] = ()
-    pg_idle_after: float = DEFAULT_IDLE_AFTER
-    pg_all: bool = False
-    advisory: AdvisoryNames = field(default_factory=lambda: AdvisoryNames.build())
     readonly: bool = False
     audit_log: str | None = None
     tombstone_dir: str | None = None
+    # Each source's settings from its own tables, by source name (absent: defaults).
+    sources: Mapping[str, Any] = field(default_factory=dict)
+
+    def source(self, name: str) -> Any:
+        return self.sources.get(name)
 
 
 def default_paths() -> list[Path]:
@@ -95,45 +84,9 @@ def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     return value
 
 
-def _int_key(text: str, where: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigError(f"{where}: {text!r} is not an integer key") from None
-
-
 def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
-    postgres = _table(data, "postgres", where)
-    dsn = postgres.get("dsn", [])
-    dsns = [dsn] if isinstance(dsn, str) else dsn
-    if not isinstance(dsns, list) or not all(isinstance(d, str) for d in dsns):
-        raise ConfigError(f"{where}: postgres.dsn must be a string or a list of strings")
-    idle_after = postgres.get("idle_after", DEFAULT_IDLE_AFTER)
-    if (
-        isinstance(idle_after, bool)
-        or not isinstance(idle_after, int | float)
-        or not math.isfinite(idle_after)
-        or idle_after < 0
-    ):
-        raise ConfigError(f"{where}: postgres.idle_after must be a number of seconds >= 0")
-    pg_all = postgres.get("all", False)
-    if not isinstance(pg_all, bool):
-        raise ConfigError(f"{where}: postgres.all must be true or false")
+    from lockwatch.sources.registry import read_config
 
-    advisory = _table(data, "advisory", where)
-    namespaces = _table(advisory, "namespaces", f"{where}: advisory")
-    keys = _table(advisory, "keys", f"{where}: advisory")
-    strings = advisory.get("strings", [])
-    if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
-        raise ConfigError(f"{where}: advisory.strings must be a list of strings")
-    for table in (namespaces, keys):
-        if not all(isinstance(v, str) for v in table.values()):
-            raise ConfigError(f"{where}: advisory names must be strings")
-    names = AdvisoryNames.build(
-        namespaces={_int_key(k, where): v for k, v in namespaces.items()},
-        keys={_int_key(k, where): v for k, v in keys.items()},
-        strings=strings,
-    )
     readonly = data.get("readonly", False)
     if not isinstance(readonly, bool):
         raise ConfigError(f"{where}: readonly must be true or false")
@@ -148,8 +101,5 @@ def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
         readonly=readonly,
         audit_log=paths["audit_log"],
         tombstone_dir=paths["tombstone_dir"],
-        pg_dsns=tuple(dsns),
-        pg_idle_after=float(idle_after),
-        pg_all=pg_all,
-        advisory=names,
+        sources=read_config(data, where),
     )

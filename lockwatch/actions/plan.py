@@ -15,6 +15,7 @@ from enum import StrEnum
 from lockwatch.model.events import holder_text
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.humanize import duration
+from lockwatch.model.kernel import kernel_lock_id
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.files.decoders import writer
@@ -43,6 +44,8 @@ class Plan:
     refusal: tuple[str, str] | None = None
     # The bytes a steal writes.
     new_content: bytes | None = None
+    # A kernel lock's break: the signal sent to its holder (TERM, KILL).
+    signal: str | None = None
 
     @property
     def verb(self) -> str:
@@ -123,6 +126,7 @@ def plan(
     tombstone_dir: str | None = None,
     held: bool = False,
     held_elsewhere: bool = False,
+    signal: str = "TERM",
 ) -> Plan:
     """The plan for `kind` on `lock` as judged by `verdict`. `peers` are the other
     locks in view (a session's other locks count in its effect); `held` says
@@ -130,6 +134,8 @@ def plan(
     another lockwatch process holds it (a Postgres steal held in a foreground CLI)."""
     if lock.source == "postgres":
         return _plan_pg(kind, lock, verdict, peers, held, held_elsewhere)
+    if lock.source == "kernel":
+        return _plan_kernel(kind, lock, verdict, signal)
     if lock.source != "file":
         return refused(
             kind, lock, verdict, "unsupported", f"{lock.source} locks cannot be acted on"
@@ -138,7 +144,21 @@ def plan(
     if refusal is not None:
         return refused(kind, lock, verdict, *refusal)
     assert lock.path is not None
-    stale = verdict.state is State.STALE
+    evidence = lock.evidence
+    if evidence is not None and evidence.holds and kind is not Kind.CANCEL:
+        hold = evidence.holds[0]
+        who = f"pid {hold.holder_pid}" if hold.holder_pid else "a process"
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "kernel_lock",
+            f"{who} holds a kernel lock on {lock.path}: moving the file would let a second"
+            " holder in while it still holds the old one; signal the holder instead"
+            f" (lockwatch break '{kernel_lock_id(hold)}')",
+        )
+    # Free (nobody holds it) counts as stale: clearing it needs no typed name.
+    stale = verdict.state in (State.STALE, State.FREE)
     if kind is Kind.BREAK:
         effect = (
             f"rename {lock.path} to {_tombstone(lock, tombstone_dir)}"
@@ -195,6 +215,42 @@ def plan(
         f" {lock.format} lock there held by {new_holder.operator} ({terms})"
     )
     return Plan(kind, lock, verdict, "lock_stolen", effect, new_content=content)
+
+
+def _plan_kernel(kind: Kind, lock: Lock, verdict: Verdict, signal: str) -> Plan:
+    """Only a break, and it signals the holder: nobody releases another process's
+    kernel lock from outside. The kernel frees it when the holder exits."""
+    assert lock.kernel is not None
+    kernel = lock.kernel
+    if kind is not Kind.BREAK:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "unsupported",
+            f"a kernel lock can only be broken by signalling its holder, not by {kind.value}",
+        )
+    if kernel.waiting:
+        return refused(
+            kind, lock, verdict, "not_held", f"this process waits for {lock.name}; it holds nothing"
+        )
+    pid = kernel.holder_pid
+    if pid is None:
+        return refused(
+            kind, lock, verdict, "no_holder", "lockwatch could not tell which process holds it"
+        )
+    process = verdict.process
+    command = f" ({' '.join(process.cmdline)})" if process is not None and process.cmdline else ""
+    waiters = len(kernel.blocking)
+    after = f"; then the kernel frees {lock.name}" + (
+        f" and {waiters} waiting process{'es' if waiters != 1 else ''} may take it"
+        if waiters
+        else ""
+    )
+    how = "kills it at once (no clean-up)" if signal == "KILL" else "asks it to exit"
+    effect = f"send SIG{signal} to pid {pid}{command}, which {how}{after}"
+    # The holder is alive by definition: this always needs the typed name.
+    return Plan(kind, lock, verdict, "holder_signalled", effect, needs_name=True, signal=signal)
 
 
 def _plan_pg(

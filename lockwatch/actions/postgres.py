@@ -20,6 +20,7 @@ import psycopg
 from psycopg import conninfo
 
 from lockwatch.actions.files import ActionFailed, ActionRefused
+from lockwatch.model import ids
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.pg import AdvisoryKey, PgBackend
 from lockwatch.sources.postgres.dsn import scrub
@@ -132,7 +133,7 @@ class HeldAdvisory:
     def lock_id(self) -> str:
         """The id the monitor gives this lock now that lockwatch's session holds it."""
         mode = "ShareLock" if self.shared else "ExclusiveLock"
-        return f"pg:{self.server}:{self.backend_pid}:{self.target}:{mode}:held"
+        return ids.pg_id(self.server, self.backend_pid, self.target, mode, "held")
 
     def as_lock(self, seen: Lock) -> Lock:
         """`seen` (the lock as it was before the steal) as lockwatch's session holds it

@@ -62,6 +62,8 @@ def target_of(lock: Lock) -> dict[str, Any]:
     }
     if lock.path is not None:
         target["path"] = lock.path
+    if lock.kernel is not None:
+        target.update(pid=lock.kernel.holder_pid, kernel=lock.kernel.as_json())
     if lock.pg is not None:
         # The server's display name: never the DSN, which may hold a password.
         target.update(
@@ -111,6 +113,11 @@ class Executor:
         from lockwatch.model.verdict import evaluate
         from lockwatch.sources.processes import PsutilProcesses
 
+        if lock.source == "file" and lock.evidence is not None:
+            # The kernel's word as it is now: someone may have taken the lock.
+            from lockwatch.sources.files.evidence import Evidence, kernel_table
+
+            (lock,) = Evidence(kernel_table()).attach([lock])
         return evaluate(lock, PsutilProcesses(), self.audit.clock, self.audit.host)
 
     def run(
@@ -157,11 +164,11 @@ class Executor:
         if (
             lock.source == "file"
             and plan.kind in (Kind.BREAK, Kind.STEAL)
-            and plan.verdict.state is State.STALE
+            and plan.verdict.state in (State.STALE, State.FREE)
             and not force
         ):
             now = self.rejudge(lock)
-            if now.state is not State.STALE:
+            if now.state is not plan.verdict.state:
                 why = "; ".join(r.message for r in now.reasons) or "its holder is alive"
                 return self._refuse(
                     record,
@@ -225,6 +232,8 @@ class Executor:
         lock = plan.lock
         if lock.source == "postgres":
             return self._act_pg(plan, held, force)
+        if lock.source == "kernel":
+            return self._act_kernel(plan)
         assert lock.path is not None
         seen = expect or lock.sha256
         stamp = _stamp(action_id, self.audit)
@@ -259,6 +268,19 @@ class Executor:
         return {"tombstone": moved.tombstone}, Outcome(
             True, plan.event, message, tombstone=moved.tombstone
         )
+
+    def _act_kernel(self, plan: Plan) -> tuple[dict[str, Any], Outcome]:
+        from lockwatch.actions.kernel import signal_holder
+
+        lock = plan.lock
+        signame = plan.signal or "TERM"
+        started = plan.verdict.process.started_at if plan.verdict.process else None
+        pid = signal_holder(lock, signame, started)
+        message = (
+            f"sent SIG{signame} to pid {pid}, holder of {lock.name}; the kernel frees the lock"
+            " when it exits"
+        )
+        return {"pid": pid, "signal": f"SIG{signame}"}, Outcome(True, plan.event, message)
 
     def _act_pg(self, plan: Plan, held: Any, force: bool) -> tuple[dict[str, Any], Outcome]:
         from lockwatch.actions.postgres import PgActor
@@ -347,10 +369,12 @@ class Executor:
 
 def _unseen_target(target: str) -> dict[str, Any]:
     """What a TARGET that named no lock still says: its source, and its path or server."""
-    if target.startswith("pg:"):
-        # pg:<user@host>:<port/db>:<holder>:…: the server is the first two parts.
-        parts = target[3:].split(":", 2)
-        server = ":".join(parts[:2]) if len(parts) >= 2 else None
-        return {"source": "postgres", "id": target, "server": server}
-    path = target.removeprefix("file:")
-    return {"source": "file", "id": f"file:{path}", "path": path}
+    from lockwatch.model import ids
+
+    kind = ids.prefix(target)
+    if kind == ids.PG:
+        return {"source": "postgres", "id": target, "server": ids.pg_server(target)}
+    if kind == ids.KERNEL:
+        return {"source": "kernel", "id": target}
+    path = ids.file_path(target) or target
+    return {"source": "file", "id": ids.file_id(path), "path": path}

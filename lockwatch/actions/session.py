@@ -18,8 +18,9 @@ from typing import Any
 
 from lockwatch.actions import files
 from lockwatch.actions.audit import AuditLog, Operator, log_path
-from lockwatch.actions.plan import Kind, Plan, plan, refused
+from lockwatch.actions.plan import Kind, Plan, plan
 from lockwatch.actions.run import Executor, Outcome, decoded
+from lockwatch.actions.targets import prepare
 from lockwatch.clock import Clock
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock
@@ -107,38 +108,16 @@ class ActionSession:
     # -- planning (on the event loop: no I/O but the roots check) -----------------
 
     def plan(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
-        held = lock.id in self.holdings.ids()
-        if (
-            lock.source == "file"
-            and lock.path is not None
-            and not files.inside(lock.path, self.roots)
-        ):
-            return refused(
-                kind, lock, verdict, "outside_roots", f"{lock.path} is outside the watched roots"
-            )
-        if (
-            self.pg_applications is not None
-            and lock.pg is not None
-            and not held
-            and not (lock.pg.backend.application or "").startswith(self.pg_applications)
-        ):
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "not_ours",
-                f"only the demo's own sessions ({self.pg_applications}…) can be acted on"
-                " here; this one belongs to someone else",
-            )
-        new_holder = self._new_holder("")
-        return plan(
+        return prepare(
             kind,
             lock,
             verdict,
             peers=peers,
-            new_holder=new_holder,
+            new_holder=self._new_holder(""),
             tombstone_dir=self.tombstone_dir,
-            held=held,
+            held=lock.id in self.holdings.ids(),
+            roots=self.roots,
+            pg_applications=self.pg_applications,
         )
 
     def _new_holder(self, reason: str) -> NewHolder:

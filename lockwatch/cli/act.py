@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from lockwatch.config import Config
     from lockwatch.model.lock import Lock
     from lockwatch.model.verdict import Verdict
+    from lockwatch.sources.contract import Found, Wanted
 
 EXIT_DONE = 0
 EXIT_REFUSED = 1
@@ -37,7 +38,8 @@ EXIT_FAILED = 3
 
 ACT_EPILOG = """\b
 TARGET is a lock file's path, or a lock id as `lockwatch ls --json` prints it
-(file:/srv/locks/app.lock, or pg:user@host:5432/db:4242:advisory/...). A
+(file:/srv/locks/app.lock, pg:user@host:5432/db:4242:advisory/..., or
+kernel:254:0:1234:FLOCK:0-EOF:4242). A
 Postgres id is looked up on its server: --pg names it (with a password, if one
 is needed), else LOCKWATCH_PG, the config or PG* variables, else the id's own
 user@host:port/db.
@@ -60,7 +62,6 @@ Exit status:
 """
 
 _SHA256 = re.compile(r"(?:sha256:)?([0-9a-f]{64})", re.IGNORECASE)
-_PG_ID = re.compile(r"pg:(?P<server>(?:[^@:/]+@)?[^:/]+:\d+/[^:]*):(?P<rest>.+)")
 
 
 def _sha(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -127,11 +128,13 @@ class Request:
     force: bool = False
     expect_sha256: str | None = None
     pid: int | None = None
+    signal: str = "TERM"
 
 
 @click.command(
     "break",
-    short_help="Break a lock: move the file aside, or terminate the Postgres holder.",
+    short_help="Break a lock: move the file aside, end the Postgres holder, signal a kernel"
+    " lock's holder.",
     epilog=ACT_EPILOG,
 )
 @_common
@@ -140,6 +143,14 @@ class Request:
     is_flag=True,
     help="Allow breaking a lock that is not stale (active or invalid).",
 )
+@click.option(
+    "--signal",
+    type=click.Choice(["TERM", "KILL"], case_sensitive=False),
+    default="TERM",
+    show_default=True,
+    callback=lambda ctx, param, value: value.upper(),
+    help="Kernel locks: the signal sent to the holder. KILL only when TERM was not enough.",
+)
 @_EXPECT_SHA256
 def break_(**options: Any) -> None:
     """Break the lock TARGET.
@@ -147,13 +158,17 @@ def break_(**options: Any) -> None:
     A lock file is renamed into .lockwatch-broken/ beside it (kept, never
     deleted); a Postgres lock's holder session is ended with
     pg_terminate_backend(pid), which rolls back its transaction and frees its
-    locks. A lock that is not stale needs --force.
+    locks. A kernel lock (flock, fcntl, OFD) cannot be released from outside:
+    its holder process is sent SIGTERM (--signal KILL if that was not enough),
+    and the kernel frees the lock when it exits. A lock that is not stale
+    (or free) needs --force; a kernel lock always does.
 
     \b
     Examples:
       lockwatch break /srv/locks/deploy.lock --reason "holder died, INC-123"
       lockwatch break file:/srv/locks/deploy.lock --reason x --expect-sha256 9f2c...
       lockwatch break 'pg:monitor@db1:5432/app:4242:advisory/...' --reason x --yes
+      lockwatch break kernel:254:0:1234:FLOCK:0-EOF:4242 --reason "hung" --force
     """
     from lockwatch.actions.plan import Kind
 
@@ -229,7 +244,9 @@ def cancel(**options: Any) -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    click.echo(f"lockwatch: {message}", err=True)
+    from lockwatch.cli.table import printable
+
+    click.echo(f"lockwatch: {printable(message)}", err=True)
     sys.exit(code)
 
 
@@ -276,13 +293,13 @@ def _act(kind: Kind, request: Request) -> None:
     audit = AuditLog(
         log_path(request.audit_log, config.audit_log), clock=clock, host=host, operator=operator
     )
-    dsns = _dsns(request, config)
-    executor = _executor(audit, request, config, dsns)
-    found = _find(request.target, dsns, config, host)
+    wanted = _wanted(request, config)
+    executor = _executor(audit, request, config, wanted)
+    found = _find(request.target, wanted, host)
     if isinstance(found, str):
-        named = request.target
-        if not named.startswith("pg:"):
-            named = "file:" + os.path.abspath(named.removeprefix("file:"))
+        from lockwatch.actions.targets import unseen_id
+
+        named = unseen_id(request.target)
         _report(executor.unseen(kind, named, request.reason, found), request.as_json)
         return
     lock, verdict, peers = found
@@ -302,113 +319,40 @@ def _act(kind: Kind, request: Request) -> None:
     _report(outcome, request.as_json)
 
 
-def _dsns(request: Request, config: Config) -> list[str]:
-    from lockwatch.sources.postgres.dsn import resolve_dsns
+def _wanted(request: Request, config: Config) -> Wanted:
+    from lockwatch.sources.contract import Wanted
 
-    return resolve_dsns(request.pg_dsns, config.pg_dsns, os.environ)
+    return Wanted((), {"pg_dsns": request.pg_dsns}, config, os.environ)
 
 
-def _executor(audit: Any, request: Request, config: Config, dsns: list[str]) -> Executor:
+def _executor(audit: Any, request: Request, config: Config, wanted: Wanted) -> Executor:
     from lockwatch.actions.run import Executor
-    from lockwatch.sources.postgres.dsn import display_name
+    from lockwatch.sources.postgres.dsn import display_name, resolve_dsns
+    from lockwatch.sources.postgres.plugin import DEFAULTS, dsn_from_name
 
+    settings = config.source("postgres") or DEFAULTS
+    dsns = resolve_dsns(request.pg_dsns, settings.dsns, os.environ)
     by_name = {display_name(dsn): dsn for dsn in dsns}
 
     def dsn_for(server: str) -> str | None:
-        return by_name.get(server) or _dsn_from_name(server)
+        return by_name.get(server) or dsn_from_name(server)
 
     return Executor(
         audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, dsn_for=dsn_for
     )
 
 
-def _dsn_from_name(server: str) -> str | None:
-    """`user@host:port/db` (a lock id's server) as a DSN: libpq finds any password
-    in PGPASSWORD or ~/.pgpass."""
-    match = re.fullmatch(
-        r"(?:(?P<user>[^@:/]+)@)?(?P<host>[^:/]+):(?P<port>\d+)/(?P<db>.*)", server
-    )
-    if match is None:
-        return None
-    from psycopg.conninfo import make_conninfo
+def _find(target: str, wanted: Wanted, host: str) -> Found | str:
+    from lockwatch.actions.targets import find
+    from lockwatch.sources.contract import LookupFailed, SourceError
 
-    params = {"port": match["port"]}
-    if match["host"] != "local":
-        params["host"] = match["host"]
-    if match["user"]:
-        params["user"] = match["user"]
-    if match["db"]:
-        params["dbname"] = match["db"]
-    return make_conninfo("", **params)
-
-
-Found = tuple["Lock", "Verdict", list["Lock"]]
-
-
-def _find(target: str, dsns: list[str], config: Config, host: str) -> Found | str:
-    """The lock TARGET names, judged now; or why there is none (a message)."""
-    if target.startswith("pg:"):
-        return _find_pg(target, dsns, config, host)
-    path = target[len("file:") :] if target.startswith("file:") else target
-    return _find_file(os.path.abspath(path), host)
-
-
-def _find_file(path: str, host: str) -> Found | str:
-    from lockwatch.clock import SystemClock
-    from lockwatch.model.status import ScanError
-    from lockwatch.model.verdict import evaluate
-    from lockwatch.sources.files.scanner import load
-    from lockwatch.sources.processes import PsutilProcesses
-
-    if os.path.isdir(path) and not os.path.islink(path):
-        _fail(f"{path} is a directory; name a lock file", EXIT_USAGE)
-    loaded = load(path)
-    if loaded is None:
-        return f"no lock at {path}: it is gone (released, or broken by someone else)"
-    if isinstance(loaded, ScanError):
-        return f"cannot read {path}: {loaded.message}"
-    verdict = evaluate(loaded, PsutilProcesses(), SystemClock(), host)
-    return loaded, verdict, [loaded]
-
-
-def _find_pg(target: str, dsns: list[str], config: Config, host: str) -> Found | str:
-    from lockwatch.cli.pg import make_sources, poll_once
-    from lockwatch.clock import SystemClock
-    from lockwatch.model.process import StaticProcesses
-    from lockwatch.model.verdict import evaluate_all
-    from lockwatch.sources.postgres.dsn import display_name
-
-    match = _PG_ID.fullmatch(target)
-    if match is None:
-        _fail(
-            f"{target!r} is not a Postgres lock id as `lockwatch ls --json` prints one", EXIT_USAGE
-        )
-    assert match is not None
-    server = match["server"]
-    chosen = [dsn for dsn in dsns if display_name(dsn) == server]
-    if not chosen:
-        derived = _dsn_from_name(server)
-        if derived is None:
-            _fail(f"no server {server} among --pg/LOCKWATCH_PG/config", EXIT_USAGE)
-        chosen = [str(derived)]
-    sources = make_sources(chosen[:1], config, None, True)
-    for source in sources:
-        source.name = server  # ids name the server as the operator's listing did
-    poll_once(sources)
-    source = sources[0]
-    if source.last is None:
-        reason = source.status.reason or "no answer"
-        _fail(f"cannot read pg_locks on {server}: {reason}", EXIT_FAILED)
-    assert source.last is not None
-    locks = source.last.locks
-    verdicts = evaluate_all(locks, StaticProcesses(), SystemClock(), host)
-    for lock, verdict in zip(locks, verdicts, strict=True):
-        if lock.id == target:
-            return lock, verdict, locks
-    return (
-        f"no lock {target} on {server} now: released, or its holder changed since it was"
-        " listed (lock ids name the holder's pid)"
-    )
+    try:
+        return find(target, wanted, host)
+    except SourceError as exc:
+        _fail(str(exc), EXIT_USAGE)
+    except LookupFailed as exc:
+        _fail(str(exc), EXIT_FAILED)
+    raise AssertionError("unreachable")
 
 
 def _plan(
@@ -421,7 +365,8 @@ def _plan(
     host: str,
     config: Config,
 ) -> Plan:
-    from lockwatch.actions.plan import Kind, plan
+    from lockwatch.actions.plan import Kind
+    from lockwatch.actions.targets import prepare
     from lockwatch.clock import SystemClock
     from lockwatch.model.handover import NewHolder, held_by_lockwatch
 
@@ -446,7 +391,7 @@ def _plan(
             held = held_elsewhere = held_by_steal(lock, operator)
         else:
             held = held_by_lockwatch(lock, holder_pid, operator)
-    return plan(
+    return prepare(
         kind,
         lock,
         verdict,
@@ -455,6 +400,7 @@ def _plan(
         tombstone_dir=request.tombstone_dir or config.tombstone_dir,
         held=held,
         held_elsewhere=held_elsewhere,
+        signal=request.signal,
     )
 
 

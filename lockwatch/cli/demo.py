@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lockwatch.cli.watch import _check_view_options, _need_terminal, build_app
+from lockwatch.cli.where import select_targets
 
 if TYPE_CHECKING:
     from lockwatch.demo import Demo
@@ -179,16 +180,18 @@ def demo_app(running: Demo, *, host: str, **view: Any) -> LockwatchApp:
     other applications share it, and the demo's 8 s idle rule is not theirs."""
     if running.pg is not None and not running.pg.embedded:
         view.setdefault("pg_applications", running.pg.application)
-    return build_app(
-        running.roots,
-        running.dsns,
+    # The demo's own servers only: no LOCKWATCH_PG or PG* from the environment.
+    targets = select_targets(
+        {
+            "paths": tuple(running.roots),
+            "pg_dsns": tuple(running.dsns),
+            "pg_idle_after": running.pg_idle_after,
+            "refresh": running.refresh,
+        },
         running.config,
-        host=host,
-        refresh=running.refresh,
-        pg_idle_after=running.pg_idle_after,
-        audit_log=running.audit_log,
-        **view,
+        environ={},
     )
+    return build_app(targets, host=host, audit_log=running.audit_log, **view)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ import click
 
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
+from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import State, Verdict
 
 STATE_COLOURS = {
@@ -17,7 +18,13 @@ STATE_COLOURS = {
     State.STALE: "red",
     State.INVALID: "magenta",
     State.WAITING: "yellow",
+    State.FREE: "bright_black",
 }
+
+# The one sanitiser, under the name the CLI's callers know: a lock file's name or
+# content must never drive the operator's terminal.
+printable = terminal_safe
+
 HEADERS = ("STATE", "FORMAT", "NAME", "HOLDER", "AGE", "REASONS", "WHERE")
 _NAME_WIDTH = 32
 
@@ -41,23 +48,13 @@ def _path(path: str | None, cwd: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-def _where(lock: Lock) -> str:
-    assert lock.pg is not None
-    database = f" db={lock.pg.database}" if lock.pg.database else ""
-    return f"{lock.pg.server}{database}"
-
-
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
-
-
-def printable(text: str) -> str:
-    """`text` safe for a terminal: control characters (escape sequences, newlines)
-    written as `\\x1b`, bytes that are not UTF-8 as `\\xff`. A lock file's name
-    or content must never drive the operator's terminal."""
-    if text.isprintable():
-        return text
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return text.translate(_CONTROL)
+def _where(lock: Lock, cwd: str) -> str:
+    if lock.pg is not None:
+        database = f" db={lock.pg.database}" if lock.pg.database else ""
+        return f"{lock.pg.server}{database}"
+    if lock.kernel is not None and lock.path is None:
+        return f"inode {lock.kernel.file.inode} on {lock.kernel.file.device}"
+    return _path(lock.path, cwd)
 
 
 def _clip(text: str, width: int) -> str:
@@ -79,7 +76,7 @@ def render_table(
                 _holder(lock, verdict),
                 "-" if verdict.age_seconds is None else duration(verdict.age_seconds),
                 ",".join(dict.fromkeys(verdict.codes)) or "-",
-                _path(lock.path, cwd) if lock.pg is None else _where(lock),
+                _where(lock, cwd),
             )
         )
         for lock, verdict in assessed
@@ -105,15 +102,9 @@ def render_table(
                 yield f"    {reason.code}: {printable(reason.message)}"
 
 
-def summary(
-    assessed: Sequence[tuple[Lock, Verdict]], roots: Sequence[str], servers: Sequence[str] = ()
-) -> str:
+def summary(assessed: Sequence[tuple[Lock, Verdict]], places: Sequence[str] = ()) -> str:
+    """The closing line: counts by state, or where nothing was found."""
     if not assessed:
-        places = []
-        if roots:
-            places.append(f"under {', '.join(roots)} (looked for *.lock and *.pid files)")
-        if servers:
-            places.append(f"of interest on {', '.join(servers)}")
         found = f"No locks {' or '.join(places)}." if places else "Nothing to look at."
         return printable(found)
     counts = Counter(verdict.state for _, verdict in assessed)

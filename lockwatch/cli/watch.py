@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +15,12 @@ from lockwatch.cli.where import (
     AUDIT_LOG_OPTION,
     OPERATOR_OPTION,
     TOMBSTONE_DIR_OPTION,
+    Targets,
     resolve_targets,
     target_options,
 )
 
 if TYPE_CHECKING:
-    from lockwatch.config import Config
     from lockwatch.ui.app import LockwatchApp
 
 WATCH_EPILOG = """\b
@@ -95,7 +94,7 @@ def _common(func: Any) -> Any:
     show_default=True,
     metavar="SECONDS",
     callback=_finite,
-    help="How often Postgres is polled.",
+    help="How often servers and the kernel are polled.",
 )
 @click.option(
     "--record",
@@ -114,38 +113,25 @@ def _common(func: Any) -> Any:
 @OPERATOR_OPTION
 @TOMBSTONE_DIR_OPTION
 @_common
-def watch(
-    paths: tuple[str, ...],
-    pg_dsns: tuple[str, ...],
-    refresh: float,
-    pg_idle_after: float | None,
-    pg_all: bool,
-    config_path: str | None,
-    record: Path | None,
-    readonly: bool,
-    audit_log: Path | None,
-    operator: str | None,
-    tombstone_dir: str | None,
-    theme: str | None,
-    filter_text: str,
-    sort: str,
-    export_dir: Path | None,
-) -> None:
+def watch(**values: Any) -> None:
     """Watch locks live: lock files under PATHs (default: the current
-    directory) and PostgreSQL servers' pg_locks.
+    directory), PostgreSQL servers' pg_locks and (with --kernel) the kernel's
+    file locks.
 
     Files are watched for changes (a new, changed or removed lock shows within
-    a quarter of a second) and read again in full every 30 s; servers are
-    polled every --refresh seconds. Ages and countdowns tick every second.
+    a quarter of a second) and read again in full every 30 s; servers and the
+    kernel are polled every --refresh seconds. Ages and countdowns tick every
+    second.
     """
-    roots, dsns, config = resolve_targets(paths, pg_dsns, pg_idle_after, config_path)
-    themes = _check_view_options(theme, filter_text)
+    targets = resolve_targets(values, values.get("config_path"))
+    themes = _check_view_options(values["theme"], values["filter_text"])
     _need_terminal()
     from lockwatch.cli.act import readonly_reason
 
-    readonly = readonly_reason(config, readonly) is not None
+    readonly = readonly_reason(targets.config, values["readonly"]) is not None
     host = os.uname().nodename
     recorder = None
+    record: Path | None = values["record"]
     if record is not None:
         from lockwatch.sources.recording import Recorder, RecordingError
 
@@ -154,22 +140,17 @@ def watch(
         except RecordingError as exc:
             raise click.BadParameter(str(exc), param_hint="--record") from exc
     app = build_app(
-        roots,
-        dsns,
-        config,
+        targets,
         host=host,
-        refresh=refresh,
-        pg_idle_after=pg_idle_after,
-        pg_all=pg_all,
         recorder=recorder,
         readonly=readonly,
-        audit_log=audit_log,
-        operator=operator,
-        tombstone_dir=tombstone_dir,
-        theme=theme,
-        filter_text=filter_text,
-        sort=sort,
-        export_dir=export_dir,
+        audit_log=values["audit_log"],
+        operator=values["operator"],
+        tombstone_dir=values["tombstone_dir"],
+        theme=values["theme"],
+        filter_text=values["filter_text"],
+        sort=values["sort"],
+        export_dir=values["export_dir"],
         themes=themes,
     )
     app.run()
@@ -229,14 +210,9 @@ def replay(
 
 
 def build_app(
-    roots: Sequence[str],
-    dsns: Sequence[str],
-    config: Config,
+    targets: Targets,
     *,
     host: str,
-    refresh: float = 2.0,
-    pg_idle_after: float | None = None,
-    pg_all: bool = False,
     readonly: bool = False,
     audit_log: Path | None = None,
     operator: str | None = None,
@@ -244,25 +220,14 @@ def build_app(
     pg_applications: str | None = None,
     **view: Any,
 ) -> LockwatchApp:
-    """The dashboard on lock trees `roots` and servers `dsns`, with live feeds and
-    (unless `readonly`) break/steal/release audited to `audit_log`; `view` goes to
-    LockwatchApp as is (theme, filter_text, sort, ...)."""
+    """The dashboard on `targets` (every selected source's live feeds) and
+    (unless `readonly`) break/steal/release audited to `audit_log`; `view` goes
+    to LockwatchApp as is (theme, filter_text, sort, recorder, ...)."""
     from lockwatch.clock import SystemClock
-    from lockwatch.sources.feed import Feed
-    from lockwatch.sources.files.watch import FileFeed
     from lockwatch.ui.app import LockwatchApp
 
     clock = SystemClock()
-    feeds: list[Feed] = []
-    if roots:
-        feeds.append(FileFeed(roots, host=host, clock=clock))
-    if dsns:
-        from lockwatch.cli.pg import make_sources
-        from lockwatch.sources.postgres.feed import PgFeed
-
-        for source in make_sources(dsns, config, pg_idle_after, pg_all):
-            source.clock = clock
-            feeds.append(PgFeed(source, host=host, interval=refresh))
+    feeds = [feed for _, selected in targets.sources for feed in selected.feeds(clock, host)]
     actions = None
     if not readonly:
         from lockwatch.actions.audit import log_path
@@ -272,11 +237,11 @@ def build_app(
         actions = ActionSession(
             clock=clock,
             host=host,
-            roots=roots,
-            audit_log=log_path(audit_log, config.audit_log),
+            roots=targets.roots(),
+            audit_log=log_path(audit_log, targets.config.audit_log),
             operator=operator,
-            tombstone_dir=tombstone_dir or config.tombstone_dir,
-            dsns={display_name(dsn): dsn for dsn in dsns},
+            tombstone_dir=tombstone_dir or targets.config.tombstone_dir,
+            dsns={display_name(dsn): dsn for dsn in targets.dsns()},
             pg_applications=pg_applications,
         )
     return LockwatchApp(feeds, clock=clock, host=host, actions=actions, readonly=readonly, **view)

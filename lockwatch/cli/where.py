@@ -3,18 +3,16 @@ the same way for both, so a mistake gets the same clear error from each."""
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
-from lockwatch.model.pg import DEFAULT_IDLE_AFTER
-
 if TYPE_CHECKING:
     from lockwatch.config import Config
+    from lockwatch.sources.contract import Selected, Source
 
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -50,56 +48,42 @@ TOMBSTONE_DIR_OPTION = click.option(
 
 
 def target_options(func: F) -> F:
-    """PATH, --pg, --pg-idle-after, --pg-all and --config: what to look at, as
-    `ls` and the dashboard both take it."""
-    decorators = [
-        click.argument("paths", nargs=-1, metavar="[PATH]..."),
-        click.option(
-            "--pg",
-            "pg_dsns",
-            multiple=True,
-            metavar="DSN",
-            help="A PostgreSQL server to read pg_locks from (repeatable).",
-        ),
-        click.option(
-            "--pg-idle-after",
-            type=click.FloatRange(min=0),
-            default=None,
-            metavar="SECONDS",
-            help="Idle (in transaction) holders older than this are stale"
-            f" [default: {DEFAULT_IDLE_AFTER:g}].",
-        ),
-        click.option(
-            "--pg-all",
-            is_flag=True,
-            help="Every pg_locks row, not only contended and advisory ones.",
-        ),
-        CONFIG_OPTION,
-    ]
-    for decorator in reversed(decorators):
+    """What to look at, as `ls` and the dashboard both take it: every source's
+    options (PATH, --pg, --kernel, ...) from the registry, and --config."""
+    from lockwatch.sources.registry import options
+
+    for decorator in reversed([*options(), CONFIG_OPTION]):
         func = decorator(func)
     return func
 
 
 class Targets(NamedTuple):
-    roots: tuple[str, ...]  # lock trees to read ((): servers only)
-    dsns: list[str]
+    sources: list[tuple[Source, Selected]]  # what this run looks at, configured
     config: Config
 
+    def roots(self) -> tuple[str, ...]:
+        """The lock trees looked at ((): none)."""
+        from lockwatch.sources.files.plugin import SelectedFiles
 
-def resolve_targets(
-    paths: tuple[str, ...],
-    pg_dsns: tuple[str, ...],
-    pg_idle_after: float | None,
-    config_path: str | None,
-) -> Targets:
+        for _, selected in self.sources:
+            if isinstance(selected, SelectedFiles):
+                return selected.roots
+        return ()
+
+    def dsns(self) -> tuple[str, ...]:
+        """The PostgreSQL servers looked at, for actions on their locks."""
+        from lockwatch.sources.postgres.plugin import SelectedServers
+
+        for _, selected in self.sources:
+            if isinstance(selected, SelectedServers):
+                return selected.dsns
+        return ()
+
+
+def resolve_targets(values: Mapping[str, Any], config_path: str | None) -> Targets:
+    """The sources `values` (the command's parameters) and the config ask for."""
     from lockwatch.config import ConfigError, load
-    from lockwatch.sources.postgres.dsn import resolve_dsns
 
-    if any(not path for path in paths):
-        raise click.BadParameter("an empty PATH (an unset variable?)", param_hint="PATH")
-    if pg_idle_after is not None and not math.isfinite(pg_idle_after):
-        raise click.BadParameter("must be a finite number of seconds", param_hint="--pg-idle-after")
     try:
         os.getcwd()
     except FileNotFoundError:
@@ -108,7 +92,18 @@ def resolve_targets(
         config = load(config_path)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    dsns = resolve_dsns(pg_dsns, config.pg_dsns, os.environ)
-    # With --pg and no PATH, no files: the operator asked about servers only.
-    roots = paths or (() if pg_dsns else (".",))
-    return Targets(roots, dsns, config)
+    return select_targets(values, config, os.environ)
+
+
+def select_targets(
+    values: Mapping[str, Any], config: Config, environ: Mapping[str, str]
+) -> Targets:
+    """The sources `values` and `config` ask for (bad values: a usage error)."""
+    from lockwatch.sources.contract import SourceError, Wanted
+    from lockwatch.sources.registry import select
+
+    wanted = Wanted(tuple(values.get("paths") or ()), values, config, environ)
+    try:
+        return Targets(select(wanted), config)
+    except SourceError as exc:
+        raise click.UsageError(str(exc)) from exc

@@ -41,6 +41,7 @@ from typing import Any, Final, cast
 
 import orjson
 
+from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.pg import AdvisoryKey, PgBackend, PgLock
 from lockwatch.model.process import ProcessFacts
@@ -942,6 +943,9 @@ register(
     AdvisoryKey,
     PgBackend,
     PgLock,
+    FileKey,
+    KernelLock,
+    KernelEvidence,
     SourceStatus,
     ScanError,
 )

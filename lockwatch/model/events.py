@@ -18,6 +18,7 @@ class EventKind(StrEnum):
     BECAME_ACTIVE = "became_active"
     BECAME_INVALID = "became_invalid"
     STARTED_WAITING = "started_waiting"
+    BECAME_FREE = "became_free"
     HEARTBEAT = "heartbeat"
     HOLDER_DIED = "holder_died"
     HOLDER_CHANGED = "holder_changed"
@@ -120,6 +121,7 @@ def compare(
             State.ACTIVE: EventKind.BECAME_ACTIVE,
             State.INVALID: EventKind.BECAME_INVALID,
             State.WAITING: EventKind.STARTED_WAITING,
+            State.FREE: EventKind.BECAME_FREE,
         }[verdict.state]
         events.append(_event(at, kind, lock, _why(verdict)))
     if waiters(before) != waiters(lock):

@@ -32,6 +32,7 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.pg import PgBackend
 from lockwatch.model.report import lock_record, text
 from lockwatch.model.status import ScanError, SourceStatus
+from lockwatch.model.text import terminal_safe
 from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import State, Verdict
 
@@ -46,12 +47,12 @@ TREE_NODES = 100  # per server
 TREE_DEPTH = 12
 
 _OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_INDENT_2
-_STATES = (State.STALE, State.INVALID, State.WAITING, State.ACTIVE)
+_STATES = (State.STALE, State.INVALID, State.WAITING, State.ACTIVE, State.FREE)
 # Active locks worth a look all the same: what they say may explain the incident.
 ATTENTION_CODES = frozenset(
     {"blocking", "scope_conflict", "heartbeat_late", "clock_skew", "prepared_transaction"}
 )
-_RANK = {State.STALE: 0, State.INVALID: 1, State.WAITING: 2, State.ACTIVE: 3}
+_RANK = {State.STALE: 0, State.INVALID: 1, State.WAITING: 2, State.ACTIVE: 3, State.FREE: 4}
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,21 +213,17 @@ _SPECIAL = re.compile(
     r"|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
     r"|\.(?=[A-Za-z0-9])"
 )
-# Line breaks, other control characters and bidirectional overrides, shown as
-# `\xNN`/`\uNNNN` (the backslash itself escaped) so they can neither end a table
-# row nor reorder what the reader sees.
-_INVISIBLE = {code: f"\\\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))} | {
-    code: f"\\\\u{code:04x}"
-    for code in (0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
-}
 
 
 def escape(value: str, limit: int | None = None) -> str:
     """`value` as inert Markdown text, shortened to `limit` characters first."""
-    value = text(value)
     if limit is not None and len(value) > limit:
         value = value[: limit - 1] + "…"
-    return _SPECIAL.sub(r"\\\g<0>", value).translate(_INVISIBLE)
+    # Line breaks, other controls, bidi overrides and invisible characters are
+    # spelled out as the terminal shows them (`\x0a`, `\u202e`), so they can
+    # neither end a table row nor reorder what the reader sees; the backslashes of
+    # those spellings are then escaped with the rest, so the reader sees them too.
+    return _SPECIAL.sub(r"\\\g<0>", terminal_safe(value))
 
 
 def _when(at: datetime) -> str:
@@ -259,7 +256,11 @@ def to_markdown(incident: Incident) -> str:
 
 def _summary_line(incident: Incident) -> str:
     counts = _state_counts(incident)
-    states = ", ".join(f"{counts[state.value]} {state.value}" for state in _STATES)
+    states = ", ".join(
+        f"{counts[state.value]} {state.value}"
+        for state in _STATES
+        if state is not State.FREE or counts[state.value]
+    )
     parts = [
         f"**{_plural(len(incident.entries), 'lock')}**: {states}",
         _plural(_waiting_sessions(incident), "waiting session"),

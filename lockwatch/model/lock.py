@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
+from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.pg import PgLock
 
-SourceKind = Literal["file", "postgres", "kernel"]
+# A source's name in the registry (lockwatch/sources/registry.py): file, postgres, kernel, ...
+SourceKind = str
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,13 @@ class StalenessPolicy:
     idle_after: float | None = None
     # Past this fraction of the ttl without a heartbeat, say it is late.
     heartbeat_late_fraction: float = 1 / 3
+    # The file is only a sentinel for a kernel lock (flock, fcntl): whoever holds
+    # that lock holds it, and with nobody holding it, it is free, whatever pid
+    # it still names.
+    kernel_sentinel: bool = False
+    # A pid file that, once lockwatch has seen a kernel lock on it, follows the
+    # kernel: released while its process lives on, it is free.
+    kernel_pidfile: bool = False
 
 
 NO_POLICY = StalenessPolicy()
@@ -83,3 +92,9 @@ class Lock:
     notes: tuple[Reason, ...] = ()
     # pg_locks facts, for locks of the postgres source.
     pg: PgLock | None = None
+    # /proc/locks facts, for locks of the kernel source.
+    kernel: KernelLock | None = None
+    # A lock file's device and inode, as it was read: how kernel locks find it.
+    file_key: FileKey | None = None
+    # What the kernel says about a lock file; None where nobody could ask.
+    evidence: KernelEvidence | None = None

@@ -43,6 +43,18 @@ def lock_record(
     records share those parts, so treat them as read-only."""
     if lock.pg is not None:
         return _pg_record(lock, lock.pg, verdict, now, {} if memo is None else memo)
+    record = _record(lock, verdict)
+    if lock.kernel is not None:
+        record["kernel"] = lock.kernel.as_json()
+        record["blocked_by"] = list(lock.kernel.blocked_by)
+        record["blocking"] = list(lock.kernel.blocking)
+    elif lock.evidence is not None and lock.evidence.holds:
+        # A lock file's kernel lock, as the kernel source would list it.
+        record["kernel"] = lock.evidence.holds[0].as_json()
+    return record
+
+
+def _record(lock: Lock, verdict: Verdict) -> dict[str, Any]:
     process = verdict.process
     return {
         "id": text(lock.id),

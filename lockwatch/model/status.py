@@ -11,7 +11,7 @@ SourceState = Literal["ok", "watching", "connected", "connecting", "disconnected
 
 @dataclass(frozen=True, slots=True)
 class SourceStatus:
-    kind: Literal["file", "postgres", "kernel"]
+    kind: str  # the source's name in the registry: file, postgres, kernel
     name: str  # a path, or a server's name (never with a password)
     state: SourceState
     reason: str | None = None

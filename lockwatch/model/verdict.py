@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from lockwatch.clock import Clock, FrozenClock
 from lockwatch.model.humanize import duration
+from lockwatch.model.kernel import CALLS, KernelEvidence, KernelLock
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.pg import PgLock
 from lockwatch.model.process import ProcessFacts, ProcessLookup
@@ -28,6 +29,8 @@ class State(StrEnum):
     STALE = "stale"
     INVALID = "invalid"
     WAITING = "waiting"
+    # Nobody holds it: a kernel-lock sentinel file no kernel lock is held on.
+    FREE = "free"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,8 @@ def _is_address(host: str) -> bool:
 def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str) -> Verdict:
     if lock.pg is not None:
         return _evaluate_pg(lock, lock.pg, clock.now())
+    if lock.kernel is not None:
+        return _evaluate_kernel(lock, lock.kernel, processes)
     now = clock.now()
     policy = lock.policy
     info: list[Reason] = list(lock.notes)
@@ -79,8 +84,19 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
             info.append(_skew("acquired", -age))
         age = max(age, 0.0)
 
+    evidence = lock.evidence
+    # With the kernel's word, "the lock names no process" is no longer the news.
+    decided = [reason for reason in info if reason.code != "no_pid"]
+    if evidence is not None and evidence.holds:
+        # The kernel's word beats the file's: whoever holds the lock holds it,
+        # whatever the file says (or fails to say) about its holder.
+        return _kernel_held(evidence, processes, age, (*decided, *lock.defects))
     if lock.defects:
         return Verdict(State.INVALID, (*lock.defects, *info), age_seconds=age)
+    if evidence is not None:
+        unheld = _kernel_unheld(lock, evidence, processes, age, decided)
+        if unheld is not None:
+            return unheld
 
     holder = lock.holder
     foreign = holder.host is not None and not same_host(holder.host, local_host)
@@ -161,6 +177,110 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
         process=facts if alive else None,
         next_change_at=min(future) if future and not stale else None,
     )
+
+
+def _who(pid: int, facts: ProcessFacts | None) -> str:
+    command = " ".join(facts.cmdline) if facts is not None and facts.cmdline else ""
+    if len(command) > 80:
+        command = command[:79] + "…"
+    return f"pid {pid} ({command})" if command else f"pid {pid}"
+
+
+def _kernel_held(
+    evidence: KernelEvidence,
+    processes: ProcessLookup,
+    age: float | None,
+    info: tuple[Reason, ...],
+) -> Verdict:
+    hold = evidence.holds[0]
+    pid = hold.holder_pid
+    facts = processes.facts(pid) if pid is not None else None
+    by = "an unknown process" if pid is None else _who(pid, facts)
+    shared = ", shared" if hold.mode == "READ" else ""
+    more = len(evidence.holds) - 1
+    others = f" and {more} more" if more else ""
+    waiting = (
+        f"; {evidence.waiters} waiting for it"
+        if evidence.waiters > 1
+        else "; 1 waiting for it"
+        if evidence.waiters
+        else ""
+    )
+    reason = Reason(
+        "kernel_lock",
+        f"held with {CALLS.get(hold.type, hold.type)}{shared} by {by}{others}{waiting}",
+    )
+    return Verdict(
+        State.ACTIVE,
+        (reason, *info),
+        age_seconds=age,
+        alive=True if facts is None else facts.alive or None,
+        process=facts if facts is not None and facts.alive else None,
+    )
+
+
+def _kernel_unheld(
+    lock: Lock,
+    evidence: KernelEvidence,
+    processes: ProcessLookup,
+    age: float | None,
+    info: list[Reason],
+) -> Verdict | None:
+    """A file no kernel lock is held on: free if it is only a sentinel for one
+    (or a pid file that was seen to carry one), else None (the file's own rules)."""
+    policy, pid = lock.policy, lock.holder.pid
+    if policy.kernel_sentinel and evidence.open_by and pid in evidence.open_by:
+        pid = None  # named by the evidence itself (with_evidence), not by the file
+    if policy.kernel_sentinel and pid is None:
+        for opener in evidence.open_by:
+            facts = processes.facts(opener)
+            if facts.alive:
+                reason = Reason(
+                    "open_by",
+                    f"no kernel lock is held on it, but {_who(opener, facts)} has it open:"
+                    " likely the holder",
+                )
+                return Verdict(State.ACTIVE, (reason, *info), age, alive=True, process=facts)
+        unseen = " (other users' open files could not be checked)" if evidence.open_unknown else ""
+        reason = Reason("not_held", f"no process holds a kernel lock on it or has it open{unseen}")
+        return Verdict(State.FREE, (reason, *info), age_seconds=age)
+    if pid is not None and (
+        policy.kernel_sentinel or (policy.kernel_pidfile and evidence.was_held)
+    ):
+        facts = processes.facts(pid)
+        lives = "lives on but" if facts.alive else "is gone and"
+        reason = Reason(
+            "not_held",
+            f"no kernel lock is held on it: pid {pid} {lives} no longer holds it",
+        )
+        return Verdict(State.FREE, (reason, *info), age_seconds=age)
+    return None
+
+
+def _evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) -> Verdict:
+    """A /proc/locks entry: held (the kernel never keeps a lock nobody holds) or
+    waiting. The kernel records no time, so there is no age to give."""
+    pid = kernel.holder_pid
+    facts = processes.facts(pid) if pid is not None else None
+    who = "an unknown process" if pid is None else _who(pid, facts)
+    what = f"{CALLS.get(kernel.type, kernel.type)} {kernel.mode}"
+    where = lock.path or f"inode {kernel.file.inode} on device {kernel.file.device}"
+    alive = None if facts is None else (facts.alive or None)
+    process = facts if facts is not None and facts.alive else None
+    if kernel.waiting:
+        by = ", ".join(f"pid {p}" for p in kernel.blocked_by)
+        reason = Reason(
+            "waiting", f"{who} waits for {what} on {where}" + (f", blocked by {by}" if by else "")
+        )
+        return Verdict(State.WAITING, (reason,), alive=alive, process=process)
+    reasons = [Reason("kernel_lock", f"held with {what} by {who}")]
+    if kernel.blocking:
+        count = len(kernel.blocking)
+        shown = ", ".join(str(p) for p in kernel.blocking[:5])
+        more = f" and {count - 5} more" if count > 5 else ""
+        noun = "process" if count == 1 else "processes"
+        reasons.append(Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
+    return Verdict(State.ACTIVE, tuple(reasons), alive=alive, process=process)
 
 
 # Limits come from a handful of policies and ttls: format each once.

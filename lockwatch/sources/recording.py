@@ -25,9 +25,12 @@ from lockwatch.model.board import ChangeSet, Entry
 from lockwatch.model.humanize import duration
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
+from lockwatch.sources.registry import record_types
 
 FORMAT = "recording/1"
-codec.register(Entry, ChangeSet)
+# Every source's own facts on its locks (pg_locks rows, /proc/locks lines) travel
+# in recordings: the registry says which types those are.
+codec.register(Entry, ChangeSet, *record_types())
 
 
 class RecordingError(ValueError):

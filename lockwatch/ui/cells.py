@@ -14,6 +14,7 @@ from rich.cells import cell_len, set_cell_size
 from lockwatch.model.events import holder_text, waiters
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
+from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import Verdict
 
 SOURCE_LABELS = {"file": "file", "postgres": "pg", "kernel": "kernel"}
@@ -159,10 +160,9 @@ def cell(key: str, lock: Lock, verdict: Verdict, now: datetime, width: int) -> s
 
 
 def fit(text: str, width: int, right: bool = False) -> str:
-    """Exactly `width` cells: cut with an ellipsis, padded otherwise. Control
-    characters never reach the terminal."""
-    if not text.isprintable():
-        text = "".join(ch if ch.isprintable() else "�" for ch in text)
+    """Exactly `width` cells: cut with an ellipsis, padded otherwise. Control, bidi
+    and invisible characters are spelled out, never sent to the terminal."""
+    text = terminal_safe(text)
     size = cell_len(text)
     if size > width:
         return set_cell_size(text, width - 1) + "…" if width > 0 else ""

@@ -25,7 +25,7 @@ from lockwatch.model.rows import Rows
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.ui.cells import HELD, HELD_BY_YOU, MARKED, Column, cell, fit, layout
 
-STATES = ("active", "stale", "invalid", "waiting")
+STATES = ("active", "stale", "invalid", "waiting", "free")
 _TEXTS_KEPT = 1024  # rows' fixed cells kept: a few screens' worth
 _NOT_BOLD = Style(bold=False)
 
@@ -67,7 +67,7 @@ class LockTable(ScrollView, can_focus=True):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "lock-table--cursor",
-        *(f"lock-table--{state}" for state in ("active", "stale", "invalid", "waiting")),
+        *(f"lock-table--{state}" for state in STATES),
     }
     # State colours come from the theme ($lw-*); the words carry the meaning.
     DEFAULT_CSS = """
@@ -84,6 +84,7 @@ class LockTable(ScrollView, can_focus=True):
     LockTable > .lock-table--stale { color: $lw-stale; text-style: bold; }
     LockTable > .lock-table--invalid { color: $lw-invalid; text-style: bold; }
     LockTable > .lock-table--waiting { color: $lw-waiting; text-style: bold; }
+    LockTable > .lock-table--free { color: $lw-free; text-style: dim; }
     """
 
     class Highlighted(Message):

@@ -35,7 +35,7 @@ from typing import Any
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-STATES = ("active", "stale", "invalid", "waiting")
+STATES = ("active", "stale", "invalid", "waiting", "free")
 DEFAULT_THEME = "lockwatch-dark"
 VARIABLE_PREFIX = "lw-"
 """`$lw-stale` in TCSS is the colour of stale locks in the current theme."""
@@ -53,11 +53,29 @@ COLOUR_KEYS = (
     "error",
 )
 # A state the theme file leaves out takes this base colour of the same theme...
-STATE_ROLES = {"active": "success", "stale": "error", "invalid": "accent", "waiting": "warning"}
+STATE_ROLES = {
+    "active": "success",
+    "stale": "error",
+    "invalid": "accent",
+    "waiting": "warning",
+    "free": "panel",
+}
 # ...or, when that is missing too, these (the states of lockwatch-dark / lockwatch-light).
 FALLBACK_STATES: Mapping[bool, Mapping[str, str]] = {
-    True: {"active": "#5faf5f", "stale": "#ff5f5f", "invalid": "#d787d7", "waiting": "#d7af00"},
-    False: {"active": "#00875f", "stale": "#af0000", "invalid": "#870087", "waiting": "#875f00"},
+    True: {
+        "active": "#5faf5f",
+        "stale": "#ff5f5f",
+        "invalid": "#d787d7",
+        "waiting": "#d7af00",
+        "free": "#808080",
+    },
+    False: {
+        "active": "#00875f",
+        "stale": "#af0000",
+        "invalid": "#870087",
+        "waiting": "#875f00",
+        "free": "#808080",
+    },
 }
 
 _KEYS = frozenset({"name", "dark", "states", *COLOUR_KEYS})

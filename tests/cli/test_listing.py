@@ -11,8 +11,8 @@ import orjson
 import psutil
 import pytest
 
-from lockwatch.cli import listing
-from lockwatch.cli.fanout import fan_out
+from lockwatch.sources.files import listing
+from lockwatch.fanout import fan_out
 from lockwatch.clock import FrozenClock
 from lockwatch.model.assess import assess
 from lockwatch.model.report import ls_json, ls_json_bytes
@@ -122,7 +122,7 @@ def test_fan_out_errors_surface_in_the_parent() -> None:
 
 
 def test_fan_out_does_the_work_here_when_it_cannot_fork(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lockwatch.cli import fanout
+    from lockwatch import fanout
 
     def no_fork() -> int:
         raise OSError(11, "Resource temporarily unavailable")
@@ -134,7 +134,7 @@ def test_fan_out_does_the_work_here_when_it_cannot_fork(monkeypatch: pytest.Monk
 def test_fan_out_reaps_its_children_when_the_parent_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from lockwatch.cli import fanout
+    from lockwatch import fanout
 
     parent = os.getpid()
     forked: list[int] = []

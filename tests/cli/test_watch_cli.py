@@ -101,9 +101,7 @@ def test_bad_filter_shows_the_query_error(isolated: Path) -> None:
     assert NEEDS_TERMINAL not in err
 
 
-@pytest.mark.parametrize(
-    "value", ["0", "0.05", "-1", "inf", "3601", "soon", "nan"]
-)
+@pytest.mark.parametrize("value", ["0", "0.05", "-1", "inf", "3601", "soon", "nan"])
 def test_refresh_must_be_a_sensible_number_of_seconds(isolated: Path, value: str) -> None:
     code, _, err = run_cli("watch", "--refresh", value)
     assert code == 2

@@ -4,6 +4,8 @@ after a demo that was SIGKILLed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import subprocess
 import sys
@@ -57,7 +59,7 @@ def test_a_named_server_gets_only_the_demos_table_and_sessions_and_loses_them(
             assert len(waiting) == 6  # 2 advisory, 2 on the held row, 2 down the chain
             assert sum(row[2] == "idle in transaction" for row in mine) >= 2
             # The names in the workspace's lockwatch.toml are the keys the demo took.
-            names = demo.config.advisory
+            names = demo.config.source("postgres").advisory
             assert "billing-sync" in names.keys.values()
             assert "agent" in names.namespaces.values()
         assert tables(admin) == before
@@ -115,19 +117,21 @@ def test_on_a_named_server_only_the_demos_own_sessions_can_be_acted_on(
 ) -> None:
     from lockwatch.actions.plan import Kind
     from lockwatch.cli.demo import demo_app
-    from lockwatch.cli.pg import make_sources, poll_once
+    from lockwatch.sources.postgres.listing import make_sources, poll_once
     from lockwatch.clock import SystemClock
     from lockwatch.model.process import StaticProcesses
     from lockwatch.model.verdict import evaluate
 
-    with connect(pg_db) as admin, psycopg.connect(
-        pg_db, autocommit=True, application_name="production-app"
-    ) as theirs:
+    with (
+        connect(pg_db) as admin,
+        psycopg.connect(pg_db, autocommit=True, application_name="production-app") as theirs,
+    ):
         theirs.execute("SELECT pg_advisory_lock(55501)")
         with Demo(pg_dsn=pg_db, base_dir=tmp_path) as demo:
             app = demo_app(demo, host="demo-host")
             assert app.actions is not None
-            (source,) = make_sources(demo.dsns, demo.config, 0.0, False)
+            settings = demo.config.source("postgres")
+            (source,) = make_sources(demo.dsns, replace(settings, idle_after=0.0))
             poll_once([source])
             assert source.last is not None
             locks = source.last.locks

@@ -123,7 +123,7 @@ def test_dsn_from_lockwatch_pg(pg: PgHarness, tmp_path: Path) -> None:
 async def test_rendering_shared_among_processes_matches_one_process(
     pg: PgHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lockwatch.cli import pg as cli_pg
+    from lockwatch.sources.postgres import listing as cli_pg
     from lockwatch.sources.postgres.source import PgSource
 
     holders = pg.sessions("a", "b", "c")

@@ -649,9 +649,7 @@ def test_release_of_a_lock_that_the_server_already_let_go_is_still_done(acts: Ac
 
 
 @pytest.mark.parametrize("kind", [Kind.STEAL, Kind.BREAK])
-def test_an_idle_holder_that_woke_since_it_was_seen_is_not_touched(
-    acts: Acts, kind: Kind
-) -> None:
+def test_an_idle_holder_that_woke_since_it_was_seen_is_not_touched(acts: Acts, kind: Kind) -> None:
     pg = acts.pg
     holder = pg.session("holder")
     h = holder.info.backend_pid

@@ -305,9 +305,7 @@ def steal_process(cli: Cli, target: str, key: AdvisoryKey) -> Iterator[subproces
                 process.poll() is not None
                 or (
                     "holding " in stderr.read_text(errors="replace")
-                    and any(
-                        app.startswith(HOLD_APPLICATION) for _, app, _ in holders(cli.pg, key)
-                    )
+                    and any(app.startswith(HOLD_APPLICATION) for _, app, _ in holders(cli.pg, key))
                 )
             ),
             "lockwatch steal to hold the key",

@@ -154,6 +154,7 @@ def test_missing_states_fall_back_to_the_theme_colours(user_themes: Path) -> Non
     assert dict(loaded.states) == {
         "active": "green",
         "stale": "red",
+        "free": "#808080",  # the panel colour is missing too: the fallback
         "invalid": "magenta",
         "waiting": "ansi_bright_yellow",
     }

@@ -533,7 +533,7 @@ def test_counts_and_samples() -> None:
     broken = generic("/srv/run/broken.lock", b"\x00")
     board.apply(full(FILES, *judged(DEPLOY, QUIET, stale, broken)))
     board.apply(full(PG, *judged(*pg(HOLDER_ROW, waiter_row(4243)))))
-    expected = {State.ACTIVE: 3, State.STALE: 1, State.INVALID: 1, State.WAITING: 1}
+    expected = {State.ACTIVE: 3, State.STALE: 1, State.INVALID: 1, State.WAITING: 1, State.FREE: 0}
     assert board.counts == expected
     taken = board.sample(NOW)
     assert (taken.at, taken.active, taken.stale, taken.waiting, taken.invalid) == (
@@ -541,7 +541,13 @@ def test_counts_and_samples() -> None:
     )  # fmt: skip
     board.apply(full(PG))
     board.apply(delta(FILES, removed=(stale.id,)))
-    assert board.counts == {State.ACTIVE: 2, State.STALE: 0, State.INVALID: 1, State.WAITING: 0}
+    assert board.counts == {
+        State.ACTIVE: 2,
+        State.STALE: 0,
+        State.INVALID: 1,
+        State.WAITING: 0,
+        State.FREE: 0,
+    }
     board.sample(later(1))
     assert [s.active for s in board.samples] == [3, 2]
 

@@ -496,7 +496,6 @@ LOCK_HEAD = '{"~":"Lock","id":"x","source":"file","format":"f","name":"n","path"
         (LOCK_HEAD + ',"holder":{"~":"Holder","pid":"12"}}', r"Lock\.holder\.pid: expected an int"),
         (LOCK_HEAD + ',"holder":{"~":"Reason","code":"a","message":"b"}}', "expected a Holder"),
         (LOCK_HEAD + ',"holder":[]}', "expected a Holder record, got array"),
-        (LOCK_HEAD + ',"source":"ftp"}', "Lock.source: expected one of 'file', 'postgres'"),
         (LOCK_HEAD + ',"scope":"a"}', r"Lock\.scope: expected an array"),
         (LOCK_HEAD + ',"scope":["a",1]}', r"Lock\.scope\[1\]: expected a string"),
         (LOCK_HEAD + ',"acquired_at":"2026-01-01"}', r"Lock\.acquired_at: expected a time"),

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.config import DEFAULT_IDLE_AFTER, Config, ConfigError, load, parse
-from lockwatch.model.pg import AdvisoryKey, string_key
+from lockwatch.config import Config, ConfigError, load, parse
+from lockwatch.model.pg import DEFAULT_IDLE_AFTER, AdvisoryKey, string_key
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -37,10 +37,11 @@ strings = ["billing-sync"]
 """,
         )
     )
-    assert config.pg_dsns == ("postgresql://a@db1/app", "postgresql://a@db2/app")
-    assert config.pg_idle_after == 30.0
-    assert config.pg_all is True
-    names = config.advisory
+    pg = config.source("postgres")
+    assert pg.dsns == ("postgresql://a@db1/app", "postgresql://a@db2/app")
+    assert pg.idle_after == 30.0
+    assert pg.all_rows is True
+    names = pg.advisory
     assert names.name(AdvisoryKey("pair", key1=1, key2=42)) == "agent:42"
     assert names.name(AdvisoryKey("bigint", key=-7)) == "minus-seven"
     assert names.name(AdvisoryKey("bigint", key=string_key("billing-sync"))) == "billing-sync"
@@ -48,9 +49,11 @@ strings = ["billing-sync"]
 
 def test_single_dsn_string_and_defaults(tmp_path: Path) -> None:
     config = parse(write(tmp_path, '[postgres]\ndsn = "postgresql://x@h/db"\n'))
-    assert config.pg_dsns == ("postgresql://x@h/db",)
-    assert config.pg_idle_after == DEFAULT_IDLE_AFTER
-    assert config.pg_all is False
+    pg = config.source("postgres")
+    assert pg.dsns == ("postgresql://x@h/db",)
+    assert pg.idle_after == DEFAULT_IDLE_AFTER
+    assert pg.all_rows is False
+    assert config.source("kernel").enabled is False
 
 
 @pytest.mark.parametrize(
@@ -65,6 +68,8 @@ def test_single_dsn_string_and_defaults(tmp_path: Path) -> None:
         ("[advisory.namespaces]\nagent = 'x'\n", "'agent' is not an integer key"),
         ("[advisory.namespaces]\n1 = 2\n", "advisory names must be strings"),
         ("[advisory]\nstrings = 'x'\n", "advisory.strings"),
+        ("kernel = 1\n", r"\[kernel\] must be a table"),
+        ("[kernel]\nenabled = 'yes'\n", "kernel.enabled must be true or false"),
     ],
 )
 def test_bad_config_says_where_and_why(tmp_path: Path, text: str, complaint: str) -> None:
@@ -82,9 +87,9 @@ def test_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     monkeypatch.setattr("platformdirs.user_config_dir", lambda app: str(user_dir))
-    assert load().pg_idle_after == 5.0  # only the user config exists
+    assert load().source("postgres").idle_after == 5.0  # only the user config exists
     (cwd / "lockwatch.toml").write_text("[postgres]\nidle_after = 7\n")
-    assert load().pg_idle_after == 7.0  # the current directory wins
+    assert load().source("postgres").idle_after == 7.0  # the current directory wins
     (cwd / "lockwatch.toml").unlink()
     (user_dir / "lockwatch.toml").unlink()
     assert load() == Config()
@@ -93,3 +98,12 @@ def test_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_explicit_path_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such config file"):
         load(tmp_path / "missing.toml")
+
+
+def test_each_source_reads_its_own_tables(tmp_path: Path) -> None:
+    """The config is built from the registry: every source gets its settings."""
+    from lockwatch.sources.registry import SOURCES
+
+    config = parse(write(tmp_path, "[kernel]\nenabled = true\n"))
+    assert set(config.sources) == {source.name for source in SOURCES}
+    assert config.source("kernel").enabled is True

@@ -245,7 +245,7 @@ def test_json_shape() -> None:
     assert (doc["host"], doc["filter"]) == (LOCAL_HOST, "name:deploy")
     assert doc["summary"] == {
         "locks": 11,
-        "states": {"active": 6, "stale": 2, "invalid": 1, "waiting": 2},
+        "states": {"active": 6, "stale": 2, "invalid": 1, "waiting": 2, "free": 0},
         "waiting_sessions": 2,
         "scope_conflicts": 1,
         "errors": 1,
@@ -500,7 +500,7 @@ def test_hostile_server_status_and_error_text_is_escaped() -> None:
 @given(
     st.text(
         alphabet=st.characters(
-            max_codepoint=0x2FFF, exclude_categories=("Cc", "Cf", "Cs", "Zl", "Zp")
+            max_codepoint=0x2FFF, exclude_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
         ),
         max_size=40,
     )

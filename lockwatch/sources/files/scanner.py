@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError
 from lockwatch.sources.files.decoders import decode_file, invalid
@@ -138,7 +139,8 @@ def load(
     finally:
         os.close(fd)
     digest = hashlib.sha256(raw).hexdigest()
-    return decode_file(LockFile(path=path, raw=raw, mtime=st.st_mtime, sha256=digest))
+    key = FileKey.of(st.st_dev, st.st_ino)
+    return decode_file(LockFile(path=path, raw=raw, mtime=st.st_mtime, sha256=digest, key=key))
 
 
 def _too_large(path: str, st: os.stat_result, size: int) -> Lock:

@@ -15,11 +15,15 @@ import psutil
 import watchfiles
 
 from lockwatch.clock import Clock, SystemClock
+from lockwatch.model import ids
 from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.kernel import FileKey
+from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import same_host
 from lockwatch.sources.feed import Differ, Emit
+from lockwatch.sources.files.evidence import Evidence, held_keys, kernel_table
 from lockwatch.sources.files.scanner import (
     SKIP_DIRS,
     ScanResult,
@@ -62,6 +66,7 @@ class FileFeed:
         force_polling: bool | None = None,
         settle_seconds: float | None = 1.0,
         polling_rescan_seconds: float = POLLING_RESCAN_SECONDS,
+        kernel_evidence: bool = True,
     ) -> None:
         self.name = "files"
         self.roots = [os.path.abspath(root) for root in roots]
@@ -82,6 +87,13 @@ class FileFeed:
         self._files: set[str] = set()  # roots that are files, not directories
         self._watch_problem: str | None = None
         self._root_errors: dict[str, ScanError] = {}
+        # Locks as decoded from their files, before the kernel's word was added:
+        # what that word is added to again when it changes.
+        self._decoded: dict[str, Lock] = {}
+        # Files lockwatch saw a kernel lock on in this run: pid files among them
+        # follow the kernel once it is released.
+        self._was_held: set[FileKey] = set()
+        self.kernel_evidence = kernel_evidence
 
     # -- the loops ---------------------------------------------------------------
 
@@ -181,18 +193,26 @@ class FileFeed:
             await self.recheck_holders(emit)
 
     async def recheck_holders(self, emit: Emit) -> None:
-        """Judge again the locks whose holder pid started or stopped running."""
+        """Judge again the locks whose holder pid started or stopped running, or
+        whose kernel lock was taken or released."""
         async with self._turn:
+            entries = list(self._differ.entries.values())
             local = [
                 entry
-                for entry in self._differ.entries.values()
+                for entry in entries
                 if entry.lock.holder.pid is not None
                 and (entry.lock.holder.host is None or same_host(entry.lock.holder.host, self.host))
             ]
-            if not local:
+            if not entries:
                 return
             now = self.clock.now()
-            fresh = await asyncio.to_thread(self._recheck, local)
+
+            def recheck() -> list[Entry]:
+                kernel = {e.lock.id: e for e in self._recheck_kernel(entries)}
+                pids = [e for e in self._recheck(local) if e.lock.id not in kernel]
+                return [*kernel.values(), *pids]
+
+            fresh = await asyncio.to_thread(recheck)
             upserts, _ = self._differ.partial(fresh, ())
             if upserts:
                 emit(self._change(now, upserts))
@@ -237,14 +257,14 @@ class FileFeed:
             if is_lock_name(name) or (path in named and not os.path.isdir(path)):
                 loaded = load(path)
                 if loaded is None:
-                    gone.append(f"file:{path}")
+                    gone.append(ids.file_id(path))
                 elif isinstance(loaded, ScanError):
                     result.errors.append(loaded)
                 else:
                     result.locks.append(loaded)
             elif change is watchfiles.Change.deleted:
                 # A directory went (or was renamed away): every lock under it went too.
-                prefix = f"file:{path}/"
+                prefix = ids.file_prefix(path)
                 gone.extend(lock_id for lock_id in known if lock_id.startswith(prefix))
             elif change is watchfiles.Change.added and os.path.isdir(path):
                 dirs.append(path)
@@ -255,12 +275,40 @@ class FileFeed:
         return self._judged(result, gone)
 
     def _judged(self, result: ScanResult, gone: list[str]) -> _Collected:
+        for lock_id in gone:
+            self._decoded.pop(lock_id, None)
+        for lock in result.locks:
+            self._decoded[lock.id] = lock
+        locks = self._evidence().attach(result.locks)
         # Process facts are looked up after the files were read: a holder alive
         # when it wrote its lock is then in the process listing.
-        entries = judge(result.locks, self._processes(), self.clock.now(), self.host)
+        entries = judge(locks, self._processes(), self.clock.now(), self.host)
         return _Collected(entries, gone, result.errors)
 
+    def _evidence(self) -> Evidence:
+        table = kernel_table() if self.kernel_evidence else None
+        self._was_held |= held_keys(table)
+        return Evidence(table, was_held=self._was_held)
+
+    def _recheck_kernel(self, entries: Sequence[Entry]) -> list[Entry]:
+        """Judge again the locks whose kernel evidence moved (a lock taken or
+        released, a new opener), with the file as it was decoded."""
+        evidence = self._evidence()
+        if evidence.table is None:
+            return []
+        decoded = [
+            self._decoded[entry.lock.id] for entry in entries if entry.lock.id in self._decoded
+        ]
+        fresh = evidence.attach(decoded)
+        by_id = {entry.lock.id: entry for entry in entries}
+        moved = [lock for lock in fresh if _kernel_view(lock) != _kernel_view(by_id[lock.id].lock)]
+        if not moved:
+            return []
+        return judge(moved, self._processes(), self.clock.now(), self.host)
+
     def _recheck(self, entries: list[Entry]) -> list[Entry]:
+        if not entries:
+            return []
         listed = set(psutil.pids())
         pids = {entry.lock.holder.pid for entry in entries} & listed
         # A zombie has exited: its pid is listed until it is reaped, but it holds nothing.
@@ -273,7 +321,10 @@ class FileFeed:
         ]
         if not moved:
             return []
-        return judge(moved, self._processes(), self.clock.now(), self.host)
+        # Judged as decoded, with the kernel's word as it is now.
+        decoded = [self._decoded.get(lock.id, lock) for lock in moved]
+        locks = self._evidence().attach(decoded)
+        return judge(locks, self._processes(), self.clock.now(), self.host)
 
     # -- status ------------------------------------------------------------------
 
@@ -296,6 +347,19 @@ class FileFeed:
                 problem = self._watch_problem
                 out.append(SourceStatus("file", root, "watching", reason=problem, updated_at=at))
         return tuple(out)
+
+
+def _kernel_view(lock: Lock) -> tuple[object, ...]:
+    """What of the kernel's word changes a verdict: who holds, who has it open."""
+    evidence = lock.evidence
+    if evidence is None:
+        return ()
+    return (
+        tuple((hold.holder_pid, hold.type, hold.mode) for hold in evidence.holds),
+        evidence.waiters,
+        evidence.open_by,
+        evidence.was_held,
+    )
 
 
 def _zombie(pid: int) -> bool:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from lockwatch.model.ids import pg_id
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.pg import NO_NAMES, AdvisoryKey, AdvisoryNames, PgBackend, PgLock
 
@@ -222,7 +223,7 @@ def to_locks(
         state = "held" if granted else "wait"
         locks.append(
             Lock(
-                id=f"pg:{server}:{holder_key}:{target}:{row['mode']}:{state}",
+                id=pg_id(server, holder_key, target, row["mode"], state),
                 source="postgres",
                 format=FORMAT,
                 name=_name(row, key, names),

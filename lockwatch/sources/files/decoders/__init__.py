@@ -64,6 +64,9 @@ def decode_file(file: LockFile) -> Lock:
         raw = raw[len(_BOM) :]
     if b"\x00" in raw:
         return invalid(file, "unparseable", "binary content, not a lock record")
+    sentinel = generic.decode_zc_lockfile(raw, file)
+    if sentinel is not None and _hinted(file) is None:
+        return sentinel
     try:
         # orjson is strict where it matters: no NaN/Infinity, no numbers that
         # overflow a double, no lone surrogates, bounded nesting.

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from lockwatch.model.ids import file_id
+from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.timestamps import parse_timestamp
 
@@ -27,6 +29,8 @@ class LockFile:
     raw: bytes
     mtime: float  # seconds since the epoch, as stat gives it
     sha256: str | None
+    # Its device and inode, when it was read: how kernel locks on it are found.
+    key: FileKey | None = None
 
     @property
     def modified_at(self) -> datetime:
@@ -154,7 +158,7 @@ def file_lock(
     notes: tuple[Reason, ...] | list[Reason] = (),
 ) -> Lock:
     return Lock(
-        id=f"file:{file.path}",
+        id=file_id(file.path),
         source="file",
         format=format,
         name=name,
@@ -169,6 +173,7 @@ def file_lock(
         policy=policy,
         defects=tuple(defects),
         notes=tuple(notes),
+        file_key=file.key,
     )
 
 

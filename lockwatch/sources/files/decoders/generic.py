@@ -23,7 +23,12 @@ from lockwatch.sources.files.decoders.base import (
 )
 
 FORMAT = "generic"
-POLICY = StalenessPolicy(pid_liveness=True)
+# A pid file may be a kernel lock's sentinel too (portalocker, a daemon's
+# lockf'd pid file): once a kernel lock is seen on it, the kernel decides.
+POLICY = StalenessPolicy(pid_liveness=True, kernel_pidfile=True)
+# An empty lock file records nothing: it is the sentinel of a kernel lock
+# (filelock, portalocker, fasteners, flock(1)), held while that lock is.
+SENTINEL = StalenessPolicy(pid_liveness=True, kernel_sentinel=True)
 
 PID_KEYS = ("pid", "PID", "process_id", "processId", "owner_pid", "ownerPid")
 HOST_KEYS = ("hostname", "host", "host_id", "hostName", "node", "machine")
@@ -88,12 +93,13 @@ def _generic(
     acquired_at: datetime | None = None,
     heartbeat_at: datetime | None = None,
     defects: tuple[Reason, ...] = (),
+    policy: StalenessPolicy = POLICY,
 ) -> Lock:
     return file_lock(
         file,
         format=FORMAT,
         name=file.stem(),
-        policy=POLICY,
+        policy=policy,
         content=content,
         holder=holder,
         acquired_at=acquired_at or file.modified_at,
@@ -137,7 +143,27 @@ def decode_pid_value(value: int, file: LockFile) -> Lock:
 
 def decode_empty(text: str, file: LockFile) -> Lock:
     """A bare lock file: its existence and mtime are all it says."""
-    return _generic(file, text, Holder())
+    return _generic(file, text, Holder(), policy=SENTINEL)
+
+
+# zc.lockfile writes " {pid}\n" (its default template) with a leading space, and
+# holds an flock on the file while it lives: the pid alone never says it is held.
+PIDFILE_SENTINEL = StalenessPolicy(pid_liveness=True, kernel_sentinel=True)
+
+
+def decode_zc_lockfile(raw: bytes, file: LockFile) -> Lock | None:
+    """zc.lockfile's pid file (` 1234` or ` 1234;host`), else None."""
+    if not raw.startswith(b" ") or raw.startswith(b"  ") or len(raw) > 300:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    pid_text, _, host = text.strip().partition(";")
+    pid = _as_pid(pid_text)
+    if pid is None or not _is_ascii_number(pid_text) or any(c.isspace() for c in host):
+        return None
+    return _generic(file, text, Holder(pid=pid, host=host or None), policy=PIDFILE_SENTINEL)
 
 
 def decode_text(text: str, file: LockFile) -> Lock | None:

@@ -7,25 +7,23 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from lockwatch.cli.fanout import fan_out
 from lockwatch.clock import FrozenClock
-from lockwatch.config import Config
+from lockwatch.fanout import fan_out
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.verdict import State, evaluate_all
+from lockwatch.sources.postgres.plugin import PgSettings
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
 
 
-def make_sources(
-    dsns: Sequence[str], config: Config, idle_after: float | None, all_rows: bool
-) -> list[PgSource]:
+def make_sources(dsns: Sequence[str], settings: PgSettings) -> list[PgSource]:
     return [
         PgSource(
             dsn,
-            idle_after=config.pg_idle_after if idle_after is None else idle_after,
-            all_rows=all_rows or config.pg_all,
-            names=config.advisory,
+            idle_after=settings.idle_after,
+            all_rows=settings.all_rows,
+            names=settings.advisory,
         )
         for dsn in dsns
     ]

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from lockwatch.cli.fanout import fan_out
 from lockwatch.clock import FrozenClock
+from lockwatch.fanout import fan_out
 from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, records_json_array
@@ -24,6 +24,9 @@ from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.scanner import Area, ScanResult, find_in, load_all, partition
 from lockwatch.sources.processes import PsutilProcesses
+
+if TYPE_CHECKING:
+    from lockwatch.sources.kernel.procfs import KernelTable
 
 # Share the work only with at least this many directories or files per worker:
 # below that, forking costs more than it saves.
@@ -41,15 +44,20 @@ class Judged:
     stale: int = 0
 
 
-def _judge(areas: Sequence[Area], now: datetime, host: str) -> Judged:
+def _judge(
+    areas: Sequence[Area], now: datetime, host: str, table: KernelTable | None = None
+) -> Judged:
+    from lockwatch.sources.files.evidence import Evidence
+
     candidates, errors = find_in(areas)
     loaded = load_all(candidates, ScanResult(errors=errors))
+    locks = Evidence(table).attach(loaded.locks)
     # Processes are looked at after the files were read (see PsutilProcesses).
     processes, clock = PsutilProcesses(), FrozenClock(now)
     records = []
     scoped = []
     stale = 0
-    for index, lock in enumerate(loaded.locks):
+    for index, lock in enumerate(locks):
         verdict = evaluate(lock, processes, clock, host)
         records.append(lock_record(lock, verdict))
         if verdict.state is State.STALE:
@@ -84,10 +92,17 @@ class Listing:
     stale: int
 
 
-def json_listing(roots: Sequence[str], now: datetime, host: str, jobs: int) -> Listing:
-    """The file locks under `roots`, rendered, identical whatever `jobs` is."""
+def json_listing(
+    roots: Sequence[str],
+    now: datetime,
+    host: str,
+    jobs: int,
+    table: KernelTable | None = None,
+) -> Listing:
+    """The file locks under `roots`, rendered, identical whatever `jobs` is.
+    `table` is /proc/locks, read once here and shared by every worker."""
     slices, find_errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
-    parts = fan_out(slices, lambda part: _judge(part, now, host))
+    parts = fan_out(slices, lambda part: _judge(part, now, host, table))
     _add_scope_conflicts(parts)
     errors = sorted(
         find_errors + [error for part in parts for error in part.errors], key=lambda e: e.path

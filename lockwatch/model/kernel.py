@@ -1,0 +1,138 @@
+"""What the kernel says about file locks (`/proc/locks`), as plain data.
+
+Pure: the kernel source (lockwatch/sources/kernel) reads procfs and fills these
+in; verdicts and views read them. Device numbers are "major:minor" in decimal,
+as major(st_dev) and minor(st_dev) give them (procfs writes them in hex).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from lockwatch.model.lock import Lock
+
+KernelType = Literal["FLOCK", "POSIX", "OFDLCK"]
+KernelMode = Literal["READ", "WRITE"]
+
+# The `format` a kernel lock record has, by the kernel's type of lock.
+FORMATS: dict[str, str] = {"FLOCK": "flock", "POSIX": "posix", "OFDLCK": "ofd"}
+# How a lock of each type is taken, for messages ("held with flock by pid 42").
+CALLS: dict[str, str] = {"FLOCK": "flock", "POSIX": "fcntl/lockf", "OFDLCK": "an OFD lock"}
+
+
+@dataclass(frozen=True, slots=True)
+class FileKey:
+    """A file's identity as the kernel names it: device and inode."""
+
+    device: str  # "major:minor", decimal
+    inode: int
+
+    @staticmethod
+    def of(st_dev: int, st_ino: int) -> FileKey:
+        # glibc's gnu_dev_major and gnu_dev_minor, as arithmetic.
+        major = ((st_dev >> 8) & 0xFFF) | ((st_dev >> 32) & ~0xFFF)
+        minor = (st_dev & 0xFF) | ((st_dev >> 12) & ~0xFF)
+        return FileKey(f"{major}:{minor}", st_ino)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelLock:
+    """One line of /proc/locks, with what lockwatch found out about it."""
+
+    ordinal: int  # the line's number: waiters name the lock they wait for by it
+    type: str  # FLOCK, POSIX or OFDLCK
+    mode: str  # READ or WRITE
+    file: FileKey
+    start: int
+    end: int | None  # None: to the end of the file (EOF)
+    # The pid /proc/locks gives: the owner of a POSIX lock, the process that
+    # took a flock (its fd may live on in children), -1 for an OFD lock.
+    pid: int
+    waiting: bool = False  # a `->` line: blocked until the lock `ordinal` names goes
+    # Processes whose open file holds it, found through /proc/<pid>/fdinfo's
+    # `lock:` lines (flock, OFD) or the owner itself (POSIX); best first.
+    owners: tuple[int, ...] = ()
+    path: str | None = None  # where the file is, if lockwatch could tell
+    mandatory: bool = False
+    # Waiters: the pids of the holders this waits for; holders: the pids waiting.
+    blocked_by: tuple[int, ...] = ()
+    blocking: tuple[int, ...] = ()
+
+    @property
+    def format(self) -> str:
+        return FORMATS.get(self.type, self.type.lower())
+
+    @property
+    def holder_pid(self) -> int | None:
+        """The process to name as holder (or waiter): a found owner, else the
+        pid procfs gives when it names one."""
+        if self.owners:
+            return self.owners[0]
+        return self.pid if self.pid > 0 else None
+
+    def range_text(self) -> str:
+        end = "EOF" if self.end is None else str(self.end)
+        return f"{self.start}-{end}"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "type": self.type,
+            "mode": self.mode,
+            "start": self.start,
+            "end": self.end,
+            "device": self.file.device,
+            "inode": self.file.inode,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KernelEvidence:
+    """What the kernel says about one lock file at one moment.
+
+    Attached to a file lock by the file source wherever /proc/locks could be
+    read; None (on the lock) means nobody asked, so the verdict is the file's
+    own. `open_by` is only looked up when it matters (a file with no holder
+    of its own that no kernel lock covers)."""
+
+    holds: tuple[KernelLock, ...] = ()  # granted kernel locks on the file
+    waiters: int = 0  # processes blocked waiting for one of them
+    open_by: tuple[int, ...] = ()  # live processes that have the file open
+    # Some processes' open files could not be read (another user's, without
+    # root): `open_by` may be missing somebody.
+    open_unknown: bool = False
+    # lockwatch saw a kernel lock on this file earlier in this run.
+    was_held: bool = False
+
+
+NO_EVIDENCE = KernelEvidence()
+
+
+def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
+    """`lock` (as decoded from its file) with what the kernel says about it. A
+    held kernel lock names the holder: its process, not the pid the file may
+    still record."""
+    if evidence is None:
+        return lock if lock.evidence is None else replace(lock, evidence=None)
+    holder = lock.holder
+    if evidence.holds:
+        pid = evidence.holds[0].holder_pid
+        if pid is not None and pid != holder.pid:
+            holder = replace(holder, pid=pid)
+    elif evidence.open_by and holder.pid is None and lock.policy.kernel_sentinel:
+        # Nobody holds a kernel lock on it, but this process has it open: the
+        # likely holder (the verdict says `open_by`).
+        holder = replace(holder, pid=evidence.open_by[0])
+    return replace(lock, evidence=evidence, holder=holder)
+
+
+def kernel_lock_id(kernel: KernelLock) -> str:
+    """The id of a kernel lock's record: an OFD lock's procfs pid is -1, so its
+    owner, once found, names it instead."""
+    from lockwatch.model.ids import kernel_id
+
+    pid = kernel.pid if kernel.pid > 0 else (kernel.holder_pid or -1)
+    return kernel_id(
+        kernel.file.device, kernel.file.inode, kernel.type, kernel.start, kernel.end, pid
+    )

@@ -1,0 +1,78 @@
+"""Untrusted text made safe to show: the one sanitiser every view shares.
+
+File names, lock content, SQL queries, host names: whoever writes a lock file or
+runs a query controls them. Raw, they could drive the operator's terminal (ESC
+and C1 sequences), make `evil\\u202egpj.exe` read as `evilexe.jpg`, or hide
+characters so that two different names look alike. The dashboard, `lockwatch ls`,
+the prompts of break and steal and the Markdown incident report all pass such
+text through `terminal_safe`, so every view spells out the same characters in the
+same way and a fix here is a fix everywhere.
+
+Pure: no Rich, no Textual, so the model and the CLI can use it without either.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+
+# Chosen by Unicode general category rather than by listing known-bad characters:
+# a list misses the next invisible character, a category does not.
+#   Cc      C0 and C1 controls, DEL: they drive the terminal (ESC, CSI U+009B, BEL).
+#   Cf      format characters: every bidi control (U+061C, U+200E/F, U+202A-U+202E,
+#           U+2066-U+2069), zero-width ones (U+200B-U+200D, U+2060, U+FEFF), the
+#           soft hyphen, tag characters: they reorder or hide text.
+#   Zl, Zp  U+2028/U+2029: a line break to some renderers and not to others.
+#   Co      private use: a meaning only some fonts give it.
+#   Cn      unassigned: no one can say how a terminal will draw it.
+#   Cs      lone surrogates: a file name that was not UTF-8 (see `_spelled`).
+# Spaces (Zs: NBSP, ideographic space...) stay: they advance the cursor like a
+# space does, and real names contain them.
+ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+# Text shown over several lines (lock content in the detail pane) keeps its line
+# structure; a table cell or a one-line message must not be split or shifted.
+_KEPT_MULTILINE = frozenset("\n\t")
+
+# Escaping a long hostile text is not worth keeping: the detail pane shows one at
+# a time, and caching many would hold up to ten times their size in memory.
+_CACHED_LENGTH = 256
+
+
+def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with every character of `ESCAPED_CATEGORIES` written as a visible
+    ASCII escape (`\\x1b`, `\\u202e`, `\\U000e0041`; a byte that was not UTF-8 as
+    `\\xff`). Newlines and tabs are escaped too unless `keep_newlines`."""
+    # str.isprintable() is False exactly for the categories above plus the spaces
+    # other than U+0020, so a printable text has nothing to escape: one C-speed
+    # pass for the thousands of ordinary cells a screen shows.
+    if text.isprintable():
+        return text
+    if len(text) <= _CACHED_LENGTH:
+        return _escaped_cached(text, keep_newlines)
+    return _escaped(text, keep_newlines)
+
+
+def _escaped(text: str, keep_newlines: bool) -> str:
+    kept = _KEPT_MULTILINE if keep_newlines else frozenset()
+    category = unicodedata.category
+    return "".join(
+        _spelled(ch) if ch not in kept and category(ch) in ESCAPED_CATEGORIES else ch for ch in text
+    )
+
+
+# Hostile names come back on every redraw: escape each once.
+_escaped_cached = lru_cache(maxsize=4096)(_escaped)
+
+
+def _spelled(ch: str) -> str:
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:
+        # surrogateescape (as in fsdecode): the byte 0xNN of a name that is not UTF-8
+        # arrives as U+DCNN. Shown as that byte, like `ls -b` does.
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"

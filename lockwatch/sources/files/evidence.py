@@ -1,0 +1,123 @@
+"""The kernel's word on lock files: which are held with flock/fcntl, by whom,
+and which sentinel files nobody holds (or only has open).
+
+Asked for every lock file wherever /proc/locks can be read; nothing is asked
+about files on network filesystems, where a lock another host holds is
+invisible here and "nobody holds it" would be a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from lockwatch.model.kernel import FileKey, with_evidence
+from lockwatch.model.lock import Lock
+from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, open_files, read_table
+
+# Filesystems whose locks may be held from other hosts: the local /proc/locks
+# does not show those, so it cannot say that nobody holds a file there.
+REMOTE_FILESYSTEMS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "ceph",
+        "glusterfs",
+        "lustre",
+        "gpfs",
+        "ocfs2",
+        "gfs2",
+        "9p",
+        "afs",
+        "beegfs",
+        "fuse.sshfs",
+        "fuse.glusterfs",
+        "fuse.ceph",
+        "fuse.s3fs",
+        "fuse.rclone",
+    }
+)
+
+
+def remote_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
+    """Devices ("major:minor") of network filesystems, from mountinfo."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return frozenset()
+    found = set()
+    for line in lines:
+        # id parent major:minor root mountpoint options [optional...] - fstype source super
+        fields = line.split()
+        try:
+            fstype = fields[fields.index("-") + 1]
+        except (ValueError, IndexError):
+            continue
+        if fstype in REMOTE_FILESYSTEMS and len(fields) > 2:
+            found.add(fields[2])
+    return frozenset(found)
+
+
+@lru_cache(maxsize=1)
+def _remote_now() -> frozenset[str]:
+    return remote_devices()
+
+
+def kernel_table() -> KernelTable | None:
+    """/proc/locks as it is now, or None where it cannot be read (not Linux, or
+    procfs hidden): lock files are then judged by their content alone."""
+    table = read_table()
+    return table if table.readable else None
+
+
+class Evidence:
+    """Attaches the kernel's word to freshly decoded lock files."""
+
+    def __init__(
+        self,
+        table: KernelTable | None,
+        *,
+        remote: frozenset[str] | None = None,
+        was_held: Iterable[FileKey] = (),
+    ) -> None:
+        self.table = table
+        self._remote = _remote_now() if remote is None else remote
+        self._was_held = frozenset(was_held)
+        self._open: OpenFiles | None = None
+
+    def _open_files(self) -> OpenFiles:
+        if self._open is None:
+            self._open = open_files()
+        return self._open
+
+    def attach(self, locks: Sequence[Lock]) -> list[Lock]:
+        table = self.table
+        if table is None:
+            return list(locks)
+        out = []
+        for lock in locks:
+            key = lock.file_key
+            if key is None or key.device in self._remote:
+                out.append(lock)
+                continue
+            # Who has the file open is only worth a look through every process's
+            # fds for a sentinel that no kernel lock covers.
+            needs_open = (
+                lock.policy.kernel_sentinel and lock.holder.pid is None and not table.held_on(key)
+            )
+            evidence = table.evidence(
+                key, self._open_files() if needs_open else None, was_held=key in self._was_held
+            )
+            out.append(with_evidence(lock, evidence))
+        return out
+
+
+def held_keys(table: KernelTable | None) -> set[FileKey]:
+    """Files a kernel lock is held on now."""
+    if table is None:
+        return set()
+    return {lock.file for lock in table.locks if not lock.waiting}

@@ -1,0 +1,142 @@
+"""The file source: lock files under the PATHs given (default: the current
+directory), each judged by its format's rules and the kernel's word."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lockwatch.model import ids
+from lockwatch.model.status import ScanError, SourceStatus
+from lockwatch.sources.contract import (
+    Collected,
+    Decorator,
+    Found,
+    ListingRequest,
+    Selected,
+    SourceError,
+    Wanted,
+)
+
+if TYPE_CHECKING:
+    from lockwatch.clock import Clock
+    from lockwatch.sources.feed import Feed
+
+
+class FilesSource:
+    name = "file"
+    id_prefix = ids.FILE
+    summary = (
+        "lock files under PATHs: the seed formats, pid files and bare lock files,"
+        " with the kernel's flock/fcntl locks on them"
+    )
+    config_tables: tuple[str, ...] = ()
+    actions = frozenset({"break", "steal", "release"})
+    record_types: tuple[type, ...] = ()
+
+    def options(self) -> Sequence[Decorator]:
+        return [click.argument("paths", nargs=-1, metavar="[PATH]...")]
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return bool(values.get("paths"))
+
+    def read_config(self, tables: Mapping[str, Any], where: str) -> Any:
+        return None
+
+    def select(self, wanted: Wanted) -> Selected | None:
+        if any(not path for path in wanted.paths):
+            raise SourceError("PATH: an empty PATH (an unset variable?)")
+        # With only other sources asked for (--pg, --kernel) and no PATH: no files.
+        roots = wanted.paths or (() if wanted.others_asked else (".",))
+        return SelectedFiles(tuple(roots)) if roots else None
+
+    def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
+        return find_file(target, host)
+
+
+@dataclass(frozen=True)
+class SelectedFiles:
+    roots: tuple[str, ...]
+
+    def collect(self, request: ListingRequest) -> Collected:
+        from lockwatch.sources.files.evidence import Evidence, kernel_table
+
+        table = kernel_table()
+        out = Collected(
+            places=[f"under {', '.join(self.roots)} (looked for *.lock and *.pid files)"]
+        )
+        if request.as_json:
+            from lockwatch.sources.files.listing import json_listing
+
+            listing = json_listing(self.roots, request.now, request.host, request.jobs, table)
+            out.arrays, out.errors, out.stale = listing.arrays, listing.errors, listing.stale
+        else:
+            from lockwatch.clock import FrozenClock
+            from lockwatch.model.assess import assess
+            from lockwatch.model.verdict import State
+            from lockwatch.sources.files.scanner import scan
+            from lockwatch.sources.processes import PsutilProcesses
+
+            result = scan(self.roots)
+            locks = Evidence(table).attach(result.locks)
+            out.assessed = assess(locks, PsutilProcesses(), FrozenClock(request.now), request.host)
+            out.errors = result.errors
+            out.stale = sum(verdict.state is State.STALE for _, verdict in out.assessed)
+        out.statuses = _statuses(self.roots, out.errors, request.now)
+        named = {os.path.abspath(root) for root in self.roots}
+        out.usage_errors = any(error.path in named for error in out.errors)
+        return out
+
+    def feeds(self, clock: Clock, host: str) -> Sequence[Feed]:
+        from lockwatch.sources.files.watch import FileFeed
+
+        return [FileFeed(self.roots, host=host, clock=clock)]
+
+
+def find_file(target: str, host: str) -> Found | str:
+    """The lock file `target` (a path or a file: id) names, judged now."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.verdict import evaluate
+    from lockwatch.sources.files.evidence import Evidence, kernel_table
+    from lockwatch.sources.files.scanner import load
+    from lockwatch.sources.processes import PsutilProcesses
+
+    path = os.path.abspath(ids.file_path(target) or target)
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise SourceError(f"{path} is a directory; name a lock file")
+    loaded = load(path)
+    if loaded is None:
+        return f"no lock at {path}: it is gone (released, or broken by someone else)"
+    if isinstance(loaded, ScanError):
+        return f"cannot read {path}: {loaded.message}"
+    (lock,) = Evidence(kernel_table()).attach([loaded])
+    verdict = evaluate(lock, PsutilProcesses(), SystemClock(), host)
+    return lock, verdict, [lock]
+
+
+def _statuses(
+    roots: Sequence[str], errors: Sequence[ScanError], now: datetime
+) -> list[SourceStatus]:
+    failed = {error.path: error for error in errors}
+    statuses = []
+    for root in roots:
+        path = os.path.abspath(root)
+        error = failed.get(path)
+        statuses.append(
+            SourceStatus(
+                "file",
+                path,
+                "error" if error else "ok",
+                reason=error.message if error else None,
+                updated_at=None if error else now,
+            )
+        )
+    return statuses
+
+
+SOURCE = FilesSource()

@@ -1,0 +1,1 @@
+"""The kernel source: /proc/locks, the processes holding and awaiting each lock."""

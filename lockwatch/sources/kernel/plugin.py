@@ -1,0 +1,159 @@
+"""The kernel source: every flock, POSIX (fcntl/lockf) and OFD lock in
+/proc/locks, with its holder process, its file and who waits for it.
+
+Lock files get the kernel's word whether or not this source is on (see
+sources/files/evidence.py); this source lists the kernel's locks themselves.
+
+Config table it owns:
+
+    [kernel]
+    enabled = true         # list kernel locks (as --kernel does)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lockwatch.model import ids
+from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
+from lockwatch.model.status import SourceStatus
+from lockwatch.sources.contract import (
+    Collected,
+    Decorator,
+    Found,
+    ListingRequest,
+    Selected,
+    SourceError,
+    Wanted,
+)
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from lockwatch.clock import Clock
+    from lockwatch.model.lock import Lock
+    from lockwatch.sources.feed import Feed
+    from lockwatch.sources.kernel.procfs import KernelTable
+
+STATUS_NAME = "/proc/locks"
+
+
+@dataclass(frozen=True)
+class KernelSettings:
+    enabled: bool = False
+
+
+class KernelSource:
+    name = "kernel"
+    id_prefix = ids.KERNEL
+    summary = "the kernel's file locks (/proc/locks): flock, POSIX and OFD, holders and waiters"
+    config_tables: tuple[str, ...] = ("kernel",)
+    # Releasing another process's kernel lock is impossible from outside: the
+    # only action is to signal its holder.
+    actions = frozenset({"break"})
+    record_types: tuple[type, ...] = (FileKey, KernelLock, KernelEvidence)
+
+    def options(self) -> Sequence[Decorator]:
+        return [
+            click.option(
+                "--kernel",
+                is_flag=True,
+                default=False,
+                help="Also list every kernel file lock (/proc/locks: flock, POSIX, OFD) with its"
+                " holder and waiters [config: kernel.enabled].",
+            )
+        ]
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return bool(values.get("kernel"))
+
+    def read_config(self, tables: Mapping[str, Any], where: str) -> KernelSettings:
+        from lockwatch.config import ConfigError
+
+        table = tables.get("kernel", {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: [kernel] must be a table")
+        enabled = table.get("enabled", False)
+        if not isinstance(enabled, bool):
+            raise ConfigError(f"{where}: kernel.enabled must be true or false")
+        return KernelSettings(enabled)
+
+    def select(self, wanted: Wanted) -> Selected | None:
+        settings: KernelSettings = wanted.settings(self.name) or KernelSettings()
+        if not (self.asked(wanted.values) or settings.enabled):
+            return None
+        return SelectedKernel(wanted.paths)
+
+    def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
+        return find_kernel(target, wanted.paths, host)
+
+
+def status(table: KernelTable, at: datetime) -> SourceStatus:
+    if not table.readable:
+        return SourceStatus("kernel", STATUS_NAME, "error", reason=table.problem)
+    return SourceStatus("kernel", STATUS_NAME, "ok", reason=table.problem, updated_at=at)
+
+
+def locks_now(roots: Sequence[str]) -> tuple[KernelTable, list[Lock]]:
+    """/proc/locks read now, as lock records; files no holder's fds name are
+    looked for by inode under `roots`."""
+    from lockwatch.sources.kernel.procfs import read_table
+    from lockwatch.sources.kernel.records import known_files, to_locks
+
+    table = read_table()
+    unplaced = {lock.file for lock in table.locks if lock.path is None}
+    known = known_files(roots, unplaced) if unplaced and roots else {}
+    return table, to_locks(table, known)
+
+
+@dataclass(frozen=True)
+class SelectedKernel:
+    roots: tuple[str, ...]
+
+    def collect(self, request: ListingRequest) -> Collected:
+        from lockwatch.clock import FrozenClock
+        from lockwatch.model.assess import assess
+        from lockwatch.sources.processes import PsutilProcesses
+
+        table, locks = locks_now(self.roots)
+        out = Collected(statuses=[status(table, request.now)], places=["in /proc/locks"])
+        if not table.readable:
+            out.warnings.append(f"kernel: {table.problem}")
+            return out
+        out.assessed = assess(locks, PsutilProcesses(), FrozenClock(request.now), request.host)
+        return out
+
+    def feeds(self, clock: Clock, host: str) -> Sequence[Feed]:
+        from lockwatch.sources.kernel.feed import KernelFeed
+
+        return [KernelFeed(self.roots, host=host, clock=clock)]
+
+
+def find_kernel(target: str, roots: Sequence[str], host: str) -> Found | str:
+    """The kernel lock `target` names, as /proc/locks has it now."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.verdict import evaluate
+    from lockwatch.sources.processes import PsutilProcesses
+
+    if ids.parse_kernel(target) is None:
+        raise SourceError(f"{target!r} is not a kernel lock id as `lockwatch ls --json` prints one")
+    table, locks = locks_now(roots)
+    if not table.readable:
+        from lockwatch.sources.contract import LookupFailed
+
+        raise LookupFailed(f"cannot read /proc/locks: {table.problem}")
+    for lock in locks:
+        if lock.id == target:
+            verdict = evaluate(lock, PsutilProcesses(), SystemClock(), host)
+            return lock, verdict, locks
+    return (
+        f"no kernel lock {target} now: released, or its holder changed since it was listed"
+        " (kernel lock ids name the holder's pid)"
+    )
+
+
+SOURCE = KernelSource()
