@@ -11,11 +11,11 @@ import orjson
 import psutil
 import pytest
 
-from lockwatch.sources.files import listing
-from lockwatch.fanout import fan_out
 from lockwatch.clock import FrozenClock
+from lockwatch.fanout import fan_out
 from lockwatch.model.assess import assess
 from lockwatch.model.report import ls_json, ls_json_bytes
+from lockwatch.sources.files import listing
 from lockwatch.sources.files.scanner import scan
 from lockwatch.sources.processes import PsutilProcesses
 

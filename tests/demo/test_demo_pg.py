@@ -4,12 +4,11 @@ after a demo that was SIGKILLed."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import json
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +116,10 @@ def test_on_a_named_server_only_the_demos_own_sessions_can_be_acted_on(
 ) -> None:
     from lockwatch.actions.plan import Kind
     from lockwatch.cli.demo import demo_app
-    from lockwatch.sources.postgres.listing import make_sources, poll_once
     from lockwatch.clock import SystemClock
     from lockwatch.model.process import StaticProcesses
     from lockwatch.model.verdict import evaluate
+    from lockwatch.sources.postgres.listing import make_sources, poll_once
 
     with (
         connect(pg_db) as admin,
