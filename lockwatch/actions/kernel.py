@@ -35,14 +35,9 @@ def signal_holder(lock: Lock, signame: str, seen_started_at: datetime | None) ->
     from lockwatch.sources.kernel.procfs import read_table
 
     kernel = lock.kernel
-    assert kernel is not None
-    if kernel.waiting:
-        raise ActionRefused(
-            "not_held", f"{lock.name}: this process waits for the lock; it holds nothing"
-        )
+    # The plan refused waiters and holders nobody could name (plan._plan_kernel).
+    assert kernel is not None and not kernel.waiting and kernel.holder_pid is not None
     pid = kernel.holder_pid
-    if pid is None:
-        raise ActionRefused("no_holder", "lockwatch could not tell which process holds this lock")
     if pid == os.getpid():
         raise ActionRefused("own_lock", "this lock is held by lockwatch itself")
     table = read_table()

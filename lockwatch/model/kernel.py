@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
+from lockwatch.model.ids import kernel_id
+
 if TYPE_CHECKING:
     from lockwatch.model.lock import Lock
 
@@ -130,8 +132,6 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
 def kernel_lock_id(kernel: KernelLock) -> str:
     """The id of a kernel lock's record: an OFD lock's procfs pid is -1, so its
     owner, once found, names it instead."""
-    from lockwatch.model.ids import kernel_id
-
     pid = kernel.pid if kernel.pid > 0 else (kernel.holder_pid or -1)
     return kernel_id(
         kernel.file.device, kernel.file.inode, kernel.type, kernel.start, kernel.end, pid

@@ -229,9 +229,8 @@ def _kernel_unheld(
     """A file no kernel lock is held on: free if it is only a sentinel for one
     (or a pid file that was seen to carry one), else None (the file's own rules)."""
     policy, pid = lock.policy, lock.holder.pid
-    if policy.kernel_sentinel and evidence.open_by and pid in evidence.open_by:
-        pid = None  # named by the evidence itself (with_evidence), not by the file
-    if policy.kernel_sentinel and pid is None:
+    # An opener as holder was named by the evidence (with_evidence), not the file.
+    if policy.kernel_sentinel and (pid is None or pid in evidence.open_by):
         for opener in evidence.open_by:
             facts = processes.facts(opener)
             if facts.alive:

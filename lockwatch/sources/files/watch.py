@@ -208,8 +208,10 @@ class FileFeed:
             now = self.clock.now()
 
             def recheck() -> list[Entry]:
-                kernel = {e.lock.id: e for e in self._recheck_kernel(entries)}
-                pids = [e for e in self._recheck(local) if e.lock.id not in kernel]
+                # One look at /proc/locks (and the fds) serves both checks.
+                evidence = self._evidence()
+                kernel = {e.lock.id: e for e in self._recheck_kernel(entries, evidence)}
+                pids = [e for e in self._recheck(local, evidence) if e.lock.id not in kernel]
                 return [*kernel.values(), *pids]
 
             fresh = await asyncio.to_thread(recheck)
@@ -290,10 +292,9 @@ class FileFeed:
         self._was_held |= held_keys(table)
         return Evidence(table, was_held=self._was_held)
 
-    def _recheck_kernel(self, entries: Sequence[Entry]) -> list[Entry]:
+    def _recheck_kernel(self, entries: Sequence[Entry], evidence: Evidence) -> list[Entry]:
         """Judge again the locks whose kernel evidence moved (a lock taken or
         released, a new opener), with the file as it was decoded."""
-        evidence = self._evidence()
         if evidence.table is None:
             return []
         decoded = [
@@ -306,7 +307,7 @@ class FileFeed:
             return []
         return judge(moved, self._processes(), self.clock.now(), self.host)
 
-    def _recheck(self, entries: list[Entry]) -> list[Entry]:
+    def _recheck(self, entries: list[Entry], evidence: Evidence) -> list[Entry]:
         if not entries:
             return []
         listed = set(psutil.pids())
@@ -323,7 +324,7 @@ class FileFeed:
             return []
         # Judged as decoded, with the kernel's word as it is now.
         decoded = [self._decoded.get(lock.id, lock) for lock in moved]
-        locks = self._evidence().attach(decoded)
+        locks = evidence.attach(decoded)
         return judge(locks, self._processes(), self.clock.now(), self.host)
 
     # -- status ------------------------------------------------------------------

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
-from lockwatch.model.kernel import FileKey, KernelLock, kernel_lock_id
+from lockwatch.model.kernel import FileKey, kernel_lock_id
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.kernel.procfs import KernelTable
 
@@ -25,17 +26,11 @@ def to_locks(table: KernelTable, known: Mapping[FileKey, str] | None = None) -> 
             name=os.path.basename(path) if path else f"inode {kernel.file.inode}",
             path=path,
             holder=Holder(pid=kernel.holder_pid),
-            kernel=kernel if path == kernel.path else _with_path(kernel, path),
+            kernel=kernel if path == kernel.path else replace(kernel, path=path),
         )
         # The same process holding the same range twice (two fds, shared): one record.
         locks.setdefault(lock.id, lock)
     return sorted(locks.values(), key=lambda lock: lock.id)
-
-
-def _with_path(kernel: KernelLock, path: str | None) -> KernelLock:
-    from dataclasses import replace
-
-    return replace(kernel, path=path)
 
 
 def known_files(roots: Iterable[str], wanted: set[FileKey]) -> dict[FileKey, str]:

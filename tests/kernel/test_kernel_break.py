@@ -1,0 +1,91 @@
+"""`lockwatch break kernel:…`: the holder (a real process holding a real
+flock, see holders.py) is signalled only behind --force, only while it still
+holds the same lock, and every outcome is audited."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.kernel.holders import Holders
+
+
+def lockwatch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lockwatch", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), "LOCKWATCH_READONLY": ""},
+    )
+
+
+def kernel_record(tmp_path: Path, path: Path) -> dict[str, Any]:
+    done = lockwatch("ls", "--json", "--kernel", str(tmp_path), cwd=tmp_path)
+    locks = json.loads(done.stdout)["locks"]
+    return next(lock for lock in locks if lock["source"] == "kernel" and lock["path"] == str(path))
+
+
+def audit(tmp_path: Path) -> list[dict[str, Any]]:
+    lines = (tmp_path / "audit.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_breaking_a_kernel_lock_signals_its_holder_behind_force(
+    holders: Holders, tmp_path: Path
+) -> None:
+    path = tmp_path / "work.lock"
+    holder = holders.start("flock", path)
+    lock_id = kernel_record(tmp_path, path)["id"]
+    base = ("break", lock_id, "--reason", "hung", "--yes", "--json")
+    base += ("--audit-log", str(tmp_path / "audit.jsonl"))
+
+    refused = lockwatch(*base, cwd=tmp_path)
+    assert refused.returncode == 1, refused.stderr
+    assert holder.alive  # not stale: nothing without --force
+
+    done = lockwatch(*base, "--force", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["event"] == "holder_signalled" and outcome["ok"] is True
+    holder.proc.wait(timeout=10)  # SIGTERM ends the helper, and the kernel frees the lock
+    assert not holder.alive
+    events = [(record["event"], record.get("signal")) for record in audit(tmp_path)]
+    assert events[-1] == ("holder_signalled", "SIGTERM")
+
+    # The lock id names a holder that is gone: refused and audited, nobody signalled.
+    again = lockwatch(*base, "--force", cwd=tmp_path)
+    assert again.returncode == 1
+    assert audit(tmp_path)[-1]["event"] == "action_refused"
+
+
+def test_a_lock_released_since_it_was_listed_is_not_signalled(
+    holders: Holders, tmp_path: Path
+) -> None:
+    path = tmp_path / "work.lock"
+    holder = holders.start("flock", path)
+    lock_id = kernel_record(tmp_path, path)["id"]
+    holder.release()  # released, but the process lives on
+    done = lockwatch(
+        "break", lock_id, "--reason", "x", "--yes", "--force", "--json",
+        "--audit-log", str(tmp_path / "audit.jsonl"), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert holder.alive  # never signalled
+    assert audit(tmp_path)[-1]["event"] == "action_refused"
+
+
+def test_a_held_lock_file_is_never_moved_aside(holders: Holders, tmp_path: Path) -> None:
+    path = tmp_path / "work.lock"
+    holder = holders.start("filelock", path)
+    done = lockwatch(
+        "break", str(path), "--reason", "x", "--yes", "--force", "--json",
+        "--audit-log", str(tmp_path / "audit.jsonl"), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["code"] == "kernel_lock"
+    assert path.exists() and holder.alive
