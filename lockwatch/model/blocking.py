@@ -1,4 +1,5 @@
-"""Who waits on whom: the blocking tree of one server, with cycles called out.
+"""Who waits on whom: the blocking tree of one server (or of this host's kernel
+locks), with cycles called out.
 
 Roots are blockers that wait on nobody; each node's children are the sessions
 waiting on it. A wait-for cycle (a deadlock in the making, before the server's
@@ -103,15 +104,32 @@ def build(waits_on: Mapping[NodeId, Iterable[NodeId]]) -> BlockingTree:
     return BlockingTree(tuple(built[root] for root in roots), _cycles(blockers))
 
 
+# The group kernel locks' tree is listed under: one per host, beside each
+# Postgres server's.
+KERNEL_GROUP = "kernel"
+
+
+def group(lock: Lock) -> str | None:
+    """Whose wait-for graph `lock` belongs to: its Postgres server's, the
+    kernel's, or none (a lock file: nobody waits on one in a queue anybody sees)."""
+    if lock.pg is not None:
+        return lock.pg.server
+    if lock.kernel is not None:
+        return KERNEL_GROUP
+    return None
+
+
 def from_locks(locks: Iterable[Lock]) -> BlockingTree:
-    """The tree of one server's pg_locks records: every waiting session and whom it
-    waits on (a prepared transaction by its name, never as pid 0)."""
+    """The tree of one group's records: every waiting session and whom it waits
+    on (a prepared transaction by its name, never as pid 0), or every process
+    blocked on a kernel lock and the processes holding it."""
     waits_on: dict[NodeId, set[NodeId]] = defaultdict(set)
     for lock in locks:
-        pg = lock.pg
-        if pg is None or pg.granted or pg.backend.pid is None:
-            continue
-        waits_on[pg.backend.pid].update(pg.waits_on())
+        pg, kernel = lock.pg, lock.kernel
+        if pg is not None and not pg.granted and pg.backend.pid is not None:
+            waits_on[pg.backend.pid].update(pg.waits_on())
+        elif kernel is not None and kernel.waiting and kernel.holder_pid is not None:
+            waits_on[kernel.holder_pid].update(pid for pid in kernel.blocked_by if pid > 0)
     return build(waits_on)
 
 

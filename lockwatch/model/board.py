@@ -164,7 +164,7 @@ class Board:
         self.counts: dict[State, int] = dict.fromkeys(State, 0)
         # (when to look again, lock id, the verdict deadline it is for)
         self._deadlines: list[tuple[datetime, str, datetime]] = []
-        self._pg_generation = 0
+        self._waits_generation = 0
         self._trees: tuple[int, dict[str, blocking.BlockingTree]] | None = None
         self.generation = 0  # bumped by every change: views cache on it
 
@@ -190,9 +190,10 @@ class Board:
         )
 
     @property
-    def pg_generation(self) -> int:
-        """Changes whenever any Postgres lock did: views of the blocking tree cache on it."""
-        return self._pg_generation
+    def waits_generation(self) -> int:
+        """Changes whenever any Postgres or kernel lock did: views of the blocking
+        trees cache on it."""
+        return self._waits_generation
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -207,15 +208,16 @@ class Board:
         return [error for errors in self.errors.values() for error in errors]
 
     def blocking_trees(self) -> dict[str, blocking.BlockingTree]:
-        """Each server's blocking tree, built again only after a Postgres change."""
-        if self._trees is None or self._trees[0] != self._pg_generation:
-            by_server: dict[str, list[Lock]] = {}
+        """Each server's blocking tree (and the kernel's), built again only after
+        a Postgres or kernel lock changed."""
+        if self._trees is None or self._trees[0] != self._waits_generation:
+            by_group: dict[str, list[Lock]] = {}
             for entry in self.entries.values():
-                pg = entry.lock.pg
-                if pg is not None:
-                    by_server.setdefault(pg.server, []).append(entry.lock)
-            trees = {server: blocking.from_locks(locks) for server, locks in by_server.items()}
-            self._trees = (self._pg_generation, trees)
+                group = blocking.group(entry.lock)
+                if group is not None:
+                    by_group.setdefault(group, []).append(entry.lock)
+            trees = {group: blocking.from_locks(locks) for group, locks in by_group.items()}
+            self._trees = (self._waits_generation, trees)
         return self._trees[1]
 
     def conflicts(self) -> list[tuple[str, tuple[str, ...]]]:
@@ -331,14 +333,14 @@ class Board:
                 before[lock_id] = None if entry is None else (entry.lock, self.verdict(lock_id))
 
         scoped_touched = False
-        pg_touched = False
+        waits_touched = False
         for lock_id in gone:
             remember(lock_id)
             entry = self.entries.pop(lock_id, None)
             self._feed_of.pop(lock_id, None)
             if entry is not None:
                 scoped_touched |= lock_id in self._scoped
-                pg_touched |= entry.lock.pg is not None
+                waits_touched |= blocking.group(entry.lock) is not None
                 self._scoped.discard(lock_id)
                 self._conflicted.pop(lock_id, None)
         for entry in updates:
@@ -346,8 +348,8 @@ class Board:
             remember(lock_id)
             previous = self.entries.get(lock_id)
             self.entries[lock_id] = entry
-            pg_touched |= entry.lock.pg is not None or (
-                previous is not None and previous.lock.pg is not None
+            waits_touched |= blocking.group(entry.lock) is not None or (
+                previous is not None and blocking.group(previous.lock) is not None
             )
             if entry.lock.scope or lock_id in self._scoped:
                 scoped_touched = True
@@ -363,8 +365,8 @@ class Board:
             self._compact_deadlines()
         if scoped_touched:
             self._recompute_conflicts(remember)
-        if pg_touched:
-            self._pg_generation += 1
+        if waits_touched:
+            self._waits_generation += 1
 
         events: list[Event] = []
         for lock_id, old in before.items():

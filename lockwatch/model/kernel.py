@@ -126,7 +126,10 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
         # Nobody holds a kernel lock on it, but this process has it open: the
         # likely holder (the verdict says `open_by`).
         holder = replace(holder, pid=evidence.open_by[0])
-    return replace(lock, evidence=evidence, holder=holder)
+    # The kernel keeps no time, and a bare sentinel's mtime is not the lock's:
+    # no age anywhere (verdict, table, JSON) rather than a made-up one.
+    acquired_at = None if lock.policy.sentinel_mtime_only else lock.acquired_at
+    return replace(lock, evidence=evidence, holder=holder, acquired_at=acquired_at)
 
 
 def kernel_lock_id(kernel: KernelLock) -> str:

@@ -64,6 +64,10 @@ class StalenessPolicy:
     # A pid file that, once lockwatch has seen a kernel lock on it, follows the
     # kernel: released while its process lives on, it is free.
     kernel_pidfile: bool = False
+    # A bare sentinel's mtime says nothing about when its kernel lock was taken
+    # (every acquirer, and filelock's waiters, open it; some truncate it): where
+    # the kernel decides (kernel.with_evidence), the lock's age is unknown.
+    sentinel_mtime_only: bool = False
 
 
 NO_POLICY = StalenessPolicy()

@@ -3,7 +3,8 @@ recordings, actions and `--help` are all built from one registry
 (lockwatch/sources/registry.py) and a new source is one package.
 
 A source (in the spirit of harlequin's adapters) says:
-- its `name` (the JSON contract's `source`), its lock ids' `id_prefix`, and one
+- its `name` (the JSON contract's `source`), the dashboard's short `label` for
+  it (at most 4 characters: the SRC column), its lock ids' `id_prefix`, and one
   line of `summary` for `--help`;
 - the CLI `options` it owns (shared by `ls` and the dashboard) and the
   `config_tables` of lockwatch.toml it owns (`read_config` checks them);
@@ -99,6 +100,10 @@ class Collected:
 Found = tuple[Lock, Verdict, list[Lock]]
 
 
+# The dashboard's SRC column: every source's `label` fits it.
+LABEL_WIDTH = 4
+
+
 class Selected(Protocol):
     """A source configured for one run."""
 
@@ -109,6 +114,7 @@ class Selected(Protocol):
 
 class Source(Protocol):
     name: str
+    label: str  # at most LABEL_WIDTH characters
     id_prefix: str
     summary: str
     config_tables: tuple[str, ...]

@@ -22,6 +22,13 @@ def by_name(name: str) -> Source | None:
     return next((source for source in SOURCES if source.name == name), None)
 
 
+def label(name: str) -> str:
+    """The dashboard's short name for source `name` (a recording may name a
+    source this build lacks: its name, then)."""
+    source = by_name(name)
+    return source.label if source is not None else name
+
+
 def for_id(lock_id: str) -> Source | None:
     """The source whose locks have ids like `lock_id` (file:, pg:, kernel:)."""
     head = lock_id.partition(":")[0]

@@ -16,8 +16,9 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import Verdict
+from lockwatch.sources import registry
+from lockwatch.sources.contract import LABEL_WIDTH
 
-SOURCE_LABELS = {"file": "file", "postgres": "pg", "kernel": "kernel"}
 BAR_BLOCKS = " ▏▎▍▌▋▊▉█"
 
 
@@ -37,7 +38,7 @@ COLUMNS = (
     # Marked for a bulk action (●), or held by you (★): the table fills it in.
     Column("mark", "", 1),
     Column("state", "STATE", 8),
-    Column("source", "SRC", 4, priority=4),
+    Column("source", "SRC", LABEL_WIDTH, priority=4),
     Column("format", "FORMAT", 14, priority=6),
     Column("name", "NAME", 0),
     Column("holder", "HOLDER", 22, priority=1),
@@ -139,7 +140,7 @@ def cell(key: str, lock: Lock, verdict: Verdict, now: datetime, width: int) -> s
     if key == "state":
         return verdict.state.value
     if key == "source":
-        return SOURCE_LABELS.get(lock.source, lock.source)
+        return registry.label(lock.source)
     if key == "format":
         return lock.format
     if key == "name":

@@ -1,5 +1,6 @@
-"""Who waits on whom: each server's blocking tree, each root blocker's blast
-radius, and the scope conflicts between lock files."""
+"""Who waits on whom: each server's blocking tree (and the kernel's: processes
+blocked on flock/fcntl locks), each root blocker's blast radius, and the scope
+conflicts between lock files."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from lockwatch.model.blocking import BlockNode
+from lockwatch.model.blocking import KERNEL_GROUP, BlockNode, group
 from lockwatch.model.board import Board
 from lockwatch.model.humanize import duration
 from lockwatch.model.pg import PgBackend
@@ -19,7 +20,11 @@ from lockwatch.ui.safe import clean
 
 @dataclass(slots=True)
 class _Session:
-    backend: PgBackend
+    """A node of a tree as a line says it: a Postgres session, or a process
+    holding or awaiting kernel locks (which has no state and no wait start)."""
+
+    backend: PgBackend | None = None
+    command: str = ""
     waiting_since: datetime | None = None
     wants: str | None = None
     holds: int = 0
@@ -28,21 +33,34 @@ class _Session:
 def _sessions(board: Board) -> dict[tuple[str, int | str], _Session]:
     found: dict[tuple[str, int | str], _Session] = {}
     for entry in board.entries.values():
-        pg = entry.lock.pg
-        if pg is None:
+        lock = entry.lock
+        where = group(lock)
+        if where is None:
             continue
-        backend = pg.backend
-        key: int | str = (
-            backend.pid if backend.pid is not None else f"prepared:{backend.prepared_gid}"
-        )
-        session = found.get((pg.server, key))
+        if lock.pg is not None:
+            pg = lock.pg
+            backend = pg.backend
+            key: int | str = (
+                backend.pid if backend.pid is not None else f"prepared:{backend.prepared_gid}"
+            )
+            granted, wants = pg.granted, f"{pg.mode} on {lock.name}"
+        elif lock.kernel is not None and (pid := lock.kernel.holder_pid) is not None:
+            kernel = lock.kernel
+            key, backend = pid, None
+            granted, wants = not kernel.waiting, f"{kernel.mode} {kernel.format} on {lock.name}"
+        else:
+            continue
+        session = found.get((where, key))
         if session is None:
-            session = found[(pg.server, key)] = _Session(backend)
-        if pg.granted:
+            session = found[(where, key)] = _Session(backend)
+        if entry.facts is not None and entry.facts.cmdline and not session.command:
+            session.command = " ".join(entry.facts.cmdline)
+        if granted:
             session.holds += 1
         else:
-            session.waiting_since = pg.wait_start
-            session.wants = f"{pg.mode} on {entry.lock.name}"  # cleaned where shown
+            if lock.pg is not None:
+                session.waiting_since = lock.pg.wait_start
+            session.wants = wants  # cleaned where shown
     return found
 
 
@@ -81,7 +99,7 @@ class ContentionTree(Tree[str]):
     def update_from(self, board: Board, now: datetime, force: bool = False) -> None:
         # Rebuilt whenever locks changed, and every few seconds so wait times move;
         # the cursor stays on its line.
-        key = (board.pg_generation, board.generation, int(now.timestamp()) // 5)
+        key = (board.waits_generation, board.generation, int(now.timestamp()) // 5)
         if not force and key == self._built:
             return
         self._built = key
@@ -95,8 +113,11 @@ class ContentionTree(Tree[str]):
             waits = {k[1]: s.waiting_since for k, s in sessions.items() if k[0] == server}
             blocked = sum(root.total for root in tree.roots)
             title = Text(f"{clean(server)}: ", style="bold")
+            kind = "process(es)" if server == KERNEL_GROUP else "session(s)"
+            if server == KERNEL_GROUP:
+                title = Text("kernel locks (flock, fcntl): ", style="bold")
             if tree.roots or tree.cycles:
-                title.append(f"{len(tree.roots)} root blocker(s), {blocked} session(s) held up")
+                title.append(f"{len(tree.roots)} root blocker(s), {blocked} {kind} held up")
             else:
                 title.append("nobody waits", style="dim")
             branch = self.root.add(title, expand=True)
@@ -105,7 +126,11 @@ class ContentionTree(Tree[str]):
             for cycle in tree.cycles:
                 members = " → ".join(clean(str(m)) for m in cycle)
                 branch.add_leaf(
-                    Text(f"wait-for cycle (deadlock until deadlock_timeout): {members}")
+                    Text(
+                        f"wait-for cycle (the kernel refuses the last lock with EDEADLK): {members}"
+                        if server == KERNEL_GROUP
+                        else f"wait-for cycle (deadlock until deadlock_timeout): {members}"
+                    )
                 )
         conflicts = board.conflicts()
         if conflicts:
@@ -121,8 +146,12 @@ class ContentionTree(Tree[str]):
         if not any_tree:
             self.root.add_leaf(
                 Text(
-                    "No contention: no Postgres session waits and no lock scopes overlap."
-                    + ("" if trees else " (No PostgreSQL server is watched: add --pg DSN.)"),
+                    "No contention: nobody waits on a lock and no lock scopes overlap."
+                    + (
+                        ""
+                        if trees
+                        else " (No PostgreSQL server or kernel watched: add --pg DSN or --kernel.)"
+                    ),
                     style="dim",
                 )
             )
@@ -146,7 +175,10 @@ class ContentionTree(Tree[str]):
             label.append(
                 f"pid {node.id}" if isinstance(node.id, int) else clean(str(node.id)), style="bold"
             )
-            if session is not None:
+            if session is not None and session.backend is None:
+                if session.command:
+                    label.append(f" ({clean(session.command)})")
+            elif session is not None and session.backend is not None:
                 backend = session.backend
                 who = ", ".join(x for x in (backend.user, backend.application) if x)
                 if who:
@@ -155,17 +187,20 @@ class ContentionTree(Tree[str]):
                     label.append(f" {clean(backend.state)}")
                     if backend.state_since is not None:
                         label.append(f" {duration((now - backend.state_since).total_seconds())}")
-                if session.waiting_since is not None and not is_root:
+            if session is not None and not is_root:
+                if session.waiting_since is not None:
                     label.append(
                         f" · waiting {duration((now - session.waiting_since).total_seconds())}",
                     )
-                if session.wants and not is_root:
+                elif session.wants:
+                    label.append(" · waiting")
+                if session.wants:
                     label.append(f" for {clean(session.wants)}", style="dim")
             if node.total:
                 label.append(
                     f" — blocks {node.direct} directly, {node.total} in total", style="bold"
                 )
-                if is_root:
+                if is_root and server != KERNEL_GROUP:  # the kernel keeps no wait start
                     label.append(f", longest wait {duration(_longest_wait(node, waits, now))}")
             if node.waiters:
                 branch = into.add(label, expand=True)

@@ -275,6 +275,8 @@ def test_held(kind: str, holders: Holders, tmp_path: Path) -> None:
     record = expect_held(listing, holder)
     expect_verdict_matches_library(listing, holder)
     expect_exit(listing)
+    if holder.lock_path.stat().st_size == 0:  # a bare sentinel's mtime is not the lock's
+        assert record["age_seconds"] is None and record["acquired_at"] is None, show(record)
     if kind == "zc_lockfile":  # its own pid and the kernel's holder agree
         assert record["holder"]["pid"] == holder.pid
     if kind == "portalocker_pidfile":  # the pid file beside the flocked sidecar
@@ -286,6 +288,8 @@ def test_held(kind: str, holders: Holders, tmp_path: Path) -> None:
     expect_held(with_kernel, holder)
     kernel = expect_kernel_record(with_kernel, holder)
     assert not kernel.get("blocking"), show(kernel)
+    assert any(t["server"] == "kernel" for t in with_kernel.doc["blocking"])
+    assert not any(t["server"] == "kernel" for t in listing.doc["blocking"])
     expect_exit(with_kernel)
 
 
@@ -422,6 +426,14 @@ def test_blocked_waiter(kind: str, holders: Holders, tmp_path: Path) -> None:
     blocked_by = wait.get("blocked_by") or []
     assert blocked_by and set(blocked_by) <= holder.holder_pids, (
         f"blocked_by should name {sorted(holder.holder_pids)}: {show(wait)}"
+    )
+    # The wait-for tree (the Contention view's): the waiter under its holder.
+    (tree,) = [t for t in with_kernel.doc["blocking"] if t["server"] == "kernel"]
+    under = {
+        root["id"]: [waiter_node["id"] for waiter_node in root["waiters"]] for root in tree["roots"]
+    }
+    assert any(waiter.pid in under.get(pid, []) for pid in holder.holder_pids), (
+        f"the kernel tree should put {waiter.pid} under one of {sorted(holder.holder_pids)}: {tree}"
     )
     assert with_kernel.code == EXIT_OK
 

@@ -26,6 +26,13 @@ from textual.pilot import Pilot
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.kernel import (
+    FileKey,
+    KernelEvidence,
+    KernelLock,
+    kernel_lock_id,
+    with_evidence,
+)
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.pg import DEFAULT_IDLE_AFTER, AdvisoryKey, PgBackend, PgLock
 from lockwatch.model.process import ProcessFacts, StaticProcesses
@@ -38,6 +45,8 @@ from tests.conftest import LOCAL_HOST, NOW, lock_file
 
 __all__ = [
     "FILES_FEED",
+    "KERNEL_FEED",
+    "KERNEL_FREE_ID",
     "LOCAL_HOST",
     "NOW",
     "PG_DOWN_REASON",
@@ -52,6 +61,7 @@ __all__ = [
     "empty_scenario",
     "error_scenario",
     "frozen_clock",
+    "kernel_scenario",
     "lock_count",
     "make_app",
     "mixed_scenario",
@@ -59,6 +69,7 @@ __all__ = [
 ]
 
 FILES_FEED = "files"
+KERNEL_FEED = "kernel"
 PG_SERVER = "monitor@db1:5432/app"
 PG_FEED = f"pg:{PG_SERVER}"
 # Far beyond any test: no tick (which would sample the board and re-judge) happens.
@@ -784,4 +795,100 @@ def error_scenario(last_locks: bool = True) -> list[ChangeSet]:
             upserts=tuple(pg_entries),
         ),
         ChangeSet(PG_FEED, NOW, (down,)),
+    ]
+
+
+# --- the kernel's locks ----------------------------------------------------------------------
+
+BUILDS = "/srv/builds"
+KERNEL_FREE_ID = f"file:{BUILDS}/cache.lock"
+KERNEL_PROCESSES = StaticProcesses(
+    _running(5501, "python3 -m pip wheel . --lock build.lock", started_seconds_ago=300.0),
+    _running(5502, "python3 worker.py --queue builds", started_seconds_ago=120.0),
+    _running(5503, "flock build.lock make release", started_seconds_ago=40.0),
+    _running(5504, "terraform apply -auto-approve", started_seconds_ago=900.0),
+)
+
+
+def _held(
+    ordinal: int,
+    path: str,
+    inode: int,
+    pid: int,
+    *,
+    kind: str = "FLOCK",
+    blocking: tuple[int, ...] = (),
+    waiting: bool = False,
+    blocked_by: tuple[int, ...] = (),
+) -> KernelLock:
+    return KernelLock(
+        ordinal=ordinal,
+        type=kind,
+        mode="WRITE",
+        file=FileKey("253:1", inode),
+        start=0,
+        end=None,
+        pid=pid,
+        waiting=waiting,
+        owners=(pid,),
+        path=path,
+        blocking=blocking,
+        blocked_by=blocked_by,
+    )
+
+
+def kernel_scenario() -> list[ChangeSet]:
+    """Lock files that real libraries hold with flock/fcntl (empty sentinels),
+    judged with the kernel's evidence, and the kernel's own records:
+
+        build.lock   held with flock by pid 5501, pid 5503 (flock(1)) waits for it
+        cache.lock   nobody holds it: free
+        queue.lock   no kernel lock, but pid 5502 has it open: open_by
+        .terraform.tfstate.lock.info  a POSIX lock held by terraform
+
+    One change set per feed: FILES_FEED (root /srv/builds) and KERNEL_FEED.
+    """
+    build = _held(1, f"{BUILDS}/build.lock", 1001, 5501, blocking=(5503,))
+    waiter = _held(1, build.path or "", 1001, 5503, waiting=True, blocked_by=(5501,))
+    terraform = _held(2, f"{BUILDS}/infra/.terraform.tfstate.lock.info", 1004, 5504, kind="POSIX")
+    evidence = {
+        f"{BUILDS}/build.lock": KernelEvidence(holds=(build,), waiters=1),
+        f"{BUILDS}/cache.lock": KernelEvidence(),
+        f"{BUILDS}/queue.lock": KernelEvidence(open_by=(5502,)),
+    }
+    files = [
+        with_evidence(decode_file(lock_file(path, "", ago(age))), evidence[path])
+        for path, age in (
+            (f"{BUILDS}/build.lock", 300),
+            (f"{BUILDS}/cache.lock", 3 * 3600),
+            (f"{BUILDS}/queue.lock", 120),
+        )
+    ]
+    records = [
+        Lock(
+            id=kernel_lock_id(kernel),
+            source="kernel",
+            format=kernel.format,
+            name=(kernel.path or "").rsplit("/", 1)[-1],
+            path=kernel.path,
+            holder=Holder(pid=kernel.holder_pid),
+            kernel=kernel,
+        )
+        for kernel in (build, waiter, terraform)
+    ]
+    return [
+        ChangeSet(
+            FILES_FEED,
+            NOW,
+            _watching(BUILDS),
+            full=True,
+            upserts=tuple(judge(files, KERNEL_PROCESSES, NOW, LOCAL_HOST)),
+        ),
+        ChangeSet(
+            KERNEL_FEED,
+            NOW,
+            (SourceStatus("kernel", "/proc/locks", "ok", updated_at=NOW),),
+            full=True,
+            upserts=tuple(judge(records, KERNEL_PROCESSES, NOW, LOCAL_HOST)),
+        ),
     ]

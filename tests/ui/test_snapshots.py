@@ -29,6 +29,7 @@ from tests.ui.fakes import (
     StaticFeed,
     empty_scenario,
     error_scenario,
+    kernel_scenario,
     lock_count,
     make_app,
     mixed_scenario,
@@ -136,3 +137,21 @@ def test_filter_applied(snap_compare: SnapCompare) -> None:
     """--filter state:stale: the filter bar shows, the header counts what is hidden."""
     app = make_app(mixed_scenario(), filter_text="state:stale")
     assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+
+
+SMALL = (80, 24)
+
+
+@pytest.mark.parametrize("size", [MAIN, SMALL], ids=["120x36", "80x24"])
+def test_kernel_locks(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
+    """Lock files judged by the kernel (held, free and dimmed, open_by) beside
+    the kernel's own flock/POSIX records, a waiter among them."""
+    app = make_app(kernel_scenario())
+    assert snap_compare(app, terminal_size=size, run_before=keys())
+
+
+@pytest.mark.parametrize("size", [MAIN, SMALL], ids=["120x36", "80x24"])
+def test_kernel_contention(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
+    """tab: the process blocked on build.lock under the process holding it."""
+    app = make_app(kernel_scenario())
+    assert snap_compare(app, terminal_size=size, run_before=keys("tab"))

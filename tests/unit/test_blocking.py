@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from lockwatch.model.blocking import build
+from dataclasses import replace
+
+from lockwatch.model.blocking import KERNEL_GROUP, build, from_locks, group
+from lockwatch.model.kernel import FileKey, KernelLock, kernel_lock_id
+from lockwatch.model.lock import Holder, Lock
 
 
 def node_ids(tree_json: dict[str, object]) -> list[object]:
@@ -90,3 +94,46 @@ def test_big_cycle() -> None:
     ring = {i: [(i + 1) % 300] for i in range(300)}
     tree = build(ring)
     assert len(tree.cycles) == 1 and len(tree.cycles[0]) == 300
+
+
+def _kernel(pid: int, *, waiting: bool = False, blocked_by: tuple[int, ...] = ()) -> Lock:
+    kernel = KernelLock(
+        1,
+        "FLOCK",
+        "WRITE",
+        FileKey("8:1", 77),
+        0,
+        None,
+        pid,
+        waiting,
+        (pid,),
+        "/locks/a.lock",
+        blocked_by=blocked_by,
+    )
+    return Lock(
+        kernel_lock_id(kernel),
+        "kernel",
+        "flock",
+        "a.lock",
+        "/locks/a.lock",
+        Holder(pid=pid),
+        kernel=kernel,
+    )
+
+
+def test_kernel_waiters_hang_under_the_processes_they_wait_for() -> None:
+    """A chain across two files: 30 holds b and waits for a (held by 20); 40
+    waits for b. A lock file of the file source is in no wait-for graph."""
+    held_a = _kernel(20)
+    holds_b = replace(_kernel(30), id="kernel:b")
+    waits_a = _kernel(30, waiting=True, blocked_by=(20,))
+    waits_b = _kernel(40, waiting=True, blocked_by=(30,))
+    unknown = _kernel(50, waiting=True, blocked_by=(-1,))  # its holder's pid is unknown
+    locks = [held_a, holds_b, waits_a, waits_b, unknown]
+    assert {group(lock) for lock in locks} == {KERNEL_GROUP}
+    assert group(replace(held_a, kernel=None)) is None
+    tree = from_locks(locks)
+    (root,) = tree.roots
+    assert (root.id, root.direct, root.total) == (20, 1, 2)
+    (middle,) = root.waiters
+    assert (middle.id, [w.id for w in middle.waiters]) == (30, [40])

@@ -567,7 +567,7 @@ def test_blocking_trees_are_built_again_only_after_a_postgres_change() -> None:
     board = Board(LOCAL_HOST)
     assert board.blocking_trees() == {}
     board.apply(full(PG, *judged(*pg(HOLDER_ROW, waiter_row(4243)))))
-    generation = board.pg_generation
+    generation = board.waits_generation
     trees = board.blocking_trees()
     (root,) = trees[SERVER].roots
     assert (root.id, root.direct) == (4242, 1)
@@ -575,11 +575,11 @@ def test_blocking_trees_are_built_again_only_after_a_postgres_change() -> None:
 
     board.apply(full(FILES, *judged(DEPLOY, FIX)))  # files only
     board.apply(full(PG, *judged(*pg(HOLDER_ROW, waiter_row(4243)))))  # the same picture
-    assert board.pg_generation == generation
+    assert board.waits_generation == generation
     assert board.blocking_trees() is trees
 
     board.apply(full(PG, *judged(*pg(HOLDER_ROW, waiter_row(4243), waiter_row(4244)))))
-    assert board.pg_generation > generation
+    assert board.waits_generation > generation
     grown = board.blocking_trees()
     assert grown is not trees and grown[SERVER].roots[0].direct == 2
 

@@ -127,6 +127,24 @@ def test_no_evidence_keeps_the_files_own_rules() -> None:
     assert verdict.codes == ("no_pid",) or verdict.codes == ()
 
 
+def test_a_bare_sentinels_mtime_is_no_age_once_the_kernel_decides() -> None:
+    """Every acquirer opens the sentinel (filelock's waiters truncate it): its
+    mtime says nothing about the lock, so the kernel's verdicts give no age."""
+    for evidence in (
+        KernelEvidence(holds=(hold(),)),
+        KernelEvidence(open_by=(OTHER,)),
+        KernelEvidence(),
+    ):
+        _, verdict = judge(lock_file(), evidence)
+        assert verdict.age_seconds is None, (evidence, verdict)
+    # Without the kernel's word the file's own rules (and its mtime) stand.
+    _, verdict = judge(lock_file(), None)
+    assert verdict.age_seconds == 60.0
+    # A pid file's time is its writer's: kept under the kernel too.
+    _, verdict = judge(lock_file(pid=HOLDER, sentinel=False), KernelEvidence(holds=(hold(),)))
+    assert verdict.age_seconds == 60.0
+
+
 def test_seed_formats_are_not_sentinels() -> None:
     from lockwatch.sources.files.decoders import clawdbot
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 class FilesSource:
     name = "file"
+    label = "file"
     id_prefix = ids.FILE
     summary = (
         "lock files under PATHs: the seed formats, pid files and bare lock files,"

@@ -49,6 +49,7 @@ class KernelSettings:
 
 class KernelSource:
     name = "kernel"
+    label = "kern"
     id_prefix = ids.KERNEL
     summary = "the kernel's file locks (/proc/locks): flock, POSIX and OFD, holders and waiters"
     config_tables: tuple[str, ...] = ("kernel",)
@@ -117,6 +118,7 @@ class SelectedKernel:
     def collect(self, request: ListingRequest) -> Collected:
         from lockwatch.clock import FrozenClock
         from lockwatch.model.assess import assess
+        from lockwatch.model.blocking import KERNEL_GROUP, from_locks
         from lockwatch.sources.processes import PsutilProcesses
 
         table, locks = locks_now(self.roots)
@@ -125,6 +127,7 @@ class SelectedKernel:
             out.warnings.append(f"kernel: {table.problem}")
             return out
         out.assessed = assess(locks, PsutilProcesses(), FrozenClock(request.now), request.host)
+        out.blocking.append((KERNEL_GROUP, from_locks(locks)))
         return out
 
     def feeds(self, clock: Clock, host: str) -> Sequence[Feed]:

@@ -114,6 +114,7 @@ def read_settings(data: Mapping[str, Any], where: str) -> PgSettings:
 
 class PostgresSource:
     name = "postgres"
+    label = "pg"
     id_prefix = ids.PG
     summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
     config_tables: tuple[str, ...] = ("postgres", "advisory")

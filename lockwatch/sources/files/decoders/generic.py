@@ -28,7 +28,7 @@ FORMAT = "generic"
 POLICY = StalenessPolicy(pid_liveness=True, kernel_pidfile=True)
 # An empty lock file records nothing: it is the sentinel of a kernel lock
 # (filelock, portalocker, fasteners, flock(1)), held while that lock is.
-SENTINEL = StalenessPolicy(pid_liveness=True, kernel_sentinel=True)
+SENTINEL = StalenessPolicy(pid_liveness=True, kernel_sentinel=True, sentinel_mtime_only=True)
 
 PID_KEYS = ("pid", "PID", "process_id", "processId", "owner_pid", "ownerPid")
 HOST_KEYS = ("hostname", "host", "host_id", "hostName", "node", "machine")
