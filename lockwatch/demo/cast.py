@@ -4,7 +4,9 @@ Timings are chosen so that every state is on screen within 10 s of the start:
 `invalid`, a scope conflict and a stale (too old) gitclaw lock at once; a stale
 clawdbot lock (holder dead) once KILLED is SIGKILLed (3 s) and lockwatch's next pid
 check (2 s); the hung tower-fleet executor's lock, stale 5 s after its last heartbeat
-(1.25 s after it took the lock). PostgreSQL's waiters show from its first poll.
+(1.25 s after it took the lock); the build's flock sentinel, free once its first
+build ends (2-4 s) and lockwatch next asks the kernel (2 s). PostgreSQL's waiters
+show from its first poll.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def cast(w: Workspace) -> list[Role]:
     tower = str(w.tower_locks)
     project = str(w.loops_project)
     return [
-        # Those whose clock matters start first: children start slowly when sixteen
+        # Those whose clock matters start first: children start slowly when seventeen
         # of them share a couple of cores with an embedded PostgreSQL being set up.
         Role(
             "tower-sync-hung",
@@ -146,6 +148,12 @@ def cast(w: Workspace) -> list[Role]:
             ("--project", project, "--name", "docs-api", "--scope", "docs/api", "--queue",
              "--run", "3,5", "--pause", "1,3", "--delay", "0.5"),
             "loop on docs/api with --queue: waits for docs-sweep, then takes its turn",
+        ),
+        Role(
+            "build-cache",
+            "flock",
+            ("--lock", str(w.builds / "cache.lock"), "--hold", "2,4", "--pause", "4,6"),
+            "builds guarding an empty cache.lock with flock: active while held, free between",
         ),
     ]  # fmt: skip
 

@@ -14,6 +14,9 @@ systems do, run as real processes: `python -m lockwatch.demo.children KIND [OPTI
   checking running loops for overlaps; `--queue` waits for the scope instead of giving
   up, `--racy-start` skips the first check (two loops started in the same instant both
   pass it before either writes: the seed's check-then-create race).
+- `flock`: a build step guarding an empty sentinel file with flock(2), as
+  filelock, portalocker and flock(1) do: the file says nothing, only the kernel
+  knows whether it is held (active while held, free between runs).
 - `guardian`: started first, reads what the demo started from its stdin; if that pipe
   closes without the demo saying it cleaned up (the demo was SIGKILLed), it cleans up.
 
@@ -22,7 +25,7 @@ parent goes (its parent pid changes; on Linux also PR_SET_PDEATHSIG): it release
 it holds and exits. Each logs what it does, one line per event, to stderr.
 
 Standard library only (psycopg for the guardian's last resort on a named server), and
-not even all of it: sixteen children start at once, often on two cores, next to an
+not even all of it: seventeen children start at once, often on two cores, next to an
 embedded PostgreSQL being initialised, and the hanging executor's clock is running. So
 no dataclasses, secrets or shutil at import time.
 """
@@ -462,6 +465,43 @@ def loops(args: argparse.Namespace, life: Life, log: Log, rng: random.Random) ->
     return 0
 
 
+# --------------------------------------------------------------------------- flock
+
+
+def _flock(fd: int, life: Life) -> bool:
+    """Whether it got the lock before it was time to stop. Non-blocking tries:
+    a blocking flock() would outlive a stop signal."""
+    import fcntl
+
+    while life.going:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            life.sleep(QUEUE_POLL_S / 4)
+    return False
+
+
+def flock(args: argparse.Namespace, life: Life, log: Log, rng: random.Random) -> int:
+    import fcntl
+
+    path = Path(args.lock)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while life.going:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not _flock(fd, life):
+                break
+            log(f"build started; holds {path.name} (flock)")
+            life.sleep(pick(rng, args.hold))
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            log(f"build done; released {path.name}")
+        finally:
+            os.close(fd)
+        life.sleep(pick(rng, args.pause))
+    return 0
+
+
 # --------------------------------------------------------------------------- the guardian
 
 
@@ -598,6 +638,7 @@ KINDS: dict[str, Callable[[argparse.Namespace, Life, Log, random.Random], int]] 
     "gitclaw": gitclaw,
     "tower": tower,
     "loops": loops,
+    "flock": flock,
 }
 
 
@@ -647,6 +688,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pause", type=span, default=(1.0, 3.0))
     p.add_argument("--queue", action="store_true")
     p.add_argument("--racy-start", action="store_true")
+
+    p = kinds.add_parser("flock", parents=[common])
+    p.add_argument("--lock", required=True, help="the sentinel file")
+    p.add_argument("--hold", type=span, default=(2.0, 4.0))
+    p.add_argument("--pause", type=span, default=(4.0, 6.0))
 
     kinds.add_parser("guardian", parents=[common])
     return top

@@ -224,7 +224,7 @@ class Demo:
         elif self.embedded_pg:
             self.say("lockwatch demo: starting an embedded PostgreSQL (pgserver)...")
             # Setting up a server is CPU-hungry: let the children whose clocks count
-            # start first (on two cores, sixteen children and initdb compete).
+            # start first (on two cores, seventeen children and initdb compete).
             self._await(clocks(self._ws), CLOCKS_WAIT_S)
             guardian = self._guardian
             try:

@@ -10,6 +10,7 @@
         gitclaw/<runner>/.GITCLAW/state/locks/<issue>.lock
         tower-fleet/logs/locks/<lock_name>.lock
         little-loops/.loops/.running/<loop>.lock   (project dirs src/, src/api, docs/ ...)
+        builds/cache.lock   an empty sentinel held with flock between builds
 
 The embedded PostgreSQL's data directory is elsewhere: the dashboard must not list its
 postmaster.pid, and pgserver opens up its parent directories to another OS user.
@@ -64,6 +65,10 @@ class Workspace:
     def loops_project(self) -> Path:
         return self.systems / "little-loops"
 
+    @property
+    def builds(self) -> Path:
+        return self.systems / "builds"
+
 
 def create(base: Path | None = None) -> Workspace:
     """A fresh workspace under `base` (default: the system's temp directory)."""
@@ -71,6 +76,7 @@ def create(base: Path | None = None) -> Workspace:
     workspace = Workspace(root)
     workspace.logs.mkdir()
     workspace.tower_locks.mkdir(parents=True)
+    workspace.builds.mkdir(parents=True)
     for sub in LOOPS_PROJECT_DIRS:
         (workspace.loops_project / sub).mkdir(parents=True)
     (workspace.loops_project / ".loops" / ".running").mkdir(parents=True)

@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -257,6 +258,43 @@ def test_issue_runs_take_turns_and_a_cancelled_run_leaves_a_stale_lock(
     verdicts = judged(locks)
     assert verdicts["issue-42"].state is State.ACTIVE
     assert verdicts["issue-7"].state is State.STALE and "too_old" in verdicts["issue-7"].codes
+
+
+def listed(root: Path) -> dict[str, Any]:
+    """`lockwatch ls --json ROOT` as a user runs it (kernel evidence and all), by
+    name; no config or LOCKWATCH_* variable of the caller's adds anything."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCKWATCH_", "PG"))}
+    env["XDG_CONFIG_HOME"] = str(root / "no-config")
+    out = subprocess.run(
+        [sys.executable, "-m", "lockwatch", "ls", "--json", str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return {lock["path"].rsplit("/", 1)[-1]: lock for lock in json.loads(out.stdout)["locks"]}
+
+
+def test_a_build_holds_its_sentinel_with_flock_and_leaves_it_free(
+    supervisor: Supervisor,
+) -> None:
+    builds = supervisor.workspace.builds
+    held, done = builds / "held.lock", builds / "done.lock"
+    holding = supervisor.start(Role("holding", "flock", ("--lock", str(held), "--hold", "inf"), ""))
+    supervisor.start(
+        Role("done", "flock", ("--lock", str(done), "--hold", "0.2", "--pause", "inf"), "")
+    )
+    wait_until(lambda: "released done.lock" in log_of(supervisor, "done"), "a build to end")
+    wait_until(lambda: "holds held.lock" in log_of(supervisor, "holding"), "a build to start")
+    locks = listed(builds)
+    assert held.read_bytes() == b"" and done.read_bytes() == b""  # the file says nothing
+    assert locks["held.lock"]["state"] == "active", locks["held.lock"]
+    assert locks["held.lock"]["holder"]["pid"] == holding.process.pid
+    assert locks["done.lock"]["state"] == "free", locks["done.lock"]
+    assert supervisor.stop() == []
+    assert listed(builds)["held.lock"]["state"] == "free"
 
 
 def test_memory_writers_back_off_and_break_a_dead_holders_lock(supervisor: Supervisor) -> None:

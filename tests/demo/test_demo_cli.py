@@ -17,7 +17,7 @@ from tests.demo.conftest import wait_until
 
 __all__ = ["isolated", "terminal_env"]  # fixtures, used by name
 
-START_S = 30.0  # a cold start of sixteen children and Textual on a loaded machine
+START_S = 30.0  # a cold start of seventeen children and Textual on a loaded machine
 EXIT_S = 15.0
 
 
@@ -104,11 +104,11 @@ def test_under_a_terminal_it_runs_quits_on_q_and_leaves_nothing(
         workspace = Path(found.group(1))
         assert workspace.is_dir()
         # Sixteen children, less the one killed on purpose and the one-shot cancelled run.
-        wait_until(lambda: len(demo_processes(str(workspace))) == 14, "the children")
+        wait_until(lambda: len(demo_processes(str(workspace))) == 15, "the children")
         term.send(b"q")
         assert term.wait_exit(EXIT_S) == 0
         text = term.text()
-    assert "lockwatch demo: stopped 16 processes, ended 12 PostgreSQL sessions" in text
+    assert "lockwatch demo: stopped 17 processes, ended 12 PostgreSQL sessions" in text
     assert "dropped table lockwatch_demo_" in text
     assert not workspace.exists()
     wait_until(lambda: not demo_processes(str(workspace)), "no demo process left", timeout=5)

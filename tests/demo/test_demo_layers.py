@@ -1,5 +1,5 @@
 """The demo's layers: the show never imports the UI or the CLI (the command builds the
-dashboard on it), and the children stay light, since sixteen of them start at once."""
+dashboard on it), and the children stay light, since seventeen of them start at once."""
 
 from __future__ import annotations
 

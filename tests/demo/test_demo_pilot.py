@@ -50,8 +50,9 @@ class Seen:
     @property
     def complete(self) -> bool:
         return (
-            self.states == set(State) - {State.FREE}  # the demo has no kernel-lock sentinel yet
+            self.states == set(State)
             and {"holder_dead", "heartbeat_expired", "too_old", "schema_violation"} <= self.codes
+            and "not_held" in self.codes
             and {"billing-sync", "agent:42"} <= self.waiting
             and {"fix-bugs", "refactor-api"} <= self.conflicted
             and self.deepest_chain >= 3
@@ -108,7 +109,7 @@ async def test_every_state_shows_and_nothing_survives_the_app(
     assert not workspace.root.exists()
     if demo.pg.datadir is not None:
         assert not demo.pg.datadir.exists(), "the embedded server's data stays"
-    assert any("stopped 16 processes" in line for line in demo.report), demo.report
+    assert any("stopped 17 processes" in line for line in demo.report), demo.report
 
 
 def test_without_pgserver_it_runs_files_only_keeps_and_stops_on_an_exception(
@@ -124,11 +125,11 @@ def test_without_pgserver_it_runs_files_only_keeps_and_stops_on_an_exception(
         assert demo.dsns == () and demo.audit_log == audit
         assert "files only" in demo.describe()
         processes = {pid: birth(pid) for pid in demo.pids}
-        assert len(processes) == 17  # sixteen children and the guardian
+        assert len(processes) == 18  # seventeen children and the guardian
         raise RuntimeError("the UI crashed")
     assert [pid for pid, created in processes.items() if not gone(pid, created)] == []
     assert demo.workspace is not None and demo.workspace.root.exists()
-    assert len(list(demo.workspace.logs.glob("*.log"))) == 17
+    assert len(list(demo.workspace.logs.glob("*.log"))) == 18
     assert "tower-sync-hung" in (demo.workspace.root / "README.txt").read_text()
     assert not (demo.workspace.root / "lockwatch.toml").exists()
     assert any("workspace kept" in line for line in demo.report), demo.report
