@@ -84,6 +84,13 @@ def _describe(board: Board, lock_id: str) -> str:
     return clean(f"{entry.lock.name} ({scope})" if scope else entry.lock.name)
 
 
+COMMAND_SHOWN = 32
+
+
+def _short(command: str) -> str:
+    return command if len(command) <= COMMAND_SHOWN else command[: COMMAND_SHOWN - 1] + "…"
+
+
 class ContentionTree(Tree[str]):
     """Rebuilt only when a Postgres lock changed; ages follow the tick."""
 
@@ -176,8 +183,8 @@ class ContentionTree(Tree[str]):
                 f"pid {node.id}" if isinstance(node.id, int) else clean(str(node.id)), style="bold"
             )
             if session is not None and session.backend is None:
-                if session.command:
-                    label.append(f" ({clean(session.command)})")
+                if session.command:  # short: the counts after it must stay in view
+                    label.append(f" ({clean(_short(session.command))})")
             elif session is not None and session.backend is not None:
                 backend = session.backend
                 who = ", ".join(x for x in (backend.user, backend.application) if x)
