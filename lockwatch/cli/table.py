@@ -19,6 +19,7 @@ STATE_COLOURS = {
     State.INVALID: "magenta",
     State.WAITING: "yellow",
     State.FREE: "bright_black",
+    State.UNKNOWN: "cyan",
 }
 
 # The one sanitiser, under the name the CLI's callers know: a lock file's name or

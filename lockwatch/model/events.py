@@ -19,6 +19,7 @@ class EventKind(StrEnum):
     BECAME_INVALID = "became_invalid"
     STARTED_WAITING = "started_waiting"
     BECAME_FREE = "became_free"
+    BECAME_UNKNOWN = "became_unknown"
     HEARTBEAT = "heartbeat"
     HOLDER_DIED = "holder_died"
     HOLDER_CHANGED = "holder_changed"
@@ -122,6 +123,7 @@ def compare(
             State.INVALID: EventKind.BECAME_INVALID,
             State.WAITING: EventKind.STARTED_WAITING,
             State.FREE: EventKind.BECAME_FREE,
+            State.UNKNOWN: EventKind.BECAME_UNKNOWN,
         }[verdict.state]
         events.append(_event(at, kind, lock, _why(verdict)))
     if waiters(before) != waiters(lock):

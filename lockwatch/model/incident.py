@@ -47,12 +47,12 @@ TREE_NODES = 100  # per server
 TREE_DEPTH = 12
 
 _OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_INDENT_2
-_STATES = (State.STALE, State.INVALID, State.WAITING, State.ACTIVE, State.FREE)
+_STATES = (State.STALE, State.INVALID, State.UNKNOWN, State.WAITING, State.ACTIVE, State.FREE)
 # Active locks worth a look all the same: what they say may explain the incident.
 ATTENTION_CODES = frozenset(
     {"blocking", "scope_conflict", "heartbeat_late", "clock_skew", "prepared_transaction"}
 )
-_RANK = {State.STALE: 0, State.INVALID: 1, State.WAITING: 2, State.ACTIVE: 3, State.FREE: 4}
+_RANK = {state: rank for rank, state in enumerate(_STATES)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +259,7 @@ def _summary_line(incident: Incident) -> str:
     states = ", ".join(
         f"{counts[state.value]} {state.value}"
         for state in _STATES
-        if state is not State.FREE or counts[state.value]
+        if state not in (State.FREE, State.UNKNOWN) or counts[state.value]
     )
     parts = [
         f"**{_plural(len(incident.entries), 'lock')}**: {states}",

@@ -30,6 +30,9 @@ class Holder:
     actor: str | None = None
     session: str | None = None
     operation: str | None = None
+    # The pid was recorded in another pid namespace (a container): it names no
+    # process here, so its liveness cannot be checked on this host.
+    other_pid_namespace: bool = False
 
 
 NO_HOLDER = Holder()
@@ -47,6 +50,10 @@ class StalenessPolicy:
     pid_liveness: bool = False
     # Stale once now - acquired_at exceeds this many seconds.
     max_age: float | None = None
+    # The recorded time is the writer's, not the acquirer's (a file rewritten by
+    # whoever touched it last): a holder process started after it is no sign
+    # that its pid was recycled.
+    time_by_writer: bool = False
     # gitclaw counts the boundary itself as stale (age >= max_age).
     max_age_inclusive: bool = False
     # A lock written by another host: stale past this age; its pid is never checked.

@@ -28,7 +28,15 @@ _PLACE_ONE_BY_ONE = 128
 # row is worth indexing.
 _BISECT_LOOKUPS = 64
 # Worst first: what an operator at 3 a.m. must see at the top.
-_SEVERITY = {State.STALE: 0, State.INVALID: 1, State.WAITING: 2, State.ACTIVE: 3, State.FREE: 4}
+# Worst first: what needs a look (unknown: nobody can tell) before what is fine.
+_SEVERITY = {
+    State.STALE: 0,
+    State.INVALID: 1,
+    State.UNKNOWN: 2,
+    State.WAITING: 3,
+    State.ACTIVE: 4,
+    State.FREE: 5,
+}
 
 
 def _since(lock: Lock) -> float:

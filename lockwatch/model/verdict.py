@@ -31,6 +31,9 @@ class State(StrEnum):
     WAITING = "waiting"
     # Nobody holds it: a kernel-lock sentinel file no kernel lock is held on.
     FREE = "free"
+    # lockwatch cannot tell (a pid from another pid namespace): never counted as
+    # stale, never shown as held by some unrelated process.
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,7 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
 
     holder = lock.holder
     foreign = holder.host is not None and not same_host(holder.host, local_host)
+    unknown: Reason | None = None  # why nobody can tell whether it is held
     alive: bool | None = None
     facts: ProcessFacts | None = None
     if foreign:
@@ -110,10 +114,23 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
                 " its pid cannot be checked here",
             )
         )
+    elif holder.pid is not None and (holder.other_pid_namespace or holder.pid == 1):
+        # pid 1 here is init: no lock is held by it; such a pid was written
+        # inside a container, as is any the file marks so.
+        why = (
+            "the lock file says so"
+            if holder.other_pid_namespace
+            else "pid 1 on this host is init, not a lock holder"
+        )
+        unknown = Reason(
+            "other_pid_namespace",
+            f"pid {holder.pid} was recorded in another pid namespace ({why}): it cannot be"
+            " checked here",
+        )
     elif holder.pid is not None:
         facts = processes.facts(holder.pid)
         alive = facts.alive
-        reuse = _reused(facts, lock.acquired_at)
+        reuse = None if policy.time_by_writer else _reused(facts, lock.acquired_at)
         if reuse is not None:
             alive = False
         if policy.pid_liveness:
@@ -168,8 +185,16 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
             deadlines.append(plus_seconds(lock.heartbeat_at, ttl))
 
     future = [d for d in deadlines if d is not None and d >= now]
+    if unknown is not None:
+        # Its own rules (age, heartbeat) still decide when they can: only a
+        # lock they leave live is in doubt.
+        info.insert(0, unknown)
     return Verdict(
-        State.STALE if stale else State.ACTIVE,
+        State.UNKNOWN
+        if unknown is not None and not stale
+        else State.STALE
+        if stale
+        else State.ACTIVE,
         (*stale, *info),
         age_seconds=age,
         alive=alive,

@@ -89,7 +89,14 @@ class SourcesBar(Static):
         line.append("\n")
         counts = board.counts
         line.append(f"{len(board)} locks")
-        for state in (State.STALE, State.INVALID, State.WAITING, State.ACTIVE, State.FREE):
+        for state in (
+            State.STALE,
+            State.INVALID,
+            State.UNKNOWN,
+            State.WAITING,
+            State.ACTIVE,
+            State.FREE,
+        ):
             if counts[state]:
                 line.append(f"  {counts[state]} {state.value}")
         if shown != len(board):

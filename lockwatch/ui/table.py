@@ -25,7 +25,7 @@ from lockwatch.model.rows import Rows
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.ui.cells import HELD, HELD_BY_YOU, MARKED, Column, cell, fit, layout
 
-STATES = ("active", "stale", "invalid", "waiting", "free")
+STATES = ("active", "stale", "invalid", "waiting", "free", "unknown")
 _TEXTS_KEPT = 1024  # rows' fixed cells kept: a few screens' worth
 _NOT_BOLD = Style(bold=False)
 
@@ -85,6 +85,7 @@ class LockTable(ScrollView, can_focus=True):
     LockTable > .lock-table--invalid { color: $lw-invalid; text-style: bold; }
     LockTable > .lock-table--waiting { color: $lw-waiting; text-style: bold; }
     LockTable > .lock-table--free { color: $lw-free; text-style: dim; }
+    LockTable > .lock-table--unknown { color: $lw-unknown; text-style: bold italic; }
     """
 
     class Highlighted(Message):

@@ -35,7 +35,7 @@ from typing import Any
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-STATES = ("active", "stale", "invalid", "waiting", "free")
+STATES = ("active", "stale", "invalid", "waiting", "free", "unknown")
 DEFAULT_THEME = "lockwatch-dark"
 VARIABLE_PREFIX = "lw-"
 """`$lw-stale` in TCSS is the colour of stale locks in the current theme."""
@@ -59,6 +59,7 @@ STATE_ROLES = {
     "invalid": "accent",
     "waiting": "warning",
     "free": "panel",
+    "unknown": "secondary",
 }
 # ...or, when that is missing too, these (the states of lockwatch-dark / lockwatch-light).
 FALLBACK_STATES: Mapping[bool, Mapping[str, str]] = {
@@ -68,6 +69,7 @@ FALLBACK_STATES: Mapping[bool, Mapping[str, str]] = {
         "invalid": "#d787d7",
         "waiting": "#d7af00",
         "free": "#808080",
+        "unknown": "#5fafd7",
     },
     False: {
         "active": "#00875f",
@@ -75,6 +77,7 @@ FALLBACK_STATES: Mapping[bool, Mapping[str, str]] = {
         "invalid": "#870087",
         "waiting": "#875f00",
         "free": "#808080",
+        "unknown": "#005f87",
     },
 }
 

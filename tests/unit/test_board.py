@@ -533,7 +533,12 @@ def test_counts_and_samples() -> None:
     broken = generic("/srv/run/broken.lock", b"\x00")
     board.apply(full(FILES, *judged(DEPLOY, QUIET, stale, broken)))
     board.apply(full(PG, *judged(*pg(HOLDER_ROW, waiter_row(4243)))))
-    expected = {State.ACTIVE: 3, State.STALE: 1, State.INVALID: 1, State.WAITING: 1, State.FREE: 0}
+    expected = dict.fromkeys(State, 0) | {
+        State.ACTIVE: 3,
+        State.STALE: 1,
+        State.INVALID: 1,
+        State.WAITING: 1,
+    }
     assert board.counts == expected
     taken = board.sample(NOW)
     assert (taken.at, taken.active, taken.stale, taken.waiting, taken.invalid) == (
@@ -547,6 +552,7 @@ def test_counts_and_samples() -> None:
         State.INVALID: 1,
         State.WAITING: 0,
         State.FREE: 0,
+        State.UNKNOWN: 0,
     }
     board.sample(later(1))
     assert [s.active for s in board.samples] == [3, 2]

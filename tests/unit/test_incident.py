@@ -245,7 +245,7 @@ def test_json_shape() -> None:
     assert (doc["host"], doc["filter"]) == (LOCAL_HOST, "name:deploy")
     assert doc["summary"] == {
         "locks": 11,
-        "states": {"active": 6, "stale": 2, "invalid": 1, "waiting": 2, "free": 0},
+        "states": {"active": 6, "stale": 2, "invalid": 1, "waiting": 2, "free": 0, "unknown": 0},
         "waiting_sessions": 2,
         "scope_conflicts": 1,
         "errors": 1,

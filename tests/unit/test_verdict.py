@@ -7,6 +7,7 @@ pid is dead. Ages are given in seconds before NOW; `MS` is one millisecond.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -612,3 +613,40 @@ def test_assess_matches_evaluate_for_unrelated_locks() -> None:
         State.STALE,
         State.ACTIVE,
     ]
+
+
+# --- pid namespaces: what nobody can tell is unknown ------------------------------
+
+
+def test_a_pid_marked_as_another_namespaces_is_unknown_never_checked() -> None:
+    lock = make_lock(StalenessPolicy(pid_liveness=True), host=LOCAL_HOST)
+    marked = replace(lock, holder=replace(lock.holder, other_pid_namespace=True))
+    verdict = judge(marked, NoLookups())
+    assert verdict.state is State.UNKNOWN
+    assert verdict.codes == ("other_pid_namespace",)
+    assert verdict.alive is None and verdict.process is None
+
+
+def test_pid_1_is_init_here_so_a_lock_naming_it_is_unknown() -> None:
+    verdict = judge(make_lock(StalenessPolicy(pid_liveness=True), pid=1), NoLookups())
+    assert verdict.state is State.UNKNOWN
+    assert "pid 1" in verdict.reasons[0].message
+
+
+def test_a_formats_own_age_rule_still_decides_an_unknown_pid() -> None:
+    """clawdbot calls a lock over 30 s stale whoever holds it."""
+    verdict = judge(claw(45.0, pid=1), NoLookups())
+    assert verdict.state is State.STALE
+    assert verdict.codes == ("too_old", "other_pid_namespace")
+    assert judge(claw(5.0, pid=1), NoLookups()).state is State.UNKNOWN
+
+
+def test_a_time_set_by_the_writer_never_trips_pid_reuse() -> None:
+    """Only a time the acquirer recorded says the holder started after it."""
+    late = started(seconds_after=30.0, lock_age=60.0)
+    assert judge(gen(60.0), late).codes == ("pid_reused",)
+    writer = make_lock(
+        StalenessPolicy(pid_liveness=True, time_by_writer=True), acquired_at=ago(60.0)
+    )
+    verdict = judge(writer, late)
+    assert verdict.state is State.ACTIVE and "pid_reused" not in verdict.codes
