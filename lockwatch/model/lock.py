@@ -75,6 +75,13 @@ class StalenessPolicy:
     # (every acquirer, and filelock's waiters, open it; some truncate it): where
     # the kernel decides (kernel.with_evidence), the lock's age is unknown.
     sentinel_mtime_only: bool = False
+    # Held exactly while some process works on what it guards (`Lock.users`): a
+    # lock file with no pid, whose writer is known by what it works on (git).
+    # Past `users_grace` seconds of age with nobody at work, it is stale.
+    held_while_used: bool = False
+    users_grace: float = 5.0
+    # Who would be at work, for the message: "no git process in this repository".
+    users_label: str = "process works on what it guards"
 
 
 NO_POLICY = StalenessPolicy()
@@ -109,3 +116,9 @@ class Lock:
     file_key: FileKey | None = None
     # What the kernel says about a lock file; None where nobody could ask.
     evidence: KernelEvidence | None = None
+    # The file whose kernel locks decide this lock, when it is not the lock file
+    # itself (Terraform's .lock.info: the kernel lock is on the state file).
+    kernel_file: str | None = None
+    # Processes working on what the lock guards, as the file source found them
+    # (git processes in the repository of a `.git/*.lock`); None: nobody looked.
+    users: tuple[int, ...] | None = None

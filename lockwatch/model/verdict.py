@@ -102,6 +102,19 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
             return unheld
 
     holder = lock.holder
+    if policy.held_while_used and lock.users is not None and not lock.users:
+        # Nobody at work on what it guards: left behind, once it is older than
+        # a writer needs between creating it and being seen at work.
+        if age is None or age > policy.users_grace:
+            reason = Reason("holder_dead", f"no {policy.users_label}")
+            return Verdict(State.STALE, (reason, *decided), age_seconds=age)
+        assert lock.acquired_at is not None
+        return Verdict(
+            State.ACTIVE,
+            tuple(info),
+            age_seconds=age,
+            next_change_at=plus_seconds(lock.acquired_at, policy.users_grace),
+        )
     foreign = holder.host is not None and not same_host(holder.host, local_host)
     unknown: Reason | None = None  # why nobody can tell whether it is held
     alive: bool | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -78,7 +79,27 @@ def test_symlink_lock_is_invalid_and_never_followed(tmp_path: Path) -> None:
     for name in ("link.lock", "dangling.lock"):
         lock = locks[name]
         assert [d.code for d in lock.defects] == ["symlink"]  # type: ignore[attr-defined]
-        assert lock.sha256 is None  # type: ignore[attr-defined]
+        # Its digest is of the link's own text (what a break compares), never the target's.
+        link_text = os.readlink(tmp_path / name).encode()
+        assert lock.sha256 == hashlib.sha256(link_text).hexdigest()  # type: ignore[attr-defined]
+        assert lock.content == {"symlink_target": os.readlink(tmp_path / name)}  # type: ignore[attr-defined]
+
+
+def test_a_lock_directory_is_listed_with_what_is_inside_not_walked(tmp_path: Path) -> None:
+    """The mkdir idiom: `x.lock/` is a lock (format mkdir, no holder), and the
+    files inside it are its content, not locks of their own."""
+    held = tmp_path / "deploy.lock"
+    held.mkdir()
+    write(held / "inner.lock", "")
+    (tmp_path / "plain").mkdir()
+    write(tmp_path / "plain" / "x.lock", "")
+    locks = by_name(scan([str(tmp_path)]))
+    assert sorted(locks) == ["deploy.lock", "x.lock"]
+    lock = locks["deploy.lock"]
+    assert lock.format == "mkdir" and lock.content == {"entries": ["inner.lock"]}  # type: ignore[attr-defined]
+    assert lock.holder.pid is None  # type: ignore[attr-defined]
+    # Named directly, a lock directory is read the same way.
+    assert by_name(scan([str(held)]))["deploy.lock"].format == "mkdir"  # type: ignore[attr-defined]
 
 
 def test_symlinked_directory_inside_a_tree_is_not_followed(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ invisible here and "nobody holds it" would be a guess.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
@@ -100,7 +101,7 @@ class Evidence:
             return list(locks)
         out = []
         for lock in locks:
-            key = lock.file_key
+            key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
             if key is None or key.device in self._remote:
                 out.append(lock)
                 continue
@@ -114,6 +115,16 @@ class Evidence:
             )
             out.append(with_evidence(lock, evidence))
         return out
+
+
+def _key_of(path: str) -> FileKey | None:
+    """The device and inode of the file another lock's kernel lock is on (never
+    through a symlink), or None when it is not there."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return FileKey.of(st.st_dev, st.st_ino)
 
 
 def held_keys(table: KernelTable | None) -> set[FileKey]:

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError
-from lockwatch.sources.files.decoders import decode_file, invalid
+from lockwatch.sources.files.decoders import decode_file, invalid, wanted_by_format
 from lockwatch.sources.files.decoders.base import LockFile
 
 MAX_LOCK_BYTES = 64 * 1024
+# Names listed from inside a lock directory (MkdirLockFile keeps one file there).
+MAX_DIR_ENTRIES = 64
 LOCK_SUFFIXES = (".lock", ".pid")
 TEMP_SUFFIX = ".tmp"
 # Where lockwatch moves the locks it breaks (beside each lock, by default).
@@ -65,6 +67,8 @@ class Candidate:
     is_symlink: bool
     # A FIFO, socket or device: never opened (opening some devices has effects).
     is_special: bool = False
+    # A directory that is a lock (`x.lock/`, the mkdir idiom): listed, not walked.
+    is_dir: bool = False
 
 
 def never_a_lock(name: str) -> bool:
@@ -75,6 +79,22 @@ def never_a_lock(name: str) -> bool:
 def is_lock_name(name: str) -> bool:
     """`*.lock`, `*.pid` and a bare `.lock`; never temp files of atomic writes."""
     return name.endswith(LOCK_SUFFIXES) and not never_a_lock(name)
+
+
+def is_lock_dir(name: str) -> bool:
+    """A directory made as a lock (mkdir is atomic): `x.lock/`."""
+    return name.endswith(".lock") and name != ".lock"
+
+
+def is_candidate(path: str, kind: str) -> bool:
+    """Whether the entry at `path` ("file", "symlink" or "dir") is a lock: a lock
+    name, or one a known format gives its locks (Emacs `.#x`, `.~lock.x#`, ...)."""
+    name = path.rpartition("/")[2]
+    if never_a_lock(name):
+        return False
+    if kind == "dir":
+        return is_lock_dir(name) or wanted_by_format(path, kind)
+    return is_lock_name(name) or wanted_by_format(path, kind)
 
 
 def _error(path: str, exc: OSError) -> ScanError:
@@ -98,11 +118,14 @@ def load(
     ScanError when it cannot be read, or None when it vanished."""
     if is_symlink is None:
         try:
-            is_symlink = stat.S_ISLNK(os.lstat(path).st_mode)
+            mode = os.lstat(path).st_mode
         except FileNotFoundError:
             return None
         except OSError as exc:
             return _error(path, exc)
+        is_symlink = stat.S_ISLNK(mode)
+        if stat.S_ISDIR(mode):
+            return _directory(path)
     if is_symlink:
         return _symlink(path)
     if is_special:
@@ -140,7 +163,9 @@ def load(
         os.close(fd)
     digest = hashlib.sha256(raw).hexdigest()
     key = FileKey.of(st.st_dev, st.st_ino)
-    return decode_file(LockFile(path=path, raw=raw, mtime=st.st_mtime, sha256=digest, key=key))
+    return decode_file(
+        LockFile(path=path, raw=raw, mtime=st.st_mtime, sha256=digest, key=key, nlink=st.st_nlink)
+    )
 
 
 def _too_large(path: str, st: os.stat_result, size: int) -> Lock:
@@ -162,17 +187,59 @@ def _not_regular(path: str, st: os.stat_result | None = None) -> Lock:
     )
 
 
-def _symlink(path: str) -> Lock:
+def _symlink(path: str) -> Lock | ScanError | None:
+    """A symlink is read, never followed: some formats' locks are symlinks whose
+    target text names the holder (Emacs, lockfile's SymlinkLockFile)."""
     try:
-        target: str | None = os.readlink(path)
-        st: os.stat_result | None = os.lstat(path)
-    except OSError:
-        target, st = None, None
-    return invalid(
-        _placeholder(path, st),
-        "symlink",
-        f"a symlink (to {target!r}); lockwatch never follows links in lock directories",
-        {"symlink_target": target},
+        target = os.readlink(path)
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return _error(path, exc)
+    if not stat.S_ISLNK(st.st_mode):  # replaced since it was listed
+        return load(path)
+    digest = hashlib.sha256(os.fsencode(target)).hexdigest()
+    return decode_file(
+        LockFile(
+            path=path,
+            raw=b"",
+            mtime=st.st_mtime,
+            sha256=digest,
+            key=FileKey.of(st.st_dev, st.st_ino),
+            kind="symlink",
+            target=target,
+        )
+    )
+
+
+def _directory(path: str) -> Lock | ScanError | None:
+    """A lock directory (the mkdir idiom): its mtime and the names inside it."""
+    try:
+        st = os.lstat(path)
+        with os.scandir(path) as listing:
+            names = []
+            for entry in listing:
+                names.append(entry.name)
+                if len(names) > MAX_DIR_ENTRIES:
+                    break
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return _error(path, exc)
+    entries = tuple(sorted(names))
+    digest = hashlib.sha256("\0".join(entries).encode("utf-8", "surrogateescape")).hexdigest()
+    return decode_file(
+        LockFile(
+            path=path,
+            raw=b"",
+            mtime=st.st_mtime,
+            sha256=digest,
+            key=FileKey.of(st.st_dev, st.st_ino),
+            kind="dir",
+            entries=entries,
+            nlink=st.st_nlink,
+        )
     )
 
 
@@ -186,10 +253,15 @@ def _list_dir(
                 name = entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if name not in SKIP_DIRS:
+                        if name in SKIP_DIRS:
+                            continue
+                        if is_candidate(entry.path, "dir"):
+                            found.append(Candidate(entry.path, False, is_dir=True))
+                        else:
                             subdirs.append(entry.path)
-                    elif is_lock_name(name):
-                        link = entry.is_symlink()
+                        continue
+                    link = entry.is_symlink()
+                    if is_candidate(entry.path, "symlink" if link else "file"):
                         special = not link and not entry.is_file(follow_symlinks=False)
                         found.append(Candidate(entry.path, link, special))
                 except OSError as exc:
@@ -234,7 +306,9 @@ def _named_roots(roots: Iterable[str]) -> tuple[list[str], list[Candidate], list
             continue
         if any(real == d or real.startswith(d.rstrip("/") + "/") for d in real_dirs):
             continue
-        if stat.S_ISDIR(st.st_mode):
+        if stat.S_ISDIR(st.st_mode) and is_candidate(root, "dir") and not os.path.islink(root):
+            files.append(Candidate(root, False, is_dir=True))  # a lock directory, named
+        elif stat.S_ISDIR(st.st_mode):
             dirs.append(root)
             real_dirs.append(real)
         else:
@@ -306,8 +380,12 @@ def partition(
 
 def load_all(candidates: Iterable[Candidate], result: ScanResult) -> ScanResult:
     for candidate in candidates:
-        loaded = load(
-            candidate.path, is_symlink=candidate.is_symlink, is_special=candidate.is_special
+        loaded = (
+            _directory(candidate.path)
+            if candidate.is_dir
+            else load(
+                candidate.path, is_symlink=candidate.is_symlink, is_special=candidate.is_special
+            )
         )
         if isinstance(loaded, ScanError):
             result.errors.append(loaded)

@@ -28,7 +28,8 @@ from lockwatch.sources.files.scanner import (
     SKIP_DIRS,
     ScanResult,
     find_in,
-    is_lock_name,
+    is_candidate,
+    is_lock_dir,
     load,
     load_all,
     never_a_lock,
@@ -252,11 +253,18 @@ class FileFeed:
         named = set(self.roots)
         dirs: list[str] = []
         dir_roots = [root.rstrip("/") + "/" for root in self.roots if root not in self._files]
-        for change, path in sorted(changes, key=lambda c: c[1]):
-            if path not in named and not any(path.startswith(d) for d in dir_roots):
+        seen: set[str] = set()
+        for change, changed in sorted(changes, key=lambda c: c[1]):
+            if changed not in named and not any(changed.startswith(d) for d in dir_roots):
                 continue  # beside a file root, in a directory nobody asked about
-            name = os.path.basename(path)
-            if is_lock_name(name) or (path in named and not os.path.isdir(path)):
+            parent = os.path.dirname(changed)
+            # Inside a lock directory, a change is that lock's (MkdirLockFile
+            # writes its holder's file there after the mkdir).
+            path = parent if is_lock_dir(os.path.basename(parent)) else changed
+            if path in seen:
+                continue
+            seen.add(path)
+            if _maybe_lock(path) or (path in named and not os.path.isdir(path)):
                 loaded = load(path)
                 if loaded is None:
                     gone.append(ids.file_id(path))
@@ -370,6 +378,11 @@ def _zombie(pid: int) -> bool:
         return True  # gone since it was listed
     except psutil.Error:
         return False  # not ours to inspect, but there
+
+
+def _maybe_lock(path: str) -> bool:
+    """Whether `path` names a lock, whatever it is (or was: it may be gone)."""
+    return any(is_candidate(path, kind) for kind in ("file", "symlink", "dir"))
 
 
 def _wanted(change: watchfiles.Change, path: str) -> bool:

@@ -1,8 +1,16 @@
-"""Format detection: content first, location as a hint, `generic` for the rest.
+"""Format detection: each tool's own files first, then JSON by content with
+location as a hint, `generic` for the rest.
 
-A format is a module with FORMAT, POLICY, claims(doc), hinted(file),
-decode(doc, file), and the writers stealing needs: handover(content, new) and
-refresh(content, at). Adding one means adding its module to DECODERS.
+Two kinds of format module:
+- a *tool's* format (NATIVE: git, flufl.lock, ...) reads the entry as that tool
+  would: `wants(path, kind)` says which extra names its locks have (the scanner
+  lists them), and `read(file)` claims an entry (a file, a symlink or a lock
+  directory) by its name, place and bytes, or returns None;
+- a *JSON record* format (DECODERS: the seed systems) has claims(doc),
+  hinted(file) and decode(doc, file).
+Both have FORMAT, POLICY and the writers stealing needs: handover(content, new)
+and refresh(content, at) (None: it cannot be stolen). Adding a format means
+adding its module to NATIVE or DECODERS.
 """
 
 from __future__ import annotations
@@ -13,19 +21,63 @@ from typing import Any
 import orjson
 
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders import clawdbot, generic, gitclaw, little_loops, tower_fleet
+from lockwatch.sources.files.decoders import (
+    clawdbot,
+    clawdbot_gateway,
+    clawdbot_session,
+    emacs,
+    flufl,
+    generic,
+    git,
+    gitclaw,
+    libreoffice,
+    little_loops,
+    lockdir,
+    loops_queue,
+    pylockfile,
+    softfilelock,
+    terraform,
+    tower_fleet,
+    zc_lockfile,
+)
 from lockwatch.sources.files.decoders.base import LockFile, file_lock
 
+# Tools' own formats, most specific place or shape first; lockdir (any `x.lock/`)
+# is the fallback for directories.
+NATIVE: tuple[ModuleType, ...] = (
+    git,
+    terraform,
+    loops_queue,
+    clawdbot_session,
+    clawdbot_gateway,
+    flufl,
+    softfilelock,
+    zc_lockfile,
+    pylockfile,
+    emacs,
+    libreoffice,
+    lockdir,
+)
 # Most specific signatures first: tower-fleet's schema is the strictest.
 DECODERS: tuple[ModuleType, ...] = (tower_fleet, gitclaw, little_loops, clawdbot)
-FORMATS: tuple[str, ...] = (*tuple(d.FORMAT for d in DECODERS), generic.FORMAT)
+FORMATS: tuple[str, ...] = (
+    *tuple(d.FORMAT for d in NATIVE),
+    *tuple(d.FORMAT for d in DECODERS),
+    generic.FORMAT,
+)
+
+
+def wanted_by_format(path: str, kind: str) -> bool:
+    """Whether some tool names its locks like `path` (beyond `*.lock`/`*.pid`)."""
+    return any(module.wants(path, kind) for module in NATIVE)
+
 
 _PREVIEW_CHARS = 4096
 
 
 def writer(format: str) -> ModuleType | None:
     """The module that writes locks of `format` (handover, refresh)."""
-    for module in (*DECODERS, generic):
+    for module in (*NATIVE, *DECODERS, generic):
         if format == module.FORMAT:
             return module
     return None
@@ -59,14 +111,25 @@ def invalid(file: LockFile, code: str, message: str, content: Any = None) -> Loc
 
 def decode_file(file: LockFile) -> Lock:
     """Never raises: whatever the bytes, the answer is a Lock (maybe an invalid one)."""
+    for module in NATIVE:
+        native: Lock | None = module.read(file)
+        if native is not None:
+            return native
+    if file.kind == "symlink":
+        return invalid(
+            file,
+            "symlink",
+            f"a symlink (to {file.target!r}) no known tool makes; lockwatch never follows"
+            " links in lock directories",
+            {"symlink_target": file.target},
+        )
+    if file.kind == "dir":  # lockdir claims every lock directory
+        return invalid(file, "not_regular_file", "a directory")
     raw = file.raw
     if raw.startswith(_BOM):  # Windows tools (PowerShell 5) write one before JSON
         raw = raw[len(_BOM) :]
     if b"\x00" in raw:
         return invalid(file, "unparseable", "binary content, not a lock record")
-    sentinel = generic.decode_zc_lockfile(raw, file)
-    if sentinel is not None and _hinted(file) is None:
-        return sentinel
     try:
         # orjson is strict where it matters: no NaN/Infinity, no numbers that
         # overflow a double, no lone surrogates, bounded nesting.

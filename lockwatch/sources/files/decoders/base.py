@@ -31,6 +31,13 @@ class LockFile:
     sha256: str | None
     # Its device and inode, when it was read: how kernel locks on it are found.
     key: FileKey | None = None
+    # What the entry is: a regular "file", a "symlink" (never followed: `target`
+    # is its readlink text) or a lock "dir" (mkdir idioms: `entries` are the
+    # names inside it, sorted, bounded).
+    kind: str = "file"
+    target: str | None = None
+    entries: tuple[str, ...] = ()
+    nlink: int = 1  # hard links: flufl.lock's held lock file has two
 
     @property
     def modified_at(self) -> datetime:

@@ -146,26 +146,6 @@ def decode_empty(text: str, file: LockFile) -> Lock:
     return _generic(file, text, Holder(), policy=SENTINEL)
 
 
-# zc.lockfile writes " {pid}\n" (its default template) with a leading space, and
-# holds an flock on the file while it lives: the pid alone never says it is held.
-PIDFILE_SENTINEL = StalenessPolicy(pid_liveness=True, kernel_sentinel=True)
-
-
-def decode_zc_lockfile(raw: bytes, file: LockFile) -> Lock | None:
-    """zc.lockfile's pid file (` 1234` or ` 1234;host`), else None."""
-    if not raw.startswith(b" ") or raw.startswith(b"  ") or len(raw) > 300:
-        return None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    pid_text, _, host = text.strip().partition(";")
-    pid = _as_pid(pid_text)
-    if pid is None or not _is_ascii_number(pid_text) or any(c.isspace() for c in host):
-        return None
-    return _generic(file, text, Holder(pid=pid, host=host or None), policy=PIDFILE_SENTINEL)
-
-
 def decode_text(text: str, file: LockFile) -> Lock | None:
     """A pid file: the pid on the first line, optionally followed there by a host
     (`12345 tower-01`); later lines are the writer's own business (PostgreSQL's
