@@ -23,7 +23,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from lockwatch.sources.files.scanner import MAX_LOCK_BYTES, TOMBSTONE_DIR
+from lockwatch.sources.files.scanner import (
+    MAX_DIR_ENTRIES,
+    MAX_LOCK_BYTES,
+    TOMBSTONE_DIR,
+    link_bytes,
+    listing_bytes,
+)
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -97,16 +103,30 @@ def _gone(shown: str) -> ActionRefused:
     )
 
 
-def _read(dir_fd: int, name: str, shown: str) -> bytes:
+def _read(dir_fd: int, name: str, shown: str, entry: str = "file") -> bytes:
+    """The lock's bytes, if it is still the kind of entry it was seen as: a
+    regular file, or (only when the lock was seen as one) a symlink lock or a
+    lock directory."""
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         raise _gone(shown) from None
-    if stat.S_ISLNK(st.st_mode):
+    if stat.S_ISLNK(st.st_mode) and entry != "symlink":
         raise ActionRefused(
             "symlink", f"{shown} is a symlink; lockwatch never acts on a lock through a link"
         )
-    if not stat.S_ISREG(st.st_mode):
+    if stat.S_ISLNK(st.st_mode):
+        # A symlink lock (Emacs, SymlinkLockFile) is its text: renamed itself,
+        # never followed.
+        try:
+            return link_bytes(os.readlink(name, dir_fd=dir_fd))
+        except FileNotFoundError:
+            raise _gone(shown) from None
+        except OSError as exc:
+            raise ActionRefused("unreadable", f"cannot read {shown}: {exc.strerror}") from exc
+    if stat.S_ISDIR(st.st_mode) and entry == "dir":
+        return _listing(dir_fd, name, shown)
+    if not stat.S_ISREG(st.st_mode) or entry != "file":
         raise ActionRefused("not_regular_file", f"{shown} is not a regular file")
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
@@ -130,6 +150,25 @@ def _read(dir_fd: int, name: str, shown: str) -> bytes:
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+def _listing(dir_fd: int, name: str, shown: str) -> bytes:
+    """A lock directory (the mkdir idiom) as the scanner saw it: its names."""
+    try:
+        fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise _gone(shown) from None
+    except OSError as exc:
+        raise ActionRefused("unreadable", f"cannot read {shown}: {exc.strerror}") from exc
+    try:
+        names = os.listdir(fd)
+    finally:
+        os.close(fd)
+    if len(names) > MAX_DIR_ENTRIES:
+        raise ActionRefused(
+            "not_a_lock_dir", f"{shown} holds over {MAX_DIR_ENTRIES} entries: not a lock directory"
+        )
+    return listing_bytes(names)
 
 
 def check(path: str, expected_sha256: str | None) -> bytes:
@@ -173,11 +212,20 @@ def _tombstone_fd(dir_fd: int, directory: str, configured: str | None) -> tuple[
 
 
 def move_aside(
-    path: str, expected_sha256: str | None, *, stamp: str, tombstone_dir: str | None = None
+    path: str,
+    expected_sha256: str | None,
+    *,
+    stamp: str,
+    tombstone_dir: str | None = None,
+    entry: str = "file",
 ) -> Moved:
-    """Rename the lock into the tombstone directory if its bytes are as expected."""
+    """Rename the lock into the tombstone directory if its bytes are as expected.
+    `entry`: what it was seen as, a "file", a "symlink" lock (the link itself
+    moves, never what it points to) or a lock "dir"."""
     with _directory(path) as (dir_fd, directory, name):
-        return _move_aside(dir_fd, directory, name, path, expected_sha256, stamp, tombstone_dir)
+        return _move_aside(
+            dir_fd, directory, name, path, expected_sha256, stamp, tombstone_dir, entry
+        )
 
 
 def _move_aside(
@@ -188,8 +236,9 @@ def _move_aside(
     expected: str | None,
     stamp: str,
     tombstone_dir: str | None,
+    entry: str = "file",
 ) -> Moved:
-    _compare(path, expected, _read(dir_fd, name, path))
+    _compare(path, expected, _read(dir_fd, name, path, entry))
     tomb_fd, tomb_dir = _tombstone_fd(dir_fd, directory, tombstone_dir)
     try:
         tomb_name = f"{name}@{stamp}"
@@ -213,7 +262,7 @@ def _move_aside(
                 ) from exc
             raise ActionRefused("rename_failed", f"cannot move {path}: {exc.strerror}") from exc
         try:
-            moved = _read(tomb_fd, tomb_name, shown)
+            moved = _read(tomb_fd, tomb_name, shown, entry)
         except ActionRefused as refused:
             # What moved is not what was checked (swapped for a FIFO, a link…): back it goes.
             _put_back(tomb_fd, tomb_name, dir_fd, name, path, shown, refused)

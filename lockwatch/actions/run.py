@@ -262,7 +262,9 @@ class Executor:
                 new_sha256=new_hash,
                 new_content=plan.new_content,
             )
-        moved = files.move_aside(lock.path, seen, stamp=stamp, tombstone_dir=self.tombstone_dir)
+        moved = files.move_aside(
+            lock.path, seen, stamp=stamp, tombstone_dir=self.tombstone_dir, entry=lock.entry
+        )
         verb = "released" if plan.kind is Kind.RELEASE else "broke"
         message = f"{verb} {lock.path}; kept in {moved.tombstone}"
         return {"tombstone": moved.tombstone}, Outcome(

@@ -114,6 +114,9 @@ class Lock:
     kernel: KernelLock | None = None
     # A lock file's device and inode, as it was read: how kernel locks find it.
     file_key: FileKey | None = None
+    # What the lock file is: a regular "file", a "symlink" lock (read, never
+    # followed) or a lock "dir" (the mkdir idiom). A break moves that very entry.
+    entry: str = "file"
     # What the kernel says about a lock file; None where nobody could ask.
     evidence: KernelEvidence | None = None
     # The file whose kernel locks decide this lock, when it is not the lock file

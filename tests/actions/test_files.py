@@ -296,12 +296,12 @@ def test_a_directory_swapped_for_a_symlink_mid_action_cannot_redirect(
     real_read = files._read
     swapped: list[bool] = []
 
-    def swap_then_read(dir_fd: int, name: str, shown: str) -> bytes:
+    def swap_then_read(dir_fd: int, name: str, shown: str, entry: str = "file") -> bytes:
         if not swapped:
             swapped.append(True)
             os.rename(lock.parent, tmp_path / "locks-moved")
             os.symlink(decoy_dir, lock.parent)
-        return real_read(dir_fd, name, shown)
+        return real_read(dir_fd, name, shown, entry)
 
     monkeypatch.setattr(files, "_read", swap_then_read)
     move_aside(str(lock), sha(OLD), stamp=STAMP)
@@ -311,6 +311,43 @@ def test_a_directory_swapped_for_a_symlink_mid_action_cannot_redirect(
     moved_dir = tmp_path / "locks-moved"
     assert not (moved_dir / "app.lock").exists()
     assert (moved_dir / TOMBSTONE_DIR / f"app.lock@{STAMP}").read_bytes() == OLD
+
+
+def test_a_symlink_lock_seen_as_one_moves_itself_never_its_target(lock: Path) -> None:
+    """Emacs' `.#x` and SymlinkLockFile's locks are symlinks: breaking one moves
+    the link (compared by its text), and whatever it names stays untouched."""
+    target = lock.parent / "real.lock"
+    target.write_bytes(OLD)
+    link = lock.parent / ".#notes.txt"
+    link.symlink_to(target)
+    text = os.readlink(link).encode()
+    with pytest.raises(ActionRefused) as refused:
+        move_aside(str(link), sha(b"other text"), stamp=STAMP, entry="symlink")
+    assert refused.value.code == "changed" and link.is_symlink()
+    moved = move_aside(str(link), sha(text), stamp=STAMP, entry="symlink")
+    assert moved.content == text
+    assert not os.path.lexists(link) and target.read_bytes() == OLD
+    assert os.readlink(lock.parent / TOMBSTONE_DIR / f".#notes.txt@{STAMP}") == str(target)
+
+
+def test_a_lock_directory_seen_as_one_moves_whole_if_its_names_are_unchanged(
+    lock: Path,
+) -> None:
+    held = lock.parent / "deploy.lock"
+    held.mkdir()
+    (held / "host.123").write_bytes(b"")
+    seen = sha(b"host.123")
+    (held / "host.456").write_bytes(b"")  # another holder's file since
+    with pytest.raises(ActionRefused) as refused:
+        move_aside(str(held), seen, stamp=STAMP, entry="dir")
+    assert refused.value.code == "changed" and held.is_dir()
+    (held / "host.456").unlink()
+    move_aside(str(held), seen, stamp=STAMP, entry="dir")
+    assert not held.exists()
+    assert (lock.parent / TOMBSTONE_DIR / f"deploy.lock@{STAMP}" / "host.123").exists()
+    # A file seen as a lock directory (or the reverse) is refused.
+    with pytest.raises(ActionRefused):
+        move_aside(str(lock), None, stamp=STAMP, entry="dir")
 
 
 # ----------------------------------------------------------------------------- tombstone dir

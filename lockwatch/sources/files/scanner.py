@@ -187,6 +187,17 @@ def _not_regular(path: str, st: os.stat_result | None = None) -> Lock:
     )
 
 
+def link_bytes(target: str) -> bytes:
+    """A symlink lock as bytes (its digest is what a break compares): its text."""
+    return os.fsencode(target)
+
+
+def listing_bytes(entries: Iterable[str]) -> bytes:
+    """A lock directory as bytes (its digest is what a break compares): the
+    names inside it, sorted, NUL-separated."""
+    return b"\0".join(sorted(os.fsencode(name) for name in entries))
+
+
 def _symlink(path: str) -> Lock | ScanError | None:
     """A symlink is read, never followed: some formats' locks are symlinks whose
     target text names the holder (Emacs, lockfile's SymlinkLockFile)."""
@@ -199,7 +210,7 @@ def _symlink(path: str) -> Lock | ScanError | None:
         return _error(path, exc)
     if not stat.S_ISLNK(st.st_mode):  # replaced since it was listed
         return load(path)
-    digest = hashlib.sha256(os.fsencode(target)).hexdigest()
+    digest = hashlib.sha256(link_bytes(target)).hexdigest()
     return decode_file(
         LockFile(
             path=path,
@@ -228,7 +239,7 @@ def _directory(path: str) -> Lock | ScanError | None:
     except OSError as exc:
         return _error(path, exc)
     entries = tuple(sorted(names))
-    digest = hashlib.sha256("\0".join(entries).encode("utf-8", "surrogateescape")).hexdigest()
+    digest = hashlib.sha256(listing_bytes(entries)).hexdigest()
     return decode_file(
         LockFile(
             path=path,

@@ -181,6 +181,7 @@ def file_lock(
         defects=tuple(defects),
         notes=tuple(notes),
         file_key=file.key,
+        entry=file.kind,
     )
 
 
