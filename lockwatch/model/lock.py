@@ -82,6 +82,9 @@ class StalenessPolicy:
     users_grace: float = 5.0
     # Who would be at work, for the message: "no git process in this repository".
     users_label: str = "process works on what it guards"
+    # The file records a waiter, not a holder (little-loops' --queue entries):
+    # `waiting` while its pid lives, stale once it is gone.
+    waiter: bool = False
 
 
 NO_POLICY = StalenessPolicy()

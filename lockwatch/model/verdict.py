@@ -198,6 +198,16 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
             deadlines.append(plus_seconds(lock.heartbeat_at, ttl))
 
     future = [d for d in deadlines if d is not None and d >= now]
+    if policy.waiter and not stale and unknown is None:
+        who = f"pid {holder.pid}" if holder.pid is not None else "a waiter"
+        waiting = Reason("waiting", f"{who} waits its turn")
+        return Verdict(
+            State.WAITING,
+            (waiting, *info),
+            age_seconds=age,
+            alive=alive,
+            process=facts if alive else None,
+        )
     if unknown is not None:
         # Its own rules (age, heartbeat) still decide when they can: only a
         # lock they leave live is in doubt.

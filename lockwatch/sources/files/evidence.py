@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from lockwatch.model.kernel import FileKey, with_evidence
 from lockwatch.model.lock import Lock
+from lockwatch.sources.files.users import attach_users
 from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, open_files, read_table
 
 # Filesystems whose locks may be held from other hosts: the local /proc/locks
@@ -96,6 +97,10 @@ class Evidence:
         return self._open
 
     def attach(self, locks: Sequence[Lock]) -> list[Lock]:
+        """The kernel's word, and who works on what each lock guards (users)."""
+        return attach_users(self._attach_kernel(locks))
+
+    def _attach_kernel(self, locks: Sequence[Lock]) -> list[Lock]:
         table = self.table
         if table is None:
             return list(locks)

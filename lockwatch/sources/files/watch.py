@@ -359,15 +359,17 @@ class FileFeed:
 
 
 def _kernel_view(lock: Lock) -> tuple[object, ...]:
-    """What of the kernel's word changes a verdict: who holds, who has it open."""
+    """What of the kernel's word changes a verdict: who holds, who has it open
+    (and who works on what it guards)."""
     evidence = lock.evidence
     if evidence is None:
-        return ()
+        return (lock.users,)
     return (
         tuple((hold.holder_pid, hold.type, hold.mode) for hold in evidence.holds),
         evidence.waiters,
         evidence.open_by,
         evidence.was_held,
+        lock.users,
     )
 
 
