@@ -33,6 +33,9 @@ class Holder:
     # The pid was recorded in another pid namespace (a container): it names no
     # process here, so its liveness cannot be checked on this host.
     other_pid_namespace: bool = False
+    # The holder's start time in clock ticks since boot, where the file records
+    # it: a live pid with another start time is a recycled one.
+    start_ticks: int | None = None
 
 
 NO_HOLDER = Holder()

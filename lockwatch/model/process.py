@@ -14,6 +14,12 @@ class ProcessFacts:
     started_at: datetime | None = None
     cmdline: tuple[str, ...] = ()
     user: str | None = None
+    # Its parent, grandparent, ... up to init (bounded): "a loop started by
+    # another loop" is told by ancestry.
+    ancestors: tuple[int, ...] = ()
+    # Its start time in clock ticks since boot (/proc/<pid>/stat field 22), as
+    # some tools record it to tell a recycled pid (clawdbot's gateway lock).
+    start_ticks: int | None = None
 
 
 class ProcessLookup(Protocol):

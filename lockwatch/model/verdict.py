@@ -143,7 +143,9 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
     elif holder.pid is not None:
         facts = processes.facts(holder.pid)
         alive = facts.alive
-        reuse = None if policy.time_by_writer else _reused(facts, lock.acquired_at)
+        reuse = _ticks_differ(facts, holder.start_ticks) or (
+            None if policy.time_by_writer else _reused(facts, lock.acquired_at)
+        )
         if reuse is not None:
             alive = False
         if policy.pid_liveness:
@@ -344,6 +346,18 @@ def _reused(facts: ProcessFacts, acquired_at: datetime | None) -> Reason | None:
         "pid_reused",
         f"pid {facts.pid} now belongs to a process started {duration(late)} after the lock"
         " was acquired; the holder is gone",
+    )
+
+
+def _ticks_differ(facts: ProcessFacts, recorded: int | None) -> Reason | None:
+    if not facts.alive or recorded is None or facts.start_ticks is None:
+        return None
+    if facts.start_ticks == recorded:
+        return None
+    return Reason(
+        "pid_reused",
+        f"pid {facts.pid} now belongs to a process with another start time"
+        f" ({facts.start_ticks} ticks after boot, the lock records {recorded}); the holder is gone",
     )
 
 

@@ -8,6 +8,9 @@ import psutil
 
 from lockwatch.model.process import ProcessFacts
 
+# Ancestry is walked this far up at most (a fork bomb's chain must not cost much).
+MAX_ANCESTORS = 64
+
 
 class PsutilProcesses:
     """Answers `facts(pid)` for this host. One instance per scan or tick, so a pid
@@ -51,12 +54,21 @@ class PsutilProcesses:
                 except psutil.AccessDenied:
                     cmdline = ()
                 user = self._user(process)
+                parent = process.ppid()
         except (psutil.NoSuchProcess, ValueError, OverflowError):
             return dead
         except psutil.AccessDenied:
             # It is listed in /proc, but hides its details from us.
             return ProcessFacts(pid=pid, alive=True)
-        return ProcessFacts(pid=pid, alive=True, started_at=started, cmdline=cmdline, user=user)
+        return ProcessFacts(
+            pid=pid,
+            alive=True,
+            started_at=started,
+            cmdline=cmdline,
+            user=user,
+            ancestors=_ancestors(parent),
+            start_ticks=_start_ticks(pid),
+        )
 
     def _user(self, process: psutil.Process) -> str | None:
         try:
@@ -69,3 +81,26 @@ class PsutilProcesses:
             except (psutil.AccessDenied, KeyError):
                 self._users[uid] = str(uid)
         return self._users[uid]
+
+
+def _ancestors(parent: int) -> tuple[int, ...]:
+    chain: list[int] = []
+    while parent > 0 and parent not in chain and len(chain) < MAX_ANCESTORS:
+        chain.append(parent)
+        try:
+            parent = psutil.Process(parent).ppid()
+        except (psutil.Error, ValueError):
+            break
+    return tuple(chain)
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (after the command, which may hold spaces
+    and parentheses: counted from the last ")")."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+        fields = text[text.rindex(b")") + 2 :].split()
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -23,6 +23,8 @@ from lockwatch.sources.files.decoders.base import LockFile
 MAX_LOCK_BYTES = 64 * 1024
 # Names listed from inside a lock directory (MkdirLockFile keeps one file there).
 MAX_DIR_ENTRIES = 64
+# A hard-linked lock's other names are looked for among this many neighbours.
+MAX_LINK_SEARCH = 4096
 LOCK_SUFFIXES = (".lock", ".pid")
 TEMP_SUFFIX = ".tmp"
 # Where lockwatch moves the locks it breaks (beside each lock, by default).

@@ -38,6 +38,12 @@ class LockFile:
     target: str | None = None
     entries: tuple[str, ...] = ()
     nlink: int = 1  # hard links: flufl.lock's held lock file has two
+    # Other names of this very file in its directory (only looked up when nlink
+    # > 1): LinkLockFile's and flufl.lock's claim files name the holder.
+    links: tuple[str, ...] = ()
+    # For `x.lock` (a file or directory): whether `x` exists beside it (npm's
+    # proper-lockfile locks an existing file); None when not looked up.
+    unlocked_exists: bool | None = None
 
     @property
     def modified_at(self) -> datetime:
