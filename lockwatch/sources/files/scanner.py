@@ -166,8 +166,38 @@ def load(
     digest = hashlib.sha256(raw).hexdigest()
     key = FileKey.of(st.st_dev, st.st_ino)
     return decode_file(
-        LockFile(path=path, raw=raw, mtime=st.st_mtime, sha256=digest, key=key, nlink=st.st_nlink)
+        LockFile(
+            path=path,
+            raw=raw,
+            mtime=st.st_mtime,
+            sha256=digest,
+            key=key,
+            nlink=st.st_nlink,
+            links=_links(path, st) if st.st_nlink > 1 else (),
+        )
     )
+
+
+def _links(path: str, st: os.stat_result) -> tuple[str, ...]:
+    """Other names of the file at `path` in its own directory, sorted (bounded:
+    a claim file lives beside its lock)."""
+    directory, _, name = path.rpartition("/")
+    found = []
+    try:
+        with os.scandir(directory or "/") as entries:
+            for seen, entry in enumerate(entries):
+                if seen >= MAX_LINK_SEARCH:
+                    break
+                if entry.name != name and entry.inode() == st.st_ino:
+                    try:
+                        other = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if other.st_dev == st.st_dev and stat.S_ISREG(other.st_mode):
+                        found.append(entry.name)
+    except OSError:
+        return ()
+    return tuple(sorted(found))
 
 
 def _too_large(path: str, st: os.stat_result, size: int) -> Lock:
@@ -252,6 +282,9 @@ def _directory(path: str) -> Lock | ScanError | None:
             kind="dir",
             entries=entries,
             nlink=st.st_nlink,
+            unlocked_exists=os.path.lexists(path[: -len(".lock")])
+            if path.endswith(".lock")
+            else None,
         )
     )
 
