@@ -231,3 +231,31 @@ async def test_a_lock_written_atomically(root: Path) -> None:
         assert not any(i.endswith(".tmp") for i in app.board.entries)
         assert not any(e.lock_id and e.lock_id.endswith(".tmp") for e in app.board.events)
         assert app.rows.ids == [lock]
+
+
+async def test_a_lock_directory_and_what_is_put_inside_it(root: Path) -> None:
+    """The mkdir idiom, live: `x.lock/` appears as one lock, a file written
+    inside it (MkdirLockFile's holder file) changes that lock, rmdir releases it."""
+    app = live_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await watcher_ready(pilot, root)
+        path = root / "deploy.lock"
+        lock = lock_id(path)
+        path.mkdir()
+        await until(pilot, lambda: lock in app.rows.ids, "the lock directory's row")
+        entry = app.board.entries[lock]
+        assert entry.lock.format == "mkdir" and entry.lock.entry == "dir"
+        assert entry.lock.content == {"entries": []}
+
+        (path / "host.4242").write_text("")
+        await until(
+            pilot,
+            lambda: app.board.entries[lock].lock.content == {"entries": ["host.4242"]},
+            "the file inside the lock directory",
+        )
+        assert not any(i.endswith("host.4242") for i in app.board.entries)  # not a lock itself
+
+        (path / "host.4242").unlink()
+        path.rmdir()
+        await until(pilot, lambda: lock not in app.board, "the lock directory to go")
+        assert kinds_of(app, lock)[-1] is EventKind.RELEASED
