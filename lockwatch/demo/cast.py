@@ -188,6 +188,7 @@ def readme(w: Workspace, audit_log: Path, postgres: bool) -> str:
         "  - steal tower-sync, whose executor hung",
         f"  - read the audit log: lockwatch audit --audit-log {audit_log}",
         f"  - from another terminal: lockwatch ls -l {w.systems}",
+        "  - containers/backup/run.pid names pid 1, a container's: unknown, never stale",
         "",
     ]
     return "\n".join(lines)

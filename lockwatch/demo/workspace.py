@@ -11,6 +11,8 @@
         tower-fleet/logs/locks/<lock_name>.lock
         little-loops/.loops/.running/<loop>.lock   (project dirs src/, src/api, docs/ ...)
         builds/cache.lock   an empty sentinel held with flock between builds
+        containers/backup/run.pid   written by a containerised job: pid 1, its own
+                                    namespace's (lockwatch cannot tell: unknown)
 
 The embedded PostgreSQL's data directory is elsewhere: the dashboard must not list its
 postmaster.pid, and pgserver opens up its parent directories to another OS user.
@@ -77,6 +79,11 @@ def create(base: Path | None = None) -> Workspace:
     workspace.logs.mkdir()
     workspace.tower_locks.mkdir(parents=True)
     workspace.builds.mkdir(parents=True)
+    # A job in a container writes its own pid, 1 there, into a mounted directory:
+    # on this host that pid is init, and nobody can tell whether the job runs.
+    jobs = workspace.systems / "containers" / "backup"
+    jobs.mkdir(parents=True)
+    write_text(jobs / "run.pid", "1\n")
     for sub in LOOPS_PROJECT_DIRS:
         (workspace.loops_project / sub).mkdir(parents=True)
     (workspace.loops_project / ".loops" / ".running").mkdir(parents=True)

@@ -1,4 +1,11 @@
-"""Scope conflicts between live locks (little-loops: same path, or one inside the other)."""
+"""Scope conflicts between live locks (little-loops: same path, or one inside the other).
+
+A loop started by another loop (its `ll-loop run` a descendant of the process
+holding the overlapping lock) is no conflict: little-loops' LockManager.find_conflict
+skips a lock whose pid is among the acquirer's ancestors ("a parent loop spawned
+this child via shell"). The ancestry comes from the holder's process facts the
+verdict carries, as the feed saw them; the model looks nothing up.
+"""
 
 from __future__ import annotations
 
@@ -40,8 +47,24 @@ def overlapping_pairs(scopes: Sequence[Sequence[str]]) -> set[tuple[int, int]]:
     return pairs
 
 
+def _nested(a: tuple[Lock, Verdict], b: tuple[Lock, Verdict]) -> bool:
+    """Whether one holder descends from the other (either way round)."""
+    return _descends(a, b[0].holder.pid) or _descends(b, a[0].holder.pid)
+
+
+def _descends(child: tuple[Lock, Verdict], ancestor: int | None) -> bool:
+    lock, verdict = child
+    process = verdict.process
+    # Only the facts of the lock's own holder say whose child it is (a kernel
+    # lock's verdict may carry another process's).
+    if ancestor is None or process is None or process.pid != lock.holder.pid:
+        return False
+    return ancestor in process.ancestors
+
+
 def with_scope_conflicts(locks: Sequence[Lock], verdicts: Sequence[Verdict]) -> list[Verdict]:
-    """Add `scope_conflict` to every live lock whose scope overlaps another live lock's.
+    """Add `scope_conflict` to every live lock whose scope overlaps another live lock's,
+    unless one's holder is the other's ancestor (a nested loop).
 
     Only locks of the same format are compared: scopes of different systems do not
     exclude each other.
@@ -57,8 +80,11 @@ def with_scope_conflicts(locks: Sequence[Lock], verdicts: Sequence[Verdict]) -> 
         if len(members) < 2:
             continue
         for a, b in overlapping_pairs([locks[i].scope for i in members]):
-            partners[members[a]].add(members[b])
-            partners[members[b]].add(members[a])
+            i, j = members[a], members[b]
+            if _nested((locks[i], verdicts[i]), (locks[j], verdicts[j])):
+                continue
+            partners[i].add(j)
+            partners[j].add(i)
 
     for index, others in partners.items():
         ordered = sorted(others, key=lambda i: (locks[i].name, locks[i].id))

@@ -63,6 +63,8 @@ class StalenessPolicy:
     foreign_max_age: float | None = None
     # Stale iff now - heartbeat_at > ttl_seconds.
     heartbeat: bool = False
+    # Past `Lock.expires_at`, the tool breaks the lock after this many seconds.
+    expiry_grace: float = 0.0
     # Postgres: a holder idle (or idle in a transaction) longer than this is stale.
     idle_after: float | None = None
     # Past this fraction of the ttl without a heartbeat, say it is late.
@@ -104,6 +106,9 @@ class Lock:
     acquired_at: datetime | None = None
     heartbeat_at: datetime | None = None
     ttl_seconds: float | None = None
+    # When the lock's lease runs out, where the format records it (flufl.lock's
+    # mtime): stale `expiry_grace` seconds later, when its tool breaks it.
+    expires_at: datetime | None = None
     scope: tuple[str, ...] = ()
     # The decoded content (JSON value or text), shown to operators as is.
     content: Any = field(default=None, compare=False, hash=False)

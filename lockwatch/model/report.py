@@ -78,6 +78,7 @@ def _record(lock: Lock, verdict: Verdict) -> dict[str, Any]:
         "acquired_at": lock.acquired_at,
         "heartbeat_at": lock.heartbeat_at,
         "ttl_seconds": lock.ttl_seconds,
+        "expires_at": lock.expires_at,
         "age_seconds": None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
         "next_change_at": verdict.next_change_at,
         "scope": [text(path) for path in lock.scope],

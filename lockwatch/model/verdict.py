@@ -102,6 +102,9 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
             return unheld
 
     holder = lock.holder
+    if policy.held_while_used and lock.users:
+        # Who works on it names the holder: "names no process" is no longer the news.
+        info = [reason for reason in info if reason.code != "no_pid"]
     if policy.held_while_used and lock.users is not None and not lock.users:
         # Nobody at work on what it guards: left behind, once it is older than
         # a writer needs between creating it and being seen at work.
@@ -198,6 +201,21 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
             else:
                 deadlines.append(plus_seconds(lock.heartbeat_at, late_after))
             deadlines.append(plus_seconds(lock.heartbeat_at, ttl))
+
+    if lock.expires_at is not None:
+        breaks_at = plus_seconds(lock.expires_at, policy.expiry_grace)
+        if breaks_at is not None and now > breaks_at:
+            expired_for = (now - lock.expires_at).total_seconds()
+            grace = (
+                f"; its tool breaks it {_limit(policy.expiry_grace)} after that"
+                if policy.expiry_grace
+                else ""
+            )
+            stale.append(
+                Reason("heartbeat_expired", f"its lease expired {duration(expired_for)} ago{grace}")
+            )
+        else:
+            deadlines.append(breaks_at)
 
     future = [d for d in deadlines if d is not None and d >= now]
     if policy.waiter and not stale and unknown is None:

@@ -53,6 +53,7 @@ class Seen:
             self.states == set(State)
             and {"holder_dead", "heartbeat_expired", "too_old", "schema_violation"} <= self.codes
             and "not_held" in self.codes
+            and "other_pid_namespace" in self.codes
             and {"billing-sync", "agent:42"} <= self.waiting
             and {"fix-bugs", "refactor-api"} <= self.conflicted
             and self.deepest_chain >= 3

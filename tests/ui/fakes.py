@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,6 +40,7 @@ from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
 from lockwatch.sources.files.decoders import decode_file
+from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.themes import LoadedTheme, builtin_dir, load_file
 from tests.conftest import LOCAL_HOST, NOW, lock_file
@@ -60,6 +62,7 @@ __all__ = [
     "by_feed",
     "empty_scenario",
     "error_scenario",
+    "formats_scenario",
     "frozen_clock",
     "kernel_scenario",
     "lock_count",
@@ -892,3 +895,75 @@ def kernel_scenario() -> list[ChangeSet]:
             upserts=tuple(judge(records, KERNEL_PROCESSES, NOW, LOCAL_HOST)),
         ),
     ]
+
+
+# --- the tools' own lock files -----------------------------------------------------------------
+
+REPO = "/home/dev/shop"
+
+
+def _entry(path: str, age: float, *, raw: bytes = b"", **facts: Any) -> LockFile:
+    """A directory entry as the scanner hands it to the decoders: a file, a
+    symlink (`kind="symlink", target=...`) or a lock directory."""
+    return LockFile(path=path, raw=raw, mtime=ago(age).timestamp(), sha256="0" * 64, **facts)
+
+
+def formats_scenario() -> list[ChangeSet]:
+    """Lock files as real tools leave them, read by the real decoders: git's
+    index.lock (one left by a killed commit: stale; one a running commit holds:
+    active once lockwatch saw git at work), a flufl.lock past its expiry, a
+    SoftFileLock written in a container (unknown), an Emacs lock, a lock
+    directory and a LibreOffice lock."""
+    held = with_users(
+        decode_file(_entry(f"{REPO}/.git/refs/heads/main.lock", 2, raw=b"9f2c" * 10 + b"\n")),
+        (2201,),
+    )
+    left = with_users(
+        decode_file(_entry(f"{REPO}/.git/index.lock", 3 * 3600, raw=b"DIRC\x00\x00\x00\x02")),
+        (),
+    )
+    claim = f"{REPO}/var/queue.lock|{LOCAL_HOST}|2077|8121971372"
+    locks = [
+        held,
+        left,
+        decode_file(
+            _entry(
+                f"{REPO}/var/queue.lock",
+                -60,  # flufl's mtime is the expiry: a minute from now
+                raw=claim.encode(),
+                nlink=2,
+                links=(claim.rsplit("/", 1)[1],),
+            )
+        ),
+        decode_file(
+            _entry(f"{REPO}/var/build.lock", 40, raw=f"1\n{LOCAL_HOST}?pidns-f0000152\n".encode())
+        ),
+        decode_file(
+            _entry(
+                f"{REPO}/src/.#cart.py", 300, kind="symlink", target=f"dev@{LOCAL_HOST}.31999:1764"
+            )
+        ),
+        decode_file(_entry(f"{REPO}/deploy.lock", 95, kind="dir", entries=())),
+        decode_file(
+            _entry(
+                f"{REPO}/docs/.~lock.pricing.ods#",
+                600,
+                raw=b"Dana Ops,dana,ws-14,24.11.2026 01:12,file:///home/dana/.config/libreoffice/4;",
+            )
+        ),
+    ]
+    return [
+        ChangeSet(
+            FILES_FEED,
+            NOW,
+            _watching(REPO),
+            full=True,
+            upserts=tuple(judge(locks, PROCESSES, NOW, LOCAL_HOST)),
+        )
+    ]
+
+
+def with_users(lock: Lock, users: tuple[int, ...]) -> Lock:
+    """What the file source adds to a git lock: the git processes at work there."""
+    pid = users[0] if users else None
+    return replace(lock, users=users, holder=replace(lock.holder, pid=pid))

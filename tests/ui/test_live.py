@@ -247,15 +247,24 @@ async def test_a_lock_directory_and_what_is_put_inside_it(root: Path) -> None:
         assert entry.lock.format == "mkdir" and entry.lock.entry == "dir"
         assert entry.lock.content == {"entries": []}
 
-        (path / "host.4242").write_text("")
+        # What lockfile's MkdirLockFile writes inside: `<host>.<pid>`.
+        (path / "tower-02.4242").write_text("")
         await until(
             pilot,
-            lambda: app.board.entries[lock].lock.content == {"entries": ["host.4242"]},
+            lambda: app.board.entries[lock].lock.format == "lockfile",
             "the file inside the lock directory",
         )
-        assert not any(i.endswith("host.4242") for i in app.board.entries)  # not a lock itself
+        held = app.board.entries[lock].lock
+        assert (held.holder.pid, held.holder.host) == (4242, "tower-02")
+        assert not any(i.endswith("tower-02.4242") for i in app.board.entries)  # not a lock
 
-        (path / "host.4242").unlink()
+        (path / "tower-02.4242").unlink()
+        await until(
+            pilot,
+            lambda: app.board.entries[lock].lock.format == "mkdir",
+            "the lock directory emptied",
+        )
+
         path.rmdir()
         await until(pilot, lambda: lock not in app.board, "the lock directory to go")
         assert kinds_of(app, lock)[-1] is EventKind.RELEASED

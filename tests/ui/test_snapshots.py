@@ -29,6 +29,7 @@ from tests.ui.fakes import (
     StaticFeed,
     empty_scenario,
     error_scenario,
+    formats_scenario,
     kernel_scenario,
     lock_count,
     make_app,
@@ -155,3 +156,11 @@ def test_kernel_contention(snap_compare: SnapCompare, size: tuple[int, int]) -> 
     """tab: the process blocked on build.lock under the process holding it."""
     app = make_app(kernel_scenario())
     assert snap_compare(app, terminal_size=size, run_before=keys("tab"))
+
+
+@pytest.mark.parametrize("size", [MAIN, SMALL], ids=["120x36", "80x24"])
+def test_tools_lock_files(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
+    """git, flufl.lock, a SoftFileLock from a container (unknown), Emacs, a lock
+    directory and LibreOffice, each judged by its own tool's rules."""
+    app = make_app(formats_scenario())
+    assert snap_compare(app, terminal_size=size, run_before=keys())

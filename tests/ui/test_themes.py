@@ -155,6 +155,7 @@ def test_missing_states_fall_back_to_the_theme_colours(user_themes: Path) -> Non
         "active": "green",
         "stale": "red",
         "free": "#808080",  # the panel colour is missing too: the fallback
+        "unknown": "#5fafd7",  # and so is the secondary colour
         "invalid": "magenta",
         "waiting": "ansi_bright_yellow",
     }

@@ -104,12 +104,12 @@ def find_file(target: str, host: str) -> Found | str:
     from lockwatch.clock import SystemClock
     from lockwatch.model.verdict import evaluate
     from lockwatch.sources.files.evidence import Evidence, kernel_table
-    from lockwatch.sources.files.scanner import load
+    from lockwatch.sources.files.scanner import is_candidate, load
     from lockwatch.sources.processes import PsutilProcesses
 
     path = os.path.abspath(ids.file_path(target) or target)
-    if os.path.isdir(path) and not os.path.islink(path):
-        raise SourceError(f"{path} is a directory; name a lock file")
+    if os.path.isdir(path) and not os.path.islink(path) and not is_candidate(path, "dir"):
+        raise SourceError(f"{path} is a directory; name a lock file (or a lock directory)")
     loaded = load(path)
     if loaded is None:
         return f"no lock at {path}: it is gone (released, or broken by someone else)"

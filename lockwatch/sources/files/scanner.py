@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError
-from lockwatch.sources.files.decoders import decode_file, invalid, wanted_by_format
+from lockwatch.sources.files.decoders import decode_file, decode_native, invalid, wanted_by_format
 from lockwatch.sources.files.decoders.base import LockFile
 
 MAX_LOCK_BYTES = 64 * 1024
@@ -147,7 +147,7 @@ def load(
         if not stat.S_ISREG(st.st_mode):
             return _not_regular(path, st)
         if st.st_size > MAX_LOCK_BYTES:
-            return _too_large(path, st, st.st_size)
+            return _large(fd, path, st)
         raw = os.read(fd, MAX_LOCK_BYTES + 1)
         if len(raw) != st.st_size:  # changing under us: read to the end, still bounded
             chunks = [raw]
@@ -198,6 +198,24 @@ def _links(path: str, st: os.stat_result) -> tuple[str, ...]:
     except OSError:
         return ()
     return tuple(sorted(found))
+
+
+def _large(fd: int, path: str, st: os.stat_result) -> Lock:
+    """A file over the limit: a tool's own format may still claim it by its place
+    (git's index.lock of a big repository), from its first bytes; no digest, as
+    for any lock not read whole. Anything else is too large to be a lock."""
+    head = os.read(fd, MAX_LOCK_BYTES)
+    native = decode_native(
+        LockFile(
+            path=path,
+            raw=head,
+            mtime=st.st_mtime,
+            sha256=None,
+            key=FileKey.of(st.st_dev, st.st_ino),
+            nlink=st.st_nlink,
+        )
+    )
+    return native if native is not None else _too_large(path, st, st.st_size)
 
 
 def _too_large(path: str, st: os.stat_result, size: int) -> Lock:

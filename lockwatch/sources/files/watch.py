@@ -213,7 +213,8 @@ class FileFeed:
                 evidence = self._evidence()
                 kernel = {e.lock.id: e for e in self._recheck_kernel(entries, evidence)}
                 pids = [e for e in self._recheck(local, evidence) if e.lock.id not in kernel]
-                return [*kernel.values(), *pids]
+                dirs = [e for e in self._recheck_dirs(entries) if e.lock.id not in kernel]
+                return [*kernel.values(), *pids, *dirs]
 
             fresh = await asyncio.to_thread(recheck)
             upserts, _ = self._differ.partial(fresh, ())
@@ -314,6 +315,22 @@ class FileFeed:
         if not moved:
             return []
         return judge(moved, self._processes(), self.clock.now(), self.host)
+
+    def _recheck_dirs(self, entries: Sequence[Entry]) -> list[Entry]:
+        """Lock directories listed again: a file written inside one just after
+        its mkdir may come before the watch on it does (cheap: a listing each)."""
+        changed = []
+        for entry in entries:
+            if entry.lock.entry != "dir" or entry.lock.path is None:
+                continue
+            loaded = load(entry.lock.path)
+            if isinstance(loaded, Lock) and loaded.sha256 != entry.lock.sha256:
+                self._decoded[loaded.id] = loaded
+                changed.append(loaded)
+        if not changed:
+            return []
+        locks = self._evidence().attach(changed)
+        return judge(locks, self._processes(), self.clock.now(), self.host)
 
     def _recheck(self, entries: list[Entry], evidence: Evidence) -> list[Entry]:
         if not entries:

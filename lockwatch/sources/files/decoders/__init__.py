@@ -109,12 +109,20 @@ def invalid(file: LockFile, code: str, message: str, content: Any = None) -> Loc
     )
 
 
-def decode_file(file: LockFile) -> Lock:
-    """Never raises: whatever the bytes, the answer is a Lock (maybe an invalid one)."""
+def decode_native(file: LockFile) -> Lock | None:
+    """The lock, if a tool's own format claims the entry; else None."""
     for module in NATIVE:
         native: Lock | None = module.read(file)
         if native is not None:
             return native
+    return None
+
+
+def decode_file(file: LockFile) -> Lock:
+    """Never raises: whatever the bytes, the answer is a Lock (maybe an invalid one)."""
+    native = decode_native(file)
+    if native is not None:
+        return native
     if file.kind == "symlink":
         return invalid(
             file,

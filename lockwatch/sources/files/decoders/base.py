@@ -166,6 +166,7 @@ def file_lock(
     acquired_at: datetime | None = None,
     heartbeat_at: datetime | None = None,
     ttl_seconds: float | None = None,
+    expires_at: datetime | None = None,
     scope: tuple[str, ...] = (),
     defects: tuple[Reason, ...] | list[Reason] = (),
     notes: tuple[Reason, ...] | list[Reason] = (),
@@ -180,6 +181,7 @@ def file_lock(
         acquired_at=acquired_at,
         heartbeat_at=heartbeat_at,
         ttl_seconds=ttl_seconds,
+        expires_at=expires_at,
         scope=scope,
         content=content,
         sha256=file.sha256,
@@ -195,3 +197,31 @@ def dump(doc: Mapping[str, Any]) -> bytes:
     """A lock record as lockwatch writes one: indented JSON and a final newline,
     as the seeds' own tools (jq, JSON.stringify(…, null, 2)) write theirs."""
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """Bytes at a format's own place that are not its record: shown invalid."""
+
+    content: Any
+    defect: Reason
+
+
+def json_object(
+    file: LockFile, *, ours: bool, fmt: str, shape: str
+) -> Mapping[str, Any] | Unreadable | None:
+    """The file's JSON object; `Unreadable` when the format owns the place
+    (`ours`) but the bytes are not its `shape`; None when they are not and the
+    place is not the format's (another decoder's turn)."""
+    try:
+        doc: Any = orjson.loads(file.raw)
+    except orjson.JSONDecodeError:
+        if not ours:
+            return None
+        what = "empty file" if not file.raw.strip() else "not valid JSON"
+        return Unreadable(None, Reason("unparseable", f"{what} ({fmt})"))
+    if not isinstance(doc, Mapping):
+        if not ours:
+            return None
+        return Unreadable(doc, schema_violation(f"JSON {type(doc).__name__} where {shape} belongs"))
+    return doc

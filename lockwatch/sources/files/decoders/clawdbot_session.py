@@ -1,6 +1,11 @@
 """clawdbot's session write locks: `<session>.jsonl.lock`.
 
-Not written yet: claims nothing.
+clawdbot (dist/agents/session-write-lock.js) creates `<transcript>.jsonl.lock`
+beside a session transcript (`~/.clawdbot/agents/<agent>/sessions/`) with
+O_CREAT|O_EXCL and writes `{"pid": …, "createdAt": "<toISOString()>"}` (2-space
+indent, no newline); no kernel lock. An acquirer removes it when
+`!isAlive(pid)` (kill(pid, 0)) **or** `Date.now() - createdAt > 30 min`, so a
+lock older than 30 minutes is taken from under a live holder.
 """
 
 from __future__ import annotations
@@ -9,21 +14,81 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Lock, StalenessPolicy
-from lockwatch.sources.files.decoders.base import LockFile
+from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.sources.files.decoders.base import (
+    Fields,
+    LockFile,
+    Unreadable,
+    file_lock,
+    json_object,
+)
 
 FORMAT = "clawdbot-session"
-POLICY = StalenessPolicy()
+# `staleMs = 30 * 60 * 1000`, compared with `>`. clawdbot's isAlive is kill(pid,
+# 0) and nothing more: a live pid started after createdAt (recycled) still
+# holds the lock for clawdbot until the 30 minutes pass, so lockwatch must not
+# call it stale earlier (time_by_writer turns that start-time check off).
+POLICY = StalenessPolicy(pid_liveness=True, max_age=30 * 60.0, time_by_writer=True)
+
+_SUFFIX = ".jsonl.lock"
+_KEYS = frozenset({"pid", "createdAt"})
 
 
 def wants(path: str, kind: str) -> bool:
-    """Names (beyond `*.lock`/`*.pid`) this tool gives its locks."""
-    return False
+    return False  # `*.lock`: the scanner lists it anyway
+
+
+def _in_sessions_dir(file: LockFile) -> bool:
+    return file.parents(1) == ("sessions",)
 
 
 def read(file: LockFile) -> Lock | None:
-    """The lock, if `file` is one of this tool's; else None."""
-    return None
+    """`<session>.jsonl.lock` holding `{pid, createdAt}`; in a `sessions/`
+    directory (clawdbot's place), whatever its bytes."""
+    if file.kind != "file" or not file.name.endswith(_SUFFIX) or file.name == _SUFFIX:
+        return None
+    ours_by_place = _in_sessions_dir(file)
+    doc = json_object(file, ours=ours_by_place, fmt=FORMAT, shape="{pid, createdAt}")
+    if doc is None:
+        return None
+    if isinstance(doc, Unreadable):
+        # clawdbot reads such a lock as removable (readLockPayload -> null); an
+        # empty one may also be a lock being written right now: never say stale.
+        return _lock(file, doc.content, defects=(doc.defect,))
+    if not ours_by_place and set(doc) != _KEYS:
+        return None
+    fields = Fields(doc)
+    pid = fields.pid()
+    created = fields.timestamp("createdAt")
+    return _lock(
+        file,
+        doc,
+        holder=Holder(pid=pid, operation="session write"),
+        acquired_at=created,
+        defects=tuple(fields.defects),
+    )
+
+
+def _lock(
+    file: LockFile,
+    content: Any,
+    *,
+    holder: Holder | None = None,
+    acquired_at: datetime | None = None,
+    defects: tuple[Reason, ...] = (),
+) -> Lock:
+    transcript = file.path[: -len(".lock")]
+    return file_lock(
+        file,
+        format=FORMAT,
+        name=file.name[: -len(_SUFFIX)],
+        policy=POLICY,
+        content=content,
+        holder=holder,
+        acquired_at=acquired_at,
+        scope=(transcript,),
+        defects=defects,
+    )
 
 
 def handover(content: Any, new: NewHolder) -> bytes | None:

@@ -1,25 +1,54 @@
-"""little-loops scope lock (seed 004): `.loops/.running/<name>.lock`.
+"""little-loops (`ll-loop run`, PyPI `little-loops`): `.loops/.running/`.
 
-`{loop_name, scope[], pid, started_at}`. Stale iff the pid is dead. Live locks
-whose scopes overlap conflict (decided across locks in the model). Relative scope
-paths are taken from the project root, the directory holding `.loops`, as the
-seed resolves them from there; an empty scope means the whole project.
+What `ll-loop run` leaves in `<project>/.loops/.running/` (fsm/concurrency.py,
+cli/loop/run.py, cli/loop/runner.py):
+
+- `<instance>.lock`, the scope lock, `<instance>` being `<loop>-%Y%m%dT%H%M%S`
+  (runner._make_instance_id): `json.dump` of `{loop_name, scope[], pid,
+  started_at[, singleton]}`, scope paths `Path.resolve()`d. Stale iff the pid is
+  dead (`_process_alive`: ESRCH only); no age limit. Live locks whose scopes
+  overlap conflict (decided across locks in the model, where a loop started by
+  another loop is let through). The seed's relative scope paths are taken from
+  the project root, the directory holding `.loops`; an empty scope is the project.
+- `.acquire.lock`, an always-empty sentinel `flock(LOCK_EX)`ed around the
+  check-then-create of a scope lock and never deleted: held iff the kernel says.
+- `<instance>.pid`, the runner's pid (`write_text(str(os.getpid()))`, before the
+  scope lock is taken; removed by atexit, so a SIGKILL leaves it behind).
+  `_read_pid_file` makes anything but an integer "no pid".
+
+The `.lock` records are JSON, read by content (`claims`/`decode`); the sentinel
+and the pid files are not, and `read_runner_file` claims them (loops_queue, a
+NATIVE module, hands them over, so that no JSON guess reaches them).
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.timestamps import format_timestamp
-from lockwatch.sources.files.decoders.base import Fields, LockFile, dump, file_lock
+from lockwatch.sources.files.decoders.base import MAX_PID, Fields, LockFile, dump, file_lock
 
 FORMAT = "little-loops"
+# No pid-reuse allowance (time_by_writer): `started_at` is stamped by the holder
+# itself, after it started, once; a process that started later cannot be it.
 POLICY = StalenessPolicy(pid_liveness=True)
+# `.acquire.lock`: only the flock counts; its mtime is the last acquirer's open.
+SENTINEL = StalenessPolicy(kernel_sentinel=True, sentinel_mtime_only=True)
+# `<instance>.pid`: the runner lives or not. Written by the runner itself (or
+# by its launcher right after the spawn), after the runner started: a live pid
+# that started later than the file is a recycled one.
+PID_FILE = StalenessPolicy(pid_liveness=True)
+
+ACQUIRE_SENTINEL = ".acquire.lock"
+# persistence._INSTANCE_SUFFIX: loop names may hold "-", the suffix may not vary.
+_INSTANCE_SUFFIX = re.compile(r"-\d{8}T\d{6}$")
+_MAX_PID_TEXT = 64
 
 
 def claims(doc: Mapping[str, Any]) -> bool:
@@ -38,6 +67,13 @@ def project_root(file: LockFile) -> str:
     return head or "/"
 
 
+def instance_of(stem: str, loop_name: str | None) -> str | None:
+    """The run's instance id if the file is named after one of `loop_name`'s runs."""
+    if loop_name is None or not _INSTANCE_SUFFIX.search(stem):
+        return None
+    return stem if _INSTANCE_SUFFIX.sub("", stem) == loop_name else None
+
+
 def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
     fields = Fields(doc)
     loop_name = fields.text("loop_name")
@@ -50,16 +86,80 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         if scope is not None
         else ()
     )
+    instance = instance_of(file.stem(), loop_name)
     return file_lock(
         file,
         format=FORMAT,
-        name=loop_name or file.stem(),
+        # Runs of one loop differ by instance only: the row names the run.
+        name=instance or loop_name or file.stem(),
         policy=POLICY,
         content=doc,
-        holder=Holder(pid=pid, operation=f"loop {loop_name}" if loop_name else None),
+        holder=Holder(
+            pid=pid, session=instance, operation=f"loop {loop_name}" if loop_name else None
+        ),
         acquired_at=started_at,
         scope=normalized,
         defects=fields.defects,
+    )
+
+
+def read_runner_file(file: LockFile) -> Lock | None:
+    """`.running/.acquire.lock` and `.running/<instance>.pid`; None for the rest."""
+    if file.kind != "file" or not hinted(file):
+        return None
+    if file.name == ACQUIRE_SENTINEL:
+        return file_lock(
+            file,
+            format=FORMAT,
+            name=ACQUIRE_SENTINEL,
+            policy=SENTINEL,
+            # LockManager opens it "w": any bytes in it are nobody's record.
+            content=file.raw[:_MAX_PID_TEXT].decode("utf-8", "replace"),
+            acquired_at=file.modified_at,
+            notes=(
+                Reason(
+                    "no_pid",
+                    "ll-loop's sentinel: flock'ed only while a run checks scopes and"
+                    " writes its lock; the file itself stays for good",
+                ),
+            ),
+        )
+    if file.name.endswith(".pid"):
+        return _pid_file(file)
+    return None
+
+
+def _pid_file(file: LockFile) -> Lock:
+    stem = file.stem()
+    loop_name = _INSTANCE_SUFFIX.sub("", stem)
+    text = file.raw[:_MAX_PID_TEXT].decode("utf-8", "replace")
+    # _read_pid_file: int(read_text().strip()); int() also takes "+5" and "1_0",
+    # which no writer of these files produces: only plain digits are a pid here.
+    digits = text.strip()
+    pid = int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 10 else None
+    defects: tuple[Reason, ...] = ()
+    if pid is None or not 0 < pid <= MAX_PID or len(file.raw) > _MAX_PID_TEXT:
+        pid = None
+        defects = (
+            Reason(
+                "unparseable",
+                "not a pid (little-loops writes the runner's pid alone and reads"
+                " anything else as no pid)",
+            ),
+        )
+    return file_lock(
+        file,
+        format=FORMAT,
+        name=stem,
+        policy=PID_FILE,
+        content=text,
+        holder=Holder(
+            pid=pid,
+            session=stem if stem != loop_name else None,
+            operation=f"runner of loop {loop_name}",
+        ),
+        acquired_at=file.modified_at,  # written once, right after the runner started
+        defects=defects,
     )
 
 

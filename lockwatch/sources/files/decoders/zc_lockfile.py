@@ -8,6 +8,7 @@ the kernel does (a kernel-lock sentinel). Its own code never reads the content.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,9 @@ from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock
 FORMAT = "zc.lockfile"
 POLICY = StalenessPolicy(pid_liveness=True, kernel_sentinel=True)
 _MAX_BYTES = 300
+# Template fields are split on anything a host name cannot hold.
+_SEPARATORS = re.compile(r"[^\w.-]+")
+_MAX_TOKENS = 4
 
 
 def wants(path: str, kind: str) -> bool:
@@ -25,29 +29,38 @@ def wants(path: str, kind: str) -> bool:
 
 
 def read(file: LockFile) -> Lock | None:
-    """` 1234` or ` 1234;host` (a template with the pid first), else None."""
+    """`" " + template + "\n"`, the template one line with the pid and/or the
+    host (`{pid}`, `{pid};{hostname}`, `{hostname}:{pid}`, `  {pid}`), else None."""
     raw = file.raw
-    if file.kind != "file" or not raw.startswith(b" ") or raw.startswith(b"  "):
+    if file.kind != "file" or len(raw) > _MAX_BYTES:
         return None
-    if len(raw) > _MAX_BYTES:
+    if not raw.startswith(b" ") or not raw.endswith(b"\n") or raw.count(b"\n") != 1:
         return None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    pid_text, _, host = text.strip().partition(";")
-    if not (pid_text.isascii() and pid_text.isdigit()) or any(c.isspace() for c in host):
+    if not text[:-1].isprintable():
         return None
-    pid = int(pid_text)
-    if not 0 < pid <= MAX_PID:
+    tokens = [token for token in _SEPARATORS.split(text) if token]
+    numbers = [token for token in tokens if token.isascii() and token.isdigit()]
+    words = [token for token in tokens if token not in numbers]
+    if not tokens or len(tokens) > _MAX_TOKENS or len(numbers) > 1:
         return None
+    pid = int(numbers[0]) if numbers else None
+    if pid is not None and not 0 < pid <= MAX_PID:
+        return None
+    if pid is None and len(tokens) != 1:
+        return None  # `{hostname}` alone is one word; more words are someone else's
+    # Only a lone word beside the pid is surely `{hostname}`; labels make it a guess.
+    host = words[0] if len(words) == 1 and len(tokens) <= 2 else None
     return file_lock(
         file,
         format=FORMAT,
         name=file.stem(),
         policy=POLICY,
         content=text,
-        holder=Holder(pid=pid, host=host or None),
+        holder=Holder(pid=pid, host=host),
         acquired_at=file.modified_at,  # written right after the flock was taken
     )
 

@@ -1,0 +1,156 @@
+"""Lock directories: the shell's `mkdir x.lock` and npm proper-lockfile's.
+
+proper-lockfile 4.1.2 is real here: installed with `npm install --offline` (from
+npm's cache, no network) into a temporary directory, and run by node in helper
+processes that write `held` once they hold the lock; its own answer is
+`check()` in a fresh node process. Its directory is empty, beside the file it
+locks, and names no holder: lockwatch says `active` with a `no_pid` note naming
+proper-lockfile, and never `stale` by age, because `stale` is the caller's
+option (clawdbot passes 30 s, not the default 10 s) and a shell's
+`mkdir data.lock` beside `data` looks the same. The one place where this
+disagrees with proper-lockfile's default `check()` is asserted below.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.formats.common import WAIT_S, age, codes, reap, record, run_break, run_ls, start_ready
+
+HOLDER = r"""
+const lf = require('proper-lockfile');
+(async () => {
+  const release = await lf.lock(process.argv[2]);
+  process.stdout.write('held\n');
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', async (data) => {
+    if (data.includes('release')) { await release(); process.stdout.write('released\n'); }
+  });
+})();
+"""
+CHECK = r"""
+const lf = require('proper-lockfile');
+lf.check(process.argv[2]).then((held) => console.log(held ? 'locked' : 'unlocked'));
+"""
+
+
+@pytest.fixture(scope="module")
+def npm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are needed to run proper-lockfile")
+    directory = tmp_path_factory.mktemp("proper-lockfile")
+    done = subprocess.run(
+        ["npm", "install", "--offline", "--no-audit", "--no-fund", "proper-lockfile@4"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"proper-lockfile is not in npm's cache: {done.stderr[-300:]}")
+    (directory / "holder.js").write_text(HOLDER)
+    (directory / "check.js").write_text(CHECK)
+    return directory
+
+
+@pytest.fixture
+def hold(npm_dir: Path) -> Iterator[Any]:
+    started: list[subprocess.Popen[str]] = []
+
+    def start(target: Path) -> subprocess.Popen[str]:
+        return start_ready(["node", str(npm_dir / "holder.js"), str(target)], started)
+
+    try:
+        yield start
+    finally:
+        reap(started)
+
+
+def proper_lockfile_says(npm_dir: Path, target: Path) -> str:
+    done = subprocess.run(
+        ["node", str(npm_dir / "check.js"), str(target)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_proper_lockfile_held_then_released(hold: Any, npm_dir: Path, tmp_path: Path) -> None:
+    target = tmp_path / "state.json"
+    target.write_text("{}")
+    proc = hold(target)
+    rec = record(tmp_path, "state.json.lock")
+    assert rec is not None
+    assert (rec["format"], rec["name"], rec["state"], codes(rec)) == (
+        "mkdir",
+        "state.json",
+        "active",
+        ["no_pid"],
+    )
+    assert "proper-lockfile" in rec["reasons"][0]["message"]
+    assert rec["heartbeat_at"] is not None
+    assert proper_lockfile_says(npm_dir, target) == "locked"
+
+    proc.stdin.write("release\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "released"
+    assert record(tmp_path, "state.json.lock") is None
+    assert proper_lockfile_says(npm_dir, target) == "unlocked"
+
+
+def test_proper_lockfile_holder_killed(hold: Any, npm_dir: Path, tmp_path: Path) -> None:
+    target = tmp_path / "state.json"
+    target.write_text("{}")
+    proc = hold(target)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=WAIT_S)
+    lock = tmp_path / "state.json.lock"
+    assert lock.is_dir()  # no exit handler ran
+    # Untouched for 11 s, as if its holder died 11 s ago: proper-lockfile with its
+    # default `stale` (10 s) says unlocked and would remove it; lockwatch cannot
+    # know the caller's `stale`, so it keeps it held and says why.
+    age(lock, 11)
+    assert proper_lockfile_says(npm_dir, target) == "unlocked"
+    rec = record(tmp_path, "state.json.lock")
+    assert rec is not None
+    assert (rec["state"], codes(rec)) == ("active", ["no_pid"])
+    assert "10 s by default" in rec["reasons"][0]["message"]
+    assert rec["age_seconds"] >= 11
+
+
+def test_shell_mkdir_locks(tmp_path: Path) -> None:
+    (tmp_path / "deploy.lock").mkdir()  # nothing named `deploy` beside it
+    (tmp_path / "data").write_text("x")
+    (tmp_path / "data.lock").mkdir()
+    (tmp_path / "data.lock" / "pid").write_text("4242\n")  # not empty: not proper-lockfile's
+    age(tmp_path / "deploy.lock", 3600)
+    by_name = {Path(r["path"]).name: r for r in run_ls(tmp_path).locks}
+    for name in ("deploy.lock", "data.lock"):
+        rec = by_name[name]
+        assert (rec["format"], rec["state"], codes(rec)) == ("mkdir", "active", ["no_pid"])
+        assert "proper-lockfile" not in rec["reasons"][0]["message"]
+        assert rec["heartbeat_at"] is None
+    assert by_name["deploy.lock"]["age_seconds"] >= 3600
+
+
+def test_break_a_lock_directory(tmp_path: Path) -> None:
+    lock = tmp_path / "deploy.lock"
+    lock.mkdir()
+    rec = record(tmp_path, "deploy.lock")
+    assert rec is not None
+    home = tmp_path.parent / "lockwatch-home"
+    done = run_break(rec["id"], home, home / "audit.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert not lock.exists()
+    (kept,) = (tmp_path / ".lockwatch-broken").iterdir()
+    assert kept.is_dir()
