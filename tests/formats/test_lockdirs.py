@@ -1,14 +1,12 @@
 """Lock directories: the shell's `mkdir x.lock` and npm proper-lockfile's.
 
-proper-lockfile 4.1.2 is real here: installed with `npm install --offline` (from
-npm's cache, no network) into a temporary directory, and run by node in helper
-processes that write `held` once they hold the lock; its own answer is
-`check()` in a fresh node process. Its directory is empty, beside the file it
-locks, and names no holder: lockwatch says `active` with a `no_pid` note naming
-proper-lockfile, and never `stale` by age, because `stale` is the caller's
-option (clawdbot passes 30 s, not the default 10 s) and a shell's
-`mkdir data.lock` beside `data` looks the same. The one place where this
-disagrees with proper-lockfile's default `check()` is asserted below.
+proper-lockfile 4.1.2 is real here: installed with `npm install` (npm's cache
+first) into a temporary directory, and run by node in helper processes that
+write `held` once they hold the lock; its own answer is `check()` in a fresh
+node process. Its directory is empty, beside the file it locks, and names no
+holder: lockwatch reads its mtime as the holder's touch and, as
+proper-lockfile's `check()` does with its defaults, calls it stale once
+untouched for over 10 s, saying that this is the default stale time.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ def npm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("node and npm are needed to run proper-lockfile")
     directory = tmp_path_factory.mktemp("proper-lockfile")
     done = subprocess.run(
-        ["npm", "install", "--offline", "--no-audit", "--no-fund", "proper-lockfile@4"],
+        ["npm", "install", "--prefer-offline", "--no-audit", "--no-fund", "proper-lockfile@4"],
         cwd=directory,
         capture_output=True,
         text=True,
@@ -117,15 +115,34 @@ def test_proper_lockfile_holder_killed(hold: Any, npm_dir: Path, tmp_path: Path)
     lock = tmp_path / "state.json.lock"
     assert lock.is_dir()  # no exit handler ran
     # Untouched for 11 s, as if its holder died 11 s ago: proper-lockfile with its
-    # default `stale` (10 s) says unlocked and would remove it; lockwatch cannot
-    # know the caller's `stale`, so it keeps it held and says why.
+    # default `stale` (10 s) says unlocked and would remove it; so does lockwatch.
     age(lock, 11)
     assert proper_lockfile_says(npm_dir, target) == "unlocked"
     rec = record(tmp_path, "state.json.lock")
     assert rec is not None
-    assert (rec["state"], codes(rec)) == ("active", ["no_pid"])
-    assert "10 s by default" in rec["reasons"][0]["message"]
-    assert rec["age_seconds"] >= 11
+    assert (rec["state"], codes(rec)) == ("stale", ["heartbeat_expired", "no_pid"])
+    assert "default stale time" in rec["reasons"][1]["message"]
+
+
+def test_proper_lockfile_shape_by_its_touches(tmp_path: Path) -> None:
+    """Byte-for-byte what proper-lockfile leaves (it writes nothing: an empty
+    `<file>.lock/` beside `<file>`, its mtime touched every 5 s), so this runs
+    where npm cannot install it: touched 2 s ago it is held, 6 s ago late, 11 s
+    ago stale; without the file beside it, it is a shell's lock, never stale."""
+    (tmp_path / "state.json").write_text("{}")
+    lock = tmp_path / "state.json.lock"
+    lock.mkdir()
+    for seconds, state, reasons in (
+        (2, "active", ["no_pid"]),
+        (8, "active", ["heartbeat_late", "no_pid"]),
+        (11, "stale", ["heartbeat_expired", "no_pid"]),
+    ):
+        age(lock, seconds)
+        rec = record(tmp_path, "state.json.lock")
+        assert rec is not None and (rec["state"], sorted(codes(rec))) == (state, reasons), rec
+    (tmp_path / "state.json").unlink()
+    rec = record(tmp_path, "state.json.lock")
+    assert rec is not None and (rec["state"], codes(rec)) == ("active", ["no_pid"]), rec
 
 
 def test_shell_mkdir_locks(tmp_path: Path) -> None:

@@ -7,15 +7,13 @@ holder, is read by its own module first.
 npm's proper-lockfile makes the same kind of directory: `<file>.lock/`, empty,
 beside the file it locks (which must exist: it takes the file's realpath), and
 its holder touches its mtime every `stale / 2` ms; a contender removes it once
-the mtime is older than `stale`. lockwatch cannot turn that into a verdict:
-- a shell's `mkdir data.lock` beside `data` looks exactly the same, and is held
-  for as long as its script likes without a touch;
-- `stale` (10 s by default) is the caller's option, recorded nowhere, and real
-  callers raise it (clawdbot's pairing store: 30 s), so an untouched directory
-  past 10 s may still be held.
-So such a directory is named as possibly proper-lockfile's, its mtime is shown
-as its last touch, and it is never called stale by age: a wrong `stale` lets an
-operator break a live lock, while proper-lockfile clears its own leftovers.
+the mtime is older than `stale` (10 s by default). Such a directory is read as
+proper-lockfile's and judged by its default: its mtime is the heartbeat, stale
+(`heartbeat_expired`) once untouched for over 10 s, as proper-lockfile's own
+`check()` says with its defaults. The message says the stale time is the
+default: a caller may raise it (clawdbot's pairing store: 30 s), and a shell's
+`mkdir data.lock` beside `data` looks the same; any other lock directory (not
+empty, or with no such file beside it) is never called stale by age.
 """
 
 from __future__ import annotations
@@ -29,14 +27,17 @@ from lockwatch.sources.files.decoders.base import LockFile, file_lock
 
 FORMAT = "mkdir"
 POLICY = StalenessPolicy()
+# proper-lockfile's defaults: stale 10 s, touched every 5 s (so "late" only past
+# 7.5 s, once a touch was missed).
+PROPER_STALE_SECONDS = 10.0
+PROPER_POLICY = StalenessPolicy(heartbeat=True, heartbeat_late_fraction=0.75)
 _NO_HOLDER = Reason("no_pid", "a lock directory names no process; lockwatch can only show its age")
 _PROPER_LOCKFILE = Reason(
     "no_pid",
-    "a lock directory names no process. It is empty and beside the file it is named for,"
-    " as npm proper-lockfile makes its locks: if it is one, its holder touches its mtime"
-    " every stale/2 and a contender removes it"
-    " once untouched for longer than stale (10 s by default; the caller's option is not"
-    " recorded, so lockwatch does not call it stale by age)",
+    "empty and beside the file it is named for, as npm proper-lockfile makes its locks:"
+    " its holder touches its mtime every 5 s and a contender removes it once untouched"
+    " for over 10 s (proper-lockfile's default stale time; a caller may set a longer one,"
+    " which the lock does not record)",
 )
 
 
@@ -59,11 +60,12 @@ def read(file: LockFile) -> Lock | None:
         file,
         format=FORMAT,
         name=file.stem(),
-        policy=POLICY,
+        policy=PROPER_POLICY if proper else POLICY,
         content=content,
-        acquired_at=file.modified_at,
+        acquired_at=None if proper else file.modified_at,
         # proper-lockfile's mtime is its holder's last touch, not its acquisition.
         heartbeat_at=file.modified_at if proper else None,
+        ttl_seconds=PROPER_STALE_SECONDS if proper else None,
         notes=(_PROPER_LOCKFILE if proper else _NO_HOLDER,),
     )
 
