@@ -140,6 +140,9 @@ async def test_a_lock_file_created_changed_and_deleted_is_followed(root: Path) -
         assert app.board.verdict(lock).state is State.ACTIVE
         assert not app.query_one("#empty", EmptyState).display
         assert app.query_one("#table", LockTable).display
+        # The table was hidden behind the empty state until now: laid out on a later refresh.
+        table = app.query_one("#table", LockTable)
+        await until(pilot, lambda: table.size.height > 0, "the table to be laid out")
         row = row_text(app, lock)
         assert row.startswith("  active")  # after the (empty) mark column
         assert "backup" in row
