@@ -41,7 +41,8 @@ PATH, no files are scanned. Passwords are never shown.
 
 \b
 States: active, stale, invalid, waiting, free (a lock file nobody holds:
-no kernel lock on it and nobody has it open). Lock files always get the
+no kernel lock on it and nobody has it open), unknown (nobody can tell: a
+pid from another pid namespace). Lock files always get the
 kernel's word where /proc/locks is readable (reason kernel_lock: held with
 flock/fcntl by that process; not_held); --kernel also lists every kernel
 lock as its own record.
@@ -73,10 +74,13 @@ def ls(**values: Any) -> None:
     """List locks under PATHs (default: the current directory), on PostgreSQL
     servers and in the kernel, each with its verdict.
 
-    Scans recursively for *.lock and *.pid files (following no symlink inside
-    the trees; a PATH you name that is a symlinked directory is followed),
-    detects each file's format from its content, and judges it active, stale,
-    invalid or free by that format's rules and the kernel's locks on it. With
+    Scans recursively for *.lock and *.pid files, lock directories and the
+    lock files tools name their own way (git, flufl.lock, filelock, Emacs
+    .#x, LibreOffice .~lock.x#, Terraform .lock.info, little-loops queues),
+    following no symlink inside the trees (a PATH you name that is a
+    symlinked directory is followed), detects each file's format, and judges
+    it active, stale, invalid, free or unknown as the tool that wrote it
+    would, with the kernel's locks on it. With
     --pg it also lists pg_locks rows of interest (advisory locks, waiters,
     blockers) as waiting, active or stale; with --kernel, every flock, POSIX
     and OFD lock. Each lock gets reason codes such as holder_dead, pid_reused,
