@@ -13,6 +13,7 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
@@ -164,17 +165,19 @@ def load(
     finally:
         os.close(fd)
     digest = hashlib.sha256(raw).hexdigest()
-    key = FileKey.of(st.st_dev, st.st_ino)
-    return decode_file(
-        LockFile(
-            path=path,
-            raw=raw,
-            mtime=st.st_mtime,
-            sha256=digest,
-            key=key,
-            nlink=st.st_nlink,
-            links=_links(path, st) if st.st_nlink > 1 else (),
-        )
+    links = _links(path, st) if st.st_nlink > 1 else ()
+    return decode_file(_as_read(path, st, digest, raw=raw, links=links))
+
+
+def _as_read(path: str, st: os.stat_result, sha256: str | None, **facts: Any) -> LockFile:
+    """The entry at `path` as read, with what lstat/fstat said about it."""
+    return LockFile(
+        path=path,
+        mtime=st.st_mtime,
+        sha256=sha256,
+        key=FileKey.of(st.st_dev, st.st_ino),
+        nlink=st.st_nlink,
+        **facts,
     )
 
 
@@ -205,16 +208,7 @@ def _large(fd: int, path: str, st: os.stat_result) -> Lock:
     (git's index.lock of a big repository), from its first bytes; no digest, as
     for any lock not read whole. Anything else is too large to be a lock."""
     head = os.read(fd, MAX_LOCK_BYTES)
-    native = decode_native(
-        LockFile(
-            path=path,
-            raw=head,
-            mtime=st.st_mtime,
-            sha256=None,
-            key=FileKey.of(st.st_dev, st.st_ino),
-            nlink=st.st_nlink,
-        )
-    )
+    native = decode_native(_as_read(path, st, None, raw=head))
     return native if native is not None else _too_large(path, st, st.st_size)
 
 
@@ -261,17 +255,7 @@ def _symlink(path: str) -> Lock | ScanError | None:
     if not stat.S_ISLNK(st.st_mode):  # replaced since it was listed
         return load(path)
     digest = hashlib.sha256(link_bytes(target)).hexdigest()
-    return decode_file(
-        LockFile(
-            path=path,
-            raw=b"",
-            mtime=st.st_mtime,
-            sha256=digest,
-            key=FileKey.of(st.st_dev, st.st_ino),
-            kind="symlink",
-            target=target,
-        )
-    )
+    return decode_file(_as_read(path, st, digest, raw=b"", kind="symlink", target=target))
 
 
 def _directory(path: str) -> Lock | ScanError | None:
@@ -290,19 +274,16 @@ def _directory(path: str) -> Lock | ScanError | None:
         return _error(path, exc)
     entries = tuple(sorted(names))
     digest = hashlib.sha256(listing_bytes(entries)).hexdigest()
+    locked = path[: -len(".lock")] if path.endswith(".lock") else None
     return decode_file(
-        LockFile(
-            path=path,
+        _as_read(
+            path,
+            st,
+            digest,
             raw=b"",
-            mtime=st.st_mtime,
-            sha256=digest,
-            key=FileKey.of(st.st_dev, st.st_ino),
             kind="dir",
             entries=entries,
-            nlink=st.st_nlink,
-            unlocked_exists=os.path.lexists(path[: -len(".lock")])
-            if path.endswith(".lock")
-            else None,
+            unlocked_exists=None if locked is None else os.path.lexists(locked),
         )
     )
 
