@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,6 +40,7 @@ from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.decoders.base import LockFile
+from lockwatch.sources.files.users import with_users
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.themes import LoadedTheme, builtin_dir, load_file
 from tests.conftest import LOCAL_HOST, NOW, lock_file
@@ -961,9 +961,3 @@ def formats_scenario() -> list[ChangeSet]:
             upserts=tuple(judge(locks, PROCESSES, NOW, LOCAL_HOST)),
         )
     ]
-
-
-def with_users(lock: Lock, users: tuple[int, ...]) -> Lock:
-    """What the file source adds to a git lock: the git processes at work there."""
-    pid = users[0] if users else None
-    return replace(lock, users=users, holder=replace(lock.holder, pid=pid))

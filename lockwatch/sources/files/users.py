@@ -83,16 +83,12 @@ def attach_users(locks: Sequence[Lock]) -> list[Lock]:
 
 
 def with_users(lock: Lock, users: tuple[int, ...] | None) -> Lock:
-    """`lock` with `users`, and a holder pid from them where the file names none.
-    Idempotent: a lock already given users gets them anew."""
+    """`lock` with `users`, and a holder pid from them where the file names none
+    (the verdict then drops "names no process"). Idempotent: a lock already
+    given users gets them anew."""
     named = git.named_pid(lock.path) if lock.path is not None else None
     pid = named if named is not None else users[0] if users else None
-    notes = lock.notes
-    if pid is not None:
-        notes = tuple(note for note in notes if note.code != "no_pid")
-    elif lock.format == git.FORMAT and git.NO_PID not in notes:
-        notes = (git.NO_PID, *notes)
-    return replace(lock, users=users, holder=replace(lock.holder, pid=pid), notes=notes)
+    return replace(lock, users=users, holder=replace(lock.holder, pid=pid))
 
 
 def repository_of(lock_path: str) -> RepoKey | None:
