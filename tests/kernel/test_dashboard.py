@@ -25,11 +25,11 @@ from lockwatch.sources.files.watch import FileFeed
 from lockwatch.sources.kernel.feed import KernelFeed
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.contention import ContentionTree
-from lockwatch.ui.table import LockTable
 from tests.conftest import LOCAL_HOST
 from tests.kernel.conftest import need
 from tests.kernel.holders import Holder, Holders, library_says_held
-from tests.ui.fakes import make_app
+from tests.ui.fakes import make_app, row_text
+from tests.ui.fakes import until as until_within
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="kernel locks are read from /proc/locks"
@@ -37,7 +37,6 @@ pytestmark = pytest.mark.skipif(
 
 SIZE = (120, 36)
 WAIT_S = 15.0
-STEP_S = 0.05
 FAST = 0.2
 HOUR = 3600.0
 # Libraries and primitives whose release leaves the lock file behind.
@@ -54,12 +53,8 @@ def live_app(root: Path, *, kernel: bool) -> LockwatchApp:
 
 
 async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> None:
-    """Poll until `condition()` holds; fail (not hang) after WAIT_S seconds."""
-    for _ in range(int(WAIT_S / STEP_S)):
-        if condition():
-            return
-        await pilot.pause(STEP_S)
-    assert condition(), f"never happened within {WAIT_S} s: {what}"
+    """Real processes and real feeds: a longer bound than the fakes need."""
+    await until_within(pilot, condition, what, WAIT_S)
 
 
 def file_id(path: Path) -> str:
@@ -71,15 +66,6 @@ def state_of(app: LockwatchApp, lock_id: str) -> tuple[State, tuple[str, ...]] |
         return None
     verdict = app.board.verdict(lock_id)
     return verdict.state, verdict.codes
-
-
-def row_text(app: LockwatchApp, lock_id: str) -> str:
-    table = app.query_one("#table", LockTable)
-    index = app.rows.index_of(lock_id)
-    assert index is not None, f"{lock_id} is not a row"
-    y = index - table.scroll_offset.y
-    assert 0 <= y < table.size.height, f"{lock_id} is not on screen"
-    return table.render_line(y).text
 
 
 def kernel_rows(app: LockwatchApp, path: Path) -> list[tuple[str, State, int | None]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,6 +42,7 @@ from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.users import with_users
 from lockwatch.ui.app import LockwatchApp
+from lockwatch.ui.table import LockTable
 from lockwatch.ui.themes import LoadedTheme, builtin_dir, load_file
 from tests.conftest import LOCAL_HOST, NOW, lock_file
 
@@ -68,7 +69,9 @@ __all__ = [
     "lock_count",
     "make_app",
     "mixed_scenario",
+    "row_text",
     "settle",
+    "until",
 ]
 
 FILES_FEED = "files"
@@ -224,6 +227,28 @@ async def settle(pilot: Pilot[Any], timeout: float = 5.0) -> None:
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()
+
+
+async def until(
+    pilot: Pilot[Any], condition: Callable[[], bool], what: str, seconds: float = 5.0
+) -> None:
+    """Poll until `condition()` holds; fail (not hang) after `seconds` (a bound
+    for waiting, never a timing assertion)."""
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    assert condition(), f"never happened within {seconds} s: {what}"
+
+
+def row_text(app: LockwatchApp, lock_id: str) -> str:
+    """The table's line for `lock_id`, as drawn now (the row must be on screen)."""
+    table = app.query_one("#table", LockTable)
+    index = app.rows.index_of(lock_id)
+    assert index is not None, f"{lock_id} is not a row"
+    y = index - table.scroll_offset.y
+    assert 0 <= y < table.size.height, f"{lock_id} is not on screen"
+    return table.render_line(y).text
 
 
 # --- scenarios -------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.panels import EmptyState
 from lockwatch.ui.table import LockTable
 from tests.conftest import LOCAL_HOST
-from tests.ui.fakes import make_app
+from tests.ui.fakes import make_app, row_text, until
 
 SIZE = (120, 36)
 WAIT_S = 5.0
@@ -76,27 +75,9 @@ def live_app(root: Path) -> LockwatchApp:
     return make_app(feeds=[feed], clock=SystemClock())
 
 
-def row_text(app: LockwatchApp, lock: str) -> str:
-    table = app.query_one("#table", LockTable)
-    index = app.rows.index_of(lock)
-    assert index is not None, f"{lock} is not a row"
-    y = index - table.scroll_offset.y
-    assert 0 <= y < table.size.height, f"{lock} is not on screen"
-    return table.render_line(y).text
-
-
 def entry_sha(app: LockwatchApp, lock: str) -> str | None:
     entry = app.board.entries.get(lock)
     return None if entry is None else entry.lock.sha256
-
-
-async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> None:
-    """Poll until `condition()` holds; fail (not hang) after WAIT_S seconds."""
-    for _ in range(int(WAIT_S / STEP_S)):
-        if condition():
-            return
-        await pilot.pause(STEP_S)
-    assert condition(), f"never happened within {WAIT_S} s: {what}"
 
 
 async def watcher_ready(pilot: Pilot[Any], root: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 from textual.geometry import Region
-from textual.pilot import Pilot
 from textual.widgets import Input, Static, TabbedContent
 
 from lockwatch.clock import FrozenClock
@@ -33,12 +31,19 @@ from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.panels import EmptyState, HelpScreen, SourcesBar
 from lockwatch.ui.table import LockTable, TableHeader
 from tests.conftest import LOCAL_HOST, NOW, alive, iso, lock_file
-from tests.ui.fakes import StaticFeed, empty_scenario, make_app, mixed_scenario, settle
+from tests.ui.fakes import (
+    StaticFeed,
+    empty_scenario,
+    make_app,
+    mixed_scenario,
+    row_text,
+    settle,
+    until,
+)
 
 SIZE = (120, 36)
 FEED = "files"
 ROOT = "/srv/locks"
-WAIT_STEPS = 100  # x 0.05 s: a bound for waiting, never a timing assertion
 
 # pid 100 runs (since an hour ago); every other pid is dead.
 PROCESSES = StaticProcesses(alive(100))
@@ -168,25 +173,6 @@ def header_text(app: LockwatchApp) -> str:
 
 def detail_text(app: LockwatchApp) -> str:
     return static_text(app, "#detail Static")
-
-
-def row_text(app: LockwatchApp, lock_id: str) -> str:
-    """The table's line for `lock_id`, as drawn now (the row must be on screen)."""
-    table = app.query_one("#table", LockTable)
-    index = app.rows.index_of(lock_id)
-    assert index is not None, f"{lock_id} is not a row"
-    y = index - table.scroll_offset.y
-    assert 0 <= y < table.size.height, f"{lock_id} is not on screen"
-    return table.render_line(y).text
-
-
-async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> None:
-    """Wait (boundedly) until `condition()` holds."""
-    for _ in range(WAIT_STEPS):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    assert condition(), f"never happened: {what}"
 
 
 async def exported(app: LockwatchApp) -> None:
