@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from lockwatch.model.kernel import FileKey, with_evidence
 from lockwatch.model.lock import Lock
-from lockwatch.sources.files.users import attach_users
+from lockwatch.sources.files.users import GitProcesses, attach_users, scan_git_processes
 from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, open_files, read_table
 
 # Filesystems whose locks may be held from other hosts: the local /proc/locks
@@ -90,6 +90,7 @@ class Evidence:
         self._remote = _remote_now() if remote is None else remote
         self._was_held = frozenset(was_held)
         self._open: OpenFiles | None = None
+        self._git: tuple[GitProcesses | None] | None = None  # (the scan,) once made
 
     def _open_files(self) -> OpenFiles:
         if self._open is None:
@@ -98,7 +99,13 @@ class Evidence:
 
     def attach(self, locks: Sequence[Lock]) -> list[Lock]:
         """The kernel's word, and who works on what each lock guards (users)."""
-        return attach_users(self._attach_kernel(locks))
+        return attach_users(self._attach_kernel(locks), self._git_processes)
+
+    def _git_processes(self) -> GitProcesses | None:
+        # One /proc pass per moment, however many times locks are attached.
+        if self._git is None:
+            self._git = (scan_git_processes(),)
+        return self._git[0]
 
     def _attach_kernel(self, locks: Sequence[Lock]) -> list[Lock]:
         table = self.table

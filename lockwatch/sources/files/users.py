@@ -22,7 +22,7 @@ invisible here), `users` stays None and the lock keeps its own rules.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from lockwatch.model.lock import Lock
@@ -61,13 +61,18 @@ class GitProcesses:
         return tuple(p.pid for p in sorted(found, key=lambda p: (p.start_ticks, p.pid)))
 
 
-def attach_users(locks: Sequence[Lock]) -> list[Lock]:
-    """`locks` with `users` filled in for those whose policy is held_while_used."""
+def attach_users(
+    locks: Sequence[Lock],
+    processes: Callable[[], GitProcesses | None] | None = None,
+) -> list[Lock]:
+    """`locks` with `users` filled in for those whose policy is held_while_used.
+    `processes` gives the git processes (one /proc pass, which a caller making
+    several calls at one moment may share); by default, a fresh pass."""
     wanted = [i for i, lock in enumerate(locks) if lock.policy.held_while_used and lock.path]
     out = list(locks)
     if not wanted:
         return out
-    scan = scan_git_processes()
+    scan = (processes or scan_git_processes)()
     remote = _remote_devices() if scan is not None else frozenset()
     for i in wanted:
         lock = locks[i]

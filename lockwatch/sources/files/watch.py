@@ -213,7 +213,7 @@ class FileFeed:
                 evidence = self._evidence()
                 kernel = {e.lock.id: e for e in self._recheck_kernel(entries, evidence)}
                 pids = [e for e in self._recheck(local, evidence) if e.lock.id not in kernel]
-                dirs = [e for e in self._recheck_dirs(entries) if e.lock.id not in kernel]
+                dirs = [e for e in self._recheck_dirs(entries, evidence) if e.lock.id not in kernel]
                 return [*kernel.values(), *pids, *dirs]
 
             fresh = await asyncio.to_thread(recheck)
@@ -316,7 +316,7 @@ class FileFeed:
             return []
         return judge(moved, self._processes(), self.clock.now(), self.host)
 
-    def _recheck_dirs(self, entries: Sequence[Entry]) -> list[Entry]:
+    def _recheck_dirs(self, entries: Sequence[Entry], evidence: Evidence) -> list[Entry]:
         """Lock directories listed again: a file written inside one just after
         its mkdir may come before the watch on it does (cheap: a listing each)."""
         changed = []
@@ -329,7 +329,7 @@ class FileFeed:
                 changed.append(loaded)
         if not changed:
             return []
-        locks = self._evidence().attach(changed)
+        locks = evidence.attach(changed)
         return judge(locks, self._processes(), self.clock.now(), self.host)
 
     def _recheck(self, entries: list[Entry], evidence: Evidence) -> list[Entry]:
