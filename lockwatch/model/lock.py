@@ -36,6 +36,10 @@ class Holder:
     # The holder's start time in clock ticks since boot, where the file records
     # it: a live pid with another start time is a recycled one.
     start_ticks: int | None = None
+    # The boot time (seconds since the epoch) of the host that wrote the lock,
+    # where the file records it (Emacs): a live pid on a host booted at another
+    # time is not the writer.
+    boot_time: int | None = None
 
 
 NO_HOLDER = Holder()
@@ -80,6 +84,10 @@ class StalenessPolicy:
     # (every acquirer, and filelock's waiters, open it; some truncate it): where
     # the kernel decides (kernel.with_evidence), the lock's age is unknown.
     sentinel_mtime_only: bool = False
+    # Its tool decides by the kernel lock alone (a file that is only ever a
+    # sentinel, never a lock by its presence): without the kernel's word it is
+    # unknown, not the file's own rules.
+    kernel_only: bool = False
     # Held exactly while some process works on what it guards (`Lock.users`): a
     # lock file with no pid, whose writer is known by what it works on (git).
     # Past `users_grace` seconds of age with nobody at work, it is stale.

@@ -20,6 +20,8 @@ class ProcessFacts:
     # Its start time in clock ticks since boot (/proc/<pid>/stat field 22), as
     # some tools record it to tell a recycled pid (clawdbot's gateway lock).
     start_ticks: int | None = None
+    # This host's boot time (seconds since the epoch) when the facts were taken.
+    boot_time: float | None = None
 
 
 class ProcessLookup(Protocol):

@@ -19,6 +19,8 @@ from lockwatch.model.timestamps import plus_seconds, seconds_since
 # A process may start a moment after the lock it writes is timestamped
 # (coarse clocks, rounding to seconds): only a later start beyond this is reuse.
 PID_REUSE_TOLERANCE_SECONDS = 1.0
+# Emacs (lock_if_free) takes boot times within a second of each other as the same boot.
+BOOT_TIME_TOLERANCE_SECONDS = 1.0
 # Hosts' clocks drift by fractions of a second even when synchronised: only more
 # than this in the future is worth telling the operator.
 CLOCK_SKEW_TOLERANCE_SECONDS = 1.0
@@ -96,6 +98,15 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
         return _kernel_held(evidence, processes, age, (*decided, *lock.defects))
     if lock.defects:
         return Verdict(State.INVALID, (*lock.defects, *info), age_seconds=age)
+    if evidence is None and policy.kernel_only and lock.holder.pid is None:
+        # Only the kernel's lock says whether it is held, and it could not be
+        # asked (no /proc/locks, a network filesystem): nobody here can tell.
+        reason = Reason(
+            "no_kernel_evidence",
+            "only a kernel lock on it says whether it is held, and /proc/locks"
+            " could not be read for it",
+        )
+        return Verdict(State.UNKNOWN, (reason, *decided), age_seconds=age)
     if evidence is not None:
         unheld = _kernel_unheld(lock, evidence, processes, age, decided)
         if unheld is not None:
@@ -146,8 +157,10 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
     elif holder.pid is not None:
         facts = processes.facts(holder.pid)
         alive = facts.alive
-        reuse = _ticks_differ(facts, holder.start_ticks) or (
-            None if policy.time_by_writer else _reused(facts, lock.acquired_at)
+        reuse = (
+            _ticks_differ(facts, holder.start_ticks)
+            or _boot_differs(facts, holder.boot_time)
+            or (None if policy.time_by_writer else _reused(facts, lock.acquired_at))
         )
         if reuse is not None:
             alive = False
@@ -376,6 +389,21 @@ def _ticks_differ(facts: ProcessFacts, recorded: int | None) -> Reason | None:
         "pid_reused",
         f"pid {facts.pid} now belongs to a process with another start time"
         f" ({facts.start_ticks} ticks after boot, the lock records {recorded}); the holder is gone",
+    )
+
+
+def _boot_differs(facts: ProcessFacts, recorded: int | None) -> Reason | None:
+    """Emacs's rule: a lock made in another boot of this host names a pid of a
+    process that is gone, whatever now runs under that pid (more than a second
+    apart: boot times read at different moments drift by rounding)."""
+    if not facts.alive or recorded is None or facts.boot_time is None:
+        return None
+    if abs(facts.boot_time - recorded) <= BOOT_TIME_TOLERANCE_SECONDS:
+        return None
+    return Reason(
+        "pid_reused",
+        f"the lock was made in an earlier boot of this host; pid {facts.pid} now belongs"
+        " to another process and the holder is gone",
     )
 
 

@@ -68,6 +68,7 @@ class PsutilProcesses:
             user=user,
             ancestors=_ancestors(parent),
             start_ticks=_start_ticks(pid),
+            boot_time=_boot_time(),
         )
 
     def _user(self, process: psutil.Process) -> str | None:
@@ -103,4 +104,11 @@ def _start_ticks(pid: int) -> int | None:
         fields = text[text.rindex(b")") + 2 :].split()
         return int(fields[19])
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def _boot_time() -> float | None:
+    try:
+        return float(psutil.boot_time())
+    except (OSError, RuntimeError):
         return None

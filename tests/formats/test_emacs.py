@@ -78,6 +78,16 @@ def test_dead_holder_is_stale(tmp_path: Path) -> None:
     assert rec["holder"]["pid"] == pid
 
 
+def test_a_lock_from_an_earlier_boot_is_stale(tmp_path: Path, live_pid: int) -> None:
+    # The pid runs, and started before the symlink was made: only the boot time
+    # tells that the lock is from another boot (Emacs: "boot time differs").
+    emacs_lock(tmp_path, "notes.org", f"{USER}@{HOST}.{live_pid}:{boot_time() - 86_400}")
+    rec = record(tmp_path, ".#notes.org")
+    assert rec is not None
+    assert (rec["state"], codes(rec)) == ("stale", ["pid_reused"])
+    assert "earlier boot" in rec["reasons"][0]["message"]
+
+
 @pytest.mark.parametrize(
     "target",
     [

@@ -17,6 +17,7 @@ import pytest
 from tests.formats.common import (
     Holder,
     codes,
+    dead_pid,
     hold_in,
     holder_script,
     killed_at_teardown,
@@ -200,15 +201,15 @@ def test_pidns_marker_for_a_dead_looking_pid_is_unknown(locks: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "state", "code"),
     [
-        (b"12", "stale", "holder_dead"),  # no newline: not filelock's; a bare pid
-        (b"999999\nvm", "stale", "holder_dead"),
+        (b"{dead}", "stale", "holder_dead"),  # no newline: not filelock's; a bare pid
+        (b"{dead}\nvm", "stale", "holder_dead"),
         (b"abc\nvm\n", "invalid", "unparseable"),
         (b"\xff\xfe\n\n", "invalid", "unparseable"),
         (b"1\n2\n3\n4\n", "unknown", "other_pid_namespace"),  # generic: pid 1
     ],
 )
 def test_bad_content_never_crashes(locks: Path, content: bytes, state: str, code: str) -> None:
-    (locks / "s.lock").write_bytes(content)
+    (locks / "s.lock").write_bytes(content.replace(b"{dead}", str(dead_pid()).encode()))
     record = records(locks)["s.lock"]
     assert record["format"] != "filelock-soft"
     assert record["state"] == state, record

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -260,6 +261,19 @@ def test_foreign_host_lock_info(project: Project) -> None:
     assert codes(lock) == ["kernel_lock"]
     assert lock["holder"]["pid"] == holder.pid
     assert project.says_held() is True
+
+
+@needs_terraform
+def test_lock_info_without_its_state_file_is_free(project: Project) -> None:
+    # Byte-for-byte lock.info left beside no state file (the state was moved
+    # away): no file, no kernel lock; terraform's next run creates, locks, proceeds.
+    info = project.root / LOCK_INFO
+    info.write_bytes(lock_info_bytes(f"me@{socket.gethostname()}", "2026-01-02T03:04:05Z"))
+    assert not (project.root / "terraform.tfstate").exists()
+    lock = record(lockwatch_ls(project.root, project.home), info)
+    assert lock["state"] == "free"
+    assert codes(lock) == ["not_held", "file_missing"]
+    assert project.says_held() is False
 
 
 @needs_terraform

@@ -127,6 +127,16 @@ def test_no_evidence_keeps_the_files_own_rules() -> None:
     assert verdict.codes == ("no_pid",) or verdict.codes == ()
 
 
+def test_a_kernel_only_sentinel_without_the_kernels_word_is_unknown() -> None:
+    # Terraform's lock.info, little-loops' .acquire.lock: the tool asks the
+    # kernel only, so without /proc/locks nobody here can tell.
+    lock = replace(lock_file(), policy=replace(generic.SENTINEL, kernel_only=True))
+    _, verdict = judge(lock, None)
+    assert (verdict.state, verdict.codes) == (State.UNKNOWN, ("no_kernel_evidence",))
+    _, verdict = judge(lock, KernelEvidence())
+    assert verdict.state is State.FREE
+
+
 def test_a_bare_sentinels_mtime_is_no_age_once_the_kernel_decides() -> None:
     """Every acquirer opens the sentinel (filelock's waiters truncate it): its
     mtime says nothing about the lock, so the kernel's verdicts give no age."""

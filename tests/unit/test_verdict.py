@@ -650,3 +650,17 @@ def test_a_time_set_by_the_writer_never_trips_pid_reuse() -> None:
     )
     verdict = judge(writer, late)
     assert verdict.state is State.ACTIVE and "pid_reused" not in verdict.codes
+
+
+@pytest.mark.parametrize(
+    ("recorded_boot", "state"),
+    [(1_000_000, State.ACTIVE), (1_000_001, State.ACTIVE), (999_998, State.STALE)],
+)
+def test_a_recorded_boot_time_is_compared_within_a_second(recorded_boot: int, state: State) -> None:
+    lock = replace(gen(pid=LIVE_PID), holder=Holder(pid=LIVE_PID, boot_time=recorded_boot))
+    facts = ProcessFacts(pid=LIVE_PID, alive=True, started_at=ago(3600), boot_time=1_000_000.4)
+    verdict = judge(lock, StaticProcesses(facts))
+    assert verdict.state is state
+    assert [r.code for r in verdict.reasons][:1] == (
+        [] if state is State.ACTIVE else ["pid_reused"]
+    )

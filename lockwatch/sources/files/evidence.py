@@ -9,11 +9,12 @@ invisible here and "nobody holds it" would be a guess.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from lockwatch.model.kernel import FileKey, with_evidence
-from lockwatch.model.lock import Lock
+from lockwatch.model.kernel import FileKey, KernelEvidence, with_evidence
+from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.files.users import GitProcesses, attach_users, scan_git_processes
 from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, open_files, read_table
 
@@ -109,12 +110,15 @@ class Evidence:
 
     def _attach_kernel(self, locks: Sequence[Lock]) -> list[Lock]:
         table = self.table
-        if table is None:
-            return list(locks)
         out = []
         for lock in locks:
             key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
-            if key is None or key.device in self._remote:
+            if key is None and lock.kernel_file is not None:
+                # No file, no kernel lock on it: the tool's next run creates
+                # the file, locks it and goes ahead.
+                out.append(with_evidence(_without(lock, lock.kernel_file), KernelEvidence()))
+                continue
+            if table is None or key is None or key.device in self._remote:
                 out.append(lock)
                 continue
             # Who has the file open is only worth a look through every process's
@@ -127,6 +131,13 @@ class Evidence:
             )
             out.append(with_evidence(lock, evidence))
         return out
+
+
+def _without(lock: Lock, missing: str) -> Lock:
+    if any(note.code == "file_missing" for note in lock.notes):
+        return lock  # attached again (the dashboard's recheck)
+    note = Reason("file_missing", f"{missing}, which the lock is taken on, does not exist")
+    return replace(lock, notes=(*lock.notes, note))
 
 
 def _key_of(path: str) -> FileKey | None:

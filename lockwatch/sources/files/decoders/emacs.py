@@ -8,9 +8,8 @@ ends after the pid. Anything else is EINVAL to Emacs: invalid here.
 Emacs's own verdict (lock_if_free): a lock from another host is always live; on
 its host it is silently deleted and taken when the pid is dead, or when the boot
 time differs from this boot's by more than a second. Here: a dead pid is
-`holder_dead`; a boot-time check needs this host's boot time, which a decoder
-cannot read, but a pid alive after a reboot belongs to a process started after
-the lock was made, which the verdict already calls `pid_reused`.
+`holder_dead`, and a live pid under another boot time is `pid_reused` (the
+holder records the boot; the verdict compares it with this host's).
 
 Emacs falls back to a regular file with the same text where symlinks fail (FAT,
 CIFS); those are not listed: `.#name` regular files are also CVS's backups.
@@ -89,7 +88,7 @@ def read(file: LockFile) -> Lock | None:
         name=name,
         policy=POLICY,
         content={"user": user, "host": host, "pid": pid, "boot_time": boot},
-        holder=Holder(pid=pid, host=host, actor=user or None),
+        holder=Holder(pid=pid, host=host, actor=user or None, boot_time=boot),
         acquired_at=file.modified_at,  # the symlink is made when the buffer is first modified
     )
 

@@ -39,7 +39,7 @@ FORMAT = "little-loops"
 # itself, after it started, once; a process that started later cannot be it.
 POLICY = StalenessPolicy(pid_liveness=True)
 # `.acquire.lock`: only the flock counts; its mtime is the last acquirer's open.
-SENTINEL = StalenessPolicy(kernel_sentinel=True, sentinel_mtime_only=True)
+SENTINEL = StalenessPolicy(kernel_sentinel=True, sentinel_mtime_only=True, kernel_only=True)
 # `<instance>.pid`: the runner lives or not. Written by the runner itself (or
 # by its launcher right after the spawn), after the runner started: a live pid
 # that started later than the file is a recycled one.

@@ -25,7 +25,7 @@ from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders.base import Fields, LockFile, file_lock, schema_violation
 
 FORMAT = "terraform"
-POLICY = StalenessPolicy(kernel_sentinel=True)
+POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True)
 
 _SUFFIX = ".lock.info"
 # Every name Terraform's lockInfoPath() gives: "." + the state file's name.
