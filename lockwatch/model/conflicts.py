@@ -71,20 +71,24 @@ def with_scope_conflicts(locks: Sequence[Lock], verdicts: Sequence[Verdict]) -> 
     """
     result = list(verdicts)
     by_format: dict[str, list[int]] = defaultdict(list)
+    singles: dict[tuple[str, str], list[int]] = defaultdict(list)
     for index, (lock, verdict) in enumerate(zip(locks, verdicts, strict=True)):
-        if lock.scope and verdict.state is State.ACTIVE:
+        if verdict.state is not State.ACTIVE:
+            continue
+        if lock.scope:
             by_format[lock.format].append(index)
+        if lock.singleton is not None:
+            singles[(lock.format, lock.singleton)].append(index)
 
     partners: dict[int, set[int]] = defaultdict(set)
     for members in by_format.values():
         if len(members) < 2:
             continue
-        for a, b in overlapping_pairs([locks[i].scope for i in members]):
-            i, j = members[a], members[b]
-            if _nested((locks[i], verdicts[i]), (locks[j], verdicts[j])):
-                continue
-            partners[i].add(j)
-            partners[j].add(i)
+        pairs = overlapping_pairs([locks[i].scope for i in members])
+        _link(partners, locks, verdicts, [(members[a], members[b]) for a, b in pairs])
+    for members in singles.values():
+        pairs = [(i, j) for n, i in enumerate(members) for j in members[n + 1 :]]
+        _link(partners, locks, verdicts, pairs)
 
     for index, others in partners.items():
         ordered = sorted(others, key=lambda i: (locks[i].name, locks[i].id))
@@ -93,12 +97,30 @@ def with_scope_conflicts(locks: Sequence[Lock], verdicts: Sequence[Verdict]) -> 
         if len(names) > _NAMES_SHOWN:
             shown += f" and {len(names) - _NAMES_SHOWN} more"
         verdict = result[index]
+        lock = locks[index]
+        overlaps = lock.singleton is None or any(
+            (locks[j].format, locks[j].singleton) != (lock.format, lock.singleton) for j in others
+        )
+        what = (
+            f"scope overlaps live lock(s) {shown}"
+            if overlaps
+            else f"singleton loop {lock.singleton} is already running as {shown}"
+        )
         result[index] = replace(
             verdict,
-            reasons=(
-                *verdict.reasons,
-                Reason("scope_conflict", f"scope overlaps live lock(s) {shown}"),
-            ),
+            reasons=(*verdict.reasons, Reason("scope_conflict", what)),
             conflicts_with=tuple(locks[i].id for i in ordered),
         )
     return result
+
+
+def _link(
+    partners: dict[int, set[int]],
+    locks: Sequence[Lock],
+    verdicts: Sequence[Verdict],
+    pairs: Sequence[tuple[int, int]],
+) -> None:
+    for i, j in pairs:
+        if not _nested((locks[i], verdicts[i]), (locks[j], verdicts[j])):
+            partners[i].add(j)
+            partners[j].add(i)

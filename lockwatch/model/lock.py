@@ -144,3 +144,6 @@ class Lock:
     # Processes working on what the lock guards, as the file source found them
     # (git processes in the repository of a `.git/*.lock`); None: nobody looked.
     users: tuple[int, ...] | None = None
+    # Live locks of one format with the same singleton name exclude each other
+    # whatever their scopes (little-loops' `singleton: true` loops, by loop_name).
+    singleton: str | None = None

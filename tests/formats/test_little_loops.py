@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -560,3 +560,54 @@ def test_ancestry_decides_scope_conflict(inner_ancestors: tuple[int, ...], confl
     judged = assess([outer, inner], processes, FrozenClock(NOW), LOCAL_HOST)
     for _, verdict in judged:
         assert (verdict.codes == ("scope_conflict",)) is conflict
+
+
+def _singleton_lock(name: str, instance: str, pid: int, scope: str) -> Any:
+    # Byte-for-byte what ScopeLock.to_dict() writes for a `singleton: true` loop.
+    doc = {
+        "loop_name": name,
+        "scope": [scope],
+        "pid": pid,
+        "started_at": ago(10.0).isoformat(),
+        "singleton": True,
+    }
+    return decode_file(lock_file(f"{RUNNING}/{instance}.lock", doc))
+
+
+@pytest.mark.parametrize(
+    ("second_singleton", "inner_ancestors", "conflict"),
+    [(True, (1,), True), (False, (1,), False), (True, (20, 1), False)],
+)
+def test_two_runs_of_a_singleton_loop_conflict_whatever_their_scopes(
+    second_singleton: bool, inner_ancestors: tuple[int, ...], conflict: bool
+) -> None:
+    # find_conflict's singleton predicate: same loop_name, both singleton, not an
+    # ancestor — a conflict even though the scopes are disjoint.
+    first = _singleton_lock("autodev", "autodev-20261124T025724", 20, f"{ROOT}/a")
+    second = _singleton_lock("autodev", "autodev-20261124T025801", 40, f"{ROOT}/b")
+    if not second_singleton:
+        second = replace(second, singleton=None)
+    processes = StaticProcesses(
+        ProcessFacts(20, True, ago(60.0), ancestors=(1,)),
+        ProcessFacts(40, True, ago(30.0), ancestors=inner_ancestors),
+    )
+    judged = assess([first, second], processes, FrozenClock(NOW), LOCAL_HOST)
+    assert first.singleton == "autodev"
+    for _, verdict in judged:
+        assert (verdict.codes == ("scope_conflict",)) is conflict
+    if conflict:
+        assert "singleton loop autodev" in judged[0][1].reasons[0].message
+        assert judged[0][1].conflicts_with == (second.id,)
+
+
+def test_the_library_agrees_that_a_live_singleton_run_blocks_its_name(tmp_path: Path) -> None:
+    from little_loops.fsm.concurrency import LockManager
+
+    manager = LockManager(tmp_path / ".loops")
+    assert manager.acquire("autodev", [str(tmp_path / "a")], singleton=True)
+    (held,) = (tmp_path / ".loops" / ".running").glob("autodev*.lock")
+    assert decode_file(lock_file(str(held), held.read_bytes())).singleton == "autodev"
+    conflict = manager.find_conflict(
+        [str(tmp_path / "b")], caller_loop_name="autodev", caller_singleton=True
+    )
+    assert conflict is not None and conflict.singleton

@@ -8,8 +8,10 @@ cli/loop/run.py, cli/loop/runner.py):
   started_at[, singleton]}`, scope paths `Path.resolve()`d. Stale iff the pid is
   dead (`_process_alive`: ESRCH only); no age limit. Live locks whose scopes
   overlap conflict (decided across locks in the model, where a loop started by
-  another loop is let through). The seed's relative scope paths are taken from
-  the project root, the directory holding `.loops`; an empty scope is the project.
+  another loop is let through), and so do two live `singleton` runs of one loop
+  whatever their scopes (find_conflict's BUG-2526 predicate). The seed's
+  relative scope paths are taken from the project root, the directory holding
+  `.loops`; an empty scope is the project.
 - `.acquire.lock`, an always-empty sentinel `flock(LOCK_EX)`ed around the
   check-then-create of a scope lock and never deleted: held iff the kernel says.
 - `<instance>.pid`, the runner's pid (`write_text(str(os.getpid()))`, before the
@@ -26,6 +28,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -87,7 +90,9 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         else ()
     )
     instance = instance_of(file.stem(), loop_name)
-    return file_lock(
+    # ScopeLock.from_dict: bool(data.get("singleton", False)).
+    singleton = loop_name if doc.get("singleton") else None
+    lock = file_lock(
         file,
         format=FORMAT,
         # Runs of one loop differ by instance only: the row names the run.
@@ -101,6 +106,7 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         scope=normalized,
         defects=fields.defects,
     )
+    return replace(lock, singleton=singleton) if singleton else lock
 
 
 def read_runner_file(file: LockFile) -> Lock | None:
