@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -134,6 +134,9 @@ class LockwatchApp(App[None]):
             query = EVERYTHING  # the CLI checks --filter before the app starts
         self.rows = Rows(self.board, sort, query)
         self.paused = False
+        # Between `/` and enter/escape every key belongs to the filter box, even
+        # keys typed ahead in the same burst (a paste, a busy app).
+        self._typing_filter = False
         self._pending: list[ChangeSet] = []
         self._table = LockTable(self.board, self.rows, self.now, id="table")
         self._header = TableHeader(id="table-header")
@@ -392,7 +395,8 @@ class LockwatchApp(App[None]):
     def action_filter(self) -> None:
         bar = self.query_one("#filter-bar")
         bar.display = True
-        self.query_one("#filter", Input).focus()
+        # Focus now, not on the next turn (`focus()` is deferred).
+        self.set_focus(self.query_one("#filter", Input))
 
     def on_input_changed(self, message: Input.Changed) -> None:
         if message.input.id != "filter":
@@ -410,6 +414,39 @@ class LockwatchApp(App[None]):
         self._table.reload()
         self._show_sources()
         self._show_empty()
+
+    async def on_event(self, event: events.Event) -> None:
+        if (
+            isinstance(event, events.Key)
+            and not event.is_forwarded
+            and self._route_to_filter(event)
+        ):
+            return
+        await super().on_event(event)
+
+    def _route_to_filter(self, event: events.Key) -> bool:
+        """Send `event` to the filter box (True) while the operator types a
+        filter. Decided as keys arrive, before any is handled: the keys after
+        `/` are already queued when `/` opens the box."""
+        if event.key == "ctrl+c":
+            return False  # quits, whatever is being typed
+        if self._typing_filter:
+            if event.key in ("enter", "escape"):
+                self._typing_filter = False
+                return False
+            self.query_one("#filter", Input)._forward_event(event)
+            return True
+        if (
+            event.key == "slash"
+            and len(self.screen_stack) == 1
+            and not isinstance(self.focused, Input)
+        ):
+            self._typing_filter = True
+        return False
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        if event.widget.id == "filter":
+            self._typing_filter = False  # left by a click, say: keys are commands again
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
         if message.input.id == "filter":

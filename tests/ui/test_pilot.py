@@ -15,8 +15,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 from rich.text import Text
+from textual import events
 from textual.geometry import Region
 from textual.widgets import Input, Static, TabbedContent
 
@@ -222,6 +224,31 @@ async def test_keys_typed_in_the_filter_box_are_text_not_commands() -> None:
         assert app.rows.sort == "state"
         assert not app.paused
         assert app.theme == "lockwatch-dark"
+
+
+@pytest.mark.parametrize("burst", ["queue", "stale", "?Tex"])
+async def test_keys_typed_ahead_after_slash_all_go_to_the_filter(burst: str) -> None:
+    # A paste, or typing while the app is busy: every key is queued before the
+    # first is handled. Once `/` is in, none of them may reach a shortcut.
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        keys = [("slash", "/"), *((_key_name(ch), ch) for ch in burst)]
+        for key, character in keys:  # as the terminal driver delivers them, unawaited
+            event = events.Key(key, character)
+            event.set_sender(app)
+            assert app._driver is not None
+            app._driver.send_message(event)
+        await pilot.pause()
+        await pilot.pause()
+        assert app.is_running
+        assert filter_input(app).value == burst
+        assert not isinstance(app.screen, HelpScreen)
+        assert (app.rows.sort, app.paused, app.theme) == ("state", False, "lockwatch-dark")
+
+
+def _key_name(character: str) -> str:
+    return {"?": "question_mark"}.get(character, character)
 
 
 async def test_a_bad_term_shows_an_error_and_keeps_the_previous_filter() -> None:
