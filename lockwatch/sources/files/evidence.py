@@ -9,8 +9,8 @@ invisible here and "nobody holds it" would be a guess.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 from lockwatch.model.kernel import FileKey, KernelEvidence, with_evidence
