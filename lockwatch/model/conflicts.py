@@ -84,11 +84,11 @@ def with_scope_conflicts(locks: Sequence[Lock], verdicts: Sequence[Verdict]) -> 
     for members in by_format.values():
         if len(members) < 2:
             continue
-        pairs = overlapping_pairs([locks[i].scope for i in members])
-        _link(partners, locks, verdicts, [(members[a], members[b]) for a, b in pairs])
+        overlaps = overlapping_pairs([locks[i].scope for i in members])
+        _link(partners, locks, verdicts, [(members[a], members[b]) for a, b in overlaps])
     for members in singles.values():
-        pairs = [(i, j) for n, i in enumerate(members) for j in members[n + 1 :]]
-        _link(partners, locks, verdicts, pairs)
+        same = [(i, j) for n, i in enumerate(members) for j in members[n + 1 :]]
+        _link(partners, locks, verdicts, same)
 
     for index, others in partners.items():
         ordered = sorted(others, key=lambda i: (locks[i].name, locks[i].id))
