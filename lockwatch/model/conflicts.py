@@ -84,8 +84,8 @@ def with_scope_conflicts(locks: Sequence[Lock], verdicts: Sequence[Verdict]) -> 
     for members in by_format.values():
         if len(members) < 2:
             continue
-        overlaps = overlapping_pairs([locks[i].scope for i in members])
-        _link(partners, locks, verdicts, [(members[a], members[b]) for a, b in overlaps])
+        found = overlapping_pairs([locks[i].scope for i in members])
+        _link(partners, locks, verdicts, [(members[a], members[b]) for a, b in found])
     for members in singles.values():
         same = [(i, j) for n, i in enumerate(members) for j in members[n + 1 :]]
         _link(partners, locks, verdicts, same)
