@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Iterable
+
 import click
 
 from lockwatch import __version__
@@ -28,8 +32,20 @@ class _DashboardByDefault(click.Group):
             ctx.meta[READONLY_FLAG] = True
             args = args[1:]
         if not args or (args[0] not in self.commands and args[0] not in _GROUP_OPTIONS):
+            if args and not ctx.resilient_parsing:
+                _refuse_a_mistyped_command(ctx, args[0], self.commands)
             args = ["watch", *args]
         return super().parse_args(ctx, args)
+
+
+def _refuse_a_mistyped_command(ctx: click.Context, word: str, commands: Iterable[str]) -> None:
+    """`lockwatch lss` is a typo for `ls`, not a dashboard on ./lss: a bare word
+    that names no existing path but is close to a command's name."""
+    if word.startswith("-") or "/" in word or os.path.lexists(word):
+        return
+    close = difflib.get_close_matches(word, sorted(commands), n=1, cutoff=0.6)
+    if close:
+        ctx.fail(f"No such command {word!r}. Did you mean {close[0]!r}?")
 
 
 @click.group(cls=_DashboardByDefault, context_settings=CONTEXT, invoke_without_command=True)
@@ -38,10 +54,20 @@ class _DashboardByDefault(click.Group):
 def cli(ctx: click.Context) -> None:
     """See every lock's holder, age and staleness: lock files and PostgreSQL.
 
-    lockwatch reads lock files (clawdbot, gitclaw, tower-fleet/v1, little-loops,
-    pid files and bare lock files) and PostgreSQL's pg_locks, and judges each
-    lock active, stale, invalid or waiting by its own rules, with
+    lockwatch reads lock files (the tools' own: git, filelock, flufl.lock,
+    Terraform, little-loops, clawdbot, ...; pid files and bare lock files), the
+    kernel's file locks and PostgreSQL's pg_locks, and judges each lock active,
+    stale, invalid, waiting, free or unknown by its writer's own rules, with
     machine-readable reasons.
+
+    With no command, or with PATHs, it opens the live dashboard: its options
+    (--pg, --kernel, --filter, --theme, ...) are in `lockwatch watch --help`.
+
+    \b
+    Global options (before the command):
+      --readonly      no action (break, steal, ...) anywhere in this run
+      -V, --version   the version
+      -h, --help      this help; `lockwatch COMMAND --help` for a command's
 
     \b
     Examples:

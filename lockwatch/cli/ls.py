@@ -127,7 +127,10 @@ def ls(**values: Any) -> None:
         for line in render_table(assessed, long=values["long_"], cwd=os.getcwd()):
             click.echo(line, color=color)
         places = [place for part in parts for place in part.places]
-        click.echo(summary(assessed, places), color=color)
+        # A PATH that does not exist is said once, as the error below: not
+        # also as "No locks under" it.
+        if assessed or not any(part.usage_errors for part in parts):
+            click.echo(summary(assessed, places), color=color)
 
     for error in errors:
         click.echo(f"lockwatch: {printable(error.path)}: {printable(error.message)}", err=True)

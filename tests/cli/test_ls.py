@@ -151,10 +151,47 @@ def test_missing_path_is_exit_2_with_a_clear_message(tmp_path: Path) -> None:
     assert "nowhere" in err and "Traceback" not in err
 
 
+def test_missing_path_in_the_table_is_said_once(tmp_path: Path) -> None:
+    code, out, err = run("ls", str(tmp_path / "nowhere"))
+    assert code == 2
+    assert out == ""  # not also "No locks under .../nowhere"
+    assert err.strip() == f"lockwatch: {tmp_path / 'nowhere'}: No such file or directory"
+
+
 def test_empty_directory_says_what_was_looked_for(tmp_path: Path) -> None:
     code, out, _ = run("ls", str(tmp_path))
     assert code == 0
     assert out.strip() == f"No locks under {tmp_path} (looked for *.lock and *.pid files)."
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("lss", "ls"), ("brake", "break"), ("auidt", "audit")])
+def test_a_mistyped_command_is_a_usage_error_not_a_dashboard(
+    typo: str, meant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(typo)
+    assert code == 2
+    assert f"No such command '{typo}'. Did you mean '{meant}'?" in err
+    assert "Traceback" not in err
+
+
+def test_a_directory_named_like_a_command_still_opens_as_a_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lockwatch.cli import _DashboardByDefault, cli
+
+    (tmp_path / "lss").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert isinstance(cli, _DashboardByDefault)
+    ctx = cli.make_context("lockwatch", ["lss"], resilient_parsing=True)
+    assert ctx.protected_args + ctx.args == ["watch", "lss"]
+
+
+def test_group_help_names_the_global_options_and_the_dashboards() -> None:
+    code, out, _ = run("--help")
+    assert code == 0
+    assert "--readonly" in out
+    assert "lockwatch watch --help" in out
 
 
 def test_unknown_option_is_a_usage_error() -> None:
