@@ -169,7 +169,7 @@ def test_a_mistyped_command_is_a_usage_error_not_a_dashboard(
     typo: str, meant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(typo)
+    code, _, err = run(typo)
     assert code == 2
     assert f"No such command '{typo}'. Did you mean '{meant}'?" in err
     assert "Traceback" not in err
