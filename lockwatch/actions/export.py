@@ -28,11 +28,20 @@ def file_stem(incident: Incident) -> str:
     return PREFIX + incident.at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
+def default_directory() -> Path:
+    """Where `e` writes when not told: the user's state directory, not the
+    current one (which may be a git checkout the report must not land in)."""
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("lockwatch")) / "incidents"
+
+
 def write_incident(incident: Incident, directory: Path) -> tuple[Path, Path]:
-    """Write `<stem>.json` and `<stem>.md` into `directory` (which must exist);
-    `<stem>-2`, `-3`… when a report of that second is already there. Returns both
-    paths. Raises OSError (with the path in it) when the directory cannot take
-    them; nothing is left behind then."""
+    """Write `<stem>.json` and `<stem>.md` into `directory` (made, private, if
+    missing); `<stem>-2`, `-3`… when a report of that second is already there.
+    Returns both paths. Raises OSError (with the path in it) when the directory
+    cannot take them; nothing is left behind then."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     json_bytes = to_json(incident)
     markdown = to_markdown(incident).encode("utf-8", "backslashreplace")
     base = file_stem(incident)

@@ -73,7 +73,7 @@ def _common(func: Any) -> Any:
             "--export-dir",
             type=click.Path(file_okay=False, path_type=Path),
             default=None,
-            help="Where e writes incident snapshots [default: the current directory].",
+            help="Where e writes incident snapshots [default: ~/.local/state/lockwatch/incidents].",
         ),
     ]
     for option in reversed(options):

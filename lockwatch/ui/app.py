@@ -124,7 +124,11 @@ class LockwatchApp(App[None]):
         self.host = host
         self.recorder = recorder
         self.replay = replay
-        self.export_dir = export_dir or Path.cwd()
+        if export_dir is None:
+            from lockwatch.actions.export import default_directory
+
+            export_dir = default_directory()
+        self.export_dir = export_dir
         self.tick_seconds = tick_seconds
         self.board = Board(host)
         self.now: datetime = self.clock.now()

@@ -846,9 +846,10 @@ async def test_e_exports_json_and_markdown(tmp_path: Path) -> None:
         assert (tmp_path / f"{stem}-2.md").exists()
 
 
-async def test_export_into_a_missing_directory_says_so(tmp_path: Path) -> None:
-    missing = tmp_path / "nope"
-    app = app_with(export_dir=missing)
+async def test_export_where_no_directory_can_be_made_says_so(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    impossible = tmp_path / "a-file" / "nope"
+    app = app_with(export_dir=impossible)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("e")
@@ -858,7 +859,23 @@ async def test_export_into_a_missing_directory_says_so(tmp_path: Path) -> None:
             lambda: any("could not write" in str(n.message) for n in app._notifications),
             "an error notification",
         )
-        assert not missing.exists()
+        assert not impossible.exists()
+
+
+async def test_export_goes_to_the_user_state_directory_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        await exported(app)
+        await until(pilot, lambda: any((tmp_path / "state").rglob("*.md")), "the export")
+    (md,) = (tmp_path / "state" / "lockwatch" / "incidents").glob("lockwatch-incident-*.md")
+    assert oct(md.parent.stat().st_mode & 0o777) == "0o700"
+    assert not list(tmp_path.glob("lockwatch-incident-*"))  # not the current directory
 
 
 async def test_export_carries_the_filter(tmp_path: Path) -> None:
