@@ -202,12 +202,18 @@ def _event_json(event: Event) -> dict[str, object]:
 
 # -- Markdown --------------------------------------------------------------------------
 
-# Inline Markdown that a lock's text could use to format, link or inject: escaped
-# with a backslash (CommonMark lets any ASCII punctuation be escaped). With `[` and
-# `]` escaped no link or image can form, so `(`, `)` and `!` stay as they are. `:`,
-# `@` and a dot before a letter are escaped so that no autolink (http://…, www.…,
-# a@b.com, evil.com) forms; `#` so that a heading keeps its text; `_` only where
-# it could start or end emphasis.
+# A lock's text (names, holders, reasons, paths) must not format, link, embed or
+# start a heading in the report, and should paste into chat as it reads. Text of
+# letters, digits and plain punctuation is written as it is (`user@host`,
+# `12:00`: no dot, so no autolink or fuzzy link can form; no `://`); anything
+# else goes in a code span, shown as itself, whose fence is one backtick longer
+# than any run inside it.
+_PLAIN = re.compile(r"[A-Za-z0-9 \-/:@,;()=+%]*")
+_TICKS = re.compile(r"`+")
+# A table splits at pipes even inside code spans, and a backslash before one
+# cannot be kept there: text with a pipe is escaped character by character
+# instead (CommonMark lets any ASCII punctuation be escaped; with `[` `]`
+# escaped no link forms, and `:`, `@` and a dot before a letter stop autolinks).
 _SPECIAL = re.compile(
     r"[\\`*~\[\]<>&|$:@#]"
     r"|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
@@ -216,14 +222,22 @@ _SPECIAL = re.compile(
 
 
 def escape(value: str, limit: int | None = None) -> str:
-    """`value` as inert Markdown text, shortened to `limit` characters first."""
+    """`value` as inert Markdown, shortened to `limit` characters first."""
     if limit is not None and len(value) > limit:
         value = value[: limit - 1] + "…"
     # Line breaks, other controls, bidi overrides and invisible characters are
     # spelled out as the terminal shows them (`\x0a`, `\u202e`), so they can
-    # neither end a table row nor reorder what the reader sees; the backslashes of
-    # those spellings are then escaped with the rest, so the reader sees them too.
-    return _SPECIAL.sub(r"\\\g<0>", terminal_safe(value))
+    # neither end a line nor reorder what the reader sees.
+    text = terminal_safe(value)
+    if _PLAIN.fullmatch(text) and "://" not in text and not text.startswith(("-", "+")):
+        return text
+    if "|" in text:
+        return _SPECIAL.sub(r"\\\g<0>", text)
+    fence = "`" * (max((len(run) for run in _TICKS.findall(text)), default=0) + 1)
+    # A span that starts or ends with a backtick or a space is padded: CommonMark
+    # strips exactly one space from each side of such a span.
+    pad = " " if text[0] in "` " or text[-1] in "` " else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _when(at: datetime) -> str:
@@ -398,11 +412,18 @@ def _conflicts(incident: Incident) -> list[str]:
         return []
     names = {lock.id: lock.name for lock, _ in incident.entries}
     lines = ["## Scope conflicts", ""]
-    for lock_id, others in incident.conflicts[:CONFLICT_ROWS]:
-        overlapped = ", ".join(escape(names.get(other, other), 80) for other in others)
-        lines.append(f"- {escape(names.get(lock_id, lock_id), 80)} overlaps {overlapped}")
-    if len(incident.conflicts) > CONFLICT_ROWS:
-        lines.append(f"- … and {len(incident.conflicts) - CONFLICT_ROWS} more")
+    # Each lock lists only the partners no earlier line named it with: a pair is said once.
+    said: set[frozenset[str]] = set()
+    rows: list[str] = []
+    for lock_id, others in incident.conflicts:
+        fresh = [other for other in others if frozenset((lock_id, other)) not in said]
+        said.update(frozenset((lock_id, other)) for other in fresh)
+        if fresh:
+            overlapped = ", ".join(escape(names.get(other, other), 80) for other in fresh)
+            rows.append(f"- {escape(names.get(lock_id, lock_id), 80)} overlaps {overlapped}")
+    lines.extend(rows[:CONFLICT_ROWS])
+    if len(rows) > CONFLICT_ROWS:
+        lines.append(f"- … and {len(rows) - CONFLICT_ROWS} more")
     lines.append("")
     return lines
 

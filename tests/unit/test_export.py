@@ -106,11 +106,21 @@ def test_a_name_taken_between_looking_and_writing(
     assert listing(tmp_path) == [f"{STEM}-2.json", f"{STEM}-2.md", f"{STEM}.md"]
 
 
-def test_missing_directory_raises_with_its_path(tmp_path: Path, incident: Incident) -> None:
-    missing = tmp_path / "nowhere"
-    with pytest.raises(FileNotFoundError) as raised:
-        write_incident(incident, missing)
-    assert str(missing) in str(raised.value)
+def test_a_missing_directory_is_made_private(tmp_path: Path, incident: Incident) -> None:
+    missing = tmp_path / "state" / "incidents"
+    json_path, _ = write_incident(incident, missing)
+    assert json_path.parent == missing
+    assert missing.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_directory_that_cannot_be_made_raises_with_its_path(
+    tmp_path: Path, incident: Incident
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    impossible = tmp_path / "a-file" / "nowhere"
+    with pytest.raises(NotADirectoryError) as raised:
+        write_incident(incident, impossible)
+    assert str(impossible) in str(raised.value)
 
 
 def test_a_failed_write_leaves_nothing_behind(
