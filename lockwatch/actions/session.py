@@ -266,6 +266,24 @@ class ActionSession:
                 lost.append(f"{taken.name}: lockwatch's session holding it ended")
         return lost
 
+    def abandon(self, why: str) -> None:
+        """lockwatch is leaving without anyone to ask (its terminal went away):
+        keep every held lock as a crash would (lock files stay, naming this
+        process; Postgres locks end with its sessions) and audit what was kept."""
+        with self._lock:
+            files = [(lock_id, held.name) for lock_id, held in self.holdings.files.items()]
+            advisory = [(lock_id, taken.name) for lock_id, taken in self.holdings.advisory.items()]
+        if not (files or advisory):
+            return
+        self.executor.audit.append(
+            "locks_kept",
+            {
+                "reason": why,
+                "kept": [{"id": lock_id, "name": name} for lock_id, name in files],
+                "ended_with_session": [{"id": lock_id, "name": name} for lock_id, name in advisory],
+            },
+        )
+
     def release_all(self, reason: str, *, files: bool = True) -> list[str]:
         """Let go of everything held (quitting), or only the Postgres locks (which
         end with lockwatch's sessions anyway) when `files` is false; each through

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +40,7 @@ from lockwatch.ui.detail import DetailPane
 from lockwatch.ui.panels import Activity, EmptyState, HelpScreen, SourcesBar
 from lockwatch.ui.safe import clean
 from lockwatch.ui.table import LockTable, TableHeader
+from lockwatch.ui.terminal import CHECK_SECONDS, hung_up, tty_fd
 from lockwatch.ui.themes import DEFAULT_THEME, LoadedTheme, load_all, variable_defaults
 
 if TYPE_CHECKING:
@@ -44,6 +48,8 @@ if TYPE_CHECKING:
     from lockwatch.actions.session import ActionSession
 
 TICK_SECONDS = 1.0
+# The exit status when the terminal went away: 128 + SIGHUP, as a shell reports it.
+EXIT_HANGUP = 129
 # The keys that change something: absent in read-only mode and in replays.
 ACTION_KEYS = ("mark", "break_lock", "steal_lock", "cancel_query", "release_lock")
 WIDE = 150  # columns from which the detail pane sits beside the table
@@ -141,6 +147,7 @@ class LockwatchApp(App[None]):
         # Between `/` and enter/escape every key belongs to the filter box, even
         # keys typed ahead in the same burst (a paste, a busy app).
         self._typing_filter = False
+        self._abandoned = False  # the terminal went away: leaving
         self._pending: list[ChangeSet] = []
         self._table = LockTable(self.board, self.rows, self.now, id="table")
         self._header = TableHeader(id="table-header")
@@ -226,6 +233,8 @@ class LockwatchApp(App[None]):
         self.set_interval(self.tick_seconds, self._tick)
         if self.actions is not None:
             self.set_interval(1.0, self._keep_holdings)
+        if not self.is_headless:
+            self._watch_terminal()
         for warning in self.theme_warnings:
             self.notify(
                 markup=False, message=warning, title="theme skipped", severity="warning", timeout=8
@@ -252,6 +261,38 @@ class LockwatchApp(App[None]):
                 for status in self.board.statuses.get(feed.name, ())
             ) or (SourceStatus("file", feed.name, "error", reason=reason),)
             self.receive(ChangeSet(feed.name, self.clock.now(), statuses))
+
+    def _watch_terminal(self) -> None:
+        """Leave when the terminal goes away (SIGHUP, or EIO on the tty for a
+        process that ignores SIGHUP), rather than drawing into nothing."""
+        fd = tty_fd()
+        if fd is not None:
+
+            def check() -> None:
+                if hung_up(fd):
+                    self._terminal_gone("its tty answers EIO")
+
+            self.set_interval(CHECK_SECONDS, check)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().add_signal_handler(
+                signal.SIGHUP, self._terminal_gone, "SIGHUP"
+            )
+
+    def _terminal_gone(self, why: str) -> None:
+        if self._abandoned:
+            return
+        self._abandoned = True
+        if self.actions is not None:
+            # Held locks stay as on a crash; the audit log says which.
+            with contextlib.suppress(Exception):
+                self.actions.abandon(f"lockwatch's terminal went away ({why})")
+        # Nobody sees the screen any more: should putting the terminal back
+        # hang on the dead tty, the process still ends within 2 s.
+        if not self.is_headless:
+            backstop = threading.Timer(1.5, os._exit, (EXIT_HANGUP,))
+            backstop.daemon = True
+            backstop.start()
+        self.exit(return_code=EXIT_HANGUP)
 
     async def on_unmount(self) -> None:
         for feed in self.feeds:

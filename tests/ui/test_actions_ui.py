@@ -991,3 +991,26 @@ async def test_a_small_terminal_reaches_every_part_of_the_confirmation(scene: Sc
         await acted(pilot)
     assert not path.exists()
     assert scene.events() == [INTENT, "lock_broken"]
+
+
+async def test_a_terminal_that_goes_away_keeps_held_locks_and_audits_them(scene: Scene) -> None:
+    """SIGHUP or EIO on the tty: lockwatch leaves at once, as a crash would leave
+    things (the stolen lock file stays, naming this process), and says so in the
+    audit log."""
+    path = scene.write("deploy.lock", tower("deploy", heartbeat=600))
+    audit = scene.root.parent / "hangup-audit.jsonl"
+    session = scene.session(audit_log=audit)
+    app = scene.app(actions=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await steal(pilot, scene.id("deploy.lock"))
+        held = path.read_bytes()
+        app._terminal_gone("SIGHUP")
+        await pilot.pause()
+    assert app.return_code == 129
+    assert path.read_bytes() == held  # kept, not released
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    kept = records[-1]
+    assert kept["event"] == "locks_kept"
+    assert kept["reason"] == "lockwatch's terminal went away (SIGHUP)"
+    assert kept["kept"] == [{"id": scene.id("deploy.lock"), "name": "deploy"}]
