@@ -19,14 +19,15 @@ from lockwatch.cli.where import (
     resolve_targets,
     target_options,
 )
+from lockwatch.ui.keys import epilog
 
 if TYPE_CHECKING:
     from lockwatch.ui.app import LockwatchApp
 
-WATCH_EPILOG = """\b
-Keys: / filter · s sort · enter details · tab views · p pause · t theme
-      e export incident · ? help · ctrl+p every action · q quit
-      space mark · b break (marked) · S steal · c cancel query · r release
+WATCH_EPILOG = (
+    "\b\n"
+    + epilog()
+    + """
 
 \b
 Filter terms: free text (name, holder, host, format), state:stale,
@@ -41,6 +42,7 @@ Examples:
   lockwatch --filter 'state:stale !source:pg' --theme incident
   lockwatch /srv/locks --record incident.jsonl   # then: lockwatch replay incident.jsonl
 """
+)
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:

@@ -15,6 +15,7 @@ import signal
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -31,12 +32,13 @@ from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.board import Applied, Board, ChangeSet
 from lockwatch.model.events import Event, EventKind
 from lockwatch.model.query import EVERYTHING, QueryError, parse
-from lockwatch.model.rows import SORTS, Rows
+from lockwatch.model.rows import Rows
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Feed
 from lockwatch.ui.confirm import Confirmed, ConfirmScreen, QuitScreen
 from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.detail import DetailPane
+from lockwatch.ui.keys import KEYS, Group, action_names, keys_of, main_screen_actions
 from lockwatch.ui.panels import Activity, EmptyState, HelpScreen, SourcesBar
 from lockwatch.ui.safe import clean
 from lockwatch.ui.table import LockTable, TableHeader
@@ -51,7 +53,8 @@ TICK_SECONDS = 1.0
 # The exit status when the terminal went away: 128 + SIGHUP, as a shell reports it.
 EXIT_HANGUP = 129
 # The keys that change something: absent in read-only mode and in replays.
-ACTION_KEYS = ("mark", "break_lock", "steal_lock", "cancel_query", "release_lock")
+ACTION_KEYS = action_names(Group.ACTION)
+MAIN_SCREEN_ONLY = main_screen_actions()
 WIDE = 150  # columns from which the detail pane sits beside the table
 
 
@@ -81,28 +84,20 @@ class ReplayControl(Protocol):
     def describe(self) -> str: ...
 
 
+def _bindings(*groups: Group) -> list[BindingType]:
+    return [
+        Binding(key.keys, key.action, key.label, show=key.footer, priority=key.priority)
+        for key in keys_of(*groups)
+        if key.action is not None
+    ]
+
+
 class LockwatchApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "lockwatch"
     ENABLE_COMMAND_PALETTE = True
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("question_mark", "help", "Help"),
-        Binding("slash", "filter", "Filter"),
-        Binding("s", "sort", "Sort"),
-        Binding("enter", "details", "Details"),
-        Binding("tab", "next_view", "Views", priority=True),
-        Binding("p", "pause", "Pause"),
-        Binding("t", "next_theme", "Theme"),
-        Binding("e", "export", "Export"),
-        Binding("space", "mark", "Mark"),
-        Binding("b", "break_lock", "Break"),
-        Binding("S", "steal_lock", "Steal"),
-        Binding("c", "cancel_query", "Cancel query", show=False),
-        Binding("r", "release_lock", "Release", show=False),
-        Binding("escape", "escape", "Back", show=False),
-        Binding("q", "quit", "Quit"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = _bindings(Group.VIEW, Group.ACTION)
 
     def __init__(
         self,
@@ -174,16 +169,7 @@ class LockwatchApp(App[None]):
             # They act on the table's selection: never from a view that hides it.
             return False
         # Keys of the main screen do nothing behind the help screen or the palette.
-        if action in (
-            "next_view",
-            "pause",
-            "sort",
-            "filter",
-            "details",
-            "export",
-            "next_theme",
-            *ACTION_KEYS,
-        ):
+        if action in MAIN_SCREEN_ONLY:
             return self.screen is self.screen_stack[0]
         return True
 
@@ -597,6 +583,15 @@ class LockwatchApp(App[None]):
         self._table.action_cursor(1)
         self._show_sources()
 
+    def action_clear_marks(self) -> None:
+        if not self._table.marked:
+            return
+        cleared = list(self._table.marked)
+        self._table.marked.clear()
+        self._table.redraw(cleared)
+        self._show_sources()
+        self.notify(markup=False, message=f"{len(cleared)} mark(s) cleared", timeout=3)
+
     def action_break_lock(self) -> None:
         # In the table's order (those the filter hides last), not the set's.
         order = {lock_id: index for index, lock_id in enumerate(self.rows.ids)}
@@ -851,30 +846,26 @@ class LockwatchApp(App[None]):
         )
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Filter", "Filter the locks (/)", self.action_filter)
-        yield SystemCommand("Sort", f"Cycle the sort: {', '.join(SORTS)} (s)", self.action_sort)
-        yield SystemCommand(
-            "Details", "Show or hide the selected lock (enter)", self.action_details
-        )
-        yield SystemCommand("Switch view", "Locks, contention, events (tab)", self.action_next_view)
-        yield SystemCommand("Pause", "Freeze or resume the view (p)", self.action_pause)
-        yield SystemCommand("Next theme", "Cycle lockwatch's themes (t)", self.action_next_theme)
-        yield SystemCommand(
-            "Export incident",
-            "Write every lock, the blocking tree and events (e)",
-            self.action_export,
-        )
-        yield SystemCommand("Help", "Keys and filter syntax (?)", self.action_help)
+        """Every action the keys offer here (from the one key table), and
+        lockwatch's own themes: not Textual's, which lack its state colours."""
+        groups = {Group.VIEW}
+        if self.actions is not None:
+            groups.add(Group.ACTION)
         if self.replay is not None:
-            yield SystemCommand("Step", "Apply the next recorded snapshot (n)", self.action_step)
-            yield SystemCommand("Faster", "Replay faster (+)", self.action_faster)
-            yield SystemCommand("Slower", "Replay slower (-)", self.action_slower)
+            groups.add(Group.REPLAY)
+        for key in KEYS:
+            if key.palette is None or key.action is None or key.group not in groups:
+                continue
+            run = getattr(self, f"action_{key.action}")
+            yield SystemCommand(key.palette, f"{key.help} ({key.shown})", run)
+        for name in sorted(self.lock_themes):
+            yield SystemCommand(
+                f"Theme: {name}", "lockwatch's colours for the states", partial(self._use, name)
+            )
+
+    def _use(self, theme: str) -> None:
+        self.theme = theme
 
 
 class ReplayApp(LockwatchApp):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("n", "step", "Step"),
-        Binding("plus", "faster", "Faster"),
-        Binding("minus", "slower", "Slower"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = _bindings(Group.REPLAY)

@@ -3,7 +3,7 @@ timeline with its sparklines, the empty state and the help screen."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import ClassVar
 
@@ -21,6 +21,7 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.query import FIELDS
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import State
+from lockwatch.ui.keys import Group, help_rows
 from lockwatch.ui.safe import clean
 
 _STATUS_MARK = {
@@ -193,34 +194,6 @@ class Activity(Vertical):
             )
 
 
-HELP_KEYS: tuple[tuple[str, str], ...] = (
-    ("/", "filter: free text over name, holder, host, format; field:value terms; !term negates"),
-    ("escape", "clear the filter, close the detail pane"),
-    ("s", "cycle the sort: state, age, name, source"),
-    ("enter", "show or hide the selected lock's details"),
-    ("tab", "switch views: locks, contention, events"),
-    ("↑ ↓ pgup pgdn home end", "move in the table (also j k g G)"),
-    ("p", "pause: freeze the view while collection goes on"),
-    ("t", "next theme"),
-    ("e", "export an incident snapshot (JSON and Markdown)"),
-    ("ctrl+p", "command palette: every action"),
-    ("?", "this help"),
-    ("q", "quit"),
-)
-ACTION_HELP: tuple[tuple[str, str], ...] = (
-    ("space", "mark or unmark the row; b then breaks every marked lock (type the count)"),
-    ("b", "break: move the lock file aside / pg_terminate_backend; not stale: type its name"),
-    ("S", "steal a stale lock: rewritten for you in its own format, kept alive while you run"),
-    ("c", "cancel a Postgres holder's current query (pg_cancel_backend)"),
-    ("r", "release a lock lockwatch holds for you (★)"),
-)
-REPLAY_KEYS: tuple[tuple[str, str], ...] = (
-    ("p", "pause or resume the replay"),
-    ("n", "step: apply the next recorded snapshot"),
-    ("+ / -", "play faster / slower"),
-)
-
-
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark", "dismiss", "Close"),
@@ -247,12 +220,12 @@ class HelpScreen(ModalScreen[None]):
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column()
         grid.add_row(Text("lockwatch keys", style="bold underline"), "")
-        groups = (
-            HELP_KEYS,
-            REPLAY_KEYS if self._replay else (),
-            ACTION_HELP if self._actions else (),
-        )
-        for key, what in _rows(*groups):
+        groups = [Group.VIEW]
+        if self._replay:
+            groups.append(Group.REPLAY)
+        if self._actions:
+            groups.append(Group.ACTION)
+        for key, what in help_rows(groups):
             grid.add_row(key, what)
         grid.add_row("", "")
         grid.add_row(Text("filter fields", style="bold underline"), "")
@@ -260,11 +233,9 @@ class HelpScreen(ModalScreen[None]):
             grid.add_row(f"{name}:", what)
         grid.add_row("", "")
         grid.add_row(
-            "states", "active, stale, invalid, waiting: written as words, colour is a second cue"
+            "states",
+            "active, stale, invalid, waiting, free, unknown: written as words, colour is a"
+            " second cue",
         )
         grid.add_row("", "escape closes this help")
         return grid
-
-
-def _rows(*groups: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [row for group in groups for row in group]

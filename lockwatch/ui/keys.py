@@ -1,0 +1,153 @@
+"""Every key of the dashboard, once. The bindings, the footer, the `?` help, the
+command palette and `lockwatch watch --help` are all built from this table, so
+they cannot disagree.
+
+Plain data, no Textual: the CLI builds its epilog from it without paying for
+the UI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Group(StrEnum):
+    VIEW = "view"  # looking: always there
+    ACTION = "action"  # acting on locks: gone when read-only
+    REPLAY = "replay"  # `lockwatch replay` only
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    keys: str  # Textual's key names, comma-separated ("question_mark")
+    shown: str  # as the operator types it ("?")
+    action: str | None  # the App's `action_<name>`; None: a widget's own keys
+    label: str  # the footer's word for it
+    help: str  # one line for `?`, the palette and --help
+    group: Group = Group.VIEW
+    footer: bool = True
+    priority: bool = False  # also while a widget (the filter box) has focus
+    palette: str | None = None  # its title in the command palette; None: not there
+    # Where it applies: the main screen only (the locks table and its views), or
+    # also over the help screen and dialogs (quit, escape, help).
+    main_only: bool = True
+
+
+KEYS: tuple[Key, ...] = (
+    Key(
+        "question_mark", "?", "help", "Help", "this help: keys, filter fields, states",
+        palette="Help", main_only=False,
+    ),
+    Key(
+        "slash", "/", "filter", "Filter",
+        "filter: free text over name, holder, host, format; field:value terms; !term negates",
+        palette="Filter",
+    ),
+    Key("s", "s", "sort", "Sort", "cycle the sort: state, age, name, source", palette="Sort"),
+    Key(
+        "enter", "enter", "details", "Details", "show or hide the selected lock's details",
+        palette="Details",
+    ),
+    Key(
+        "tab", "tab", "next_view", "Views", "switch views: locks, contention, events",
+        priority=True, palette="Switch view",
+    ),
+    Key(
+        "p", "p", "pause", "Pause", "pause: freeze the view while collection goes on",
+        palette="Pause or resume",
+    ),
+    Key("t", "t", "next_theme", "Theme", "next theme (lockwatch's own)", palette="Next theme"),
+    Key(
+        "e", "e", "export", "Export",
+        "export an incident snapshot (JSON and Markdown) to the state directory",
+        palette="Export incident",
+    ),
+    Key(
+        "space", "space", "mark", "Mark",
+        "mark or unmark the row (the cursor moves down); b then breaks every marked lock",
+        group=Group.ACTION, palette="Mark or unmark",
+    ),
+    Key(
+        "U", "U", "clear_marks", "Unmark all", "clear every mark", group=Group.ACTION,
+        footer=False, palette="Clear marks",
+    ),
+    Key(
+        "b", "b", "break_lock", "Break",
+        "break: move the lock file aside / pg_terminate_backend; not stale: type its name",
+        group=Group.ACTION, palette="Break lock",
+    ),
+    Key(
+        "S", "S", "steal_lock", "Steal",
+        "steal a stale lock: rewritten for you in its own format, kept alive while you run",
+        group=Group.ACTION, palette="Steal lock",
+    ),
+    Key(
+        "c", "c", "cancel_query", "Cancel query",
+        "cancel a Postgres holder's current query (pg_cancel_backend)",
+        group=Group.ACTION, footer=False, palette="Cancel query",
+    ),
+    Key(
+        "r", "r", "release_lock", "Release", "release a lock lockwatch holds for you (★)",
+        group=Group.ACTION, footer=False, palette="Release lock",
+    ),
+    Key(
+        "escape", "escape", "escape", "Back", "clear the filter, close the detail pane",
+        footer=False, main_only=False,
+    ),
+    Key(
+        "up,down,pageup,pagedown,home,end", "↑ ↓ pgup pgdn home end", None, "",
+        "move in the table or the events (also j k g G)", footer=False,
+    ),
+    Key("ctrl+p", "ctrl+p", None, "every action", "command palette: every action", footer=False),
+    Key(
+        "q", "q", "quit", "Quit", "quit (asks what to do with locks you hold)", palette="Quit",
+        main_only=False,
+    ),
+    Key(
+        "ctrl+c", "ctrl+c", "quit", "", "quit, as q does", footer=False, priority=True,
+        main_only=False,
+    ),
+    Key("n", "n", "step", "Step", "step: apply the next recorded snapshot", group=Group.REPLAY,
+        palette="Step"),
+    Key("plus", "+", "faster", "Faster", "play faster", group=Group.REPLAY, palette="Faster"),
+    Key("minus", "-", "slower", "Slower", "play slower", group=Group.REPLAY, palette="Slower"),
+)  # fmt: skip
+
+
+def keys_of(*groups: Group) -> list[Key]:
+    return [key for key in KEYS if key.group in groups]
+
+
+def action_names(group: Group) -> tuple[str, ...]:
+    """The App actions of `group` (the action keys that read-only mode removes)."""
+    return tuple(dict.fromkeys(k.action for k in KEYS if k.group is group and k.action))
+
+
+def main_screen_actions() -> frozenset[str]:
+    """Actions that do nothing behind the help screen, a dialog or the palette."""
+    return frozenset(
+        k.action for k in KEYS if k.action and k.main_only and k.group is not Group.REPLAY
+    )
+
+
+def help_rows(groups: Iterable[Group]) -> list[tuple[str, str]]:
+    """(keys as typed, what they do) for the `?` screen, ctrl+c folded into q."""
+    wanted = set(groups)
+    return [(k.shown, k.help) for k in KEYS if k.group in wanted and k.keys != "ctrl+c"]
+
+
+def epilog() -> str:
+    """The `Keys:` lines of `lockwatch watch --help`."""
+    lines: list[str] = []
+    for group, title in ((Group.VIEW, "Keys:"), (Group.ACTION, "Acting:")):
+        words = [f"{k.shown} {k.label.lower()}" for k in KEYS if k.group is group and k.label]
+        line = f"{title:<8}"
+        for word in words:
+            if len(line) + len(word) + 3 > 78:
+                lines.append(line.rstrip(" ·"))
+                line = " " * 8
+            line += word + " · "
+        lines.append(line.rstrip(" ·"))
+    return "\n".join(lines)
