@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
-import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import partial
@@ -35,6 +33,7 @@ from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.model.rows import Rows
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Feed
+from lockwatch.tty import CHECK_SECONDS, exit_soon, hung_up, tty_fd
 from lockwatch.ui.confirm import Confirmed, ConfirmScreen, QuitScreen
 from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.detail import DetailPane
@@ -42,7 +41,6 @@ from lockwatch.ui.keys import KEYS, Group, action_names, keys_of, main_screen_ac
 from lockwatch.ui.panels import Activity, EmptyState, HelpScreen, SourcesBar
 from lockwatch.ui.safe import clean
 from lockwatch.ui.table import LockTable, TableHeader
-from lockwatch.ui.terminal import CHECK_SECONDS, hung_up, tty_fd
 from lockwatch.ui.themes import DEFAULT_THEME, LoadedTheme, load_all, variable_defaults
 
 if TYPE_CHECKING:
@@ -54,6 +52,8 @@ TICK_SECONDS = 1.0
 EXIT_HANGUP = 129
 # The keys that change something: absent in read-only mode and in replays.
 ACTION_KEYS = action_names(Group.ACTION)
+# The action button's words where the kind's name alone would be unclear.
+VERBS = {Kind.CANCEL: "Cancel query"}
 MAIN_SCREEN_ONLY = main_screen_actions()
 WIDE = 150  # columns from which the detail pane sits beside the table
 
@@ -275,9 +275,7 @@ class LockwatchApp(App[None]):
         # Nobody sees the screen any more: should putting the terminal back
         # hang on the dead tty, the process still ends within 2 s.
         if not self.is_headless:
-            backstop = threading.Timer(1.5, os._exit, (EXIT_HANGUP,))
-            backstop.daemon = True
-            backstop.start()
+            exit_soon(EXIT_HANGUP, 1.5)
         self.exit(return_code=EXIT_HANGUP)
 
     async def on_unmount(self) -> None:
@@ -654,19 +652,52 @@ class LockwatchApp(App[None]):
                 f"{lock.name} is {plan.verdict.state}, not stale: someone may be using it."
                 f" Type its name to {kind.value} it anyway."
             )
+        shown = [plan]  # what the dialog shows now: what confirming acts on
+
+        def current() -> tuple[list[tuple[str, str]], str | None]:
+            now = self.clock.now()
+            if lock.id not in self.board:
+                return describe(shown[0]), "the lock is gone since this opened"
+            verdict = self.board.verdict_at(lock.id, now)
+            if self.actions is not None:
+                peers = [entry.lock for entry in self.board.entries.values()]
+                shown[0] = self.actions.plan(kind, self.board.entries[lock.id].lock, verdict, peers)
+            changed = None
+            if verdict.state is not plan.verdict.state:
+                changed = (
+                    f"changed while open: now {verdict.state.value}, was"
+                    f" {plan.verdict.state.value} when this opened"
+                )
+            return describe(shown[0]), changed
+
         screen = ConfirmScreen(
             f"{kind.value.capitalize()} {lock.name}?",
             describe(plan),
-            verb=kind.value.capitalize(),
+            verb=VERBS.get(kind, kind.value.capitalize()),
             must_type=must_type,
             warning=warning,
+            refresh=current,
         )
 
         def done(result: Confirmed | None) -> None:
-            if result is not None:
-                self._execute([plan], result.reason, result.forced)
+            if result is None:
+                self._nothing_done()
+                return
+            if shown[0].refusal is not None:
+                self.notify(
+                    markup=False,
+                    message=clean(shown[0].refusal[1]),
+                    title=f"cannot {kind.value}",
+                    severity="error",
+                    timeout=8,
+                )
+                return
+            self._execute([shown[0]], result.reason, result.forced)
 
         self.push_screen(screen, done)
+
+    def _nothing_done(self) -> None:
+        self.notify(markup=False, message="cancelled — nothing done", timeout=3)
 
     def _confirm_bulk(self, marked: list[str]) -> None:
         plans = [plan for lock_id in marked if (plan := self._plan_for(Kind.BREAK, lock_id))]
@@ -695,7 +726,9 @@ class LockwatchApp(App[None]):
                 " Postgres holder is ended with pg_terminate_backend",
             )
         )
-        for plan in plans[:20]:
+        # Marked rows the filter hides first: nobody may break them unawares.
+        ordered = sorted(plans, key=lambda plan: plan.lock.id in shown)
+        for plan in ordered[:20]:
             name = plan.lock.name + ("" if plan.lock.id in shown else " (hidden)")
             where = plan.lock.path or (plan.lock.pg.server if plan.lock.pg else plan.lock.id)
             lines.append((plan.verdict.state.value, f"{name}  {where}"))
@@ -712,7 +745,9 @@ class LockwatchApp(App[None]):
         )
 
         def done(result: Confirmed | None) -> None:
-            if result is not None:
+            if result is None:
+                self._nothing_done()
+            else:
                 # The count confirms the batch; it never stands for each lock's name.
                 self._execute(plans, result.reason, False)
                 self._table.marked.clear()

@@ -1,14 +1,17 @@
 """Confirmations: what an action will do, in words, before it does it.
 
-Cancel has the focus when a confirmation opens, so a stray enter cancels. The
-action's button stays disabled until a reason is given and, where the action
-is risky (a lock that is not stale, many locks at once), until the operator has
-typed the lock's name or the count.
+"Do nothing" has the focus when a confirmation opens, so a stray enter does
+nothing (and says so). The action's button stays disabled until a reason is
+given and, where the action is risky (a lock that is not stale, many locks at
+once), until the operator has typed the lock's name or the count. Enter in a
+field moves on towards the action's button; it never confirms, and never
+silently cancels. What the dialog shows is computed again every second while
+it is open: ages tick, and a verdict that changes is said.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -22,6 +25,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from lockwatch.ui.safe import clean
+
+# The facts as of now, and what changed since the dialog opened (None: nothing).
+Refresh = Callable[[], tuple[Sequence[tuple[str, str]], str | None]]
+REFRESH_SECONDS = 1.0
+# Rows for the facts: at least a few, whatever the terminal; at most what reads well.
+MIN_FACT_ROWS = 3
+MAX_FACT_ROWS = 20
+DISMISS_LABEL = "Do nothing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +55,11 @@ def _facts(lines: Sequence[tuple[str, str]]) -> Table:
 class ConfirmScreen(ModalScreen[Confirmed | None]):
     """One action on one lock, or one action on several (bulk)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Do nothing"),
+        Binding("pageup", "facts(-1)", "Scroll the facts up", show=False),
+        Binding("pagedown", "facts(1)", "Scroll the facts down", show=False),
+    ]
     # Not the first input: on_mount focuses Cancel, and leaves the box at its top.
     AUTO_FOCUS = ""
 
@@ -57,8 +72,10 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         must_type: str | None = None,
         must_type_what: str = "the lock's name",
         warning: str | None = None,
+        refresh: Refresh | None = None,
     ) -> None:
         super().__init__()
+        self._refresh = refresh
         self._title = title
         self._lines = list(lines)
         self._verb = verb
@@ -72,7 +89,8 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             # Not a Tab stop: Tab goes from Cancel straight to the reason.
             facts = VerticalScroll(id="confirm-facts", can_focus=False)
             with facts:
-                yield Static(_facts(self._lines))
+                yield Static(_facts(self._lines), id="confirm-lines")
+            yield Static("", id="confirm-changed")
             if self._warning:
                 yield Static(Text(clean(self._warning)), id="confirm-warning")
             # No select-on-focus: the first letter typed on Cancel must stay typed.
@@ -91,7 +109,7 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
                     placeholder="type it here, exactly", id="must-type", select_on_focus=False
                 )
             with Horizontal(id="confirm-buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button(DISMISS_LABEL, id="cancel", variant="primary")
                 yield Button(self._verb, id="confirm", variant="error", disabled=True)
 
     def on_mount(self) -> None:
@@ -99,6 +117,43 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             field.cursor_blink = False
         # Without scrolling to it: on a small terminal the box opens at its top.
         self.query_one("#cancel", Button).focus(scroll_visible=False)
+        self.query_one("#confirm-changed", Static).display = False
+        if self._refresh is not None:
+            self.set_interval(REFRESH_SECONDS, self.refresh_facts)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        """The facts get the rows the rest leaves, so the reason, the name and
+        the buttons are always in view (80x24 included); the facts scroll."""
+        box = self.query_one("#confirm-box")
+        facts = self.query_one("#confirm-facts")
+        others = sum(
+            w.outer_size.height + w.styles.margin.height
+            for w in box.children
+            if w is not facts and w.display
+        )
+        room = self.size.height - others - box.styles.gutter.height
+        facts.styles.max_height = max(MIN_FACT_ROWS, min(MAX_FACT_ROWS, room))
+
+    def action_facts(self, pages: int) -> None:
+        facts = self.query_one("#confirm-facts", VerticalScroll)
+        facts.scroll_to(y=facts.scroll_y + pages * max(1, facts.size.height - 1), animate=False)
+
+    def refresh_facts(self) -> None:
+        """The facts as of now; a change of verdict since opening is said."""
+        if self._refresh is None:
+            return
+        lines, changed = self._refresh()
+        self.query_one("#confirm-lines", Static).update(_facts(lines))
+        note = self.query_one("#confirm-changed", Static)
+        shown = changed is not None
+        if note.display != shown:
+            note.display = shown
+            self.call_after_refresh(self._fit)
+        if changed is not None:
+            note.update(Text(f"⚠ {clean(changed)}", style="bold"))
 
     def on_key(self, event: events.Key) -> None:
         # Cancel has the focus, yet an operator who starts typing means the reason:
@@ -126,8 +181,17 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
         message.stop()
-        # Enter moves on; it never confirms by itself.
-        self.focus_next()
+        # Enter moves on towards the action's button: it never confirms by itself,
+        # and never lands on "Do nothing" (which enter would then press).
+        if self._ready():
+            self.query_one("#confirm", Button).focus()
+            return
+        reason = self.query_one("#reason", Input)
+        if not reason.value.strip():
+            self.set_focus(reason)
+            self.notify("a reason is required: it goes to the audit log", timeout=3)
+        elif self._must_type is not None:
+            self.set_focus(self.query_one("#must-type", Input))
 
     def on_button_pressed(self, message: Button.Pressed) -> None:
         message.stop()

@@ -89,7 +89,7 @@ class SourcesBar(Static):
             line.append(f"  {len(errors)} unreadable", style="bold red")
         line.append("\n")
         counts = board.counts
-        line.append(f"{len(board)} locks")
+        line.append(f"{len(board)} lock" if len(board) == 1 else f"{len(board)} locks")
         for state in (
             State.STALE,
             State.INVALID,

@@ -341,15 +341,21 @@ def test_markdown_report(text: str) -> None:
     assert attention[1][2] == terminal_safe(name)  # the reader sees what a terminal shows
 
 
+def inert(rendered: str) -> str:
+    """What a reader sees of escaped text: a code span (the report's way of
+    keeping text inert) is unwrapped; any other tag stays and fails."""
+    return rendered.removeprefix("<code>").removesuffix("</code>")
+
+
 @cases
 def test_markdown_escape_renders_as_the_terminal_shows(text: str) -> None:
-    rendered = markdown_it.MarkdownIt("gfm-like").renderInline(escape(text))
+    rendered = inert(markdown_it.MarkdownIt("gfm-like").renderInline(escape(text)))
     assert "<" not in rendered
     assert html.unescape(rendered) == terminal_safe(text)
 
 
 @given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40))
 def test_any_markdown_text_renders_as_the_terminal_shows(text: str) -> None:
-    rendered = markdown_it.MarkdownIt("gfm-like").renderInline(escape(text))
+    rendered = inert(markdown_it.MarkdownIt("gfm-like").renderInline(escape(text)))
     assert "<" not in rendered
     assert html.unescape(rendered) == terminal_safe(text)
