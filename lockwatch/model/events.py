@@ -26,6 +26,10 @@ class EventKind(StrEnum):
     WAITERS_CHANGED = "waiters_changed"
     BROKEN = "broken"
     STOLEN = "stolen"
+    # The operator's own actions through lockwatch, besides break and steal.
+    QUERY_CANCELLED = "query_cancelled"
+    LET_GO = "let_go"  # a lock lockwatch held for the operator, released by them
+    ACTION_FAILED = "action_failed"  # refused or failed: nothing was done
     SOURCE = "source"
 
 

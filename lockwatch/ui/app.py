@@ -38,7 +38,7 @@ from lockwatch.ui.confirm import Confirmed, ConfirmScreen, QuitScreen
 from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.detail import DetailPane
 from lockwatch.ui.keys import KEYS, Group, action_names, keys_of, main_screen_actions
-from lockwatch.ui.panels import Activity, EmptyState, HelpScreen, SourcesBar
+from lockwatch.ui.panels import Activity, EmptyState, EventLog, HelpScreen, SourcesBar
 from lockwatch.ui.safe import clean
 from lockwatch.ui.table import LockTable, TableHeader
 from lockwatch.ui.themes import DEFAULT_THEME, LoadedTheme, load_all, variable_defaults
@@ -52,6 +52,12 @@ TICK_SECONDS = 1.0
 EXIT_HANGUP = 129
 # The keys that change something: absent in read-only mode and in replays.
 ACTION_KEYS = action_names(Group.ACTION)
+DONE_EVENTS = {
+    Kind.BREAK: EventKind.BROKEN,
+    Kind.STEAL: EventKind.STOLEN,
+    Kind.CANCEL: EventKind.QUERY_CANCELLED,
+    Kind.RELEASE: EventKind.LET_GO,
+}
 # The action button's words where the kind's name alone would be unclear.
 VERBS = {Kind.CANCEL: "Cancel query"}
 MAIN_SCREEN_ONLY = main_screen_actions()
@@ -169,9 +175,17 @@ class LockwatchApp(App[None]):
             # They act on the table's selection: never from a view that hides it.
             return False
         # Keys of the main screen do nothing behind the help screen or the palette.
+        if action == "toggle_heartbeats" and not self._events_view_shown():
+            return False
         if action in MAIN_SCREEN_ONLY:
             return self.screen is self.screen_stack[0]
         return True
+
+    def _events_view_shown(self) -> bool:
+        if not self.screen_stack:
+            return False
+        views = self.screen_stack[0].query("#views").results(TabbedContent)
+        return any(view.active == "events-tab" for view in views)
 
     def _locks_view_shown(self) -> bool:
         if not self.screen_stack:
@@ -418,6 +432,8 @@ class LockwatchApp(App[None]):
 
     def on_tabbed_content_tab_activated(self, message: TabbedContent.TabActivated) -> None:
         self.refresh_bindings()  # the action keys come and go with the locks view
+        if message.pane.id == "events-tab":
+            self.query_one("#events", EventLog).catch_up()
 
     # -- actions -----------------------------------------------------------------
 
@@ -525,6 +541,11 @@ class LockwatchApp(App[None]):
             self._tree.focus()
         else:
             self._activity.update_counts(self.board)
+            self.set_focus(self.query_one("#events"))
+
+    def action_toggle_heartbeats(self) -> None:
+        self._activity.hide_heartbeats = not self._activity.hide_heartbeats
+        self._activity.show_all(list(self.board.events))
 
     def action_pause(self) -> None:
         if self.replay is not None:
@@ -765,10 +786,11 @@ class LockwatchApp(App[None]):
     def _report(self, plans: list[Plan], outcomes: list[Outcome]) -> None:
         self._sync_held()
         for plan, outcome in zip(plans, outcomes, strict=True):
+            # The operator's actions are events too, done or not.
             if outcome.ok:
-                kind = EventKind.STOLEN if plan.kind is Kind.STEAL else EventKind.BROKEN
-                if plan.kind in (Kind.BREAK, Kind.STEAL):
-                    self._note(kind, plan, outcome.message)
+                self._note(DONE_EVENTS[plan.kind], plan, outcome.message)
+            else:
+                self._note(EventKind.ACTION_FAILED, plan, f"{plan.kind.value}: {outcome.message}")
         done = [o for o in outcomes if o.ok]
         failed = [o for o in outcomes if not o.ok]
         if len(outcomes) == 1:

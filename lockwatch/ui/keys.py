@@ -65,6 +65,11 @@ KEYS: tuple[Key, ...] = (
         palette="Export incident",
     ),
     Key(
+        "h", "h", "toggle_heartbeats", "Heartbeats",
+        "events view: hide or show heartbeats (the events follow the newest until you scroll)",
+        footer=False, palette="Hide or show heartbeats",
+    ),
+    Key(
         "space", "space", "mark", "Mark",
         "mark or unmark the row (the cursor moves down); b then breaks every marked lock",
         group=Group.ACTION, palette="Mark or unmark",

@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import RichLog, Sparkline, Static
 
 from lockwatch.model.board import Board
-from lockwatch.model.events import Event
+from lockwatch.model.events import Event, EventKind
 from lockwatch.model.humanize import duration
 from lockwatch.model.query import FIELDS
 from lockwatch.model.status import SourceStatus
@@ -151,8 +151,41 @@ class EmptyState(Static):
         self.update(Text("\n".join(lines)))
 
 
+class EventLog(RichLog):
+    """The events, newest last: followed until the operator scrolls up, and
+    followed again once they are back at the end."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "scroll_up", "Up", show=False),
+        Binding("down,j", "scroll_down", "Down", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("home,g", "scroll_home", "Oldest", show=False),
+        Binding("end,G", "scroll_end", "Newest", show=False),
+    ]
+
+    # Whether the newest event is kept in view: until the operator scrolls up,
+    # and again once they are back at the end.
+    following = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if new_value < old_value:
+            self.following = False
+        if new_value >= self.max_scroll_y:
+            self.following = True
+
+    def catch_up(self) -> None:
+        """Shown again: at the newest event, if it was following."""
+        if self.following:
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+
+
 class Activity(Vertical):
     """Counts over the last ten minutes, and what lockwatch saw happen."""
+
+    # Heartbeats are most of the events of a busy fleet: `h` hides them.
+    hide_heartbeats = False
 
     DEFAULT_CSS = """
     Activity { height: 1fr; }
@@ -169,18 +202,33 @@ class Activity(Vertical):
                 with Vertical(classes="spark"):
                     yield Static(state, id=f"label-{state}")
                     yield Sparkline([], id=f"spark-{state}", summary_function=max)
-        yield RichLog(id="events", max_lines=2000, wrap=False, markup=False, auto_scroll=True)
+        yield Static("", id="events-filter")
+        yield EventLog(id="events", max_lines=2000, wrap=False, markup=False, auto_scroll=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#events-filter", Static).display = False
+
+    def show_all(self, events: Sequence[Event]) -> None:
+        """Write the log again from `events` (the filter changed)."""
+        self.query_one("#events", EventLog).clear()
+        note = self.query_one("#events-filter", Static)
+        note.display = self.hide_heartbeats
+        note.update(Text("heartbeats hidden (h shows them)", style="dim"))
+        self.add_events(events)
 
     def add_events(self, events: Sequence[Event]) -> None:
-        log = self.query_one("#events", RichLog)
+        log = self.query_one("#events", EventLog)
+        follow = log.following
         for event in events[-500:]:
+            if self.hide_heartbeats and event.kind is EventKind.HEARTBEAT:
+                continue
             line = Text()
             line.append(event.at.strftime("%H:%M:%S "), style="dim")
             line.append(f"{event.kind.value:<16}", style="bold")
             line.append(f"{clean(event.name)} ")
             if event.detail:
                 line.append(clean(event.detail), style="dim")
-            log.write(line)
+            log.write(line, scroll_end=follow)
 
     def update_counts(self, board: Board) -> None:
         samples = list(board.samples)
