@@ -23,7 +23,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane, Tree
 
 from lockwatch.actions.plan import Kind, Plan, describe, tombstone_place
 from lockwatch.clock import Clock, SystemClock
@@ -52,6 +52,8 @@ TICK_SECONDS = 1.0
 EXIT_HANGUP = 129
 # The keys that change something: absent in read-only mode and in replays.
 ACTION_KEYS = action_names(Group.ACTION)
+# What the Contention view's selected session offers (its lock, its query).
+CONTENTION_ACTIONS = ("break_lock", "cancel_query")
 DONE_EVENTS = {
     Kind.BREAK: EventKind.BROKEN,
     Kind.STEAL: EventKind.STOLEN,
@@ -172,8 +174,9 @@ class LockwatchApp(App[None]):
         if action in ACTION_KEYS and self.actions is None:
             return False  # read-only: the keys are gone, not merely disabled
         if action in ACTION_KEYS and not self._locks_view_shown():
-            # They act on the table's selection: never from a view that hides it.
-            return False
+            # They act on the table's selection: never from a view that hides it;
+            # break and cancel also on the Contention view's selected session.
+            return action in CONTENTION_ACTIONS and self._contention_view_shown()
         # Keys of the main screen do nothing behind the help screen or the palette.
         if action == "toggle_heartbeats" and not self._events_view_shown():
             return False
@@ -186,6 +189,18 @@ class LockwatchApp(App[None]):
             return False
         views = self.screen_stack[0].query("#views").results(TabbedContent)
         return any(view.active == "events-tab" for view in views)
+
+    def _contention_view_shown(self) -> bool:
+        if not self.screen_stack:
+            return False
+        views = self.screen_stack[0].query("#views").results(TabbedContent)
+        return any(view.active == "contention-tab" for view in views)
+
+    def _target(self) -> str | None:
+        """The lock the action keys act on in the view on screen."""
+        if self._contention_view_shown():
+            return self._tree.selected_lock
+        return self._table.selected
 
     def _locks_view_shown(self) -> bool:
         if not self.screen_stack:
@@ -430,6 +445,12 @@ class LockwatchApp(App[None]):
     def on_lock_table_highlighted(self, message: LockTable.Highlighted) -> None:
         self._show_detail()
 
+    def on_tree_node_selected(self, message: Tree.NodeSelected[str | None]) -> None:
+        if message.node.data is None:
+            message.node.toggle()
+        else:
+            self.action_details()
+
     def on_tabbed_content_tab_activated(self, message: TabbedContent.TabActivated) -> None:
         self.refresh_bindings()  # the action keys come and go with the locks view
         if message.pane.id == "events-tab":
@@ -521,6 +542,19 @@ class LockwatchApp(App[None]):
 
     def action_details(self) -> None:
         views = self.query_one("#views", TabbedContent)
+        if views.active == "contention-tab":
+            lock_id = self._tree.selected_lock
+            if lock_id is None:
+                return  # a heading: enter folds it (the tree's own key)
+            if self.rows.index_of(lock_id) is None:
+                self.notify(
+                    markup=False,
+                    message="that session's lock is hidden by the filter (escape clears it)",
+                    severity="warning",
+                    timeout=4,
+                )
+                return
+            self._table.select(lock_id)
         if views.active != "locks":
             # From another view, enter means "show me that lock": open, not toggle.
             views.active = "locks"
@@ -538,6 +572,7 @@ class LockwatchApp(App[None]):
             self._table.focus()
         elif views.active == "contention-tab":
             self._tree.update_from(self.board, self.now, force=True)
+            self._tree.to_first_session()
             self._tree.focus()
         else:
             self._activity.update_counts(self.board)
@@ -618,7 +653,7 @@ class LockwatchApp(App[None]):
             (lock_id for lock_id in self._table.marked if lock_id in self.board),
             key=lambda lock_id: (order.get(lock_id, len(order)), lock_id),
         )
-        if marked:
+        if marked and self._locks_view_shown():
             self._confirm_bulk(marked)
         else:
             self._confirm(Kind.BREAK)
@@ -647,7 +682,7 @@ class LockwatchApp(App[None]):
         return self.actions.plan(kind, lock, self.board.verdict(lock_id), peers)
 
     def _confirm(self, kind: Kind) -> None:
-        selected = self._table.selected
+        selected = self._target()
         if selected is None:
             self.notify(markup=False, message="no lock selected", severity="warning", timeout=3)
             return

@@ -28,6 +28,9 @@ class _Session:
     waiting_since: datetime | None = None
     wants: str | None = None
     holds: int = 0
+    # The lock an action on this node acts on: one it holds (ending the
+    # session frees them all), else the one it waits for.
+    lock_id: str | None = None
 
 
 def _sessions(board: Board) -> dict[tuple[str, int | str], _Session]:
@@ -57,7 +60,11 @@ def _sessions(board: Board) -> dict[tuple[str, int | str], _Session]:
             session.command = " ".join(entry.facts.cmdline)
         if granted:
             session.holds += 1
+            if session.holds == 1:
+                session.lock_id = lock.id
         else:
+            if session.lock_id is None:
+                session.lock_id = lock.id
             if lock.pg is not None:
                 session.waiting_since = lock.pg.wait_start
             session.wants = wants  # cleaned where shown
@@ -91,8 +98,9 @@ def _short(command: str) -> str:
     return command if len(command) <= COMMAND_SHOWN else command[: COMMAND_SHOWN - 1] + "…"
 
 
-class ContentionTree(Tree[str]):
-    """Rebuilt only when a Postgres lock changed; ages follow the tick."""
+class ContentionTree(Tree[str | None]):
+    """Rebuilt only when a Postgres lock changed; ages follow the tick. Each
+    session's node carries the lock an action on it acts on."""
 
     DEFAULT_CSS = """
     ContentionTree { background: $surface; padding: 0 1; }
@@ -101,7 +109,27 @@ class ContentionTree(Tree[str]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("Contention", id=id)
         self.show_root = False
+        # enter on a session opens its lock (the app's NodeSelected handler);
+        # on a heading it folds the heading.
+        self.auto_expand = False
         self._built: tuple[int, int, int] | None = None
+
+    @property
+    def selected_lock(self) -> str | None:
+        """The lock of the session under the cursor (None on a heading)."""
+        node = self.cursor_node
+        return node.data if node is not None else None
+
+    def to_first_session(self) -> None:
+        """The cursor on the first session (the first root blocker), unless the
+        operator already moved it to one."""
+        if self.selected_lock is not None:
+            return
+        for line in range(self.last_line + 1):
+            node = self.get_node_at_line(line)
+            if node is not None and node.data is not None:
+                self.cursor_line = line
+                return
 
     def update_from(self, board: Board, now: datetime, force: bool = False) -> None:
         # Rebuilt whenever locks changed, and every few seconds so wait times move;
@@ -166,7 +194,7 @@ class ContentionTree(Tree[str]):
 
     def _add(
         self,
-        parent: TreeNode[str],
+        parent: TreeNode[str | None],
         root: BlockNode,
         server: str,
         sessions: dict[tuple[str, int | str], _Session],
@@ -174,7 +202,7 @@ class ContentionTree(Tree[str]):
         now: datetime,
         top: bool,
     ) -> None:
-        stack: list[tuple[TreeNode[str], BlockNode, bool]] = [(parent, root, top)]
+        stack: list[tuple[TreeNode[str | None], BlockNode, bool]] = [(parent, root, top)]
         while stack:
             into, node, is_root = stack.pop()
             label = Text()
@@ -182,6 +210,14 @@ class ContentionTree(Tree[str]):
             label.append(
                 f"pid {node.id}" if isinstance(node.id, int) else clean(str(node.id)), style="bold"
             )
+            # The counts first: at 80 columns the session's text is what gets cut.
+            if node.total:
+                label.append(
+                    f" — blocks {node.direct} directly, {node.total} in total", style="bold"
+                )
+                if is_root and server != KERNEL_GROUP:  # the kernel keeps no wait start
+                    label.append(f", longest wait {duration(_longest_wait(node, waits, now))}")
+                label.append(" ·")
             if session is not None and session.backend is None:
                 if session.command:  # short: the counts after it must stay in view
                     label.append(f" ({clean(_short(session.command))})")
@@ -203,14 +239,9 @@ class ContentionTree(Tree[str]):
                     label.append(" · waiting")
                 if session.wants:
                     label.append(f" for {clean(session.wants)}", style="dim")
-            if node.total:
-                label.append(
-                    f" — blocks {node.direct} directly, {node.total} in total", style="bold"
-                )
-                if is_root and server != KERNEL_GROUP:  # the kernel keeps no wait start
-                    label.append(f", longest wait {duration(_longest_wait(node, waits, now))}")
+            data = session.lock_id if session is not None else None
             if node.waiters:
-                branch = into.add(label, expand=True)
+                branch = into.add(label, data=data, expand=True)
                 stack.extend((branch, waiter, False) for waiter in reversed(node.waiters))
             else:
-                into.add_leaf(label)
+                into.add_leaf(label, data=data)

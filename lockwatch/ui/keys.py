@@ -27,6 +27,8 @@ class Key:
     label: str  # the footer's word for it
     help: str  # one line for `?`, the palette and --help
     group: Group = Group.VIEW
+    # In the footer: only what must stay in view at 80 columns (?, /, tab, the
+    # action keys, p, q); the rest is one `?` or ctrl+p away.
     footer: bool = True
     priority: bool = False  # also while a widget (the filter box) has focus
     palette: str | None = None  # its title in the command palette; None: not there
@@ -45,10 +47,13 @@ KEYS: tuple[Key, ...] = (
         "filter: free text over name, holder, host, format; field:value terms; !term negates",
         palette="Filter",
     ),
-    Key("s", "s", "sort", "Sort", "cycle the sort: state, age, name, source", palette="Sort"),
+    Key(
+        "s", "s", "sort", "Sort", "cycle the sort: state, age, name, source", footer=False,
+        palette="Sort",
+    ),
     Key(
         "enter", "enter", "details", "Details", "show or hide the selected lock's details",
-        palette="Details",
+        footer=False, palette="Details",
     ),
     Key(
         "tab", "tab", "next_view", "Views", "switch views: locks, contention, events",
@@ -58,11 +63,14 @@ KEYS: tuple[Key, ...] = (
         "p", "p", "pause", "Pause", "pause: freeze the view while collection goes on",
         palette="Pause or resume",
     ),
-    Key("t", "t", "next_theme", "Theme", "next theme (lockwatch's own)", palette="Next theme"),
+    Key(
+        "t", "t", "next_theme", "Theme", "next theme (lockwatch's own)", footer=False,
+        palette="Next theme",
+    ),
     Key(
         "e", "e", "export", "Export",
         "export an incident snapshot (JSON and Markdown) to the state directory",
-        palette="Export incident",
+        footer=False, palette="Export incident",
     ),
     Key(
         "h", "h", "toggle_heartbeats", "Heartbeats",

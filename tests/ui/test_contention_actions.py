@@ -1,0 +1,91 @@
+"""Act from where you see it: in the Contention view, b, c and enter work on the
+selected session; the root blocker of a chain is a few keys away."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lockwatch.actions.session import ActionSession
+from lockwatch.clock import FrozenClock
+from lockwatch.ui.confirm import ConfirmScreen
+from lockwatch.ui.contention import ContentionTree
+from tests.conftest import LOCAL_HOST, NOW
+from tests.ui.fakes import make_app, mixed_scenario, settle, until
+
+SIZE = (120, 36)
+ROOT_PID = 4242  # mixed_scenario: the billing session everybody waits behind
+
+
+def session(tmp_path: Path) -> ActionSession:
+    return ActionSession(
+        clock=FrozenClock(NOW),
+        host=LOCAL_HOST,
+        roots=[str(tmp_path)],
+        audit_log=tmp_path / "audit.jsonl",
+        operator="alice",
+        dsns={"monitor@db1:5432/app": "postgresql://monitor@db1:5432/app"},
+    )
+
+
+async def test_b_on_the_root_blocker_in_the_contention_view(tmp_path: Path) -> None:
+    app = make_app(mixed_scenario(), actions=session(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        # From the Locks view: tab (the cursor starts on the first root blocker), b.
+        await pilot.press("tab")
+        await pilot.pause()
+        tree = app.query_one(ContentionTree)
+        target = tree.selected_lock
+        assert target is not None
+        lock = app.board.entries[target].lock
+        assert lock.pg is not None and lock.pg.backend.pid == ROOT_PID and lock.pg.granted
+        await pilot.press("b")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        screen = app.screen
+        assert isinstance(screen, ConfirmScreen)
+        assert screen._title == f"Break {lock.name}?"
+        assert any("pg_terminate_backend" in value for _, value in screen._lines)
+        # Then the reason, enter (to the action's button) and enter: 4 keys in all.
+        await pilot.press(*"root blocker of the billing chain", "enter")
+        await pilot.pause()
+        assert app.focused is screen.query_one("#confirm")
+
+
+async def test_enter_on_a_session_opens_its_lock_in_the_locks_view(tmp_path: Path) -> None:
+    app = make_app(mixed_scenario(), actions=session(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await pilot.pause()
+        target = app.query_one(ContentionTree).selected_lock
+        assert target is not None
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one("#views").active == "locks"  # type: ignore[attr-defined]
+        assert app._table.selected == target
+        assert app._detail.display
+
+
+async def test_a_heading_offers_no_action(tmp_path: Path) -> None:
+    app = make_app(mixed_scenario(), actions=session(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "up")
+        await pilot.pause()
+        assert app.query_one(ContentionTree).selected_lock is None  # the server's heading
+        await pilot.press("b")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("no lock selected" in str(n.message) for n in app._notifications)
+
+
+async def test_steal_and_mark_stay_in_the_locks_view(tmp_path: Path) -> None:
+    app = make_app(mixed_scenario(), actions=session(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("tab")
+        await pilot.pause()
+        assert not app.check_action("steal_lock", ())
+        assert not app.check_action("mark", ())
+        assert app.check_action("break_lock", ())
+        assert app.check_action("cancel_query", ())
