@@ -192,6 +192,11 @@ def steal(**options: Any) -> None:
     (tower-fleet: new request_id, actor = you, fresh times, ttl kept). A lock
     that is not stale is never stolen, even with --force.
 
+    Nothing heartbeats a lock file this command steals: it records your shell's
+    pid (or --pid), so a pid format stays active while that process lives, and
+    a heartbeat format (tower-fleet) goes stale after its ttl. The dashboard's
+    steal (S) heartbeats what it holds for as long as it runs.
+
     A Postgres advisory lock is stolen by terminating its holder and taking the
     same key on lockwatch's own connection; this command then holds it in the
     foreground until Ctrl+C or `lockwatch release TARGET`.
@@ -316,6 +321,15 @@ def _act(kind: Kind, request: Request) -> None:
         _report(outcome, request.as_json, finish=False)
         _hold(outcome, executor, the_plan, request.reason, request.as_json)
         return
+    if outcome.ok and kind.value == "steal" and the_plan.lock.source == "file":
+        pid = f"pid {request.pid}" if request.pid else f"pid {os.getppid()} (your shell)"
+        click.echo(
+            f"note: nothing heartbeats this lock. It records {pid}: a pid format stays"
+            " active while that process lives; a heartbeat format goes stale after its"
+            " ttl. Keep it alive from the dashboard (S there heartbeats it) or let it go"
+            " with `lockwatch release`.",
+            err=True,
+        )
     _report(outcome, request.as_json)
 
 

@@ -503,6 +503,21 @@ def test_steal_a_stale_tower_fleet_lock(lw: Any, tmp_path: Path, log: Path) -> N
     assert shown["state"] == "active" and shown["holder"]["actor"] == "oncall-erin"
 
 
+def test_steal_says_that_nothing_heartbeats_the_stolen_lock(
+    lwi: Any, tmp_path: Path, log: Path
+) -> None:
+    lock = tower_lock(tmp_path / "root")
+    run = lwi(
+        "steal", str(lock), "--reason", "executor hung", "--yes", "--audit-log", str(log),
+    )  # fmt: skip
+    assert run.code == 0, run
+    assert "note: nothing heartbeats this lock" in run.err
+    assert f"pid {os.getppid()} (your shell)" in run.err
+    assert "goes stale after its ttl" in run.err
+    helped = lwi("steal", "--help")
+    assert "Nothing heartbeats a lock file this command steals" in " ".join(helped.out.split())
+
+
 def test_steal_an_active_lock_is_refused_even_with_force(
     lw: Any, lwi: Any, tmp_path: Path, log: Path
 ) -> None:

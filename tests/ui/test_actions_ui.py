@@ -1011,3 +1011,27 @@ async def test_a_terminal_that_goes_away_keeps_held_locks_and_audits_them(scene:
     assert kept["event"] == "locks_kept"
     assert kept["reason"] == "lockwatch's terminal went away (SIGHUP)"
     assert kept["kept"] == [{"id": scene.id("deploy.lock"), "name": "deploy"}]
+
+
+async def test_a_stolen_lock_never_looks_late(scene: Scene) -> None:
+    """The dashboard's heartbeat for a lock it holds comes well inside the
+    format's lateness threshold: judged at every tick for three ttls, the lock is
+    never `heartbeat_late`, let alone stale."""
+    from lockwatch.model.verdict import State, evaluate
+
+    path = scene.write("deploy.lock", tower("deploy", heartbeat=600))
+    app = scene.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await steal(pilot, scene.id("deploy.lock"))
+        # Ticks as a busy dashboard has them: about a second apart, never aligned.
+        # Judged just before each tick: what anyone else sees between heartbeats.
+        for _ in range(2 * TTL):
+            scene.clock.advance(1.7)
+            held = load(str(path))
+            assert isinstance(held, Lock)
+            verdict = evaluate(held, PROCESSES, scene.clock, LOCAL_HOST)
+            assert verdict.state is State.ACTIVE, verdict
+            assert "heartbeat_late" not in verdict.codes, (scene.clock.now(), verdict)
+            app._keep_holdings()
+            await acted(pilot)
