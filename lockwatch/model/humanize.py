@@ -6,11 +6,14 @@ import math
 
 
 def duration(seconds: float) -> str:
-    """`0s`, `45s`, `2m05s`, `3h07m`, `4d02h`; sub-second values as `0.3s`."""
+    """`0s`, `45s`, `2m05s`, `3h07m`, `4d02h`; sub-second values as `0.3s`.
+
+    Never negative: a time in the future (another host's clock, a server's) is
+    `0s` here; the verdicts say `clock_skew` where it matters."""
     if not math.isfinite(seconds):
         return "∞"
-    sign = "-" if seconds < 0 else ""
-    s = abs(seconds)
+    sign = ""
+    s = max(0.0, seconds)
     if s < 1 and s != 0:
         return f"{sign}{s:.1f}s"
     whole = int(s)
