@@ -7,6 +7,9 @@ Looked for in the current directory, then in the user config directory
 
     [actions]
     audit_log = "/var/log/lockwatch/audit.jsonl"  # default: the user state dir
+    audit_key = "/etc/lockwatch/audit.key"        # HMAC key, apart from the log;
+                                                  # default: the user config dir
+    audit_syslog = true    # also send each record's hash to syslog/journald
     tombstone_dir = ".lockwatch-broken"           # relative: beside each lock
 
 Each source owns its tables and documents them in its plugin module
@@ -34,8 +37,14 @@ class Config:
     readonly: bool = False
     audit_log: str | None = None
     tombstone_dir: str | None = None
+    audit_key: str | None = None
+    audit_syslog: bool = False
     # Each source's settings from its own tables, by source name (absent: defaults).
     sources: Mapping[str, Any] = field(default_factory=dict)
+    # Where it was read from, and every table as read: commands read their own
+    # tables (`lockwatch serve`: [serve]).
+    where: str = "config"
+    tables: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def source(self, name: str) -> Any:
         return self.sources.get(name)
@@ -92,14 +101,21 @@ def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
         raise ConfigError(f"{where}: readonly must be true or false")
     actions = _table(data, "actions", where)
     paths: dict[str, str | None] = {}
-    for key in ("audit_log", "tombstone_dir"):
+    for key in ("audit_log", "tombstone_dir", "audit_key"):
         value = actions.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ConfigError(f"{where}: actions.{key} must be a path")
         paths[key] = os.path.expanduser(value) if value else None
+    audit_syslog = actions.get("audit_syslog", False)
+    if not isinstance(audit_syslog, bool):
+        raise ConfigError(f"{where}: actions.audit_syslog must be true or false")
     return Config(
         readonly=readonly,
         audit_log=paths["audit_log"],
         tombstone_dir=paths["tombstone_dir"],
+        audit_key=paths["audit_key"],
+        audit_syslog=audit_syslog,
         sources=read_config(data, where),
+        where=where,
+        tables=data,
     )

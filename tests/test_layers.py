@@ -22,7 +22,14 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_model_imports_nothing_with_side_effects() -> None:
-    banned = ("textual", "psycopg", "watchfiles", "psutil", "lockwatch.sources", "lockwatch.cli")
+    banned = (
+        "textual",
+        "psycopg",
+        "inotify_simple",
+        "psutil",
+        "lockwatch.sources",
+        "lockwatch.cli",
+    )
     for path in (PACKAGE / "model").rglob("*.py"):
         for name in imported_modules(path):
             assert not name.startswith(banned), f"{path.name} imports {name}"
@@ -43,7 +50,7 @@ def test_importing_core_packages_loads_no_textual() -> None:
         "import sys\n"
         "import lockwatch, lockwatch.model, lockwatch.model.assess, lockwatch.model.report\n"
         "import lockwatch.sources.files.scanner, lockwatch.sources.processes\n"
-        "print(sorted(m for m in ('textual', 'psycopg', 'watchfiles') if m in sys.modules))\n"
+        "print(sorted(m for m in ('textual', 'psycopg', 'inotify_simple') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -52,7 +59,7 @@ def test_importing_core_packages_loads_no_textual() -> None:
 def test_ui_touches_no_files_or_sockets() -> None:
     """Widgets render from the model; collection and I/O live in sources and actions.
     Only the theme loader reads files: theme data at start, like configuration."""
-    banned = ("psycopg", "watchfiles", "psutil", "socket", "lockwatch.sources.files.scanner")
+    banned = ("psycopg", "inotify_simple", "psutil", "socket", "lockwatch.sources.files.scanner")
     for path in (PACKAGE / "ui").rglob("*.py"):
         for name in imported_modules(path):
             assert not name.startswith(banned), f"{path.name} imports {name}"

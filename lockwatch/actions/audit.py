@@ -1,15 +1,28 @@
-"""The audit log: append-only JSON Lines, hash-chained, fsync'd, mode 0600.
+"""The audit log: append-only JSON Lines, hash-chained, keyed, fsync'd, mode 0600.
 
 Every record carries `prev_hash`, the `hash` of the record before it (the first
 record chains to GENESIS), and its own `hash`: sha256 over the record's
-canonical JSON without that field. Editing a record breaks its own hash;
-removing or reordering records breaks the chain or the sequence. Removing
-records from the end leaves a valid chain, so every append also writes the
-log's head (last seq and hash) beside it, and `verify` checks the log ends
-where its head says.
+canonical JSON without that field (and without its MAC). Editing a record breaks
+its own hash; removing or reordering records breaks the chain or the sequence.
+
+The chain alone proves nothing against someone who can write the log: they can
+recompute every hash after an edit. So each record also carries `key_id` and
+`mac`, an HMAC-SHA256 under a key kept apart from the log (audit_key.py), which
+they cannot recompute without reading that key. Logs written before keys stay
+readable; `verify` says which of their records are unkeyed.
+
+Removing records from the end leaves a valid chain, so every append also writes
+the log's head (last seq and hash, keyed too) beside it, and `verify` checks
+the log ends where its head says. The head is written before the log is
+created, so a log without a head was tampered with. With an anchor (syslog or
+journald: `--audit-syslog`), each record's seq and hash also leave the machine's
+disk, where neither the log's writer nor the key's reader can take them back.
 
 Writers take an exclusive flock on the log for the whole append, so two
-lockwatch processes acting at once still produce one unbroken chain.
+lockwatch processes acting at once still produce one unbroken chain. An intent
+is written only once room for its result is reserved (audit_disk.py); a write
+that fails half-way is cut back off, and a line a crash cut short is marked by
+the next record, so `verify` tells "torn by a crash" from "edited".
 """
 
 from __future__ import annotations
@@ -22,16 +35,38 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lockwatch.actions import audit_disk
+from lockwatch.actions.audit_format import (
+    GENESIS,
+    KEY_ID,
+    MAC,
+    TORN,
+    head_mac_body,
+    head_path,
+    mac_body,
+    read_records,
+    record_hash,
+    serialized,
+    spare_head_path,
+    torn_marker,
+)
+from lockwatch.actions.audit_key import (
+    AuditKey,
+    AuditKeyError,
+    default_key_path,
+    key_path,
+    register,
+)
+from lockwatch.actions.audit_verify import Verification, verify
 from lockwatch.clock import Clock
 from lockwatch.model.timestamps import format_timestamp
 
-GENESIS = "sha256:" + "0" * 64
 SCHEMA = "lockwatch.audit/1"
 
 # Results of an action, as the audit log and the CLI name them.
@@ -47,8 +82,40 @@ EVENTS = (
 # Written before anything is touched; its `intent` names the event hoped for.
 INTENT = "action_intent"
 
+__all__ = [
+    "EVENTS",
+    "GENESIS",
+    "INTENT",
+    "SCHEMA",
+    "AuditError",
+    "AuditKey",
+    "AuditKeyError",
+    "AuditLog",
+    "Operator",
+    "Verification",
+    "default_key_path",
+    "default_path",
+    "head_path",
+    "key_path",
+    "log_path",
+    "new_action_id",
+    "read_records",
+    "record_hash",
+    "syslog_anchor",
+    "verify",
+]
+
 _TAIL_CHUNK = 64 * 1024
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+# Room kept, beyond an intent itself, for what follows it before the action's
+# result is written: the result (about the intent's size), a backend_terminated
+# record on the way, the head; and a margin for messages and a new lock's bytes.
+_RESULTS_PER_INTENT = 3
+_RESULT_MARGIN = 16 * 1024
+# A head is one short line; its spare is made this big so rewriting it never grows it.
+_HEAD_SIZE = 512
+
+Anchor = Callable[[str], None]
 
 
 class AuditError(Exception):
@@ -69,10 +136,6 @@ def log_path(given: Path | None, configured: str | None) -> Path:
     return Path(configured) if configured else default_path()
 
 
-def head_path(path: Path) -> Path:
-    return path.with_name(path.name + ".head")
-
-
 @dataclass(frozen=True, slots=True)
 class Operator:
     """Who acts: `--operator` if given, else the user behind sudo, else the OS user."""
@@ -91,12 +154,6 @@ class Operator:
         sudo_user = env.get("SUDO_USER") or None
         name = (explicit or "").strip() or sudo_user or os_user
         return Operator(name=name, os_user=os_user, sudo_user=sudo_user)
-
-
-def record_hash(record: Mapping[str, Any]) -> str:
-    body = {key: value for key, value in record.items() if key != "hash"}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _text(value: str) -> str:
@@ -131,17 +188,82 @@ def new_action_id() -> str:
     return uuid.uuid4().hex
 
 
-class AuditLog:
-    """Appends records for one operator on one host."""
+def anchor_line(path: Path, record: Mapping[str, Any]) -> str:
+    """What an anchor keeps of a record: enough to check the log against later
+    (`lockwatch audit verify --anchors`), nothing an operator typed."""
+    return (
+        f"seq={record.get('seq')} hash={record.get('hash')} event={record.get('event')}"
+        f" log={os.path.realpath(path)}"
+    )
 
-    def __init__(self, path: Path, *, clock: Clock, host: str, operator: Operator) -> None:
+
+def syslog_anchor() -> Anchor:
+    """Each record's seq and hash to syslog (journald reads /dev/log too), as
+    `lockwatch-audit` in the authpriv facility: outside the log, where whoever
+    can rewrite the log cannot rewrite what was sent."""
+    import syslog
+
+    def send(line: str) -> None:
+        syslog.openlog("lockwatch-audit", syslog.LOG_PID, syslog.LOG_AUTHPRIV)
+        syslog.syslog(syslog.LOG_NOTICE, line)
+
+    return send
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """Where the log ends, as the next record needs it."""
+
+    seq: int
+    prev_hash: str
+    end: int
+    # The last line has no newline: it must be ended before the next record.
+    unended: bool = False
+    # That line is not a whole record (a crash cut it short): its marker.
+    torn: dict[str, Any] | None = None
+    # The record chained to carries a MAC.
+    keyed: bool = False
+
+
+class AuditLog:
+    """Appends records for one operator on one host.
+
+    `key_path`: the HMAC key (default: the user config directory's audit.key,
+    made on first use). `anchor`: called with each record's anchor line once it
+    is written (`syslog_anchor()` for --audit-syslog)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Clock,
+        host: str,
+        operator: Operator,
+        key_path: Path | None = None,
+        anchor: Anchor | None = None,
+    ) -> None:
         self.path = path
         self.clock = clock
         self.host = host
         self.operator = operator
+        self.key_path = key_path if key_path is not None else default_key_path()
+        self.anchor = anchor
+        self._key: AuditKey | None = None
+
+    def key(self) -> AuditKey:
+        if self._key is None:
+            try:
+                self._key = AuditKey.load_or_create(self.key_path)
+            except AuditKeyError as exc:
+                raise AuditError(f"{exc}; the audit log cannot be keyed") from exc
+        return self._key
 
     def append(self, event: str, fields: Mapping[str, Any]) -> dict[str, Any]:
-        """Write one record and fsync it; AuditError if that is not possible."""
+        """Write one record and fsync it; AuditError if that is not possible.
+
+        An intent is written only if room for what follows it (its result) can
+        be reserved first: on a full disk it is refused with nothing written, so
+        no action starts that could not be audited to its end."""
         record: dict[str, Any] = {
             "seq": 0,
             "time": format_timestamp(self.clock.now()),
@@ -154,256 +276,210 @@ class AuditLog:
         }
         record.update(fields)
         record = _jsonable(record)
+        key = self.key()
         try:
-            fd = self._open()
+            fd = self._open(key)
+        except AuditError:
+            raise
         except OSError as exc:
             raise AuditError(f"cannot open the audit log {self.path}: {_why(exc)}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            seq, prev = _last(fd)
-            record["seq"] = seq + 1
-            record["prev_hash"] = prev
+            tail = _tail(fd)
+            record["seq"] = tail.seq + 1
+            record["prev_hash"] = tail.prev_hash
+            if tail.torn is not None:
+                record[TORN] = tail.torn
+            record[KEY_ID] = key.id
             record["hash"] = record_hash(record)
-            line = _serialized(record) + b"\n"
-            if _cut_short(fd):
+            record[MAC] = key.mac(mac_body(record))
+            line = serialized(record) + b"\n"
+            if tail.unended:
                 # A writer died mid-line: end that line, so this record stands on its own.
                 line = b"\n" + line
-            _write_all(fd, line)
-            os.fsync(fd)
-            _write_head(self.path, record["seq"], record["hash"])
+            if event == INTENT:
+                self._reserve(fd, tail.end, len(line))
+            _append(fd, line, tail.end)
+            if not tail.keyed:
+                # The first keyed record of this log: the key's directory remembers.
+                register(key, self.path, record["seq"])
+            self._write_head(record["seq"], record["hash"], key)
+        except audit_disk.NoRoom as exc:
+            raise AuditError(
+                f"no room to audit in {self.path.parent} ({exc.strerror}); nothing was written"
+            ) from exc
         except OSError as exc:
             raise AuditError(f"cannot write the audit log {self.path}: {_why(exc)}") from exc
         finally:
             os.close(fd)  # also drops the flock
+        if self.anchor is not None:
+            # Never in the way of the record itself: syslog is a second witness.
+            with contextlib.suppress(Exception):
+                self.anchor(anchor_line(self.path, record))
         return record
 
-    def _open(self) -> int:
+    def _reserve(self, fd: int, end: int, size: int) -> None:
+        """Room for the intent of `size` bytes and all that follows it, or NoRoom."""
+        needed = size * (1 + _RESULTS_PER_INTENT) + _RESULT_MARGIN
+        audit_disk.reserve(fd, end, needed)
+        try:
+            audit_disk.make_spare(spare_head_path(self.path), _HEAD_SIZE)
+        except OSError as exc:
+            if exc.errno in audit_disk.NO_ROOM:
+                raise audit_disk.NoRoom(exc.errno, "no room for the head's spare") from exc
+            raise
+
+    def _write_head(self, seq: int, last_hash: str, key: AuditKey) -> None:
+        head: dict[str, Any] = {"seq": seq, "hash": last_hash, KEY_ID: key.id}
+        head[MAC] = key.mac(head_mac_body(head))
+        data = json.dumps(head).encode() + b"\n"
+        # The record is written and synced: a head left behind it is what `verify`
+        # reports as an interrupted append, not as an edit.
+        with contextlib.suppress(OSError):
+            audit_disk.write_beside(head_path(self.path), spare_head_path(self.path), data)
+
+    def _open(self, key: AuditKey) -> int:
         parent = self.path.parent
         if not parent.is_dir():
             if parent.exists():
                 raise NotADirectoryError(errno.ENOTDIR, f"{parent} is not a directory")
             parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        created = not self.path.exists()
+        created = not os.path.lexists(self.path)
+        if created:
+            with _locked_dir(parent):  # two lockwatch processes making the log at once
+                if not os.path.lexists(self.path):
+                    self._start_head(key)
         fd = os.open(self.path, _OPEN_FLAGS, 0o600)
         try:
             st = os.fstat(fd)
             if st.st_mode & 0o077 and st.st_uid == os.geteuid():
                 os.fchmod(fd, 0o600)  # an audit log is nobody else's business
             if created:
-                _fsync_dir(parent)
+                audit_disk.fsync_dir(parent)
         except OSError:
             os.close(fd)
             raise
         return fd
 
+    def _start_head(self, key: AuditKey) -> None:
+        """A new log gets its head first (record 0), so that a log without a head
+        can only mean the head was removed. A head already there that names
+        records means the log they were in was removed: no new log over it."""
+        head = _read_head(self.path)
+        if head is not None:
+            seq = head.get("seq")
+            if isinstance(seq, int) and seq > 0:
+                raise AuditError(
+                    f"the audit log {self.path} is gone, but its head says {seq} records were"
+                    " written: it was removed; lockwatch will not start a new log over that"
+                    f" evidence (move {head_path(self.path).name} aside to start afresh)"
+                )
+            return
+        start: dict[str, Any] = {"seq": 0, "hash": GENESIS, KEY_ID: key.id}
+        start[MAC] = key.mac(head_mac_body(start))
+        audit_disk.write_beside(
+            head_path(self.path),
+            spare_head_path(self.path),
+            json.dumps(start).encode() + b"\n",
+        )
+
+
+@contextlib.contextmanager
+def _locked_dir(directory: Path) -> Iterator[None]:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
 
 def _why(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "it is a symlink; lockwatch never writes its audit log through one"
+    if exc.errno in audit_disk.NO_ROOM:
+        return f"{exc.strerror} (the disk is full)"
     return exc.strerror or str(exc)
 
 
-def _serialized(record: Mapping[str, Any]) -> bytes:
-    """A record's line, exactly as the log holds it (without the newline)."""
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _cut_short(fd: int) -> bool:
-    """Whether the log's last line has no newline (a write cut short)."""
-    end = os.lseek(fd, 0, os.SEEK_END)
-    return end > 0 and os.pread(fd, 1, end - 1) != b"\n"
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _append(fd: int, line: bytes, end: int) -> None:
+    """Write `line` at the end and sync it; on failure (a full disk, an I/O error)
+    cut the log back to where it ended, so no half record is left behind."""
     try:
+        audit_disk.write_all(fd, line)
         os.fsync(fd)
-    finally:
-        os.close(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        raise
 
 
-def _last(fd: int) -> tuple[int, str]:
-    """The last record's seq and hash: what the next record chains to."""
-    line = _last_line(fd)
-    if line is None:
-        return 0, GENESIS
-    try:
-        record = json.loads(line)
-        return int(record["seq"]), str(record["hash"])
-    except (ValueError, KeyError, TypeError):
-        # A damaged last line: chain to its bytes, so verify still points at it.
-        return 0, "sha256:" + hashlib.sha256(line).hexdigest()
-
-
-def _last_line(fd: int) -> bytes | None:
+def _tail(fd: int) -> _Tail:
+    """The last whole record's seq and hash (what the next record chains to), and
+    whether the log ends in a line a crash cut short."""
     end = os.lseek(fd, 0, os.SEEK_END)
     if end == 0:
-        return None
-    buffer = b""
-    position = end
-    while position > 0:
-        step = min(_TAIL_CHUNK, position)
-        position -= step
-        buffer = os.pread(fd, step, position) + buffer
-        stripped = buffer.rstrip(b"\n")
-        cut = stripped.rfind(b"\n")
-        if cut >= 0:
-            return stripped[cut + 1 :]
-    stripped = buffer.rstrip(b"\n")
-    return stripped or None
+        return _Tail(0, GENESIS, 0)
+    if os.pread(fd, 1, end - 1) == b"\n":
+        return _chained(_line_before(fd, end - 1), end)
+    last = _line_before(fd, end)
+    record = _parsed(last)
+    if record is not None and record.get("hash") == record_hash(record):
+        # Written whole but for its newline: a record like any other.
+        return _chained(last, end, unended=True)
+    # Cut short: the next record marks it and chains to the record before it.
+    before = end - len(last) - 1
+    previous = _line_before(fd, before) if before > 0 else None
+    chained = _chained(previous, end) if previous is not None else _Tail(0, GENESIS, end)
+    return _Tail(
+        chained.seq,
+        chained.prev_hash,
+        end,
+        unended=True,
+        torn=torn_marker(last),
+        keyed=chained.keyed,
+    )
 
 
-def _write_head(path: Path, seq: int, last_hash: str) -> None:
-    head = head_path(path)
-    temp = head.with_name(f".{head.name}.{os.getpid()}.tmp")
-    data = json.dumps({"seq": seq, "hash": last_hash}).encode() + b"\n"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+def _chained(line: bytes | None, end: int, *, unended: bool = False) -> _Tail:
+    if not line:
+        return _Tail(0, GENESIS, end, unended=unended)
+    record = _parsed(line)
     try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, head)
-    _fsync_dir(head.parent)  # the head must survive a crash as surely as the record
-
-
-# -- reading and verifying -------------------------------------------------------
-
-
-def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, bytes]]:
-    """(line number, record or None when the line is not a JSON object, raw line)."""
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            line = raw.rstrip(b"\n")
-            if not line.strip():
-                yield number, None, line
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = None
-            yield number, record if isinstance(record, dict) else None, line
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    ok: bool
-    records: int
-    # The first bad record's line number and what is wrong with it.
-    line: int | None = None
-    seq: int | None = None
-    problem: str | None = None
-
-
-def verify(path: Path) -> Verification:
-    """Check every record's hash, the chain, the sequence, and the head. A shared
-    lock on the log waits out any append in progress (its record written, its head
-    not yet), which would otherwise look like tampering."""
-    with open(path, "rb") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
-        return _verify(path)
-
-
-def _verify(path: Path) -> Verification:
-    expected_prev = GENESIS
-    expected_seq = 1
-    count = 0
-    last_line = 0
-    for number, record, raw in read_records(path):
-        last_line = number
-        if record is None:
-            return Verification(False, count, number, None, "not a JSON record (edited or damaged)")
-        seq = record.get("seq")
-        if record.get("hash") != record_hash(record):
-            return Verification(
-                False, count, number, _int(seq), "edited: its hash does not match its content"
-            )
-        if raw != _serialized(record):
-            # Same content, other bytes (spacing, escapes, duplicate keys): not as written.
-            return Verification(
-                False, count, number, _int(seq), "edited: not byte for byte as lockwatch wrote it"
-            )
-        if not isinstance(seq, int) or isinstance(seq, bool):
-            return Verification(False, count, number, None, "has no sequence number")
-        if seq != expected_seq or record.get("prev_hash") != expected_prev:
-            if seq < expected_seq:
-                problem = f"out of order: record {seq} comes after record {expected_seq - 1}"
-            elif seq > expected_seq:
-                missing = (
-                    f"record {expected_seq}"
-                    if seq == expected_seq + 1
-                    else f"records {expected_seq}-{seq - 1}"
-                )
-                problem = (
-                    f"{missing} removed or moved: record {seq} follows record {expected_seq - 1}"
-                )
-            else:
-                problem = "the chain is broken: prev_hash does not match the record before it"
-            return Verification(False, count, number, seq, problem)
-        expected_prev = record["hash"]
-        expected_seq = seq + 1
-        count += 1
-    if count and not _ends_with_newline(path):
-        return Verification(
-            False,
-            count - 1,
-            last_line,
-            expected_seq - 1,
-            "edited or cut short: the last record does not end its line",
+        assert record is not None
+        return _Tail(
+            int(record["seq"]), str(record["hash"]), end, unended=unended, keyed=KEY_ID in record
         )
-    head = _read_head(path)
-    last_seq = expected_seq - 1
-    if head is None:
-        if count:
-            return Verification(
-                False,
-                count,
-                None,
-                None,
-                f"its head file {head_path(path).name} is missing, so removals from the end"
-                " cannot be ruled out",
-            )
-        return Verification(True, 0)
-    head_seq, head_hash = head
-    if head_seq != last_seq or (count and head_hash != expected_prev):
-        if head_seq > last_seq:
-            gone = (
-                f"record {last_seq + 1}"
-                if head_seq == last_seq + 1
-                else (f"records {last_seq + 1}-{head_seq}")
-            )
-            problem = f"{gone} removed from the end: the log stops at record {last_seq}"
-        else:
-            problem = f"the head says record {head_seq} is last, the log ends at {last_seq}"
-        return Verification(False, count, None, last_seq + 1, problem)
-    return Verification(True, count)
+    except (AssertionError, ValueError, KeyError, TypeError):
+        # A damaged line: chain to its bytes, so verify still points at it.
+        return _Tail(0, "sha256:" + hashlib.sha256(line).hexdigest(), end, unended=unended)
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        if handle.tell() == 0:
-            return True
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
+def _parsed(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _line_before(fd: int, position: int) -> bytes:
+    """The line that ends at byte `position` (its newline, or the end of the file)."""
+    buffer = b""
+    start = position
+    while start > 0:
+        step = min(_TAIL_CHUNK, start)
+        start -= step
+        buffer = os.pread(fd, step, start) + buffer
+        cut = buffer.rfind(b"\n")
+        if cut >= 0:
+            return buffer[cut + 1 :]
+    return buffer
 
 
-def _read_head(path: Path) -> tuple[int, str] | None:
-    with contextlib.suppress(FileNotFoundError):
-        try:
-            data = json.loads(head_path(path).read_bytes())
-            return int(data["seq"]), str(data["hash"])
-        except (ValueError, KeyError, TypeError):
-            return (-1, "")  # a damaged head never matches
+def _read_head(path: Path) -> dict[str, Any] | None:
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(head_path(path).read_bytes())
+        return data if isinstance(data, dict) else {}
     return None

@@ -1,8 +1,14 @@
 """Breaking, stealing and releasing lock files without losing anything.
 
 Everything works through a descriptor of the lock's directory, so a path
-swapped mid-action (a directory replaced by a symlink) cannot redirect it, and
-nothing ever follows a symlink at the lock's own name (O_NOFOLLOW).
+swapped mid-action (a directory replaced by a symlink) cannot redirect it. That
+directory, and the tombstone directory, are reached one component at a time
+with O_NOFOLLOW (openat per component): a symlink anywhere on the way, planted
+before the action or swapped in since the lock was listed, is refused, never
+followed. Renames are relative to those descriptors. When the caller knows the
+lock file's device and inode as it was listed, the file acted on must be that
+very file: a directory replaced by another one holding the same bytes is not
+the lock the operator saw.
 
 Compare-and-swap: the caller passes the sha256 of the bytes the operator saw.
 The lock is read again just before acting; different bytes refuse the action.
@@ -23,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from lockwatch.model.kernel import FileKey
 from lockwatch.sources.files.scanner import (
     MAX_DIR_ENTRIES,
     MAX_LOCK_BYTES,
@@ -81,14 +88,74 @@ def inside(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
+class _Symlinked(Exception):
+    """A component of a path is a symlink (`where`: the path up to it)."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
+
+
+class _GoesUp(Exception):
+    """A relative path with a `..`: it would leave the directory it is relative to."""
+
+
+def _open_dirs(path: str, *, base_fd: int | None = None, create: bool = False) -> int:
+    """A descriptor of the directory `path`, reached one component at a time with
+    O_NOFOLLOW, so no symlink on the way is ever followed (_Symlinked names it).
+    An absolute path starts at `/`; a relative one at `base_fd` (else the current
+    directory), and may not go up. `create`: missing components are made, 0700."""
+    absolute = os.path.isabs(path)
+    fd = os.open("/" if absolute else ".", _DIR_FLAGS, dir_fd=None if absolute else base_fd)
+    walked = "/" if absolute else ""
+    try:
+        for part in path.split("/"):
+            if part in ("", "."):
+                continue
+            if part == ".." and not absolute:
+                raise _GoesUp(path)
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o700, dir_fd=fd)
+            try:
+                inner = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(fd, part):
+                    raise _Symlinked(os.path.join(walked, part)) from exc
+                raise
+            os.close(fd)
+            fd = inner
+            walked = os.path.join(walked, part)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _is_link(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def _directory(path: str) -> Iterator[tuple[int, str, str]]:
-    """(descriptor of the lock's directory, the directory's path, the lock's name)."""
+    """(descriptor of the lock's directory, the directory's path, the lock's name).
+    The directory is reached without following any symlink: one on the way (a
+    directory swapped for a link since the lock was listed) refuses the action."""
     directory, name = os.path.split(os.path.abspath(path))
     if not name or name in (".", ".."):
         raise ActionRefused("not_a_lock", f"{path} names no file")
     try:
-        fd = os.open(directory, _DIR_FLAGS)
+        fd = _open_dirs(directory)
+    except _Symlinked as link:
+        raise ActionRefused(
+            "symlink",
+            f"{link.where} is a symlink (to {os.path.realpath(link.where)}): lockwatch never"
+            f" acts on a lock through one, since it could be swapped under the action; name the"
+            f" real path if that is the lock you mean",
+        ) from None
     except OSError as exc:
         raise ActionRefused("not_found", f"cannot open {directory}: {exc.strerror}") from exc
     try:
@@ -103,14 +170,24 @@ def _gone(shown: str) -> ActionRefused:
     )
 
 
-def _read(dir_fd: int, name: str, shown: str, entry: str = "file") -> bytes:
+def _read(
+    dir_fd: int, name: str, shown: str, entry: str = "file", listed: FileKey | None = None
+) -> bytes:
     """The lock's bytes, if it is still the kind of entry it was seen as: a
     regular file, or (only when the lock was seen as one) a symlink lock or a
-    lock directory."""
+    lock directory; and, when `listed` is given, still the very file (device and
+    inode) that was listed."""
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         raise _gone(shown) from None
+    if listed is not None and FileKey.of(st.st_dev, st.st_ino) != listed:
+        raise ActionRefused(
+            "replaced",
+            f"{shown} is not the file that was listed (device {listed.device}, inode"
+            f" {listed.inode}): replaced since, or its directory swapped for another; nothing"
+            " done",
+        )
     if stat.S_ISLNK(st.st_mode) and entry != "symlink":
         raise ActionRefused(
             "symlink", f"{shown} is a symlink; lockwatch never acts on a lock through a link"
@@ -137,8 +214,11 @@ def _read(dir_fd: int, name: str, shown: str, entry: str = "file") -> bytes:
             raise ActionRefused("symlink", f"{shown} became a symlink") from exc
         raise ActionRefused("unreadable", f"cannot read {shown}: {exc.strerror}") from exc
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
             raise ActionRefused("not_regular_file", f"{shown} is not a regular file")
+        if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+            raise ActionRefused("replaced", f"{shown} was replaced while lockwatch read it")
         chunks: list[bytes] = []
         size = 0
         while size <= MAX_LOCK_BYTES:
@@ -171,10 +251,10 @@ def _listing(dir_fd: int, name: str, shown: str) -> bytes:
     return listing_bytes(names)
 
 
-def check(path: str, expected_sha256: str | None) -> bytes:
+def check(path: str, expected_sha256: str | None, *, listed: FileKey | None = None) -> bytes:
     """The lock's bytes now, if they are still those the operator saw."""
     with _directory(path) as (dir_fd, _directory_path, name):
-        current = _read(dir_fd, name, path)
+        current = _read(dir_fd, name, path, listed=listed)
     _compare(path, expected_sha256, current)
     return current
 
@@ -189,16 +269,27 @@ def _compare(path: str, expected: str | None, current: bytes) -> None:
 
 
 def _tombstone_fd(dir_fd: int, directory: str, configured: str | None) -> tuple[int, str]:
-    """The tombstone directory, made 0700 if missing, opened without following links."""
+    """The tombstone directory, made 0700 if missing. Every component of its path
+    (`trash/lw` has two) is opened with O_NOFOLLOW, so a planted `trash ->
+    elsewhere` cannot carry the lock out of its directory; a relative one may not
+    go up (`..`)."""
     where = configured or TOMBSTONE_DIR
     shown = where if os.path.isabs(where) else os.path.join(directory, where)
     try:
-        if os.path.isabs(where):
-            os.makedirs(where, mode=0o700, exist_ok=True)
-        else:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(where, 0o700, dir_fd=dir_fd)
-        fd = os.open(where, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+        fd = _open_dirs(where, base_fd=dir_fd, create=True)
+    except _Symlinked as link:
+        place = link.where if os.path.isabs(link.where) else os.path.join(directory, link.where)
+        raise ActionRefused(
+            "tombstone_unsafe",
+            f"the tombstone directory {shown} is reached through a symlink ({place}); lockwatch"
+            " never moves a lock through one",
+        ) from None
+    except _GoesUp:
+        raise ActionRefused(
+            "tombstone_unsafe",
+            f"the tombstone directory {where} goes up (..) out of the lock's directory: name"
+            " an absolute path instead",
+        ) from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise ActionRefused(
@@ -218,13 +309,15 @@ def move_aside(
     stamp: str,
     tombstone_dir: str | None = None,
     entry: str = "file",
+    listed: FileKey | None = None,
 ) -> Moved:
     """Rename the lock into the tombstone directory if its bytes are as expected.
     `entry`: what it was seen as, a "file", a "symlink" lock (the link itself
-    moves, never what it points to) or a lock "dir"."""
+    moves, never what it points to) or a lock "dir". `listed`: its device and
+    inode as it was listed, when known: another file at its name is refused."""
     with _directory(path) as (dir_fd, directory, name):
         return _move_aside(
-            dir_fd, directory, name, path, expected_sha256, stamp, tombstone_dir, entry
+            dir_fd, directory, name, path, expected_sha256, stamp, tombstone_dir, entry, listed
         )
 
 
@@ -237,8 +330,9 @@ def _move_aside(
     stamp: str,
     tombstone_dir: str | None,
     entry: str = "file",
+    listed: FileKey | None = None,
 ) -> Moved:
-    _compare(path, expected, _read(dir_fd, name, path, entry))
+    _compare(path, expected, _read(dir_fd, name, path, entry, listed))
     tomb_fd, tomb_dir = _tombstone_fd(dir_fd, directory, tombstone_dir)
     try:
         tomb_name = f"{name}@{stamp}"
@@ -262,7 +356,7 @@ def _move_aside(
                 ) from exc
             raise ActionRefused("rename_failed", f"cannot move {path}: {exc.strerror}") from exc
         try:
-            moved = _read(tomb_fd, tomb_name, shown, entry)
+            moved = _read(tomb_fd, tomb_name, shown, entry, listed)
         except ActionRefused as refused:
             # What moved is not what was checked (swapped for a FIFO, a link…): back it goes.
             _put_back(tomb_fd, tomb_name, dir_fd, name, path, shown, refused)
@@ -320,6 +414,7 @@ def replace(
     stamp: str,
     token: str,
     tombstone_dir: str | None = None,
+    listed: FileKey | None = None,
 ) -> Moved:
     """Steal: move the stale lock aside, then create the new one at its name. The
     new lock is linked into place, so a lock someone took in the gap is never
@@ -339,7 +434,7 @@ def replace(
             ) from exc
         try:
             moved = _move_aside(
-                dir_fd, directory, name, path, expected_sha256, stamp, tombstone_dir
+                dir_fd, directory, name, path, expected_sha256, stamp, tombstone_dir, "file", listed
             )
             try:
                 os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any, Protocol, cast
 
 from lockwatch.model.events import holder_text
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.humanize import duration
 from lockwatch.model.kernel import kernel_lock_id
 from lockwatch.model.lock import Lock
+from lockwatch.model.pg import PgLock, held_text, prepared_commands
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.files.decoders import writer
 from lockwatch.sources.files.scanner import TOMBSTONE_DIR
@@ -46,10 +49,35 @@ class Plan:
     new_content: bytes | None = None
     # A kernel lock's break: the signal sent to its holder (TERM, KILL).
     signal: str | None = None
+    # Why the typed name is needed when the lock is stale all the same (staleness
+    # only inferred): what the confirmation and the refusal say instead of "not stale".
+    why_name: str | None = None
 
     @property
     def verb(self) -> str:
         return self.kind.value
+
+
+class OwnActions(Protocol):
+    """The actions module of a source that plans and carries out its own actions
+    (named by its plugin's `actions_module`: Redis, etcd)."""
+
+    def plan_action(
+        self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]
+    ) -> Plan: ...
+
+    def execute(self, plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+        """(audit details, message); raises ActionRefused or ActionFailed."""
+        ...
+
+
+def own_actions(lock: Lock) -> OwnActions | None:
+    from importlib import import_module
+
+    from lockwatch.sources.registry import by_name
+
+    module = getattr(by_name(lock.source), "actions_module", None)
+    return None if module is None else cast(OwnActions, import_module(module))
 
 
 def refused(kind: Kind, lock: Lock, verdict: Verdict, code: str, message: str) -> Plan:
@@ -86,18 +114,17 @@ def _file_refusal(lock: Lock) -> tuple[str, str] | None:
 
 
 def _session_effect(lock: Lock, peers: Sequence[Lock]) -> str:
-    """What ending the holder's session does: its transaction, its locks, its waiters."""
+    """What ending the holder's session does: its transaction, every lock it holds
+    (as pg_locks counted them at the poll, not only the rows on screen), and which
+    of the sessions waiting on it go ahead."""
     assert lock.pg is not None
     pg = lock.pg
     pid = pg.backend.pid
-    held = sum(
-        1
+    same = [
+        peer.pg
         for peer in peers
-        if peer.pg is not None
-        and peer.pg.server == pg.server
-        and peer.pg.backend.pid == pid
-        and peer.pg.granted
-    ) or (1 if pg.granted else 0)
+        if peer.pg is not None and peer.pg.server == pg.server and peer.pg.backend.pid is not None
+    ]
     parts = []
     if pg.backend.state in ("idle in transaction", "idle in transaction (aborted)"):
         parts.append("rolls back its open transaction")
@@ -105,15 +132,46 @@ def _session_effect(lock: Lock, peers: Sequence[Lock]) -> str:
         parts.append("ends its transaction (rolled back)")
     else:
         parts.append("ends its session")
-    parts.append(f"releases its {held} lock{'s' if held != 1 else ''}")
-    waiters = [w for w in pg.blocking if w]
-    if len(waiters) == 1:
-        parts.append(f"waiter {waiters[0]} proceeds")
-    elif waiters:
-        parts.append(f"waiters {', '.join(map(str, waiters))} proceed")
+    held = pg.backend.held
+    if held:
+        total = sum(count for _, count in held)
+        kinds = ", ".join(f"{count} {locktype}" for locktype, count in held)
+        parts.append(f"releases all {total} lock{'s' if total != 1 else ''} it holds ({kinds})")
     else:
-        parts.append("nobody waits on it")
+        count = sum(1 for peer in same if peer.backend.pid == pid and peer.granted) or (
+            1 if pg.granted else 0
+        )
+        parts.append(f"releases its {count} lock{'s' if count != 1 else ''}")
+    parts.append(_who_proceeds(pid, [w for w in pg.blocking if w], same))
     return ", ".join(parts)
+
+
+def _who_proceeds(pid: int | None, waiters: Sequence[int], same: Sequence[PgLock]) -> str:
+    """Which waiters go ahead once `pid` is gone: those it alone holds up. One also
+    queued behind another waiter (pg_blocking_pids names both) waits on."""
+    if not waiters:
+        return "nobody waits on it"
+    blockers: dict[int, set[int | str]] = {}
+    for peer in same:
+        waiter = peer.backend.pid
+        if not peer.granted and waiter is not None and waiter in waiters:
+            others = blockers.setdefault(waiter, set())
+            others.update(p for p in peer.blocked_by if p and p != pid)
+            others.update(f"prepared transaction {gid}" for gid in peer.blocked_by_prepared)
+    go = [w for w in waiters if not blockers.get(w)]
+    stay = [w for w in waiters if blockers.get(w)]
+    said = []
+    if len(go) == 1:
+        said.append(f"waiter {go[0]} proceeds")
+    elif go:
+        said.append(f"waiters {', '.join(map(str, go))} proceed")
+    for waiter in stay:
+        on = ", ".join(
+            f"pid {who}" if isinstance(who, int) else who
+            for who in sorted(blockers[waiter], key=str)
+        )
+        said.append(f"{waiter} still waits (on {on})")
+    return "; ".join(said)
 
 
 def plan(
@@ -136,6 +194,9 @@ def plan(
         return _plan_pg(kind, lock, verdict, peers, held, held_elsewhere)
     if lock.source == "kernel":
         return _plan_kernel(kind, lock, verdict, signal)
+    own = own_actions(lock)
+    if own is not None:
+        return own.plan_action(kind, lock, verdict, peers)
     if lock.source != "file":
         return refused(
             kind, lock, verdict, "unsupported", f"{lock.source} locks cannot be acted on"
@@ -266,19 +327,41 @@ def _plan_pg(
     pid = pg.backend.pid
     where = pg.server
     if pid is None:
-        gid = pg.backend.prepared_gid or "?"
+        gid = pg.backend.prepared_gid
+        if gid is None:
+            how = "end it with COMMIT PREPARED or ROLLBACK PREPARED (its gid is not known)"
+        else:
+            commit, rollback = prepared_commands(gid)
+            how = f"run {commit} to keep its work, or {rollback} to undo it"
+        database = f", connected to database {pg.database}" if pg.database else ""
+        owner = f" as {pg.backend.user} (or a superuser)" if pg.backend.user else ""
         return refused(
             kind,
             lock,
             verdict,
             "prepared_transaction",
-            f"{pg.backend.label} has no session to signal: run COMMIT PREPARED '{gid}' or"
-            f" ROLLBACK PREPARED '{gid}' on {where}",
+            f"{pg.backend.label} has no session to signal: {how} on {where}{database}{owner}",
         )
     stale = verdict.state is State.STALE
+    # Stale by idle time alone, its client unseen: as deliberate as an active lock.
+    inferred = stale and "inferred" in verdict.codes
+    why_name = (
+        f"{lock.name} is stale only by inference (idle time; lockwatch could not find its"
+        " client process, which may still be at work)"
+        if inferred
+        else None
+    )
     if kind is Kind.BREAK:
         effect = f"call pg_terminate_backend({pid}) on {where}: {_session_effect(lock, peers)}"
-        return Plan(kind, lock, verdict, "backend_terminated", effect, needs_name=not stale)
+        return Plan(
+            kind,
+            lock,
+            verdict,
+            "backend_terminated",
+            effect,
+            needs_name=not stale or inferred,
+            why_name=why_name,
+        )
     if kind is Kind.CANCEL:
         state = pg.backend.state or "unknown"
         if state.startswith("idle"):
@@ -332,16 +415,27 @@ def _plan_pg(
             "not_stale",
             f"{lock.name} is {verdict.state}: stealing a lock that is not stale is never allowed",
         )
+    if pg.blocking_here:
+        waiting = ", ".join(str(w) for w in pg.blocking_here)
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "has_waiters",
+            f"{lock.name} has queued waiters (pid {waiting}): PostgreSQL grants it to them"
+            " before lockwatch could take it, so a steal would only terminate its holder;"
+            " nothing done. Break it instead (b, or lockwatch break) and let the waiter have it",
+        )
     shared = "_shared" if pg.mode == "ShareLock" else ""
     effect = (
         f"call pg_terminate_backend({pid}) on {where}: {_session_effect(lock, peers)}; then take"
         f" advisory lock {lock.name} ({key}) with pg_try_advisory_lock{shared} on lockwatch's own"
         " connection and hold it until released (r)"
     )
-    return Plan(kind, lock, verdict, "lock_stolen", effect)
+    return Plan(kind, lock, verdict, "lock_stolen", effect, needs_name=inferred, why_name=why_name)
 
 
-def describe(plan: Plan) -> list[tuple[str, str]]:
+def describe(plan: Plan, now: datetime | None = None) -> list[tuple[str, str]]:
     """The confirmation's lines: what the operator is about to act on."""
     lock, verdict = plan.lock, plan.verdict
     reasons = "; ".join(f"{r.code}: {r.message}" for r in verdict.reasons) or "none"
@@ -355,6 +449,13 @@ def describe(plan: Plan) -> list[tuple[str, str]]:
     ]
     if verdict.age_seconds is not None:
         lines.insert(4, ("age", duration(verdict.age_seconds)))
+    elif lock.pg is not None and lock.pg.granted:
+        # PostgreSQL keeps no time for a granted lock: what is known, as bounds.
+        held = held_text(lock.pg, now or datetime.now(UTC))
+        if held:
+            lines.insert(4, ("held", held))
+    if plan.why_name:
+        lines.append(("confirm", f"{plan.why_name}: type its name to go ahead"))
     if lock.sha256:
         lines.append(("sha256", lock.sha256))
     return lines

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,7 +37,8 @@ _TARGET = TARGET.replace("%", "%%")
 
 _HOLDS = f"""
 SELECT l.granted, a.state,
-       EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age
+       EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age,
+       EXTRACT(epoch FROM now() - a.backend_start)::float8 AS backend_age
 FROM pg_catalog.pg_locks AS l
 LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
 WHERE l.pid = %(pid)s AND {_TARGET} = %(target)s AND l.mode = %(mode)s
@@ -51,6 +53,15 @@ WHERE l.pid = %(pid)s AND {_TARGET} = %(target)s AND l.mode = %(mode)s
 LIMIT 1
 """
 _ALIVE = "SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid = %(pid)s"
+# Sessions queued for the lock: the server grants it to them, not to a steal.
+_WAITERS = f"""
+SELECT l.pid FROM pg_catalog.pg_locks AS l
+WHERE NOT l.granted AND {_TARGET} = %(target)s
+ORDER BY l.pid
+"""
+# A session's start, seen and now, may differ by the polls' jitter: beyond it,
+# the pid belongs to a later session.
+SESSION_JITTER_S = 1.0
 _HOLDER_OF = f"""
 SELECT l.pid, a.application_name FROM pg_catalog.pg_locks AS l
 LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
@@ -240,15 +251,39 @@ class PgActor:
             raise ActionRefused(
                 "changed", f"pid {facts['pid']} now {now} {lock.name}; nothing done"
             )
+        _same_session(lock, facts["pid"], rows[0][3])
         if still_idle and lock.pg is not None:
             _still_idle(lock, facts["pid"], rows[0][1], rows[0][2])
         return facts
 
+    def _no_waiters(self, conn: psycopg.Connection[Any], lock: Lock, facts: dict[str, Any]) -> None:
+        """Refuse a steal while anyone queues for the lock: the server would grant it
+        to them when its holder goes, and the holder would be ended for nothing."""
+        try:
+            rows = conn.execute(_WAITERS, {"target": facts["target"]}).fetchall()
+        except psycopg.Error as exc:
+            raise ActionFailed("server_error", scrub(_first_line(exc), self._dsn)) from exc
+        if rows:
+            waiting = ", ".join(str(row[0]) for row in rows)
+            raise ActionRefused(
+                "has_waiters",
+                f"pid {waiting} queue{'s' if len(rows) == 1 else ''} for {lock.name}: PostgreSQL"
+                " would grant it to them before lockwatch could take it; nothing done. Break it"
+                " instead and let the waiter have it",
+            )
+
     def _signal(
-        self, lock: Lock, function: str, verb: str, still_idle: bool = False
+        self,
+        lock: Lock,
+        function: str,
+        verb: str,
+        still_idle: bool = False,
+        no_waiters: bool = False,
     ) -> dict[str, Any]:
         with self._connect() as conn:
             facts = self._recheck(conn, lock, still_idle)
+            if no_waiters:
+                self._no_waiters(conn, lock, facts)
             extra = ""
             if function == "pg_terminate_backend" and conn.info.server_version >= 140000:
                 extra = f", {TERMINATE_WAIT_MS}"  # wait until it has really gone
@@ -285,21 +320,30 @@ class PgActor:
                 )
             return {"pid": facts["pid"], "server_version": conn.info.server_version}
 
-    def terminate(self, lock: Lock, still_idle: bool = False) -> dict[str, Any]:
-        """`still_idle`: the operator judged it stale for idling; refuse if it woke."""
-        return self._signal(lock, "pg_terminate_backend", "terminate", still_idle)
+    def terminate(
+        self, lock: Lock, still_idle: bool = False, no_waiters: bool = False
+    ) -> dict[str, Any]:
+        """`still_idle`: the operator judged it stale for idling; refuse if it woke.
+        `no_waiters`: refuse if anyone queues for the lock (a steal)."""
+        return self._signal(lock, "pg_terminate_backend", "terminate", still_idle, no_waiters)
 
     def cancel(self, lock: Lock) -> dict[str, Any]:
         return self._signal(lock, "pg_cancel_backend", "cancel the query of")
 
-    def steal(self, lock: Lock, operator: str = "") -> HeldAdvisory:
+    def steal(
+        self, lock: Lock, operator: str = "", on_terminated: Callable[[int], None] | None = None
+    ) -> HeldAdvisory:
         """Terminate the holder (only if still idle as seen: a steal is of stale locks
-        only), then take the same advisory key on a connection of lockwatch's own, to
-        the lock's database (advisory keys are per database)."""
+        only, and only while nobody queues for the lock, who would be served first),
+        then take the same advisory key on a connection of lockwatch's own, to the
+        lock's database (advisory keys are per database). `on_terminated` hears of
+        the terminated backend at once, whatever happens next."""
         assert lock.pg is not None and lock.pg.advisory_key is not None
         key = lock.pg.advisory_key
         shared = lock.pg.mode == "ShareLock"
-        details = self.terminate(lock, still_idle=True)
+        details = self.terminate(lock, still_idle=True, no_waiters=True)
+        if on_terminated is not None:
+            on_terminated(int(details["pid"]))
         application = hold_application(operator) if operator else HOLD_APPLICATION
         holder = self._connect(lock.pg.database, application)
         function = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
@@ -338,13 +382,33 @@ class PgActor:
         target = _facts(lock)["target"]
         return HeldAdvisory(lock.pg.server, key, shared, lock.name, str(target), holder)
 
-    def release_remote(self, lock: Lock) -> dict[str, Any]:
+    def release_remote(
+        self, lock: Lock, on_terminated: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
         """Release an advisory lock another lockwatch process holds for its operator
         (a CLI steal in the foreground) by ending that lockwatch session."""
         assert lock.pg is not None
         if not held_by_steal(lock):
             raise ActionRefused("not_held", f"{lock.name} is not held by lockwatch")
-        return self.terminate(lock)
+        details = self.terminate(lock)
+        if on_terminated is not None:
+            on_terminated(int(details["pid"]))
+        return details
+
+
+def _same_session(lock: Lock, pid: int, backend_age: float | None) -> None:
+    """Refuse when `pid` now belongs to a later session than the one seen."""
+    assert lock.pg is not None
+    seen = lock.pg.backend.backend_start
+    if seen is None or backend_age is None:
+        return
+    started = datetime.now(UTC) - timedelta(seconds=float(backend_age))
+    if abs((started - seen).total_seconds()) > SESSION_JITTER_S:
+        raise ActionRefused(
+            "changed",
+            f"pid {pid} is another session now (started {started:%H:%M:%S}, not the one you"
+            " saw): nothing done",
+        )
 
 
 def _still_idle(lock: Lock, pid: int, state: str | None, state_age: float | None) -> None:

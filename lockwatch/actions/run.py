@@ -8,6 +8,7 @@ refused, failed) is written to the audit log.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any
 from lockwatch.actions import files
 from lockwatch.actions.audit import INTENT, AuditError, AuditLog, new_action_id
 from lockwatch.actions.files import ActionFailed, ActionRefused
-from lockwatch.actions.plan import Kind, Plan
+from lockwatch.actions.plan import Kind, Plan, own_actions
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 
@@ -64,6 +65,8 @@ def target_of(lock: Lock) -> dict[str, Any]:
         target["path"] = lock.path
     if lock.kernel is not None:
         target.update(pid=lock.kernel.holder_pid, kernel=lock.kernel.as_json())
+    if lock.store is not None:
+        target.update(server=lock.store.server, key=lock.store.key)
     if lock.pg is not None:
         # The server's display name: never the DSN, which may hold a password.
         target.update(
@@ -155,6 +158,13 @@ class Executor:
         if plan.refusal is not None:
             return self._refuse(record, *plan.refusal)
         if plan.needs_name and not force:
+            if plan.why_name:
+                return self._refuse(
+                    record,
+                    "inferred",
+                    f"{plan.why_name}: {plan.verb}ing it needs --force"
+                    " (in the dashboard: type its name); nothing done",
+                )
             return self._refuse(
                 record,
                 "not_stale",
@@ -186,7 +196,7 @@ class Executor:
                 audited=False,
             )
         try:
-            details, outcome = self._act(plan, action_id, expect_sha256, held, force)
+            details, outcome = self._act(plan, action_id, expect_sha256, held, force, record)
         except ActionRefused as exc:
             return self._refuse(record, exc.code, exc.message)
         except ActionFailed as exc:
@@ -227,13 +237,23 @@ class Executor:
         return self._refuse(record, "not_found", message)
 
     def _act(
-        self, plan: Plan, action_id: str, expect: str | None, held: Any, force: bool
+        self,
+        plan: Plan,
+        action_id: str,
+        expect: str | None,
+        held: Any,
+        force: bool,
+        record: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], Outcome]:
         lock = plan.lock
         if lock.source == "postgres":
-            return self._act_pg(plan, held, force)
+            return self._act_pg(plan, held, force, record or {"action_id": action_id})
         if lock.source == "kernel":
             return self._act_kernel(plan)
+        own = own_actions(lock)
+        if own is not None:
+            details, message = own.execute(plan, expect)
+            return details, Outcome(True, plan.event, message)
         assert lock.path is not None
         seen = expect or lock.sha256
         stamp = _stamp(action_id, self.audit)
@@ -246,6 +266,7 @@ class Executor:
                 stamp=stamp,
                 token=action_id,
                 tombstone_dir=self.tombstone_dir,
+                listed=lock.file_key,
             )
             new_hash = files.sha256_hex(plan.new_content)
             details = {
@@ -263,7 +284,13 @@ class Executor:
                 new_content=plan.new_content,
             )
         moved = files.move_aside(
-            lock.path, seen, stamp=stamp, tombstone_dir=self.tombstone_dir, entry=lock.entry
+            lock.path,
+            seen,
+            stamp=stamp,
+            tombstone_dir=self.tombstone_dir,
+            entry=lock.entry,
+            # The very file that was listed; a release's lock was rewritten by heartbeats.
+            listed=lock.file_key if plan.kind is Kind.BREAK else None,
         )
         verb = "released" if plan.kind is Kind.RELEASE else "broke"
         message = f"{verb} {lock.path}; kept in {moved.tombstone}"
@@ -284,7 +311,9 @@ class Executor:
         )
         return {"pid": pid, "signal": f"SIG{signame}"}, Outcome(True, plan.event, message)
 
-    def _act_pg(self, plan: Plan, held: Any, force: bool) -> tuple[dict[str, Any], Outcome]:
+    def _act_pg(
+        self, plan: Plan, held: Any, force: bool, record: dict[str, Any]
+    ) -> tuple[dict[str, Any], Outcome]:
         from lockwatch.actions.postgres import PgActor
 
         lock = plan.lock
@@ -300,29 +329,50 @@ class Executor:
             raise ActionRefused("no_dsn", f"no DSN for {lock.pg.server}: name the server with --pg")
         actor = PgActor(dsn)
         pid = lock.pg.backend.pid
+        server = lock.pg.server
+
+        def terminated(gone: int) -> None:
+            # Its own record the moment a backend is gone, whatever happens next.
+            self._backend_terminated(plan, record, gone)
+
         if plan.kind is Kind.BREAK:
-            # Judged stale for idling: still idle now, unless the operator forced it.
-            actor.terminate(lock, still_idle=plan.verdict.state is State.STALE and not force)
-            return {"pid": pid}, Outcome(
-                True, plan.event, f"terminated pid {pid} on {lock.pg.server}"
-            )
+            # Judged stale for idling: still idle now, unless the operator forced it
+            # against the verdict (a name typed for inferred staleness confirms it).
+            stale = plan.verdict.state is State.STALE
+            actor.terminate(lock, still_idle=stale and (not force or plan.why_name is not None))
+            return {"pid": pid}, Outcome(True, plan.event, f"terminated pid {pid} on {server}")
         if plan.kind is Kind.CANCEL:
             actor.cancel(lock)
             return {"pid": pid}, Outcome(
-                True, plan.event, f"cancelled the query of pid {pid} on {lock.pg.server}"
+                True, plan.event, f"cancelled the query of pid {pid} on {server}"
             )
         if plan.kind is Kind.RELEASE:
-            actor.release_remote(lock)
+            actor.release_remote(lock, on_terminated=terminated)
             return {"pid": pid}, Outcome(
                 True, plan.event, f"released {lock.name}: ended lockwatch session {pid}"
             )
-        taken = actor.steal(lock, operator=self.audit.operator.name)
+        taken = actor.steal(lock, operator=self.audit.operator.name, on_terminated=terminated)
         details = {"terminated_pid": pid, "held_by_pid": taken.backend_pid}
         message = (
-            f"terminated pid {pid} and took {lock.name} on {lock.pg.server}"
+            f"terminated pid {pid} and took {lock.name} on {server}"
             f" (lockwatch session {taken.backend_pid} holds it)"
         )
         return details, Outcome(True, plan.event, message, held=taken)
+
+    def _backend_terminated(self, plan: Plan, record: dict[str, Any], pid: int) -> None:
+        """A `backend_terminated` record for a backend an action ended on its way
+        (a steal, a remote release), written at once: the action may still fail."""
+        lock = plan.lock
+        server = lock.pg.server if lock.pg is not None else None
+        fields = {
+            **record,
+            "result": "success",
+            "pid": pid,
+            "message": f"terminated pid {pid} on {server} (part of {plan.verb})",
+        }
+        # If it cannot be written, the action's result record says the log failed.
+        with contextlib.suppress(AuditError):
+            self.audit.append("backend_terminated", fields)
 
     def _refuse(self, record: dict[str, Any], code: str, message: str) -> Outcome:
         return self._finish(record, "action_refused", "refused", message, code=code)
@@ -378,5 +428,7 @@ def _unseen_target(target: str) -> dict[str, Any]:
         return {"source": "postgres", "id": target, "server": ids.pg_server(target)}
     if kind == ids.KERNEL:
         return {"source": "kernel", "id": target}
+    if kind in (ids.REDIS, ids.ETCD):
+        return {"source": kind, "id": target}
     path = ids.file_path(target) or target
     return {"source": "file", "id": ids.file_id(path), "path": path}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -86,9 +86,12 @@ class ActionSession:
         tombstone_dir: str | None = None,
         dsns: Mapping[str, str] | None = None,
         pg_applications: str | None = None,
+        audit_key: Path | None = None,
+        audit_anchor: Callable[[str], None] | None = None,
     ) -> None:
         """`pg_applications`: act only on Postgres sessions whose application_name
-        starts with this (the demo on a server it shares with others)."""
+        starts with this (the demo on a server it shares with others).
+        `audit_key`, `audit_anchor`: the audit log's key file and anchor (AuditLog)."""
         self.clock = clock
         self.host = host
         self.roots = tuple(roots)
@@ -98,7 +101,14 @@ class ActionSession:
         self.tombstone_dir = tombstone_dir
         self.pg_applications = pg_applications
         self.executor = Executor(
-            AuditLog(self.audit_path, clock=clock, host=host, operator=self.operator),
+            AuditLog(
+                self.audit_path,
+                clock=clock,
+                host=host,
+                operator=self.operator,
+                key_path=audit_key,
+                anchor=audit_anchor,
+            ),
             tombstone_dir=tombstone_dir,
             dsn_for=self._dsns.get,
         )

@@ -54,6 +54,10 @@ def prepare(
     """The plan for `kind` on `lock`. `roots`: act only on lock files under these
     (the dashboard's watched trees); `pg_applications`: act only on Postgres
     sessions whose application_name starts with it (the demo on a shared server)."""
+    if lock.remote is not None:
+        from lockwatch.model.remote import advice
+
+        return refused(kind, lock, verdict, "remote", advice(kind.value, lock, lock.remote))
     source = by_name(lock.source)
     if source is not None and kind.value not in source.actions:
         offered = ", ".join(sorted(source.actions)) or "none"

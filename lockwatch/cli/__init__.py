@@ -15,6 +15,7 @@ from lockwatch.cli.act import break_, cancel, release, steal
 from lockwatch.cli.audit import audit
 from lockwatch.cli.demo import demo
 from lockwatch.cli.ls import ls
+from lockwatch.cli.serve import serve
 from lockwatch.cli.watch import replay, watch
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -52,7 +53,7 @@ def _refuse_a_mistyped_command(ctx: click.Context, word: str, commands: Iterable
 @click.version_option(__version__, "-V", "--version", prog_name="lockwatch")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
-    """See every lock's holder, age and staleness: lock files and PostgreSQL.
+    """See every lock's holder, age and staleness: files, kernel, servers.
 
     lockwatch reads lock files (the tools' own: git, filelock, flufl.lock,
     Terraform, little-loops, clawdbot, ...; pid files and bare lock files), the
@@ -94,6 +95,7 @@ cli.add_command(audit)
 cli.add_command(watch)
 cli.add_command(replay)
 cli.add_command(demo)
+cli.add_command(serve)
 
 
 def main() -> None:

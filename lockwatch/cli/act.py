@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lockwatch.cli.where import (
+    AUDIT_KEY_OPTION,
     AUDIT_LOG_OPTION,
+    AUDIT_SYSLOG_OPTION,
     CONFIG_OPTION,
     OPERATOR_OPTION,
     TOMBSTONE_DIR_OPTION,
@@ -38,8 +40,9 @@ EXIT_FAILED = 3
 
 ACT_EPILOG = """\b
 TARGET is a lock file's path, or a lock id as `lockwatch ls --json` prints it
-(file:/srv/locks/app.lock, pg:user@host:5432/db:4242:advisory/..., or
-kernel:254:0:1234:FLOCK:0-EOF:4242). A
+(file:/srv/locks/app.lock, pg:user@host:5432/db:4242:advisory/...,
+kernel:254:0:1234:FLOCK:0-EOF:4242, redis:cache1:6379/0:lock:deploy, or
+etcd:etcd1:2379:/locks/deploy/694d7e2c1a2b3c4d). A
 Postgres id is looked up on its server: --pg names it (with a password, if one
 is needed), else LOCKWATCH_PG, the config or PG* variables, else the id's own
 user@host:port/db.
@@ -98,6 +101,8 @@ def _common(func: Any) -> Any:
         click.option("--yes", "-y", is_flag=True, help="Do not ask; act if the checks pass."),
         OPERATOR_OPTION,
         AUDIT_LOG_OPTION,
+        AUDIT_KEY_OPTION,
+        AUDIT_SYSLOG_OPTION,
         TOMBSTONE_DIR_OPTION,
         click.option(
             "--pg",
@@ -105,6 +110,20 @@ def _common(func: Any) -> Any:
             multiple=True,
             metavar="DSN",
             help="The server a Postgres TARGET lives on (repeatable).",
+        ),
+        click.option(
+            "--redis",
+            "redis_urls",
+            multiple=True,
+            metavar="URL",
+            help="The Redis server (with its password) a redis: TARGET lives on (repeatable).",
+        ),
+        click.option(
+            "--etcd",
+            "etcd_urls",
+            multiple=True,
+            metavar="URL",
+            help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
         ),
         CONFIG_OPTION,
         click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON."),
@@ -129,6 +148,10 @@ class Request:
     expect_sha256: str | None = None
     pid: int | None = None
     signal: str = "TERM"
+    redis_urls: tuple[str, ...] = ()
+    etcd_urls: tuple[str, ...] = ()
+    audit_key: Path | None = None
+    audit_syslog: bool = False
 
 
 @click.command(
@@ -160,8 +183,10 @@ def break_(**options: Any) -> None:
     pg_terminate_backend(pid), which rolls back its transaction and frees its
     locks. A kernel lock (flock, fcntl, OFD) cannot be released from outside:
     its holder process is sent SIGTERM (--signal KILL if that was not enough),
-    and the kernel frees the lock when it exits. A lock that is not stale
-    (or free) needs --force; a kernel lock always does.
+    and the kernel frees the lock when it exits. A Redis lock's key is deleted
+    only if it still holds the token you saw (one Lua script); an etcd lock's
+    key only if its revision is the one you saw, and its lease is revoked. A
+    lock that is not stale (or free) needs --force; a kernel lock always does.
 
     \b
     Examples:
@@ -169,6 +194,7 @@ def break_(**options: Any) -> None:
       lockwatch break file:/srv/locks/deploy.lock --reason x --expect-sha256 9f2c...
       lockwatch break 'pg:monitor@db1:5432/app:4242:advisory/...' --reason x --yes
       lockwatch break kernel:254:0:1234:FLOCK:0-EOF:4242 --reason "hung" --force
+      lockwatch break redis:cache1:6379/0:lock:deploy --redis redis://:pw@cache1 --reason x
     """
     from lockwatch.actions.plan import Kind
 
@@ -269,7 +295,7 @@ def readonly_reason(config: Config, flag: bool = False) -> str | None:
 
 
 def _act(kind: Kind, request: Request) -> None:
-    from lockwatch.actions.audit import AuditLog, Operator, log_path
+    from lockwatch.actions.audit import AuditLog, Operator, key_path, log_path, syslog_anchor
     from lockwatch.clock import SystemClock
     from lockwatch.config import ConfigError, load
 
@@ -296,7 +322,12 @@ def _act(kind: Kind, request: Request) -> None:
     clock = SystemClock()
     operator = Operator.identify(request.operator)
     audit = AuditLog(
-        log_path(request.audit_log, config.audit_log), clock=clock, host=host, operator=operator
+        log_path(request.audit_log, config.audit_log),
+        clock=clock,
+        host=host,
+        operator=operator,
+        key_path=key_path(request.audit_key, config.audit_key),
+        anchor=syslog_anchor() if request.audit_syslog or config.audit_syslog else None,
     )
     wanted = _wanted(request, config)
     executor = _executor(audit, request, config, wanted)
@@ -336,20 +367,42 @@ def _act(kind: Kind, request: Request) -> None:
 def _wanted(request: Request, config: Config) -> Wanted:
     from lockwatch.sources.contract import Wanted
 
-    return Wanted((), {"pg_dsns": request.pg_dsns}, config, os.environ)
+    values = {
+        "pg_dsns": request.pg_dsns,
+        "redis_urls": request.redis_urls,
+        "etcd_urls": request.etcd_urls,
+    }
+    return Wanted((), values, config, os.environ)
 
 
 def _executor(audit: Any, request: Request, config: Config, wanted: Wanted) -> Executor:
     from lockwatch.actions.run import Executor
-    from lockwatch.sources.postgres.dsn import display_name, resolve_dsns
+    from lockwatch.sources.postgres.dsn import (
+        PasswordFileError,
+        display_name,
+        read_password_file,
+        resolve_dsns,
+        with_password,
+    )
     from lockwatch.sources.postgres.plugin import DEFAULTS, dsn_from_name
 
     settings = config.source("postgres") or DEFAULTS
-    dsns = resolve_dsns(request.pg_dsns, settings.dsns, os.environ)
+    password = None
+    try:
+        dsns = resolve_dsns(
+            request.pg_dsns, settings.dsns, os.environ, password_file=settings.password_file
+        )
+        if settings.password_file:
+            password = read_password_file(settings.password_file)
+    except PasswordFileError as exc:
+        _fail(str(exc), EXIT_USAGE)
     by_name = {display_name(dsn): dsn for dsn in dsns}
 
     def dsn_for(server: str) -> str | None:
-        return by_name.get(server) or dsn_from_name(server)
+        derived = dsn_from_name(server)
+        if derived is not None and password is not None:
+            derived = with_password(derived, password)
+        return by_name.get(server) or derived
 
     return Executor(
         audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, dsn_for=dsn_for

@@ -8,27 +8,35 @@ from typing import Any
 
 import click
 
-from lockwatch.cli.where import AUDIT_LOG_OPTION, CONFIG_OPTION
+from lockwatch.cli.table import printable
+from lockwatch.cli.where import AUDIT_KEY_OPTION, AUDIT_LOG_OPTION, CONFIG_OPTION
+
+EXIT_OK = 0
+EXIT_TAMPERED = 1
+EXIT_CANNOT = 2
 
 
-def _log_path(given: Path | None, config_path: str | None) -> Path:
-    from lockwatch.actions.audit import log_path
+def _paths(
+    given: Path | None, given_key: Path | None, config_path: str | None
+) -> tuple[Path, Path]:
+    """The audit log and its key in force: the flags, else the config, else defaults."""
+    from lockwatch.actions.audit import key_path, log_path
     from lockwatch.config import ConfigError, load
 
-    if given is not None:
-        return given
+    if given is not None and given_key is not None:
+        return given, given_key
     try:
         config = load(config_path)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    return log_path(None, config.audit_log)
+    return log_path(given, config.audit_log), key_path(given_key, config.audit_key)
 
 
 def _need(path: Path) -> None:
     from lockwatch.actions.audit import head_path
 
     if not path.exists():
-        if head_path(path).exists():
+        if _head_names_records(head_path(path)):
             # Its head says records were written: a log that vanished was removed.
             click.echo(
                 f"lockwatch: {path}: TAMPERED: the log is gone but its head"
@@ -51,8 +59,9 @@ def _need(path: Path) -> None:
     epilog="""\b
 Each record: seq, time, event, operator (and os_user, sudo_user), host,
 lockwatch_pid, target, previous_lock and previous_lock_hash, reason, result,
-prev_hash and hash. Events: action_intent (written before acting), then
-lock_broken, lock_stolen, lock_released, backend_terminated,
+prev_hash, hash, key_id and mac (an HMAC under the key --audit-key names,
+kept apart from the log). Events: action_intent (written before acting),
+then lock_broken, lock_stolen, lock_released, backend_terminated,
 backend_cancelled, action_refused or action_failed.
 
 \b
@@ -60,22 +69,29 @@ Examples:
   lockwatch audit                       # the log, newest last
   lockwatch audit --json | jq '.[] | select(.event=="lock_broken")'
   lockwatch audit verify || page-security
+  journalctl -t lockwatch-audit -o cat > anchors.txt
+  lockwatch audit verify --anchors anchors.txt   # what --audit-syslog sent
 """,
 )
 @AUDIT_LOG_OPTION
+@AUDIT_KEY_OPTION
 @CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Every record, as a JSON array.")
 @click.pass_context
 def audit(
-    ctx: click.Context, audit_log: Path | None, config_path: str | None, as_json: bool
+    ctx: click.Context,
+    audit_log: Path | None,
+    audit_key: Path | None,
+    config_path: str | None,
+    as_json: bool,
 ) -> None:
     """Print the audit log: every action taken, refused or failed."""
-    ctx.obj = (audit_log, config_path)
+    ctx.obj = (audit_log, audit_key, config_path)
     if ctx.invoked_subcommand is not None:
         return
     from lockwatch.actions.audit import read_records
 
-    path = _log_path(audit_log, config_path)
+    path, _key = _paths(audit_log, audit_key, config_path)
     _need(path)
     try:
         records = list(read_records(path))
@@ -97,8 +113,6 @@ def audit(
 
 
 def _print_table(records: list[tuple[int, dict[str, Any] | None, bytes]]) -> None:
-    from lockwatch.cli.table import printable
-
     if not records:
         click.echo("the audit log is empty")
         return
@@ -125,33 +139,110 @@ def _print_table(records: list[tuple[int, dict[str, Any] | None, bytes]]) -> Non
 
 @audit.command("verify")
 @AUDIT_LOG_OPTION
+@AUDIT_KEY_OPTION
 @CONFIG_OPTION
+@click.option(
+    "--anchors",
+    "anchors_file",
+    type=click.File("r", encoding="utf-8", errors="replace"),
+    default=None,
+    metavar="FILE",
+    help="Lines --audit-syslog sent (e.g. `journalctl -t lockwatch-audit -o cat > FILE`):"
+    " every record they name must be in the log, unchanged.",
+)
 @click.pass_context
-def verify(ctx: click.Context, audit_log: Path | None, config_path: str | None) -> None:
-    """Check every record's hash, the hash chain, the sequence, and the head:
-    exit 1 naming the first record that was edited, removed or reordered."""
+def verify(
+    ctx: click.Context,
+    audit_log: Path | None,
+    audit_key: Path | None,
+    config_path: str | None,
+    anchors_file: Any,
+) -> None:
+    """Check every record's hash and MAC, the hash chain, the sequence, and the
+    head: exit 1 naming the first record that was edited, removed or reordered;
+    2 when it cannot tell (no such log, or keyed records and not their key).
+
+    \b
+    A line cut short by a crash (lockwatch killed, the disk full) is not an
+    edit: it is reported as torn, and the log still verifies (exit 0).
+    Logs written before lockwatch keyed them verify as unkeyed: their chain
+    shows edits by anyone who does not recompute hashes, nothing more.
+    """
+    from lockwatch.actions.audit import AuditKey, AuditKeyError
     from lockwatch.actions.audit import verify as check
 
-    parent_log, parent_config = ctx.obj or (None, None)
-    path = _log_path(audit_log or parent_log, config_path or parent_config)
+    parent_log, parent_key, parent_config = ctx.obj or (None, None, None)
+    path, key_file = _paths(
+        audit_log or parent_log, audit_key or parent_key, config_path or parent_config
+    )
     _need(path)
+    key = None
     try:
-        result = check(path)
+        key = AuditKey.load(key_file)
+    except AuditKeyError as exc:
+        if audit_key or parent_key:  # named, so it must be there
+            click.echo(f"lockwatch: {printable(str(exc))}", err=True)
+            sys.exit(EXIT_CANNOT)
+    anchors = anchors_file.read().splitlines() if anchors_file is not None else None
+    try:
+        result = check(path, key=key, key_file=key_file, anchors=anchors)
     except OSError as exc:
         click.echo(f"lockwatch: cannot read {path}: {exc.strerror}", err=True)
-        sys.exit(2)
-    if result.ok:
-        click.echo(f"{path}: {result.records} records, chain intact")
-        return
-    where = []
-    if result.seq is not None:
-        where.append(f"record {result.seq}")
-    if result.line is not None:
-        where.append(f"line {result.line}")
-    place = f" at {', '.join(where)}" if where else ""
-    click.echo(
-        f"lockwatch: {path}: TAMPERED{place}: {result.problem}"
-        f" ({result.records} records verified before it)",
-        err=True,
+        sys.exit(EXIT_CANNOT)
+    shown = printable(str(path))
+    if result.status == "needs_key":
+        click.echo(
+            f"lockwatch: {shown}: cannot verify: {printable(result.problem or '')}"
+            f" ({result.records} records verified before it)",
+            err=True,
+        )
+        sys.exit(EXIT_CANNOT)
+    if not result.ok:
+        where = []
+        if result.seq is not None:
+            where.append(f"record {result.seq}")
+        if result.line is not None:
+            where.append(f"line {result.line}")
+        place = f" at {', '.join(where)}" if where else ""
+        click.echo(
+            f"lockwatch: {shown}: TAMPERED{place}: {printable(result.problem or '')}"
+            f" ({result.records} records verified before it)",
+            err=True,
+        )
+        sys.exit(EXIT_TAMPERED)
+    click.echo(f"{shown}: {result.records} records, chain intact{_keying(result, key_file)}")
+    if result.anchored:
+        click.echo(f"  {result.anchored} records match their syslog anchors")
+    for note in result.notes:
+        click.echo(f"  note: {printable(note)}")
+
+
+def _keying(result: Any, key_file: Path) -> str:
+    if not result.records:
+        return ""
+    if not result.unkeyed:
+        return f", keyed (key {result.key_id}, {printable(str(key_file))})"
+    unkeyed = (
+        " UNKEYED: written before lockwatch keyed its audit logs; their chain shows edits"
+        " by anyone who does not recompute hashes, not by someone who can rewrite the log"
     )
-    sys.exit(1)
+    if not result.keyed:
+        return f";{unkeyed}"
+    return (
+        f"; records 1-{result.unkeyed} are{unkeyed}; the {result.keyed} after them are keyed"
+        f" (key {result.key_id})"
+    )
+
+
+def _head_names_records(head: Path) -> bool:
+    """Whether the head file beside a log says records were written to it."""
+    import json
+
+    try:
+        data = json.loads(head.read_bytes())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True  # a head that is no head: the log was there, and something is wrong
+    seq = data.get("seq") if isinstance(data, dict) else None
+    return not (isinstance(seq, int) and seq == 0)

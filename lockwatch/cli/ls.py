@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import sys
@@ -36,7 +37,9 @@ Exit status:
 
 \b
 PostgreSQL servers come from --pg (repeatable), else LOCKWATCH_PG, else
-lockwatch.toml, else libpq's PG* variables. With --pg or --kernel and no
+lockwatch.toml, else libpq's PG* variables. Redis servers come from --redis
+and --redlock (a Redlock group), else [redis] in lockwatch.toml; etcd servers
+from --etcd, else [etcd]. With --pg, --kernel, --redis or --etcd and no
 PATH, no files are scanned. Passwords are never shown.
 
 \b
@@ -55,6 +58,7 @@ Examples:
   lockwatch ls --fail-on-stale /srv/locks || page-oncall
   lockwatch ls --pg postgresql://monitor@db1/app --pg-idle-after 30
   lockwatch ls --kernel /srv        # with every flock/fcntl lock, holders and waiters
+  lockwatch ls --redis redis://cache1:6379/0 --etcd http://etcd1:2379   # store locks
 """,
 )
 @target_options
@@ -82,11 +86,13 @@ def ls(**values: Any) -> None:
     it active, stale, invalid, free or unknown as the tool that wrote it
     would, with the kernel's locks on it. With
     --pg it also lists pg_locks rows of interest (advisory locks, waiters,
-    blockers) as waiting, active or stale; with --kernel, every flock, POSIX
-    and OFD lock. Each lock gets reason codes such as holder_dead, pid_reused,
-    too_old, heartbeat_expired, kernel_lock, not_held, open_by,
-    scope_conflict, schema_violation, waiting, blocking, idle_in_transaction
-    or idle_holder.
+    blockers) as waiting, active, stale or unknown, with bounds for how long
+    each was held (PostgreSQL keeps no grant time); with --kernel, every flock,
+    POSIX and OFD lock. Each lock gets reason codes such as holder_dead,
+    pid_reused, too_old, heartbeat_expired, kernel_lock, not_held, open_by,
+    scope_conflict, schema_violation, waiting, blocking, idle_in_transaction,
+    idle_holder, client_alive, client_dead, inferred, prepared_too_long or
+    insufficient_privilege.
     """
     as_json: bool = values["as_json"]
     targets = resolve_targets(values, values.get("config_path"))
@@ -118,9 +124,7 @@ def ls(**values: Any) -> None:
         document = b"".join(ls_json_bytes(request.now, host, arrays, errors, statuses, trees))
         if sys.stdout.isatty():
             document = orjson.dumps(orjson.loads(document), option=orjson.OPT_INDENT_2)
-        sys.stdout.flush()
-        sys.stdout.buffer.write(document + b"\n")
-        sys.stdout.buffer.flush()
+        _write_all(document + b"\n")
     else:
         assessed = [pair for part in parts for pair in part.assessed]
         color = None if "NO_COLOR" not in os.environ else False
@@ -143,3 +147,19 @@ def ls(**values: Any) -> None:
     if any(part.usage_errors for part in parts):
         finish(EXIT_BAD_PATH)
     finish(EXIT_PARTIAL if errors or warnings else 0)
+
+
+def _write_all(data: bytes) -> None:
+    """Write `data` to stdout whole. A buffered write that the reader cuts short
+    (`| head`) returns how much went through instead of raising, which would
+    make a closed pipe look like success: the rest is written until EPIPE
+    raises BrokenPipeError, which click turns into exit 1."""
+    sys.stdout.flush()
+    out = sys.stdout.buffer
+    view = memoryview(data)
+    while view:
+        written = out.write(view)
+        if not written:  # a stream that takes nothing will never take the rest
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+        view = view[written:]
+    out.flush()

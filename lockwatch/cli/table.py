@@ -31,6 +31,8 @@ _NAME_WIDTH = 32
 
 
 def _holder(lock: Lock, verdict: Verdict) -> str:
+    if lock.store is not None:
+        return lock.store.holder_label()
     holder = lock.holder
     text = "-" if holder.pid is None else str(holder.pid)
     if holder.host:
@@ -50,9 +52,14 @@ def _path(path: str | None, cwd: str) -> str:
 
 
 def _where(lock: Lock, cwd: str) -> str:
+    if lock.remote is not None:
+        # Another host's: its own path (or name), after its host.
+        return f"{lock.remote.host}:{lock.path or lock.name}"
     if lock.pg is not None:
         database = f" db={lock.pg.database}" if lock.pg.database else ""
         return f"{lock.pg.server}{database}"
+    if lock.store is not None:
+        return f"{lock.store.store}:{lock.store.server} {lock.store.key}"
     if lock.kernel is not None and lock.path is None:
         return f"inode {lock.kernel.file.inode} on {lock.kernel.file.device}"
     return _path(lock.path, cwd)

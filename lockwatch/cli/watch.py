@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lockwatch.cli.where import (
+    AUDIT_KEY_OPTION,
     AUDIT_LOG_OPTION,
+    AUDIT_SYSLOG_OPTION,
     OPERATOR_OPTION,
     TOMBSTONE_DIR_OPTION,
     Targets,
@@ -112,6 +114,8 @@ def _common(func: Any) -> Any:
     " true in the config, or LOCKWATCH_READONLY=1).",
 )
 @AUDIT_LOG_OPTION
+@AUDIT_KEY_OPTION
+@AUDIT_SYSLOG_OPTION
 @OPERATOR_OPTION
 @TOMBSTONE_DIR_OPTION
 @_common
@@ -147,6 +151,8 @@ def watch(**values: Any) -> None:
         recorder=recorder,
         readonly=readonly,
         audit_log=values["audit_log"],
+        audit_key=values["audit_key"],
+        audit_syslog=values["audit_syslog"],
         operator=values["operator"],
         tombstone_dir=values["tombstone_dir"],
         theme=values["theme"],
@@ -220,6 +226,8 @@ def build_app(
     operator: str | None = None,
     tombstone_dir: str | None = None,
     pg_applications: str | None = None,
+    audit_key: Path | None = None,
+    audit_syslog: bool = False,
     **view: Any,
 ) -> LockwatchApp:
     """The dashboard on `targets` (every selected source's live feeds) and
@@ -232,7 +240,7 @@ def build_app(
     feeds = [feed for _, selected in targets.sources for feed in selected.feeds(clock, host)]
     actions = None
     if not readonly:
-        from lockwatch.actions.audit import log_path
+        from lockwatch.actions.audit import key_path, log_path, syslog_anchor
         from lockwatch.actions.session import ActionSession
         from lockwatch.sources.postgres.dsn import display_name
 
@@ -245,6 +253,8 @@ def build_app(
             tombstone_dir=tombstone_dir or targets.config.tombstone_dir,
             dsns={display_name(dsn): dsn for dsn in targets.dsns()},
             pg_applications=pg_applications,
+            audit_key=key_path(audit_key, targets.config.audit_key),
+            audit_anchor=syslog_anchor() if audit_syslog or targets.config.audit_syslog else None,
         )
     return LockwatchApp(feeds, clock=clock, host=host, actions=actions, readonly=readonly, **view)
 

@@ -32,6 +32,20 @@ AUDIT_LOG_OPTION = click.option(
     help="The audit log [default: actions.audit_log in the config, else the user state dir's"
     " lockwatch/audit.jsonl].",
 )
+AUDIT_KEY_OPTION = click.option(
+    "--audit-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The audit log's HMAC key, kept apart from the log (made 0600 on first use)"
+    " [default: actions.audit_key in the config, else the user config dir's lockwatch/audit.key].",
+)
+AUDIT_SYSLOG_OPTION = click.option(
+    "--audit-syslog",
+    is_flag=True,
+    default=False,
+    help="Also send each audit record's hash to syslog/journald (as lockwatch-audit), where"
+    " whoever can rewrite the log cannot take it back [or actions.audit_syslog].",
+)
 OPERATOR_OPTION = click.option(
     "--operator",
     metavar="NAME",

@@ -116,7 +116,42 @@ def group(lock: Lock) -> str | None:
         return lock.pg.server
     if lock.kernel is not None:
         return KERNEL_GROUP
+    if lock.store is not None:
+        return lock.store.group
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Radius:
+    """A blocker's blast radius: sessions it holds up directly and in total."""
+
+    direct: int
+    total: int
+    root: bool  # it waits on nobody: ending it frees the whole chain
+
+
+def node_of(lock: Lock) -> NodeId | None:
+    """The session (node) holding `lock`, as the trees name it; None if it is not
+    a held lock of a session."""
+    if lock.pg is not None:
+        return lock.pg.backend.pid if lock.pg.granted else None
+    if lock.kernel is not None:
+        return None if lock.kernel.waiting else lock.kernel.holder_pid
+    if lock.store is not None and not lock.store.waiting:
+        return lock.store.session
+    return None
+
+
+def radii(tree: BlockingTree) -> dict[NodeId, Radius]:
+    """Every blocker of `tree` with its blast radius."""
+    found: dict[NodeId, Radius] = {}
+    stack = [(root, True) for root in tree.roots]
+    while stack:
+        node, is_root = stack.pop()
+        if node.total and node.id not in found:
+            found[node.id] = Radius(node.direct, node.total, is_root)
+        stack.extend((waiter, False) for waiter in node.waiters)
+    return found
 
 
 def from_locks(locks: Iterable[Lock]) -> BlockingTree:
@@ -130,6 +165,9 @@ def from_locks(locks: Iterable[Lock]) -> BlockingTree:
             waits_on[pg.backend.pid].update(pg.waits_on())
         elif kernel is not None and kernel.waiting and kernel.holder_pid is not None:
             waits_on[kernel.holder_pid].update(pid for pid in kernel.blocked_by if pid > 0)
+        elif lock.store is not None and lock.store.waiting:
+            # Redis and etcd: a waiter's session (client, lease) waits on its holder's.
+            waits_on[lock.store.session].update(lock.store.blocked_by)
     return build(waits_on)
 
 

@@ -166,6 +166,7 @@ class Board:
         self._deadlines: list[tuple[datetime, str, datetime]] = []
         self._waits_generation = 0
         self._trees: tuple[int, dict[str, blocking.BlockingTree]] | None = None
+        self._radii: tuple[int, dict[str, dict[blocking.NodeId, blocking.Radius]]] | None = None
         self.generation = 0  # bumped by every change: views cache on it
 
     # -- reading -----------------------------------------------------------------
@@ -219,6 +220,24 @@ class Board:
             trees = {group: blocking.from_locks(locks) for group, locks in by_group.items()}
             self._trees = (self._waits_generation, trees)
         return self._trees[1]
+
+    def blast_radius(self, lock_id: str) -> blocking.Radius | None:
+        """Whom the session holding `lock_id` holds up: directly, in total, and
+        whether it is a root blocker; None when nobody waits on it."""
+        entry = self.entries.get(lock_id)
+        if entry is None:
+            return None
+        where, node = blocking.group(entry.lock), blocking.node_of(entry.lock)
+        if where is None or node is None:
+            return None
+        radii = self._radii
+        if radii is None or radii[0] != self._waits_generation:
+            trees = self.blocking_trees()
+            radii = self._radii = (
+                self._waits_generation,
+                {group: blocking.radii(tree) for group, tree in trees.items()},
+            )
+        return radii[1].get(where, {}).get(node)
 
     def conflicts(self) -> list[tuple[str, tuple[str, ...]]]:
         """Scope conflicts: each conflicted lock id and whom it overlaps."""

@@ -62,6 +62,8 @@ def holder_text(lock: Lock) -> str:
         if pg.backend.user:
             who += f" ({pg.backend.user})"
         return who
+    if lock.store is not None:
+        return lock.store.holder_label()
     parts = []
     if holder.pid is not None:
         parts.append(f"{holder.pid}@{holder.host}" if holder.host else str(holder.pid))
@@ -73,6 +75,10 @@ def holder_text(lock: Lock) -> str:
 
 
 def waiters(lock: Lock) -> int:
+    if lock.remote is not None:
+        return lock.remote.waiters
+    if lock.store is not None:
+        return len(lock.store.blocking)
     return len(lock.pg.blocking_here) if lock.pg is not None else 0
 
 

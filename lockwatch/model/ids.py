@@ -6,6 +6,9 @@ JSON contract, in recordings and as a TARGET of `break`/`steal`:
     file:<absolute path>
     pg:<user@host:port/db>:<holder>:<target>:<mode>:<held|wait>
     kernel:<major:minor>:<inode>:<TYPE>:<start>-<end|EOF>:<pid>
+    remote:<serve URL>#<the lock's id on that host>
+    redis:<host:port/db>[,<host:port/db>...]:<key>[#client=<id>]
+    etcd:<host:port>:<key>
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from dataclasses import dataclass
 FILE = "file"
 PG = "pg"
 KERNEL = "kernel"
-PREFIXES = (FILE, PG, KERNEL)
+REMOTE = "remote"
+REDIS = "redis"
+ETCD = "etcd"
+PREFIXES = (FILE, PG, KERNEL, REMOTE, REDIS, ETCD)
 
 # The server part of a pg id is lockwatch's display name of the server
 # (user@host:port/db, never a password): see sources/postgres/dsn.display_name.
@@ -108,3 +114,54 @@ def parse_kernel(lock_id: str) -> KernelId | None:
         None if end == "EOF" else int(end),
         int(match["pid"]),
     )
+
+
+# -- Redis and etcd -----------------------------------------------------------------
+
+# A Redis server is `host:port/db` (`[v6]:port/db`, or `unix:<socket path>/db`);
+# a Redlock group is its servers joined by commas.
+_REDIS_SERVER = r"(?:\[[0-9A-Fa-f:.]+\]|[^:/,\[\]]+):\d+/\d+|unix:/[^:,]*/\d+"
+_REDIS = re.compile(rf"redis:(?P<server>(?:{_REDIS_SERVER})(?:,(?:{_REDIS_SERVER}))*):(?P<key>.*)")
+_ETCD = re.compile(r"etcd:(?P<server>(?:\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+):\d+):(?P<key>.*)")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreId:
+    server: str  # a server's (or a Redlock group's) display name
+    key: str  # the key, and for a Redis waiter `#client=<id>` after it
+
+
+def redis_id(server: str, key: str, client: int | None = None) -> str:
+    """`client`: a client waiting for the lock at `key`, not the lock itself."""
+    return f"{REDIS}:{server}:{key}" + ("" if client is None else f"#client={client}")
+
+
+def parse_redis(lock_id: str) -> StoreId | None:
+    match = _REDIS.fullmatch(lock_id)
+    return None if match is None else StoreId(match["server"], match["key"])
+
+
+def etcd_id(server: str, key: str) -> str:
+    return f"{ETCD}:{server}:{key}"
+
+
+def parse_etcd(lock_id: str) -> StoreId | None:
+    match = _ETCD.fullmatch(lock_id)
+    return None if match is None else StoreId(match["server"], match["key"])
+
+
+# -- another host's locks, through its `lockwatch serve` ------------------------------
+
+
+def remote_id(remote: str, lock_id: str) -> str:
+    """A lock of the serve at `remote` (a URL without fragment): its id there,
+    after a `#`, which no such URL contains."""
+    return f"{REMOTE}:{remote}#{lock_id}"
+
+
+def parse_remote(lock_id: str) -> tuple[str, str] | None:
+    """(the serve's URL, the lock's id there) of a `remote:` id, else None."""
+    if not lock_id.startswith(REMOTE + ":"):
+        return None
+    remote, sep, inner = lock_id[len(REMOTE) + 1 :].partition("#")
+    return (remote, inner) if sep and remote and inner else None

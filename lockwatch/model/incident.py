@@ -29,7 +29,7 @@ from lockwatch.model.board import Board
 from lockwatch.model.events import Event, holder_text
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import PgBackend
+from lockwatch.model.pg import PgBackend, held_cell
 from lockwatch.model.report import lock_record, text
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.text import terminal_safe
@@ -114,6 +114,12 @@ def _age(lock: Lock, at: datetime) -> float | None:
     """The lock's age at the snapshot. A board keeps a verdict as long as nothing a
     row shows changes, so the age the verdict was judged with may be long past."""
     return seconds_since(lock.acquired_at, at)
+
+
+def _bound(lock: Lock, at: datetime) -> str:
+    """A lock with no known age: a Postgres lock's bound (no grant time is kept), else —."""
+    pg = lock.pg
+    return held_cell(pg, at) if pg is not None and pg.granted else "—"
 
 
 def _state_counts(incident: Incident) -> dict[str, int]:
@@ -331,7 +337,7 @@ def _attention(incident: Incident) -> list[str]:
                     escape(_source(lock), 60),
                     escape(lock.name, 80),
                     escape(_holder(lock, verdict), 80),
-                    "—" if age is None else duration(age),
+                    duration(age) if age is not None else _bound(lock, at),
                     escape(", ".join(verdict.codes), 120),
                 )
             )

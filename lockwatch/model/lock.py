@@ -7,7 +7,9 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
+from lockwatch.model.origin import RemoteOrigin
 from lockwatch.model.pg import PgLock
+from lockwatch.model.store import StoreLock
 
 # A source's name in the registry (lockwatch/sources/registry.py): file, postgres, kernel, ...
 SourceKind = str
@@ -147,3 +149,7 @@ class Lock:
     # Live locks of one format with the same singleton name exclude each other
     # whatever their scopes (little-loops' `singleton: true` loops, by loop_name).
     singleton: str | None = None
+    # Redis or etcd facts, for locks of the redis and etcd sources.
+    store: StoreLock | None = None
+    # Another host's lock, seen through its `lockwatch serve`: judged there, read-only here.
+    remote: RemoteOrigin | None = None

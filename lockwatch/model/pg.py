@@ -5,11 +5,13 @@ Pure: no psycopg here. The source fills these in; verdicts and views read them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 from typing import Literal
+
+from lockwatch.model.text import scrub_secrets
 
 _2_31, _2_32, _2_63, _2_64 = 2**31, 2**32, 2**63, 2**64
 
@@ -58,12 +60,22 @@ class AdvisoryKey:
 
 
 def string_key(name: str) -> int:
-    """The bigint key seed 003 derives from a string: BLAKE2b, 8 bytes, signed,
-    native (little-endian) byte order, as struct.unpack("q", ...) reads it."""
+    """The bigint key seed 003's design derives from a string: BLAKE2b, 8 bytes,
+    signed, native (little-endian) byte order, as struct.unpack("q", ...) reads it."""
     import hashlib  # only when the config names string keys
 
     digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little", signed=True)
+
+
+def string_key_int32(name: str) -> int:
+    """The int4 key seed 003's shipped code derives from a string, for the second
+    key of a pair: BLAKE2b with a 4-byte digest (not the first 4 bytes of an
+    8-byte one), signed, big-endian, as struct.unpack(">i", ...) reads it."""
+    import hashlib
+
+    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 @dataclass(frozen=True)
@@ -72,15 +84,21 @@ class AdvisoryNames:
 
     `namespaces` names the first int of the pair form: {1: "agent"} shows (1, 42) as
     `agent:42`. `keys` names single bigint keys, including those hashed from
-    strings with `string_key`.
+    strings with `string_key`; `pairs` names (key1, key2) pairs whose second key
+    was hashed from a string with `string_key_int32`.
     """
 
     namespaces: Mapping[int, str]
     keys: Mapping[int, str]
+    pairs: Mapping[tuple[int, int], str] = field(default_factory=lambda: MappingProxyType({}))
 
     def name(self, key: AdvisoryKey) -> str:
         if key.form == "pair":
             namespace = self.namespaces.get(key.key1) if key.key1 is not None else None
+            if key.key1 is not None and key.key2 is not None:
+                text = self.pairs.get((key.key1, key.key2))
+                if text is not None:
+                    return f"{namespace or key.key1}:{text}"
             return f"{namespace}:{key.key2}" if namespace else str(key)
         assert key.key is not None
         return self.keys.get(key.key, str(key.key))
@@ -90,13 +108,45 @@ class AdvisoryNames:
         namespaces: dict[int, str] | None = None,
         keys: dict[int, str] | None = None,
         strings: list[str] | tuple[str, ...] = (),
+        pair_strings: Mapping[int, Sequence[str]] | None = None,
     ) -> AdvisoryNames:
+        """`strings` are hashed to bigint keys (`string_key`); `pair_strings` maps a
+        first key (a namespace) to strings hashed to the second (`string_key_int32`)."""
         named = {string_key(text): text for text in strings}
         named.update(keys or {})
-        return AdvisoryNames(MappingProxyType(dict(namespaces or {})), MappingProxyType(named))
+        pairs = {
+            (namespace, string_key_int32(text)): text
+            for namespace, texts in (pair_strings or {}).items()
+            for text in texts
+        }
+        return AdvisoryNames(
+            MappingProxyType(dict(namespaces or {})),
+            MappingProxyType(named),
+            MappingProxyType(pairs),
+        )
 
 
 NO_NAMES = AdvisoryNames.build()
+
+
+@dataclass(frozen=True, slots=True)
+class PgClient:
+    """The process at the client end of a session, found on this host (through the
+    kernel's socket tables); `alive` False when that end is gone while the server's
+    backend still holds its locks. `pid` is None when the client end is gone and
+    lockwatch never saw who had it."""
+
+    pid: int | None
+    cmdline: tuple[str, ...] = ()
+    alive: bool = True
+
+    @property
+    def label(self) -> str:
+        command = " ".join(self.cmdline)
+        if len(command) > 80:
+            command = command[:79] + "…"
+        who = "an unknown process" if self.pid is None else f"pid {self.pid}"
+        return f"{who} ({command})" if command else who
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +168,26 @@ class PgBackend:
     wait_event_type: str | None = None
     wait_event: str | None = None
     prepared_gid: str | None = None
+    backend_start: datetime | None = None
+    # The client's TCP port (pg_stat_activity.client_port; -1 for a unix socket).
+    client_port: int | None = None
+    # The client process on this host, when lockwatch could find it (or its end
+    # of the connection is gone): None when it cannot be found (another host).
+    client_process: PgClient | None = None
+    # Every granted pg_locks row this backend holds, counted by lock type: all of
+    # them, not only the rows lockwatch lists.
+    held: tuple[tuple[str, int], ...] = ()
+    # A prepared transaction: when it was prepared (pg_prepared_xacts.prepared).
+    prepared_at: datetime | None = None
+    # The role lockwatch polls as: a hidden session names it in the grant to give.
+    monitor_role: str | None = None
+
+    def __post_init__(self) -> None:
+        # Another session's query text can carry a password (ALTER ROLE … PASSWORD,
+        # dblink's conninfo): scrubbed here, every backend however it was built
+        # (a poll, a recording, a test), so no view can show it raw.
+        if self.query:
+            object.__setattr__(self, "query", scrub_secrets(self.query))
 
     @property
     def label(self) -> str:
@@ -129,6 +199,11 @@ class PgBackend:
     def hidden(self) -> bool:
         """Stats hidden from us: we lack pg_read_all_stats (or are not the same user)."""
         return self.query == INSUFFICIENT_PRIVILEGE
+
+    @property
+    def held_count(self) -> int | None:
+        """How many locks it holds in all, when the poll counted them."""
+        return sum(count for _, count in self.held) if self.held else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +223,16 @@ class PgLock:
     blocking_here: tuple[int, ...] = ()  # pids waiting on this very lock
     # Prepared transactions among the blockers, named: pg_blocking_pids says only 0.
     blocked_by_prepared: tuple[str, ...] = ()
+    # PostgreSQL keeps no time for a granted lock: only bounds are known. It was
+    # held at `known_held_at` (when lockwatch first saw this session hold it, or
+    # earlier when the session has idled since), and acquired no earlier than
+    # `acquired_after` (its transaction's start, or its session's for a lock that
+    # may be session-level).
+    known_held_at: datetime | None = None
+    acquired_after: datetime | None = None
+    # "session" or "transaction" when that can be told (a lock that outlives its
+    # session's transaction is session-level), else None.
+    level: Literal["session", "transaction"] | None = None
 
     def waits_on(self) -> tuple[int | str, ...]:
         """Whom this session waits on: pids, and `prepared:<gid>` for prepared
@@ -156,3 +241,106 @@ class PgLock:
         if 0 in self.blocked_by and not prepared:
             prepared.append("prepared:?")
         return (*(pid for pid in self.blocked_by if pid), *prepared)
+
+
+def held_bounds(pg: PgLock, now: datetime) -> tuple[float | None, float | None]:
+    """(held at least, held at most) seconds, as far as they are known."""
+    least = None if pg.known_held_at is None else max(0.0, (now - pg.known_held_at).total_seconds())
+    most = (
+        None if pg.acquired_after is None else max(0.0, (now - pg.acquired_after).total_seconds())
+    )
+    if least is not None and most is not None and most < least:
+        most = least  # the two clocks behind them may disagree by the poll's jitter
+    return least, most
+
+
+def sql_literal(text: str) -> str:
+    """`text` as an SQL string literal (standard_conforming_strings: quotes doubled)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def prepared_commands(gid: str) -> tuple[str, str]:
+    """What ends a prepared transaction, one way or the other."""
+    return f"COMMIT PREPARED {sql_literal(gid)}", f"ROLLBACK PREPARED {sql_literal(gid)}"
+
+
+_LOOPBACK_NAMES = ("localhost",)
+
+
+def local_client(client: str | None) -> bool:
+    """Whether a session's client address is on the server's own host: a unix
+    socket (`local`) or a loopback address."""
+    if client is None:
+        return False
+    if client == "local" or client in _LOOPBACK_NAMES:
+        return True
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(client)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def held_text(pg: PgLock, now: datetime) -> str:
+    """A granted lock's bounds in words, for the detail pane and confirmations:
+    `at least 3m12s, at most 2h05m (since its session began); session-level`."""
+    least, most = held_bounds(pg, now)
+    parts = []
+    if least is not None:
+        parts.append(f"at least {_floor_text(least)}")
+    if most is not None:
+        since = "its transaction began" if pg.level == "transaction" else "its session began"
+        parts.append(f"at most {_ceil_text(most)} (since {since})")
+    text = ", ".join(parts)
+    if pg.level is not None and text:
+        text += f"; {pg.level}-level"
+    return text
+
+
+def held_cell(pg: PgLock, now: datetime) -> str:
+    """A granted lock's age as a 7-cell table column can say it: `≥ 3m12s` once
+    lockwatch has seen it held for a second or more (or its session idle that
+    long), else `≤ 2h05m` when an upper bound is known; never an exact age. A
+    lower bound is rounded down and an upper one up, so both stay true."""
+    least, most = held_bounds(pg, now)
+    if least is not None and (least >= 1.0 or most is None):
+        return f"≥ {_floor_text(least, short=True)}"
+    if most is not None:
+        return f"≤ {_ceil_text(most, short=True)}"
+    return "?"
+
+
+# A text form's largest unit, in seconds; the unit it is shown to; the unit's name.
+_UNITS = ((86400, 3600, "d"), (3600, 60, "h"), (60, 1, "m"))
+
+
+def _floor_text(seconds: float, short: bool = False) -> str:
+    """`seconds` rounded down to what the text shows (duration() truncates)."""
+    from lockwatch.model.humanize import duration
+
+    text = duration(seconds)
+    if short and len(text) > 5:
+        # 26m03s -> 26m: fewer digits, still no more than it was.
+        for unit, _, name in _UNITS:
+            if seconds >= unit:
+                return f"{int(seconds // unit)}{name}"
+    return text
+
+
+def _ceil_text(seconds: float, short: bool = False) -> str:
+    """`seconds` rounded up to what the text shows: an upper bound stays one."""
+    import math
+
+    from lockwatch.model.humanize import duration
+
+    whole = math.ceil(seconds)
+    for unit, shown_to, name in _UNITS:
+        if whole >= unit:
+            text = duration(math.ceil(whole / shown_to) * shown_to)
+            if short and len(text) > 5:
+                return f"{math.ceil(whole / unit)}{name}"
+            return text
+    return duration(whole)

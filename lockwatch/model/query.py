@@ -35,7 +35,7 @@ FIELDS: Mapping[str, str] = MappingProxyType(
         "format": "part of the lock format's name",
         "name": "part of the lock's name or path",
         "holder": "part of the holder: pid, host, actor, session, operation, pg user/application",
-        "host": "part of the holder's host",
+        "host": "part of the holder's host, or of the host a remote lock is on",
         "pid": "the holder's pid, exactly",
         "actor": "part of the holder's actor",
         "reason": "part of a reason code, e.g. heartbeat or scope_conflict",
@@ -60,7 +60,15 @@ _EXAMPLES: Mapping[str, str] = MappingProxyType(
 _STATES: Mapping[str, str] = MappingProxyType({state.value: state.value for state in State})
 # What the operator may type -> the Lock.source it means.
 _SOURCES: Mapping[str, str] = MappingProxyType(
-    {"file": "file", "pg": "postgres", "postgres": "postgres", "kernel": "kernel"}
+    {
+        "file": "file",
+        "pg": "postgres",
+        "postgres": "postgres",
+        "kernel": "kernel",
+        "rds": "redis",
+        "redis": "redis",
+        "etcd": "etcd",
+    }
 )
 _DIGITS = frozenset("0123456789")
 
@@ -180,7 +188,11 @@ def _predicate(field: str | None, needle: str) -> Predicate:
             numeric = _numeric(needle)
             return lambda lock, verdict: _in_holder(needle, numeric, lock)
         case "host":
-            return lambda lock, verdict: _contains(lock.holder.host, needle)
+            # The holder's host, or the host another host's lock is on (--remote).
+            return lambda lock, verdict: (
+                _contains(lock.holder.host, needle)
+                or (lock.remote is not None and _contains(lock.remote.host, needle))
+            )
         case "actor":
             return lambda lock, verdict: _contains(lock.holder.actor, needle)
         case "pid":

@@ -10,7 +10,7 @@ import orjson
 
 from lockwatch.model.blocking import BlockingTree
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import PgBackend, PgLock
+from lockwatch.model.pg import PgBackend, PgLock, held_bounds
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import Verdict
@@ -51,7 +51,22 @@ def lock_record(
     elif lock.evidence is not None and lock.evidence.holds:
         # A lock file's kernel lock, as the kernel source would list it.
         record["kernel"] = lock.evidence.holds[0].as_json()
+    if lock.store is not None:
+        # Keys and tokens are the store's bytes: odd ones as `\xff` escapes.
+        record.update(_texts(lock.store.as_json()))
+        record["holder"]["session"] = _texts(record["holder"]["session"])
     return record
+
+
+def _texts(value: Any) -> Any:
+    """`value` with every string in it as JSON can carry it (`text`)."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, dict):
+        return {key: _texts(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_texts(item) for item in value]
+    return value
 
 
 def _record(lock: Lock, verdict: Verdict) -> dict[str, Any]:
@@ -117,6 +132,7 @@ def _pg_record(
         )
     holder, blocked_by, blocking = session
     waited = _age(pg.wait_start, now)
+    least, most = _bounds(pg, now, memo)
     # Verdicts are shared among a session's alike locks (evaluate_all): so are their reasons.
     reasons = memo.get(id(verdict))
     if reasons is None:
@@ -151,7 +167,28 @@ def _pg_record(
         "blocked_by_prepared": list(pg.blocked_by_prepared) if pg.blocked_by_prepared else _NONE,
         "blocking": blocking,
         "wait_seconds": waited,
+        # No grant time is kept for a lock: bounds, where `age_seconds` is null.
+        "held_at_least_seconds": least,
+        "held_at_most_seconds": most,
+        "level": pg.level,
     }
+
+
+def _bounds(
+    pg: PgLock, now: datetime | None, memo: dict[Any, Any]
+) -> tuple[float | None, float | None]:
+    if now is None or not pg.granted:
+        return None, None
+    # A session's many locks share their bound times (the same objects): once each.
+    key = ("bounds", id(pg.known_held_at), id(pg.acquired_after))
+    found: tuple[float | None, float | None] | None = memo.get(key)
+    if found is None:
+        least, most = held_bounds(pg, now)
+        found = memo[key] = (
+            None if least is None else round(least, 3),
+            None if most is None else round(most, 3),
+        )
+    return found
 
 
 def _age(start: datetime | None, now: datetime | None) -> float | None:
@@ -176,6 +213,14 @@ def _pg_session(
         "wait_event_type": backend.wait_event_type,
         "wait_event": backend.wait_event,
         "wait_seconds": None,
+        "client_port": backend.client_port,
+        "client_process": None
+        if backend.client_process is None
+        else {
+            "pid": backend.client_process.pid,
+            "cmdline": list(backend.client_process.cmdline),
+            "alive": backend.client_process.alive,
+        },
     }
 
 

@@ -41,7 +41,11 @@ _SEVERITY = {
 
 def _since(lock: Lock) -> float:
     # Oldest first; a lock with no time says nothing about its age, so it goes last.
-    return lock.acquired_at.timestamp() if lock.acquired_at is not None else math.inf
+    if lock.acquired_at is not None:
+        return lock.acquired_at.timestamp()
+    # A Postgres lock keeps no grant time: it is at least as old as it was seen held.
+    known = lock.pg.known_held_at if lock.pg is not None else None
+    return known.timestamp() if known is not None else math.inf
 
 
 def _by_state(lock: Lock, verdict: Verdict) -> tuple[Any, ...]:

@@ -6,7 +6,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-SourceState = Literal["ok", "watching", "connected", "connecting", "disconnected", "error"]
+# "polling": lock files read by polling, not events (the reason says why): still live.
+SourceState = Literal[
+    "ok", "watching", "polling", "connected", "connecting", "disconnected", "error"
+]
+# The states of a source that is answering: what it shows is current.
+LIVE_STATES: frozenset[str] = frozenset({"ok", "watching", "polling", "connected"})
 
 
 @dataclass(frozen=True, slots=True)

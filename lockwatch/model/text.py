@@ -13,6 +13,7 @@ Pure: no Rich, no Textual, so the model and the CLI can use it without either.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 
@@ -76,3 +77,53 @@ def _spelled(ch: str) -> str:
     if code < 0x10000:
         return f"\\u{code:04x}"
     return f"\\U{code:08x}"
+
+
+# -- secrets in text that others wrote ---------------------------------------------
+#
+# Other sessions' query text (pg_stat_activity) and connection strings carry
+# passwords: `ALTER ROLE x PASSWORD '…'`, `dblink_connect('… password=…')`,
+# `postgresql://u:…@h/db`. Whatever shows them (JSON, the detail pane, exports,
+# error messages) passes them through `scrub_secrets` first, the one scrubber:
+# lockwatch's own DSNs go through it too (sources/postgres/dsn.py).
+
+_MASK = "***"
+# A value of `key=value`: quoted the conninfo way, quoted inside an SQL string
+# (quotes doubled), double-quoted, or bare up to a space or a quote. A quoted
+# value may have been cut short (a query trimmed for display): to the end, then.
+_VALUE = (
+    r"(?:''(?:[^']|'''')*(?:''|$)"  # inside an SQL string: ''se cret''
+    r"|'(?:[^'\\]|\\.)*(?:'|$)"  # conninfo quoting: 'se cret'
+    r'|"(?:[^"\\]|\\.)*(?:"|$)'
+    r"""|(?:[^\s'"]|'')+)"""  # bare: up to a space or a quote
+)
+_SECRET_KEY = r"(?:pg|ssl)?pass(?:word|wd)|pwd"
+_KEY_VALUE = re.compile(rf"\b({_SECRET_KEY})(\s*=\s*){_VALUE}", re.IGNORECASE | re.ASCII)
+_JSON_VALUE = re.compile(
+    rf"""("(?:{_SECRET_KEY})"\s*:\s*)"(?:[^"\\]|\\.)*(?:"|$)""", re.IGNORECASE | re.ASCII
+)
+# SQL: CREATE/ALTER ROLE … [ENCRYPTED] PASSWORD '…'; a foreign server's
+# OPTIONS (password '…'). String constants: '…', E'…', $tag$…$tag$.
+_SQL_PASSWORD = re.compile(
+    r"\b(password\s+)(?:E?'(?:[^']|'')*(?:'|$)|\$(\w*)\$.*?(?:\$\2\$|$))",
+    re.IGNORECASE | re.DOTALL | re.ASCII,
+)
+# scheme://user:password@host: up to the last @ before the path, so a password
+# with an unencoded @ in it is hidden whole.
+_URL_USERINFO = re.compile(
+    r"""(\b[a-z][a-z0-9+.-]*://[^\s:/@'"]*):[^\s/'"]*@""", re.IGNORECASE | re.ASCII
+)
+# Cheap first look: most query text has none of these, and is returned as is.
+_MAYBE = re.compile(r"pass|pwd|://", re.IGNORECASE)
+
+
+def scrub_secrets(text: str) -> str:
+    """`text` with every password-looking value replaced by `***`: key=value
+    (`password=…`, `PGPASSWORD=…`, `sslpassword=…`), JSON (`"password": "…"`),
+    SQL (`PASSWORD '…'`) and URL user info (`scheme://user:…@host`)."""
+    if not _MAYBE.search(text):
+        return text
+    text = _URL_USERINFO.sub(rf"\1:{_MASK}@", text)
+    text = _KEY_VALUE.sub(rf"\1\2{_MASK}", text)
+    text = _JSON_VALUE.sub(rf'\1"{_MASK}"', text)
+    return _SQL_PASSWORD.sub(rf"\1'{_MASK}'", text)

@@ -15,7 +15,7 @@ A source (in the spirit of harlequin's adapters) says:
 - `actions`: which actions its locks offer; `record_types`: the model types its
   locks carry, for recordings.
 
-Source packages import their heavy parts (psycopg, watchfiles) inside these
+Source packages import their heavy parts (psycopg, inotify_simple) inside these
 methods, so `lockwatch ls` on files never pays for a driver it does not use.
 """
 

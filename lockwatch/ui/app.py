@@ -29,6 +29,7 @@ from lockwatch.actions.plan import Kind, Plan, describe, tombstone_place
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.board import Applied, Board, ChangeSet
 from lockwatch.model.events import Event, EventKind
+from lockwatch.model.origin import REMOTE_KIND
 from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.model.rows import Rows
 from lockwatch.model.status import SourceStatus
@@ -412,6 +413,12 @@ class LockwatchApp(App[None]):
         return " · ".join(parts) or None
 
     def _show_sources(self) -> None:
+        if not self._table.hosts and any(
+            status.kind == REMOTE_KIND for status in self.board.all_statuses()
+        ):
+            # Other hosts' locks are (or are about to be) in view: say whose each row is.
+            self._table.show_hosts()
+            self._header.hosts = True
         self._sources.show(
             self.board,
             self.now,
@@ -461,7 +468,8 @@ class LockwatchApp(App[None]):
     def action_filter(self) -> None:
         bar = self.query_one("#filter-bar")
         bar.display = True
-        # Focus now, not on the next turn (`focus()` is deferred).
+        # Focus now, not on the next turn (`focus()` is deferred): keys typed
+        # ahead in the same burst are already queued and must reach the box.
         self.set_focus(self.query_one("#filter", Input))
 
     def on_input_changed(self, message: Input.Changed) -> None:
@@ -705,7 +713,9 @@ class LockwatchApp(App[None]):
         if plan.needs_name:
             must_type = lock.name
             warning = (
-                f"{lock.name} is {plan.verdict.state}, not stale: someone may be using it."
+                f"{plan.why_name}. Type its name to {kind.value} it anyway."
+                if plan.why_name
+                else f"{lock.name} is {plan.verdict.state}, not stale: someone may be using it."
                 f" Type its name to {kind.value} it anyway."
             )
         shown = [plan]  # what the dialog shows now: what confirming acts on

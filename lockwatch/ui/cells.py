@@ -14,6 +14,7 @@ from rich.cells import cell_len, set_cell_size
 from lockwatch.model.events import holder_text, waiters
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
+from lockwatch.model.pg import held_cell
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources import registry
@@ -49,26 +50,49 @@ COLUMNS = (
     Column("flags", "NOTE", 18, priority=2),
 )
 MIN_NAME_WIDTH = 16
+# NAME gets at most this much before NOTE and OPERATION grow (to these widths).
+NAME_ENOUGH = 24
+GROWS = (("flags", 44), ("operation", 30))
+# Only while other hosts' locks are in view (--remote): the host each row is on.
+HOST_COLUMN = Column("host", "HOST", 12)
 
 
-def layout(width: int) -> list[tuple[Column, int]]:
-    """The columns that fit `width` cells (one space between columns) and their widths."""
+def layout(width: int, hosts: bool = False) -> list[tuple[Column, int]]:
+    """The columns that fit `width` cells (one space between columns) and their widths;
+    `hosts`: with the HOST column, after STATE."""
     chosen = list(COLUMNS)
+    if hosts:
+        chosen.insert(2, HOST_COLUMN)
     while True:
         fixed = sum(c.width for c in chosen if c.width) + len(chosen) - 1
         if width - fixed >= MIN_NAME_WIDTH or all(c.priority == 0 for c in chosen):
             break
         drop = max(chosen, key=lambda c: c.priority)
         chosen.remove(drop)
-    fixed = sum(c.width for c in chosen if c.width) + len(chosen) - 1
-    name_width = max(8, width - fixed)
-    return [(c, c.width or name_width) for c in chosen]
+    widths = {c.key: c.width for c in chosen if c.width}
+    fixed = sum(widths.values()) + len(chosen) - 1
+    # Past what names need, width goes where text is cut (NOTE, OPERATION),
+    # not to empty NAME space.
+    spare = width - fixed - NAME_ENOUGH
+    for key, most in GROWS:
+        if spare <= 0:
+            break
+        if key in widths and most > widths[key]:
+            grow = min(spare, most - widths[key])
+            widths[key] += grow
+            spare -= grow
+    name_width = max(8, width - sum(widths.values()) - (len(chosen) - 1))
+    return [(c, widths.get(c.key) or name_width) for c in chosen]
 
 
 def age(lock: Lock, now: datetime) -> str:
     start = lock.acquired_at
-    if lock.pg is not None and not lock.pg.granted and lock.pg.wait_start is not None:
-        start = lock.pg.wait_start
+    pg = lock.pg
+    if pg is not None and not pg.granted and pg.wait_start is not None:
+        start = pg.wait_start
+    if pg is not None and pg.granted and start is None:
+        # PostgreSQL keeps no grant time: the bound lockwatch knows, never a made-up age.
+        return held_cell(pg, now)
     if start is None:
         return "?"
     return duration(max(0.0, (now - start).total_seconds()))
@@ -79,6 +103,10 @@ def ttl_left(lock: Lock, now: datetime) -> tuple[float, float] | None:
     if lock.ttl_seconds is None or lock.ttl_seconds <= 0:
         return None
     since = lock.heartbeat_at or lock.acquired_at
+    if since is None and lock.store is not None and lock.expires_at is not None:
+        # A store's TTL (or lease) counts down to the key's expiry.
+        left = (lock.expires_at - now).total_seconds()
+        return max(0.0, lock.ttl_seconds - left), lock.ttl_seconds
     if since is None:
         return None
     return max(0.0, (now - since).total_seconds()), lock.ttl_seconds
@@ -141,6 +169,9 @@ def cell(key: str, lock: Lock, verdict: Verdict, now: datetime, width: int) -> s
         return verdict.state.value
     if key == "source":
         return registry.label(lock.source)
+    if key == "host":
+        # Another host's lock names its host; the table fills in its own for the rest.
+        return lock.remote.host if lock.remote is not None else ""
     if key == "format":
         return lock.format
     if key == "name":

@@ -51,6 +51,12 @@ def _sessions(board: Board) -> dict[tuple[str, int | str], _Session]:
             kernel = lock.kernel
             key, backend = pid, None
             granted, wants = not kernel.waiting, f"{kernel.mode} {kernel.format} on {lock.name}"
+        elif lock.store is not None:
+            # Redis and etcd: a holder's token or lease, a waiting client or lease.
+            key, backend = lock.store.session, None
+            granted, wants = not lock.store.waiting, lock.name
+            if lock.store.waiting and lock.acquired_at is not None:
+                found.setdefault((where, key), _Session()).waiting_since = lock.acquired_at
         else:
             continue
         session = found.get((where, key))

@@ -4,6 +4,7 @@ raw content, conflicts, and what lockwatch has seen happen to it."""
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -14,10 +15,12 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from lockwatch.model.blocking import Radius
 from lockwatch.model.board import Board
 from lockwatch.model.events import Event
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
+from lockwatch.model.pg import PgClient, held_text, prepared_commands
 from lockwatch.model.verdict import Verdict
 from lockwatch.ui.safe import clean, safe
 
@@ -82,8 +85,35 @@ def _render_content(lock: Lock) -> Text:
     return safe(text, keep_newlines=True)
 
 
+def _client(client: PgClient | None) -> str | None:
+    if client is None:
+        return None
+    return f"{client.label}: {'alive' if client.alive else 'gone'}"
+
+
+def _held(held: tuple[tuple[str, int], ...]) -> str | None:
+    if not held:
+        return None
+    total = sum(count for _, count in held)
+    return f"{total} ({', '.join(f'{count} {kind}' for kind, count in held)})"
+
+
+def _prepared(gid: str | None, database: str | None) -> list[tuple[str, Any]]:
+    """What ends a prepared transaction: the operator runs one of these."""
+    if gid is None:
+        return []
+    commit, rollback = prepared_commands(gid)
+    where = f" (in database {database})" if database else ""
+    return [("to keep it", f"{commit}{where}"), ("to undo it", f"{rollback}{where}")]
+
+
 def describe(
-    lock: Lock, verdict: Verdict, history: Iterable[Event], now: datetime, state_style: str = ""
+    lock: Lock,
+    verdict: Verdict,
+    history: Iterable[Event],
+    now: datetime,
+    state_style: str = "",
+    radius: Radius | None = None,
 ) -> RenderableType:
     """Everything about one lock, as Rich text that never interprets markup in
     what the lock file says."""
@@ -163,9 +193,19 @@ def describe(
                     ("user", backend.user),
                     ("application", backend.application),
                     ("client", backend.client),
+                    ("client process", _client(backend.client_process)),
                     ("state", backend.state),
                     ("in state", _when(backend.state_since, now) if backend.state_since else None),
                     ("transaction", _when(backend.xact_start, now) if backend.xact_start else None),
+                    (
+                        "session began",
+                        _when(backend.backend_start, now) if backend.backend_start else None,
+                    ),
+                    # No grant time is kept for a lock: what is known, as bounds.
+                    ("held", held_text(pg, now) if pg.granted and not lock.acquired_at else None),
+                    ("prepared", _when(backend.prepared_at, now) if backend.prepared_at else None),
+                    *_prepared(backend.prepared_gid, pg.database),
+                    ("locks held", _held(backend.held)),
                     ("waiting since", _when(pg.wait_start, now) if pg.wait_start else None),
                     ("blocked by", ", ".join(str(w) for w in pg.waits_on())),
                     ("blocking", ", ".join(str(p) for p in pg.blocking)),
@@ -174,9 +214,45 @@ def describe(
             )
         )
 
-    if lock.source == "file":
+    store = lock.store
+    if store is not None:
+        parts.append(_heading("Redis" if store.store == "redis" else "etcd"))
+        parts.append(_fields(store.fields()))
+
+    remote = lock.remote
+    if remote is not None:
+        parts.append(_heading(f"On host {remote.host} (read-only here)"))
+        parts.append(
+            _fields(
+                [
+                    ("host", remote.host),
+                    ("served by", remote.remote),
+                    ("id there", remote.id),
+                    ("act there", f"lockwatch break {shlex.quote(remote.id)} --reason …"),
+                ]
+            )
+        )
+        parts.append(_heading("As that host reports it"))
+        parts.append(_content(lock))
+    elif lock.source == "file":
         parts.append(_heading("Content"))
         parts.append(_content(lock))
+
+    if radius is not None:
+        parts.append(_heading("Blast radius"))
+        where = (
+            "the root of its chain: ending it frees all of them"
+            if radius.root
+            else "itself waiting on another session"
+        )
+        parts.append(
+            _fields(
+                [
+                    ("blocks", f"{radius.direct} directly, {radius.total} in total"),
+                    ("it is", where),
+                ]
+            )
+        )
 
     parts.append(_heading("History (since lockwatch started watching)"))
     events = list(history)
@@ -223,7 +299,14 @@ class DetailPane(VerticalScroll):
             return
         lock = board.entries[lock_id].lock
         verdict = board.verdict_at(lock_id, now)
-        body = describe(lock, verdict, board.history.get(lock_id, ()), now, state_style)
+        body = describe(
+            lock,
+            verdict,
+            board.history.get(lock_id, ()),
+            now,
+            state_style,
+            radius=board.blast_radius(lock_id),
+        )
         if held:
             body = Group(
                 Text(

@@ -18,8 +18,9 @@ from textual.widgets import RichLog, Sparkline, Static
 from lockwatch.model.board import Board
 from lockwatch.model.events import Event, EventKind
 from lockwatch.model.humanize import duration
+from lockwatch.model.origin import REMOTE_KIND
 from lockwatch.model.query import FIELDS
-from lockwatch.model.status import SourceStatus
+from lockwatch.model.status import LIVE_STATES, SourceStatus
 from lockwatch.model.verdict import State
 from lockwatch.ui.keys import Group, help_rows
 from lockwatch.ui.safe import clean
@@ -27,6 +28,7 @@ from lockwatch.ui.safe import clean
 _STATUS_MARK = {
     "ok": "●",
     "watching": "●",
+    "polling": "●",
     "connected": "●",
     "connecting": "◌",
     "disconnected": "✖",
@@ -34,16 +36,20 @@ _STATUS_MARK = {
 }
 
 
+# Sources polled over a network: named by kind, and the age of what they showed.
+_KIND_WORD = {"postgres": "pg ", REMOTE_KIND: "remote "}
+
+
 def status_text(status: SourceStatus, now: datetime) -> Text:
     """`pg app@db:5432/app connected 1s ago`, with the reason when it is unwell."""
     text = Text()
-    good = status.state in ("ok", "watching", "connected")
+    good = status.state in LIVE_STATES
     mark = _STATUS_MARK.get(status.state, "?")
     text.append(f"{mark} ", style="bold green" if good else "bold red")
-    text.append("pg " if status.kind == "postgres" else "")
+    text.append(_KIND_WORD.get(status.kind, ""))
     text.append(clean(status.name), style="bold")
     text.append(f" {status.state}", style="" if good else "bold red")
-    if status.updated_at is not None and status.kind == "postgres":
+    if status.updated_at is not None and status.kind in _KIND_WORD:
         age = duration(max(0.0, (now - status.updated_at).total_seconds()))
         # When unwell, what is on screen is that old: say so, not when it broke.
         text.append(f" {age} ago" if good else f", showing data from {age} ago")
@@ -139,7 +145,13 @@ class EmptyState(Static):
             return
         lines = ["No locks right now.", ""]
         for status in watched:
-            where = "PostgreSQL" if status.kind == "postgres" else "files under"
+            where = (
+                "PostgreSQL"
+                if status.kind == "postgres"
+                else "remote"
+                if status.kind == REMOTE_KIND
+                else "files under"
+            )
             extra = f": {status.reason}" if status.reason else ""
             lines.append(clean(f"{where} {status.name} — {status.state}{extra}"))
         lines += [

@@ -22,12 +22,17 @@ from textual.widget import Widget
 
 from lockwatch.model.board import Board, Entry
 from lockwatch.model.rows import Rows
+from lockwatch.model.store import WARNING_CODES
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.ui.cells import HELD, HELD_BY_YOU, MARKED, Column, cell, fit, layout
 
 STATES = ("active", "stale", "invalid", "waiting", "free", "unknown")
 _TEXTS_KEPT = 1024  # rows' fixed cells kept: a few screens' worth
 _NOT_BOLD = Style(bold=False)
+
+
+# A row's marks: marked for a bulk action, held by you, root of a chain blocking N.
+_Marks = tuple[bool, bool, int]
 
 
 class TableHeader(Widget):
@@ -41,10 +46,12 @@ class TableHeader(Widget):
     """
 
     sort: reactive[str] = reactive("state")
+    # Other hosts' locks are in view: the HOST column is shown.
+    hosts: reactive[bool] = reactive(False)
 
     def render(self) -> str:
         parts = []
-        for column, width in layout(self.size.width):
+        for column, width in layout(self.size.width, self.hosts):
             title = column.title + ("▼" if column.key == _SORT_COLUMN.get(self.sort) else "")
             parts.append(fit(title, width, column.right))
         return " ".join(parts)
@@ -118,10 +125,13 @@ class LockTable(ScrollView, can_focus=True):
         self.held: set[str] = set()
         self._palette: dict[str, Style] | None = None
         self._layout: tuple[int, list[tuple[Column, int]]] | None = None
+        self.hosts = False  # with the HOST column (show_hosts)
         # Per lock on screen: its entry and verdict when drawn, and the cells they fix.
         self._texts: dict[
             str,
-            tuple[Entry, Verdict, list[tuple[Column, int]], list[str | None], tuple[bool, bool]],
+            tuple[
+                Entry, Verdict, list[tuple[Column, int]], list[str | None], tuple[bool, bool, int]
+            ],
         ] = {}
 
     # -- data in ---------------------------------------------------------------
@@ -215,9 +225,16 @@ class LockTable(ScrollView, can_focus=True):
             self._palette = styles
         return self._palette
 
+    def show_hosts(self) -> None:
+        """Other hosts' locks came into view: from now on, a HOST column."""
+        if not self.hosts:
+            self.hosts = True
+            self._layout = None
+            self.refresh()
+
     def _columns(self, width: int) -> list[tuple[Column, int]]:
         if self._layout is None or self._layout[0] != width:
-            self._layout = (width, layout(width))
+            self._layout = (width, layout(width, self.hosts))
         return self._layout[1]
 
     def render_line(self, y: int) -> Strip:
@@ -253,6 +270,9 @@ class LockTable(ScrollView, can_focus=True):
             key = column.key
             if key == "state" or (key == "flags" and state != "active"):
                 style = row_style + styles[state]
+            elif key == "flags" and not WARNING_CODES.isdisjoint(verdict.codes):
+                # A live lock with a warning (no_expiry): the warning colour.
+                style = row_style + styles["waiting"]
             elif key == "ttl" and state == "stale":
                 style = row_style + styles["stale"]
             else:
@@ -281,7 +301,9 @@ class LockTable(ScrollView, can_focus=True):
     ) -> list[str | None]:
         """The row's cells that only change with the lock or its verdict, fitted to
         their columns (None for those that move with time), kept while both stay."""
-        marks = (lock_id in self.marked, lock_id in self.held)
+        radius = self.board.blast_radius(lock_id)
+        root = radius.total if radius is not None and radius.root else 0
+        marks = (lock_id in self.marked, lock_id in self.held, root)
         kept = self._texts.get(lock_id)
         if (
             kept is not None
@@ -301,6 +323,15 @@ class LockTable(ScrollView, can_focus=True):
                 text = MARKED if marks[0] else HELD if marks[1] else ""
             elif column.key == "holder" and marks[1]:
                 text = HELD_BY_YOU
+            elif column.key == "flags" and marks[2]:
+                # The root of a chain first: what to end to free everybody.
+                rest = cell(column.key, lock, verdict, self.now, width)
+                chain = f"root · blocks {marks[2]} in total"
+                if len(chain) >= width:
+                    chain = f"root · blocks {marks[2]}"  # the total, said shorter
+                text = chain + (f" · {rest}" if rest else "")
+            elif column.key == "host":
+                text = cell("host", lock, verdict, self.now, width) or self.board.host
             else:
                 text = cell(column.key, lock, verdict, self.now, width)
             texts.append(fit(text, width, column.right))

@@ -23,6 +23,7 @@ from lockwatch.actions.audit import (
     GENESIS,
     INTENT,
     AuditError,
+    AuditKey,
     AuditLog,
     Operator,
     head_path,
@@ -51,12 +52,34 @@ def fill(path: Path, count: int = 5) -> list[dict[str, Any]]:
     ]
 
 
+def legacy_log(path: Path, count: int) -> list[dict[str, Any]]:
+    """A log as lockwatch wrote it before keys: sha256 chain and head, no MAC."""
+    records: list[dict[str, Any]] = []
+    prev = GENESIS
+    with open(path, "wb") as handle:
+        for seq in range(1, count + 1):
+            record: dict[str, Any] = {"seq": seq, "event": "lock_broken", "reason": f"r{seq}"}
+            record["prev_hash"] = prev
+            record["hash"] = prev = record_hash(record)
+            handle.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+            records.append(record)
+    head_path(path).write_text(json.dumps({"seq": count, "hash": prev}))
+    return records
+
+
 def lines(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines(keepends=True)
 
 
 def write_lines(path: Path, new: list[bytes]) -> None:
     path.write_bytes(b"".join(new))
+
+
+@pytest.fixture(autouse=True)
+def own_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key lives in the user config directory: this test's own."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
 
 
 @pytest.fixture
@@ -77,7 +100,8 @@ def test_append_builds_a_chain_with_seq_and_head(log_path: Path) -> None:
         assert record["hash"] == record_hash(record)
         assert record["hash"].startswith("sha256:") and len(record["hash"]) == 7 + 64
     head = json.loads(head_path(log_path).read_bytes())
-    assert head == {"seq": 4, "hash": records[-1]["hash"]}
+    assert (head["seq"], head["hash"]) == (4, records[-1]["hash"])
+    assert head["key_id"] == records[-1]["key_id"] and head["mac"].startswith("hmac-sha256:")
     assert head_path(log_path).name == "audit.jsonl.head"
 
 
@@ -157,16 +181,22 @@ def test_the_default_path_is_under_the_user_state_dir(
 
 def test_a_cut_short_last_line_does_not_swallow_the_next_record(log_path: Path) -> None:
     """A writer that died mid-line leaves no newline; the next record must still
-    stand on its own line (and verify must point at the damage)."""
+    stand on its own line, and mark the torn one so verify knows it for a crash."""
     fill(log_path, 2)
+    torn = b'{"seq":3,"time":"2026-'
     with open(log_path, "ab") as handle:
-        handle.write(b'{"seq":3,"time":"2026-')
+        handle.write(torn)
+    before = verify(log_path)
+    assert before.ok and before.status == "torn" and before.records == 2
+    assert any("torn by a crash" in note for note in before.notes)
     record = make_log(log_path).append("lock_broken", {"reason": "after the crash"})
+    assert record["seq"] == 3 and record["torn_before"]["bytes"] == len(torn)
     parsed = list(read_records(log_path))
     assert parsed[-1][1] == record
-    assert parsed[2][1] is None  # the damaged line, alone
+    assert parsed[2][1] is None and parsed[2][2] == torn  # the torn line, alone, kept
     result = verify(log_path)
-    assert not result.ok and result.line == 3
+    assert result.ok and result.status == "intact" and result.records == 3, result
+    assert any("line 3 was torn by a crash" in note for note in result.notes)
 
 
 def test_a_damaged_last_line_stays_the_first_bad_record(log_path: Path) -> None:
@@ -233,10 +263,24 @@ def test_verify_ok(log_path: Path) -> None:
     assert result.ok and result.records == 6 and result.problem is None
 
 
-def test_verify_an_empty_log(tmp_path: Path) -> None:
+def test_verify_an_empty_log_without_a_head(tmp_path: Path) -> None:
+    """lockwatch writes the head before the log: an empty log with no head was
+    emptied, not "0 records, chain intact"."""
     path = tmp_path / "audit.jsonl"
     path.write_bytes(b"")
-    assert verify(path).ok and verify(path).records == 0
+    result = verify(path)
+    assert not result.ok and result.status == "tampered"
+    assert result.problem is not None and "emptied" in result.problem
+
+
+def test_a_new_log_gets_its_head_first(log_path: Path) -> None:
+    fill(log_path, 1)
+    log_path.write_bytes(b"")  # as if it had been created and not yet written
+    head_path(log_path).unlink()
+    make_log(log_path.with_name("other.jsonl")).append("lock_broken", {})
+    other = log_path.with_name("other.jsonl")
+    assert json.loads(head_path(other).read_bytes())["seq"] == 1
+    assert verify(other).ok
 
 
 def test_edit_a_field_of_a_middle_record(log_path: Path) -> None:
@@ -250,7 +294,8 @@ def test_edit_a_field_of_a_middle_record(log_path: Path) -> None:
     assert result.problem is not None and "edited" in result.problem
 
 
-def test_edit_with_a_recomputed_hash_breaks_the_chain_at_the_next_record(log_path: Path) -> None:
+def test_edit_with_a_recomputed_hash_is_named_at_the_edited_record(log_path: Path) -> None:
+    """Keyed: the edited record's MAC gives it away, whatever hash it carries."""
     fill(log_path, 5)
     content = lines(log_path)
     record = json.loads(content[2])
@@ -259,8 +304,26 @@ def test_edit_with_a_recomputed_hash_breaks_the_chain_at_the_next_record(log_pat
     content[2] = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
     write_lines(log_path, content)
     result = verify(log_path)
-    assert not result.ok and (result.line, result.seq) == (4, 4)
-    assert result.problem is not None and "chain" in result.problem
+    assert not result.ok and (result.line, result.seq) == (3, 3)
+    assert result.problem is not None and "MAC" in result.problem
+
+
+def test_an_unkeyed_edit_with_a_recomputed_hash_is_named_at_the_edited_record(
+    tmp_path: Path,
+) -> None:
+    """Unkeyed (a log from before keys): record 4 still names record 3's original
+    hash, so record 3 is the one that was edited, not record 4."""
+    path = tmp_path / "old.jsonl"
+    legacy_log(path, 5)
+    content = lines(path)
+    record = json.loads(content[2])
+    record["reason"] = "nothing to see"
+    record["hash"] = record_hash(record)
+    content[2] = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    write_lines(path, content)
+    result = verify(path)
+    assert not result.ok and (result.line, result.seq) == (3, 3), result
+    assert result.problem is not None and "record 4 still names its original hash" in result.problem
 
 
 def test_same_content_other_bytes_is_an_edit(log_path: Path) -> None:
@@ -403,18 +466,23 @@ def test_the_last_newline_removed(log_path: Path) -> None:
 # ------------------------------------------------------------------- fuzz: any edit is seen
 
 
-def _pristine() -> tuple[bytes, bytes]:
+FUZZ_SECRET = b"0123456789abcdef0123456789abcdef"
+
+
+def _pristine() -> tuple[bytes, bytes, AuditKey]:
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "audit.jsonl"
         log = make_log(path)
+        # Built at import: no key file of this test run to use.
+        key = log._key = AuditKey(Path(scratch) / "fuzz.key", FUZZ_SECRET)
         log.append(INTENT, {"reason": "ünïcode ✓", "previous_lock": {"pid": 12, "n": 1.5}})
         log.append("lock_broken", {"reason": "x", "previous_lock": "12 host\n", "ok": True})
         log.append("action_refused", {"reason": "y", "code": None, "list": [1, "2", None]})
         log.append("lock_stolen", {"reason": "z", "target": {"id": "file:/a b/c.lock"}})
-        return path.read_bytes(), head_path(path).read_bytes()
+        return path.read_bytes(), head_path(path).read_bytes(), key
 
 
-PRISTINE, PRISTINE_HEAD = _pristine()
+PRISTINE, PRISTINE_HEAD, FUZZ_KEY = _pristine()
 
 
 @pytest.fixture(scope="module")
@@ -431,7 +499,7 @@ def _install(directory: Path, log: bytes) -> Path:
 
 
 def test_the_pristine_fuzz_log_verifies(fuzz_dir: Path) -> None:
-    assert verify(_install(fuzz_dir, PRISTINE)).ok
+    assert verify(_install(fuzz_dir, PRISTINE), key=FUZZ_KEY).ok
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -443,14 +511,14 @@ def test_any_single_byte_edit_is_detected(fuzz_dir: Path, position: int, byte: i
     if PRISTINE[position] == byte:
         byte = (byte + 1) % 256
     edited = PRISTINE[:position] + bytes([byte]) + PRISTINE[position + 1 :]
-    assert not verify(_install(fuzz_dir, edited)).ok
+    assert not verify(_install(fuzz_dir, edited), key=FUZZ_KEY).ok
 
 
 @settings(max_examples=100, deadline=None)
 @given(position=st.integers(min_value=0, max_value=len(PRISTINE) - 1))
 def test_any_single_byte_removal_is_detected(fuzz_dir: Path, position: int) -> None:
     edited = PRISTINE[:position] + PRISTINE[position + 1 :]
-    assert not verify(_install(fuzz_dir, edited)).ok
+    assert not verify(_install(fuzz_dir, edited), key=FUZZ_KEY).ok
 
 
 @settings(max_examples=50, deadline=None)
@@ -461,7 +529,7 @@ def test_any_line_removal_is_detected(fuzz_dir: Path, data: st.DataObject) -> No
         st.sets(st.integers(min_value=0, max_value=len(content) - 1), min_size=1), label="lines"
     )
     edited = b"".join(line for n, line in enumerate(content) if n not in gone)
-    assert not verify(_install(fuzz_dir, edited)).ok
+    assert not verify(_install(fuzz_dir, edited), key=FUZZ_KEY).ok
 
 
 # ----------------------------------------------------------------------------- concurrency

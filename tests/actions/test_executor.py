@@ -372,7 +372,8 @@ def test_rewritten_during_the_move_is_put_back_and_audited(
     real = os.rename
 
     def heartbeat_then_rename(*args: Any, **kwargs: Any) -> None:
-        path.write_bytes(ACTIVE_PID)
+        if args[0] == path.name:  # the lock's move, not the audit log's head
+            path.write_bytes(ACTIVE_PID)
         real(*args, **kwargs)
 
     monkeypatch.setattr(os, "rename", heartbeat_then_rename)

@@ -296,12 +296,14 @@ def test_a_directory_swapped_for_a_symlink_mid_action_cannot_redirect(
     real_read = files._read
     swapped: list[bool] = []
 
-    def swap_then_read(dir_fd: int, name: str, shown: str, entry: str = "file") -> bytes:
+    def swap_then_read(
+        dir_fd: int, name: str, shown: str, entry: str = "file", listed: Any = None
+    ) -> bytes:
         if not swapped:
             swapped.append(True)
             os.rename(lock.parent, tmp_path / "locks-moved")
             os.symlink(decoy_dir, lock.parent)
-        return real_read(dir_fd, name, shown, entry)
+        return real_read(dir_fd, name, shown, entry, listed)
 
     monkeypatch.setattr(files, "_read", swap_then_read)
     move_aside(str(lock), sha(OLD), stamp=STAMP)

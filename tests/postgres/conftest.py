@@ -286,6 +286,43 @@ def blocking_statement(
         blocked.thread.join(WAIT_S)
 
 
+# A client program of its own: connects, takes its locks, reports its backends' pids,
+# then either runs a long statement on one connection (busy: the server will not
+# notice the client is gone) or sleeps with every connection idle.
+_CLIENT_PROGRAM = r"""
+import json, sys, time
+import psycopg
+spec = json.loads(sys.argv[2])
+conns = []
+for app, statements in spec["conns"]:
+    conn = psycopg.connect(sys.argv[1], autocommit=True, application_name=app)
+    for statement in statements:
+        conn.execute(statement)
+    conns.append(conn)
+print(json.dumps([c.info.backend_pid for c in conns]), flush=True)
+then = spec["then"]
+if then is None:
+    time.sleep(3600)
+conns[then[0]].execute(then[1])
+time.sleep(3600)
+"""
+
+
+class ClientProcess:
+    """A client program in a process of its own (`PgHarness.client_process`)."""
+
+    def __init__(self, process: subprocess.Popen[str], backends: list[int]) -> None:
+        self.process = process
+        self.pid = process.pid
+        self.backends = backends
+
+    def kill(self) -> None:
+        """SIGKILL: its sockets close, its backends live on until they notice."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(WAIT_S)
+
+
 class PgHarness:
     """One test's view of a server: an admin connection plus whatever the test opens,
     all of it cleaned up by `close()`."""
@@ -347,6 +384,54 @@ class PgHarness:
 
         self.defer(drop)
         return conninfo.make_conninfo(self.dsn, user=role, password=password)
+
+    def client_process(
+        self,
+        *conns: tuple[str, Sequence[str]],
+        then: tuple[int, str] | None = None,
+        dsn: str | None = None,
+    ) -> ClientProcess:
+        """A program in a process of its own, the client of its own sessions: one
+        connection per (role, statements), named `lw-<role>-<tag>`; then it runs
+        `then` = (connection index, statement) and stays there, or (None) idles.
+        Killed, and its backends terminated, at teardown."""
+        import json
+        import sys
+
+        spec = {"conns": [(self.application(r), list(st)) for r, st in conns], "then": then}
+        process = subprocess.Popen(
+            [sys.executable, "-c", _CLIENT_PROGRAM, dsn or self.dsn, json.dumps(spec)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        client = ClientProcess(process, [])
+
+        def stop() -> None:
+            client.kill()
+            terminate(self.admin, client.backends)
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
+
+        self.defer(stop)
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            error = process.stderr.read() if process.stderr else ""
+            pytest.fail(f"the client program failed: {error[-2000:]}")
+        client.backends = [int(pid) for pid in json.loads(line)]
+        if then is not None:
+            backend = client.backends[then[0]]
+            wait_until(
+                lambda: self.admin.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND state = 'active'"
+                    " AND query = %s",
+                    (backend, then[1]),
+                ).fetchone(),
+                f"pid {backend} to run {then[1]!r}",
+            )
+        return client
 
     def defer(self, callback: Callable[[], object]) -> None:
         """Run `callback` at teardown (before anything opened earlier is closed)."""

@@ -58,33 +58,48 @@ def test_json_has_pg_locks_sources_and_the_blocking_tree(pg: PgHarness) -> None:
 
 
 def test_named_advisory_keys_from_the_config(pg: PgHarness, tmp_path: Path) -> None:
+    from lockwatch.model.pg import string_key, string_key_int32
+
     holder = pg.session("holder")
     holder.execute("SELECT pg_advisory_lock(1, 77)")
-    holder.execute("SELECT pg_advisory_lock(%s)", (_string_key("billing-sync"),))
+    # Seed 003's design: a bigint hashed from a string; its shipped code: the
+    # second int of a pair, hashed to an int32.
+    holder.execute("SELECT pg_advisory_lock(%s)", (string_key("billing-sync"),))
+    holder.execute("SELECT pg_advisory_lock(2, %s)", (string_key_int32("channel:ops"),))
+    holder.execute("SELECT pg_advisory_lock(1, %s)", (string_key_int32("agent-sync"),))
     config = tmp_path / "lockwatch.toml"
     config.write_text(
-        '[advisory.namespaces]\n1 = "agent"\n[advisory]\nstrings = ["billing-sync"]\n'
+        '[advisory.namespaces]\n1 = "agent"\n'
+        '[advisory]\nstrings = ["billing-sync"]\n'
+        '[advisory.pair_strings]\n1 = ["agent-sync"]\n2 = ["channel:ops"]\n'
     )
     _, out, _ = run("ls", "--json", "--config", str(config), "--pg", pg.dsn)
     names = {lock["name"] for lock in mine(json.loads(out), pg)}
-    assert names == {"agent:77", "billing-sync"}
+    assert names == {"agent:77", "billing-sync", "2:channel:ops", "agent:agent-sync"}
 
 
-def _string_key(name: str) -> int:
-    from lockwatch.model.pg import string_key
-
-    return string_key(name)
-
-
-def test_idle_holder_fails_on_stale(pg: PgHarness) -> None:
-    holder = pg.session("holder")
-    holder.execute("SELECT pg_advisory_lock(9, 9)")
-    pg.wait_state(holder.info.backend_pid, "idle", longer_than=0.3)
-    code, out, _ = run("ls", "--json", "--fail-on-stale", "--pg-idle-after", "0.2", "--pg", pg.dsn)
+def test_a_holder_whose_client_is_gone_fails_on_stale(pg: PgHarness) -> None:
+    client = pg.client_process(
+        ("holder", ["SELECT pg_advisory_lock(9, 9)"]), then=(0, "SELECT pg_sleep(600)")
+    )
+    client.kill()
+    code, out, _ = run("ls", "--json", "--fail-on-stale", "--pg", pg.dsn)
     assert code == 3
     (lock,) = mine(json.loads(out), pg)
     assert lock["state"] == "stale"
-    assert [r["code"] for r in lock["reasons"]] == ["idle_holder"]
+    assert [r["code"] for r in lock["reasons"]] == ["client_dead"]
+    assert lock["holder"]["client_process"]["alive"] is False
+
+
+def test_an_idle_holder_whose_client_lives_is_not_stale(pg: PgHarness) -> None:
+    holder = pg.session("holder")
+    holder.execute("SELECT pg_advisory_lock(9, 10)")
+    pg.wait_state(holder.info.backend_pid, "idle", longer_than=0.3)
+    code, out, _ = run("ls", "--json", "--fail-on-stale", "--pg-idle-after", "0.2", "--pg", pg.dsn)
+    assert code == 0
+    (lock,) = mine(json.loads(out), pg)
+    assert lock["state"] == "active"
+    assert [r["code"] for r in lock["reasons"]] == ["idle_holder", "client_alive"]
 
 
 def test_table_shows_pg_locks(pg: PgHarness) -> None:

@@ -25,7 +25,7 @@ from psycopg import conninfo, sql
 
 from lockwatch.actions.audit import AuditLog, Operator, read_records, verify
 from lockwatch.actions.files import ActionFailed, ActionRefused
-from lockwatch.actions.plan import Kind, Plan, plan
+from lockwatch.actions.plan import Kind, Plan, describe, plan
 from lockwatch.actions.postgres import HOLD_APPLICATION, HeldAdvisory, PgActor
 from lockwatch.actions.run import Executor, Outcome, lock_hash
 from lockwatch.clock import SystemClock
@@ -57,11 +57,20 @@ HASH = re.compile(r"sha256:[0-9a-f]{64}")
 # --------------------------------------------------------------------------- helpers
 
 
-def poll(dsn: str, *, idle_after: float = DEFAULT_IDLE_AFTER, all_rows: bool = False) -> PgSnapshot:
-    """One poll of the server, as the dashboard or `_find_pg` would make it."""
+def poll(
+    dsn: str,
+    *,
+    idle_after: float = DEFAULT_IDLE_AFTER,
+    all_rows: bool = False,
+    remote: bool = False,
+) -> PgSnapshot:
+    """One poll of the server, as the dashboard or `_find_pg` would make it. `remote`:
+    as if every client were on another host (no client process to look at), so a
+    holder idle past `idle_after` is stale by inference."""
+    options: dict[str, Any] = {"client_finder": None} if remote else {}
 
     async def run() -> PgSnapshot:
-        async with monitor(dsn, idle_after=idle_after, all_rows=all_rows) as source:
+        async with monitor(dsn, idle_after=idle_after, all_rows=all_rows, **options) as source:
             return await poll_ok(source)
 
     return asyncio.run(run())
@@ -134,8 +143,10 @@ class Acts:
     log: Path
     executor: Executor
 
-    def poll(self, idle_after: float = DEFAULT_IDLE_AFTER, all_rows: bool = False) -> PgSnapshot:
-        return poll(self.dsn, idle_after=idle_after, all_rows=all_rows)
+    def poll(
+        self, idle_after: float = DEFAULT_IDLE_AFTER, all_rows: bool = False, remote: bool = False
+    ) -> PgSnapshot:
+        return poll(self.dsn, idle_after=idle_after, all_rows=all_rows, remote=remote)
 
     def run(
         self,
@@ -303,14 +314,20 @@ def test_break_without_force_of_an_active_lock_is_refused_and_nothing_happens(
     check_record(refused, lock, acts, action="break", reason="just because")
 
 
-def test_break_of_a_stale_lock_needs_no_force(acts: Acts) -> None:
+def test_break_of_a_lock_whose_client_is_gone_needs_no_force(acts: Acts) -> None:
     pg = acts.pg
-    holder = pg.session("holder")
-    h = holder.info.backend_pid
-    holder.execute("SELECT pg_advisory_lock(4244)")
-    pg.wait_state(h, "idle", longer_than=0.3)
-    lock = find(acts.poll(idle_after=0.1), h, key=bigint(4244))
-    assert judge(lock).state is State.STALE
+    # Its program took the lock and was killed mid-query: the backend runs on,
+    # holding the lock, with nobody at the other end.
+    client = pg.client_process(
+        ("holder", ["SELECT pg_advisory_lock(4244)"]), then=(0, "SELECT pg_sleep(600)")
+    )
+    (h,) = client.backends
+    client.kill()
+    lock = find(acts.poll(), h, key=bigint(4244))
+    verdict = judge(lock)
+    assert verdict.state is State.STALE and verdict.codes == ("client_dead",)
+    assert lock.pg is not None and lock.pg.backend.client_process is not None
+    assert lock.pg.backend.client_process.alive is False
 
     the_plan, outcome = acts.run(Kind.BREAK, lock)
 
@@ -319,6 +336,28 @@ def test_break_of_a_stale_lock_needs_no_force(acts: Acts) -> None:
     assert not alive(pg, h)
     assert holders(pg, bigint(4244)) == []
     assert acts.events() == ["action_intent", "backend_terminated"]
+
+
+def test_break_on_inferred_staleness_needs_force(acts: Acts) -> None:
+    pg = acts.pg
+    holder = pg.session("holder")
+    h = holder.info.backend_pid
+    holder.execute("SELECT pg_advisory_lock(4246)")
+    pg.wait_state(h, "idle", longer_than=0.3)
+    lock = find(acts.poll(idle_after=0.1, remote=True), h, key=bigint(4246))
+    assert judge(lock).codes == ("idle_holder", "inferred")
+
+    the_plan, outcome = acts.run(Kind.BREAK, lock)
+
+    assert the_plan.needs_name and the_plan.why_name is not None
+    assert ("confirm", f"{the_plan.why_name}: type its name to go ahead") in describe(the_plan)
+    assert not outcome.ok and outcome.event == "action_refused" and outcome.code == "inferred"
+    assert "--force" in outcome.message and "nothing done" in outcome.message
+    assert alive(pg, h)
+    _, outcome = acts.run(Kind.BREAK, lock, force=True)
+    assert outcome.ok and outcome.event == "backend_terminated", outcome
+    assert not alive(pg, h)
+    assert acts.events() == ["action_refused", "action_intent", "backend_terminated"]
 
 
 def test_a_reason_is_required(acts: Acts) -> None:
@@ -352,8 +391,8 @@ def test_effect_counts_the_holders_locks_and_names_its_waiters(acts: Acts) -> No
     where = acts.server
     the_plan = plan(Kind.BREAK, lock, judge(lock), peers=snapshot.locks)
     assert the_plan.effect == (
-        f"call pg_terminate_backend({h}) on {where}: ends its session, releases its 3 locks,"
-        f" waiter {w1} proceeds"
+        f"call pg_terminate_backend({h}) on {where}: ends its session, releases all 3 locks it"
+        f" holds (3 advisory), waiter {w1} proceeds"
     )
     # Any of its locks: ending the session releases them all.
     other = find(snapshot, h, key=pair(77, 3))
@@ -363,8 +402,7 @@ def test_effect_counts_the_holders_locks_and_names_its_waiters(acts: Acts) -> No
     snapshot = acts.poll()
     lock = find(snapshot, h, key=pair(77, 1))
     effect = plan(Kind.BREAK, lock, judge(lock), peers=snapshot.locks).effect
-    low, high = sorted((w1, w2))
-    assert effect.endswith(f"releases its 3 locks, waiters {low}, {high} proceed")
+    assert effect.endswith(f"(3 advisory), waiters {w1}, {w2} proceed")
 
 
 def test_effect_of_an_idle_in_transaction_holder_counts_every_lock_with_all_rows(
@@ -382,13 +420,24 @@ def test_effect_of_an_idle_in_transaction_holder_counts_every_lock_with_all_rows
     granted = pg.scalar("SELECT count(*) FROM pg_locks WHERE pid = %s AND granted", (h,))
     assert granted >= 4  # the advisory lock, the table and its index, vxid, xid
 
-    snapshot = acts.poll(all_rows=True)
-    lock = find(snapshot, h, key=pair(78, 1))
-    effect = plan(Kind.BREAK, lock, judge(lock), peers=snapshot.locks).effect
-    assert effect == (
-        f"call pg_terminate_backend({h}) on {acts.server}: rolls back its open transaction,"
-        f" releases its {granted} locks, waiter {w} proceeds"
+    kinds = ", ".join(
+        f"{n} {locktype}"
+        for locktype, n in pg.admin.execute(
+            "SELECT locktype, count(*) FROM pg_locks WHERE pid = %s AND granted"
+            " GROUP BY locktype ORDER BY locktype",
+            (h,),
+        ).fetchall()
     )
+    expected = (
+        f"call pg_terminate_backend({h}) on {acts.server}: rolls back its open transaction,"
+        f" releases all {granted} locks it holds ({kinds}), waiter {w} proceeds"
+    )
+    # Every lock it holds, counted by the poll: not only the rows listed (the
+    # uncontended table lock is not), and the same with every row listed.
+    for all_rows in (False, True):
+        snapshot = acts.poll(all_rows=all_rows)
+        lock = find(snapshot, h, key=pair(78, 1))
+        assert plan(Kind.BREAK, lock, judge(lock), peers=snapshot.locks).effect == expected
 
 
 def test_effect_of_a_lone_holder_with_one_lock(acts: Acts) -> None:
@@ -399,7 +448,8 @@ def test_effect_of_a_lone_holder_with_one_lock(acts: Acts) -> None:
     snapshot = acts.poll()
     lock = find(snapshot, h, key=bigint(79))
     effect = plan(Kind.BREAK, lock, judge(lock), peers=snapshot.locks).effect
-    assert effect.endswith(": ends its session, releases its 1 lock, nobody waits on it")
+    assert effect.endswith(": ends its session, releases all 1 lock it holds (1 advisory),"
+                           " nobody waits on it")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- cancel
@@ -487,7 +537,7 @@ def test_lock_changed_since_seen_is_refused_and_nothing_is_touched(
     key = pair(606, 1)
     holder.execute("SELECT pg_advisory_lock(606, 1)")
     pg.wait_state(h, "idle", longer_than=0.3)
-    lock = find(acts.poll(idle_after=0.1), h, key=key)
+    lock = find(acts.poll(idle_after=0.1, remote=True), h, key=key)
     assert judge(lock).state is State.STALE  # so that steal is allowed but for the change
 
     if change == "released":
@@ -557,17 +607,21 @@ def test_steal_a_stale_advisory_lock_then_release_it(
     mode = "ShareLock" if shared else "ExclusiveLock"
     holder.execute(take, args)
     pg.wait_state(h, "idle", longer_than=0.3)
-    snapshot = acts.poll(idle_after=0.1)
+    snapshot = acts.poll(idle_after=0.1, remote=True)
     lock = find(snapshot, h, key=key)
     assert judge(lock).state is State.STALE
 
-    the_plan, outcome = acts.run(Kind.STEAL, lock, peers=snapshot.locks, reason="leaked, INC-7")
+    # Stale by inference only: the operator types its name (force).
+    the_plan, outcome = acts.run(
+        Kind.STEAL, lock, peers=snapshot.locks, reason="leaked, INC-7", force=True
+    )
     held = outcome.held
     with holding(held):
         function = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
         assert the_plan.effect == (
-            f"call pg_terminate_backend({h}) on {acts.server}: ends its session, releases its"
-            f" 1 lock, nobody waits on it; then take advisory lock {lock.name} ({key}) with"
+            f"call pg_terminate_backend({h}) on {acts.server}: ends its session, releases all"
+            f" 1 lock it holds (1 advisory), nobody waits on it; then take advisory lock"
+            f" {lock.name} ({key}) with"
             f" {function} on lockwatch's own connection and hold it until released (r)"
         )
         assert outcome.ok and outcome.event == "lock_stolen", outcome
@@ -612,15 +666,20 @@ def test_steal_a_stale_advisory_lock_then_release_it(
     records = acts.records()
     assert [r["event"] for r in records] == [
         "action_intent",
+        "backend_terminated",
         "lock_stolen",
         "action_intent",
         "lock_released",
     ]
-    stolen = records[1]
+    terminated = records[1]
+    check_record(terminated, lock, acts, action="steal", reason="leaked, INC-7")
+    assert terminated["pid"] == h and terminated["result"] == "success"
+    assert terminated["action_id"] == records[0]["action_id"] == records[2]["action_id"]
+    stolen = records[2]
     check_record(stolen, lock, acts, action="steal", reason="leaked, INC-7")
     assert stolen["result"] == "success" and stolen["state"] == "stale"
     assert stolen["terminated_pid"] == h and stolen["held_by_pid"] == mine
-    released = records[3]
+    released = records[4]
     assert released["result"] == "success" and released["unlocked"] is True
     assert released["reason"] == "done with it"
     assert released["target"]["id"] == held.lock_id and released["target"]["pid"] == mine
@@ -634,8 +693,8 @@ def test_release_of_a_lock_that_the_server_already_let_go_is_still_done(acts: Ac
     h = holder.info.backend_pid
     holder.execute("SELECT pg_advisory_lock(909)")
     pg.wait_state(h, "idle", longer_than=0.3)
-    lock = find(acts.poll(idle_after=0.1), h, key=bigint(909))
-    _, outcome = acts.run(Kind.STEAL, lock)
+    lock = find(acts.poll(idle_after=0.1, remote=True), h, key=bigint(909))
+    _, outcome = acts.run(Kind.STEAL, lock, force=True)
     held = outcome.held
     with holding(held):
         assert outcome.ok and isinstance(held, HeldAdvisory), outcome
@@ -656,12 +715,13 @@ def test_an_idle_holder_that_woke_since_it_was_seen_is_not_touched(acts: Acts, k
     holder.execute("SELECT pg_advisory_lock(%s)", (4401,))
     # Idle for longer than lockwatch's tolerance of poll jitter (0.5 s).
     pg.wait_state(h, "idle", longer_than=1.2)
-    snapshot = acts.poll(idle_after=0.1)
+    snapshot = acts.poll(idle_after=0.1, remote=True)
     lock = find(snapshot, h, key=bigint(4401))
     assert judge(lock).state is State.STALE
     # The operator reads the confirmation; meanwhile the "leaked" holder does work.
     holder.execute("SELECT 1")
-    _, outcome = acts.run(kind, lock, peers=snapshot.locks, reason="leaked")
+    # The typed name confirms the inferred staleness, not whatever it does now.
+    _, outcome = acts.run(kind, lock, peers=snapshot.locks, reason="leaked", force=True)
     assert not outcome.ok and outcome.code == "changed", outcome
     assert "no longer the idle holder you saw" in outcome.message
     assert alive(pg, h)
@@ -702,7 +762,7 @@ def test_steal_of_a_waiting_row_or_a_non_advisory_lock_is_refused(acts: Acts) ->
     pg.block(row_waiter, update.as_string(row_waiter))
     pg.block(key_waiter, "SELECT pg_advisory_lock(911)")
     pg.wait_state(h, "idle in transaction", longer_than=0.3)
-    snapshot = acts.poll(idle_after=0.1)
+    snapshot = acts.poll(idle_after=0.1, remote=True)
     xid = next(
         lock
         for lock in snapshot.locks
@@ -721,34 +781,84 @@ def test_steal_of_a_waiting_row_or_a_non_advisory_lock_is_refused(acts: Acts) ->
     assert acts.events() == ["action_refused", "action_refused"]
 
 
-def test_steal_when_a_waiter_takes_the_key_first_fails_clearly(acts: Acts) -> None:
+def test_steal_of_a_lock_with_a_queued_waiter_is_refused_before_anything(acts: Acts) -> None:
     pg = acts.pg
     holder, waiter = pg.sessions("holder", "waiter")
     h, w = holder.info.backend_pid, waiter.info.backend_pid
     holder.execute("SELECT pg_advisory_lock(912)")
     pg.wait_state(h, "idle", longer_than=0.3)
-    blocked = pg.block(waiter, "SELECT pg_advisory_lock(912)")
-    snapshot = acts.poll(idle_after=0.1)
+    pg.block(waiter, "SELECT pg_advisory_lock(912)")
+    snapshot = acts.poll(idle_after=0.1, remote=True)
     lock = find(snapshot, h, key=bigint(912))
     assert judge(lock).state is State.STALE
 
-    the_plan, outcome = acts.run(Kind.STEAL, lock, peers=snapshot.locks)
+    the_plan, outcome = acts.run(Kind.STEAL, lock, peers=snapshot.locks, force=True)
 
-    assert f"waiter {w} proceeds" in the_plan.effect
-    assert not outcome.ok and outcome.event == "action_failed", outcome
-    assert outcome.code == "taken"
+    # The waiter would be served first: terminating the holder would only hand it over.
+    assert the_plan.refusal is not None and the_plan.refusal[0] == "has_waiters"
+    assert not outcome.ok and outcome.event == "action_refused" and outcome.code == "has_waiters"
+    assert f"pid {w}" in outcome.message and "Break it instead" in outcome.message
+    assert alive(pg, h) and lockwatch_sessions(pg) == []
+    assert [pid for pid, _, _ in holders(pg, bigint(912))] == [h]
+    (refused,) = acts.records()
+    assert refused["event"] == "action_refused" and refused["code"] == "has_waiters"
+    check_record(refused, lock, acts, action="steal", reason="lockwatch test")
+
+
+def test_a_waiter_that_queued_after_the_plan_also_stops_the_steal(acts: Acts) -> None:
+    pg = acts.pg
+    holder, waiter = pg.sessions("holder", "waiter")
+    h, w = holder.info.backend_pid, waiter.info.backend_pid
+    holder.execute("SELECT pg_advisory_lock(913)")
+    pg.wait_state(h, "idle", longer_than=0.3)
+    snapshot = acts.poll(idle_after=0.1, remote=True)
+    lock = find(snapshot, h, key=bigint(913))
+    the_plan = plan(Kind.STEAL, lock, judge(lock), peers=snapshot.locks)
+    assert the_plan.refusal is None  # nobody waited when the operator looked
+    pg.block(waiter, "SELECT pg_advisory_lock(913)")
+
+    outcome = acts.executor.run(the_plan, "leaked", force=True)
+
+    assert not outcome.ok and outcome.code == "has_waiters", outcome
+    assert f"pid {w}" in outcome.message
+    assert alive(pg, h)
+    assert acts.events() == ["action_intent", "action_refused"]
+
+
+def test_a_backend_terminated_on_the_way_is_audited_even_when_the_steal_fails(
+    acts: Acts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiter that queues between lockwatch's check and the terminate (simulated: the
+    check is skipped) is served first: the steal fails, but the holder was ended,
+    and the log says so in a record of its own."""
+    pg = acts.pg
+    holder, waiter = pg.sessions("holder", "waiter")
+    h, w = holder.info.backend_pid, waiter.info.backend_pid
+    holder.execute("SELECT pg_advisory_lock(914)")
+    pg.wait_state(h, "idle", longer_than=0.3)
+    snapshot = acts.poll(idle_after=0.1, remote=True)
+    lock = find(snapshot, h, key=bigint(914))
+    the_plan = plan(Kind.STEAL, lock, judge(lock), peers=snapshot.locks)
+    blocked = pg.block(waiter, "SELECT pg_advisory_lock(914)")
+    monkeypatch.setattr(PgActor, "_no_waiters", lambda self, conn, lock, facts: None)
+
+    outcome = acts.executor.run(the_plan, "leaked", force=True)
+
+    assert not outcome.ok and outcome.event == "action_failed" and outcome.code == "taken"
     assert f"pid {h} was terminated" in outcome.message
     assert f"pid {w} ({pg.application('waiter')}) took" in outcome.message
-    assert outcome.held is None
     blocked.wait_done()
     assert not alive(pg, h)
-    assert holders(pg, bigint(912)) == [(w, pg.application("waiter"), "ExclusiveLock")]
+    assert holders(pg, bigint(914)) == [(w, pg.application("waiter"), "ExclusiveLock")]
     wait_until(lambda: lockwatch_sessions(pg) == [], "lockwatch's holding session to close")
-    intent, failed = acts.records()
+    intent, terminated, failed = acts.records()
     assert intent["intent"] == "lock_stolen"
-    assert failed["event"] == "action_failed" and failed["result"] == "failed"
-    assert failed["code"] == "taken" and failed["message"] == outcome.message
-    check_record(failed, lock, acts, action="steal", reason="lockwatch test")
+    assert terminated["event"] == "backend_terminated" and terminated["pid"] == h
+    assert terminated["result"] == "success"
+    assert failed["event"] == "action_failed" and failed["code"] == "taken"
+    assert intent["action_id"] == terminated["action_id"] == failed["action_id"]
+    for record in (terminated, failed):
+        check_record(record, lock, acts, action="steal", reason="leaked")
 
 
 # --------------------------------------------------------------------------- privileges

@@ -110,8 +110,17 @@ def cli(pg: PgHarness, tmp_path: Path) -> Cli:
 
 @pytest.fixture
 def eager(pg: PgHarness, tmp_path: Path) -> Cli:
-    """Holders idle for 0.1 s are stale."""
+    """Holders idle for 0.1 s are stale (unless their client is seen alive)."""
     return make_cli(pg, tmp_path, 0.1)
+
+
+def orphaned_holder(pg: PgHarness, take: str) -> int:
+    """A holder whose program took a lock, started a long query and was killed: its
+    backend runs on, holding the lock, with its client gone. Its backend pid."""
+    client = pg.client_process(("holder", [take]), then=(0, "SELECT pg_sleep(600)"))
+    client.kill()
+    (h,) = client.backends
+    return h
 
 
 # --------------------------------------------------------------------------- break
@@ -165,12 +174,10 @@ def test_break_an_active_lock_needs_force_then_terminates_the_holder(cli: Cli) -
 def test_break_a_stale_lock_by_the_ids_own_server_name(eager: Cli) -> None:
     """Without --pg, the id's user@host:port/db is the server (libpq does the rest)."""
     pg = eager.pg
-    holder = pg.session("holder")
-    h = holder.info.backend_pid
-    holder.execute("SELECT pg_advisory_lock(32)")
-    pg.wait_state(h, "idle", longer_than=0.3)
+    h = orphaned_holder(pg, "SELECT pg_advisory_lock(32)")
     listed = eager.lock(h, "32")
     assert listed["state"] == "stale"
+    assert [r["code"] for r in listed["reasons"]] == ["client_dead"]
 
     code, out, err = eager.act("break", listed["id"], "--reason", "leaked")
     assert code == 0, (out, err)
@@ -332,11 +339,7 @@ def _env() -> dict[str, str]:
 
 
 def stale_holder(cli: Cli, take: str, name: str) -> tuple[int, str]:
-    pg = cli.pg
-    holder = pg.session("holder")
-    h = holder.info.backend_pid
-    holder.execute(take)
-    pg.wait_state(h, "idle", longer_than=0.3)
+    h = orphaned_holder(cli.pg, take)
     listed = cli.lock(h, name)
     assert listed["state"] == "stale"
     return h, listed["id"]
@@ -370,13 +373,15 @@ def test_steal_holds_the_key_until_interrupted_then_releases(
     records = eager.records()
     assert [r["event"] for r in records] == [
         "action_intent",
+        "backend_terminated",
         "lock_stolen",
         "action_intent",
         "lock_released",
     ]
-    assert records[1]["terminated_pid"] == h and records[1]["held_by_pid"] == mine
-    assert records[1]["target"]["id"] == target
-    released = records[3]
+    assert records[1]["pid"] == h and records[1]["target"]["id"] == target
+    assert records[2]["terminated_pid"] == h and records[2]["held_by_pid"] == mine
+    assert records[2]["target"]["id"] == target
+    released = records[4]
     assert released["reason"] == "leaked lock, INC-42 (released on exit)"
     assert released["unlocked"] is True
     # What was released is lockwatch's own lock, not the terminated holder's.
@@ -418,12 +423,16 @@ def test_steal_then_lockwatch_release_from_another_process(eager: Cli) -> None:
     records = eager.records()
     assert [r["event"] for r in records] == [
         "action_intent",
+        "backend_terminated",
         "lock_stolen",
         "action_refused",
         "action_intent",
+        # Releasing it from here ends lockwatch's steal session: a backend terminated.
+        "backend_terminated",
         "lock_released",
     ]
-    released = records[4]
+    assert records[5]["pid"] == mine and records[5]["action"] == "release"
+    released = records[6]
     assert released["target"]["id"] == new_id and released["target"]["pid"] == mine
     assert released["reason"] == "done"
 
@@ -446,7 +455,7 @@ def test_steal_of_an_active_lock_is_refused(cli: Cli) -> None:
     assert record["event"] == "action_refused" and record["code"] == "not_stale"
 
 
-def test_steal_when_a_waiter_is_served_first_exits_3(eager: Cli) -> None:
+def test_steal_with_a_queued_waiter_is_refused_and_nothing_is_terminated(eager: Cli) -> None:
     pg = eager.pg
     h, target = stale_holder(eager, "SELECT pg_advisory_lock(44)", "44")
     waiter = pg.session("waiter")
@@ -455,13 +464,19 @@ def test_steal_when_a_waiter_is_served_first_exits_3(eager: Cli) -> None:
 
     code, out, err = eager.act("steal", target, "--reason", "x", pg=pg.dsn)
 
-    assert code == 3, (out, err)
-    assert f"pid {w} ({pg.application('waiter')}) took 44 first" in err
+    # The waiter would be served first: a steal could only end the holder.
+    assert code == 1, (out, err)
+    assert "refused" in err and f"pid {w}" in err and "Break it instead" in err
+    assert alive(pg, h) and not blocked.done.is_set()
+    assert holders(pg, bigint(44)) == [(h, pg.application("holder"), "ExclusiveLock")]
+    assert lockwatch_sessions(pg) == []
+    (refused,) = eager.records()
+    assert refused["event"] == "action_refused" and refused["code"] == "has_waiters"
+    # Breaking it is what lets the waiter in.
+    code, out, err = eager.act("break", target, "--reason", "x", pg=pg.dsn)
+    assert code == 0, (out, err)
     blocked.wait_done()
-    assert not alive(pg, h)
     assert holders(pg, bigint(44)) == [(w, pg.application("waiter"), "ExclusiveLock")]
-    wait_until(lambda: lockwatch_sessions(pg) == [], "no lockwatch session left")
-    assert eager.events() == ["action_intent", "action_failed"]
 
 
 def test_the_password_in_pg_is_never_printed_or_audited(cli: Cli) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import time
 import uuid
 from collections.abc import Iterable
@@ -321,6 +322,9 @@ async def test_row_lock_chain_with_idle_in_transaction_holder(
 
     async with monitor(pg.dsn, idle_after=0.2, clock=clock) as source:
         snapshot = await poll_ok(source)
+    # As if its client were on another host: nothing to check its idling against.
+    async with monitor(pg.dsn, idle_after=0.2, clock=clock, client_finder=None) as source:
+        unseen = await poll_ok(source)
 
     # The holder: only the row it blocks on; its uncontended table lock is left out.
     held = locks_of(snapshot, h)
@@ -343,15 +347,30 @@ async def test_row_lock_chain_with_idle_in_transaction_holder(
     assert backend.state_since is not None
     assert backend.xact_start <= backend.query_start <= backend.state_since <= NOW
     assert (NOW - backend.state_since).total_seconds() > 0.3
+    # Its client is this test, alive: idling alone does not make it stale.
+    assert backend.client_process is not None and backend.client_process.alive
+    assert backend.client_process.pid == os.getpid()
     v = verdict(xact, clock)
-    assert v.state is State.STALE
-    assert v.codes == ("idle_in_transaction", "blocking")
+    assert v.state is State.ACTIVE
+    assert v.codes == ("idle_in_transaction", "client_alive", "blocking")
     assert "idle in transaction" in v.reasons[0].message
+    # With its client out of sight, idle time is all there is: stale, by inference.
+    (remote,) = locks_of(unseen, h)
+    v = verdict(remote, clock)
+    assert v.state is State.STALE
+    assert v.codes == ("idle_in_transaction", "inferred", "blocking")
     # The same holder under the default threshold (60 s) is not stale yet.
-    patient = dataclasses.replace(xact, policy=StalenessPolicy(idle_after=60.0))
+    patient = dataclasses.replace(remote, policy=StalenessPolicy(idle_after=60.0))
     v = verdict(patient, clock)
     assert v.state is State.ACTIVE and v.codes == ("blocking",)
-    assert v.next_change_at == backend.state_since + timedelta(seconds=60)
+    assert remote.pg is not None and remote.pg.backend.state_since is not None
+    assert v.next_change_at == remote.pg.backend.state_since + timedelta(seconds=60)
+    # No grant time: bounds only. Its row lock is its transaction's, and it has
+    # held it at least since the session went idle.
+    assert xact.acquired_at is None and verdict(xact, clock).age_seconds is None
+    assert xact.pg.level == "transaction"
+    assert xact.pg.known_held_at == backend.state_since
+    assert xact.pg.acquired_after == backend.xact_start
 
     # The first waiter: waits on the holder's xid, holds the tuple lock the second wants.
     waits = one(locks_of(snapshot, w1), granted=False)
@@ -406,21 +425,29 @@ async def test_idle_session_still_holding_advisory_lock_is_stale(
     pg.wait_state(x, "idle in transaction", longer_than=0.3)
     pg.wait_state(b, "idle", longer_than=0.3)
 
-    async with monitor(pg.dsn, idle_after=0.2, clock=clock) as source:
+    async with monitor(pg.dsn, idle_after=0.2, clock=clock, client_finder=None) as source:
         snapshot = await poll_ok(source)
-    async with monitor(pg.dsn, clock=clock) as patient_source:
+    async with monitor(pg.dsn, idle_after=0.2, clock=clock) as seeing_source:
+        seeing = await poll_ok(seeing_source)
+    async with monitor(pg.dsn, clock=clock, client_finder=None) as patient_source:
         patient = await poll_ok(patient_source)
 
     lock = one(locks_of(snapshot, p), key=adv((1, 7)))
     assert lock.pg is not None and lock.pg.backend.state == "idle"
+    assert lock.pg.level == "session"  # no transaction, yet held
     v = verdict(lock, clock)
     assert v.state is State.STALE
-    assert v.codes == ("idle_holder",)
+    assert v.codes == ("idle_holder", "inferred")
     assert "session advisory lock" in v.reasons[0].message
 
     xact_lock = one(locks_of(snapshot, x), key=adv((1, 8)))
     v = verdict(xact_lock, clock)
-    assert v.state is State.STALE and v.codes == ("idle_in_transaction",)
+    assert v.state is State.STALE and v.codes == ("idle_in_transaction", "inferred")
+
+    # Seen from here, both clients (this test) are alive: neither is a leak.
+    for pid, key, code in ((p, (1, 7), "idle_holder"), (x, (1, 8), "idle_in_transaction")):
+        v = verdict(one(locks_of(seeing, pid), key=adv(key)), clock)
+        assert v.state is State.ACTIVE and v.codes == (code, "client_alive")
 
     assert locks_of(snapshot, b) == []  # idle but holding nothing: nothing to report
 
@@ -704,6 +731,17 @@ async def check_prepared_transaction(
     assert v.alive is None
     (prepared_reason,) = [r for r in v.reasons if r.code == "prepared_transaction"]
     assert gid in prepared_reason.message
+    assert f"COMMIT PREPARED '{gid}'" in prepared_reason.message
+    assert f"ROLLBACK PREPARED '{gid}'" in prepared_reason.message
+    # Its age is known exactly: when it was prepared.
+    prepared_age = float(
+        pg.scalar(
+            "SELECT EXTRACT(epoch FROM now() - prepared) FROM pg_prepared_xacts WHERE gid = %s",
+            (gid,),
+        )
+    )
+    assert v.age_seconds is not None and 0 <= prepared_age - v.age_seconds < 5
+    assert held.pg.backend.prepared_at == held.acquired_at
 
     waiting = one(locks_of(snapshot, w), granted=False)
     assert waiting.pg is not None
@@ -744,9 +782,14 @@ async def test_without_pg_read_all_stats_queries_are_hidden_and_the_role_named(
     assert backend.user == pg.user  # who it is stays visible; what it does does not
     assert backend.application == pg.application("holder")
     v = verdict(held, clock)
-    assert "insufficient_privilege" in v.codes
+    # Whether it idles holding its lock is what is hidden: unknown, never active.
+    assert v.state is State.UNKNOWN
+    assert v.codes == ("insufficient_privilege", "blocking")
     (hint,) = [r for r in v.reasons if r.code == "insufficient_privilege"]
-    assert "pg_read_all_stats" in hint.message
+    role = conninfo.conninfo_to_dict(dsn)["user"]
+    assert f"GRANT pg_read_all_stats TO {role};" in hint.message
+    # Its client's address is hidden too: nothing to look a process up by.
+    assert backend.client is None and backend.client_process is None
     waiting = one(locks_of(snapshot, w), granted=False)
     assert waiting.pg is not None and waiting.pg.advisory_key == adv((1, 99))
     assert verdict(waiting, clock).state is State.WAITING
@@ -754,7 +797,6 @@ async def test_without_pg_read_all_stats_queries_are_hidden_and_the_role_named(
     assert status.reason is not None and "pg_read_all_stats" in status.reason
 
     # Granted the role, the same poll shows everything and the hint goes away.
-    role = conninfo.conninfo_to_dict(dsn)["user"]
     pg.admin.execute(sql.SQL("GRANT pg_read_all_stats TO {}").format(sql.Identifier(str(role))))
     async with monitor(dsn, clock=clock) as source:
         snapshot = await poll_ok(source)
@@ -763,6 +805,7 @@ async def test_without_pg_read_all_stats_queries_are_hidden_and_the_role_named(
     assert held.pg is not None
     assert held.pg.backend.query == "SELECT pg_advisory_lock(1, 99)"
     assert held.pg.backend.state == "idle"
+    assert verdict(held, clock).state is State.ACTIVE
     assert "insufficient_privilege" not in verdict(held, clock).codes
 
 

@@ -382,8 +382,8 @@ async def test_force_polling_sees_a_rewrite_within_the_same_second(root: Path) -
         first = replace_with_mtime(path, body("first"), second + 0.1)
         await until(lambda: seen.sha(lock_id(path)) == first, "the new lock (polling)")
         changed = replace_with_mtime(path, body("second, longer"), second + 0.6)
-        # watchfiles' poller misses it (whole-second mtimes); the short rescans
-        # lockwatch runs while polling do not.
+        # A poller that compares whole-second mtimes would miss it; lockwatch's
+        # compares nanoseconds, sizes and inodes, and rescans while polling.
         await until(
             lambda: seen.sha(lock_id(path)) == changed, "the same-second rewrite", timeout=5.0
         )
@@ -642,7 +642,7 @@ def test_differ_ignores_what_only_time_changes_but_not_a_new_verdict() -> None:
 
 
 async def test_a_file_name_that_is_not_utf8_does_not_stop_the_feed(root: Path) -> None:
-    """watchfiles' watcher gives up on such a name; lockwatch falls back and goes on."""
+    """A name that is not UTF-8 once stopped the watcher; events go on past it."""
     async with running(feed_on(root, polling_rescan_seconds=0.2)) as seen:
         await barrier(root, seen)
         with open(os.path.join(os.fsencode(root), b"notes-\xff.txt"), "wb") as odd:

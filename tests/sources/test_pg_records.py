@@ -5,16 +5,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import orjson
 import pytest
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.blocking import from_locks
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import AdvisoryNames
+from lockwatch.model.pg import AdvisoryNames, PgClient, held_bounds
 from lockwatch.model.process import StaticProcesses
-from lockwatch.model.report import lock_json
+from lockwatch.model.report import lock_json, lock_record, records_json_array
 from lockwatch.model.verdict import State, Verdict, evaluate
-from lockwatch.sources.postgres.records import to_locks, trim_query
+from lockwatch.sources.postgres.records import held_counts, to_locks, trim_query
 from tests.conftest import NOW
 
 SERVER = "monitor@db:5432/app"
@@ -34,6 +35,8 @@ def row(**values: Any) -> dict[str, Any]:
         "client": "10.0.0.5", "backend_type": "client backend", "state": "active",
         "wait_event_type": None, "wait_event": None, "query": "SELECT 1", "xact_age": 5.0,
         "query_age": 5.0, "state_age": 5.0, "blocked_by": None, "virtualtransaction": None,
+        "client_port": 50123, "backend_age": 3600.0, "backend_started": "start-of-100",
+        "held_kinds": None, "prepared_owner": None, "prepared_age": None,
     }  # fmt: skip
     base.update(values)
     # As the query computes it: format('%s/%s/...') writes NULL as an empty string.
@@ -43,7 +46,8 @@ def row(**values: Any) -> dict[str, Any]:
 
 SESSION = (
     "usename", "application_name", "client", "backend_type", "state", "wait_event_type",
-    "wait_event", "query", "xact_age", "query_age", "state_age",
+    "wait_event", "query", "xact_age", "query_age", "state_age", "client_port", "backend_age",
+    "backend_started",
 )  # fmt: skip
 
 
@@ -108,14 +112,17 @@ def test_record_fields_and_ages() -> None:
     assert lock.id.startswith(f"pg:{SERVER}:100:")
 
 
-def test_idle_in_transaction_past_the_limit_is_stale() -> None:
+def test_idle_in_transaction_past_the_limit_is_stale_by_inference() -> None:
     rows = [
         row(locktype="transactionid", transactionid="728", classid=None, objid=None,
             objsubid=None, mode="ExclusiveLock", state="idle in transaction", state_age=61.0),
     ]  # fmt: skip
     ((lock, verdict),) = judged(rows, all_rows=True)
     assert verdict.state is State.STALE
-    assert verdict.codes == ("idle_in_transaction",)
+    # Its client (10.0.0.5) is on another host: idle time is all lockwatch has.
+    assert verdict.codes == ("idle_in_transaction", "inferred")
+    assert "another host" in verdict.reasons[1].message
+    assert "--force" in verdict.reasons[1].message
     assert lock.name == "xid 728"
 
 
@@ -130,7 +137,7 @@ def test_idle_session_holding_an_advisory_lock(state_age: float, state: State) -
     ((_, verdict),) = judged([row(state="idle", state_age=state_age)])
     assert verdict.state is state
     if state is State.STALE:
-        assert verdict.codes == ("idle_holder",)
+        assert verdict.codes == ("idle_holder", "inferred")
 
 
 def test_idle_session_with_non_advisory_lock_is_not_idle_holder() -> None:
@@ -200,9 +207,20 @@ def test_prepared_transaction_holder_is_named_never_pid_0() -> None:
 
 
 def test_hidden_sessions_say_which_role_reveals_them() -> None:
-    ((_, verdict),) = judged([row(query="<insufficient privilege>", state=None)])
-    assert "insufficient_privilege" in verdict.codes
-    assert "pg_read_all_stats" in verdict.reasons[-1].message
+    hidden = {"query": "<insufficient privilege>", "state": None, "client": None,
+              "client_port": None, "xact_age": None, "state_age": None,
+              "query_age": None}  # fmt: skip
+    rows = [row(pid=100, **hidden), row(pid=200, granted=False, blocked_by=[100], **hidden)]
+    pairs = by_pid(judged(rows, monitor_role="monitor"))
+    _, holder = pairs[100]
+    _, waiter = pairs[200]
+    # Whether the holder idles in a transaction is what is hidden: never "active".
+    assert holder.state is State.UNKNOWN
+    assert holder.codes == ("insufficient_privilege", "blocking")
+    assert "GRANT pg_read_all_stats TO monitor;" in holder.reasons[0].message
+    # A waiter is a waiter whatever its state: pg_locks says so to every role.
+    assert waiter.state is State.WAITING
+    assert waiter.codes == ("waiting", "insufficient_privilege")
 
 
 def test_relation_in_another_database_is_not_misnamed() -> None:
@@ -237,8 +255,8 @@ def test_evaluate_all_shares_verdicts_without_changing_any() -> None:
     alone = [evaluate(lock, processes, clock, "here") for lock in locks]
     assert shared == alone
     states = {(lock.holder.pid, v.state, v.codes) for lock, v in zip(locks, shared, strict=True)}
-    assert (100, State.STALE, ("idle_holder",)) in states
-    assert (100, State.STALE, ("idle_holder", "blocking")) in states
+    assert (100, State.STALE, ("idle_holder", "inferred")) in states
+    assert (100, State.STALE, ("idle_holder", "inferred", "blocking")) in states
     assert (100, State.ACTIVE, ()) in states  # the relation lock: not an advisory one
     assert (200, State.ACTIVE, ()) in states
     assert (300, State.WAITING, ("waiting",)) in states
@@ -265,3 +283,252 @@ def test_wait_time_falls_back_to_the_query_start_without_waitstart() -> None:
     waiter = next(lock for lock, _ in judged(rows) if lock.holder.pid == 200)
     assert waiter.pg is not None
     assert waiter.pg.wait_start == NOW - timedelta(seconds=9)
+
+
+# --------------------------------------------------------------------------- ages as bounds
+
+
+def record(lock: Lock, verdict: Verdict, now: Any = NOW) -> dict[str, Any]:
+    """The lock as `ls --json` writes it at `now`."""
+    return orjson.loads(records_json_array([lock_record(lock, verdict, now)]))[0]  # type: ignore[no-any-return]
+
+
+def test_a_granted_lock_has_bounds_never_an_age() -> None:
+    ((lock, verdict),) = judged([row(state="active", xact_age=30.0, state_age=2.0)])
+    assert lock.acquired_at is None and verdict.age_seconds is None
+    later = NOW + timedelta(seconds=42)
+    doc = record(lock, evaluate(lock, StaticProcesses(), FrozenClock(later), "here"), later)
+    assert doc["age_seconds"] is None and doc["acquired_at"] is None
+    # Seen held at the poll (it is busy: nothing older is known), and no older
+    # than its session (3600 s): it may be a session-level lock.
+    assert doc["held_at_least_seconds"] == 42.0
+    assert doc["held_at_most_seconds"] == 3642.0
+    assert doc["level"] is None
+
+
+def test_an_idle_session_held_its_locks_since_it_went_idle() -> None:
+    ((lock, _),) = judged([row(state="idle", state_age=50.0)])
+    assert lock.pg is not None
+    assert lock.pg.known_held_at == NOW - timedelta(seconds=50)
+    # No transaction, yet the lock is held: session-level, no older than the session.
+    assert lock.pg.level == "session"
+    assert lock.pg.acquired_after == NOW - timedelta(seconds=3600)
+
+
+def test_transaction_level_locks_are_no_older_than_their_transaction() -> None:
+    rows = [row(locktype="relation", relation=9, schema_name="public", relation_name="t",
+                classid=None, objid=None, objsubid=None, state="idle in transaction",
+                xact_age=30.0, state_age=20.0)]  # fmt: skip
+    ((lock, _),) = judged(rows, all_rows=True)
+    assert lock.pg is not None and lock.pg.level == "transaction"
+    assert held_bounds(lock.pg, NOW) == (20.0, 30.0)
+
+
+def test_a_lock_seen_before_its_transaction_began_is_session_level() -> None:
+    (base,) = [row(state="active", xact_age=5.0)]
+    key = (100, "start-of-100", base["target"], "ExclusiveLock")
+    seen = {key: NOW - timedelta(seconds=20)}
+    ((lock, _),) = judged([base], seen=seen)
+    assert lock.pg is not None
+    assert lock.pg.known_held_at == NOW - timedelta(seconds=20)
+    assert lock.pg.level == "session"
+    assert held_bounds(lock.pg, NOW) == (20.0, 3600.0)
+    # A later session with the same pid is another hold: what was seen is not its.
+    ((other, _),) = judged([row(state="active", xact_age=5.0, backend_started="later")], seen=seen)
+    assert other.pg is not None and other.pg.known_held_at == NOW and other.pg.level is None
+
+
+def test_a_waiters_age_is_its_wait_exactly() -> None:
+    rows = [row(pid=100), row(pid=200, granted=False, wait_age=12.0, blocked_by=[100])]
+    lock, verdict = by_pid(judged(rows))[200]
+    assert verdict.age_seconds == 12.0
+    doc = record(lock, verdict)
+    assert doc["age_seconds"] == 12.0 and doc["held_at_least_seconds"] is None
+
+
+def test_without_waitstart_a_wait_has_no_exact_age() -> None:
+    rows = [row(pid=100), row(pid=200, granted=False, wait_age=None, query_age=9.0,
+                                 blocked_by=[100])]  # fmt: skip
+    lock, verdict = by_pid(judged(rows))[200]
+    assert verdict.age_seconds is None
+    assert record(lock, verdict)["wait_seconds"] == 9.0
+
+
+TWO_HOURS = NOW - timedelta(hours=2)
+
+
+@pytest.mark.parametrize(
+    ("pg_fields", "cell"),
+    [
+        ({"known_held_at": NOW - timedelta(seconds=192), "acquired_after": TWO_HOURS}, "≥ 3m12s"),
+        ({"known_held_at": NOW - timedelta(seconds=0.4), "acquired_after": TWO_HOURS}, "≤ 2h00m"),
+        ({"known_held_at": NOW, "acquired_after": None}, "≥ 0s"),
+        ({"known_held_at": None, "acquired_after": None}, "?"),
+    ],
+)  # fmt: skip
+def test_the_age_cell_shows_a_bound(pg_fields: dict[str, Any], cell: str) -> None:
+    from dataclasses import replace
+
+    from lockwatch.ui.cells import age
+
+    ((lock, _),) = judged([row()])
+    assert lock.pg is not None
+    lock = replace(lock, pg=replace(lock.pg, **pg_fields))
+    assert age(lock, NOW) == cell
+
+
+def test_held_counts_parse_what_the_query_says_and_skip_garbage() -> None:
+    assert held_counts("advisory=80,virtualxid=1") == (("advisory", 80), ("virtualxid", 1))
+    assert held_counts(None) == ()
+    assert held_counts("nonsense,=3,relation=x,tuple=2") == (("tuple", 2),)
+
+
+# --------------------------------------------------------------------------- client-aware verdicts
+
+
+def with_client(found: PgClient | None, **values: Any) -> tuple[Lock, Verdict]:
+    options: dict[str, Any] = {"client": "127.0.0.1"}
+    options.update(values)
+    ((lock, verdict),) = judged([row(**options)], clients={100: found} if found else {})
+    return lock, verdict
+
+
+ALIVE = PgClient(pid=4321, cmdline=("python", "worker.py"), alive=True)
+
+
+@pytest.mark.parametrize(
+    ("state", "code"), [("idle in transaction", "idle_in_transaction"), ("idle", "idle_holder")]
+)
+def test_a_live_client_is_not_a_leak(state: str, code: str) -> None:
+    lock, verdict = with_client(ALIVE, state=state, state_age=600.0)
+    assert verdict.state is State.ACTIVE
+    assert verdict.codes == (code, "client_alive")
+    assert "pid 4321 (python worker.py)" in verdict.reasons[1].message
+    holder = record(lock, verdict)["holder"]
+    assert holder["client_process"] == {
+        "pid": 4321,
+        "cmdline": ["python", "worker.py"],
+        "alive": True,
+    }
+    assert holder["client_port"] == 50123
+
+
+def test_a_live_client_within_the_limit_is_plainly_active() -> None:
+    _, verdict = with_client(ALIVE, state="idle in transaction", state_age=5.0)
+    assert verdict.state is State.ACTIVE and verdict.codes == ()
+
+
+def test_a_gone_client_is_stale_whatever_the_session_does() -> None:
+    gone = PgClient(pid=4321, cmdline=("python", "worker.py"), alive=False)
+    lock, verdict = with_client(gone, state="active", state_age=1.0)
+    assert verdict.state is State.STALE
+    assert verdict.codes == ("client_dead",)
+    assert "pid 4321" in verdict.reasons[0].message
+    assert record(lock, verdict)["holder"]["client_process"]["alive"] is False
+
+
+def test_a_local_client_lockwatch_cannot_find_leaves_staleness_inferred() -> None:
+    _, verdict = with_client(None, client="local", client_port=-1, state="idle", state_age=90.0)
+    assert verdict.codes == ("idle_holder", "inferred")
+    assert "could not find its process" in verdict.reasons[1].message
+
+
+# --------------------------------------------------------------------------- prepared transactions
+
+
+def prepared_rows(prepared_age: float, gid: str = "batch-7") -> list[dict[str, Any]]:
+    target = {"locktype": "transactionid", "transactionid": "900", "classid": None,
+              "objid": None, "objsubid": None}  # fmt: skip
+    nameless = {"usename": None, "application_name": None, "client": None,
+                "backend_type": None, "state": None, "query": None, "xact_age": None,
+                "query_age": None, "state_age": None}  # fmt: skip
+    return [
+        row(pid=None, prepared_gid=gid, prepared_owner="billing", prepared_age=prepared_age,
+            **nameless, **target),
+        row(pid=300, granted=False, blocked_by=[0], mode="ShareLock", **target),
+    ]  # fmt: skip
+
+
+def test_a_prepared_transaction_ages_from_when_it_was_prepared() -> None:
+    pairs = judged(prepared_rows(30.0))
+    lock, verdict = next((lock, v) for lock, v in pairs if lock.holder.pid is None)
+    assert verdict.age_seconds == 30.0
+    assert verdict.state is State.ACTIVE
+    assert verdict.next_change_at == NOW + timedelta(seconds=30)
+    assert lock.pg is not None and lock.pg.backend.user == "billing"
+    assert record(lock, verdict)["age_seconds"] == 30.0
+
+
+def test_a_prepared_transaction_past_the_limit_is_stale_and_says_how_to_end_it() -> None:
+    pairs = judged(prepared_rows(61.0, gid="it's-7"))
+    _, verdict = next((lock, v) for lock, v in pairs if lock.holder.pid is None)
+    assert verdict.state is State.STALE
+    assert verdict.codes == ("prepared_too_long", "blocking", "prepared_transaction")
+    message = verdict.reasons[2].message
+    assert "COMMIT PREPARED 'it''s-7'" in message and "ROLLBACK PREPARED 'it''s-7'" in message
+    assert "in database app" in message
+
+
+# ------------------------------------------------------------------ what an action would do
+
+
+def plan_for(kind: str, rows: list[dict[str, Any]], pid: int, **kw: Any) -> Any:
+    from lockwatch.actions.plan import Kind, plan
+
+    pairs = judged(rows, **kw)
+    lock, verdict = next((lock, v) for lock, v in pairs if lock.holder.pid == pid and lock.pg
+                         and lock.pg.granted)  # fmt: skip
+    return plan(Kind(kind), lock, verdict, peers=[lock for lock, _ in pairs])
+
+
+def test_terminating_counts_every_lock_the_backend_holds_and_who_proceeds() -> None:
+    rows = [
+        row(pid=100, held_kinds="advisory=3,relation=2,virtualxid=1"),
+        # 200 waits on 100 alone; 300 is queued behind 200 for the same key.
+        row(pid=200, granted=False, blocked_by=[100], wait_age=3.0),
+        row(pid=300, granted=False, blocked_by=[100, 200], wait_age=2.0),
+    ]
+    effect = plan_for("break", rows, 100).effect
+    assert "releases all 6 locks it holds (3 advisory, 2 relation, 1 virtualxid)" in effect
+    assert "waiter 200 proceeds" in effect
+    assert "300 still waits (on pid 200)" in effect
+
+
+def test_breaking_on_inferred_staleness_needs_the_typed_name() -> None:
+    rows = [row(state="idle in transaction", state_age=600.0)]
+    the_plan = plan_for("break", rows, 100)
+    assert the_plan.verdict.state is State.STALE
+    assert the_plan.needs_name and the_plan.why_name is not None
+    assert "inference" in the_plan.why_name
+    steal = plan_for("steal", [row(state="idle", state_age=600.0)], 100)
+    assert steal.refusal is None and steal.needs_name
+
+
+def test_breaking_a_lock_whose_client_is_gone_needs_no_name() -> None:
+    gone = PgClient(pid=None, alive=False)
+    the_plan = plan_for("break", [row(client="127.0.0.1", state="active")], 100,
+                        clients={100: gone})  # fmt: skip
+    assert the_plan.verdict.codes == ("client_dead",)
+    assert not the_plan.needs_name and the_plan.refusal is None
+
+
+def test_a_steal_with_a_queued_waiter_is_refused_before_anything() -> None:
+    gone = PgClient(pid=None, alive=False)
+    rows = [row(pid=100, client="127.0.0.1"), row(pid=200, granted=False, blocked_by=[100])]
+    the_plan = plan_for("steal", rows, 100, clients={100: gone})
+    assert the_plan.verdict.state is State.STALE
+    assert the_plan.refusal is not None and the_plan.refusal[0] == "has_waiters"
+    assert "pid 200" in the_plan.refusal[1] and "break" in the_plan.refusal[1].lower()
+
+
+def test_a_prepared_transactions_refusal_names_both_commands() -> None:
+    from lockwatch.actions.plan import Kind, plan
+
+    pairs = judged(prepared_rows(61.0))
+    lock, verdict = next((lock, v) for lock, v in pairs if lock.holder.pid is None)
+    the_plan = plan(Kind.BREAK, lock, verdict)
+    assert the_plan.refusal is not None
+    code, message = the_plan.refusal
+    assert code == "prepared_transaction"
+    assert "COMMIT PREPARED 'batch-7'" in message and "ROLLBACK PREPARED 'batch-7'" in message
+    assert "database app" in message and "billing" in message

@@ -20,7 +20,7 @@ import asyncio
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from textual.pilot import Pilot
 
@@ -519,7 +519,13 @@ def _pg_lock(
     blocking: tuple[int, ...] = (),
     blocking_here: tuple[int, ...] = (),
 ) -> Lock:
-    """A pg_locks record as lockwatch.sources.postgres.records.to_locks builds it."""
+    """A pg_locks record as lockwatch.sources.postgres.records.to_locks builds it: no
+    grant time, only bounds (held at least since its session went idle, or since the
+    poll at NOW; no older than its transaction, or its session for an advisory lock)."""
+    idle = backend.state in ("idle", "idle in transaction") and backend.state_since is not None
+    level: Literal["session", "transaction"] | None = (
+        "transaction" if locktype != "advisory" else "session" if backend.state == "idle" else None
+    )
     pg = PgLock(
         server=PG_SERVER,
         locktype=locktype,
@@ -532,6 +538,11 @@ def _pg_lock(
         blocked_by=blocked_by,
         blocking=blocking,
         blocking_here=blocking_here,
+        known_held_at=(backend.state_since if idle else NOW) if granted else None,
+        acquired_after=(backend.xact_start if level == "transaction" else backend.backend_start)
+        if granted
+        else None,
+        level=level if granted else None,
     )
     holder = Holder(
         pid=backend.pid,
@@ -548,7 +559,7 @@ def _pg_lock(
         name=name,
         path=None,
         holder=holder,
-        acquired_at=wait_start or backend.xact_start or backend.state_since,
+        acquired_at=wait_start,
         policy=StalenessPolicy(idle_after=DEFAULT_IDLE_AFTER),
         content={"locktype": locktype, "mode": mode, "granted": granted, "pid": backend.pid},
         pg=pg,
@@ -580,6 +591,7 @@ def _backend(
         state_since=ago(state_for),
         wait_event_type="Lock" if waiting else None,
         wait_event=("transactionid" if waiting else None),
+        backend_start=ago((xact_for or state_for) + 3 * 3600),
     )
 
 

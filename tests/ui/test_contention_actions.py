@@ -45,9 +45,15 @@ async def test_b_on_the_root_blocker_in_the_contention_view(tmp_path: Path) -> N
         assert isinstance(screen, ConfirmScreen)
         assert screen._title == f"Break {lock.name}?"
         assert any("pg_terminate_backend" in value for _, value in screen._lines)
-        # Then the reason, enter (to the action's button) and enter: 4 keys in all.
+        # Then the reason and enter, which goes to the action's button: 4 keys in
+        # all (tab, b, enter, enter) plus the reason, and the session's name where
+        # its staleness is only inferred (a client on another host).
         await pilot.press(*"root blocker of the billing chain", "enter")
         await pilot.pause()
+        if screen._must_type is not None:
+            assert app.focused is screen.query_one("#must-type")
+            await pilot.press(*screen._must_type, "enter")
+            await pilot.pause()
         assert app.focused is screen.query_one("#confirm")
 
 

@@ -223,6 +223,6 @@ def test_ids_are_parsed_in_one_place() -> None:
     )
     assert ids.pg_server(pg) == "monitor@db1:5432/app"
     assert ids.file_path(ids.file_id("/a/b.lock")) == "/a/b.lock"
-    assert ids.prefix("nonsense") is None and ids.prefix("redis:x") is None
+    assert ids.prefix("nonsense") is None and ids.prefix("zookeeper:x") is None
     assert ids.parse_kernel("kernel:1:2:3:FLOCK:0-EOF") is None  # no pid
     assert ids.parse_pg("pg:not-a-server") is None

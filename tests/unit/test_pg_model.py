@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lockwatch.model.pg import AdvisoryKey, AdvisoryNames, string_key
+from lockwatch.model.pg import AdvisoryKey, AdvisoryNames, string_key, string_key_int32
 
 INT8 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 INT4 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
@@ -74,3 +74,106 @@ def test_explicit_key_names_win_over_hashed_strings() -> None:
     key = string_key("billing")
     names = AdvisoryNames.build(keys={key: "explicit"}, strings=["billing"])
     assert names.name(AdvisoryKey("bigint", key=key)) == "explicit"
+
+
+def test_int32_string_key_matches_seed_003s_shipped_code() -> None:
+    # Its lock_key_from_string: BLAKE2b with a 4-byte digest, unpacked with ">i".
+    for name in ("", "agent-sync", "ünïcode", "x" * 500):
+        digest = hashlib.blake2b(name.encode("utf-8"), digest_size=4).digest()
+        assert string_key_int32(name) == struct.unpack(">i", digest)[0]
+        assert -(2**31) <= string_key_int32(name) < 2**31
+    # Not the first half of the 8-byte form: the digest size is part of the hash.
+    eight = hashlib.blake2b(b"agent-sync", digest_size=8).digest()
+    assert string_key_int32("agent-sync") != struct.unpack(">i", eight[:4])[0]
+
+
+def test_pair_keys_hashed_from_strings_are_named_under_their_namespace() -> None:
+    names = AdvisoryNames.build(namespaces={1: "agent"}, pair_strings={1: ["sync"], 2: ["ops"]})
+    assert names.name(AdvisoryKey("pair", key1=1, key2=string_key_int32("sync"))) == "agent:sync"
+    assert names.name(AdvisoryKey("pair", key1=2, key2=string_key_int32("ops"))) == "2:ops"
+    # The same hash under a namespace it was not configured for is just a number.
+    other = string_key_int32("sync")
+    assert names.name(AdvisoryKey("pair", key1=3, key2=other)) == f"3:{other}"
+    # And both forms side by side.
+    both = AdvisoryNames.build(strings=["sync"], pair_strings={1: ["sync"]})
+    assert both.name(AdvisoryKey("bigint", key=string_key("sync"))) == "sync"
+    assert both.name(AdvisoryKey("pair", key1=1, key2=string_key_int32("sync"))) == "1:sync"
+
+
+def test_config_reads_both_hash_forms_and_rejects_bad_ones() -> None:
+    from lockwatch.config import ConfigError
+    from lockwatch.sources.postgres.plugin import read_settings
+
+    settings = read_settings(
+        {"advisory": {"strings": ["billing"], "pair_strings": {"1": ["agent-sync"]}}}, "t.toml"
+    )
+    names = settings.advisory
+    assert names.name(AdvisoryKey("bigint", key=string_key("billing"))) == "billing"
+    key2 = string_key_int32("agent-sync")
+    assert names.name(AdvisoryKey("pair", key1=1, key2=key2)) == "1:agent-sync"
+    for bad in (
+        {"pair_strings": {"1": "agent-sync"}},  # not a list
+        {"pair_strings": {"1": [7]}},
+        {"pair_strings": {"x": ["a"]}},
+        {"pair_strings": {str(2**31): ["a"]}},  # a pair's keys are int4
+        {"pair_strings": ["a"]},
+    ):
+        with pytest.raises(ConfigError):
+            read_settings({"advisory": bad}, "t.toml")
+
+
+def test_held_bounds_and_cells() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from lockwatch.model.pg import PgBackend, PgLock, held_bounds, held_cell, held_text
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    pg = PgLock(
+        "s",
+        "advisory",
+        "ExclusiveLock",
+        True,
+        "app",
+        PgBackend(pid=1),
+        known_held_at=now - timedelta(seconds=192),
+        acquired_after=now - timedelta(hours=2),
+        level="session",
+    )
+    assert held_bounds(pg, now) == (192.0, 7200.0)
+    assert held_cell(pg, now) == "≥ 3m12s"
+    assert held_text(pg, now) == (
+        "at least 3m12s, at most 2h00m (since its session began); session-level"
+    )
+    # Jitter between the two clocks never makes the upper bound the smaller.
+    skewed = PgLock(
+        "s", "advisory", "ExclusiveLock", True, "app", PgBackend(pid=1),
+        known_held_at=now - timedelta(seconds=10), acquired_after=now - timedelta(seconds=9.8),
+    )  # fmt: skip
+    assert held_bounds(skewed, now) == (10.0, 10.0)
+
+
+@pytest.mark.parametrize(
+    ("least", "most", "cell", "words"),
+    [
+        # A lower bound rounds down, an upper one up: both stay true.
+        (1563.0, None, "≥ 26m", "at least 26m03s"),
+        (0.2, 11560.0, "≤ 3h13m", "at least 0.2s, at most 3h13m (since its session began)"),
+        (47225.0, None, "≥ 13h", "at least 13h07m"),
+        (5.0, 59.5, "≥ 5s", "at least 5s, at most 1m00s (since its session began)"),
+    ],
+)
+def test_bounds_in_seven_cells_stay_true(
+    least: float, most: float | None, cell: str, words: str
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from lockwatch.model.pg import PgBackend, PgLock, held_cell, held_text
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    pg = PgLock(
+        "s", "advisory", "ExclusiveLock", True, "app", PgBackend(pid=1),
+        known_held_at=now - timedelta(seconds=least),
+        acquired_after=None if most is None else now - timedelta(seconds=most),
+    )  # fmt: skip
+    assert held_cell(pg, now) == cell and len(cell) <= 7
+    assert held_text(pg, now) == words

@@ -1,18 +1,21 @@
-"""Lock directories, live: filesystem events through watchfiles, a full rescan
-every so often to reconcile anything the events missed, and a cheap check of
-holders' pids so a holder that dies shows without any file changing."""
+"""Lock directories, live: filesystem events through inotify (or polling, when
+inotify cannot be had: the header says why), a full rescan every so often to
+reconcile anything the events missed, and a cheap check of holders' pids so a
+holder that dies shows without any file changing."""
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import errno
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import psutil
-import watchfiles
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model import ids
@@ -23,28 +26,43 @@ from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import same_host
 from lockwatch.sources.feed import Differ, Emit
+from lockwatch.sources.files.changes import Change, Changes, pace
 from lockwatch.sources.files.evidence import Evidence, held_keys, kernel_table
+from lockwatch.sources.files.inotify import Inotify, Kernel, Watcher
+from lockwatch.sources.files.polling import Poller
 from lockwatch.sources.files.scanner import (
-    SKIP_DIRS,
     ScanResult,
     find_in,
     is_candidate,
     is_lock_dir,
     load,
     load_all,
-    never_a_lock,
     scan,
 )
 from lockwatch.sources.processes import PsutilProcesses
 
-# watchfiles batches events: it yields once nothing new came for STEP ms, and at
-# the latest after DEBOUNCE ms of a steady stream. Both well under the 250 ms in
-# which a change must be on screen.
+# Events are batched: handed over once nothing new came for STEP ms, and at the
+# latest after DEBOUNCE ms of a steady stream. Both well under the 250 ms in which
+# a change must be on screen.
 DEBOUNCE_MS = 120
 STEP_MS = 30
+# A file its writer has not closed yet is read once closed, or after HOLD ms (a
+# writer that keeps it open): never half-written, still within the quarter second.
+HOLD_MS = 100
 RESCAN_SECONDS = 30.0
 LIVENESS_SECONDS = 2.0
 POLLING_RESCAN_SECONDS = 2.0
+# Each root is looked at (one stat) this often: a root replaced, made, or whose
+# permissions came back is watched and read again within it.
+ROOT_CHECK_SECONDS = 0.5
+# While polling, a pass every POLL_SECONDS at most, and never more than these
+# shares of a core (the poller's passes, the rescans that back it up): a very large
+# tree is polled more slowly, not at a core's cost.
+POLL_SECONDS = 0.1
+POLL_SHARE = 0.25
+POLLING_RESCAN_SHARE = 0.08
+# Rescans asked for by the watcher (a root replaced, again and again) likewise.
+RESCAN_SHARE = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +86,10 @@ class FileFeed:
         settle_seconds: float | None = 1.0,
         polling_rescan_seconds: float = POLLING_RESCAN_SECONDS,
         kernel_evidence: bool = True,
+        hold_seconds: float = HOLD_MS / 1000,
+        root_check_seconds: float = ROOT_CHECK_SECONDS,
+        poll_seconds: float = POLL_SECONDS,
+        inotify: Callable[[], Kernel] = Inotify,
     ) -> None:
         self.name = "files"
         self.roots = [os.path.abspath(root) for root in roots]
@@ -77,16 +99,22 @@ class FileFeed:
         self.rescan_seconds = rescan_seconds
         self.liveness_seconds = liveness_seconds
         self._force_polling = force_polling
-        self._polling = bool(force_polling)
+        # Why the trees are polled rather than watched (the header says it), or None.
+        self._polling: str | None = "forced" if force_polling else None
         self.settle_seconds = settle_seconds
         self.polling_rescan_seconds = polling_rescan_seconds
+        self.hold_seconds = hold_seconds
+        self.root_check_seconds = root_check_seconds
+        self.poll_seconds = poll_seconds
+        self._inotify = inotify
+        self._watcher: Watcher | None = None
+        self.poller: Poller | None = None
         self._differ = Differ()
         self._turn = asyncio.Lock()  # one collection at a time touches the differ
-        self._watched: frozenset[str] = frozenset()
-        self._restart = asyncio.Event()
-        self._fell_back = asyncio.Event()
+        self._armed = asyncio.Event()  # events flow (or polling began)
+        self._rescan_soon = asyncio.Event()
+        self._rescan_cost = 0.0
         self._files: set[str] = set()  # roots that are files, not directories
-        self._watch_problem: str | None = None
         self._root_errors: dict[str, ScanError] = {}
         # Locks as decoded from their files, before the kernel's word was added:
         # what that word is added to again when it changes.
@@ -99,87 +127,137 @@ class FileFeed:
     # -- the loops ---------------------------------------------------------------
 
     async def run(self, emit: Emit) -> None:
-        await self.rescan(emit)
-        # One task group: if one loop fails, the others stop with it.
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._watch(emit))
-            group.create_task(self._rescan_loop(emit))
-            group.create_task(self._liveness_loop(emit))
+        ready = asyncio.Event()
+        # Made before the first scan: it takes the roots' measure now, so a root
+        # replaced or made unreadable from here on is one it sees change.
+        watcher = None if self._force_polling else self._new_watcher(ready)
+        try:
+            await self.rescan(emit)
+            # One task group: if one loop fails, the others stop with it.
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._watch(emit, watcher, ready))
+                group.create_task(self._rescan_loop(emit))
+                group.create_task(self._liveness_loop(emit))
+        finally:
+            if isinstance(watcher, Watcher):
+                watcher.close()
 
     async def close(self) -> None:
-        self._restart.set()
+        if self._watcher is not None:
+            self._watcher.close()
+
+    @property
+    def watching(self) -> Watcher | None:
+        """The inotify watcher, while events flow (None while polling)."""
+        return self._watcher
 
     async def rescan(self, emit: Emit) -> None:
         """Read everything again; what the events missed is put right here."""
         async with self._turn:
             now = self.clock.now()
+            started = time.monotonic()
+            watcher = self._watcher
+            mark = None if watcher is None else watcher.mark()
             # Diffed in the thread too: comparing 10,000 entries is not the UI's work.
-            collected, (upserts, removed) = await asyncio.to_thread(self._scan_all)
+            collected, (upserts, removed) = await asyncio.to_thread(self._scan_all, watcher, mark)
+            self._rescan_cost = time.monotonic() - started
+            self._existing_roots()
             self._root_errors = {e.path: e for e in collected.errors if e.path in self.roots}
             emit(self._change(now, upserts, removed, collected.errors, all_errors=True))
-        if frozenset(self._existing_roots()) != self._watched:
-            self._restart.set()
 
     async def _rescan_loop(self, emit: Emit) -> None:
-        # Once soon after start: a lock written between the first scan and the
-        # watcher being in place would otherwise wait for the next full rescan.
+        # Once soon after start, and once the watches are in place: a lock written
+        # between the first scan and then would otherwise wait for the next rescan.
         if self.settle_seconds is not None:
             await asyncio.sleep(self.settle_seconds)
-            await self.rescan(emit)
-        while True:
-            # watchfiles' poller sees mtimes in whole seconds and misses a rewrite
-            # within the same second: while polling, rescans make up for it.
-            every = self.rescan_seconds
-            if self._polling:
-                every = min(every, self.polling_rescan_seconds)
-            # The watcher failing wakes this loop: rescans take over at once.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._fell_back.wait(), timeout=every)
-            self._fell_back.clear()
+                await asyncio.wait_for(self._armed.wait(), timeout=self.rescan_seconds)
+            await self.rescan(emit)
+        loop = asyncio.get_running_loop()
+        while True:
+            finished = loop.time()
+            # Polling stat()s lock files: a rewrite within the kernel's timestamp
+            # granularity, same size, same inode, is put right by these rescans.
+            every = self.rescan_seconds
+            share = RESCAN_SHARE
+            if self._polling is not None:
+                every = min(every, self.polling_rescan_seconds)
+                share = POLLING_RESCAN_SHARE
+            gap = pace(self._rescan_cost, 0.0, share)
+            # The watcher asking (a root replaced, events lost), or the fall back to
+            # polling, wakes this loop: but never sooner than the gap a rescan costs.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rescan_soon.wait(), timeout=max(every, gap))
+            await asyncio.sleep(max(0.0, finished + gap - loop.time()))
+            self._rescan_soon.clear()
             await self.rescan(emit)
 
-    async def _watch(self, emit: Emit) -> None:
-        polling = self._force_polling
-        while True:
-            roots = self._existing_roots()
-            self._watched = frozenset(roots)
-            self._restart.clear()
-            if not roots:
-                await self._restart.wait()
-                continue
-            # A file named as a root is watched through its directory: an atomic
-            # replace gives it a new inode, which a watch on the file would lose.
-            targets = sorted(
-                {root if os.path.isdir(root) else os.path.dirname(root) for root in roots}
-            )
-            try:
-                async for changes in watchfiles.awatch(
-                    *targets,
-                    watch_filter=_wanted,
-                    debounce=DEBOUNCE_MS,
-                    step=STEP_MS,
-                    stop_event=self._restart,
-                    force_polling=polling,
-                    poll_delay_ms=100,
-                    ignore_permission_denied=True,
-                ):
-                    self._watch_problem = None
-                    await self._changed(changes, emit)
-            except Exception as exc:  # noqa: BLE001 - watchfiles fails in many ways
-                # inotify limits run out on big trees: polling still works.
-                # (inotify limits run out on big trees; a file name that is not
-                # UTF-8 stops watchfiles' watcher altogether.) Rescans go on.
-                self._watch_problem = f"cannot watch for events ({exc}); polling instead"
-                if polling:
-                    self._watch_problem = f"cannot watch ({exc}); rescanning every" + (
-                        f" {self.rescan_seconds:g} s"
-                    )
-                    await self._restart.wait()
-                polling = True
-                self._polling = True
-                self._fell_back.set()
+    def _new_watcher(self, ready: asyncio.Event) -> Watcher | Exception:
+        loop = asyncio.get_running_loop()
 
-    async def _changed(self, changes: set[tuple[watchfiles.Change, str]], emit: Emit) -> None:
+        def notify() -> None:  # from the watcher's thread
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to tell
+                loop.call_soon_threadsafe(ready.set)
+
+        try:
+            return Watcher(
+                self.roots,
+                notify,
+                kernel=self._inotify,
+                step_seconds=STEP_MS / 1000,
+                debounce_seconds=DEBOUNCE_MS / 1000,
+                hold_seconds=self.hold_seconds,
+                root_check_seconds=self.root_check_seconds,
+            )
+        except Exception as exc:  # noqa: BLE001 - no inotify to be had (out of instances, say)
+            return exc
+
+    async def _watch(
+        self, emit: Emit, watcher: Watcher | Exception | None, ready: asyncio.Event
+    ) -> None:
+        if watcher is None:
+            await self._poll(emit, "forced")
+            return
+        if isinstance(watcher, Exception):
+            await self._poll(emit, polling_reason(watcher))
+            return
+        self._watcher = watcher
+        watcher.start()
+        try:
+            while not watcher.stopped:
+                await ready.wait()
+                ready.clear()
+                if watcher.armed:
+                    self._armed.set()
+                batch = watcher.take()
+                if batch.rescan:
+                    self._rescan_soon.set()
+                if batch.changes:
+                    await self._changed(batch.changes, emit)
+        finally:
+            watcher.close()
+            self._watcher = None
+        if watcher.failure is None:
+            return  # closed
+        # Out of watches (a big tree): polling still works. Rescans go on.
+        await self._poll(emit, polling_reason(watcher.failure))
+
+    async def _poll(self, emit: Emit, why: str) -> None:
+        """Our own scanner's walk, over and over, paced by what a pass costs."""
+        fell_back = self._polling is None
+        self._polling = why
+        self._armed.set()
+        if fell_back:
+            self._rescan_soon.set()  # at once: what the watcher missed, and the header
+        self.poller = poller = Poller(self.roots)
+        while True:
+            started = time.monotonic()
+            changes = await asyncio.to_thread(poller.changes)
+            if changes:
+                await self._changed(changes, emit)
+            await asyncio.sleep(pace(time.monotonic() - started, self.poll_seconds, POLL_SHARE))
+
+    async def _changed(self, changes: Changes, emit: Emit) -> None:
         async with self._turn:
             now = self.clock.now()
             known = list(self._differ.entries)
@@ -242,20 +320,33 @@ class FileFeed:
 
     # -- work done in threads ------------------------------------------------------
 
-    def _scan_all(self) -> tuple[_Collected, tuple[list[Entry], list[str]]]:
-        collected = self._judged(scan(self.roots), [])
-        return collected, self._differ.full(collected.entries)
+    def _scan_all(
+        self, watcher: Watcher | None = None, mark: int | None = None
+    ) -> tuple[_Collected, tuple[list[Entry], list[str]]]:
+        try:
+            result = scan(self.roots)
+        finally:
+            busy = None if watcher is None or mark is None else watcher.busy_since(mark)
+        kept: list[Entry] = []
+        if busy:
+            # Written while this scan read, or not closed by its writer yet: what the
+            # scan read may be half of it. The watcher hands these over next; till
+            # then what was shown stays.
+            busy |= {os.path.dirname(p) for p in busy if is_lock_dir(_parent_name(p))}
+            result.locks = [lock for lock in result.locks if lock.path not in busy]
+            kept = [e for e in self._differ.entries.values() if e.lock.path in busy]
+        collected = self._judged(result, [])
+        return collected, self._differ.full([*collected.entries, *kept])
 
-    def _collect_changes(
-        self, changes: set[tuple[watchfiles.Change, str]], known: list[str]
-    ) -> _Collected:
+    def _collect_changes(self, changes: Changes, known: list[str]) -> _Collected:
         result = ScanResult()
         gone: list[str] = []
         named = set(self.roots)
         dirs: list[str] = []
         dir_roots = [root.rstrip("/") + "/" for root in self.roots if root not in self._files]
+        known = sorted(known)
         seen: set[str] = set()
-        for change, changed in sorted(changes, key=lambda c: c[1]):
+        for changed in sorted(changes):
             if changed not in named and not any(changed.startswith(d) for d in dir_roots):
                 continue  # beside a file root, in a directory nobody asked about
             parent = os.path.dirname(changed)
@@ -273,16 +364,21 @@ class FileFeed:
                     result.errors.append(loaded)
                 else:
                     result.locks.append(loaded)
-            elif change is watchfiles.Change.deleted:
-                # A directory went (or was renamed away): every lock under it went too.
-                prefix = ids.file_prefix(path)
-                gone.extend(lock_id for lock_id in known if lock_id.startswith(prefix))
-            elif change is watchfiles.Change.added and os.path.isdir(path):
+            elif os.path.isdir(path) and not os.path.islink(path):
+                # New, moved in, readable again, or removed and made again: what is
+                # under it now is what counts.
                 dirs.append(path)
+            elif Change.DELETED in changes[changed]:
+                # A directory went (or was renamed away): every lock under it went too.
+                gone.extend(_under(known, ids.file_prefix(path)))
         if dirs:
             found, errors = find_in(dirs)
             result.errors.extend(errors)
             load_all(found, result)
+            present = {ids.file_id(candidate.path) for candidate in found}
+            for directory in dirs:
+                under = _under(known, ids.file_prefix(directory))
+                gone.extend(lock_id for lock_id in under if lock_id not in present)
         return self._judged(result, gone)
 
     def _judged(self, result: ScanResult, gone: list[str]) -> _Collected:
@@ -369,9 +465,12 @@ class FileFeed:
                 out.append(SourceStatus("file", root, "error", reason=error.message))
             elif not os.path.exists(root):
                 out.append(SourceStatus("file", root, "error", reason="does not exist"))
+            elif self._polling is not None:
+                out.append(
+                    SourceStatus("file", root, "polling", reason=self._polling, updated_at=at)
+                )
             else:
-                problem = self._watch_problem
-                out.append(SourceStatus("file", root, "watching", reason=problem, updated_at=at))
+                out.append(SourceStatus("file", root, "watching", updated_at=at))
         return tuple(out)
 
 
@@ -404,9 +503,46 @@ def _maybe_lock(path: str) -> bool:
     return any(is_candidate(path, kind) for kind in ("file", "symlink", "dir"))
 
 
-def _wanted(change: watchfiles.Change, path: str) -> bool:
-    name = os.path.basename(path)
-    if never_a_lock(name) or name in SKIP_DIRS:
-        return False
-    parts = path.split(os.sep)
-    return not any(part in SKIP_DIRS for part in parts)
+def _parent_name(path: str) -> str:
+    return os.path.basename(os.path.dirname(path))
+
+
+def _under(known: list[str], prefix: str) -> list[str]:
+    """The ids in sorted `known` that start with `prefix`."""
+    start = bisect.bisect_left(known, prefix)
+    end = start
+    while end < len(known) and known[end].startswith(prefix):
+        end += 1
+    return known[start:end]
+
+
+def polling_reason(exc: BaseException) -> str:
+    """Why the trees are polled, for the header: `polling (<this>)`."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code == errno.ENOSPC:
+        return "out of inotify watches"
+    if code == errno.EMFILE:
+        return "out of inotify instances"
+    if code == errno.ENOSYS:
+        return "no inotify on this system"
+    return f"cannot watch: {failure_cause(exc)}"
+
+
+def failure_cause(exc: BaseException) -> str:
+    """What went wrong, in words. Failures may arrive wrapped in exception groups
+    ("unhandled errors in a TaskGroup (1 sub-exception)", which named no cause):
+    the exceptions inside are the cause, named with their type."""
+    leaves: list[BaseException] = []
+    pending = [exc]
+    while pending and len(leaves) < 3:
+        current = pending.pop(0)
+        if isinstance(current, BaseExceptionGroup):
+            pending[:0] = current.exceptions
+        else:
+            leaves.append(current)
+    if not leaves:
+        return type(exc).__name__
+    words = [
+        f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__ for leaf in leaves
+    ]
+    return "; ".join(dict.fromkeys(words))

@@ -36,24 +36,28 @@ def same_but_for_wobble(old: Entry, new: Entry) -> bool:
     if not (
         _close(ol.acquired_at, nl.acquired_at)
         and _close(op.wait_start, np_.wait_start)
-        and _close(ob.xact_start, nb.xact_start)
-        and _close(ob.query_start, nb.query_start)
-        and _close(ob.state_since, nb.state_since)
+        and _close(op.known_held_at, np_.known_held_at)
+        and _close(op.acquired_after, np_.acquired_after)
+        and all(_close(getattr(ob, t), getattr(nb, t)) for t in _BACKEND_TIMES)
         and _close(ov.next_change_at, nv.next_change_at)
         and ov.state is nv.state
         and ov.codes == nv.codes
         and ov.alive == nv.alive
     ):
         return False
-    backend = (
-        ob
-        if ob is nb
-        else replace(
-            nb, xact_start=ob.xact_start, query_start=ob.query_start, state_since=ob.state_since
-        )
+    backend = ob if ob is nb else replace(nb, **{t: getattr(ob, t) for t in _BACKEND_TIMES})
+    pg = replace(
+        np_,
+        backend=backend,
+        wait_start=op.wait_start,
+        known_held_at=op.known_held_at,
+        acquired_after=op.acquired_after,
     )
-    pg = replace(np_, backend=backend, wait_start=op.wait_start)
     return replace(nl, pg=pg, acquired_at=ol.acquired_at) == ol
+
+
+# A session's times, each derived from an age the server gave.
+_BACKEND_TIMES = ("xact_start", "query_start", "state_since", "backend_start", "prepared_at")
 
 
 class PgFeed:
@@ -94,5 +98,7 @@ class PgFeed:
     def _judge(self, snapshot: PgSnapshot) -> tuple[list[Entry], list[str]]:
         # A session's liveness is the server's word, not this host's process table.
         entries = judge(snapshot.locks, StaticProcesses(), snapshot.polled_at, self.host)
+        # What this poll saw held, for the next polls' bounds.
+        self.source.remember(snapshot)
         # Diffed here, in the worker thread: the event loop only applies what changed.
         return self._differ.full(entries)

@@ -7,18 +7,24 @@ Config tables it owns:
     dsn = ["postgresql://monitor@db1/app"]   # a string or a list
     idle_after = 60        # seconds idle (in a transaction) before holders are stale
     all = false            # true: every pg_locks row, not only the interesting ones
+    password_file = "~/.config/lockwatch/pg.password"  # for DSNs without a password:
+                           # its first line (mode 0600); libpq's PGPASSWORD and
+                           # PGPASSFILE (~/.pgpass) work as ever
 
     [advisory.namespaces]  # pg_advisory_lock(int4, int4): name the first int
     1 = "agent"
     [advisory.keys]        # pg_advisory_lock(bigint): name single keys
     "8121971372" = "nightly-reindex"
     [advisory]
-    strings = ["billing-sync"]  # keys hashed from strings (BLAKE2b-8, as seed 003 does)
+    strings = ["billing-sync"]  # bigint keys hashed from strings (BLAKE2b, 8 bytes)
+    [advisory.pair_strings]     # pair keys (namespace, int32 hashed from a string:
+    1 = ["agent-sync"]          #   BLAKE2b, 4 bytes, big-endian)
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lockwatch.model import ids
-from lockwatch.model.pg import DEFAULT_IDLE_AFTER, AdvisoryKey, AdvisoryNames, PgBackend, PgLock
+from lockwatch.model.pg import (
+    DEFAULT_IDLE_AFTER,
+    AdvisoryKey,
+    AdvisoryNames,
+    PgBackend,
+    PgClient,
+    PgLock,
+)
 from lockwatch.sources.contract import (
     Collected,
     Decorator,
@@ -52,6 +65,7 @@ class PgSettings:
     idle_after: float = DEFAULT_IDLE_AFTER
     all_rows: bool = False
     advisory: AdvisoryNames = field(default_factory=lambda: AdvisoryNames.build())
+    password_file: str | None = None
 
 
 DEFAULTS = PgSettings()
@@ -77,6 +91,14 @@ def _int_key(text: str, where: str) -> int:
         raise _error(f"{where}: {text!r} is not an integer key") from None
 
 
+def _int32_key(text: str, where: str) -> int:
+    """A pair's first key: an int4."""
+    key = _int_key(text, where)
+    if not -(2**31) <= key < 2**31:
+        raise _error(f"{where}: {text!r} is not a 32-bit key (the pair form's keys are int4)")
+    return key
+
+
 def read_settings(data: Mapping[str, Any], where: str) -> PgSettings:
     postgres = _table(data, "postgres", where)
     dsn = postgres.get("dsn", [])
@@ -94,6 +116,9 @@ def read_settings(data: Mapping[str, Any], where: str) -> PgSettings:
     pg_all = postgres.get("all", False)
     if not isinstance(pg_all, bool):
         raise _error(f"{where}: postgres.all must be true or false")
+    password_file = postgres.get("password_file")
+    if password_file is not None and (not isinstance(password_file, str) or not password_file):
+        raise _error(f"{where}: postgres.password_file must be a path")
 
     advisory = _table(data, "advisory", where)
     namespaces = _table(advisory, "namespaces", f"{where}: advisory")
@@ -101,15 +126,26 @@ def read_settings(data: Mapping[str, Any], where: str) -> PgSettings:
     strings = advisory.get("strings", [])
     if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
         raise _error(f"{where}: advisory.strings must be a list of strings")
+    pair_strings = _table(advisory, "pair_strings", f"{where}: advisory")
+    for texts in pair_strings.values():
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise _error(f"{where}: advisory.pair_strings maps a first key to a list of strings")
     for table in (namespaces, keys):
         if not all(isinstance(v, str) for v in table.values()):
             raise _error(f"{where}: advisory names must be strings")
     names = AdvisoryNames.build(
-        namespaces={_int_key(k, where): v for k, v in namespaces.items()},
+        namespaces={_int32_key(k, where): v for k, v in namespaces.items()},
         keys={_int_key(k, where): v for k, v in keys.items()},
         strings=strings,
+        pair_strings={_int32_key(k, where): v for k, v in pair_strings.items()},
     )
-    return PgSettings(tuple(dsns), float(idle_after), pg_all, names)
+    return PgSettings(
+        tuple(dsns),
+        float(idle_after),
+        pg_all,
+        names,
+        os.path.expanduser(password_file) if password_file else None,
+    )
 
 
 class PostgresSource:
@@ -119,7 +155,7 @@ class PostgresSource:
     summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
     config_tables: tuple[str, ...] = ("postgres", "advisory")
     actions = frozenset({"break", "steal", "release", "cancel"})
-    record_types: tuple[type, ...] = (AdvisoryKey, PgBackend, PgLock)
+    record_types: tuple[type, ...] = (AdvisoryKey, PgBackend, PgClient, PgLock)
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -152,13 +188,11 @@ class PostgresSource:
         return read_settings(tables, where)
 
     def select(self, wanted: Wanted) -> Selected | None:
-        from lockwatch.sources.postgres.dsn import resolve_dsns
-
         settings: PgSettings = wanted.settings(self.name) or DEFAULTS
         idle_after = wanted.values.get("pg_idle_after")
         if idle_after is not None and not math.isfinite(idle_after):
             raise SourceError("--pg-idle-after: must be a finite number of seconds")
-        dsns = resolve_dsns(wanted.values.get("pg_dsns") or (), settings.dsns, wanted.environ)
+        dsns = _resolve(wanted, settings)
         if not dsns:
             return None
         return SelectedServers(
@@ -173,11 +207,23 @@ class PostgresSource:
         )
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
-        from lockwatch.sources.postgres.dsn import resolve_dsns
-
         settings: PgSettings = wanted.settings(self.name) or DEFAULTS
-        dsns = resolve_dsns(wanted.values.get("pg_dsns") or (), settings.dsns, wanted.environ)
+        dsns = _resolve(wanted, settings)
         return find_pg(target, dsns, settings, host)
+
+
+def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:
+    from lockwatch.sources.postgres.dsn import PasswordFileError, resolve_dsns
+
+    try:
+        return resolve_dsns(
+            wanted.values.get("pg_dsns") or (),
+            settings.dsns,
+            wanted.environ,
+            password_file=settings.password_file,
+        )
+    except PasswordFileError as exc:
+        raise SourceError(str(exc)) from exc
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,18 @@ from __future__ import annotations
 
 _SESSIONS = """
 SELECT a.pid, a.datname, a.usename, a.application_name,
+       -- client_port is -1 for a unix socket, NULL when hidden from our role.
        COALESCE(host(a.client_addr), CASE WHEN a.backend_type = 'client backend'
+                                           AND a.client_port = -1
                                           THEN 'local' END) AS client,
+       a.client_port,
        a.backend_type, a.state, a.wait_event_type, a.wait_event, a.query,
        EXTRACT(epoch FROM now() - a.xact_start)::float8 AS xact_age,
        EXTRACT(epoch FROM now() - a.query_start)::float8 AS query_age,
-       EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age
+       EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age,
+       EXTRACT(epoch FROM now() - a.backend_start)::float8 AS backend_age,
+       -- The server's own time, only to tell one session from a later one with its pid.
+       a.backend_start AS backend_started
 FROM pg_catalog.pg_stat_activity AS a
 WHERE a.pid <> pg_catalog.pg_backend_pid();
 """
@@ -39,7 +45,8 @@ waiting AS (
 prepared AS (
     -- A prepared transaction's locks keep the vxid of the session that prepared it
     -- (or -1/<xid> after a restart); its own xid lock ties that vxid to its gid.
-    SELECT x.virtualtransaction, p.gid
+    SELECT x.virtualtransaction, p.gid, p.owner,
+           EXTRACT(epoch FROM now() - p.prepared)::float8 AS prepared_age
     FROM locks AS x
     JOIN pg_catalog.pg_prepared_xacts AS p
       ON x.locktype = 'transactionid' AND x.transactionid = p.transaction
@@ -47,6 +54,13 @@ prepared AS (
 ),
 blockers AS (
     SELECT DISTINCT unnest(blocked_by) AS pid FROM waiting
+),
+held AS (
+    -- Every lock each session holds, by type: what terminating it releases.
+    SELECT pid, string_agg(locktype || '=' || n, ',' ORDER BY locktype) AS kinds
+    FROM (SELECT pid, locktype, count(*) AS n FROM locks
+          WHERE granted AND pid IS NOT NULL GROUP BY pid, locktype) AS c
+    GROUP BY pid
 )
 """
 
@@ -61,12 +75,13 @@ SELECT l.locktype, l.mode, l.granted, l.pid, l.virtualtransaction,
        CASE WHEN l.locktype = 'object' AND l.database IN (0, me.oid)
             THEN pg_catalog.pg_describe_object(l.classid, l.objid, l.objsubid) END AS object_name,
        {wait_age} AS wait_age,
-       p.gid AS prepared_gid,
-       w.blocked_by
+       p.gid AS prepared_gid, p.owner AS prepared_owner, p.prepared_age,
+       w.blocked_by, h.kinds AS held_kinds
 FROM locks AS l
 CROSS JOIN (SELECT oid FROM pg_catalog.pg_database
             WHERE datname = pg_catalog.current_database()) AS me
 LEFT JOIN waiting AS w ON w.pid = l.pid
+LEFT JOIN held AS h ON h.pid = l.pid
 LEFT JOIN pg_catalog.pg_database AS d ON d.oid = l.database
 -- Relation OIDs mean something only in the database they belong to (or 0: shared).
 LEFT JOIN pg_catalog.pg_class AS c ON c.oid = l.relation AND l.database IN (0, me.oid)

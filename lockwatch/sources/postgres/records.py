@@ -5,16 +5,68 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from lockwatch.model.ids import pg_id
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
-from lockwatch.model.pg import NO_NAMES, AdvisoryKey, AdvisoryNames, PgBackend, PgLock
+from lockwatch.model.pg import (
+    NO_NAMES,
+    AdvisoryKey,
+    AdvisoryNames,
+    PgBackend,
+    PgClient,
+    PgLock,
+)
+from lockwatch.model.text import scrub_secrets
 
 FORMAT = "pg_locks"
 QUERY_CHARS = 200
+# Times derived from the server's ages move by the round trip's jitter between
+# polls: a lock seen held before its transaction began by more than this
+# outlived an earlier transaction (it is session-level).
+JITTER = timedelta(milliseconds=500)
+_IDLE_STATES = ("idle", "idle in transaction", "idle in transaction (aborted)")
 
 Row = Mapping[str, Any]
+# One session's hold on one lock, across polls: pid, the session's start (the
+# server's own time: a later session may get the same pid), target, mode.
+SeenKey = tuple[int, Any, str, str]
+
+
+def holds_seen(locks: Sequence[Lock], sessions: Mapping[int, Row]) -> dict[SeenKey, datetime]:
+    """When each granted hold in `locks` was known to exist, under the key a source
+    remembers it by across polls (to_locks' `seen`)."""
+    seen: dict[SeenKey, datetime] = {}
+    for lock in locks:
+        pg = lock.pg
+        pid = pg.backend.pid if pg is not None else None
+        if pg is None or pid is None or not pg.granted or pg.known_held_at is None:
+            continue
+        started = sessions.get(pid, _NO_SESSION).get("backend_started")
+        seen[(pid, started, _target(lock.content), pg.mode)] = pg.known_held_at
+    return seen
+
+
+def held_since(row: Row, session: Row, polled_at: datetime) -> datetime:
+    """When this poll shows the hold existed: now, or when its session last went
+    idle (it has run nothing since, so it held the lock then already)."""
+    if session.get("state") in _IDLE_STATES and row["pid"] is not None:
+        idle_since = _ago(polled_at, session.get("state_age"))
+        if idle_since is not None:
+            return min(idle_since, polled_at)
+    return polled_at
+
+
+def held_counts(kinds: str | None) -> tuple[tuple[str, int], ...]:
+    """`advisory=80,virtualxid=1` (the query's held_kinds) as pairs."""
+    if not kinds:
+        return ()
+    counted: list[tuple[str, int]] = []
+    for part in kinds.split(","):
+        locktype, _, count = part.rpartition("=")
+        if locktype and count.isdigit():
+            counted.append((locktype, int(count)))
+    return tuple(counted)
 
 
 def _target(row: Row) -> str:
@@ -40,7 +92,8 @@ def _session_database(sessions: Mapping[int, Row], row: Row) -> str | None:
 def trim_query(query: str | None) -> str | None:
     if query is None:
         return None
-    one_line = " ".join(query.split())
+    # Scrubbed before it is cut: a password cut in half is no longer recognisable.
+    one_line = " ".join(scrub_secrets(query).split())
     return one_line if len(one_line) <= QUERY_CHARS else one_line[: QUERY_CHARS - 1] + "…"
 
 
@@ -88,13 +141,18 @@ def _session(
     holder_key: int | str,
     polled_at: datetime,
     waiters_of: Mapping[int | str, set[int]],
+    clients: Mapping[int, PgClient | None],
+    monitor_role: str | None,
 ) -> tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]:
     """What a lock row's holder is: its session (pg_stat_activity), if it has one."""
     gid = row["prepared_gid"]
     get = session.get
+    pid = row["pid"]
+    client_port = get("client_port")
     backend = PgBackend(
-        pid=row["pid"],
-        user=get("usename"),
+        pid=pid,
+        # A prepared transaction has no session: its owner is its user.
+        user=get("usename") if gid is None else row.get("prepared_owner"),
         application=get("application_name"),
         client=get("client"),
         state=get("state"),
@@ -106,6 +164,12 @@ def _session(
         wait_event_type=get("wait_event_type"),
         wait_event=get("wait_event"),
         prepared_gid=None if gid is None else str(gid),
+        backend_start=_ago(polled_at, get("backend_age")),
+        client_port=None if client_port is None else int(client_port),
+        client_process=clients.get(pid) if pid is not None else None,
+        held=held_counts(row.get("held_kinds")),
+        prepared_at=_ago(polled_at, row.get("prepared_age")) if gid is not None else None,
+        monitor_role=monitor_role,
     )
     holder = Holder(
         pid=row["pid"],
@@ -151,6 +215,33 @@ def index_waits(rows: Sequence[Row]) -> Waits:
     return Waits(dict(here), dict(of), dict(prepared))
 
 
+def _bounds(
+    row: Row, backend: PgBackend, first_seen: datetime
+) -> tuple[datetime | None, datetime | None, Literal["session", "transaction"] | None]:
+    """A granted lock's bounds: when it was certainly held already, when it was
+    acquired at the earliest, and whether it is session- or transaction-level.
+
+    PostgreSQL records no grant time. What is known: the hold existed at
+    `first_seen` (what lockwatch saw: `held_since`, kept across polls); a
+    transaction-level lock is no older than its transaction, a session-level one
+    no older than its session.
+    """
+    if backend.prepared_gid is not None or (row["pid"] is None):
+        return backend.prepared_at, None, "transaction"
+    known = first_seen
+    level: Literal["session", "transaction"] | None = None
+    if row["locktype"] != "advisory":
+        level = "transaction"  # every other lock a query takes ends with its transaction
+    elif backend.state == "idle":
+        level = "session"  # no transaction, and the lock is still held
+    elif backend.xact_start is not None and known < backend.xact_start - JITTER:
+        level = "session"  # held before this transaction began: it outlived another
+    after = backend.backend_start
+    if level == "transaction" and backend.xact_start is not None:
+        after = backend.xact_start
+    return known, after, level
+
+
 def to_locks(
     rows: Sequence[Row],
     sessions: Mapping[int, Row],
@@ -161,14 +252,26 @@ def to_locks(
     names: AdvisoryNames = NO_NAMES,
     all_rows: bool = False,
     waits: Waits | None = None,
+    seen: Mapping[SeenKey, datetime] | None = None,
+    clients: Mapping[int, PgClient | None] | None = None,
+    monitor_role: str | None = None,
 ) -> list[Lock]:
     """One Lock per row of interest, in the rows' order.
 
     Kept: waiting rows, advisory locks, and the rows of blockers that someone
     actually waits on (same lock target); with `all_rows`, everything. `sessions`
     are the poll's pg_stat_activity rows by pid. `waits` must come from all the
-    poll's rows when `rows` is only a slice of them.
+    poll's rows when `rows` is only a slice of them. `seen`: when the source first
+    saw each hold (earlier polls; `polled_at` for one it had not seen); `clients`:
+    the client processes found on this host, by backend pid.
     """
+    seen = seen or {}
+    clients = clients or {}
+    since_of: dict[int | str, datetime] = {}
+    bounds_of: dict[
+        tuple[int | str, bool, datetime],
+        tuple[datetime | None, datetime | None, Literal["session", "transaction"] | None],
+    ] = {}
     if waits is None:
         waits = index_waits(rows)
     waits_here, waiters_of, prepared_by_target = waits.here, waits.of, waits.prepared
@@ -189,21 +292,42 @@ def to_locks(
         if not (all_rows or not granted or locktype == "advisory" or here):
             continue
         session = built.get(holder_key)
+        activity = sessions.get(pid, _NO_SESSION) if pid is not None else _NO_SESSION
         if session is None:
-            activity = sessions.get(pid, _NO_SESSION) if pid is not None else _NO_SESSION
-            session = built[holder_key] = _session(row, activity, holder_key, polled_at, waiters_of)
+            session = built[holder_key] = _session(
+                row, activity, holder_key, polled_at, waiters_of, clients, monitor_role
+            )
         backend, holder, blocked_by, blocking = session
         key = None
         if locktype == "advisory" and row["classid"] is not None:
             key = AdvisoryKey.from_pg_locks(row["classid"], row["objid"], row["objsubid"])
-        wait_start = None
+        wait_start = acquired_at = known = after = None
+        level: Literal["session", "transaction"] | None = None
         if not granted:
             # Before PostgreSQL 14 there is no waitstart: the query's start bounds it.
             # waitstart is also NULL for a moment after a wait begins.
             wait_age = row["wait_age"]
-            if wait_age is None and pid is not None:
-                wait_age = sessions.get(pid, _NO_SESSION).get("query_age")
-            wait_start = _ago(polled_at, wait_age)
+            if wait_age is not None:
+                acquired_at = wait_start = _ago(polled_at, wait_age)
+            elif pid is not None:
+                wait_start = _ago(polled_at, activity.get("query_age"))
+        else:
+            # What this poll shows is the session's (its many locks share it); an
+            # earlier poll may have seen a hold before that.
+            first = since_of.get(holder_key)
+            if first is None:
+                first = since_of[holder_key] = held_since(row, activity, polled_at)
+            if seen and pid is not None:
+                earlier = seen.get((pid, activity.get("backend_started"), target, row["mode"]))
+                if earlier is not None and earlier < first:
+                    first = earlier
+            bounds_key = (holder_key, locktype == "advisory", first)
+            bounds = bounds_of.get(bounds_key)
+            if bounds is None:
+                bounds = bounds_of[bounds_key] = _bounds(row, backend, first)
+            known, after, level = bounds
+            # Only a prepared transaction's time is known exactly.
+            acquired_at = backend.prepared_at
         prepared = prepared_by_target.get(target, ()) if 0 in blocked_by else ()
         pg = PgLock(
             server=server,
@@ -219,6 +343,9 @@ def to_locks(
             blocking=blocking,
             blocking_here=here,
             blocked_by_prepared=tuple(prepared),
+            known_held_at=known,
+            acquired_after=after,
+            level=level,
         )
         state = "held" if granted else "wait"
         locks.append(
@@ -229,7 +356,7 @@ def to_locks(
                 name=_name(row, key, names),
                 path=None,
                 holder=holder,
-                acquired_at=wait_start or backend.xact_start or backend.state_since,
+                acquired_at=acquired_at,
                 policy=policy,
                 content=row,
                 pg=pg,

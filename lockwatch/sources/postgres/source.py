@@ -12,7 +12,7 @@ import contextlib
 import os
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -27,17 +27,23 @@ from lockwatch.model.pg import (
     INSUFFICIENT_PRIVILEGE,
     NO_NAMES,
     AdvisoryNames,
+    PgClient,
+    local_client,
 )
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.postgres.clients import Session, Sockets, find_clients, read_sockets
 from lockwatch.sources.postgres.dsn import display_name, problem, scrub
 from lockwatch.sources.postgres.query import lock_query
-from lockwatch.sources.postgres.records import Waits, index_waits, to_locks
+from lockwatch.sources.postgres.records import SeenKey, Waits, holds_seen, index_waits, to_locks
 
 APPLICATION_NAME = "lockwatch"
 PRIVILEGE_HINT = (
     "other sessions' queries are hidden: grant lockwatch's role pg_read_all_stats"
     " (pg_signal_backend to break locks)"
 )
+# Finds sessions' client processes on this host: (sessions, the server's port) ->
+# by backend pid, the client found (alive or gone), or None where it cannot be.
+ClientFinder = Callable[[Sequence[Session], "int | None"], "dict[int, PgClient | None]"]
 
 
 @dataclass
@@ -53,6 +59,11 @@ class PgSnapshot:
     idle_after: float
     names: AdvisoryNames
     all_rows: bool
+    # When the source first saw each hold (this poll's time for a new one).
+    seen: dict[SeenKey, datetime] = field(default_factory=dict)
+    # Sessions' client processes on this host, by backend pid.
+    clients: dict[int, PgClient | None] = field(default_factory=dict)
+    monitor_role: str | None = None
     _locks: list[Lock] | None = None
 
     def waits(self) -> Waits:
@@ -68,6 +79,9 @@ class PgSnapshot:
             names=self.names,
             all_rows=self.all_rows,
             waits=waits,
+            seen=self.seen,
+            clients=self.clients,
+            monitor_role=self.monitor_role,
         )
 
     @property
@@ -90,6 +104,7 @@ class PgSource:
         lock_timeout_ms: int = 500,
         connect_timeout_s: int = 5,
         query: str | None = None,
+        client_finder: ClientFinder | None = find_clients,
     ) -> None:
         self._dsn = dsn
         self.name = display_name(dsn)
@@ -101,14 +116,24 @@ class PgSource:
         self._lock_timeout_ms = lock_timeout_ms
         self._connect_timeout_s = connect_timeout_s
         self._query = query  # tests replace the poll to simulate a slow server
+        # None: never look for clients (as if every client were on another host).
+        self._client_finder = client_finder
         self._conn: psycopg.AsyncConnection[dict[str, object]] | None = None
+        self._server_port: int | None = None
+        # Whether the last poll had sessions with clients on the server's host: if
+        # so, this host's sockets are read while the next poll's query runs.
+        self._local_clients = True
+        # Kept across polls: when each hold was known to exist (see `remember`), and
+        # the client process each session had (so a client that is gone is still named).
+        self._seen: dict[SeenKey, datetime] = {}
+        self._known_clients: dict[tuple[int, Any], PgClient] = {}
         self.failures = 0
         self.retry_in = 0.0
         self.last: PgSnapshot | None = None
         self.status = SourceStatus("postgres", self.name, "connecting")
 
     async def _connect(self) -> psycopg.AsyncConnection[dict[str, object]]:
-        return await psycopg.AsyncConnection.connect(
+        conn = await psycopg.AsyncConnection.connect(
             self._dsn,
             autocommit=True,
             application_name=APPLICATION_NAME,
@@ -116,6 +141,13 @@ class PgSource:
             row_factory=dict_row,
             options=self._options(),
         )
+        # The port the server listens on, as it says: a session's connection to it
+        # is what client lookups find in this host's socket table.
+        self._server_port = None
+        with contextlib.suppress(psycopg.Error, ValueError, TypeError):
+            row = await (await conn.execute("SELECT current_setting('port') AS port")).fetchone()
+            self._server_port = int(str(row["port"])) if row else None
+        return conn
 
     def _options(self) -> str:
         """The session's settings, sent with the connection (no extra round trip),
@@ -140,6 +172,7 @@ class PgSource:
             self.status = SourceStatus("postgres", self.name, "error", reason=invalid)
             self.retry_in = 30.0  # the DSN will not mend itself: no busy retrying
             return None
+        ahead: asyncio.Future[Sockets] | None = None
         try:
             if self._conn is None or self._conn.closed:
                 self.status = SourceStatus(
@@ -148,10 +181,14 @@ class PgSource:
                 self._conn = await self._connect()
             conn = self._conn
             version = conn.info.server_version
+            if self._client_finder is find_clients and self._local_clients:
+                ahead = asyncio.ensure_future(asyncio.to_thread(read_sockets))
             cursor = await conn.execute(self._query or lock_query(version, self.all_rows))
             activity = await cursor.fetchall()
             rows = await cursor.fetchall() if cursor.nextset() else []
         except (psycopg.Error, OSError) as exc:
+            if ahead is not None:
+                ahead.cancel()
             await self._fail(exc)
             return None
         polled_at = self.clock.now()
@@ -159,6 +196,8 @@ class PgSource:
             activity, rows = [], []  # a test's stand-in query: nothing to read
         sessions: dict[int, dict[str, Any]] = {cast(int, s["pid"]): s for s in activity}
         self.failures = 0
+        sockets = await ahead if ahead is not None else None
+        clients = await self._clients(rows, sessions, sockets)
         self.last = PgSnapshot(
             self.name,
             polled_at,
@@ -168,6 +207,9 @@ class PgSource:
             self.idle_after,
             self.names,
             self.all_rows,
+            seen=self._seen,
+            clients=clients,
+            monitor_role=str(conn.info.user) if conn.info.user else None,
         )
         hidden = any(s["query"] == INSUFFICIENT_PRIVILEGE for s in activity)
         self.status = SourceStatus(
@@ -178,6 +220,49 @@ class PgSource:
             updated_at=polled_at,
         )
         return self.last
+
+    def remember(self, snapshot: PgSnapshot) -> None:
+        """Keep when each hold in `snapshot` was known to exist, for the next polls
+        (a live feed calls this; a one-shot listing has no next poll). Holds no
+        longer seen are forgotten: a lock taken again later is a new hold."""
+        self._seen = holds_seen(snapshot.locks, snapshot.sessions)
+
+    async def _clients(
+        self,
+        rows: list[dict[str, Any]],
+        sessions: dict[int, dict[str, Any]],
+        sockets: Sockets | None = None,
+    ) -> dict[int, PgClient | None]:
+        """The client processes of the sessions in `rows` whose client is on the
+        server's host, looked up in a worker thread (it reads /proc)."""
+        finder = self._client_finder
+        if finder is None:
+            return {}
+        wanted: list[Session] = []
+        for pid in {row["pid"] for row in rows if row["pid"] is not None}:
+            activity = sessions.get(pid)
+            if activity is not None and local_client(activity.get("client")):
+                wanted.append(Session(pid, activity.get("client"), activity.get("client_port")))
+        self._local_clients = bool(wanted)
+        if not wanted:
+            self._known_clients = {}
+            return {}
+        if sockets is not None and finder is find_clients:
+            found = await asyncio.to_thread(find_clients, wanted, self._server_port, ahead=sockets)
+        else:
+            found = await asyncio.to_thread(finder, wanted, self._server_port)
+        known: dict[tuple[int, Any], PgClient] = {}
+        for pid, client in found.items():
+            identity = (pid, sessions[pid].get("backend_started"))
+            if client is not None and client.pid is None and not client.alive:
+                # Its end is gone: name the process lockwatch saw there before, if any.
+                before = self._known_clients.get(identity)
+                if before is not None:
+                    client = found[pid] = replace(before, alive=False)
+            if client is not None and client.pid is not None:
+                known[identity] = client
+        self._known_clients = known
+        return found
 
     def _updated_at(self) -> datetime | None:
         return self.last.polled_at if self.last else None

@@ -1,0 +1,169 @@
+"""The audit log's key: an HMAC secret kept apart from the log.
+
+Whoever can write the log can edit a record and recompute its sha256 and the
+chain after it; without this key they cannot recompute the records' MACs. So
+the key lives elsewhere than the log (by default the user config directory, the
+log being in the user state directory), mode 0600, and is never written to the
+log: records carry only its id, a fingerprint that does not reveal it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# A key file holds at least this many bytes of secret (lockwatch writes 32, as hex).
+MIN_SECRET_BYTES = 16
+# Bounded: a key file is a line, never a log or a device to read forever.
+MAX_KEY_FILE_BYTES = 4096
+MAC_PREFIX = "hmac-sha256:"
+
+
+class AuditKeyError(Exception):
+    """The key cannot be read or made; the message says which file and why."""
+
+
+def default_key_path() -> Path:
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("lockwatch")) / "audit.key"
+
+
+def key_path(given: Path | None, configured: str | None) -> Path:
+    """The key in force: `--audit-key`, else the config's `actions.audit_key`, else
+    the user config directory's."""
+    if given is not None:
+        return given
+    return Path(configured) if configured else default_key_path()
+
+
+@dataclass(frozen=True)
+class AuditKey:
+    path: Path
+    secret: bytes = field(default=b"", repr=False)
+
+    @property
+    def id(self) -> str:
+        """What records name the key by: a fingerprint, not the secret."""
+        return hashlib.sha256(b"lockwatch-audit-key:" + self.secret).hexdigest()[:16]
+
+    def mac(self, data: bytes) -> str:
+        return MAC_PREFIX + hmac.new(self.secret, data, hashlib.sha256).hexdigest()
+
+    def check(self, data: bytes, mac: object) -> bool:
+        return isinstance(mac, str) and hmac.compare_digest(self.mac(data), mac)
+
+    @staticmethod
+    def load(path: Path) -> AuditKey:
+        """The key at `path`; AuditKeyError if it is missing, unreadable or too short."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise AuditKeyError(f"no audit key at {path}") from None
+        except OSError as exc:
+            why = "it is a symlink" if exc.errno == errno.ELOOP else exc.strerror
+            raise AuditKeyError(f"cannot read the audit key {path}: {why}") from exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise AuditKeyError(f"the audit key {path} is not a regular file")
+            if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+                os.fchmod(fd, 0o600)  # a key others can read is no key: close it again
+            data = os.read(fd, MAX_KEY_FILE_BYTES + 1)
+        except OSError as exc:
+            raise AuditKeyError(f"cannot read the audit key {path}: {exc.strerror}") from exc
+        finally:
+            os.close(fd)
+        secret = data.strip()
+        if len(data) > MAX_KEY_FILE_BYTES or len(secret) < MIN_SECRET_BYTES:
+            raise AuditKeyError(
+                f"the audit key {path} is not a key: it must hold {MIN_SECRET_BYTES} to"
+                f" {MAX_KEY_FILE_BYTES} bytes"
+            )
+        return AuditKey(path, secret)
+
+    @staticmethod
+    def load_or_create(path: Path) -> AuditKey:
+        """The key at `path`, made (0600, its directory 0700) if there is none yet.
+        Made whole in a temporary file and linked into place, so a second
+        lockwatch making it at the same moment reads a whole key, never half."""
+        with contextlib.suppress(AuditKeyError):
+            return AuditKey.load(path)
+        if os.path.lexists(path):
+            return AuditKey.load(path)  # there but unusable: say why
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, secrets.token_hex(32).encode() + b"\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                pass  # someone else made it first: theirs is the key
+            finally:
+                os.unlink(temp)
+            directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+        except OSError as exc:
+            raise AuditKeyError(f"cannot make the audit key {path}: {exc.strerror}") from exc
+        return AuditKey.load(path)
+
+
+# -- which logs a key has keyed ---------------------------------------------------
+#
+# Stripping every MAC from a keyed log and re-chaining it leaves a log that looks
+# like one written before keys existed. The key's directory, which the log's
+# writers need not be able to write, remembers each log the key started keying
+# and from which record on, so such a rewrite is caught.
+
+
+def registry_path(key: AuditKey) -> Path:
+    return key.path.with_name(key.path.name + ".logs")
+
+
+def register(key: AuditKey, log: Path, since: int) -> None:
+    """Note that `log` is keyed with `key` from record `since` on (best effort:
+    a key directory lockwatch may not write only loses this second check)."""
+    line = json.dumps({"log": os.path.realpath(log), "since": since, "key_id": key.id})
+    with contextlib.suppress(OSError):
+        fd = os.open(
+            registry_path(key),
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
+        try:
+            os.write(fd, line.encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def keyed_since(key: AuditKey, log: Path) -> int | None:
+    """From which record on `log` was keyed with `key`, if the key's directory says."""
+    real = os.path.realpath(log)
+    found: list[int] = []
+    with contextlib.suppress(OSError), open(registry_path(key), "rb") as handle:
+        for raw in handle:
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                entry = json.loads(raw)
+                since = entry.get("since")
+                ours = entry.get("log") == real and entry.get("key_id") == key.id
+                if ours and isinstance(since, int) and not isinstance(since, bool) and since > 0:
+                    found.append(since)
+    # The latest word: a log moved aside and started afresh is keyed from 1 again.
+    return found[-1] if found else None

@@ -1,0 +1,167 @@
+"""Breaking a Redis lock: delete its key only if it still holds the token the
+operator saw.
+
+Compare-and-swap is one Lua script, so nothing can come between the compare
+and the delete: it reads the key, and deletes it only when its value is that
+token, answering with the value and the TTL it had. Those go to the audit log
+(previous value, token, TTL, and the SET that would put it back), so a break
+can be undone by hand. For a Redlock group the script runs on every server of
+the group: each copy with that token goes; any other holder's copy stays.
+
+A deleted lock's holder is not told: it may go on as if it held the lock,
+which is why a lock that is not stale (`no_quorum`) needs its name typed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from lockwatch.actions.files import ActionFailed, ActionRefused
+from lockwatch.actions.plan import Kind, Plan, refused
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import State, Verdict
+
+# KEYS[1]: the lock key; ARGV[1]: the token the operator saw.
+# Answers {deleted (1/0), the value it held (nil: none), its PTTL (-2: no key)}.
+COMPARE_AND_DELETE = """
+local value = redis.call('GET', KEYS[1])
+if not value then
+  return {0, false, -2}
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if value ~= ARGV[1] then
+  return {0, value, ttl}
+end
+redis.call('DEL', KEYS[1])
+return {1, value, ttl}
+"""
+
+
+def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
+    store = lock.store
+    assert store is not None
+    if kind is not Kind.BREAK:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "unsupported",
+            "a Redis lock can only be broken (its key deleted if it still holds the token"
+            f" you saw), not {kind.value}",
+        )
+    if store.waiting or store.value is None:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "not_held",
+            f"{store.session} waits for {lock.name}; it holds nothing",
+        )
+    where = (
+        f"on each server of Redlock group {store.server} still holding it"
+        if store.quorum is not None
+        else f"on {store.server}"
+    )
+    waiters = len(store.blocking)
+    then = (
+        f"; {waiters} waiting client{'s' if waiters != 1 else ''} may then take it"
+        if waiters
+        else ""
+    )
+    effect = (
+        f"delete {store.key} {where} only if it still holds token {store.value} (one Lua"
+        " script: compare, then delete); its value, token and TTL go to the audit log so it"
+        f" can be put back by hand. Its holder is not told and may go on as if it held it{then}"
+    )
+    return Plan(
+        kind, lock, verdict, "lock_broken", effect, needs_name=verdict.state is not State.STALE
+    )
+
+
+def _restore(key: str, value: str, ttl_ms: int) -> str:
+    expiry = f" PX {ttl_ms}" if ttl_ms > 0 else ""
+    return f"SET {key!r} {value!r}{expiry} NX"
+
+
+def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+    """Carry out a break planned by `plan_action`: (audit details, message)."""
+    import redis
+
+    from lockwatch.sources.redis.endpoint import endpoint_for
+    from lockwatch.sources.redis.server import raw, text
+
+    lock = plan.lock
+    store = lock.store
+    assert store is not None and store.value is not None
+    if expect_sha256 is not None and expect_sha256 != lock.sha256:
+        raise ActionRefused(
+            "changed",
+            f"{store.key} holds another token than the one you saw (sha256 {expect_sha256});"
+            " nothing done",
+        )
+    token = store.value
+    servers = store.server.split(",")
+    deleted: list[dict[str, Any]] = []
+    untouched: list[dict[str, Any]] = []
+    failed: list[str] = []
+    for server in servers:
+        endpoint = endpoint_for(server, os.environ)
+        if endpoint is None:
+            failed.append(f"{server}: no URL for it (name it with --redis)")
+            continue
+        client = endpoint.connect()
+        try:
+            done, value, ttl = client.eval(COMPARE_AND_DELETE, 1, raw(store.key), raw(token))
+        except (redis.RedisError, OSError) as exc:
+            from lockwatch.sources.redis.server import describe
+
+            failed.append(f"{server}: {describe(exc, endpoint)}")
+            continue
+        finally:
+            client.close()
+        held = None if value is None else text(value)
+        if done:
+            deleted.append(
+                {
+                    "server": server,
+                    "key": store.key,
+                    "previous_value": held,
+                    "token": token,
+                    "ttl_ms": ttl,
+                    "restore": _restore(store.key, token, int(ttl)),
+                }
+            )
+        else:
+            untouched.append({"server": server, "key": store.key, "value": held, "ttl_ms": ttl})
+    details: dict[str, Any] = {"key": store.key, "token": token, "deleted": deleted}
+    if untouched:
+        details["untouched"] = untouched
+    if failed:
+        details["unreachable"] = failed
+    if not deleted:
+        if failed:
+            raise ActionFailed("unreachable", "; ".join(failed) + "; nothing was deleted")
+        taken = [entry for entry in untouched if entry["value"] is not None]
+        if taken:
+            raise ActionRefused(
+                "changed",
+                f"{store.key} now holds another token ({taken[0]['value']}): someone took the"
+                " lock since you saw it; nothing done",
+            )
+        raise ActionRefused("gone", f"{store.key} is gone (released or expired); nothing done")
+    first = deleted[0]
+    if len(servers) == 1:
+        message = (
+            f"deleted {store.key} on {store.server} (token {token}, {first['ttl_ms']} ms left);"
+            f" to put it back: {first['restore']}"
+        )
+    else:
+        message = (
+            f"deleted {store.key} on {len(deleted)} of {len(servers)} servers of the group"
+            f" (token {token})"
+        )
+        if failed:
+            message += "; unreachable: " + "; ".join(failed) + " (their copies expire by TTL)"
+    return details, message

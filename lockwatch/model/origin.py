@@ -1,0 +1,42 @@
+"""Where a lock seen through another host's `lockwatch serve` comes from.
+
+Kept apart from lock.py's records so that a Lock can carry it without the
+model's modules importing each other in a circle: nothing here imports the
+rest of the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# The kind of source status a remote has (`sources[].kind`), and the registry
+# name of the source that reads remotes.
+REMOTE_KIND = "remote"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteOrigin:
+    """A lock another host judged: its pids, files, sessions and clock are that
+    host's, so its verdict travels with it and nobody here judges it again."""
+
+    remote: str  # the serve's base URL, as lockwatch names it (no credentials)
+    host: str  # the host that serve runs on (its document's `host`, or the lock's own)
+    id: str  # the lock's id there: what to act on, on that host
+    state: str  # its verdict there: active, stale, invalid, waiting, free, unknown
+    reasons: tuple[tuple[str, str], ...] = ()  # (code, message), as that host said them
+    alive: bool | None = None
+    # Sessions waiting on this lock there (Postgres, kernel): the WAIT column.
+    waiters: int = 0
+    # Its age when that host wrote its document, and that moment: a lock without
+    # an acquisition time still ages. They move with every poll, so they are no
+    # reason to redraw a row.
+    age_seconds: float | None = field(default=None, compare=False)
+    seen_at: datetime | None = field(default=None, compare=False)
+
+    def age_at(self, now: datetime) -> float | None:
+        if self.age_seconds is None:
+            return None
+        if self.seen_at is None:
+            return self.age_seconds
+        return max(0.0, self.age_seconds + (now - self.seen_at).total_seconds())

@@ -1,0 +1,211 @@
+"""Locks kept in a distributed store (Redis, etcd), as plain data.
+
+Pure: the redis and etcd sources fill these in from their servers' answers;
+verdicts (model/store_rules.py), views and the JSON contract read them. Times
+are on this host's clock: the poll's instant plus the server's TTLs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+REDIS = "redis"
+ETCD = "etcd"
+
+# Reason codes that are warnings about a live lock: its row's NOTE stands out.
+WARNING_CODES = frozenset({"no_expiry"})
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumMember:
+    """One server of a Redlock group, as it answered for one lock key."""
+
+    server: str
+    # True: holds the key with the lock's token; False: does not (absent, or
+    # another token); None: the server could not be asked.
+    holds: bool | None
+    token: str | None = None  # what it holds there, if anything
+    ttl_seconds: float | None = None  # left at the poll; None: no expiry, or absent
+    error: str | None = None  # why it could not be asked
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "server": self.server,
+            "holds": self.holds,
+            "token": self.token,
+            "ttl_seconds": self.ttl_seconds,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    """How many servers of a Redlock group hold a lock with the same token."""
+
+    servers: int
+    holding: int
+    unknown: int  # servers that could not be asked
+    members: tuple[QuorumMember, ...] = ()
+
+    @property
+    def needed(self) -> int:
+        return self.servers // 2 + 1
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "servers": self.servers,
+            "holding": self.holding,
+            "needed": self.needed,
+            "unknown": self.unknown,
+            "members": [member.as_json() for member in self.members],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoreClient:
+    """A Redis client blocked waiting for a lock (CLIENT LIST)."""
+
+    id: int
+    addr: str
+    name: str | None = None
+    command: str = "blpop"
+    blocked_seconds: float | None = None  # the command's idle time at the poll
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "addr": self.addr,
+            "name": self.name,
+            "command": self.command,
+            "blocked_seconds": self.blocked_seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLock:
+    """One lock key (or one waiter for one) in Redis or etcd, at one poll.
+
+    Keys and values are text; bytes that are not UTF-8 are carried as lone
+    surrogates (surrogateescape), so what an action compares is exactly what
+    the server holds.
+    """
+
+    store: str  # REDIS or ETCD
+    server: str  # the server's display name (never a password); a Redlock group's members
+    key: str
+    polled_at: datetime
+    # The key's value: the holder's token (Redis), the key's value (etcd).
+    value: str | None = None
+    # Seconds left before the store drops the key, at the poll; None: it never
+    # will (no TTL, no lease), or a waiter's.
+    ttl_left: float | None = None
+    # etcd: the key's lease (0/None: none) and what it was granted.
+    lease: int | None = None
+    granted_ttl: float | None = None
+    create_revision: int | None = None
+    mod_revision: int | None = None
+    version: int | None = None
+    revision: int | None = None  # the store's revision when polled
+    # Place in the mutex's queue: 0 holds it, 1 is next, ...
+    position: int = 0
+    waiting: bool = False
+    # This holder's or waiter's node in the server's wait-for graph (a token, a
+    # lease in hex, `client:<id>`), whom it waits on, and who waits on it.
+    session: str = ""
+    blocked_by: tuple[str, ...] = ()
+    blocking: tuple[str, ...] = ()
+    quorum: Quorum | None = None
+    client: StoreClient | None = None
+
+    @property
+    def group(self) -> str:
+        """Whose wait-for graph this belongs to: the store and its server."""
+        return f"{self.store}:{self.server}"
+
+    @property
+    def expires_at(self) -> datetime | None:
+        if self.ttl_left is None:
+            return None
+        return self.polled_at + timedelta(seconds=self.ttl_left)
+
+    @property
+    def lease_hex(self) -> str | None:
+        return None if not self.lease else format(self.lease, "x")
+
+    def holder_label(self) -> str:
+        """Who holds (or waits), as the HOLDER column says it."""
+        if self.client is not None:
+            return f"client {self.client.id} {self.client.addr}"
+        if self.store == ETCD:
+            return f"lease {self.lease_hex}" if self.lease else "no lease"
+        token = f"token {self.value}" if self.value is not None else "no token"
+        if self.quorum is not None:
+            return f"{token} on {self.quorum.holding}/{self.quorum.servers}"
+        return token
+
+    def as_json(self) -> dict[str, Any]:
+        """The fields a store lock adds to the `lockwatch.ls/1` record."""
+        record: dict[str, Any] = {
+            "server": self.server,
+            "key": self.key,
+            "ttl_left_seconds": self.ttl_left,
+            "blocked_by": list(self.blocked_by),
+            "blocking": list(self.blocking),
+        }
+        if self.store == REDIS:
+            record["token"] = self.value
+            record["quorum"] = None if self.quorum is None else self.quorum.as_json()
+            record["client"] = None if self.client is None else self.client.as_json()
+        else:
+            record.update(
+                value=self.value,
+                lease=self.lease_hex,
+                lease_id=self.lease or None,
+                granted_ttl_seconds=self.granted_ttl,
+                create_revision=self.create_revision,
+                mod_revision=self.mod_revision,
+                version=self.version,
+                revision=self.revision,
+                queue_position=self.position,
+            )
+        return record
+
+    def fields(self) -> list[tuple[str, str | None]]:
+        """Labelled facts for the detail pane (None: not shown)."""
+        rows: list[tuple[str, str | None]] = [
+            ("server", self.server),
+            ("key", self.key),
+            ("token" if self.store == REDIS else "value", self.value),
+            ("ttl left", "no expiry" if self.ttl_left is None else f"{self.ttl_left:g} s"),
+        ]
+        if self.store == ETCD:
+            rows += [
+                ("lease", self.lease_hex),
+                ("granted ttl", None if self.granted_ttl is None else f"{self.granted_ttl:g} s"),
+                ("create rev", _text(self.create_revision)),
+                ("mod rev", _text(self.mod_revision)),
+                ("queue", f"position {self.position}" if self.position else "holds it"),
+            ]
+        if self.quorum is not None:
+            quorum = self.quorum
+            rows.append(
+                (
+                    "quorum",
+                    f"{quorum.holding} of {quorum.servers} hold it ({quorum.needed} needed"
+                    + (f", {quorum.unknown} unreachable)" if quorum.unknown else ")"),
+                )
+            )
+            for member in quorum.members:
+                held = {True: "holds it", False: "does not", None: "unreachable"}[member.holds]
+                rows.append(("  " + member.server, held))
+        if self.client is not None:
+            rows.append(("client", f"{self.client.id} {self.client.addr} ({self.client.command})"))
+        rows.append(("blocked by", ", ".join(self.blocked_by) or None))
+        rows.append(("blocking", ", ".join(self.blocking) or None))
+        return rows
+
+
+def _text(value: int | None) -> str | None:
+    return None if value is None else str(value)

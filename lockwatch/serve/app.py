@@ -1,0 +1,162 @@
+"""`lockwatch serve`, put together: check where to listen and who may read,
+bind, start collecting, answer until SIGTERM (or SIGINT), then stop cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from lockwatch.clock import Clock, SystemClock
+from lockwatch.serve.access import Access
+from lockwatch.serve.settings import ServeSettings
+
+if TYPE_CHECKING:
+    from lockwatch.sources.feed import Feed
+
+EXIT_USAGE = 2
+# How long serve waits for every source's first report before it answers anyway.
+READY_WAIT_SECONDS = 10.0
+
+
+class ServeError(Exception):
+    """What keeps the server from starting, in words; exit 2."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What serve will do, all checked before anything starts."""
+
+    host: str
+    port: int
+    family: int
+    loopback: bool
+    access: Access
+    url: str
+
+
+def plan(settings: ServeSettings) -> Plan:
+    from lockwatch.serve.listen import ListenError, family, loopback_only, parse_listen
+    from lockwatch.sources.remote.endpoints import EndpointError, read_token
+
+    try:
+        listen = parse_listen(settings.listen)
+        loopback = loopback_only(listen.host)
+        address_family = family(listen.host)
+    except ListenError as exc:
+        raise ServeError(f"--listen: {exc}") from None
+    token = None
+    if settings.token_file:
+        try:
+            token = read_token(settings.token_file)
+        except EndpointError as exc:
+            raise ServeError(f"--token-file: {exc}") from None
+        if _readable_by_others(settings.token_file):
+            print(
+                f"lockwatch serve: warning: {settings.token_file} is readable by every user;"
+                " chmod 600 it",
+                file=sys.stderr,
+            )
+    if token is None and not loopback:
+        raise ServeError(
+            f"listening on {settings.listen} lets other hosts in: give a token"
+            " (--token-file FILE, or serve.token_file in the config); /v1/locks shows every"
+            " lock's holder and query. Or listen on 127.0.0.1."
+        )
+    access = Access(token, settings.open_metrics)
+    return Plan(listen.host, listen.port, address_family, loopback, access, listen.url())
+
+
+def _readable_by_others(path: str) -> bool:
+    try:
+        return bool(os.stat(os.path.expanduser(path)).st_mode & 0o004)
+    except OSError:
+        return False
+
+
+def run(
+    feeds: Sequence[tuple[str, Feed]],
+    settings: ServeSettings,
+    *,
+    host: str,
+    clock: Clock | None = None,
+    describe: str = "",
+) -> int:
+    """Serve until SIGTERM or SIGINT; the exit status. `feeds`: (source name,
+    Feed) for every selected source."""
+    import socket
+
+    from prometheus_client import CollectorRegistry, ProcessCollector
+    from prometheus_client.exposition import choose_encoder
+
+    from lockwatch.serve.document import Documents
+    from lockwatch.serve.http import Endpoints, Server
+    from lockwatch.serve.metrics import BoardCollector
+    from lockwatch.serve.watcher import Watcher
+    from lockwatch.sources.postgres.plugin import SOURCE as POSTGRES
+
+    the_plan = plan(settings)
+    clock = clock or SystemClock()
+    watcher = Watcher(feeds, host=host, clock=clock)
+    registry = CollectorRegistry(auto_describe=False)
+    collector = BoardCollector(watcher, max_series=settings.max_lock_series, pg_kind=POSTGRES.name)
+    registry.register(collector)
+    ProcessCollector(registry=registry)
+
+    def metrics(accept: str | None) -> tuple[bytes, str]:
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(registry), content_type
+
+    documents = Documents(watcher, host, POSTGRES.name)
+
+    def locks() -> bytes:
+        return documents.get(clock.now())
+
+    endpoints = Endpoints(the_plan.access, metrics, locks, watcher.health)
+    try:
+        address = (the_plan.host, the_plan.port)
+        server = Server(address, socket.AddressFamily(the_plan.family), endpoints)
+    except OSError as exc:
+        raise ServeError(f"cannot listen on {settings.listen}: {exc.strerror or exc}") from None
+
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    watcher.start()
+    # Bound already (a client that connects now waits in the backlog), answering
+    # once every source has reported: the first answers have data in them.
+    ready_by = time.monotonic() + READY_WAIT_SECONDS
+    while not watcher.health()[0] and time.monotonic() < ready_by and not stopping.is_set():
+        time.sleep(0.05)
+    answering = threading.Thread(target=server.serve_forever, name="lockwatch-http", daemon=True)
+    answering.start()
+    bound = the_plan.url.rsplit(":", 1)[0] + f":{server.port}"
+    guarded = "open" if the_plan.access.token is None else "token required"
+    if the_plan.access.token is not None and the_plan.access.open_metrics:
+        guarded = "token required for /v1/locks; /metrics open"
+    print(
+        f"lockwatch serve: listening on {bound} (/metrics, /v1/locks, /healthz; {guarded})"
+        + (f"; watching {describe}" if describe else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        while not stopping.wait(0.5):
+            pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        watcher.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print("lockwatch serve: stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,343 @@
+"""The Board as Prometheus metrics, computed at each scrape from what the
+feeds keep up to date (a scrape reads no file and asks no server).
+
+Cardinality is bounded by what the operator configured, never by how many
+locks there are, except for one family, which is capped:
+
+- lockwatch_locks, lockwatch_lock_oldest_age_seconds {source,state}: sources x 6
+  states;
+- lockwatch_lock_stale, lockwatch_lock_age_seconds {source,format,name}: stale
+  locks only, at most --max-lock-series (the oldest first), and
+  lockwatch_lock_series_dropped counts the rest;
+- lockwatch_pg_* {server}: one per PostgreSQL server;
+- lockwatch_source_up, lockwatch_source_last_success_timestamp_seconds
+  {source,name}: one per PATH, server and remote;
+- lockwatch_collect_duration_seconds, lockwatch_scan_errors {source}: one per source.
+
+Label values are what the operator sees elsewhere, through the one sanitiser:
+no control or invisible character of a hostile file name reaches an alert.
+Locks of other hosts (--remote) are theirs to export: a serve exports only the
+locks it collects itself.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lockwatch import __version__
+from lockwatch.model.board import Board
+from lockwatch.model.origin import REMOTE_KIND
+from lockwatch.model.pg import PgLock
+from lockwatch.model.status import LIVE_STATES
+from lockwatch.model.text import terminal_safe
+from lockwatch.model.verdict import State
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+    from lockwatch.serve.watcher import Watcher
+
+_STALE = State.STALE
+
+
+@dataclass
+class PgFigures:
+    blocked: set[int] = field(default_factory=set)
+    longest_wait: float = 0.0
+    roots: int = 0
+    most_blocked: int = 0
+
+
+@dataclass
+class Figures:
+    """What one scrape reports."""
+
+    locks: dict[tuple[str, str], int] = field(default_factory=dict)
+    oldest: dict[tuple[str, str], float] = field(default_factory=dict)
+    # ((source, format, name), age or None): the stale locks that get series.
+    stale: list[tuple[tuple[str, str, str], float | None]] = field(default_factory=list)
+    dropped: int = 0
+    pg: dict[str, PgFigures] = field(default_factory=dict)
+    up: list[tuple[str, str, int]] = field(default_factory=list)
+    last_success: list[tuple[str, str, float]] = field(default_factory=list)
+    durations: dict[str, float] = field(default_factory=dict)
+    scan_errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Tally:
+    """What the locks say, whatever the time: counted again only after the board
+    changed (`generation`), so a scrape of an unchanged board costs what its
+    series cost, not what its locks do."""
+
+    generation: int = -1
+    counts: dict[tuple[str, State], int] = field(default_factory=dict)
+    # The oldest start per (source, state), and per stale series (source, format,
+    # name) its oldest lock's start: ages are taken from them at each scrape.
+    first: dict[tuple[str, State], datetime] = field(default_factory=dict)
+    stale: dict[tuple[str, str, str], datetime | None] = field(default_factory=dict)
+    # Per Postgres server: the sessions waiting, and since when the first waits.
+    blocked: dict[str, set[int]] = field(default_factory=dict)
+    first_wait: dict[str, datetime] = field(default_factory=dict)
+
+
+def tally(board: Board) -> Tally:
+    out = Tally(board.generation)
+    # Keyed by the State itself: its .value costs a lookup per lock.
+    counts, first, stale = out.counts, out.first, out.stale
+    conflicted = board.conflicts()
+    for lock_id, entry in board.entries.items():
+        lock = entry.lock
+        if lock.remote is not None:
+            continue
+        # Scope conflicts add a reason, never change a state: the entry's state is it.
+        state = entry.verdict.state if not conflicted else board.verdict(lock_id).state
+        key = (lock.source, state)
+        counts[key] = counts.get(key, 0) + 1
+        start = lock.acquired_at
+        pg_lock = lock.pg
+        if pg_lock is not None:
+            if not pg_lock.granted and pg_lock.wait_start is not None:
+                start = pg_lock.wait_start
+            _count_pg(out, pg_lock)
+        if start is not None:
+            known = first.get(key)
+            if known is None or start < known:
+                first[key] = start
+        if state is _STALE:
+            labels = (lock.source, lock.format, lock.name)
+            if labels not in stale:
+                stale[labels] = start
+            else:
+                other = stale[labels]
+                if other is None or (start is not None and start < other):
+                    stale[labels] = start
+    return out
+
+
+def _count_pg(out: Tally, lock: PgLock) -> None:
+    blocked = out.blocked.get(lock.server)
+    if blocked is None:
+        blocked = out.blocked[lock.server] = set()
+    if lock.granted:
+        return
+    if lock.backend.pid is not None:
+        blocked.add(lock.backend.pid)
+    if lock.wait_start is not None:
+        known = out.first_wait.get(lock.server)
+        if known is None or lock.wait_start < known:
+            out.first_wait[lock.server] = lock.wait_start
+
+
+def figures(
+    board: Board,
+    now: datetime,
+    *,
+    sources: Iterable[str] = (),
+    max_series: int = 500,
+    durations: Mapping[str, float] | None = None,
+    last_success: Mapping[tuple[str, str], datetime] | None = None,
+    pg_kind: str = "postgres",
+    counted: Tally | None = None,
+) -> Figures:
+    """Everything a scrape reports, from the board as it is at `now` (`counted`:
+    its tally, if known). `sources`: the sources running (their counts are there
+    even at zero)."""
+    if counted is None or counted.generation != board.generation:
+        counted = tally(board)
+    out = Figures()
+    for source in sources:
+        if source != REMOTE_KIND:
+            for state in State:
+                out.locks[(source, state.value)] = 0
+    for (source, state), count in counted.counts.items():
+        out.locks[(source, state.value)] = count
+    for (source, state), start in counted.first.items():
+        out.oldest[(source, state.value)] = max(0.0, (now - start).total_seconds())
+    _stale_series(out, counted.stale, now, max_series)
+    pg = out.pg
+    for server, blocked in counted.blocked.items():
+        since = counted.first_wait.get(server)
+        waited = 0.0 if since is None else max(0.0, (now - since).total_seconds())
+        pg[server] = PgFigures(set(blocked), waited)
+
+    statuses = board.all_statuses()
+    for status in statuses:
+        if status.kind == pg_kind:
+            pg.setdefault(status.name, PgFigures())
+    for server, tree in board.blocking_trees().items():
+        server_figures = pg.get(server)
+        if server_figures is None:
+            continue  # the kernel's tree, or a server no longer in view
+        server_figures.roots = len(tree.roots)
+        server_figures.most_blocked = max((root.total for root in tree.roots), default=0)
+    for status in statuses:
+        name = terminal_safe(status.name)
+        out.up.append((status.kind, name, 1 if status.state in LIVE_STATES else 0))
+    for (kind, name), at in (last_success or {}).items():
+        out.last_success.append((kind, terminal_safe(name), at.timestamp()))
+    out.durations = dict(durations or {})
+    for feed, errors in board.errors.items():
+        if errors:
+            # Unreadable places come from lock-file trees: say whose.
+            kind = next((s.kind for s in board.statuses.get(feed, ())), feed)
+            out.scan_errors[kind] = out.scan_errors.get(kind, 0) + len(errors)
+    return out
+
+
+def _stale_series(
+    out: Figures,
+    stale: dict[tuple[str, str, str], datetime | None],
+    now: datetime,
+    cap: int,
+) -> None:
+    """One series per (source, format, name) (locks alike in all three share it,
+    with the oldest's age), the oldest first, at most `cap`; the rest counted."""
+    oldest = heapq.nsmallest(cap, stale.items(), key=lambda item: (item[1] is None, item[1] or now))
+    shown: set[tuple[str, str, str]] = set()
+    for (source, kind, name), start in oldest:
+        labels = (source, kind, terminal_safe(name))
+        if labels in shown:
+            continue  # two names that read alike once escaped: one series
+        shown.add(labels)
+        age = None if start is None else max(0.0, (now - start).total_seconds())
+        out.stale.append((labels, age))
+    out.dropped = len(stale) - len(out.stale)
+
+
+def families(found: Figures) -> Iterator[Metric]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    locks = GaugeMetricFamily(
+        "lockwatch_locks", "Locks by source and state.", labels=["source", "state"]
+    )
+    for (source, state), count in sorted(found.locks.items()):
+        locks.add_metric([source, state], count)
+    yield locks
+
+    oldest = GaugeMetricFamily(
+        "lockwatch_lock_oldest_age_seconds",
+        "Age of the oldest lock by source and state (waiting Postgres rows: how long they"
+        " have waited).",
+        labels=["source", "state"],
+    )
+    for (source, state), seconds in sorted(found.oldest.items()):
+        oldest.add_metric([source, state], seconds)
+    yield oldest
+
+    stale = GaugeMetricFamily(
+        "lockwatch_lock_stale",
+        "1 for each stale lock (series only while it is stale; at most --max-lock-series).",
+        labels=["source", "format", "name"],
+    )
+    ages = GaugeMetricFamily(
+        "lockwatch_lock_age_seconds",
+        "Age of each stale lock that has a lockwatch_lock_stale series.",
+        labels=["source", "format", "name"],
+    )
+    for labels, age in found.stale:
+        stale.add_metric(list(labels), 1)
+        if age is not None:
+            ages.add_metric(list(labels), age)
+    yield stale
+    yield ages
+    yield GaugeMetricFamily(
+        "lockwatch_lock_series_dropped",
+        "Stale locks left without series of their own by --max-lock-series.",
+        value=found.dropped,
+    )
+
+    blocked = GaugeMetricFamily(
+        "lockwatch_pg_blocked_sessions", "Sessions waiting on a lock.", labels=["server"]
+    )
+    longest = GaugeMetricFamily(
+        "lockwatch_pg_longest_wait_seconds",
+        "How long the longest waiting session has waited (0: none waits).",
+        labels=["server"],
+    )
+    roots = GaugeMetricFamily(
+        "lockwatch_pg_root_blockers",
+        "Blockers that wait on nobody while others wait on them.",
+        labels=["server"],
+    )
+    most = GaugeMetricFamily(
+        "lockwatch_pg_root_blocker_max_blocked_sessions",
+        "The most sessions one root blocker holds up, directly or down its chain.",
+        labels=["server"],
+    )
+    for server, pg in sorted(found.pg.items()):
+        label = [terminal_safe(server)]
+        blocked.add_metric(label, len(pg.blocked))
+        longest.add_metric(label, pg.longest_wait)
+        roots.add_metric(label, pg.roots)
+        most.add_metric(label, pg.most_blocked)
+    yield from (blocked, longest, roots, most)
+
+    up = GaugeMetricFamily(
+        "lockwatch_source_up",
+        "1 while a source (a PATH, a server, a remote) answers, else 0.",
+        labels=["source", "name"],
+    )
+    for kind, name, value in sorted(found.up):
+        up.add_metric([kind, name], value)
+    yield up
+    success = GaugeMetricFamily(
+        "lockwatch_source_last_success_timestamp_seconds",
+        "When a source last produced a good picture (Unix time).",
+        labels=["source", "name"],
+    )
+    for kind, name, at in sorted(found.last_success):
+        success.add_metric([kind, name], at)
+    yield success
+
+    took = GaugeMetricFamily(
+        "lockwatch_collect_duration_seconds",
+        "How long a source's last collection took, from its start to its result in view.",
+        labels=["source"],
+    )
+    for source, seconds in sorted(found.durations.items()):
+        took.add_metric([source], seconds)
+    yield took
+    errors = GaugeMetricFamily(
+        "lockwatch_scan_errors", "Places a source could not read.", labels=["source"]
+    )
+    for source, count in sorted(found.scan_errors.items()):
+        errors.add_metric([source], count)
+    yield errors
+    info = GaugeMetricFamily(
+        "lockwatch_build_info", "The lockwatch version serving.", labels=["version"]
+    )
+    info.add_metric([__version__], 1)
+    yield info
+
+
+class BoardCollector:
+    """prometheus-client's collector: the watcher's Board, read at each scrape."""
+
+    def __init__(self, watcher: Watcher, *, max_series: int, pg_kind: str = "postgres") -> None:
+        self.watcher = watcher
+        self.max_series = max_series
+        self.pg_kind = pg_kind
+        self._tally: Tally | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        watcher = self.watcher
+        now = watcher.clock.now()
+        with watcher.reading(now) as board:
+            if self._tally is None or self._tally.generation != board.generation:
+                self._tally = tally(board)
+            found = figures(
+                board,
+                now,
+                sources=watcher.sources,
+                max_series=self.max_series,
+                durations=watcher.durations,
+                last_success=watcher.last_success,
+                pg_kind=self.pg_kind,
+                counted=self._tally,
+            )
+        yield from families(found)

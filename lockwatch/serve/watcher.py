@@ -1,0 +1,170 @@
+"""The dashboard's collection, headless: every selected source's live feeds
+hand their change sets to one Board, on an event loop of its own in a thread,
+and time re-judges locks whose deadline passed (a lock turns stale on time,
+not only when something is read again). HTTP handlers read the Board under the
+same lock, so a scrape never sees half a change set.
+
+A feed that fails is started again with backoff (nobody watches a service's
+screen); its sources say `error` meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+
+from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.board import Board, ChangeSet
+from lockwatch.model.status import LIVE_STATES, SourceStatus, backoff_seconds
+from lockwatch.model.text import terminal_safe
+from lockwatch.sources.feed import Feed
+
+TICK_SECONDS = 1.0
+
+
+class Watcher:
+    def __init__(
+        self,
+        feeds: Sequence[tuple[str, Feed]],
+        *,
+        host: str,
+        clock: Clock | None = None,
+        tick_seconds: float = TICK_SECONDS,
+    ) -> None:
+        """`feeds`: each feed with the name of the source (registry) it belongs to."""
+        self.clock = clock or SystemClock()
+        self.board = Board(host)
+        self.tick_seconds = tick_seconds
+        self._feeds = list(feeds)
+        self._source_of = {feed.name: source for source, feed in self._feeds}
+        self.sources = tuple(dict.fromkeys(source for source, _ in self._feeds))
+        self._guard = threading.Lock()
+        # By source: how long its last collection took, from its start to its
+        # change set being applied.
+        self.durations: dict[str, float] = {}
+        # By (source kind, name): when it last produced a good picture.
+        self.last_success: dict[tuple[str, str], datetime] = {}
+        self._reported: set[str] = set()
+        self._beat: float | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+
+    # -- running ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="lockwatch-watcher", daemon=True)
+        self._thread.start()
+        self._started.wait(10)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._started.set()
+        tasks = [asyncio.create_task(self._keep(feed)) for _, feed in self._feeds]
+        tasks.append(asyncio.create_task(self._ticker()))
+        try:
+            await self._stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for _, feed in self._feeds:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(feed.close(), 5)
+
+    async def _keep(self, feed: Feed) -> None:
+        failures = 0
+        while True:
+            try:
+                await feed.run(self.receive)
+                reason = "stopped"
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one source's bug must not stop the rest
+                reason = f"stopped: {type(exc).__name__}: {exc}"
+            failures += 1
+            wait = backoff_seconds(failures)
+            reason = terminal_safe(f"{reason}; started again in {wait:.0f}s")
+            print(f"lockwatch serve: {feed.name}: {reason}", file=sys.stderr, flush=True)
+            with self._guard:
+                kept = self.board.statuses.get(feed.name, ())
+            statuses = tuple(
+                SourceStatus(status.kind, status.name, "error", reason=reason) for status in kept
+            ) or (
+                SourceStatus(self._source_of.get(feed.name, feed.name), feed.name, "error", reason),
+            )
+            self.receive(ChangeSet(feed.name, self.clock.now(), statuses))
+            await asyncio.sleep(wait)
+
+    async def _ticker(self) -> None:
+        while True:
+            self.tick()
+            await asyncio.sleep(self.tick_seconds)
+
+    # -- data in --------------------------------------------------------------------
+
+    def receive(self, change: ChangeSet) -> None:
+        applied_at = self.clock.now()
+        with self._guard:
+            try:
+                self.board.apply(change)
+            except Exception as exc:  # noqa: BLE001 - one bad change set must not stop its feed
+                message = terminal_safe(
+                    f"{change.feed}: a change set could not be applied: {exc!r}"
+                )
+                print(f"lockwatch serve: {message}", file=sys.stderr, flush=True)
+                return
+            self._reported.add(change.feed)
+            source = self._source_of.get(change.feed)
+            if source is not None:
+                took = (applied_at - change.at).total_seconds()
+                self.durations[source] = max(0.0, took)
+            for status in change.statuses:
+                if status.state in LIVE_STATES:
+                    self.last_success[(status.kind, status.name)] = status.updated_at or change.at
+
+    def tick(self) -> None:
+        now = self.clock.now()
+        with self._guard:
+            if self.board.due(now):
+                self.board.tick(now)
+        self._beat = time.monotonic()
+
+    # -- reading --------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reading(self, now: datetime) -> Iterator[Board]:
+        """The Board as of `now`, held still while the caller reads it."""
+        with self._guard:
+            if self.board.due(now):
+                self.board.tick(now)
+            yield self.board
+
+    def health(self) -> tuple[bool, str]:
+        """Whether collection runs (the loop ticks) and every feed has reported."""
+        beat = self._beat
+        if beat is None or time.monotonic() - beat > 3 * self.tick_seconds + 5:
+            return False, "collection is not running"
+        with self._guard:
+            waiting = [feed.name for _, feed in self._feeds if feed.name not in self._reported]
+        if waiting:
+            return False, "starting: waiting for " + ", ".join(waiting)
+        return True, "ok"

@@ -1,0 +1,193 @@
+"""etcd v3 through its documented JSON gateway (grpc-gateway), with httpx.
+
+etcd ≥ 3.4 serves it under /v3/, 3.3 under /v3beta/ (and 3.2 /v3alpha/): the
+first request finds which. Keys and values travel base64-encoded, 64-bit
+numbers as strings, and fields equal to their default are left out (an empty
+value, a key with no lease).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lockwatch.sources.etcd.endpoint import EtcdEndpoint
+
+if TYPE_CHECKING:
+    import httpx
+
+PREFIXES = ("/v3", "/v3beta", "/v3alpha")
+
+
+class GatewayError(Exception):
+    """etcd answered with an error (or not with JSON); the message is etcd's."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    key: str  # surrogateescape text: exactly etcd's bytes
+    value: str
+    create_revision: int
+    mod_revision: int
+    version: int
+    lease: int  # 0: none
+
+
+def encode(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
+
+
+def decode(data: str | None) -> str:
+    return base64.b64decode(data or "").decode("utf-8", "surrogateescape")
+
+
+def prefix_end(prefix: str) -> str:
+    """The range_end that makes a range cover every key starting with `prefix`."""
+    raw = bytearray(prefix.encode("utf-8", "surrogateescape"))
+    while raw and raw[-1] == 0xFF:
+        raw.pop()
+    if not raw:
+        return encode("\0")  # every key
+    raw[-1] += 1
+    return base64.b64encode(bytes(raw)).decode("ascii")
+
+
+def _int(value: Any) -> int:
+    return int(value) if value not in (None, "") else 0
+
+
+class Gateway:
+    """One etcd server's gateway on one HTTP connection (kept alive)."""
+
+    def __init__(
+        self,
+        endpoint: EtcdEndpoint,
+        timeout: float = 2.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """`transport`: httpx's, by default (tests hand in a mock one)."""
+        import httpx
+
+        self.endpoint = endpoint
+        self._client = httpx.Client(
+            base_url=endpoint.base,
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            headers={"User-Agent": "lockwatch"},
+            transport=transport,
+        )
+        self._prefix: str | None = None
+
+    def close(self) -> None:
+        self._client.close()
+
+    def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body` to `path` (`/kv/range` ...) under the gateway's prefix."""
+        prefixes = (self._prefix,) if self._prefix is not None else PREFIXES
+        response: httpx.Response | None = None
+        for prefix in prefixes:
+            response = self._client.post(f"{prefix}{path}", json=body)
+            if response.status_code != 404:
+                self._prefix = prefix
+                break
+        assert response is not None
+        try:
+            answer = response.json()
+        except ValueError:
+            raise GatewayError(
+                f"HTTP {response.status_code} from {self.endpoint.name}{path}: not etcd's JSON"
+                " gateway"
+            ) from None
+        if not isinstance(answer, dict):
+            raise GatewayError(f"unexpected answer from {self.endpoint.name}{path}")
+        if "error" in answer or response.status_code >= 400:
+            message = answer.get("message") or answer.get("error") or f"HTTP {response.status_code}"
+            raise GatewayError(str(message))
+        return answer
+
+    def range_prefix(self, prefix: str, limit: int) -> tuple[int, list[KeyValue], bool]:
+        """(the store's revision, the keys under `prefix` with their values, more)."""
+        answer = self.call(
+            "/kv/range", {"key": encode(prefix), "range_end": prefix_end(prefix), "limit": limit}
+        )
+        revision = _int(answer.get("header", {}).get("revision"))
+        kvs = [
+            KeyValue(
+                decode(kv.get("key")),
+                decode(kv.get("value")),
+                _int(kv.get("create_revision")),
+                _int(kv.get("mod_revision")),
+                _int(kv.get("version")),
+                _int(kv.get("lease")),
+            )
+            for kv in answer.get("kvs", [])
+        ]
+        return revision, kvs, bool(answer.get("more"))
+
+    def get(self, key: str) -> KeyValue | None:
+        answer = self.call("/kv/range", {"key": encode(key)})
+        kvs = answer.get("kvs", [])
+        if not kvs:
+            return None
+        kv = kvs[0]
+        return KeyValue(
+            decode(kv.get("key")),
+            decode(kv.get("value")),
+            _int(kv.get("create_revision")),
+            _int(kv.get("mod_revision")),
+            _int(kv.get("version")),
+            _int(kv.get("lease")),
+        )
+
+    def time_to_live(self, lease: int) -> tuple[int, int]:
+        """(seconds left, seconds granted) of a lease; (-1, 0) when it is gone."""
+        answer = self.call("/lease/timetolive", {"ID": str(lease)})
+        return _int(answer.get("TTL")), _int(answer.get("grantedTTL"))
+
+    def delete_if_unchanged(self, kv: KeyValue) -> dict[str, Any] | None:
+        """Delete `kv.key` in one transaction, only if it is the very key seen:
+        same create and mod revision, same lease. The deleted key (prev_kv) when
+        it was done; None when the compare failed."""
+        key = encode(kv.key)
+        answer = self.call(
+            "/kv/txn",
+            {
+                "compare": [
+                    {
+                        "key": key,
+                        "target": "MOD",
+                        "result": "EQUAL",
+                        "mod_revision": str(kv.mod_revision),
+                    },
+                    {
+                        "key": key,
+                        "target": "CREATE",
+                        "result": "EQUAL",
+                        "create_revision": str(kv.create_revision),
+                    },
+                    {"key": key, "target": "LEASE", "result": "EQUAL", "lease": str(kv.lease)},
+                ],
+                "success": [{"request_delete_range": {"key": key, "prev_kv": True}}],
+            },
+        )
+        if not answer.get("succeeded"):
+            return None
+        responses = answer.get("responses") or [{}]
+        deleted = responses[0].get("response_delete_range", {})
+        previous = (deleted.get("prev_kvs") or [{}])[0]
+        return {
+            "deleted": _int(deleted.get("deleted")),
+            "revision": _int(answer.get("header", {}).get("revision")),
+            "previous_value": decode(previous.get("value")),
+        }
+
+    def revoke(self, lease: int) -> bool:
+        """Revoke a lease (etcd deletes its keys); False when it was already gone."""
+        try:
+            self.call("/lease/revoke", {"ID": str(lease)})
+        except GatewayError as exc:
+            if "lease not found" in str(exc):
+                return False
+            raise
+        return True

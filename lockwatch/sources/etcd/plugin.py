@@ -1,0 +1,180 @@
+"""The etcd source: locks kept in etcd v3 — the concurrency mutex behind
+`etcdctl lock` and the Go and Python clients (holder, waiters in their order,
+lease TTLs) and any other key under the lock prefixes — read through etcd's
+JSON gateway.
+
+Config table it owns:
+
+    [etcd]
+    url = ["http://etcd1:2379"]        # a string or a list
+    prefixes = ["/locks", "/app/mutex"]  # /locks always, plus these
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import click
+
+from lockwatch.model import ids
+from lockwatch.model.store import StoreLock
+from lockwatch.sources.contract import (
+    Decorator,
+    Found,
+    LookupFailed,
+    Selected,
+    SourceError,
+    Wanted,
+)
+from lockwatch.sources.polled import StoreSelection
+
+if TYPE_CHECKING:
+    from lockwatch.clock import Clock
+    from lockwatch.sources.etcd.endpoint import EtcdEndpoint
+    from lockwatch.sources.etcd.server import EtcdPoller
+
+DEFAULT_REFRESH = 2.0
+DEFAULT_PREFIXES = ("/locks",)
+
+
+@dataclass(frozen=True)
+class EtcdSettings:
+    urls: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()  # beside DEFAULT_PREFIXES
+
+
+DEFAULTS = EtcdSettings()
+
+
+def _strings(value: Any, what: str, where: str) -> tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+        from lockwatch.config import ConfigError
+
+        raise ConfigError(f"{where}: {what} must be a string or a list of strings")
+    return tuple(values)
+
+
+def read_settings(data: Mapping[str, Any], where: str) -> EtcdSettings:
+    table = data.get("etcd", {})
+    if not isinstance(table, dict):
+        from lockwatch.config import ConfigError
+
+        raise ConfigError(f"{where}: [etcd] must be a table")
+    return EtcdSettings(
+        _strings(table.get("url", []), "etcd.url", where),
+        _strings(table.get("prefixes", []), "etcd.prefixes", where),
+    )
+
+
+def range_prefixes(given: Sequence[str]) -> tuple[str, ...]:
+    """The key prefixes read: /locks and those given, each as a directory
+    (`/locks` reads `/locks/...`, not `/locksmith`)."""
+    return tuple(
+        dict.fromkeys(p if p.endswith("/") else p + "/" for p in (*DEFAULT_PREFIXES, *given))
+    )
+
+
+class EtcdSource:
+    name = "etcd"
+    label = "etcd"
+    id_prefix = ids.ETCD
+    summary = "etcd v3 locks (etcdctl lock, concurrency mutexes): holders, waiters, leases"
+    config_tables: tuple[str, ...] = ("etcd",)
+    actions = frozenset({"break"})
+    record_types: tuple[type, ...] = (StoreLock,)
+    actions_module = "lockwatch.actions.etcd"
+
+    def options(self) -> Sequence[Decorator]:
+        return [
+            click.option(
+                "--etcd",
+                "etcd_urls",
+                multiple=True,
+                metavar="URL",
+                help="An etcd v3 server (http:// or https://, its JSON gateway) to read locks"
+                " from (repeatable).",
+            ),
+            click.option(
+                "--etcd-prefix",
+                "etcd_prefixes",
+                multiple=True,
+                metavar="PREFIX",
+                help="A key prefix holding locks, beside /locks (repeatable).",
+            ),
+        ]
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return bool(values.get("etcd_urls"))
+
+    def read_config(self, tables: Mapping[str, Any], where: str) -> EtcdSettings:
+        return read_settings(tables, where)
+
+    def select(self, wanted: Wanted) -> Selected | None:
+        from lockwatch.sources.etcd.endpoint import parse, remember
+
+        settings: EtcdSettings = wanted.settings(self.name) or DEFAULTS
+        urls = tuple(wanted.values.get("etcd_urls") or ()) or settings.urls
+        if not urls:
+            return None
+        endpoints = tuple(parse(url) for url in dict.fromkeys(urls))
+        remember(endpoints)
+        given = (*settings.prefixes, *(wanted.values.get("etcd_prefixes") or ()))
+        return SelectedEtcd(
+            endpoints,
+            range_prefixes(given),
+            float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+        )
+
+    def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
+        return find_etcd(target, wanted, host)
+
+
+@dataclass(frozen=True)
+class SelectedEtcd(StoreSelection):
+    kind: ClassVar[str] = "etcd"
+    endpoints: tuple[EtcdEndpoint, ...]
+    prefixes: tuple[str, ...]
+    refresh: float = DEFAULT_REFRESH
+
+    def pollers(self, clock: Clock) -> list[EtcdPoller]:
+        from lockwatch.sources.etcd.server import EtcdPoller, EtcdServer
+
+        return [
+            EtcdPoller(EtcdServer(endpoint, self.prefixes, clock=clock))
+            for endpoint in self.endpoints
+        ]
+
+
+def find_etcd(target: str, wanted: Wanted, host: str) -> Found | str:
+    """The etcd lock `target` names, read and judged now; or why there is none."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.process import StaticProcesses
+    from lockwatch.model.verdict import evaluate
+    from lockwatch.sources.etcd.endpoint import endpoint_for
+    from lockwatch.sources.etcd.server import EtcdPoller, EtcdServer
+
+    parsed = ids.parse_etcd(target)
+    if parsed is None:
+        raise SourceError(f"{target!r} is not an etcd lock id as `lockwatch ls --json` prints one")
+    SOURCE.select(wanted)  # the servers named by flags or config, with their URLs
+    endpoint = endpoint_for(parsed.server)
+    if endpoint is None:
+        raise SourceError(f"no etcd server {parsed.server} among --etcd/config")
+    poller = EtcdPoller(EtcdServer(endpoint, (), clock=SystemClock(), exact=parsed.key))
+    try:
+        polled = poller.poll()
+    finally:
+        poller.close()
+    if polled.locks is None:
+        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
+        raise LookupFailed(f"cannot read etcd {parsed.server}: {reasons or 'no answer'}")
+    for lock in polled.locks:
+        if lock.id == target:
+            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), polled.locks
+    return f"no lock {target} now: released, or its lease expired"
+
+
+SOURCE = EtcdSource()

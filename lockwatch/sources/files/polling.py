@@ -1,0 +1,65 @@
+"""Polling, when inotify cannot be had (out of watches, out of instances, forced).
+
+A pass is the scanner's own walk (never through a symlink, never out of the
+roots) and one lstat per lock file, compared with the pass before: what it holds
+is one small tuple per lock file, whatever else the trees hold. The feed waits
+after each pass in proportion to what the pass cost (`changes.pace`), so polling a
+very large tree slows down instead of taking a core.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+from lockwatch.sources.files.changes import Change, Changes
+from lockwatch.sources.files.scanner import find
+
+# What a rewrite changes: an atomic replace the inode, a write the size or the
+# times (nanoseconds: two writes in the same second differ).
+Signature = tuple[int, int, int, int, int]
+
+
+class Poller:
+    def __init__(self, roots: Sequence[str]) -> None:
+        self._roots = list(roots)
+        self._last: dict[str, Signature] | None = None
+        self.last_pass_seconds = 0.0
+
+    @property
+    def seen(self) -> frozenset[str]:
+        """The lock files the last pass looked at."""
+        return frozenset(self._last or ())
+
+    def changes(self) -> Changes:
+        """What changed since the last pass (nothing, the first time)."""
+        started = time.monotonic()
+        found, _ = find(self._roots)  # unreadable places: the rescans report them
+        now: dict[str, Signature] = {}
+        for candidate in found:
+            try:
+                st = os.lstat(candidate.path)
+            except OSError:
+                continue  # went since the walk: not there
+            now[candidate.path] = (
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_mode,
+            )
+        last, self._last = self._last, now
+        self.last_pass_seconds = time.monotonic() - started
+        if last is None:
+            return {}
+        out: Changes = {}
+        for path, signature in now.items():
+            before = last.get(path)
+            if before is None:
+                out[path] = {Change.ADDED}
+            elif before != signature:
+                out[path] = {Change.MODIFIED}
+        for path in last.keys() - now.keys():
+            out[path] = {Change.DELETED}
+        return out

@@ -1,0 +1,335 @@
+"""Who is at the other end of a session: its client process on this host.
+
+A session whose client is on the server's own host (a loopback address or a unix
+socket) can be followed to the process that holds the client end of the
+connection, through the kernel's socket tables and the processes' open files:
+
+- TCP: the server's end of the connection (local port = the server's port, peer
+  = the session's client_addr:client_port) must be in this host's table — else
+  the server is not here (or in another network namespace) and nothing is said.
+  The client's end is the entry the other way round: gone, or orphaned (inode 0,
+  what a killed process leaves), means the client is gone while its backend
+  lives on; otherwise the process holding that socket (/proc/<pid>/fd) is it.
+- Unix sockets: the backend's own socket (/proc/<backend>/fd, which needs root or
+  the server's OS user) and its peer, from the kernel's sock_diag interface.
+
+Nothing here guesses: when an end cannot be seen, or a process's open files
+cannot be read, the answer is None (not found), never "gone". A wrong "gone"
+makes a live lock stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import socket
+import struct
+import sys
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from lockwatch.model.pg import PgClient, local_client
+
+_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+_LISTEN = 0x0A
+
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """What pg_stat_activity says about one backend's client."""
+
+    pid: int
+    client: str | None  # host(client_addr), or "local" for a unix socket
+    client_port: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _TcpEntry:
+    local: Address
+    remote: Address
+    state: int
+    inode: int
+
+
+_MAPPED = b"\0" * 10 + b"\xff\xff"
+
+
+def _address(hex_address: str) -> Address:
+    """`0100007F:1538` (IPv4) or the 32-hex-digit IPv6 form, as /proc/net/tcp* write
+    them (each 32-bit word in host byte order), to (canonical text, port)."""
+    host, _, port = hex_address.partition(":")
+    raw = b"".join(
+        int(host[i : i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(host), 8)
+    )
+    if len(raw) == 16 and raw.startswith(_MAPPED):
+        raw = raw[12:]  # a v4 address on a dual-stack socket, as the server shows it
+    family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+    return socket.inet_ntop(family, raw), int(port, 16)
+
+
+def canonical(address: str) -> str:
+    """An address as `_address` writes it, to compare the two as text."""
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    mapped = getattr(parsed, "ipv4_mapped", None)
+    return str(mapped or parsed)
+
+
+def read_tcp(
+    tables: Iterable[str] = _TCP_TABLES, ports: Collection[int] | None = None
+) -> list[_TcpEntry]:
+    """The kernel's TCP sockets in this network namespace (listening ones left out);
+    with `ports`, only those whose local port is one of them."""
+    entries: list[_TcpEntry] = []
+    for table in tables:
+        try:
+            with open(table, encoding="ascii") as handle:
+                lines = handle.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] == "0A":  # too short, or LISTEN
+                continue
+            with contextlib.suppress(ValueError):
+                local = fields[1]
+                if ports is not None and int(local.rpartition(":")[2], 16) not in ports:
+                    continue
+                entries.append(
+                    _TcpEntry(
+                        _address(local), _address(fields[2]), int(fields[3], 16), int(fields[9])
+                    )
+                )
+    return entries
+
+
+class _Owners:
+    """Which processes hold which sockets open, from one pass over /proc/*/fd."""
+
+    def __init__(self, proc: str = "/proc") -> None:
+        self._proc = proc
+        self.by_inode: dict[int, list[int]] = {}
+        self.unreadable = 0  # processes whose open files could not be listed
+        self._scanned = False
+
+    def scan(self, wanted: set[int] | None) -> None:
+        """Find the holders of the `wanted` socket inodes (None: of every socket)."""
+        if self._scanned or (wanted is not None and not wanted):
+            return
+        self._scanned = True
+        try:
+            pids = [int(e.name) for e in os.scandir(self._proc) if e.name.isdigit()]
+        except OSError:
+            self.unreadable += 1
+            return
+        for pid in pids:
+            for inode in self._sockets(pid, count_unreadable=True):
+                if wanted is None or inode in wanted:
+                    self.by_inode.setdefault(inode, []).append(pid)
+
+    def _sockets(self, pid: int, count_unreadable: bool = False) -> list[int]:
+        found: list[int] = []
+        try:
+            entries = list(os.scandir(f"{self._proc}/{pid}/fd"))
+        except FileNotFoundError:
+            return found  # exited meanwhile
+        except OSError:
+            if count_unreadable:
+                self.unreadable += 1
+            return found
+        for entry in entries:
+            try:
+                target = os.readlink(entry.path)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                with contextlib.suppress(ValueError):
+                    found.append(int(target[8:-1]))
+        return found
+
+    def sockets_of(self, pid: int) -> list[int] | None:
+        """The socket inodes `pid` holds, or None when they cannot be read."""
+        try:
+            entries = list(os.scandir(f"{self._proc}/{pid}/fd"))
+        except OSError:
+            return None
+        found: list[int] = []
+        for entry in entries:
+            with contextlib.suppress(OSError, ValueError):
+                target = os.readlink(entry.path)
+                if target.startswith("socket:["):
+                    found.append(int(target[8:-1]))
+        return found
+
+
+@dataclass
+class Sockets:
+    """This host's TCP table and who holds which socket, read ahead: while a poll's
+    query runs on the server, so that its answer is matched at once."""
+
+    tcp: list[_TcpEntry]
+    owners: _Owners
+
+
+def read_sockets(proc: str = "/proc") -> Sockets:
+    owners = _Owners(proc)
+    owners.scan(None)
+    return Sockets(read_tcp(), owners)
+
+
+def _cmdline(pid: int, proc: str = "/proc") -> tuple[str, ...]:
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as handle:
+            raw = handle.read(8192)
+    except OSError:
+        return ()
+    return tuple(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+
+
+def _net_namespace(pid: int | str, proc: str = "/proc") -> str | None:
+    try:
+        return os.readlink(f"{proc}/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def unix_peers() -> dict[int, int] | None:
+    """Every unix socket's peer (inode -> peer inode, 0 when it has none), from the
+    kernel's sock_diag interface, in this network namespace; None where that
+    cannot be asked."""
+    netlink_sock_diag, sock_diag_by_family = 4, 20
+    request_flags = 0x1 | 0x300  # NLM_F_REQUEST | NLM_F_DUMP
+    show_name_peer = 0x4  # UDIAG_SHOW_PEER
+    unix_diag_peer = 2
+    done, error = 3, 2
+    request = struct.pack("=BBHIII8x", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, show_name_peer)
+    header = struct.pack("=IHHII", 16 + len(request), sock_diag_by_family, request_flags, 1, 0)
+    peers: dict[int, int] = {}
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, netlink_sock_diag) as nl:
+            nl.settimeout(2.0)
+            nl.sendto(header + request, (0, 0))
+            while True:
+                data = nl.recv(1 << 20)
+                if not data:
+                    return None
+                offset = 0
+                while offset + 16 <= len(data):
+                    length, kind, _, _, _ = struct.unpack_from("=IHHII", data, offset)
+                    if length < 16:
+                        return None
+                    if kind == done:
+                        return peers
+                    if kind == error:
+                        return None
+                    body = data[offset + 16 : offset + length]
+                    if len(body) >= 16:
+                        inode = struct.unpack_from("=I", body, 4)[0]
+                        peer = 0
+                        at = 16
+                        while at + 4 <= len(body):
+                            size, attr = struct.unpack_from("=HH", body, at)
+                            if size < 4:
+                                break
+                            if attr == unix_diag_peer and size >= 8:
+                                peer = struct.unpack_from("=I", body, at + 4)[0]
+                            at += (size + 3) & ~3
+                        peers[inode] = peer
+                    offset += (length + 3) & ~3
+    except (OSError, struct.error):
+        return None
+
+
+def _found(pids: Sequence[int], proc: str, known: dict[int, PgClient]) -> PgClient:
+    pid = min(pids)  # a forked client shares its socket: the oldest pid is the parent
+    client = known.get(pid)
+    if client is None:  # one program often has many sessions: read it once
+        client = known[pid] = PgClient(pid=pid, cmdline=_cmdline(pid, proc), alive=True)
+    return client
+
+
+def find_clients(
+    sessions: Sequence[Session],
+    server_port: int | None,
+    *,
+    proc: str = "/proc",
+    tcp: Sequence[_TcpEntry] | None = None,
+    peers: Mapping[int, int] | None = None,
+    ahead: Sockets | None = None,
+) -> dict[int, PgClient | None]:
+    """Each session's client process on this host (alive), or a PgClient with
+    `alive=False` when its end of the connection is gone; None where it cannot be
+    found. Only sessions whose client is on the server's host are looked up.
+    `ahead`: the sockets as read just before the sessions were (`read_sockets`): a
+    session newer than that is not found, never taken for gone."""
+    result: dict[int, PgClient | None] = {}
+    owners = _Owners(proc) if ahead is None else ahead.owners
+    if ahead is not None and tcp is None:
+        tcp = ahead.tcp
+    # pid -> the client's socket inode, once each end is placed
+    client_inode: dict[int, int] = {}
+    local = [s for s in sessions if local_client(s.client)]
+    tcp_sessions = [s for s in local if s.client != "local" and (s.client_port or 0) > 0]
+    unix_sessions = [s for s in local if s.client == "local"]
+    if tcp_sessions and server_port:
+        ports = {server_port, *(s.client_port for s in tcp_sessions if s.client_port)}
+        table = read_tcp(ports=ports) if tcp is None else tcp
+        by_port: dict[int, list[_TcpEntry]] = {}
+        for entry in table:
+            if entry.state != _LISTEN:
+                by_port.setdefault(entry.local[1], []).append(entry)
+        for session in tcp_sessions:
+            assert session.client is not None and session.client_port is not None
+            client_end: Address = (canonical(session.client), session.client_port)
+            server_ends = [e for e in by_port.get(server_port, ()) if e.remote == client_end]
+            if len(server_ends) != 1:
+                continue  # the server is not on this host (or not in this namespace)
+            server_end = server_ends[0].local
+            mine = [
+                e
+                for e in by_port.get(client_end[1], ())
+                if e.local == client_end and e.remote == server_end
+            ]
+            if all(e.inode == 0 for e in mine):
+                # The server still has its end; the client's is closed, or left to
+                # the kernel by a process that died: nobody is there any more.
+                result[session.pid] = PgClient(pid=None, alive=False)
+                continue
+            client_inode[session.pid] = next(e.inode for e in mine if e.inode)
+    if unix_sessions:
+        ours = _net_namespace("self", proc)
+        diag = unix_peers() if peers is None else peers
+        for session in unix_sessions:
+            if diag is None or ours is None or _net_namespace(session.pid, proc) != ours:
+                continue
+            if not _is_backend(session.pid, proc):
+                continue
+            sockets = owners.sockets_of(session.pid)
+            connected = [inode for inode in sockets or () if inode in diag]
+            if len(connected) != 1:
+                continue  # unreadable, or not one client socket: cannot tell which
+            peer = diag[connected[0]]
+            if peer == 0:
+                result[session.pid] = PgClient(pid=None, alive=False)
+                continue
+            client_inode[session.pid] = peer
+    owners.scan(set(client_inode.values()))
+    known: dict[int, PgClient] = {}
+    for pid, inode in client_inode.items():
+        holders = owners.by_inode.get(inode)
+        if holders:
+            result[pid] = _found(holders, proc, known)
+        # else: someone lockwatch may not look at holds it; say nothing
+    return result
+
+
+def _is_backend(pid: int, proc: str) -> bool:
+    """Whether `pid` here is a PostgreSQL backend serving a unix-socket client
+    (`postgres: [cluster: ]user db [local] state`)."""
+    command = " ".join(_cmdline(pid, proc))
+    return command.startswith(("postgres:", "postmaster:")) and "[local]" in command

@@ -1,0 +1,1 @@
+"""The redis source: lock keys in Redis servers and Redlock groups."""

@@ -1,0 +1,159 @@
+"""Where a Redis server is, how to log in, and what to call it without ever
+showing a password.
+
+A server is named `host:port/db` (`unix:<socket>/db` for a socket): in lock
+ids, the JSON, the screen and the audit log. Its password comes from the URL,
+else REDISCLI_AUTH (as redis-cli takes it), else the config's `password_file`.
+
+Servers this process was told about (flags, config) are remembered by name, so
+an action on a lock reconnects with the URL and password it was listed with.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from lockwatch.sources.contract import SourceError
+from lockwatch.sources.urls import host_port, scrub
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import redis
+
+DEFAULT_PORT = 6379
+SCHEMES = ("redis", "rediss", "unix")
+PASSWORD_ENV = "REDISCLI_AUTH"
+
+
+@dataclass(frozen=True)
+class RedisEndpoint:
+    # As given: it may carry a password, so it is never shown.
+    url: str = field(repr=False)
+    name: str  # host:port/db
+    db: int
+    password: str | None = field(default=None, repr=False)
+    # Where the password came from, for messages: "url", REDISCLI_AUTH, "password_file".
+    password_from: str | None = None
+
+    def secrets(self) -> tuple[str, ...]:
+        found = [self.password] if self.password else []
+        parts = urlsplit(self.url)
+        if parts.password:
+            found.append(parts.password)
+        found.extend(parse_qs(parts.query).get("password", []))
+        return tuple(found)
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self.secrets())
+
+    def connect(self, timeout: float = 2.0) -> redis.Redis:
+        """A client on one connection, opened at its first command. No retries
+        inside redis-py: a server that is away is the poller's backoff's business."""
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        options: dict[str, object] = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "single_connection_client": True,
+            "client_name": "lockwatch",
+            "retry": Retry(NoBackoff(), 0),
+            # RESP2: every server speaks it, and a missing password is then
+            # "NOAUTH", not a puzzle about HELLO.
+            "protocol": 2,
+        }
+        if self.password_from != "url" and self.password is not None:
+            options["password"] = self.password
+        return redis.Redis.from_url(self.url, **options)
+
+
+def parse(url: str, environ: Mapping[str, str], password_file: str | None = None) -> RedisEndpoint:
+    """`url` (redis://, rediss://, unix://) as an endpoint; SourceError when it
+    cannot be one (the message never repeats a password)."""
+    shown = scrub(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise SourceError(f"--redis {shown}: not a usable URL ({scrub(str(exc))})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise SourceError(
+            f"--redis {shown}: the URL must start with redis://, rediss:// or unix://"
+        )
+    query = parse_qs(parts.query)
+    db_text = (query.get("db") or [""])[0] or (parts.path.strip("/") if scheme != "unix" else "")
+    try:
+        db = int(db_text or 0)
+    except ValueError:
+        raise SourceError(f"--redis {shown}: the database must be a number") from None
+    if db < 0:
+        raise SourceError(f"--redis {shown}: the database must be a number >= 0")
+    if scheme == "unix":
+        if not parts.path.startswith("/"):
+            raise SourceError(f"--redis {shown}: a unix:// URL needs an absolute socket path")
+        name = f"unix:{parts.path}/{db}"
+    else:
+        if not parts.hostname:
+            raise SourceError(f"--redis {shown}: no host in the URL")
+        name = f"{host_port(parts.hostname, port or DEFAULT_PORT)}/{db}"
+    in_url = unquote(parts.password) if parts.password else (query.get("password") or [""])[0]
+    if in_url:
+        return RedisEndpoint(url, name, db, in_url, "url")
+    if environ.get(PASSWORD_ENV):
+        return RedisEndpoint(url, name, db, environ[PASSWORD_ENV], PASSWORD_ENV)
+    if password_file is not None:
+        return RedisEndpoint(url, name, db, read_password(password_file), "password_file")
+    return RedisEndpoint(url, name, db)
+
+
+def read_password(path: str) -> str:
+    """The first line of the config's password_file."""
+    import os
+
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as handle:
+            return handle.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise SourceError(f"redis.password_file {path}: cannot read it: {reason}") from None
+
+
+def url_for(name: str) -> str | None:
+    """A URL for a display name (a lock id's server), when nobody gave one."""
+    if name.startswith("unix:"):
+        path, _, db = name[len("unix:") :].rpartition("/")
+        return f"unix://{path}?db={db}" if path and db.isdigit() else None
+    where, _, db = name.rpartition("/")
+    if not where or not db.isdigit() or ":" not in where:
+        return None
+    return f"redis://{where}/{db}"
+
+
+_KNOWN: dict[str, RedisEndpoint] = {}
+_KNOWN_LOCK = threading.Lock()
+
+
+def remember(endpoints: tuple[RedisEndpoint, ...] | list[RedisEndpoint]) -> None:
+    """Servers this run was told about: actions reconnect to them as listed."""
+    with _KNOWN_LOCK:
+        for endpoint in endpoints:
+            _KNOWN[endpoint.name] = endpoint
+
+
+def endpoint_for(
+    name: str, environ: Mapping[str, str], password_file: str | None = None
+) -> RedisEndpoint | None:
+    """The server `name` stands for: as this run was told of it, else from the
+    name itself (with REDISCLI_AUTH or the password file for a password)."""
+    with _KNOWN_LOCK:
+        known = _KNOWN.get(name)
+    if known is not None:
+        return known
+    url = url_for(name)
+    return None if url is None else parse(url, environ, password_file)

@@ -1,0 +1,234 @@
+"""The redis source: lock keys in Redis (redis-py's Lock, python-redis-lock,
+pottery's Redlock, and keys named like locks), their holders' tokens and TTLs,
+python-redis-lock's waiters, and Redlock groups' quorums.
+
+Config table it owns:
+
+    [redis]
+    url = ["redis://monitor@cache1:6379/0"]       # a string or a list
+    patterns = ["lock:*", "redlock:*", "*lock"]   # SCAN patterns (these are the default)
+    password_file = "~/.config/lockwatch/redis-password"  # if neither URL nor REDISCLI_AUTH has one
+    redlock = ["redis://r1", "redis://r2", "redis://r3"]  # one group (or a list of groups)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import click
+
+from lockwatch.model import ids
+from lockwatch.model.store import Quorum, QuorumMember, StoreClient, StoreLock
+from lockwatch.sources.contract import (
+    Decorator,
+    Found,
+    LookupFailed,
+    Selected,
+    SourceError,
+    Wanted,
+)
+from lockwatch.sources.polled import StoreSelection
+
+if TYPE_CHECKING:
+    from lockwatch.clock import Clock
+    from lockwatch.sources.redis.endpoint import RedisEndpoint
+    from lockwatch.sources.redis.poll import RedisPoller
+
+DEFAULT_REFRESH = 2.0
+# python-redis-lock, pottery's Redlock, and names ending in lock, .lock or :lock.
+DEFAULT_PATTERNS = ("lock:*", "redlock:*", "*lock")
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    urls: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = DEFAULT_PATTERNS
+    password_file: str | None = None
+    redlock: tuple[tuple[str, ...], ...] = field(default=())
+
+
+DEFAULTS = RedisSettings()
+
+
+def _error(message: str) -> Exception:
+    from lockwatch.config import ConfigError
+
+    return ConfigError(message)
+
+
+def _strings(value: Any, what: str, where: str) -> tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+        raise _error(f"{where}: {what} must be a string or a list of strings")
+    return tuple(values)
+
+
+def read_settings(data: Mapping[str, Any], where: str) -> RedisSettings:
+    table = data.get("redis", {})
+    if not isinstance(table, dict):
+        raise _error(f"{where}: [redis] must be a table")
+    urls = _strings(table.get("url", []), "redis.url", where)
+    patterns = _strings(table.get("patterns", list(DEFAULT_PATTERNS)), "redis.patterns", where)
+    if not patterns:
+        raise _error(f"{where}: redis.patterns must name at least one pattern")
+    password_file = table.get("password_file")
+    if password_file is not None and (not isinstance(password_file, str) or not password_file):
+        raise _error(f"{where}: redis.password_file must be a path")
+    redlock = table.get("redlock", [])
+    if isinstance(redlock, list) and redlock and all(isinstance(g, list) for g in redlock):
+        groups = tuple(_strings(g, "each redis.redlock group", where) for g in redlock)
+    else:
+        groups = (_strings(redlock, "redis.redlock", where),) if redlock else ()
+    for group in groups:
+        if len(group) < 2:
+            raise _error(f"{where}: a redis.redlock group needs at least two servers")
+    return RedisSettings(urls, patterns, password_file, groups)
+
+
+class RedisSource:
+    name = "redis"
+    label = "rds"
+    id_prefix = ids.REDIS
+    summary = "Redis lock keys (redis-py, python-redis-lock, Redlock): tokens, TTLs, waiters"
+    config_tables: tuple[str, ...] = ("redis",)
+    actions = frozenset({"break"})
+    record_types: tuple[type, ...] = (StoreLock, Quorum, QuorumMember, StoreClient)
+    # Plans and carries out its actions (lockwatch/actions/redis.py).
+    actions_module = "lockwatch.actions.redis"
+
+    def options(self) -> Sequence[Decorator]:
+        return [
+            click.option(
+                "--redis",
+                "redis_urls",
+                multiple=True,
+                metavar="URL",
+                help="A Redis server to read lock keys from: redis://, rediss:// or unix://"
+                " (repeatable; password from the URL, REDISCLI_AUTH or redis.password_file).",
+            ),
+            click.option(
+                "--redis-pattern",
+                "redis_patterns",
+                multiple=True,
+                metavar="GLOB",
+                help="SCAN pattern for lock keys (repeatable) [default: lock:*, redlock:*, *lock].",
+            ),
+            click.option(
+                "--redlock",
+                "redlock_groups",
+                multiple=True,
+                metavar="URL,URL,...",
+                help="The servers of one Redlock group, comma-separated: each lock shown once,"
+                " with how many servers hold it (repeatable).",
+            ),
+        ]
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return bool(values.get("redis_urls") or values.get("redlock_groups"))
+
+    def read_config(self, tables: Mapping[str, Any], where: str) -> RedisSettings:
+        return read_settings(tables, where)
+
+    def select(self, wanted: Wanted) -> Selected | None:
+        settings: RedisSettings = wanted.settings(self.name) or DEFAULTS
+        urls = tuple(wanted.values.get("redis_urls") or ()) or settings.urls
+        flagged = tuple(
+            tuple(url.strip() for url in group.split(",") if url.strip())
+            for group in wanted.values.get("redlock_groups") or ()
+        )
+        for group in flagged:
+            if len(group) < 2:
+                raise SourceError("--redlock: name the group's servers, comma-separated")
+        groups = flagged or settings.redlock
+        if not urls and not groups:
+            return None
+        patterns = tuple(wanted.values.get("redis_patterns") or ()) or settings.patterns
+        endpoints = _endpoints(urls, wanted, settings)
+        grouped = tuple(_endpoints(group, wanted, settings) for group in groups)
+        return SelectedRedis(
+            endpoints,
+            grouped,
+            patterns,
+            float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+        )
+
+    def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
+        return find_redis(target, wanted, host)
+
+
+def _endpoints(
+    urls: Sequence[str], wanted: Wanted, settings: RedisSettings
+) -> tuple[RedisEndpoint, ...]:
+    from lockwatch.sources.redis.endpoint import parse, remember
+
+    endpoints = tuple(
+        parse(url, wanted.environ, settings.password_file) for url in dict.fromkeys(urls)
+    )
+    remember(endpoints)
+    return endpoints
+
+
+@dataclass(frozen=True)
+class SelectedRedis(StoreSelection):
+    kind: ClassVar[str] = "redis"
+    endpoints: tuple[RedisEndpoint, ...]
+    groups: tuple[tuple[RedisEndpoint, ...], ...]
+    patterns: tuple[str, ...]
+    refresh: float = DEFAULT_REFRESH
+
+    def pollers(self, clock: Clock) -> list[RedisPoller]:
+        from lockwatch.sources.redis.poll import RedisPoller
+
+        pollers = [RedisPoller.of((endpoint,), self.patterns, clock) for endpoint in self.endpoints]
+        pollers += [
+            RedisPoller.of(group, self.patterns, clock, group=True) for group in self.groups
+        ]
+        return pollers
+
+
+def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
+    """The Redis lock `target` names, polled and judged now; or why there is none."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.process import StaticProcesses
+    from lockwatch.model.verdict import evaluate
+    from lockwatch.sources.redis.endpoint import endpoint_for
+    from lockwatch.sources.redis.poll import RedisPoller
+
+    parsed = ids.parse_redis(target)
+    if parsed is None:
+        raise SourceError(f"{target!r} is not a Redis lock id as `lockwatch ls --json` prints one")
+    settings: RedisSettings = wanted.settings("redis") or DEFAULTS
+    selected = SOURCE.select(wanted)
+    known: tuple[RedisEndpoint, ...] = ()
+    if isinstance(selected, SelectedRedis):
+        known = selected.endpoints + tuple(e for group in selected.groups for e in group)
+    names = parsed.server.split(",")
+    endpoints = []
+    for name in names:
+        endpoint = next((e for e in known if e.name == name), None) or endpoint_for(
+            name, wanted.environ, settings.password_file
+        )
+        if endpoint is None:
+            raise SourceError(f"no Redis server {name} among --redis/--redlock/config")
+        endpoints.append(endpoint)
+    key = parsed.key.partition("#client=")[0]
+    poller = RedisPoller.of(
+        tuple(endpoints), (), SystemClock(), group=len(endpoints) > 1, exact=(key,)
+    )
+    try:
+        polled = poller.poll()
+    finally:
+        poller.close()
+    if polled.locks is None:
+        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
+        raise LookupFailed(f"cannot read {parsed.server}: {reasons or 'no answer'}")
+    locks = polled.locks
+    for lock in locks:
+        if lock.id == target:
+            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), locks
+    return f"no lock {target} now: released, or it expired"
+
+
+SOURCE = RedisSource()

@@ -1,0 +1,271 @@
+"""Redis lock keys as lock records: which client library wrote each, who waits
+for it, and for a Redlock group, how many servers hold it.
+
+Formats, by what each library writes:
+
+- python-redis-lock: `lock:<name>` = a random id (base64 of 18 bytes), its
+  waiters blocked in BLPOP on the list `lock-signal:<name>`;
+- pottery's Redlock: `redlock:<name>` = a uuid4, on every server of the group;
+- redis-py's `Lock`: the name as given = `uuid1().hex` (32 hex digits, version 1);
+- anything else a pattern matched: `redis`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import timedelta
+
+from lockwatch.model import ids
+from lockwatch.model.lock import Holder, Lock
+from lockwatch.model.store import REDIS, Quorum, QuorumMember, StoreClient, StoreLock
+from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot, raw
+
+PY_REDIS_LOCK = "python-redis-lock"
+REDLOCK = "redlock"
+REDIS_PY = "redis-py"
+GENERIC = "redis"
+FORMATS = (REDIS_PY, PY_REDIS_LOCK, REDLOCK, GENERIC)
+
+PY_REDIS_LOCK_PREFIX = "lock:"
+SIGNAL_PREFIX = "lock-signal:"
+REDLOCK_PREFIX = "redlock:"
+# redis-py's Lock token: uuid.uuid1().hex, whose 13th digit is the version.
+_REDIS_PY_TOKEN = re.compile(r"[0-9a-f]{12}1[0-9a-f]{19}")
+# A BLPOP's timeout argument as python-redis-lock sends it (its `expire`, or 0):
+# whole seconds, up to 999999.
+_TIMEOUT_DIGITS = range(1, 7)
+
+
+def detect(key: str, value: str) -> tuple[str, str]:
+    """(format, name) of a lock key."""
+    if key.startswith(PY_REDIS_LOCK_PREFIX):
+        return PY_REDIS_LOCK, key[len(PY_REDIS_LOCK_PREFIX) :]
+    if key.startswith(REDLOCK_PREFIX):
+        return REDLOCK, key[len(REDLOCK_PREFIX) :]
+    if _REDIS_PY_TOKEN.fullmatch(value):
+        return REDIS_PY, key
+    return GENERIC, key
+
+
+def digest(value: str) -> str:
+    """What an action compares: the sha256 of the value's bytes (the token)."""
+    return hashlib.sha256(raw(value)).hexdigest()
+
+
+def _ttl(pttl: int) -> float | None:
+    return None if pttl < 0 else pttl / 1000
+
+
+def to_locks(snapshot: RedisSnapshot, *, skip_redlock: bool = False) -> list[Lock]:
+    """One record per lock key, and one per client found waiting for one.
+    `skip_redlock`: leave `redlock:` keys to the group this server is in."""
+    locks: list[Lock] = []
+    waiting_for: list[tuple[int, str]] = []  # (index in locks, name) of python-redis-lock's
+    for found in snapshot.keys:
+        if skip_redlock and found.key.startswith(REDLOCK_PREFIX):
+            continue
+        fmt, name = detect(found.key, found.value)
+        if fmt == PY_REDIS_LOCK:
+            waiting_for.append((len(locks), name))
+        locks.append(_lock(snapshot, found, fmt, name))
+    if waiting_for and snapshot.blocked:
+        locks.extend(_waiters(snapshot, locks, waiting_for))
+    return locks
+
+
+def _lock(snapshot: RedisSnapshot, found: RedisKey, fmt: str, name: str) -> Lock:
+    ttl = _ttl(found.pttl)
+    store = StoreLock(
+        REDIS,
+        snapshot.server,
+        found.key,
+        snapshot.polled_at,
+        value=found.value,
+        ttl_left=ttl,
+        session=found.value,
+    )
+    return Lock(
+        id=ids.redis_id(snapshot.server, found.key),
+        source=REDIS,
+        format=fmt,
+        name=name,
+        path=None,
+        holder=Holder(session=found.value),
+        ttl_seconds=ttl,
+        expires_at=store.expires_at,
+        content={
+            "server": snapshot.server,
+            "key": found.key,
+            "value": found.value,
+            "pttl_ms": found.pttl,
+        },
+        sha256=digest(found.value),
+        store=store,
+    )
+
+
+def _fits(client: BlockedClient, signal: str) -> bool:
+    """Whether `client`'s blocked command can be `BLPOP <signal> <timeout>`. Redis
+    does not say which key a client waits on; CLIENT LIST's argv-mem is the summed
+    length of its arguments, which rules out commands of any other size."""
+    if client.command != "blpop" or client.argv_bytes is None:
+        return False
+    return client.argv_bytes - len("blpop") - len(raw(signal)) in _TIMEOUT_DIGITS
+
+
+def _waiters(
+    snapshot: RedisSnapshot, locks: list[Lock], waiting_for: list[tuple[int, str]]
+) -> list[Lock]:
+    """python-redis-lock's waiters: clients blocked in BLPOP on `lock-signal:<name>`
+    in this database. A client is shown only where exactly one held lock fits it."""
+    signals = [(index, SIGNAL_PREFIX + name) for index, name in waiting_for]
+    by_lock: dict[int, list[BlockedClient]] = {}
+    for client in snapshot.blocked:
+        if client.db != snapshot.db:
+            continue
+        fitting = [index for index, signal in signals if _fits(client, signal)]
+        if len(fitting) == 1:
+            by_lock.setdefault(fitting[0], []).append(client)
+    waiters: list[Lock] = []
+    for index, clients in by_lock.items():
+        holder = locks[index]
+        assert holder.store is not None
+        clients.sort(key=lambda client: (-(client.idle or 0), client.id))
+        sessions = tuple(f"client:{client.id}" for client in clients)
+        locks[index] = replace(holder, store=replace(holder.store, blocking=sessions))
+        for position, client in enumerate(clients, start=1):
+            session = f"client:{client.id}"
+            waited = client.idle
+            store = StoreLock(
+                REDIS,
+                snapshot.server,
+                holder.store.key,
+                snapshot.polled_at,
+                position=position,
+                waiting=True,
+                session=session,
+                blocked_by=(holder.store.session,),
+                client=StoreClient(
+                    client.id,
+                    client.addr,
+                    client.name or None,
+                    client.command,
+                    None if waited is None else float(waited),
+                ),
+            )
+            host = client.addr.rpartition(":")[0].strip("[]") or None
+            waiters.append(
+                Lock(
+                    id=ids.redis_id(snapshot.server, holder.store.key, client.id),
+                    source=REDIS,
+                    format=holder.format,
+                    name=holder.name,
+                    path=None,
+                    holder=Holder(host=host, session=session, operation="waiting"),
+                    acquired_at=None
+                    if waited is None
+                    else snapshot.polled_at - timedelta(seconds=waited),
+                    store=store,
+                )
+            )
+    return waiters
+
+
+def group_name(servers: Sequence[str]) -> str:
+    """A Redlock group's name: its servers' names, in the order configured."""
+    return ",".join(servers)
+
+
+def group_locks(
+    group: str, members: Sequence[tuple[str, RedisSnapshot | None, str | None]]
+) -> list[Lock]:
+    """A Redlock group's `redlock:` keys, each once, with how many of the servers
+    hold it with the same token. `members`: (server, its snapshot or None, why
+    it could not be asked)."""
+    answered = [snapshot for _, snapshot, _ in members if snapshot is not None]
+    if not answered:
+        return []
+    polled_at = max(snapshot.polled_at for snapshot in answered)
+    copies: dict[str, dict[str, RedisKey]] = {}
+    for server, snapshot, _ in members:
+        if snapshot is None:
+            continue
+        for found in snapshot.keys:
+            if found.key.startswith(REDLOCK_PREFIX):
+                copies.setdefault(found.key, {})[server] = found
+    locks = []
+    for key in sorted(copies):
+        held = copies[key]
+        counts = Counter(found.value for found in held.values())
+        # The token most servers hold (ties: the smallest, so every poll agrees).
+        token = min(counts, key=lambda value: (-counts[value], value))
+        quorum_members = []
+        for server, snapshot, problem in members:
+            copy = held.get(server)
+            if snapshot is None:
+                quorum_members.append(QuorumMember(server, None, error=problem))
+            elif copy is None:
+                quorum_members.append(QuorumMember(server, False))
+            else:
+                quorum_members.append(
+                    QuorumMember(server, copy.value == token, copy.value, _ttl(copy.pttl))
+                )
+        quorum = Quorum(
+            servers=len(members),
+            holding=counts[token],
+            unknown=sum(1 for _, snapshot, _ in members if snapshot is None),
+            members=tuple(quorum_members),
+        )
+        ttl = _quorum_ttl(
+            [found.pttl for found in held.values() if found.value == token],
+            [found.pttl for found in held.values()],
+            quorum.needed,
+        )
+        store = StoreLock(
+            REDIS,
+            group,
+            key,
+            polled_at,
+            value=token,
+            ttl_left=ttl,
+            session=token,
+            quorum=quorum,
+        )
+        locks.append(
+            Lock(
+                id=ids.redis_id(group, key),
+                source=REDIS,
+                format=REDLOCK,
+                name=key[len(REDLOCK_PREFIX) :],
+                path=None,
+                holder=Holder(session=token),
+                ttl_seconds=ttl,
+                expires_at=store.expires_at,
+                content={
+                    "server": group,
+                    "key": key,
+                    "value": token,
+                    "copies": {server: [found.value, found.pttl] for server, found in held.items()},
+                },
+                sha256=digest(token),
+                store=store,
+            )
+        )
+    return locks
+
+
+def _quorum_ttl(holding: list[int], every: list[int], needed: int) -> float | None:
+    """Seconds until the lock stops counting: while a majority holds it, until
+    fewer than `needed` copies are left; without one, until the last copy (which
+    still blocks acquirers) expires. None: some copies never expire."""
+    never = float("inf")
+    ttls = sorted((never if pttl < 0 else pttl for pttl in holding), reverse=True)
+    if len(ttls) >= needed:
+        left = ttls[needed - 1]
+    else:
+        left = max((never if pttl < 0 else pttl for pttl in every), default=never)
+    return None if left == never else left / 1000

@@ -1,0 +1,1 @@
+"""Other hosts' locks, through their `lockwatch serve` (`--remote URL`)."""

@@ -1,0 +1,115 @@
+"""One remote's document, fetched: `GET <URL>/v1/locks` over one kept-alive
+connection, with the remote's token, a timeout, a bound on the size of the
+answer, and no redirects (a token must not follow one to another host).
+
+What goes wrong is a `RemoteProblem` in words fit for the header: `disconnected`
+when the remote cannot be reached (unreachable: refused, no answer), `error`
+when it answers but not as a lockwatch serve would (a refused token, HTTP 500,
+not the JSON contract).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from lockwatch import __version__
+from lockwatch.sources.remote.endpoints import DEFAULT_TIMEOUT, Remote
+
+if TYPE_CHECKING:
+    import httpx
+
+# A 10,000-lock document is about 10 MB: this leaves room, and bounds a hostile one.
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+
+
+class RemoteProblem(Exception):
+    def __init__(self, state: Literal["disconnected", "error"], reason: str) -> None:
+        super().__init__(reason)
+        self.state: Literal["disconnected", "error"] = state
+        self.reason = reason
+
+
+class Fetcher:
+    """Fetches one remote's document; one request at a time."""
+
+    def __init__(self, remote: Remote, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.remote = remote
+        self.timeout = timeout
+        self._client: httpx.Client | None = None
+
+    def _connection(self) -> httpx.Client:
+        import httpx
+
+        if self._client is None:
+            headers = {"User-Agent": f"lockwatch/{__version__}", "Accept": "application/json"}
+            if self.remote.token is not None:
+                headers["Authorization"] = f"Bearer {self.remote.token}"
+            # No proxies or netrc from the environment: the fleet's own addresses,
+            # the token only where the operator named.
+            self._client = httpx.Client(
+                headers=headers,
+                timeout=httpx.Timeout(self.timeout),
+                follow_redirects=False,
+                trust_env=False,
+            )
+        return self._client
+
+    def fetch(self) -> bytes:
+        """The document's bytes (raises RemoteProblem)."""
+        import httpx
+
+        try:
+            with self._connection().stream("GET", self.remote.locks_url) as response:
+                _check(response)
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_DOCUMENT_BYTES:
+                        raise RemoteProblem(
+                            "error", f"its answer is over {MAX_DOCUMENT_BYTES >> 20} MiB"
+                        )
+                    chunks.append(chunk)
+                return b"".join(chunks)
+        except httpx.TimeoutException:
+            self._reset()
+            raise RemoteProblem(
+                "disconnected", f"unreachable: no answer within {self.timeout:g}s"
+            ) from None
+        except httpx.TransportError as exc:
+            self._reset()
+            raise RemoteProblem("disconnected", f"unreachable: {_words(exc)}") from None
+
+    def _reset(self) -> None:
+        # A connection that failed is not reused: the next try starts afresh.
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def close(self) -> None:
+        self._reset()
+
+
+def _check(response: httpx.Response) -> None:
+    status = response.status_code
+    if status == 200:
+        return
+    if status in (401, 403):
+        raise RemoteProblem(
+            "error",
+            f"HTTP {status}: the token was refused; give this remote its token file"
+            " (--remote-token-file, or [remote] token_files)",
+        )
+    if status == 404:
+        raise RemoteProblem("error", "HTTP 404: no /v1/locks there; is it a lockwatch serve?")
+    if 300 <= status < 400:
+        raise RemoteProblem("error", f"HTTP {status}: a redirect, not followed; name its target")
+    raise RemoteProblem("error", f"HTTP {status} from /v1/locks")
+
+
+def _words(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    # "[Errno 111] Connection refused" says it; the errno adds nothing for a reader.
+    if text.startswith("[Errno"):
+        text = text.partition("] ")[2] or text
+    return text or type(exc).__name__

@@ -1,0 +1,212 @@
+"""The remote source: other hosts' locks, read from their `lockwatch serve`
+(`GET <URL>/v1/locks`, the lockwatch.ls/1 document), each with the host it is
+on and that host's own verdict. Read-only: an action on one is refused with
+the command to run on its host.
+
+Config table it owns:
+
+    [remote]
+    urls = ["https://db1.example:9464", "http://10.0.0.7:9464"]   # or one string
+    token_file = "/etc/lockwatch/fleet.token"    # for every remote without its own
+    timeout = 3                                  # seconds per request
+
+    [remote.token_files]                         # a remote's own token
+    "https://db1.example:9464" = "/etc/lockwatch/db1.token"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lockwatch.model import ids
+from lockwatch.model.origin import REMOTE_KIND, RemoteOrigin
+from lockwatch.sources.contract import (
+    Collected,
+    Decorator,
+    Found,
+    ListingRequest,
+    Selected,
+    SourceError,
+    Wanted,
+)
+from lockwatch.sources.remote.endpoints import (
+    DEFAULT_TIMEOUT,
+    EndpointError,
+    Remote,
+    RemoteSettings,
+    normalise,
+    read_settings,
+    read_token,
+)
+
+if TYPE_CHECKING:
+    from lockwatch.clock import Clock
+    from lockwatch.model.remote import RemoteListing
+    from lockwatch.sources.feed import Feed
+
+DEFAULT_REFRESH = 2.0
+DEFAULTS = RemoteSettings()
+
+
+class RemoteSource:
+    name = REMOTE_KIND
+    label = "rmt"
+    id_prefix = ids.REMOTE
+    summary = "other hosts' locks, from their `lockwatch serve` (/v1/locks): read-only here"
+    config_tables: tuple[str, ...] = ("remote",)
+    # Nothing is done to another host's lock from here: the refusal names the
+    # command to run there (actions/targets.py).
+    actions: frozenset[str] = frozenset()
+    record_types: tuple[type, ...] = (RemoteOrigin,)
+
+    def options(self) -> Sequence[Decorator]:
+        return [
+            click.option(
+                "--remote",
+                "remotes",
+                multiple=True,
+                metavar="URL",
+                help="Another host's `lockwatch serve` whose locks to show too, with their"
+                " host, read-only (repeatable) [config: remote.urls].",
+            ),
+            click.option(
+                "--remote-token-file",
+                metavar="FILE",
+                default=None,
+                help="A file holding the bearer token for the --remote URLs [config:"
+                " remote.token_file, remote.token_files].",
+            ),
+        ]
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return bool(values.get("remotes"))
+
+    def read_config(self, tables: Mapping[str, Any], where: str) -> RemoteSettings:
+        return read_settings(tables, where)
+
+    def select(self, wanted: Wanted) -> Selected | None:
+        settings: RemoteSettings = wanted.settings(self.name) or DEFAULTS
+        flags = wanted.values.get("remotes") or ()
+        try:
+            urls = tuple(dict.fromkeys(normalise(url) for url in flags)) or settings.urls
+        except EndpointError as exc:
+            raise SourceError(f"--remote: {exc}") from None
+        if not urls:
+            return None
+        flag_token = wanted.values.get("remote_token_file")
+        remotes = []
+        for url in urls:
+            path = flag_token or settings.token_files.get(url) or settings.token_file
+            try:
+                token = read_token(path) if path else None
+            except EndpointError as exc:
+                raise SourceError(str(exc)) from None
+            remotes.append(Remote(url, token))
+        refresh = float(wanted.values.get("refresh") or DEFAULT_REFRESH)
+        return SelectedRemotes(tuple(remotes), settings.timeout, refresh)
+
+    def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
+        return find_remote(target)
+
+
+@dataclass(frozen=True)
+class SelectedRemotes:
+    remotes: tuple[Remote, ...]
+    timeout: float = DEFAULT_TIMEOUT
+    refresh: float = DEFAULT_REFRESH
+
+    def collect(self, request: ListingRequest) -> Collected:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from lockwatch.clock import FrozenClock
+        from lockwatch.model.assess import assess
+        from lockwatch.model.process import StaticProcesses
+        from lockwatch.model.report import records_json_array
+        from lockwatch.model.status import SourceStatus
+        from lockwatch.sources.remote.client import Fetcher, RemoteProblem
+        from lockwatch.sources.remote.poller import fetch_listing
+
+        def one(remote: Remote) -> RemoteListing | RemoteProblem:
+            fetcher = Fetcher(remote, self.timeout)
+            try:
+                return fetch_listing(
+                    fetcher, remote.url, records=request.as_json, locks=not request.as_json
+                )
+            except RemoteProblem as problem:
+                return problem
+            finally:
+                fetcher.close()
+
+        out = Collected()
+        with ThreadPoolExecutor(max_workers=min(8, len(self.remotes))) as pool:
+            answers = list(pool.map(one, self.remotes))
+        for remote, answer in zip(self.remotes, answers, strict=True):
+            if isinstance(answer, RemoteProblem):
+                out.statuses.append(
+                    SourceStatus(REMOTE_KIND, remote.url, answer.state, reason=answer.reason)
+                )
+                out.warnings.append(f"remote {remote.url}: {answer.reason}")
+                continue
+            listing = answer
+            out.statuses.append(
+                SourceStatus(
+                    REMOTE_KIND,
+                    remote.url,
+                    "connected",
+                    reason=listing.summary(),
+                    updated_at=request.now,
+                )
+            )
+            out.places.append(f"on {listing.host} ({remote.url})")
+            out.stale += listing.stale
+            if request.as_json:
+                out.arrays.append(records_json_array(listing.records))
+            else:
+                out.assessed.extend(
+                    assess(listing.locks, StaticProcesses(), FrozenClock(request.now), request.host)
+                )
+        return out
+
+    def feeds(self, clock: Clock, host: str) -> Sequence[Feed]:
+        from lockwatch.sources.polled import PolledFeed
+        from lockwatch.sources.remote.poller import RemotePoller
+
+        return [
+            PolledFeed(
+                RemotePoller(remote, clock=clock, timeout=self.timeout),
+                host=host,
+                interval=self.refresh,
+            )
+            for remote in self.remotes
+        ]
+
+
+def find_remote(target: str) -> Found:
+    """Another host's lock, named by its `remote:` id: nothing here can judge or
+    touch it, so it comes back as `unknown`, for the plan to refuse with the
+    command to run on its host."""
+    from urllib.parse import urlsplit
+
+    from lockwatch.model.lock import Lock, Reason
+    from lockwatch.model.verdict import State, Verdict
+
+    parsed = ids.parse_remote(target)
+    if parsed is None:
+        raise SourceError(
+            f"{target!r} is not a remote lock id (remote:<serve URL>#<the lock's id there>)"
+        )
+    url, inner = parsed
+    there = urlsplit(url).hostname or url
+    why = f"judged on {there}, not here"
+    origin = RemoteOrigin(url, there, inner, "unknown", (("remote", why),))
+    lock = Lock(
+        id=target, source=REMOTE_KIND, format="remote", name=inner, path=None, remote=origin
+    )
+    return lock, Verdict(State.UNKNOWN, (Reason("remote", why),)), [lock]
+
+
+SOURCE = RemoteSource()

@@ -1,0 +1,122 @@
+"""`--audit-key` and `--audit-syslog` (and their config keys) on the commands that
+act, and `lockwatch audit verify --anchors`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockwatch.actions import audit
+from lockwatch.actions.audit import AuditKey, read_records
+from lockwatch.config import ConfigError, from_mapping
+from tests.conftest import run_cli
+
+
+@pytest.fixture(autouse=True)
+def own_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith(("PG", "LOCKWATCH_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    lines: list[str] = []
+    monkeypatch.setattr(audit, "syslog_anchor", lambda: lines.append)
+    return lines
+
+
+def stale_pid_file(tmp_path: Path) -> Path:
+    path = tmp_path / "locks" / "worker.pid"
+    path.parent.mkdir()
+    path.write_text("999999\n")
+    return path
+
+
+def test_break_with_a_key_and_syslog(tmp_path: Path, sent: list[str]) -> None:
+    lock = stale_pid_file(tmp_path)
+    log, key = tmp_path / "audit.jsonl", tmp_path / "vault" / "audit.key"
+    code, out, err = run_cli(
+        "break", str(lock), "--reason", "dead", "--yes",
+        "--audit-log", str(log), "--audit-key", str(key), "--audit-syslog",
+    )  # fmt: skip
+    assert code == 0, err
+    records = [record for _, record, _ in read_records(log)]
+    assert [r["event"] for r in records if r] == ["action_intent", "lock_broken"]
+    assert all(r and r["key_id"] == AuditKey.load(key).id for r in records)
+    assert len(sent) == 2 and all("hash=sha256:" in line for line in sent)
+    anchors = tmp_path / "anchors"
+    anchors.write_text("\n".join(sent) + "\n")
+    code, out, err = run_cli(
+        "audit", "verify", "--audit-log", str(log), "--audit-key", str(key),
+        "--anchors", str(anchors),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "2 records match their syslog anchors" in out
+
+
+def test_the_config_turns_syslog_on_and_names_the_key(tmp_path: Path, sent: list[str]) -> None:
+    lock = stale_pid_file(tmp_path)
+    key = tmp_path / "etc" / "lw.key"
+    config = tmp_path / "lockwatch.toml"
+    config.write_text(
+        f'[actions]\naudit_log = "{tmp_path / "a.jsonl"}"\naudit_key = "{key}"\n'
+        "audit_syslog = true\n"
+    )
+    code, _, err = run_cli("break", str(lock), "--reason", "dead", "--yes")
+    assert code == 0, err
+    assert key.exists() and len(sent) == 2
+
+
+def test_without_syslog_nothing_is_sent(tmp_path: Path, sent: list[str]) -> None:
+    lock = stale_pid_file(tmp_path)
+    code, _, err = run_cli(
+        "break", str(lock), "--reason", "dead", "--yes", "--audit-log", str(tmp_path / "a")
+    )
+    assert code == 0, err
+    assert sent == []
+
+
+@pytest.mark.parametrize(
+    ("actions", "words"),
+    [
+        ({"audit_syslog": "yes"}, "audit_syslog must be true or false"),
+        ({"audit_key": ""}, "audit_key must be a path"),
+        ({"audit_key": 3}, "audit_key must be a path"),
+    ],
+)
+def test_bad_config_values(actions: dict[str, Any], words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        from_mapping({"actions": actions})
+
+
+def test_config_values_are_read() -> None:
+    config = from_mapping({"actions": {"audit_key": "~/k", "audit_syslog": True}})
+    assert config.audit_key == os.path.expanduser("~/k") and config.audit_syslog
+
+
+def test_the_dashboard_audits_with_the_key_and_anchor_it_is_given(
+    tmp_path: Path, sent: list[str]
+) -> None:
+    from lockwatch.cli.watch import build_app
+    from lockwatch.cli.where import select_targets
+    from lockwatch.config import Config
+
+    targets = select_targets({"paths": (str(tmp_path),)}, Config(), {})
+    key = tmp_path / "dash.key"
+    app = build_app(
+        targets, host="h", audit_log=tmp_path / "a.jsonl", audit_key=key, audit_syslog=True
+    )
+    assert app.actions is not None
+    log = app.actions.executor.audit
+    assert log.key_path == key and log.anchor is not None
+    log.append("lock_broken", {"reason": "through the dashboard's log"})
+    assert key.exists() and len(sent) == 1
+    quiet = build_app(targets, host="h", audit_log=tmp_path / "b.jsonl")
+    assert quiet.actions is not None and quiet.actions.executor.audit.anchor is None

@@ -1,0 +1,217 @@
+"""etcd as a lock source, against a throwaway etcd and `etcdctl lock` holders and
+waiters: the listing matches etcd's own answers, waiters queue under their
+holder, and a break is compare-and-swap against the revision the operator saw."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lockwatch.model import ids
+from tests.conftest import run_cli
+from tests.stores.conftest import WAIT_S, Etcd, until
+
+
+def listing(etcd: Etcd, *args: str) -> dict[str, Any]:
+    code, out, err = run_cli("ls", "--etcd", etcd.url, "--json", *args)
+    assert code == 0, err
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def holder_and_waiter(etcd: Etcd, name: str, ttl: int = 10) -> tuple[subprocess.Popen[str], str]:
+    holder = etcd.lock(name, ttl=ttl)
+    assert holder.stdout is not None
+    key = holder.stdout.readline().strip()  # etcdctl prints its key once it holds the lock
+    assert key.startswith(f"{name}/"), key
+    etcd.lock(name)
+    until(lambda: len(etcd.keys(f"{name}/")) == 2, "the waiter's key")
+    return holder, key
+
+
+def etcd_json(etcd: Etcd, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    answer: dict[str, Any] = httpx.post(f"{etcd.url}/v3{path}", json=body, timeout=WAIT_S).json()
+    return answer
+
+
+def test_etcdctl_lock_holder_and_waiter_as_etcd_has_them(etcd: Etcd) -> None:
+    holder, key = holder_and_waiter(etcd, "/locks/deploy")
+    document = listing(etcd)
+    locks = {lock["key"]: lock for lock in document["locks"]}
+    assert len(locks) == 2
+    held = locks[key]
+    waiter = next(lock for lock in locks.values() if lock["key"] != key)
+
+    # What etcd itself says about the holder's key and lease.
+    kv = json.loads(etcd.ctl("get", key, "-w", "json"))["kvs"][0]
+    lease = json.loads(etcd.ctl("lease", "timetolive", format(kv["lease"], "x"), "-w", "json"))
+    server = etcd.url.removeprefix("http://")
+    assert held["id"] == ids.etcd_id(server, key)
+    assert (held["source"], held["format"], held["name"]) == ("etcd", "etcd-mutex", "/locks/deploy")
+    assert held["state"] == "active"
+    assert held["lease"] == format(kv["lease"], "x") == key.rsplit("/", 1)[1]
+    assert held["lease_id"] == kv["lease"]
+    assert held["holder"]["session"] == held["lease"]
+    assert held["create_revision"] == kv["create_revision"]
+    assert held["mod_revision"] == kv["mod_revision"]
+    assert held["value"] == ""
+    assert held["ttl_seconds"] == lease["granted-ttl"] == 10
+    assert 0 < held["ttl_left_seconds"] <= 10
+    assert abs(held["ttl_left_seconds"] - lease["ttl"]) <= 2
+    assert held["expires_at"] is not None and held["queue_position"] == 0
+    assert [r["code"] for r in held["reasons"]] == ["blocking"]
+    assert held["blocking"] == [waiter["lease"]]
+
+    assert waiter["state"] == "waiting"
+    assert waiter["name"] == "/locks/deploy"
+    assert waiter["blocked_by"] == [held["lease"]]
+    assert waiter["queue_position"] == 1
+    assert waiter["create_revision"] > held["create_revision"]
+    assert [r["code"] for r in waiter["reasons"]] == ["waiting"]
+
+    (tree,) = [t for t in document["blocking"] if t["server"] == f"etcd:{server}"]
+    (root,) = tree["roots"]
+    assert root["id"] == held["lease"]
+    assert [w["id"] for w in root["waiters"]] == [waiter["lease"]]
+    assert document["sources"] == [
+        {
+            "kind": "etcd",
+            "name": server,
+            "status": "connected",
+            "reason": None,
+            "updated_at": document["sources"][0]["updated_at"],
+            "next_retry_at": None,
+        }
+    ]
+    holder.kill()
+
+
+def test_keys_with_and_without_a_lease_and_other_prefixes(etcd: Etcd) -> None:
+    lease = json.loads(etcd.ctl("lease", "grant", "30", "-w", "json"))["ID"]
+    etcd.ctl("put", "--lease", format(lease, "x"), "/locks/py-etcd3-job", "token-123")
+    etcd.ctl("put", "/locks/forever", "someone")
+    etcd.ctl("put", "/app/mutex/build", "ci-7")
+    etcd.ctl("put", "/locksmith/not-a-lock", "x")  # /locks is a directory, not a string prefix
+    document = listing(etcd, "--etcd-prefix", "/app/mutex")
+    by_key = {lock["key"]: lock for lock in document["locks"]}
+    assert set(by_key) == {"/locks/py-etcd3-job", "/locks/forever", "/app/mutex/build"}
+    job = by_key["/locks/py-etcd3-job"]
+    assert (job["format"], job["state"], job["holder"]["session"]) == (
+        "etcd",
+        "active",
+        "token-123",
+    )
+    assert job["lease_id"] == lease and job["ttl_seconds"] == 30
+    forever = by_key["/locks/forever"]
+    assert forever["state"] == "active"
+    assert [r["code"] for r in forever["reasons"]] == ["no_expiry"]
+    assert forever["lease"] is None and forever["expires_at"] is None
+
+
+def test_break_revokes_the_holders_lease_and_the_waiter_takes_over(
+    etcd: Etcd, tmp_path: Path
+) -> None:
+    # A short session TTL: etcdctl's keep-alive (every TTL/3) learns of the revoke soon.
+    holder, key = holder_and_waiter(etcd, "/locks/release", ttl=3)
+    waiter = etcd.holders[-1]
+    lock_id = ids.etcd_id(etcd.url.removeprefix("http://"), key)
+    held = next(lock for lock in listing(etcd)["locks"] if lock["id"] == lock_id)
+    audit = tmp_path / "audit.jsonl"
+    code, out, err = run_cli(
+        "break", lock_id, "--etcd", etcd.url, "--reason", "holder hung, INC-1", "--yes",
+        "--force", "--audit-log", str(audit),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "revoked lease" in out
+    # The holder's session ended: etcdctl notices and exits; the waiter now holds it.
+    assert holder.wait(timeout=WAIT_S) == 1
+    assert holder.stderr is not None and "session expired" in holder.stderr.read()
+    assert waiter.stdout is not None
+    taken = waiter.stdout.readline().strip()
+    assert taken.startswith("/locks/release/") and taken != key
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [r["event"] for r in records] == ["action_intent", "lock_broken"]
+    done = records[-1]
+    assert done["target"]["key"] == key and done["target"]["source"] == "etcd"
+    assert done["lease"] == held["lease"] and done["lease_revoked"] is True
+    assert done["mod_revision"] == held["mod_revision"]
+    assert done["previous_lock"]["key"] == key
+
+
+def test_break_refused_when_the_revision_changed_since_it_was_seen(
+    etcd: Etcd, tmp_path: Path
+) -> None:
+    """The operator saw one version of the key; someone wrote it again: nothing is
+    deleted and no lease revoked."""
+    from lockwatch.actions.audit import AuditLog, Operator
+    from lockwatch.actions.plan import Kind
+    from lockwatch.actions.run import Executor
+    from lockwatch.actions.targets import find, prepare
+    from lockwatch.clock import SystemClock
+    from lockwatch.config import Config
+    from lockwatch.sources.contract import Wanted
+
+    lease = json.loads(etcd.ctl("lease", "grant", "60", "-w", "json"))["ID"]
+    etcd.ctl("put", "--lease", format(lease, "x"), "/locks/cas", "first")
+    server = etcd.url.removeprefix("http://")
+    wanted = Wanted((), {"etcd_urls": (etcd.url,)}, Config(), {})
+    found = find(ids.etcd_id(server, "/locks/cas"), wanted, "host")
+    assert not isinstance(found, str)
+    lock, verdict, peers = found
+    plan = prepare(Kind.BREAK, lock, verdict, peers=peers)
+    assert "mod revision is still" in plan.effect
+    etcd.ctl("put", "--lease", format(lease, "x"), "/locks/cas", "second")  # a new mod revision
+
+    operator = Operator("op", "op", None)
+    log = AuditLog(tmp_path / "audit.jsonl", clock=SystemClock(), host="h", operator=operator)
+    executor = Executor(log)
+    outcome = executor.run(plan, "test", force=True)
+    assert not outcome.ok and outcome.code == "changed", outcome.message
+    assert etcd.ctl("get", "/locks/cas", "--print-value-only").strip() == "second"
+    ttl = etcd_json(etcd, "/lease/timetolive", {"ID": str(lease)})
+    assert int(ttl["TTL"]) > 0  # the lease was not revoked
+
+    etcd.ctl("del", "/locks/cas")
+    outcome = executor.run(plan, "test", force=True)
+    assert not outcome.ok and outcome.code == "gone"
+
+
+def test_waiters_cannot_be_broken_and_other_actions_are_refused(etcd: Etcd) -> None:
+    _, key = holder_and_waiter(etcd, "/locks/queue")
+    waiter = next(lock for lock in listing(etcd)["locks"] if lock["state"] == "waiting")
+    code, _, err = run_cli("break", waiter["id"], "--etcd", etcd.url, "--reason", "x", "--yes")
+    assert code == 1 and "holds nothing" in err
+    code, _, err = run_cli("steal", ids.etcd_id(waiter["server"], key), "--reason", "x", "--yes")
+    assert code == 1 and "offer break" in err
+    assert len(etcd.keys("/locks/queue/")) == 2
+
+
+def test_an_etcd_that_is_away_is_reported_not_crashed_on() -> None:
+    from tests.stores.conftest import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    code, out, err = run_cli("ls", "--etcd", url, "--json")
+    assert code == 1
+    (source,) = json.loads(out)["sources"]
+    assert source["kind"] == "etcd" and source["status"] == "disconnected"
+    assert source["next_retry_at"] is not None
+    assert "etcd 127.0.0.1" in err
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://etcd:2379", "http:// or https://"),
+        ("http://root:s3cret@etcd:2379", "not supported"),
+        ("http://etcd:notaport", "not a usable URL"),
+    ],
+)
+def test_bad_etcd_urls_are_usage_errors_without_their_secrets(url: str, message: str) -> None:
+    code, _, err = run_cli("ls", "--etcd", url)
+    assert code == 2 and message in err
+    assert "s3cret" not in err
