@@ -117,8 +117,11 @@ class SourcesBar(Static):
         if line == self._shown:
             return
         # A new height needs a new layout; the same height only a repaint, which
-        # keeps the once-a-second update from re-laying out the whole screen.
-        lines = line.plain.count("\n")
+        # keeps the once-a-second update from re-laying out the whole screen. The
+        # height is counted as drawn: a status that grows can wrap onto a line of
+        # its own (80 columns), and the counts must not be pushed out of view.
+        width = self.size.width - self.styles.gutter.width
+        lines = len(line.wrap(self.app.console, width)) if width > 0 else -1
         self.update(line, layout=lines != self._lines)
         self._shown, self._lines = line, lines
 
