@@ -196,6 +196,23 @@ def test_group_help_names_the_global_options_and_the_dashboards() -> None:
     assert "lockwatch watch --help" in out
 
 
+@pytest.mark.parametrize(
+    ("dsn", "said"),
+    [
+        ("garbage dsn", "not a connection string libpq can read"),
+        ("postgresql://x@localhost:abc/db", "the port 'abc' is not a number"),
+        ("postgresql://u:hunter2@h:xx/db", "the port 'xx' is not a number"),
+    ],
+)
+@pytest.mark.parametrize("command", [("ls",), ("ls", "--json")])
+def test_a_malformed_dsn_is_a_usage_error(dsn: str, said: str, command: tuple[str, ...]) -> None:
+    code, out, err = run(*command, "--pg", dsn)
+    assert code == 2
+    assert said in err
+    assert "hunter2" not in err + out  # scrubbed, as every DSN lockwatch prints
+    assert "Traceback" not in err
+
+
 def test_unknown_option_is_a_usage_error() -> None:
     code, _, err = run("ls", "--jsn")
     assert code == 2

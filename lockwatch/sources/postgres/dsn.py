@@ -198,6 +198,22 @@ def problem(dsn: str) -> str | None:
             return (
                 "the DSN has more than one '@' before the host: write an '@' in the password as %40"
             )
+    return malformed(dsn)
+
+
+def malformed(dsn: str) -> str | None:
+    """Why libpq cannot read `dsn` at all (a usage error, not a server that is
+    away), in words that do not repeat it; None when it parses."""
+    import psycopg
+    from psycopg import conninfo
+
+    try:
+        params = conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        return f"not a connection string libpq can read ({scrub(str(exc).strip(), dsn)})"
+    for port in str(params.get("port") or "").split(","):
+        if port and not port.strip().isdigit():
+            return f"the port {scrub(port, dsn)!r} is not a number"
     return None
 
 

@@ -213,10 +213,10 @@ class PostgresSource:
 
 
 def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:
-    from lockwatch.sources.postgres.dsn import PasswordFileError, resolve_dsns
+    from lockwatch.sources.postgres.dsn import PasswordFileError, malformed, resolve_dsns, scrub
 
     try:
-        return resolve_dsns(
+        dsns = resolve_dsns(
             wanted.values.get("pg_dsns") or (),
             settings.dsns,
             wanted.environ,
@@ -224,6 +224,12 @@ def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:
         )
     except PasswordFileError as exc:
         raise SourceError(str(exc)) from exc
+    for dsn in dsns:
+        # A DSN nobody can read is the operator's mistake (exit 2), not a server away.
+        why = malformed(dsn)
+        if why is not None:
+            raise SourceError(f"--pg {scrub(dsn, dsn)!r}: {why}")
+    return dsns
 
 
 @dataclass(frozen=True)
