@@ -270,3 +270,20 @@ def test_the_executor_acts_only_on_the_file_that_was_listed(
     assert (tmp_path / "locks-real" / "worker.pid").read_bytes() == STALE_PID
     events = [r["event"] for _, r, _ in read_records(log) if r]
     assert events == ["action_intent", "action_refused"]
+
+
+def test_the_dashboard_watches_a_symlinked_root_by_its_real_path(tmp_path: Path) -> None:
+    # /var/lock -> /run/lock: listed where the locks really are, so acting on one
+    # goes through no symlink (and is not refused for it).
+    from lockwatch.clock import FrozenClock
+    from lockwatch.sources.files.plugin import SelectedFiles
+    from lockwatch.sources.files.watch import FileFeed
+    from tests.conftest import LOCAL_HOST, NOW
+
+    real = tmp_path / "run" / "lock"
+    real.mkdir(parents=True)
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "lock").symlink_to(real)
+    (feed,) = SelectedFiles((str(tmp_path / "var" / "lock"),)).feeds(FrozenClock(NOW), LOCAL_HOST)
+    assert isinstance(feed, FileFeed)
+    assert feed.roots == [str(real)]

@@ -96,7 +96,10 @@ class SelectedFiles:
     def feeds(self, clock: Clock, host: str) -> Sequence[Feed]:
         from lockwatch.sources.files.watch import FileFeed
 
-        return [FileFeed(self.roots, host=host, clock=clock)]
+        # Watched as their real paths: a lock is only ever acted on through a path
+        # without symlinks (actions/files.py), so a root named through one (/var/lock
+        # -> /run/lock) is listed where its locks really are.
+        return [FileFeed([os.path.realpath(root) for root in self.roots], host=host, clock=clock)]
 
 
 def find_file(target: str, host: str) -> Found | str:
