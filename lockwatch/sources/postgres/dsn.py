@@ -198,7 +198,7 @@ def problem(dsn: str) -> str | None:
             return (
                 "the DSN has more than one '@' before the host: write an '@' in the password as %40"
             )
-    return malformed(dsn)
+    return None
 
 
 def malformed(dsn: str) -> str | None:

@@ -213,7 +213,13 @@ class PostgresSource:
 
 
 def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:
-    from lockwatch.sources.postgres.dsn import PasswordFileError, malformed, resolve_dsns, scrub
+    from lockwatch.sources.postgres.dsn import (
+        PasswordFileError,
+        malformed,
+        problem,
+        resolve_dsns,
+        scrub,
+    )
 
     try:
         dsns = resolve_dsns(
@@ -226,7 +232,7 @@ def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:
         raise SourceError(str(exc)) from exc
     for dsn in dsns:
         # A DSN nobody can read is the operator's mistake (exit 2), not a server away.
-        why = malformed(dsn)
+        why = problem(dsn) or malformed(dsn)
         if why is not None:
             raise SourceError(f"--pg {scrub(dsn, dsn)!r}: {why}")
     return dsns
