@@ -128,7 +128,8 @@ def ls(**values: Any) -> None:
     else:
         assessed = [pair for part in parts for pair in part.assessed]
         color = None if "NO_COLOR" not in os.environ else False
-        for line in render_table(assessed, long=values["long_"], cwd=os.getcwd()):
+        table = render_table(assessed, long=values["long_"], cwd=os.getcwd(), now=request.now)
+        for line in table:
             click.echo(line, color=color)
         places = [place for part in parts for place in part.places]
         # A PATH that does not exist is said once, as the error below: not

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 
 import click
 
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
+from lockwatch.model.pg import held_cell
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import State, Verdict
 
@@ -69,8 +71,21 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _age(lock: Lock, verdict: Verdict, now: datetime | None) -> str:
+    if verdict.age_seconds is not None:
+        return duration(verdict.age_seconds)
+    if lock.pg is not None and lock.pg.granted and now is not None:
+        # PostgreSQL keeps no grant time: the bound, as the dashboard shows it.
+        return held_cell(lock.pg, now)
+    return "-"
+
+
 def render_table(
-    assessed: Sequence[tuple[Lock, Verdict]], *, long: bool, cwd: str
+    assessed: Sequence[tuple[Lock, Verdict]],
+    *,
+    long: bool,
+    cwd: str,
+    now: datetime | None = None,
 ) -> Iterator[str]:
     if not assessed:
         return
@@ -82,7 +97,7 @@ def render_table(
                 lock.format,
                 _clip(lock.name, _NAME_WIDTH),
                 _holder(lock, verdict),
-                "-" if verdict.age_seconds is None else duration(verdict.age_seconds),
+                _age(lock, verdict, now),
                 ",".join(dict.fromkeys(verdict.codes)) or "-",
                 _where(lock, cwd),
             )
