@@ -174,40 +174,29 @@ class LockwatchApp(App[None]):
             return False  # a confirmation is answered with its buttons, never by `q`
         if action in ACTION_KEYS and self.actions is None:
             return False  # read-only: the keys are gone, not merely disabled
-        if action in ACTION_KEYS and not self._locks_view_shown():
+        if action in ACTION_KEYS and not self._view_shown("locks"):
             # They act on the table's selection: never from a view that hides it;
             # break and cancel also on the Contention view's selected session.
-            return action in CONTENTION_ACTIONS and self._contention_view_shown()
+            return action in CONTENTION_ACTIONS and self._view_shown("contention-tab")
         # Keys of the main screen do nothing behind the help screen or the palette.
-        if action == "toggle_heartbeats" and not self._events_view_shown():
+        if action == "toggle_heartbeats" and not self._view_shown("events-tab"):
             return False
         if action in MAIN_SCREEN_ONLY:
             return self.screen is self.screen_stack[0]
         return True
 
-    def _events_view_shown(self) -> bool:
-        if not self.screen_stack:
-            return False
-        views = self.screen_stack[0].query("#views").results(TabbedContent)
-        return any(view.active == "events-tab" for view in views)
-
-    def _contention_view_shown(self) -> bool:
-        if not self.screen_stack:
-            return False
-        views = self.screen_stack[0].query("#views").results(TabbedContent)
-        return any(view.active == "contention-tab" for view in views)
-
     def _target(self) -> str | None:
         """The lock the action keys act on in the view on screen."""
-        if self._contention_view_shown():
+        if self._view_shown("contention-tab"):
             return self._tree.selected_lock
         return self._table.selected
 
-    def _locks_view_shown(self) -> bool:
+    def _view_shown(self, pane: str) -> bool:
+        """Whether the main screen shows the view `pane` (locks, contention-tab, events-tab)."""
         if not self.screen_stack:
             return False
         views = self.screen_stack[0].query("#views").results(TabbedContent)
-        return any(view.active == "locks" for view in views)
+        return any(view.active == pane for view in views)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         # Textual's own themes lack lockwatch's state colours: lend them ours.
@@ -661,7 +650,7 @@ class LockwatchApp(App[None]):
             (lock_id for lock_id in self._table.marked if lock_id in self.board),
             key=lambda lock_id: (order.get(lock_id, len(order)), lock_id),
         )
-        if marked and self._locks_view_shown():
+        if marked and self._view_shown("locks"):
             self._confirm_bulk(marked)
         else:
             self._confirm(Kind.BREAK)

@@ -183,6 +183,14 @@ async def select(pilot: Pilot[Any], lock_id: str) -> None:
     await pilot.pause()
 
 
+async def open_action(pilot: Pilot[Any], lock_id: str, key: str = "b") -> None:
+    """Select `lock_id` and press an action's key: its confirmation opens (or a
+    refusal is said)."""
+    await select(pilot, lock_id)
+    await pilot.press(key)
+    await pilot.pause()
+
+
 def showing(app: LockwatchApp, kind: type) -> bool:
     """Whether a screen of `kind` is on top (a call: each check looks afresh)."""
     return isinstance(app.screen, kind)
@@ -267,9 +275,7 @@ async def test_break_a_stale_lock(scene: Scene) -> None:
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         screen = confirm_screen(app)
         # Cancel has the focus: a stray enter cancels.
         assert isinstance(app.focused, Button)
@@ -316,9 +322,7 @@ async def test_enter_right_away_cancels_and_touches_nothing(scene: Scene) -> Non
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         assert showing(app, ConfirmScreen)
         await pilot.press("enter")
         await acted(pilot)
@@ -340,9 +344,7 @@ async def test_tab_reaches_the_reason_from_cancel(scene: Scene) -> None:
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         focused = []
         for _ in range(3):
             await pilot.press("tab")
@@ -364,9 +366,7 @@ async def test_typing_with_cancel_focused_goes_to_the_reason_and_q_never_quits(
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         assert app.focused is not None and app.focused.id == "cancel"
         # "quit…": the q is the reason's first letter, not the dashboard's quit.
         await pilot.press(*"quiet holder")
@@ -394,9 +394,7 @@ async def test_break_an_active_lock_needs_its_name(scene: Scene) -> None:
         await settle(pilot)
         lock = scene.id("deploy.lock")
         assert app.board.verdict(lock).state.value == "active"
-        await select(pilot, lock)
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, lock)
         screen = confirm_screen(app)
         assert app.focused is not None and app.focused.id == "cancel"
         text = screen_text(screen)
@@ -430,9 +428,7 @@ async def test_a_lock_rewritten_after_the_confirmation_opened_is_not_touched(
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         await type_into(pilot, "#reason", REASON)
         # Meanwhile its owner comes back and takes it again.
         retaken = tower("deploy", heartbeat=0, pid=4242, actor="ops-bot")
@@ -458,9 +454,7 @@ async def test_steal_heartbeat_and_release(scene: Scene) -> None:
     lock = scene.id("deploy.lock")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, lock)
-        await pilot.press("S")
-        await pilot.pause()
+        await open_action(pilot, lock, "S")
         screen = confirm_screen(app)
         assert app.focused is not None and app.focused.id == "cancel"
         text = screen_text(screen)
@@ -531,9 +525,7 @@ async def test_steal_an_active_lock_is_refused(scene: Scene) -> None:
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("S")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"), "S")
         assert not showing(app, ConfirmScreen)
         assert any(n.startswith("cannot steal:") and "never allowed" in n for n in notes(app)), (
             notes(app)
@@ -549,18 +541,14 @@ async def test_release_a_lock_lockwatch_does_not_hold_is_refused(scene: Scene) -
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("r")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"), "r")
         assert not showing(app, ConfirmScreen)
         assert any("does not hold this lock" in n for n in notes(app)), notes(app)
     assert path.read_bytes() == before
 
 
 async def steal(pilot: Pilot[Any], lock_id: str) -> None:
-    await select(pilot, lock_id)
-    await pilot.press("S")
-    await pilot.pause()
+    await open_action(pilot, lock_id, "S")
     await type_into(pilot, "#reason", REASON)
     await press_confirm(pilot)
 
@@ -784,9 +772,7 @@ async def test_an_unwritable_audit_log_refuses_the_action(scene: Scene) -> None:
     app = scene.app(actions=scene.session(audit_log=blocker / "audit.jsonl"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         await type_into(pilot, "#reason", REASON)
         await press_confirm(pilot)
         refused = [n for n in notes(app) if "audit log" in n]
@@ -870,9 +856,7 @@ async def test_breaking_a_lock_you_hold_lets_go_of_it(scene: Scene) -> None:
         feed.push(scene.change_set())
         await pilot.pause()
         assert app.board.verdict(lock).state.value == "active"
-        await select(pilot, lock)
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, lock)
         await type_into(pilot, "#reason", "done with it")
         await type_into(pilot, "#must-type", "deploy")
         await press_confirm(pilot)
@@ -962,9 +946,7 @@ async def test_a_small_terminal_shows_the_fields_and_buttons_at_once(scene: Scen
     app = scene.app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         await pilot.pause()
         screen = confirm_screen(app)
         box = screen.query_one("#confirm-box")

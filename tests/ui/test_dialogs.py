@@ -19,8 +19,8 @@ from tests.ui.test_actions_ui import (
     confirm_button,
     confirm_screen,
     notes,
+    open_action,
     screen_text,
-    select,
     showing,
     tower,
 )
@@ -31,24 +31,18 @@ def scene(tmp_path: Path) -> Scene:
     return Scene(tmp_path)
 
 
-def facts_text(screen: ConfirmScreen) -> str:
-    return screen_text(screen)
-
-
 async def test_ages_tick_while_the_dialog_is_open(scene: Scene) -> None:
     scene.write("deploy.lock", tower("deploy", heartbeat=600))
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         screen = confirm_screen(app)
-        assert "last heartbeat 10m00s ago" in facts_text(screen)
+        assert "last heartbeat 10m00s ago" in screen_text(screen)
         scene.clock.advance(63)
         screen.refresh_facts()
         await pilot.pause()
-        text = facts_text(screen)
+        text = screen_text(screen)
         assert "last heartbeat 11m03s ago" in text
         assert "10m00s" not in text
         assert "changed while open" not in text  # still stale: nothing to say
@@ -60,16 +54,14 @@ async def test_a_verdict_that_changes_while_open_is_said(scene: Scene) -> None:
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         screen = confirm_screen(app)
         assert not screen.query_one("#confirm-changed").display
         scene.clock.advance(TTL)
         screen.refresh_facts()
         await pilot.pause()
         assert screen.query_one("#confirm-changed").display
-        assert "changed while open: now stale, was active when this opened" in facts_text(screen)
+        assert "changed while open: now stale, was active when this opened" in screen_text(screen)
 
 
 async def test_enter_in_a_filled_reason_goes_to_the_action_button(scene: Scene) -> None:
@@ -78,9 +70,7 @@ async def test_enter_in_a_filled_reason_goes_to_the_action_button(scene: Scene) 
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         await pilot.press(*REASON, "enter")
         await pilot.pause()
         assert showing(app, ConfirmScreen)  # enter never confirms by itself
@@ -96,9 +86,7 @@ async def test_enter_in_an_empty_reason_stays_and_says_why(scene: Scene) -> None
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         reason = confirm_screen(app).query_one("#reason", Input)
         app.set_focus(reason)
         await pilot.press("enter")
@@ -113,9 +101,7 @@ async def test_enter_in_the_reason_of_an_active_lock_goes_to_its_name(scene: Sce
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         await pilot.press(*REASON, "enter")
         await pilot.pause()
         assert app.focused is confirm_screen(app).query_one("#must-type", Input)
@@ -131,9 +117,7 @@ async def test_dismissing_says_nothing_was_done(scene: Scene) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         for dismiss in ("escape", "enter"):  # enter on the focused "Do nothing"
-            await select(pilot, scene.id("deploy.lock"))
-            await pilot.press("b")
-            await pilot.pause()
+            await open_action(pilot, scene.id("deploy.lock"))
             assert confirm_screen(app).query_one("#cancel", Button).label.plain == DISMISS_LABEL
             await pilot.press(dismiss)
             await acted(pilot)

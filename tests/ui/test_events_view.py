@@ -18,8 +18,8 @@ from tests.ui.test_actions_ui import (
     SIZE,
     Scene,
     acted,
+    open_action,
     press_confirm,
-    select,
     tower,
     type_into,
 )
@@ -108,16 +108,12 @@ async def test_the_operators_actions_are_events(scene: Scene) -> None:
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await select(pilot, scene.id("deploy.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("deploy.lock"))
         await type_into(pilot, "#reason", REASON)
         await press_confirm(pilot)
         # A release of a lock lockwatch does not hold is refused before any
         # dialog; a break whose compare-and-swap fails is a failed action.
-        await select(pilot, scene.id("live.lock"))
-        await pilot.press("b")
-        await pilot.pause()
+        await open_action(pilot, scene.id("live.lock"))
         await type_into(pilot, "#reason", REASON)
         await type_into(pilot, "#must-type", "live")
         scene.paths["live.lock"].write_text(tower("live", heartbeat=1))  # rewritten meanwhile
