@@ -49,6 +49,16 @@ def _fields(rows: Iterable[tuple[str, Any]]) -> Table:
     return grid
 
 
+def _whole(value: str | None) -> Text | None:
+    """An id or a path, folded onto as many lines as it takes, never cut: the
+    operator copies it into `lockwatch break`."""
+    if value is None:
+        return None
+    text = safe(value)
+    text.overflow = "fold"
+    return text
+
+
 def _heading(title: str) -> Text:
     return Text(f"\n{title}", style="bold underline")
 
@@ -138,10 +148,10 @@ def describe(
     parts.append(
         _fields(
             [
-                ("id", lock.id),
+                ("id", _whole(lock.id)),
                 ("source", lock.source),
                 ("format", lock.format),
-                ("path", lock.path),
+                ("path", _whole(lock.path)),
                 ("acquired", _when(lock.acquired_at, now) if lock.acquired_at else None),
                 ("heartbeat", _when(lock.heartbeat_at, now) if lock.heartbeat_at else None),
                 ("ttl", None if lock.ttl_seconds is None else duration(lock.ttl_seconds)),
@@ -227,7 +237,7 @@ def describe(
                 [
                     ("host", remote.host),
                     ("served by", remote.remote),
-                    ("id there", remote.id),
+                    ("id there", _whole(remote.id)),
                     ("act there", f"lockwatch break {shlex.quote(remote.id)} --reason …"),
                 ]
             )

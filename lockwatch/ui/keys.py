@@ -13,6 +13,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
+class View(StrEnum):
+    """The dashboard's views, one screen each (ui/screens/)."""
+
+    LOCKS = "locks"
+    CONTENTION = "contention"
+    EVENTS = "events"
+
+
+EVERYWHERE = frozenset(View)
+
+
 class Group(StrEnum):
     VIEW = "view"  # looking: always there
     ACTION = "action"  # acting on locks: gone when read-only
@@ -23,7 +34,9 @@ class Group(StrEnum):
 class Key:
     keys: str  # Textual's key names, comma-separated ("question_mark")
     shown: str  # as the operator types it ("?")
-    action: str | None  # the App's `action_<name>`; None: a widget's own keys
+    # The action: the App's `action_<name>` for keys that apply everywhere, the
+    # view screen's for the others; None: a widget's own keys.
+    action: str | None
     label: str  # the footer's word for it
     help: str  # one line for `?`, the palette and --help
     group: Group = Group.VIEW
@@ -35,7 +48,22 @@ class Key:
     # Where it applies: the main screen only (the locks table and its views), or
     # also over the help screen and dialogs (quit, escape, help).
     main_only: bool = True
+    # The views it works in: bound on the App when everywhere, else on those
+    # views' screens, so a key is never offered where it does nothing.
+    views: frozenset[View] = EVERYWHERE
 
+    @property
+    def everywhere(self) -> bool:
+        return self.views == EVERYWHERE
+
+    @property
+    def where(self) -> str:
+        """`locks, contention`: the views it works in, for the help; '' when all."""
+        return "" if self.everywhere else ", ".join(v.value for v in View if v in self.views)
+
+
+_LOCKS = frozenset({View.LOCKS})
+_SELECTED = frozenset({View.LOCKS, View.CONTENTION})  # where a lock is selected
 
 KEYS: tuple[Key, ...] = (
     Key(
@@ -49,10 +77,11 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         "s", "s", "sort", "Sort", "cycle the sort: state, age, name, source", footer=False,
-        palette="Sort",
+        palette="Sort", views=_LOCKS
     ),
     Key(
-        "enter", "enter", "details", "Details", "show or hide the selected lock's details",
+        "enter", "enter", "details", "Details",
+        "show or hide the selected lock's details; from another view, open them in the locks",
         footer=False, palette="Details",
     ),
     Key(
@@ -75,38 +104,44 @@ KEYS: tuple[Key, ...] = (
     Key(
         "h", "h", "toggle_heartbeats", "Heartbeats",
         "events view: hide or show heartbeats (the events follow the newest until you scroll)",
-        footer=False, palette="Hide or show heartbeats",
+        footer=False, palette="Hide or show heartbeats", views=frozenset({View.EVENTS})
     ),
     Key(
         "space", "space", "mark", "Mark",
         "mark or unmark the row (the cursor moves down); b then breaks every marked lock",
-        group=Group.ACTION, palette="Mark or unmark",
+        group=Group.ACTION, palette="Mark or unmark", views=_LOCKS
     ),
     Key(
         "U", "U", "clear_marks", "Unmark all", "clear every mark", group=Group.ACTION,
-        footer=False, palette="Clear marks",
+        footer=False, palette="Clear marks", views=_LOCKS
     ),
     Key(
         "b", "b", "break_lock", "Break",
         "break: move the lock file aside / pg_terminate_backend; not stale: type its name",
-        group=Group.ACTION, palette="Break lock",
+        group=Group.ACTION, palette="Break lock", views=_SELECTED
     ),
     Key(
         "S", "S", "steal_lock", "Steal",
         "steal a stale lock: rewritten for you in its own format, kept alive while you run",
-        group=Group.ACTION, palette="Steal lock",
+        group=Group.ACTION, palette="Steal lock", views=_LOCKS
     ),
     Key(
         "c", "c", "cancel_query", "Cancel query",
         "cancel a Postgres holder's current query (pg_cancel_backend)",
-        group=Group.ACTION, footer=False, palette="Cancel query",
+        group=Group.ACTION, footer=False, palette="Cancel query", views=_SELECTED
     ),
     Key(
         "r", "r", "release_lock", "Release", "release a lock lockwatch holds for you (★)",
-        group=Group.ACTION, footer=False, palette="Release lock",
+        group=Group.ACTION, footer=False, palette="Release lock", views=_LOCKS
     ),
     Key(
-        "escape", "escape", "escape", "Back", "clear the filter, close the detail pane",
+        "y", "y", "copy_id", "Copy id",
+        "copy the selected lock's id (for lockwatch break/steal) to the clipboard, and show it",
+        footer=False, palette="Copy lock id", views=_SELECTED,
+    ),
+    Key(
+        "escape", "escape", "escape", "Back",
+        "clear the filter, close the detail pane; from another view, back to the locks",
         footer=False, main_only=False,
     ),
     Key(
@@ -146,9 +181,24 @@ def main_screen_actions() -> frozenset[str]:
 
 
 def help_rows(groups: Iterable[Group]) -> list[tuple[str, str]]:
-    """(keys as typed, what they do) for the `?` screen, ctrl+c folded into q."""
+    """(keys as typed, what they do) for the `?` screen, ctrl+c folded into q;
+    a key that works in some views only says which."""
     wanted = set(groups)
-    return [(k.shown, k.help) for k in KEYS if k.group in wanted and k.keys != "ctrl+c"]
+    return [
+        (k.shown, f"{k.help} [{k.where}]" if k.where else k.help)
+        for k in KEYS
+        if k.group in wanted and k.keys != "ctrl+c"
+    ]
+
+
+def app_keys(*groups: Group) -> list[Key]:
+    """The keys bound on the App: those that work in every view."""
+    return [key for key in keys_of(*groups) if key.everywhere]
+
+
+def view_keys(view: View, *groups: Group) -> list[Key]:
+    """The keys bound on `view`'s screen: those that work there and not everywhere."""
+    return [key for key in keys_of(*groups) if not key.everywhere and view in key.views]
 
 
 def epilog() -> str:

@@ -289,7 +289,8 @@ class HelpScreen(ModalScreen[None]):
         if self._actions:
             groups.append(Group.ACTION)
         for key, what in help_rows(groups):
-            grid.add_row(key, what)
+            # Text, not markup: "[locks]" says where a key works.
+            grid.add_row(Text(key), Text(what))
         grid.add_row("", "")
         grid.add_row(Text("filter fields", style="bold underline"), "")
         for name, what in FIELDS.items():

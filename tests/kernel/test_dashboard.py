@@ -160,7 +160,7 @@ async def test_a_blocked_waiter_in_the_table_and_the_contention_view(
         await until(pilot, lambda: agrees_with_library(app, holder), "the file's verdict")
 
         await pilot.press("tab")
-        tree = app.query_one(ContentionTree)
+        tree = app.screen.query_one(ContentionTree)
         await until(
             pilot,
             lambda: any(f"pid {waiter.pid}" in text for _, text in tree_lines(tree)),

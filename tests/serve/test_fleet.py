@@ -128,7 +128,7 @@ async def test_one_dashboard_watches_both_hosts(
         assert HOST[:11] in row and "east-deploy" in row and "stale" in row
 
         # Read-only: an action on another host's row names the command to run there.
-        app._table.select(east_id)
+        app.locks.table.select(east_id)
         await pilot.press("b")
         await until(pilot, lambda: any("lockwatch break" in n for n in notes(app)), "a refusal")
         (refusal,) = [n for n in notes(app) if "lockwatch break" in n]

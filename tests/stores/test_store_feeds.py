@@ -174,7 +174,7 @@ async def test_dashboard_shows_etcd_and_redis_waiters_under_their_holders(
         assert {s.kind for s in app.board.all_statuses()} >= {"etcd", "redis"}
 
         await pilot.press("tab")
-        tree = app.query_one(ContentionTree)
+        tree = app.screen.query_one(ContentionTree)
         lease = holder_key.rsplit("/", 1)[1]
         await until(
             pilot,

@@ -42,6 +42,10 @@ from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.users import with_users
 from lockwatch.ui.app import LockwatchApp
+from lockwatch.ui.flow import ActionFlow
+from lockwatch.ui.keys import View
+from lockwatch.ui.screens.contention import ContentionScreen
+from lockwatch.ui.screens.events import EventsScreen
 from lockwatch.ui.table import LockTable
 from lockwatch.ui.themes import LoadedTheme, builtin_dir, load_file
 from tests.conftest import LOCAL_HOST, NOW, lock_file
@@ -239,6 +243,29 @@ async def until(
             return
         await pilot.pause(0.05)
     assert condition(), f"never happened within {seconds} s: {what}"
+
+
+def flow_of(app: LockwatchApp) -> ActionFlow:
+    """The app's action flow (there is one unless read-only)."""
+    assert app.flow is not None
+    return app.flow
+
+
+def view_of(app: LockwatchApp) -> View | None:
+    """The view on screen (a call: each check looks afresh)."""
+    return app.current
+
+
+def events_view(app: LockwatchApp) -> EventsScreen:
+    screen = app.views[View.EVENTS]
+    assert isinstance(screen, EventsScreen)
+    return screen
+
+
+def contention_view(app: LockwatchApp) -> ContentionScreen:
+    screen = app.views[View.CONTENTION]
+    assert isinstance(screen, ContentionScreen)
+    return screen
 
 
 def row_text(app: LockwatchApp, lock_id: str) -> str:

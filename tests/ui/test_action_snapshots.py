@@ -30,7 +30,9 @@ from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
 from lockwatch.ui.table import LockTable
 from tests.ui.fakes import (
     LOCAL_HOST,
+    PG_ROOT_ID,
     TOWER,
+    flow_of,
     frozen_clock,
     make_app,
     mixed_scenario,
@@ -40,7 +42,10 @@ from tests.ui.fakes import (
 SnapCompare = Callable[..., bool]
 RunBefore = Callable[[Pilot[Any]], Awaitable[None]]
 
-MAIN = (120, 36)
+SMALL = (80, 24)
+LARGE = (160, 45)
+# Every screen and dialog at both: the smallest terminal it must work in, and a big one.
+SIZES = pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "160x45"])
 ROOTS = ("/srv", "/home", "/run")  # the mixed scenario's file roots
 OPERATOR = "alice"
 LOCKWATCH_PID = 31337
@@ -88,26 +93,36 @@ def on(lock_id: str, *pressed: str, expect: type = ConfirmScreen) -> RunBefore:
     return run_before
 
 
-def test_break_confirmation_of_a_stale_lock(snap_compare: SnapCompare, actions: Any) -> None:
+@SIZES
+def test_break_confirmation_of_a_stale_lock(
+    snap_compare: SnapCompare, size: tuple[int, int], actions: Any
+) -> None:
     """b on a tower-fleet lock whose heartbeat expired: the lock, holder, state, reasons,
     the rename into the tombstone; a reason to give, Cancel focused, Break disabled."""
     app = app_with(actions)
-    assert snap_compare(app, terminal_size=MAIN, run_before=on(STALE, "b"))
+    assert snap_compare(app, terminal_size=size, run_before=on(STALE, "b"))
 
 
-def test_break_confirmation_of_an_active_lock(snap_compare: SnapCompare, actions: Any) -> None:
+@SIZES
+def test_break_confirmation_of_an_active_lock(
+    snap_compare: SnapCompare, size: tuple[int, int], actions: Any
+) -> None:
     """b on a lock that is not stale: the warning, and its name to type."""
     app = app_with(actions)
-    assert snap_compare(app, terminal_size=MAIN, run_before=on(ACTIVE, "b"))
+    assert snap_compare(app, terminal_size=size, run_before=on(ACTIVE, "b"))
 
 
-def test_steal_confirmation(snap_compare: SnapCompare, actions: Any) -> None:
+@SIZES
+def test_steal_confirmation(snap_compare: SnapCompare, size: tuple[int, int], actions: Any) -> None:
     """S on a stale tower-fleet lock: the new lock written for the operator."""
     app = app_with(actions)
-    assert snap_compare(app, terminal_size=MAIN, run_before=on(STALE, "S"))
+    assert snap_compare(app, terminal_size=size, run_before=on(STALE, "S"))
 
 
-def test_bulk_break_confirmation(snap_compare: SnapCompare, actions: Any) -> None:
+@SIZES
+def test_bulk_break_confirmation(
+    snap_compare: SnapCompare, size: tuple[int, int], actions: Any
+) -> None:
     """Three rows marked (two stale, one active), one of them hidden by the filter: the
     count, how many are hidden, which will be refused, and the count to type."""
 
@@ -124,10 +139,13 @@ def test_bulk_break_confirmation(snap_compare: SnapCompare, actions: Any) -> Non
         assert isinstance(pilot.app.screen, ConfirmScreen)
 
     app = app_with(actions)
-    assert snap_compare(app, terminal_size=MAIN, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_marked_and_held_rows(snap_compare: SnapCompare, actions: ActionSession) -> None:
+@SIZES
+def test_marked_and_held_rows(
+    snap_compare: SnapCompare, size: tuple[int, int], actions: ActionSession
+) -> None:
     """The table with two rows marked (●) and one lock held by you (★ held by you):
     the header counts both, the footer offers the action keys."""
 
@@ -141,7 +159,7 @@ def test_marked_and_held_rows(snap_compare: SnapCompare, actions: ActionSession)
         await settle(pilot)
 
     app = app_with(actions)
-    assert snap_compare(app, terminal_size=MAIN, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 def hold(app: Any, actions: ActionSession, lock_id: str) -> None:
@@ -160,10 +178,13 @@ def hold(app: Any, actions: ActionSession, lock_id: str) -> None:
         refresh_every=None,  # no heartbeat during the snapshot
         next_refresh=None,
     )
-    app._sync_held()
+    flow_of(app).sync_held()
 
 
-def test_quit_while_holding_a_lock(snap_compare: SnapCompare, actions: ActionSession) -> None:
+@SIZES
+def test_quit_while_holding_a_lock(
+    snap_compare: SnapCompare, size: tuple[int, int], actions: ActionSession
+) -> None:
     """q while lockwatch holds a lock for the operator: stay (focused), release, or keep."""
 
     async def run_before(pilot: Pilot[Any]) -> None:
@@ -174,11 +195,81 @@ def test_quit_while_holding_a_lock(snap_compare: SnapCompare, actions: ActionSes
         assert isinstance(pilot.app.screen, QuitScreen)
 
     app = app_with(actions)
-    assert snap_compare(app, terminal_size=MAIN, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_break_confirmation_on_a_small_terminal(snap_compare: SnapCompare, actions: Any) -> None:
-    """80x24, the tallest confirmation (a name to type): the box opens at its top and
-    scrolls; the inputs and buttons below are reached with tab."""
+@pytest.fixture
+def pg_actions(tmp_path: Path, actions: ActionSession) -> ActionSession:
+    """A session that can reach the scenario's PostgreSQL server (nothing connects:
+    the dialogs only plan)."""
+    return ActionSession(
+        clock=frozen_clock(),
+        host=LOCAL_HOST,
+        roots=ROOTS,
+        audit_log=tmp_path / "audit.jsonl",
+        operator=OPERATOR,
+        dsns={"monitor@db1:5432/app": "postgresql://monitor@db1:5432/app"},
+    )
+
+
+@SIZES
+def test_cancel_query_confirmation(
+    snap_compare: SnapCompare, size: tuple[int, int], pg_actions: ActionSession
+) -> None:
+    """c on the root blocker of a Postgres chain: pg_cancel_backend on its pid, the
+    query it cancels, and the buttons "Do nothing" and "Cancel query"."""
+    app = app_with(pg_actions)
+    assert snap_compare(app, terminal_size=size, run_before=on(PG_ROOT_ID, "c"))
+
+
+@SIZES
+def test_release_confirmation(
+    snap_compare: SnapCompare, size: tuple[int, int], actions: ActionSession
+) -> None:
+    """r on a lock lockwatch holds for the operator: what releasing writes."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        hold(pilot.app, actions, STALE)
+        await _select(pilot, STALE)
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(pilot.app.screen, ConfirmScreen)
+
     app = app_with(actions)
-    assert snap_compare(app, terminal_size=(80, 24), run_before=on(ACTIVE, "b"))
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@SIZES
+def test_break_from_the_contention_view(
+    snap_compare: SnapCompare, size: tuple[int, int], pg_actions: ActionSession
+) -> None:
+    """tab, b: the root blocker selected in the Contention view, its break confirmed
+    there (pg_terminate_backend, every lock it holds, who proceeds)."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await pilot.press("tab")
+        await settle(pilot)
+        await pilot.press("b")
+        await settle(pilot)
+        assert isinstance(pilot.app.screen, ConfirmScreen)
+
+    app = app_with(pg_actions)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@SIZES
+def test_contention_view_with_actions(
+    snap_compare: SnapCompare, size: tuple[int, int], pg_actions: ActionSession
+) -> None:
+    """The Contention view when actions are on: the cursor on the first root blocker,
+    and the footer offers what works on it (b, and the rest in ? and ctrl+p)."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await pilot.press("tab")
+        await settle(pilot)
+
+    app = app_with(pg_actions)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -24,10 +24,9 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import Button, Input, Static, TabbedContent
+from textual.widgets import Button, Input, Static
 
 from lockwatch.actions.audit import INTENT, read_records
-from lockwatch.actions.files import TOMBSTONE_DIR
 from lockwatch.actions.session import ActionSession
 from lockwatch.clock import FrozenClock
 from lockwatch.model.board import ChangeSet, judge
@@ -35,12 +34,13 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.timestamps import format_timestamp
-from lockwatch.sources.files.scanner import load
+from lockwatch.sources.files.scanner import TOMBSTONE_DIR, load
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
+from lockwatch.ui.keys import View
 from lockwatch.ui.table import LockTable
 from tests.conftest import LOCAL_HOST, NOW, alive, iso
-from tests.ui.fakes import StaticFeed, make_app, settle
+from tests.ui.fakes import StaticFeed, flow_of, make_app, settle
 
 SIZE = (120, 36)
 FEED = "files"
@@ -473,11 +473,11 @@ async def test_steal_heartbeat_and_release(scene: Scene) -> None:
         assert tomb.read_bytes() == before
         assert scene.events() == [INTENT, "lock_stolen"]
         # Held by you: ★ in the mark column, the holder says so, the header counts it.
-        assert app._table.held == {lock}
+        assert app.locks.table.held == {lock}
         row = row_text(app, lock)
         assert row.startswith("★ ")
         assert "★ held by you" in row
-        assert "you hold 1 lock(s)" in str(app._mode())
+        assert "you hold 1 lock(s)" in str(app.mode())
         # The detail pane says it in words too.
         await select(pilot, lock)
         await pilot.press("enter")
@@ -488,18 +488,18 @@ async def test_steal_heartbeat_and_release(scene: Scene) -> None:
 
         # A heartbeat once the refresh time has come (a third of the ttl).
         assert app.actions is not None
-        app._keep_holdings()  # not due yet: nothing written
+        flow_of(app).keep_holdings()  # not due yet: nothing written
         await acted(pilot)
         assert json.loads(path.read_text())["last_heartbeat_at"] == doc["last_heartbeat_at"]
         scene.clock.advance(TTL / 3 + 1)
-        app._keep_holdings()
+        flow_of(app).keep_holdings()
         await acted(pilot)
         beat = json.loads(path.read_text())
         assert beat["last_heartbeat_at"] == format_timestamp(scene.clock.now(), precise=False)
         assert {k: v for k, v in beat.items() if k != "last_heartbeat_at"} == {
             k: v for k, v in doc.items() if k != "last_heartbeat_at"
         }
-        assert app._table.held == {lock}
+        assert app.locks.table.held == {lock}
 
         # r releases it: moved aside, audited, no longer held.
         await pilot.press("r")
@@ -511,7 +511,7 @@ async def test_steal_heartbeat_and_release(scene: Scene) -> None:
         assert not path.exists()
         assert len(scene.tombstones()) == 2
         assert scene.events() == [INTENT, "lock_stolen", INTENT, "lock_released"]
-        assert app._table.held == set()
+        assert app.locks.table.held == set()
         assert "★" not in row_text(app, lock)
         # Quitting now asks nothing.
         await pilot.press("q")
@@ -530,7 +530,7 @@ async def test_steal_an_active_lock_is_refused(scene: Scene) -> None:
         assert any(n.startswith("cannot steal:") and "never allowed" in n for n in notes(app)), (
             notes(app)
         )
-        assert app._table.held == set()
+        assert app.locks.table.held == set()
     assert path.read_bytes() == before
     assert scene.tombstones() == []
 
@@ -564,7 +564,7 @@ async def test_quitting_while_holding_a_lock_asks(
         await settle(pilot)
         await steal(pilot, scene.id("deploy.lock"))
         stolen = path.read_bytes()
-        assert app._table.held
+        assert app.locks.table.held
         await pilot.press("q")
         await pilot.pause()
         screen = app.screen
@@ -620,17 +620,17 @@ async def test_bulk_break_of_marked_rows(scene: Scene) -> None:
             await select(pilot, lock)
             await pilot.press("space")
             await pilot.pause()
-        assert app._table.marked == set(marked_ids)
+        assert app.locks.table.marked == set(marked_ids)
         for lock in marked_ids:
             assert row_text(app, lock).startswith("● "), row_text(app, lock)
         assert not row_text(app, scene.id("zulu.lock")).startswith("●")
-        assert "3 marked (space)" in str(app._mode())
+        assert "3 marked (space)" in str(app.mode())
         # space again unmarks; and marks again.
         await select(pilot, scene.id("worker.lock"))
         await pilot.press("space")
         await pilot.pause()
-        assert scene.id("worker.lock") not in app._table.marked
-        assert "2 marked" in str(app._mode())
+        assert scene.id("worker.lock") not in app.locks.table.marked
+        assert "2 marked" in str(app.mode())
         await select(pilot, scene.id("worker.lock"))
         await pilot.press("space")
         await pilot.pause()
@@ -658,7 +658,7 @@ async def test_bulk_break_of_marked_rows(scene: Scene) -> None:
         screen.query_one("#must-type", Input).value = ""
         await type_into(pilot, "#must-type", "3")
         await press_confirm(pilot)
-        assert app._table.marked == set()
+        assert app.locks.table.marked == set()
         assert any("2 done, 1 refused" in n for n in notes(app)), notes(app)
 
     assert not stale_a.exists() and not stale_b.exists()
@@ -692,7 +692,7 @@ async def test_bulk_break_cancelled_keeps_the_marks(scene: Scene) -> None:
         assert "Break 1 marked locks?" in screen_text(confirm_screen(app))
         await pilot.press("enter")  # Cancel
         await acted(pilot)
-        assert app._table.marked == {scene.id("alpha.lock")}
+        assert app.locks.table.marked == {scene.id("alpha.lock")}
     assert path.exists()
     assert scene.records() == []
 
@@ -736,7 +736,7 @@ async def test_readonly_has_no_action_keys(scene: Scene) -> None:
             await pilot.press(key)
             await pilot.pause()
             assert app.screen is app.screen_stack[0], key
-        assert app._table.marked == set()
+        assert app.locks.table.marked == set()
         # The action keys are gone, not merely disabled: the footer does not offer them.
         offered = {
             active.binding.description
@@ -745,7 +745,7 @@ async def test_readonly_has_no_action_keys(scene: Scene) -> None:
         }
         assert not offered & {"Mark", "Break", "Steal", "Cancel query", "Release"}
         assert {"Filter", "Quit"} <= offered
-        assert "READ-ONLY" in str(app._mode())
+        assert "READ-ONLY" in str(app.mode())
         assert notes(app) == []
     assert path.read_bytes() == before
     assert not scene.audit.exists()
@@ -826,9 +826,9 @@ async def test_overlapping_heartbeats_never_lose_the_lock(
         await steal(pilot, scene.id("deploy.lock"))
         assert session.held_ids() == {scene.id("deploy.lock")}
         scene.clock.advance(TTL / 3 + 1)
-        app._keep_holdings()  # the first heartbeat: stuck writing
+        flow_of(app).keep_holdings()  # the first heartbeat: stuck writing
         await until(pilot, entered.is_set, "the first heartbeat to start writing")
-        app._keep_holdings()  # the next tick comes while it is still writing
+        flow_of(app).keep_holdings()  # the next tick comes while it is still writing
         await until(pilot, lambda: in_flight == 1, "the second heartbeat to finish")
         gate.set()
         await until(pilot, lambda: in_flight == 0, "the first heartbeat to finish")
@@ -836,7 +836,7 @@ async def test_overlapping_heartbeats_never_lose_the_lock(
         beat = json.loads(path.read_text())
         assert beat["last_heartbeat_at"] == format_timestamp(scene.clock.now(), precise=False)
         assert session.held_ids() == {scene.id("deploy.lock")}
-        assert app._table.held == {scene.id("deploy.lock")}
+        assert app.locks.table.held == {scene.id("deploy.lock")}
         assert not any("no longer held" in n for n in notes(app)), notes(app)
 
 
@@ -849,7 +849,7 @@ async def test_breaking_a_lock_you_hold_lets_go_of_it(scene: Scene) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await steal(pilot, lock)
-        assert app._table.held == {lock}
+        assert app.locks.table.held == {lock}
         # The feed reads the lock lockwatch wrote: active, held by the operator.
         feed = app.feeds[0]
         assert isinstance(feed, StaticFeed)
@@ -862,10 +862,10 @@ async def test_breaking_a_lock_you_hold_lets_go_of_it(scene: Scene) -> None:
         await press_confirm(pilot)
         assert not path.exists()
         assert scene.events()[-2:] == [INTENT, "lock_broken"]
-        assert app._table.held == set()
+        assert app.locks.table.held == set()
         assert "★" not in row_text(app, lock)
         scene.clock.advance(TTL)
-        app._keep_holdings()
+        flow_of(app).keep_holdings()
         await acted(pilot)
         assert not any("lock lost" in n for n in notes(app)), notes(app)
         await pilot.press("q")
@@ -883,10 +883,10 @@ async def test_action_keys_act_only_in_the_locks_view(scene: Scene) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await select(pilot, scene.id("deploy.lock"))
-        for view in ("contention-tab", "events-tab"):
+        for view in (View.CONTENTION, View.EVENTS):
             await pilot.press("tab")
             await pilot.pause()
-            assert app.query_one("#views", TabbedContent).active == view
+            assert app.current is view
             for key in ("b", "S", "r", "c"):
                 await pilot.press(key)
                 await pilot.pause()
@@ -897,14 +897,14 @@ async def test_action_keys_act_only_in_the_locks_view(scene: Scene) -> None:
                 if active.binding.show and active.enabled
             }
             assert not offered & {"Mark", "Steal"}, (view, offered)
-            if view == "events-tab":
+            if view is View.EVENTS:
                 assert "Break" not in offered
-        assert app._table.marked == set()
+        assert app.locks.table.marked == set()
         assert all("no lock selected" in note for note in notes(app)), notes(app)
         # Back in the locks view they work again.
         await pilot.press("tab")
         await pilot.pause()
-        assert app.query_one("#views", TabbedContent).active == "locks"
+        assert app.current is View.LOCKS
         await pilot.press("b")
         await pilot.pause()
         assert showing(app, ConfirmScreen)
@@ -1015,5 +1015,5 @@ async def test_a_stolen_lock_never_looks_late(scene: Scene) -> None:
             verdict = evaluate(held, PROCESSES, scene.clock, LOCAL_HOST)
             assert verdict.state is State.ACTIVE, verdict
             assert "heartbeat_late" not in verdict.codes, (scene.clock.now(), verdict)
-            app._keep_holdings()
+            flow_of(app).keep_holdings()
             await acted(pilot)

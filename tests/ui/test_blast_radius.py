@@ -4,6 +4,7 @@ is in the detail pane: where to act, and how much it frees."""
 from __future__ import annotations
 
 from lockwatch.model.blocking import Radius
+from lockwatch.ui.app import LockwatchApp
 from tests.ui.fakes import make_app, mixed_scenario, row_text, settle, until
 from tests.ui.test_pilot import detail_text
 
@@ -11,8 +12,8 @@ SIZE = (160, 45)
 ROOT_PID = 4242  # mixed_scenario: the billing session the chain waits behind
 
 
-def root_lock(app: object) -> str:
-    board = app.board  # type: ignore[attr-defined]
+def root_lock(app: LockwatchApp) -> str:
+    board = app.board
     return next(
         lock_id
         for lock_id, entry in board.entries.items()
@@ -29,7 +30,7 @@ async def test_the_root_blocker_is_marked_in_the_table() -> None:
         await settle(pilot)
         lock_id = root_lock(app)
         assert app.board.blast_radius(lock_id) == Radius(direct=2, total=3, root=True)
-        app._table.select(lock_id)
+        app.locks.table.select(lock_id)
         await pilot.pause()
         assert "root · blocks 3 in total" in row_text(app, lock_id)
 
@@ -39,9 +40,9 @@ async def test_the_detail_pane_gives_the_blast_radius_in_total() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         lock_id = root_lock(app)
-        app._table.select(lock_id)
+        app.locks.table.select(lock_id)
         await pilot.press("enter")
-        await until(pilot, lambda: app._detail.display, "the detail pane")
+        await until(pilot, lambda: app.locks.detail.display, "the detail pane")
         text = detail_text(app)
         assert "Blast radius" in text
         assert "2 directly, 3 in total" in text

@@ -10,9 +10,10 @@ import pytest
 from textual.widgets import Static
 
 from lockwatch.model.events import Event, EventKind
+from lockwatch.ui.keys import View
 from lockwatch.ui.panels import EventLog
 from tests.conftest import NOW
-from tests.ui.fakes import make_app, mixed_scenario, settle, until
+from tests.ui.fakes import events_view, make_app, mixed_scenario, settle, until
 from tests.ui.test_actions_ui import (
     REASON,
     SIZE,
@@ -47,15 +48,15 @@ async def test_the_log_follows_the_newest_until_scrolled_up() -> None:
         await settle(pilot)
         await pilot.press("tab", "tab")
         await pilot.pause()
-        log = app.query_one("#events", EventLog)
+        log = app.screen.query_one("#events", EventLog)
         assert app.focused is log  # the keys below scroll it
-        app._activity.add_events(many(40))
+        events_view(app).activity.add_events(many(40))
         await until(pilot, lambda: log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y, "end")
         await pilot.press("k", "k", "pageup")
         await pilot.pause()
         assert not log.following
         held_at = log.scroll_y
-        app._activity.add_events(many(5, start=40))
+        events_view(app).activity.add_events(many(5, start=40))
         await pilot.pause()
         assert log.scroll_y == held_at  # reading older events: the view stays put
         await pilot.press("g")
@@ -63,7 +64,7 @@ async def test_the_log_follows_the_newest_until_scrolled_up() -> None:
         assert log.scroll_y == 0
         await pilot.press("G")
         await until(pilot, lambda: log.following, "following again at the end")
-        app._activity.add_events(many(5, start=45))
+        events_view(app).activity.add_events(many(5, start=45))
         await until(pilot, lambda: log.scroll_y == log.max_scroll_y, "the newest in view")
 
 
@@ -73,19 +74,19 @@ async def test_h_hides_and_shows_heartbeats() -> None:
         await settle(pilot)
         await pilot.press("tab", "tab")
         await pilot.pause()
-        log = app.query_one("#events", EventLog)
+        log = app.screen.query_one("#events", EventLog)
         beats = many(3, EventKind.HEARTBEAT, start=100)
         for event in beats:
             app.board.note(event)
-        app._activity.add_events(beats)
+        events_view(app).activity.add_events(beats)
         await pilot.pause()
         assert "heartbeat" in log_text(log)
         await pilot.press("h")
         await pilot.pause()
         assert "heartbeat" not in log_text(log)
         assert "appeared" in log_text(log)  # the rest stays
-        assert app.query_one("#events-filter", Static).display
-        app._activity.add_events(many(1, EventKind.HEARTBEAT, start=200))
+        assert app.screen.query_one("#events-filter", Static).display
+        events_view(app).activity.add_events(many(1, EventKind.HEARTBEAT, start=200))
         await pilot.pause()
         assert "heartbeat" not in log_text(log)
         await pilot.press("h")
@@ -99,7 +100,10 @@ async def test_h_does_nothing_outside_the_events_view() -> None:
         await settle(pilot)
         await pilot.press("h")
         await pilot.pause()
-        assert not app._activity.hide_heartbeats
+        await pilot.press("tab", "tab")
+        await pilot.pause()
+        assert app.current is View.EVENTS
+        assert not events_view(app).activity.hide_heartbeats
 
 
 async def test_the_operators_actions_are_events(scene: Scene) -> None:
@@ -126,5 +130,5 @@ async def test_the_operators_actions_are_events(scene: Scene) -> None:
         assert failed.name == "live" and failed.detail.startswith("break: ")
         await pilot.press("tab", "tab")
         await pilot.pause()
-        text = log_text(app.query_one("#events", EventLog))
+        text = log_text(app.screen.query_one("#events", EventLog))
         assert "broken" in text and "action_failed" in text

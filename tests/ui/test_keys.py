@@ -8,12 +8,23 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 
 from lockwatch.cli.watch import WATCH_EPILOG
-from lockwatch.ui.app import LockwatchApp, ReplayApp
+from lockwatch.ui.app import SCREENS, LockwatchApp, ReplayApp
 from lockwatch.ui.confirm import QuitScreen
-from lockwatch.ui.keys import KEYS, Group, epilog, help_rows, keys_of
+from lockwatch.ui.keys import (
+    KEYS,
+    Group,
+    Key,
+    View,
+    app_keys,
+    epilog,
+    help_rows,
+    keys_of,
+    view_keys,
+)
 from lockwatch.ui.panels import HelpScreen
 from tests.ui.fakes import make_app, mixed_scenario, settle, until
 from tests.ui.test_actions_ui import Scene, steal, tower
@@ -26,19 +37,39 @@ def scene(tmp_path: Path) -> Scene:
     return Scene(tmp_path)
 
 
-def test_every_key_names_an_action_the_app_has() -> None:
+def test_every_key_names_an_action_where_it_applies() -> None:
+    """A key for every view is the App's action; any other, each of its views' screen's."""
     for key in KEYS:
-        if key.action is not None:
-            owner = ReplayApp if key.group is Group.REPLAY else LockwatchApp
-            assert callable(getattr(owner, f"action_{key.action}", None)), key
+        if key.action is None:
+            continue
+        if key.everywhere:
+            owners: list[type[object]] = [ReplayApp if key.group is Group.REPLAY else LockwatchApp]
+        else:
+            owners = [SCREENS[view] for view in key.views]
+        for owner in owners:
+            assert callable(getattr(owner, f"action_{key.action}", None)), (key, owner)
+
+
+def _bound(bindings: list[BindingType]) -> set[tuple[str, str, bool]]:
+    return {(b.key, b.action, b.show) for b in bindings if isinstance(b, Binding)}
 
 
 def test_the_bindings_are_the_table() -> None:
-    bound = {(b.key, b.action, b.show) for b in LockwatchApp.BINDINGS}  # type: ignore[union-attr]
-    wanted = {(k.keys, k.action, k.footer) for k in keys_of(Group.VIEW, Group.ACTION) if k.action}
-    assert bound == wanted
-    replay = {(b.key, b.action) for b in ReplayApp.BINDINGS}  # type: ignore[union-attr]
-    assert replay == {(k.keys, k.action) for k in keys_of(Group.REPLAY)}
+    def wanted(keys: list[Key]) -> set[tuple[str, str, bool]]:
+        return {(k.keys, k.action, k.footer) for k in keys if k.action}
+
+    assert _bound(LockwatchApp.BINDINGS) == wanted(app_keys(Group.VIEW, Group.ACTION))
+    for view, screen in SCREENS.items():
+        assert _bound(screen.BINDINGS) == wanted(view_keys(view, Group.VIEW, Group.ACTION)), view
+    # Every key of the table is bound somewhere, once per view it works in.
+    everywhere = len(_bound(LockwatchApp.BINDINGS))
+    per_view = sum(len(_bound(screen.BINDINGS)) for screen in SCREENS.values())
+    keys = keys_of(Group.VIEW, Group.ACTION)
+    assert everywhere + per_view == sum(
+        1 if k.everywhere else len(k.views) for k in keys if k.action
+    )
+    replay = {(b.key, b.action) for b in ReplayApp.BINDINGS if isinstance(b, Binding)}
+    assert replay == {(k.keys, k.action) for k in keys_of(Group.REPLAY) if k.everywhere}
 
 
 def test_no_key_is_bound_twice() -> None:
@@ -76,7 +107,11 @@ async def test_the_palette_lists_every_action_and_only_lockwatchs_themes(scene: 
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         titles = [command.title for command in app.get_system_commands(app.screen)]
-    wanted = [k.palette for k in keys_of(Group.VIEW, Group.ACTION) if k.palette and k.action]
+    wanted = [
+        k.palette
+        for k in keys_of(Group.VIEW, Group.ACTION)
+        if k.palette and k.action and View.LOCKS in k.views
+    ]
     assert [t for t in titles if not t.startswith("Theme: ")] == wanted
     for must in ("Break lock", "Steal lock", "Cancel query", "Release lock", "Mark or unmark"):
         assert must in titles
@@ -85,6 +120,26 @@ async def test_the_palette_lists_every_action_and_only_lockwatchs_themes(scene: 
     themes = sorted(t.removeprefix("Theme: ") for t in titles if t.startswith("Theme: "))
     assert themes == sorted(app.lock_themes)
     assert "textual-dark" not in themes
+
+
+@pytest.mark.parametrize(
+    ("view", "offered", "not_offered"),
+    [
+        (View.CONTENTION, {"Break lock", "Cancel query", "Copy lock id"}, {"Steal lock", "Sort"}),
+        (View.EVENTS, {"Hide or show heartbeats", "Filter"}, {"Break lock", "Mark or unmark"}),
+    ],
+)
+async def test_the_palette_offers_what_works_in_the_view_it_was_opened_from(
+    scene: Scene, view: View, offered: set[str], not_offered: set[str]
+) -> None:
+    app = scene.app(actions=scene.session())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.show_view(view)
+        await pilot.pause()
+        titles = {command.title for command in app.get_system_commands(app.screen)}
+    assert offered <= titles, titles
+    assert not titles & not_offered, titles
 
 
 async def test_read_only_the_palette_offers_no_action_on_locks() -> None:
@@ -137,12 +192,34 @@ async def test_U_clears_every_mark(scene: Scene) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("space", "space")
-        await until(pilot, lambda: len(app._table.marked) == 2, "two marks")
+        await until(pilot, lambda: len(app.locks.table.marked) == 2, "two marks")
         await pilot.press("U")
-        await until(pilot, lambda: not app._table.marked, "no marks")
+        await until(pilot, lambda: not app.locks.table.marked, "no marks")
 
 
 @pytest.mark.parametrize("group", list(Group))
 def test_help_rows_never_show_a_key_twice(group: Group) -> None:
     shown = [row[0] for row in help_rows([group])]
     assert len(shown) == len(set(shown))
+
+
+def test_the_readme_key_table_is_the_key_table() -> None:
+    """Every key of the dashboard is in the README's table, in the views it works in."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    rows = {
+        cells[0]: cells[2]
+        for line in readme.splitlines()
+        if line.startswith("| `")
+        and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 3
+    }
+    for key in keys_of(Group.VIEW, Group.ACTION):
+        if key.action is None or key.keys == "ctrl+c":
+            continue
+        row = next((k for k in rows if f"`{key.shown}`" in k), None)
+        assert row is not None, f"{key.shown} is missing from the README's key table"
+        where = rows[row]
+        if key.everywhere:
+            assert where.startswith("every view"), (key.shown, where)
+        else:
+            named = {View(w.strip().lower()) for w in where.split(",")}
+            assert named == set(key.views), (key.shown, where)

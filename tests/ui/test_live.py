@@ -116,8 +116,10 @@ async def test_a_lock_file_created_changed_and_deleted_is_followed(root: Path) -
         first = content("alice")
         path.write_text(first)
         lock = lock_id(path)
-        await until(pilot, lambda: lock in app.rows.ids, "the new lock's row")
-        assert entry_sha(app, lock) == sha(first)
+        # Written in place: the watcher may read it between the create and the write
+        # (an empty, invalid lock for a moment), so wait for the content, not the row.
+        await until(pilot, lambda: entry_sha(app, lock) == sha(first), "the new lock's content")
+        assert lock in app.rows.ids
         assert app.board.verdict(lock).state is State.ACTIVE
         assert not app.query_one("#empty", EmptyState).display
         assert app.query_one("#table", LockTable).display
@@ -131,7 +133,9 @@ async def test_a_lock_file_created_changed_and_deleted_is_followed(root: Path) -
         assert EventKind.APPEARED in kinds_of(app, lock)
 
         second = content("bob", pid=PARENT)
-        path.write_text(second)
+        # Replaced whole (rename over it): one change, from alice to bob, with nothing
+        # half-written in between for the watcher to see.
+        write_atomically(path, second)
         await until(pilot, lambda: entry_sha(app, lock) == sha(second), "the new content")
         assert app.rows.ids == [lock]
         await pilot.pause()

@@ -3,7 +3,7 @@ export, rows updated in place, the empty state and a source in error.
 
 Every test runs the app headless (`run_test`) with fake feeds (tests/ui/fakes.py): the
 clock is frozen at NOW and the app's own tick is an hour away, so time moves only when a
-test advances the clock and calls `app._tick()` itself. Most tests use `five_locks()`,
+test advances the clock and calls `app.tick()` itself. Most tests use `five_locks()`,
 small enough that every expected order can be written out by hand.
 """
 
@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.text import Text
 from textual import events
 from textual.geometry import Region
-from textual.widgets import Input, Static, TabbedContent
+from textual.widget import Widget
+from textual.widgets import Input, Static
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.board import ChangeSet, Entry, judge
@@ -30,6 +31,7 @@ from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import State
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.ui.app import LockwatchApp
+from lockwatch.ui.keys import View
 from lockwatch.ui.panels import EmptyState, HelpScreen, SourcesBar
 from lockwatch.ui.table import LockTable, TableHeader
 from tests.conftest import LOCAL_HOST, NOW, alive, iso, lock_file
@@ -41,6 +43,7 @@ from tests.ui.fakes import (
     row_text,
     settle,
     until,
+    view_of,
 )
 
 SIZE = (120, 36)
@@ -193,6 +196,20 @@ def filter_input(app: LockwatchApp) -> Input:
 # --- filter ----------------------------------------------------------------------------------
 
 
+# Calls, not attributes: each assert looks afresh after the awaited keys (and mypy
+# does not narrow a call's result as it would an attribute's).
+def shown(widget: Widget) -> bool:
+    return bool(widget.display)
+
+
+def is_paused(app: LockwatchApp) -> bool:
+    return app.paused
+
+
+def showing(app: LockwatchApp, kind: type) -> bool:
+    return isinstance(app.screen, kind)
+
+
 async def test_slash_opens_the_filter_and_typing_filters() -> None:
     app = app_with()
     async with app.run_test(size=SIZE) as pilot:
@@ -220,9 +237,9 @@ async def test_keys_typed_in_the_filter_box_are_text_not_commands() -> None:
         await pilot.pause()
         assert app.is_running
         assert app.rows.query.text == "quit?step"
-        assert not isinstance(app.screen, HelpScreen)
+        assert not showing(app, HelpScreen)
         assert app.rows.sort == "state"
-        assert not app.paused
+        assert not is_paused(app)
         assert app.theme == "lockwatch-dark"
 
 
@@ -243,7 +260,7 @@ async def test_keys_typed_ahead_after_slash_all_go_to_the_filter(burst: str) -> 
         await pilot.pause()
         assert app.is_running
         assert filter_input(app).value == burst
-        assert not isinstance(app.screen, HelpScreen)
+        assert not showing(app, HelpScreen)
         assert (app.rows.sort, app.paused, app.theme) == ("state", False, "lockwatch-dark")
 
 
@@ -259,10 +276,10 @@ async def test_a_bad_term_shows_an_error_and_keeps_the_previous_filter() -> None
         await pilot.pause()
         assert app.rows.ids == [ZETA, MID]
         error = app.query_one("#filter-error", Static)
-        assert not error.display
+        assert not shown(error)
         filter_input(app).value = "state:zombie"  # as if pasted over the old filter
         await pilot.pause()
-        assert error.display
+        assert shown(error)
         message = static_text(app, "#filter-error")
         assert "zombie" in message
         assert "unknown state" in message
@@ -271,7 +288,7 @@ async def test_a_bad_term_shows_an_error_and_keeps_the_previous_filter() -> None
         # Fixing it clears the error and applies the new filter.
         filter_input(app).value = "state:invalid"
         await pilot.pause()
-        assert not error.display
+        assert not shown(error)
         assert app.rows.ids == [OTHER]
 
 
@@ -302,7 +319,7 @@ async def test_enter_keeps_the_filter_and_returns_to_the_table() -> None:
         assert app.rows.query.text == "state:stale"
         assert app.rows.ids == [ZETA, MID]
         assert app.query_one("#filter-bar").display  # still shows what is applied
-        assert not app._detail.display  # enter in the box did not open the details
+        assert not shown(app.locks.detail)  # enter in the box did not open the details
         # Keys reach the table again.
         await pilot.press("down")
         assert table.selected == MID
@@ -345,9 +362,9 @@ async def test_escape_closes_the_details_before_it_clears_the_filter() -> None:
         await settle(pilot)
         await pilot.press("slash", *"state:stale", "enter", "enter")
         await pilot.pause()
-        assert app._detail.display
+        assert shown(app.locks.detail)
         await pilot.press("escape")
-        assert not app._detail.display
+        assert not shown(app.locks.detail)
         assert app.rows.ids == [ZETA, MID]
         await pilot.press("escape")
         assert app.rows.ids == BY_STATE
@@ -514,12 +531,12 @@ async def test_enter_shows_the_highlighted_lock_and_follows_the_cursor() -> None
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         table = app.query_one("#table", LockTable)
-        assert not app._detail.display
+        assert not shown(app.locks.detail)
         assert table.selected == ZETA
         await pilot.press("enter")
         await pilot.pause()
-        assert app._detail.display
-        assert app._detail.lock_id == ZETA
+        assert shown(app.locks.detail)
+        assert app.locks.detail.lock_id == ZETA
         text = detail_text(app)
         assert "STALE" in text
         assert "zeta-expired" in text
@@ -530,7 +547,7 @@ async def test_enter_shows_the_highlighted_lock_and_follows_the_cursor() -> None
         await pilot.press("down")
         await pilot.pause()
         assert table.selected == MID
-        assert app._detail.lock_id == MID
+        assert app.locks.detail.lock_id == MID
         text = detail_text(app)
         assert f"{ROOT}/mid.pid" in text
         assert "holder_dead" in text
@@ -538,7 +555,7 @@ async def test_enter_shows_the_highlighted_lock_and_follows_the_cursor() -> None
 
         await pilot.press("down", "down")
         await pilot.pause()
-        assert app._detail.lock_id == ALPHA
+        assert app.locks.detail.lock_id == ALPHA
         text = detail_text(app)
         assert "alpha-deploy" in text
         assert "heartbeat_late" in text
@@ -546,7 +563,7 @@ async def test_enter_shows_the_highlighted_lock_and_follows_the_cursor() -> None
 
         await pilot.press("enter")
         await pilot.pause()
-        assert not app._detail.display
+        assert not shown(app.locks.detail)
         assert table.selected == ALPHA
 
 
@@ -556,7 +573,7 @@ async def test_details_are_drawn_on_screen() -> None:
         await settle(pilot)
         await pilot.press("enter")
         await pilot.pause()
-        pane = app._detail
+        pane = app.locks.detail
         assert pane.region.height > 0 and pane.region.width > 0
         assert app.screen.region.contains_region(pane.region)
         body = pane.query_one(Static)
@@ -571,13 +588,12 @@ async def test_enter_from_the_events_view_returns_to_a_usable_table() -> None:
     app = app_with()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        views = app.query_one("#views", TabbedContent)
         await pilot.press("tab", "tab")
-        assert views.active == "events-tab"
+        assert view_of(app) is View.EVENTS
         await pilot.press("enter")
         await pilot.pause()
-        assert views.active == "locks"
-        assert app._detail.display
+        assert view_of(app) is View.LOCKS
+        assert shown(app.locks.detail)
         table = app.query_one("#table", LockTable)
         await pilot.press("down")
         assert table.selected == MID
@@ -587,15 +603,14 @@ async def test_enter_from_another_view_shows_the_details_even_if_they_were_open(
     app = app_with()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        views = app.query_one("#views", TabbedContent)
         await pilot.press("enter")
-        assert app._detail.display
+        assert shown(app.locks.detail)
         await pilot.press("tab", "tab")
-        assert views.active == "events-tab"
+        assert view_of(app) is View.EVENTS
         await pilot.press("enter")
         await pilot.pause()
-        assert views.active == "locks"
-        assert app._detail.display
+        assert view_of(app) is View.LOCKS
+        assert shown(app.locks.detail)
 
 
 # --- pause -----------------------------------------------------------------------------------
@@ -611,7 +626,7 @@ async def test_p_holds_change_sets_back_and_applies_them_on_resume() -> None:
         await settle(pilot)
         feed = feed_of(app)
         await pilot.press("p")
-        assert app.paused
+        assert is_paused(app)
         assert "PAUSED" in header_text(app)
         assert "0 update(s) held" in header_text(app)
 
@@ -630,14 +645,14 @@ async def test_p_holds_change_sets_back_and_applies_them_on_resume() -> None:
 
         # Ticks while paused do not move the view's time.
         clock_of(app).advance(30)
-        app._tick()
+        app.tick()
         await pilot.pause()
         assert app.now == NOW
         assert app.query_one("#table", LockTable).now == NOW
 
         await pilot.press("p")
         await pilot.pause()
-        assert not app.paused
+        assert not is_paused(app)
         assert "PAUSED" not in header_text(app)
         assert new_id in app.board
         assert MID not in app.board
@@ -655,7 +670,7 @@ async def test_pause_and_resume_with_nothing_held() -> None:
         await settle(pilot)
         await pilot.press("p", "p")
         await pilot.pause()
-        assert not app.paused
+        assert not is_paused(app)
         assert app.rows.ids == BY_STATE
         assert "PAUSED" not in header_text(app)
 
@@ -680,12 +695,12 @@ async def test_a_lock_turns_stale_on_tick_when_its_heartbeat_expires() -> None:
 
         # 60 s after the heartbeat: not past the ttl yet (stale when > ttl).
         clock_of(app).advance(10)
-        app._tick()
+        app.tick()
         await pilot.pause()
         assert app.board.verdict(ALPHA).state is State.ACTIVE
 
         clock_of(app).advance(1)
-        app._tick()
+        app.tick()
         await pilot.pause()
         verdict = app.board.verdict(ALPHA)
         assert verdict.state is State.STALE
@@ -713,7 +728,7 @@ async def test_a_lock_turning_stale_on_tick_moves_between_filters() -> None:
         await settle(pilot)
         assert app.rows.ids == [ALPHA, MEMORY]
         clock_of(app).advance(11)
-        app._tick()
+        app.tick()
         await pilot.pause()
         assert app.rows.ids == [MEMORY]
         assert app.query_one("#table", LockTable).selected == MEMORY
@@ -729,7 +744,7 @@ async def test_a_tick_redraws_ages_without_new_data() -> None:
         assert " 33m20s " in row_text(app, ZETA)  # acquired 2000 s ago
         emitted = len(feed_of(app).emitted)
         clock_of(app).advance(120)
-        app._tick()
+        app.tick()
         await pilot.pause()
         assert app.query_one("#table", LockTable).now == NOW + timedelta(seconds=120)
         assert " 35m20s " in row_text(app, ZETA)
@@ -744,14 +759,13 @@ async def test_tab_cycles_the_views() -> None:
     app = app_with()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        views = app.query_one("#views", TabbedContent)
-        assert views.active == "locks"
+        assert view_of(app) is View.LOCKS
         seen = []
         for _ in range(3):
             await pilot.press("tab")
             await pilot.pause()
-            seen.append(views.active)
-        assert seen == ["contention-tab", "events-tab", "locks"]
+            seen.append(app.current)
+        assert seen == [View.CONTENTION, View.EVENTS, View.LOCKS]
         assert app.focused is app.query_one("#table", LockTable)
 
 
@@ -783,28 +797,27 @@ async def test_help_opens_and_closes_and_keys_behind_it_do_nothing() -> None:
     app = app_with()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        views = app.query_one("#views", TabbedContent)
         await pilot.press("question_mark")
         await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
+        assert showing(app, HelpScreen)
         help_text = plain(app.screen.query_one(Static).content)
         assert "filter" in help_text and "pause" in help_text
 
         await pilot.press("tab", "s", "p", "t", "enter")
         await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
-        assert views.active == "locks"
+        assert showing(app, HelpScreen)
+        assert view_of(app) is View.LOCKS
         assert app.rows.sort == "state"
-        assert not app.paused
+        assert not is_paused(app)
         assert app.theme == "lockwatch-dark"
-        assert not app._detail.display
+        assert not shown(app.locks.detail)
 
         await pilot.press("escape")
         await pilot.pause()
-        assert not isinstance(app.screen, HelpScreen)
+        assert not showing(app, HelpScreen)
         assert app.screen is app.screen_stack[0]
         await pilot.press("tab")
-        assert views.active == "contention-tab"
+        assert view_of(app) is View.CONTENTION
 
 
 async def test_question_mark_closes_the_help_too() -> None:
@@ -813,10 +826,10 @@ async def test_question_mark_closes_the_help_too() -> None:
         await settle(pilot)
         await pilot.press("question_mark")
         await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
+        assert showing(app, HelpScreen)
         await pilot.press("question_mark")
         await pilot.pause()
-        assert not isinstance(app.screen, HelpScreen)
+        assert not showing(app, HelpScreen)
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -915,7 +928,7 @@ async def test_a_change_keeps_the_selection_on_its_lock_when_rows_move() -> None
         assert app.rows.ids == [ZETA, MID, MEMORY, OTHER, ALPHA]
         assert table.selected == ALPHA
         assert table.cursor == 4
-        assert app._detail.lock_id == ALPHA
+        assert app.locks.detail.lock_id == ALPHA
 
         # The selected lock itself changes and moves: still selected, updated in place.
         expired = alpha_entry(heartbeat=500)
@@ -998,7 +1011,7 @@ async def test_no_locks_shows_the_empty_state_naming_what_is_watched() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         empty = app.query_one("#empty", EmptyState)
-        assert empty.display
+        assert shown(empty)
         assert not app.query_one("#table", LockTable).display
         text = static_text(app, "#empty")
         assert "No locks right now" in text
@@ -1007,7 +1020,7 @@ async def test_no_locks_shows_the_empty_state_naming_what_is_watched() -> None:
         # A lock appears: the table comes back.
         feed_of(app).push(ChangeSet(FEED, NOW, upserts=(newcomer(),)))
         await pilot.pause()
-        assert not empty.display
+        assert not shown(empty)
         assert app.query_one("#table", LockTable).display
         assert app.rows.ids == [newcomer().lock.id]
 
@@ -1078,4 +1091,4 @@ async def test_filter_text_that_looks_like_markup_is_only_text() -> None:
         assert app.is_running
         assert app.rows.query.text == "pid"  # the last good text; `pid:[/` is refused
         error = app.query_one("#filter-error", Static)
-        assert error.display and "pid" in str(error.render())
+        assert shown(error) and "pid" in str(error.render())

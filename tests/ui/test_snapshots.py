@@ -40,7 +40,10 @@ from tests.ui.fakes import (
 SnapCompare = Callable[..., bool]
 RunBefore = Callable[[Pilot[Any]], Awaitable[None]]
 
-MAIN = (120, 36)
+SMALL = (80, 24)
+LARGE = (160, 45)
+# Every screen and dialog at both: the smallest terminal it must work in, and a big one.
+SIZES = pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "160x45"])
 STALE_HEARTBEAT_ID = f"file:{TOWER}/home-portal-staging.lock"
 
 
@@ -66,84 +69,89 @@ def keys(*pressed: str, select: str | None = None) -> RunBefore:
     return run_before
 
 
-def test_main_view_mixed_states(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_main_view_mixed_states(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """Every format in every state, worst first; Postgres waiters and blockers."""
     app = make_app(mixed_scenario())
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+    assert snap_compare(app, terminal_size=size, run_before=keys())
 
 
-def test_detail_pane_of_a_stale_lock(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_detail_pane_of_a_stale_lock(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """enter on a tower-fleet lock whose heartbeat expired: reasons, times, content."""
     app = make_app(mixed_scenario())
     assert snap_compare(
-        app, terminal_size=MAIN, run_before=keys("enter", select=STALE_HEARTBEAT_ID)
+        app, terminal_size=size, run_before=keys("enter", select=STALE_HEARTBEAT_ID)
     )
 
 
-def test_detail_pane_of_a_postgres_blocker(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_detail_pane_of_a_postgres_blocker(
+    snap_compare: SnapCompare, size: tuple[int, int]
+) -> None:
     """enter on the session idle in transaction that holds everybody up."""
     app = make_app(mixed_scenario())
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys("enter", select=PG_ROOT_ID))
+    assert snap_compare(app, terminal_size=size, run_before=keys("enter", select=PG_ROOT_ID))
 
 
-def test_contention_tree(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_contention_tree(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """tab: the three-deep blocking chain and the little-loops scope conflict."""
     app = make_app(mixed_scenario())
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys("tab"))
+    assert snap_compare(app, terminal_size=size, run_before=keys("tab"))
 
 
-def test_events_view(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_events_view(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """tab tab: what appeared, stamped with the frozen clock's time."""
     app = make_app(mixed_scenario())
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys("tab", "tab"))
+    assert snap_compare(app, terminal_size=size, run_before=keys("tab", "tab"))
 
 
-def test_help_screen(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_help_screen(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     app = make_app(mixed_scenario())
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys("question_mark"))
+    assert snap_compare(app, terminal_size=size, run_before=keys("question_mark"))
 
 
 @pytest.mark.parametrize("theme", ["lockwatch-dark", "lockwatch-light", "incident"])
 def test_theme(snap_compare: SnapCompare, theme: str) -> None:
     """The main view in each built-in theme: the state colours are the theme's."""
     app = make_app(mixed_scenario(), theme=theme)
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+    assert snap_compare(app, terminal_size=LARGE, run_before=keys())
 
 
-def test_empty_state(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_empty_state(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """A watched root with no lock: say what is watched and what would show."""
     app = make_app(empty_scenario())
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+    assert snap_compare(app, terminal_size=size, run_before=keys())
 
 
-def test_sources_in_error(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_sources_in_error(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """A missing root and a server gone away: the last locks stay, the header says why."""
     app = make_app(error_scenario())
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+    assert snap_compare(app, terminal_size=size, run_before=keys())
 
 
-def test_sources_in_error_with_nothing_to_show(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_sources_in_error_with_nothing_to_show(
+    snap_compare: SnapCompare, size: tuple[int, int]
+) -> None:
     """Only broken sources: the empty state gives each one's reason."""
     app = make_app(error_scenario(last_locks=False))
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+    assert snap_compare(app, terminal_size=size, run_before=keys())
 
 
-def test_small_terminal(snap_compare: SnapCompare) -> None:
-    """80x24: the low-priority columns give way, the name keeps its room."""
-    app = make_app(mixed_scenario())
-    assert snap_compare(app, terminal_size=(80, 24), run_before=keys())
-
-
-def test_filter_applied(snap_compare: SnapCompare) -> None:
+@SIZES
+def test_filter_applied(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """--filter state:stale: the filter bar shows, the header counts what is hidden."""
     app = make_app(mixed_scenario(), filter_text="state:stale")
-    assert snap_compare(app, terminal_size=MAIN, run_before=keys())
+    assert snap_compare(app, terminal_size=size, run_before=keys())
 
 
-SMALL = (80, 24)
-
-
-@pytest.mark.parametrize("size", [MAIN, SMALL], ids=["120x36", "80x24"])
+@SIZES
 def test_kernel_locks(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """Lock files judged by the kernel (held, free and dimmed, open_by) beside
     the kernel's own flock/POSIX records, a waiter among them."""
@@ -151,14 +159,14 @@ def test_kernel_locks(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     assert snap_compare(app, terminal_size=size, run_before=keys())
 
 
-@pytest.mark.parametrize("size", [MAIN, SMALL], ids=["120x36", "80x24"])
+@SIZES
 def test_kernel_contention(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """tab: the process blocked on build.lock under the process holding it."""
     app = make_app(kernel_scenario())
     assert snap_compare(app, terminal_size=size, run_before=keys("tab"))
 
 
-@pytest.mark.parametrize("size", [MAIN, SMALL], ids=["120x36", "80x24"])
+@SIZES
 def test_tools_lock_files(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
     """git, flufl.lock, a SoftFileLock from a container (unknown), Emacs, a lock
     directory and LibreOffice, each judged by its own tool's rules."""

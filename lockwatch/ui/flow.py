@@ -1,0 +1,298 @@
+"""How the dashboard acts on a lock: plan → confirm → execute → report.
+
+The view screens only say what the operator asked for (break this lock, break
+the marked ones); this object does the rest the same way for every view:
+plans the action against the board as it is now, shows a confirmation whose
+facts keep ticking, runs the confirmed plan off the event loop (the action
+core re-checks it, compare-and-swap), and reports the outcome as a
+notification and as an event. It also keeps the locks lockwatch holds alive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.notifications import SeverityLevel
+
+from lockwatch.actions.plan import Kind, Plan, describe, tombstone_place
+from lockwatch.model.events import Event, EventKind
+from lockwatch.ui.confirm import Confirmed, ConfirmScreen, QuitScreen
+from lockwatch.ui.safe import clean
+
+if TYPE_CHECKING:
+    from lockwatch.actions.run import Outcome
+    from lockwatch.actions.session import ActionSession
+    from lockwatch.ui.app import LockwatchApp
+
+DONE_EVENTS = {
+    Kind.BREAK: EventKind.BROKEN,
+    Kind.STEAL: EventKind.STOLEN,
+    Kind.CANCEL: EventKind.QUERY_CANCELLED,
+    Kind.RELEASE: EventKind.LET_GO,
+}
+# The action button's words where the kind's name alone would be unclear.
+VERBS = {Kind.CANCEL: "Cancel query"}
+# A bulk confirmation lists this many locks by name; the rest are counted.
+BULK_LISTED = 20
+
+
+class ActionFlow:
+    """Break, steal, release and cancel from any view, behind a confirmation."""
+
+    def __init__(self, app: LockwatchApp, actions: ActionSession) -> None:
+        self.app = app
+        self.actions = actions
+
+    # -- one lock ------------------------------------------------------------------
+
+    def act(self, kind: Kind, lock_id: str | None) -> None:
+        """Ask to `kind` the lock `lock_id` (the selection of the view on screen)."""
+        if lock_id is None:
+            self._say("no lock selected", severity="warning")
+            return
+        plan = self.plan(kind, lock_id)
+        if plan is None:
+            self._say("that lock is gone", severity="warning")
+            return
+        if plan.refusal is not None:
+            self._refused(plan)
+            return
+        lock = plan.lock
+        warning = None
+        must_type = None
+        if plan.needs_name:
+            must_type = lock.name
+            warning = (
+                f"{plan.why_name}. Type its name to {kind.value} it anyway."
+                if plan.why_name
+                else f"{lock.name} is {plan.verdict.state}, not stale: someone may be using it."
+                f" Type its name to {kind.value} it anyway."
+            )
+        # What the dialog shows now, which is what confirming acts on.
+        shown = [plan]
+
+        def current() -> tuple[list[tuple[str, str]], str | None]:
+            board = self.app.board
+            now = self.app.clock.now()
+            if lock.id not in board:
+                return describe(shown[0]), "the lock is gone since this opened"
+            verdict = board.verdict_at(lock.id, now)
+            peers = [entry.lock for entry in board.entries.values()]
+            shown[0] = self.actions.plan(kind, board.entries[lock.id].lock, verdict, peers)
+            changed = None
+            if verdict.state is not plan.verdict.state:
+                changed = (
+                    f"changed while open: now {verdict.state.value}, was"
+                    f" {plan.verdict.state.value} when this opened"
+                )
+            return describe(shown[0]), changed
+
+        screen = ConfirmScreen(
+            f"{kind.value.capitalize()} {lock.name}?",
+            describe(plan),
+            verb=VERBS.get(kind, kind.value.capitalize()),
+            must_type=must_type,
+            warning=warning,
+            refresh=current,
+        )
+
+        def done(result: Confirmed | None) -> None:
+            if result is None:
+                self._nothing_done()
+            elif shown[0].refusal is not None:
+                self._refused(shown[0])
+            else:
+                self._execute([shown[0]], result.reason, result.forced)
+
+        self.app.push_screen(screen, done)
+
+    def plan(self, kind: Kind, lock_id: str) -> Plan | None:
+        board = self.app.board
+        if lock_id not in board:
+            return None
+        lock = board.entries[lock_id].lock
+        peers = []
+        if lock.pg is not None:
+            server = lock.pg.server
+            peers = [
+                entry.lock
+                for entry in board.entries.values()
+                if entry.lock.pg is not None and entry.lock.pg.server == server
+            ]
+        return self.actions.plan(kind, lock, board.verdict(lock_id), peers)
+
+    # -- the marked locks ----------------------------------------------------------
+
+    def act_on_marked(self, marked: list[str], shown: set[str], done: Callable[[], None]) -> None:
+        """Ask to break every marked lock; `shown`: the ids the filter lets
+        through (marked rows it hides are listed first); `done` runs once the
+        batch is confirmed."""
+        plans = [plan for lock_id in marked if (plan := self.plan(Kind.BREAK, lock_id))]
+        if not plans:
+            return
+        hidden = sum(1 for plan in plans if plan.lock.id not in shown)
+        tombstones = tombstone_place(self.actions.tombstone_dir)
+        not_stale = sum(1 for plan in plans if plan.needs_name or plan.refusal)
+        lines = [
+            ("marked", f"{len(plans)} lock(s)"),
+            ("hidden", f"{hidden} of them hidden by the current filter"),
+        ]
+        if not_stale:
+            lines.append(
+                (
+                    "skipped",
+                    f"{not_stale} of them {'is' if not_stale == 1 else 'are'} not stale (or"
+                    " cannot be broken): refused and audited; break those one at a time",
+                )
+            )
+        lines.append(
+            (
+                "effect",
+                f"each lock file is renamed into {tombstones} (kept, never deleted); each"
+                " Postgres holder is ended with pg_terminate_backend",
+            )
+        )
+        # Marked rows the filter hides first: nobody may break them unawares.
+        ordered = sorted(plans, key=lambda plan: plan.lock.id in shown)
+        for plan in ordered[:BULK_LISTED]:
+            name = plan.lock.name + ("" if plan.lock.id in shown else " (hidden)")
+            where = plan.lock.path or (plan.lock.pg.server if plan.lock.pg else plan.lock.id)
+            lines.append((plan.verdict.state.value, f"{name}  {where}"))
+        if len(plans) > BULK_LISTED:
+            lines.append(("", f"… and {len(plans) - BULK_LISTED} more"))
+        count = str(len(plans))
+        screen = ConfirmScreen(
+            f"Break {count} marked locks?",
+            lines,
+            verb="Break all",
+            must_type=count,
+            must_type_what="the number of marked locks",
+            warning="Each lock is checked again (compare-and-swap) and audited on its own.",
+        )
+
+        def answered(result: Confirmed | None) -> None:
+            if result is None:
+                self._nothing_done()
+                return
+            # The count confirms the batch; it never stands for each lock's name.
+            self._execute(plans, result.reason, False)
+            done()
+
+        self.app.push_screen(screen, answered)
+
+    # -- carrying out and saying so ------------------------------------------------
+
+    def _execute(self, plans: list[Plan], reason: str, forced: bool) -> None:
+        def run() -> None:
+            outcomes = [self.actions.run(plan, reason, force=forced) for plan in plans]
+            self.app.call_from_thread(self._report, plans, outcomes)
+
+        self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
+
+    def _report(self, plans: list[Plan], outcomes: list[Outcome]) -> None:
+        self.sync_held()
+        for plan, outcome in zip(plans, outcomes, strict=True):
+            # The operator's actions are events too, done or not.
+            if outcome.ok:
+                self._note(DONE_EVENTS[plan.kind], plan, outcome.message)
+            else:
+                self._note(EventKind.ACTION_FAILED, plan, f"{plan.kind.value}: {outcome.message}")
+        if len(outcomes) == 1:
+            outcome = outcomes[0]
+            self.app.notify(
+                markup=False,
+                message=clean(outcome.message),
+                title="done" if outcome.ok else outcome.event.replace("_", " "),
+                severity="information" if outcome.ok and outcome.audited else "error",
+                timeout=10,
+            )
+            return
+        failed = [o for o in outcomes if not o.ok]
+        summary = f"{len(outcomes) - len(failed)} done, {len(failed)} refused or failed"
+        detail = "\n".join(clean(o.message) for o in failed[:5])
+        self.app.notify(
+            markup=False,
+            message=summary + ("\n" + detail if detail else ""),
+            title="bulk break",
+            severity="warning" if failed else "information",
+            timeout=12,
+        )
+
+    def _note(self, kind: EventKind, plan: Plan, detail: str) -> None:
+        lock = plan.lock
+        self.app.note(Event(self.app.clock.now(), kind, lock.id, lock.name, lock.source, detail))
+
+    def _refused(self, plan: Plan) -> None:
+        assert plan.refusal is not None
+        self.app.notify(
+            markup=False,
+            message=clean(plan.refusal[1]),
+            title=f"cannot {plan.kind.value}",
+            severity="error",
+            timeout=8,
+        )
+
+    def _nothing_done(self) -> None:
+        self._say("cancelled — nothing done")
+
+    def _say(self, message: str, severity: SeverityLevel = "information") -> None:
+        self.app.notify(markup=False, message=message, severity=severity, timeout=3)
+
+    # -- the locks lockwatch holds -------------------------------------------------
+
+    def sync_held(self) -> None:
+        """Bring the ★ marks in line with what the action session holds."""
+        held = self.actions.held_ids()
+        if held != self.app.held:
+            changed = held ^ self.app.held
+            self.app.held.clear()
+            self.app.held.update(held)
+            self.app.show_rows(sorted(changed))
+
+    def keep_holdings(self) -> None:
+        """Once a second: heartbeat what is held when it is due, off the loop."""
+        if self.actions.due(self.app.clock.now()):
+            self.app.run_worker(
+                self._heartbeat, thread=True, exclusive=True, group="heartbeat", exit_on_error=False
+            )
+
+    def _heartbeat(self) -> None:
+        lost = self.actions.heartbeat(self.app.clock.now())
+        self.app.call_from_thread(self._lost, lost)
+
+    def _lost(self, lost: list[str]) -> None:
+        self.sync_held()
+        for message in lost:
+            self.app.notify(
+                markup=False, message=clean(message), title="lock lost", severity="error"
+            )
+
+    def quit(self) -> None:
+        """Leave; with locks held, ask first whether to keep or release them."""
+        if not self.actions.held_ids():
+            self.app.exit()
+            return
+
+        def done(choice: str | None) -> None:
+            if choice in ("keep", "release"):
+                release = partial(self._release_and_quit, files=choice == "release")
+                self.app.run_worker(
+                    release, thread=True, exclusive=True, group="actions", exit_on_error=False
+                )
+
+        self.app.push_screen(QuitScreen(self.actions.held_names()), done)
+
+    def _release_and_quit(self, files: bool) -> None:
+        """Release what is held (`files`: lock files too; Postgres locks always, as
+        they end with lockwatch's sessions), audited, then leave."""
+        results = self.actions.release_all("released on quitting lockwatch", files=files)
+        # Printed once the dashboard is gone: a release that was refused must not go unseen.
+        said = "\n".join(clean(result) for result in results)
+        self.app.call_from_thread(self.app.exit, message=Text(said) if said else None)
+
+    def abandon(self, why: str) -> None:
+        """The terminal went away: held locks stay as on a crash, audited as kept."""
+        self.actions.abandon(f"lockwatch's terminal went away ({why})")

@@ -1,0 +1,1 @@
+"""The dashboard's views, one screen each, switched with tab (Textual modes)."""

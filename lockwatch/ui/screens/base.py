@@ -1,0 +1,134 @@
+"""What every view screen shares: the sources line on top, the view tabs, the
+footer, and one way to be brought up to date (`show`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, cast
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Tab, Tabs
+
+from lockwatch.model.board import Applied
+from lockwatch.ui.keys import Group, View, action_names, view_keys
+from lockwatch.ui.panels import SourcesBar
+
+if TYPE_CHECKING:
+    from lockwatch.ui.app import LockwatchApp
+
+# The keys that change something: absent in read-only mode and in replays.
+ACTION_KEYS = frozenset(action_names(Group.ACTION))
+TITLES = {View.LOCKS: "Locks", View.CONTENTION: "Contention", View.EVENTS: "Events"}
+
+
+@dataclass(frozen=True, slots=True)
+class Refresh:
+    """What changed since a view was last drawn."""
+
+    # The locks a change set touched; None: anything may have changed (the view
+    # came back on screen, the filter, sort or theme changed).
+    applied: Applied | None = None
+    # The table's order or membership changed (not only cells).
+    reorder: bool = True
+    # A second went by: ages move, deadlines pass.
+    ticked: bool = False
+
+    @property
+    def everything(self) -> bool:
+        return self.applied is None
+
+
+EVERYTHING = Refresh()
+
+
+def view_bindings(view: View) -> list[BindingType]:
+    return [
+        Binding(key.keys, key.action, key.label, show=key.footer, priority=key.priority)
+        for key in view_keys(view, Group.VIEW, Group.ACTION)
+        if key.action is not None
+    ]
+
+
+class ViewTabs(Tabs, can_focus=False):
+    """The views, the one on screen lit; clicking one goes there."""
+
+
+class ViewScreen(Screen[None]):
+    """One view of the board. Subclasses compose `body` and draw it in `show_body`."""
+
+    VIEW: ClassVar[View]
+
+    def __init__(self) -> None:
+        super().__init__(id=f"{self.VIEW.value}-view")
+        self.sources = SourcesBar(id="sources")
+
+    @property
+    def dash(self) -> LockwatchApp:
+        return cast("LockwatchApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield self.sources
+        yield ViewTabs(
+            *(Tab(title, id=f"tab-{view.value}") for view, title in TITLES.items()),
+            active=f"tab-{self.VIEW.value}",
+            id="view-tabs",
+        )
+        yield from self.body()
+        yield Footer(compact=True, show_command_palette=False)
+
+    def body(self) -> ComposeResult:
+        raise NotImplementedError
+
+    def show(self, refresh: Refresh = EVERYTHING) -> None:
+        """Bring the header and the view up to date with the board."""
+        if not self.is_mounted:
+            return
+        self.show_header()
+        self.show_body(refresh)
+
+    def show_header(self) -> None:
+        dash = self.dash
+        self.sources.show(
+            dash.board,
+            dash.now,
+            shown=len(dash.rows),
+            sort=dash.rows.sort,
+            filter_text=dash.rows.query.text,
+            mode=dash.mode(),
+        )
+
+    def show_body(self, refresh: Refresh) -> None:
+        raise NotImplementedError
+
+    def escape(self) -> None:
+        """Escape on this view: elsewhere than the locks, back to the locks."""
+        self.dash.show_view(View.LOCKS)
+
+    def action_details(self) -> None:
+        """Enter: the selected lock's details (each view says where)."""
+
+    def selected_lock(self) -> str | None:
+        """The lock the action keys act on here."""
+        return None
+
+    def on_mount(self) -> None:
+        self.show()
+
+    def on_screen_resume(self) -> None:
+        # Views off screen are not kept current: drawn whole when shown again.
+        self.show()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.app.screen is not self:
+            return False  # behind a dialog, the help or the palette: not offered
+        # Read-only: the action keys are gone, not merely disabled.
+        return not (action in ACTION_KEYS and self.dash.flow is None)
+
+    def on_tabs_tab_activated(self, message: Tabs.TabActivated) -> None:
+        message.stop()
+        tab = message.tab.id or ""
+        view = View(tab.removeprefix("tab-")) if tab.startswith("tab-") else self.VIEW
+        if view is not self.VIEW:
+            self.dash.show_view(view)

@@ -1,0 +1,248 @@
+"""The Locks view: the table of every lock, its details, the filter and marks."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Input, Static
+
+from lockwatch.actions.plan import Kind
+from lockwatch.model.query import EVERYTHING, QueryError, parse
+from lockwatch.ui.detail import DetailPane
+from lockwatch.ui.keys import View
+from lockwatch.ui.panels import EmptyState
+from lockwatch.ui.safe import clean
+from lockwatch.ui.screens.base import Refresh, ViewScreen, view_bindings
+from lockwatch.ui.table import LockTable, TableHeader
+
+WIDE = 150  # columns from which the detail pane sits beside the table
+FILTER_HINT = "filter: text state:stale source:pg !term (enter keeps, esc clears)"
+
+
+class LocksScreen(ViewScreen):
+    VIEW = View.LOCKS
+    BINDINGS: ClassVar[list[BindingType]] = view_bindings(View.LOCKS)
+
+    def __init__(self) -> None:
+        super().__init__()
+        dash = self.dash
+        self.table = LockTable(dash.board, dash.rows, dash.now, id="table")
+        # One set each, the app's: the header counts them and the actions use them.
+        self.table.marked = dash.marks
+        self.table.held = dash.held
+        self.header = TableHeader(id="table-header")
+        self.detail = DetailPane(id="detail")
+        self.empty = EmptyState(id="empty")
+        # Made in `body`: an Input given a value asks for the screen at once.
+        self.filter_input = Input(placeholder=FILTER_HINT, id="filter")
+
+    def body(self) -> ComposeResult:
+        with Horizontal(id="locks-body"):
+            with Vertical(id="table-area"):
+                yield self.header
+                yield self.table
+                yield self.empty
+            yield self.detail
+        with Vertical(id="filter-bar"):
+            self.filter_input.value = self.dash.rows.query.text
+            yield self.filter_input
+            yield Static("", id="filter-error")
+
+    def on_mount(self) -> None:
+        self.detail.display = False
+        self.query_one("#filter-bar").display = bool(self.dash.rows.query.text)
+        self.filter_input.cursor_blink = False
+        self.table.focus()
+        self._layout_detail()
+        super().on_mount()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout_detail()
+
+    def _layout_detail(self) -> None:
+        self.query_one("#locks-body", Horizontal).set_class(self.size.width >= WIDE, "-wide")
+
+    # -- drawing -------------------------------------------------------------------
+
+    def show_body(self, refresh: Refresh) -> None:
+        dash = self.dash
+        table = self.table
+        if dash.table_hosts and not table.hosts:
+            # Other hosts' locks are (or are about to be) in view: say whose each row is.
+            table.show_hosts()
+            self.header.hosts = True
+        applied = refresh.applied
+        if applied is None or refresh.reorder:
+            table.now = dash.now
+            self.header.sort = dash.rows.sort
+            table.reload()
+        else:
+            table.redraw([*applied.changed, *applied.added])
+        if refresh.ticked:
+            table.tick(dash.now)
+        selected = table.selected
+        if (
+            applied is None
+            or refresh.ticked
+            or selected is None
+            or selected in {*applied.changed, *applied.added, *applied.removed}
+        ):
+            self.show_detail()
+        empty = len(dash.rows) == 0
+        self.empty.display = empty
+        table.display = not empty
+        self.header.display = not empty
+        if empty:
+            self.empty.explain(dash.board, dash.rows.query.text)
+
+    def show_rows(self, lock_ids: list[str]) -> None:
+        """Only these rows changed (a mark, a ★): redraw them, not the table."""
+        self.table.redraw(lock_ids)
+        self.show_header()
+        self.show_detail()
+
+    def show_detail(self) -> None:
+        if not self.detail.display:
+            return
+        dash = self.dash
+        selected = self.table.selected
+        state = (
+            dash.board.verdict(selected).state.value
+            if selected is not None and selected in dash.board
+            else "active"
+        )
+        style = dash.theme_variables.get(f"lw-{state}", "")
+        held = selected is not None and selected in dash.held
+        self.detail.show(dash.board, selected, dash.now, style, held=held)
+
+    def theme_changed(self) -> None:
+        self.table.theme_changed()
+        self.show_detail()
+
+    def on_lock_table_highlighted(self, message: LockTable.Highlighted) -> None:
+        self.show_detail()
+
+    def selected_lock(self) -> str | None:
+        return self.table.selected
+
+    def reveal(self, lock_id: str) -> bool:
+        """Select `lock_id` and open its details; False when the filter hides it."""
+        if self.dash.rows.index_of(lock_id) is None:
+            return False
+        self.table.select(lock_id)
+        self.detail.display = True
+        self.table.focus()
+        self.show_detail()
+        return True
+
+    # -- the filter ----------------------------------------------------------------
+
+    def open_filter(self) -> None:
+        self.query_one("#filter-bar").display = True
+        # Focus now, not on the next turn (`focus()` is deferred): keys typed
+        # ahead in the same burst are already queued and must reach the box.
+        self.set_focus(self.filter_input)
+
+    def on_input_changed(self, message: Input.Changed) -> None:
+        if message.input is not self.filter_input:
+            return
+        error = self.query_one("#filter-error", Static)
+        try:
+            query = parse(message.value)
+        except QueryError as exc:
+            error.update(Text(f"✖ {clean(str(exc))}"))
+            error.display = True
+            return
+        error.update("")
+        error.display = False
+        self.dash.rows.set_query(query)
+        self.show()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        if message.input is self.filter_input:
+            self.query_one("#filter-bar").display = bool(self.dash.rows.query.text)
+            self.table.focus()
+
+    def escape(self) -> None:
+        rows = self.dash.rows
+        if self.filter_input.has_focus or (not self.detail.display and rows.query.text):
+            self.filter_input.value = ""
+            rows.set_query(EVERYTHING)
+            self.query_one("#filter-error", Static).display = False
+            self.query_one("#filter-bar").display = False
+            self.table.focus()
+            self.show()
+        elif self.detail.display:
+            self.detail.display = False
+
+    # -- keys ----------------------------------------------------------------------
+
+    def action_sort(self) -> None:
+        sort = self.dash.rows.next_sort()
+        self.show()
+        self.notify(markup=False, message=f"sorted by {sort}", timeout=2)
+
+    def action_details(self) -> None:
+        self.detail.display = not self.detail.display
+        self.show_detail()
+
+    def action_copy_id(self) -> None:
+        self.dash.copy_id(self.table.selected)
+
+    def action_mark(self) -> None:
+        selected = self.table.selected
+        if selected is None:
+            return
+        marks = self.dash.marks
+        if selected in marks:
+            marks.discard(selected)
+        else:
+            marks.add(selected)
+        self.table.action_cursor(1)
+        self.show_rows([selected])
+
+    def action_clear_marks(self) -> None:
+        marks = self.dash.marks
+        if not marks:
+            return
+        cleared = list(marks)
+        marks.clear()
+        self.show_rows(cleared)
+        self.notify(markup=False, message=f"{len(cleared)} mark(s) cleared", timeout=3)
+
+    def action_break_lock(self) -> None:
+        dash = self.dash
+        if dash.flow is None:
+            return
+        # In the table's order (those the filter hides last), not the set's.
+        order = {lock_id: index for index, lock_id in enumerate(dash.rows.ids)}
+        marked = sorted(
+            (lock_id for lock_id in dash.marks if lock_id in dash.board),
+            key=lambda lock_id: (order.get(lock_id, len(order)), lock_id),
+        )
+        if not marked:
+            dash.flow.act(Kind.BREAK, self.table.selected)
+            return
+
+        def done() -> None:
+            dash.marks.clear()
+            self.show()
+
+        dash.flow.act_on_marked(marked, set(dash.rows.ids), done)
+
+    def action_steal_lock(self) -> None:
+        if self.dash.flow is not None:
+            self.dash.flow.act(Kind.STEAL, self.table.selected)
+
+    def action_cancel_query(self) -> None:
+        if self.dash.flow is not None:
+            self.dash.flow.act(Kind.CANCEL, self.table.selected)
+
+    def action_release_lock(self) -> None:
+        if self.dash.flow is not None:
+            self.dash.flow.act(Kind.RELEASE, self.table.selected)
