@@ -104,6 +104,12 @@ def _short(command: str) -> str:
     return command if len(command) <= COMMAND_SHOWN else command[: COMMAND_SHOWN - 1] + "…"
 
 
+def _waits_watched(board: Board) -> bool:
+    """Whether a source that can see waits (a PostgreSQL server, the kernel) is
+    watched, even if it holds no lock right now."""
+    return any(status.kind in ("postgres", "kernel") for status in board.all_statuses())
+
+
 class ContentionTree(Tree[str | None]):
     """Rebuilt only when a Postgres lock changed; ages follow the tick. Each
     session's node carries the lock an action on it acts on."""
@@ -190,7 +196,7 @@ class ContentionTree(Tree[str | None]):
                     "No contention: nobody waits on a lock and no lock scopes overlap."
                     + (
                         ""
-                        if trees
+                        if trees or _waits_watched(board)
                         else " (No PostgreSQL server or kernel watched: add --pg DSN or --kernel.)"
                     ),
                     style="dim",

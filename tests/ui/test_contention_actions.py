@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lockwatch.actions.session import ActionSession
 from lockwatch.clock import FrozenClock
+from lockwatch.model.board import ChangeSet
+from lockwatch.model.status import SourceStatus
 from lockwatch.ui.confirm import ConfirmScreen
 from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.keys import View
@@ -95,3 +99,26 @@ async def test_steal_and_mark_stay_in_the_locks_view(tmp_path: Path) -> None:
         bound = {active.binding.action for active in app.screen.active_bindings.values()}
         assert not {"steal_lock", "mark", "clear_marks", "release_lock"} & bound
         assert {"break_lock", "cancel_query", "copy_id"} <= bound
+
+
+@pytest.mark.parametrize(
+    ("statuses", "hint"),
+    [
+        # A server is watched and simply has no locks now: nothing to add --pg for.
+        ((SourceStatus("postgres", "app@db1:5432/app", "connected", updated_at=NOW),), False),
+        ((SourceStatus("kernel", "kernel", "ok", updated_at=NOW),), False),
+        ((SourceStatus("file", "/srv/locks", "watching"),), True),
+    ],
+)
+async def test_no_contention_suggests_a_source_only_when_none_is_watched(
+    statuses: tuple[SourceStatus, ...], hint: bool
+) -> None:
+    app = make_app([ChangeSet("only", NOW, statuses)])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("tab")
+        await until(pilot, lambda: app.current is View.CONTENTION, "the contention view")
+        tree = app.screen.query_one(ContentionTree)
+        text = " ".join(str(node.label) for node in tree.root.children)
+        assert "No contention" in text
+        assert ("add --pg DSN or --kernel" in text) is hint
