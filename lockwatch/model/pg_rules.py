@@ -1,0 +1,181 @@
+"""The verdict on a PostgreSQL lock (pg_locks + pg_stat_activity): what the
+server says, with the bounds it allows and no more. pg_locks has no grant time,
+so a held lock's age is a bound; a session's staleness is told by its client
+process where lockwatch can see it, and only inferred from idle time where not."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from lockwatch.model.humanize import duration
+from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.pg import PgBackend, PgLock, local_client, prepared_commands
+from lockwatch.model.timestamps import plus_seconds, seconds_since
+from lockwatch.model.verdict import State, Verdict, limit_text
+
+_IDLE_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")
+
+
+def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
+    """pg_locks rows: waiting, blocking, and holders left behind.
+
+    PostgreSQL keeps no time for a granted lock, so no age is claimed but a
+    prepared transaction's (and a waiter's wait). Idle time alone is only a
+    guess that a holder was forgotten: a client process found alive on this host
+    overrules it (a dedicated lock connection sits idle while its program works
+    elsewhere), one found gone is proof, and where the client cannot be found the
+    guess is marked `inferred`. A session whose state lockwatch may not see is
+    `unknown`, never `active`.
+    """
+    backend = pg.backend
+    age = seconds_since(lock.acquired_at, now)
+    info: list[Reason] = []
+    stale: list[Reason] = []
+    deadline: datetime | None = None
+    limit = lock.policy.idle_after
+    alive = None if backend.pid is None else True
+
+    gid = backend.prepared_gid
+    if gid is not None:
+        commit, rollback = prepared_commands(gid)
+        where = f" in database {pg.database}" if pg.database else ""
+        info.append(
+            Reason(
+                "prepared_transaction",
+                f"held by prepared transaction {gid!r}: no session holds it, so terminating a"
+                f" backend cannot free it; run {commit} (keep its work) or {rollback} (undo"
+                f" it){where}",
+            )
+        )
+    hidden = _hidden(backend) if backend.hidden else None
+
+    if not pg.granted:
+        waited = seconds_since(pg.wait_start, now)
+        blockers = [
+            f"pid {who}"
+            if isinstance(who, int)
+            else "a prepared transaction"
+            if who == "prepared:?"
+            else f"prepared transaction {who.removeprefix('prepared:')!r}"
+            for who in pg.waits_on()
+        ]
+        how_long = f" for {duration(waited)}" if waited is not None else ""
+        by = f", blocked by {', '.join(blockers)}" if blockers else ""
+        extra = [*info, hidden] if hidden is not None else info
+        return Verdict(
+            State.WAITING,
+            (Reason("waiting", f"waiting{how_long} for {pg.mode} on {lock.name}{by}"), *extra),
+            age_seconds=age,
+            alive=True,
+        )
+
+    if pg.blocking_here:
+        count = len(pg.blocking_here)
+        shown = ", ".join(str(pid) for pid in pg.blocking_here[:5])
+        more = f" and {count - 5} more" if count > 5 else ""
+        noun = "session" if count == 1 else "sessions"
+        info.insert(0, Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
+
+    if gid is not None:
+        if limit is not None and age is not None and lock.acquired_at is not None:
+            if age > limit:
+                stale.append(
+                    Reason(
+                        "prepared_too_long",
+                        f"prepared {duration(age)} ago (limit {limit_text(limit)}) and never"
+                        " committed or rolled back: nothing will release its locks",
+                    )
+                )
+            else:
+                deadline = plus_seconds(lock.acquired_at, limit)
+        return Verdict(
+            State.STALE if stale else State.ACTIVE,
+            (*stale, *info),
+            age_seconds=age,
+            alive=alive,
+            next_change_at=deadline if not stale else None,
+        )
+
+    client = backend.client_process
+    if client is not None and not client.alive:
+        state = f" (the session is {backend.state})" if backend.state else ""
+        gone = Reason(
+            "client_dead",
+            f"its client process {client.label} is gone, yet its backend holds on{state}:"
+            " nothing will release these locks until the server notices or the backend is"
+            " terminated",
+        )
+        return Verdict(State.STALE, (gone, *info), age_seconds=age, alive=alive)
+    if hidden is not None and client is None:
+        # Whether it sits idle in a transaction is exactly what is hidden.
+        return Verdict(State.UNKNOWN, (hidden, *info), age_seconds=age, alive=alive)
+
+    idle_for = seconds_since(backend.state_since, now)
+    if limit is not None and idle_for is not None:
+        code = None
+        if backend.state in _IDLE_IN_TRANSACTION:
+            code, what = "idle_in_transaction", f"{backend.state}, holding locks,"
+        elif backend.state == "idle" and pg.locktype == "advisory":
+            # Outside a transaction only session-level advisory locks survive:
+            # the leaked lock of a pooled connection.
+            code, what = "idle_holder", "idle while still holding a session advisory lock,"
+        if code is not None:
+            if idle_for > limit:
+                idle = f"{what} for {duration(idle_for)} (limit {limit_text(limit)})"
+                if client is not None:
+                    return Verdict(
+                        State.ACTIVE,
+                        (
+                            Reason(code, f"{idle}; not stale: its client process is alive"),
+                            Reason(
+                                "client_alive",
+                                f"its client process {client.label} on this host is alive: it"
+                                " may be at work elsewhere (a lock held on a dedicated"
+                                " connection sits idle while its program works)",
+                            ),
+                            *info,
+                        ),
+                        age_seconds=age,
+                        alive=alive,
+                    )
+                stale.append(Reason(code, idle))
+                stale.append(_inferred(backend))
+            elif backend.state_since is not None:
+                deadline = plus_seconds(backend.state_since, limit)
+
+    return Verdict(
+        State.STALE if stale else State.ACTIVE,
+        (*stale, *info),
+        age_seconds=age,
+        alive=alive,
+        next_change_at=deadline if not stale else None,
+    )
+
+
+def _hidden(backend: PgBackend) -> Reason:
+    role = backend.monitor_role
+    grant = f"GRANT pg_read_all_stats TO {role};" if role else "GRANT pg_read_all_stats TO <role>;"
+    whose = f" ({role})" if role else ""
+    return Reason(
+        "insufficient_privilege",
+        f"this session's state and query are hidden from lockwatch's role{whose}, so whether"
+        f" it sits idle holding its locks cannot be told; to see it: {grant}",
+    )
+
+
+def _inferred(backend: PgBackend) -> Reason:
+    client = backend.client
+    if client is None:
+        where = "its client's address is not known"
+    elif local_client(client):
+        where = (
+            f"its client ({client}) is on the server's host, but lockwatch could not find its"
+            " process there"
+        )
+    else:
+        where = f"its client ({client}) is on another host"
+    return Reason(
+        "inferred",
+        f"stale by idle time alone: {where}, so whether it is still at work cannot be"
+        " checked; breaking it needs its name typed (CLI: --force)",
+    )
