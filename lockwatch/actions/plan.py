@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, cast
 
@@ -435,8 +435,9 @@ def _plan_pg(
     return Plan(kind, lock, verdict, "lock_stolen", effect, needs_name=inferred, why_name=why_name)
 
 
-def describe(plan: Plan, now: datetime | None = None) -> list[tuple[str, str]]:
-    """The confirmation's lines: what the operator is about to act on."""
+def describe(plan: Plan, now: datetime) -> list[tuple[str, str]]:
+    """The confirmation's lines: what the operator is about to act on, `now`
+    (the dashboard's clock: a replay's time, never the wall clock's)."""
     lock, verdict = plan.lock, plan.verdict
     reasons = "; ".join(f"{r.code}: {r.message}" for r in verdict.reasons) or "none"
     lines = [
@@ -451,7 +452,7 @@ def describe(plan: Plan, now: datetime | None = None) -> list[tuple[str, str]]:
         lines.insert(4, ("age", duration(verdict.age_seconds)))
     elif lock.pg is not None and lock.pg.granted:
         # PostgreSQL keeps no time for a granted lock: what is known, as bounds.
-        held = held_text(lock.pg, now or datetime.now(UTC))
+        held = held_text(lock.pg, now)
         if held:
             lines.insert(4, ("held", held))
     if plan.why_name:

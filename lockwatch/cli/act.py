@@ -481,11 +481,13 @@ def _running(pid: int) -> bool:
 
 
 def _confirm(the_plan: Plan, request: Request) -> None:
+    from datetime import UTC, datetime
+
     from lockwatch.actions.plan import describe
     from lockwatch.cli.table import printable
 
     click.echo(f"About to {the_plan.verb}:", err=True)
-    for label, value in describe(the_plan):
+    for label, value in describe(the_plan, datetime.now(UTC)):
         click.echo(f"  {label:>8}: {printable(value)}", err=True)
     if the_plan.refusal is not None or (the_plan.needs_name and not request.force):
         return  # refused below, and audited: no question to ask

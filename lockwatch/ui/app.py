@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import partial
@@ -31,10 +30,12 @@ from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.model.rows import Rows
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Feed
-from lockwatch.tty import CHECK_SECONDS, exit_soon, hung_up, tty_fd
+from lockwatch.tty import exit_soon
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
 from lockwatch.ui.flow import ActionFlow
-from lockwatch.ui.keys import KEYS, Group, View, app_keys, main_screen_actions
+from lockwatch.ui.hangup import watch_terminal
+from lockwatch.ui.keys import Group, View, app_keys, main_screen_actions
+from lockwatch.ui.palette import palette_commands
 from lockwatch.ui.panels import HelpScreen
 from lockwatch.ui.safe import clean
 from lockwatch.ui.screens.base import Refresh, ViewScreen
@@ -212,7 +213,7 @@ class LockwatchApp(App[None]):
         if self.flow is not None:
             self.set_interval(1.0, self.flow.keep_holdings)
         if not self.is_headless:
-            self._watch_terminal()
+            watch_terminal(self, self._terminal_gone)
         for warning in self.theme_warnings:
             self.notify(
                 markup=False, message=warning, title="theme skipped", severity="warning", timeout=8
@@ -240,32 +241,17 @@ class LockwatchApp(App[None]):
             ) or (SourceStatus("file", feed.name, "error", reason=reason),)
             self.receive(ChangeSet(feed.name, self.clock.now(), statuses))
 
-    def _watch_terminal(self) -> None:
-        """Leave when the terminal goes away (SIGHUP, or EIO on the tty for a
-        process that ignores SIGHUP), rather than drawing into nothing."""
-        fd = tty_fd()
-        if fd is not None:
-
-            def check() -> None:
-                if hung_up(fd):
-                    self._terminal_gone("its tty answers EIO")
-
-            self.set_interval(CHECK_SECONDS, check)
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            asyncio.get_running_loop().add_signal_handler(
-                signal.SIGHUP, self._terminal_gone, "SIGHUP"
-            )
-
     def _terminal_gone(self, why: str) -> None:
+        """Nobody sees the screen any more: leave, keeping held locks as on a
+        crash (audited as kept)."""
         if self._abandoned:
             return
         self._abandoned = True
         if self.flow is not None:
-            # Held locks stay as on a crash; the audit log says which.
             with contextlib.suppress(Exception):
                 self.flow.abandon(why)
-        # Nobody sees the screen any more: should putting the terminal back
-        # hang on the dead tty, the process still ends within 2 s.
+        # Should putting the terminal back hang on the dead tty, the process
+        # still ends within 2 s.
         if not self.is_headless:
             exit_soon(EXIT_HANGUP, 1.5)
         self.exit(return_code=EXIT_HANGUP)
@@ -433,20 +419,6 @@ class LockwatchApp(App[None]):
         self.now = self.clock.now()
         self.show(applied, ticked=True)
 
-    def action_step(self) -> None:
-        if self.replay is not None:
-            self.replay.step()
-
-    def action_faster(self) -> None:
-        if self.replay is not None:
-            self.replay.faster()
-            self.show_header()
-
-    def action_slower(self) -> None:
-        if self.replay is not None:
-            self.replay.slower()
-            self.show_header()
-
     def action_next_theme(self) -> None:
         names = sorted(self.lock_themes)
         current = self.theme if self.theme in names else names[0]
@@ -507,33 +479,24 @@ class LockwatchApp(App[None]):
         )
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """Every action the keys offer on the view it was opened from (from the one
-        key table), and lockwatch's own themes: not Textual's, which lack its
-        state colours."""
-        groups = {Group.VIEW}
-        if self.flow is not None:
-            groups.add(Group.ACTION)
-        if self.replay is not None:
-            groups.add(Group.REPLAY)
-        view = screen if isinstance(screen, ViewScreen) else self.view()
-        for key in KEYS:
-            if key.palette is None or key.action is None or key.group not in groups:
-                continue
-            if key.everywhere:
-                run = getattr(self, f"action_{key.action}")
-            elif view is not None and view.VIEW in key.views:
-                run = getattr(view, f"action_{key.action}")
-            else:
-                continue
-            yield SystemCommand(key.palette, f"{key.help} ({key.shown})", run)
-        for name in sorted(self.lock_themes):
-            yield SystemCommand(
-                f"Theme: {name}", "lockwatch's colours for the states", partial(self._use, name)
-            )
-
-    def _use(self, theme: str) -> None:
-        self.theme = theme
+        return palette_commands(self, screen)
 
 
 class ReplayApp(LockwatchApp):
+    """The dashboard playing a recording: the replay keys step and pace it."""
+
     BINDINGS: ClassVar[list[BindingType]] = _bindings(Group.REPLAY)
+
+    def action_step(self) -> None:
+        if self.replay is not None:
+            self.replay.step()
+
+    def action_faster(self) -> None:
+        if self.replay is not None:
+            self.replay.faster()
+            self.show_header()
+
+    def action_slower(self) -> None:
+        if self.replay is not None:
+            self.replay.slower()
+            self.show_header()

@@ -78,7 +78,7 @@ class ActionFlow:
             board = self.app.board
             now = self.app.clock.now()
             if lock.id not in board:
-                return describe(shown[0]), "the lock is gone since this opened"
+                return describe(shown[0], now), "the lock is gone since this opened"
             verdict = board.verdict_at(lock.id, now)
             peers = [entry.lock for entry in board.entries.values()]
             shown[0] = self.actions.plan(kind, board.entries[lock.id].lock, verdict, peers)
@@ -88,11 +88,11 @@ class ActionFlow:
                     f"changed while open: now {verdict.state.value}, was"
                     f" {plan.verdict.state.value} when this opened"
                 )
-            return describe(shown[0]), changed
+            return describe(shown[0], now), changed
 
         screen = ConfirmScreen(
             f"{kind.value.capitalize()} {lock.name}?",
-            describe(plan),
+            describe(plan, self.app.clock.now()),
             verb=VERBS.get(kind, kind.value.capitalize()),
             must_type=must_type,
             warning=warning,

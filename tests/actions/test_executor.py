@@ -563,7 +563,7 @@ def test_a_configured_tombstone_dir(log_path: Path, locks: Path, tmp_path: Path)
 
 def test_the_confirmation_shows_the_truth(locks: Path) -> None:
     lock = on_disk(locks / "logs" / "locks" / "deploy-prod.lock", json.dumps(TOWER).encode())
-    lines = dict(describe(planned(Kind.BREAK, lock)))
+    lines = dict(describe(planned(Kind.BREAK, lock), NOW))
     assert lines["lock"] == "deploy-prod (tower-fleet/v1, file)"
     assert lines["where"] == lock.path
     assert "ci" in lines["holder"]

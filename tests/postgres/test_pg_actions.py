@@ -16,6 +16,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -350,7 +351,8 @@ def test_break_on_inferred_staleness_needs_force(acts: Acts) -> None:
     the_plan, outcome = acts.run(Kind.BREAK, lock)
 
     assert the_plan.needs_name and the_plan.why_name is not None
-    assert ("confirm", f"{the_plan.why_name}: type its name to go ahead") in describe(the_plan)
+    lines = describe(the_plan, datetime.now(UTC))
+    assert ("confirm", f"{the_plan.why_name}: type its name to go ahead") in lines
     assert not outcome.ok and outcome.event == "action_refused" and outcome.code == "inferred"
     assert "--force" in outcome.message and "nothing done" in outcome.message
     assert alive(pg, h)

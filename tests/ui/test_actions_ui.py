@@ -212,7 +212,7 @@ def screen_text(screen: Any) -> str:
         if isinstance(content, str | Text):
             parts.append(str(content))
             continue
-        console = Console(width=200, record=True, file=io.StringIO())
+        console = Console(width=1000, record=True, file=io.StringIO())
         console.print(content)
         parts.append(console.export_text())
     return "\n".join(parts)
