@@ -59,6 +59,10 @@ SCREENS: dict[View, type[ViewScreen]] = {
 
 
 class Recorder(Protocol):
+    # Why the recording stopped (a full disk, a change set it cannot write); None
+    # while it goes on.
+    failed: str | None
+
     def write(self, change: ChangeSet) -> None: ...
 
     def close(self) -> None: ...
@@ -152,6 +156,7 @@ class LockwatchApp(App[None]):
         # keys typed ahead in the same burst (a paste, a busy app).
         self._typing_filter = False
         self._abandoned = False  # the terminal went away: leaving
+        self._recording_failed = False  # said so once
         self.views: dict[View, ViewScreen] = {}
         for view, screen_class in SCREENS.items():
             self.add_mode(view.value, partial(self._make_view, view, screen_class))
@@ -269,6 +274,7 @@ class LockwatchApp(App[None]):
         """A feed's change set: recorded, then applied (or kept while paused)."""
         if self.recorder is not None:
             self.recorder.write(change)
+            self._check_recording()
         if self.paused:
             self._pending.append(change)
             self.show_header()
@@ -284,9 +290,25 @@ class LockwatchApp(App[None]):
                 timeout=10,
             )
 
+    def _check_recording(self) -> None:
+        """Say once, loudly, that the recording stopped (it writes in its own
+        thread): it must not pass for one going on."""
+        if self.recorder is None or not self.recorder.failed or self._recording_failed:
+            return
+        self._recording_failed = True
+        self.notify(
+            markup=False,
+            message=clean(self.recorder.failed),
+            title="recording stopped",
+            severity="error",
+            timeout=30,
+        )
+        self.show_header()
+
     def tick(self) -> None:
         """Once a second: re-judge the locks whose deadline passed, and let
         every age on screen move, without reading anything again."""
+        self._check_recording()
         if self.paused:
             return
         self.now = self.clock.now()
@@ -340,6 +362,8 @@ class LockwatchApp(App[None]):
             parts.append(f"PAUSED — {len(self._pending)} update(s) held; p resumes")
         if self.readonly:
             parts.append("READ-ONLY")
+        if self.recorder is not None and self.recorder.failed:
+            parts.append("RECORDING STOPPED (see --record)")
         if self.marks:
             parts.append(f"{len(self.marks)} marked (space)")
         if self.held:
