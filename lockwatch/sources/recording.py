@@ -81,6 +81,11 @@ class Recorder:
                 self._file.flush()
             except OSError as exc:
                 self.failed = f"{self.path}: recording stopped: {exc.strerror or exc}"
+            except codec.CodecError as exc:
+                # Stop rather than leave a gap a replay would not show; and keep
+                # this thread draining: were it to die, every later change set
+                # would pile up in the queue for the dashboard's whole life.
+                self.failed = f"{self.path}: recording stopped: cannot encode a change set: {exc}"
 
 
 class ReplayClock:

@@ -692,3 +692,135 @@ def test_generated_locks_round_trip(lock: Lock, judged: Verdict, share: bool) ->
     for entry in back.upserts:
         same_lock(lock, entry.lock)
         assert type(entry.verdict.state) is State
+
+
+# --- corrupt and hostile lines: a CodecError, never another exception --------------
+
+
+def a_change_line() -> bytes:
+    """A line with every kind of record, a shared-record table and opaque content."""
+    session = backend(5)
+    shared = verdict(process=None)
+    change = FakeChangeSet(
+        feed="postgres:main",
+        at=NOW,
+        statuses=(SourceStatus("postgres", "main", "connected", updated_at=NOW),),
+        full=True,
+        upserts=(
+            FakeEntry(file_lock(1, ttl_seconds=math.inf), verdict(), FACTS),
+            FakeEntry(pg_lock(3, session), shared, None),
+            FakeEntry(pg_lock(4, session), shared, FACTS),
+        ),
+        removed=("file:/gone",),
+        errors=(ScanError("/srv/locks/bad", "unreadable"),),
+    )
+    return dumps_line(change)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[" * 600 + "]" * 600,
+        '{"a":' * 600 + "1" + "}" * 600,
+        '[{"~m":{"a":' * 300 + "1" + "}}]" * 300,
+        '{"~s":[],"~v":' + "[" * 900 + "]" * 900 + "}",
+    ],
+    ids=["arrays", "maps", "escaped-maps", "under-a-table"],
+)
+def test_lines_nested_too_deeply_are_codec_errors(line: str) -> None:
+    """orjson reads ~1,000 levels; walking them must not overflow the stack."""
+    with pytest.raises(CodecError, match="nested too deeply"):
+        loads_line(line.encode())
+
+
+def test_every_truncation_of_a_line_is_a_codec_error() -> None:
+    """A crash mid-write leaves a line cut anywhere."""
+    line = a_change_line()
+    assert loads_line(line[:-1]) == loads_line(line)  # only the newline gone: still whole
+    for cut in range(len(line) - 1):
+        with pytest.raises(CodecError, match="not JSON"):
+            loads_line(line[:cut])
+
+
+def json_paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in parsed JSON, the root included."""
+    paths = [path]
+    if type(value) is dict:
+        for key, item in value.items():
+            paths += json_paths(item, (*path, key))
+    elif type(value) is list:
+        for index, item in enumerate(value):
+            paths += json_paths(item, (*path, index))
+    return paths
+
+
+def replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if type(value) is dict:
+        return {**value, head: replaced(value[head], rest, new)}
+    return [replaced(item, rest, new) if i == head else item for i, item in enumerate(value)]
+
+
+# Each tagged form with a wrong inside, wrong scalars, dangling references.
+WRONG_VALUES = [
+    [], {}, [[]], "", "x", 0, -1, 2**63, 1.5, True, None,
+    {"~": []}, {"~": "Spaceship"}, {"~": "Holder", "pid": []}, {"~r": []}, {"~r": 99},
+    {"~r": -1}, {"~t": []}, {"~t": "noon"}, {"~f": []}, {"~f": "lots"}, {"~x": []},
+    {"~x": "\\ud800"}, {"~e": []}, {"~e": "State"}, {"~e": "State", "v": []}, {"~m": []},
+    {"~m": {"a": []}}, {"~s": [], "~v": 1}, {"content~json": []},
+]  # fmt: skip
+
+
+def test_any_value_of_a_line_swapped_for_a_wrong_one_is_a_codec_error_or_a_value() -> None:
+    """Every place of a real line, each wrong value in turn: decoding either makes
+    a value or says what is wrong (a TypeError used to escape: `{"~f": []}` in a
+    float field, `[]` in a Literal one)."""
+    tree = orjson.loads(a_change_line())
+    tried = 0
+    for path in json_paths(tree):
+        for wrong in WRONG_VALUES:
+            try:
+                decode(replaced(tree, path, wrong))
+            except CodecError as err:
+                assert str(err)
+            tried += 1
+    assert tried > 5000  # the line has a few hundred places
+
+
+TAGS = st.sampled_from(["~", "~r", "~t", "~f", "~x", "~e", "~m", "~s", "~v", "v", "pid", "x"])
+HOSTILE = st.recursive(
+    JSON_SCALARS | st.sampled_from(["Lock", "Holder", "PgBackend", "State", "nan", "\\ud800"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TAGS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_a_line_changed_anywhere_decodes_or_is_a_codec_error(data: st.DataObject) -> None:
+    """Any value of a real line swapped for hostile JSON (tags in the wrong places,
+    dangling references, records of the wrong type, wrong scalars): either it still
+    makes a value or decoding says what is wrong; nothing else escapes."""
+    tree = orjson.loads(a_change_line())
+    paths = json_paths(tree)
+    path = data.draw(st.sampled_from(paths), label="path")
+    new = data.draw(HOSTILE, label="new")
+    try:
+        decode(replaced(tree, path, new))
+    except CodecError as err:
+        assert str(err)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_line_with_bytes_changed_decodes_or_is_a_codec_error(data: st.DataObject) -> None:
+    line = bytearray(a_change_line())
+    for _ in range(data.draw(st.integers(1, 4), label="edits")):
+        at = data.draw(st.integers(0, len(line) - 1), label="at")
+        line[at : at + 1] = data.draw(st.binary(max_size=3), label="bytes")
+    try:
+        loads_line(bytes(line))
+    except CodecError as err:
+        assert str(err)
