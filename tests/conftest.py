@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,6 +16,33 @@ from lockwatch.sources.files.decoders.base import LockFile
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 LOCAL_HOST = "testhost"
+
+# The suite runs on pytest-xdist workers (pyproject's addopts: -n auto, --dist loadgroup).
+# Tests whose server's state is seen server-wide run on one worker, one after
+# another: pg_locks, pg_stat_activity and lockwatch's /metrics span every database
+# of the server, and Redis's CLIENT LIST every client. Everything else a test
+# touches is its own (tmp_path, its own database and key prefix, free ports,
+# throwaway servers, uniquely named sessions).
+SERVER_WIDE = {"pg_dsn": "postgres-server", "redis_url": "redis-server"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        fixtures = getattr(item, "fixturenames", ())
+        for fixture, group in SERVER_WIDE.items():
+            if fixture in fixtures:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers a core (at most 8). Most tests wait on processes,
+    servers and terminals rather than compute, so one a core leaves cores idle."""
+    return min(8, 2 * len(os.sched_getaffinity(0)))
 
 
 def iso(at: datetime) -> str:

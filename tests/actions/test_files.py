@@ -16,7 +16,6 @@ import pytest
 
 from lockwatch.actions import files
 from lockwatch.actions.files import (
-    TOMBSTONE_DIR,
     ActionFailed,
     ActionRefused,
     check,
@@ -26,6 +25,7 @@ from lockwatch.actions.files import (
     rewrite,
     sha256_hex,
 )
+from lockwatch.sources.files.scanner import TOMBSTONE_DIR
 
 OLD = b'{"pid": 4242, "host": "tower-01"}\n'
 NEW = b'{"pid": 777, "host": "tower-02"}\n'
@@ -538,7 +538,7 @@ def test_a_lock_swapped_for_a_fifo_during_the_move_is_put_back(
             os.mkfifo(lock)
         real_rename(src, dst, **fds)
 
-    monkeypatch.setattr(files.os, "rename", swapped_then_moved)
+    monkeypatch.setattr("lockwatch.actions.files.os.rename", swapped_then_moved)
     with pytest.raises(ActionRefused) as refused:
         move_aside(str(lock), sha(OLD), stamp=STAMP)
     assert refused.value.code == "not_regular_file"

@@ -122,20 +122,16 @@ def test_fan_out_errors_surface_in_the_parent() -> None:
 
 
 def test_fan_out_does_the_work_here_when_it_cannot_fork(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lockwatch import fanout
-
     def no_fork() -> int:
         raise OSError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(fanout.os, "fork", no_fork)
+    monkeypatch.setattr("lockwatch.fanout.os.fork", no_fork)
     assert fan_out([1, 2, 3], lambda n: n * 2) == [2, 4, 6]
 
 
 def test_fan_out_reaps_its_children_when_the_parent_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from lockwatch import fanout
-
     parent = os.getpid()
     forked: list[int] = []
     real_fork = os.fork
@@ -146,7 +142,7 @@ def test_fan_out_reaps_its_children_when_the_parent_fails(
             forked.append(pid)
         return pid
 
-    monkeypatch.setattr(fanout.os, "fork", recording_fork)
+    monkeypatch.setattr("lockwatch.fanout.os.fork", recording_fork)
 
     def fails_here(n: int) -> bytes:
         if os.getpid() == parent:

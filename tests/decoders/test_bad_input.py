@@ -217,7 +217,7 @@ def test_json_object_with_unknown_keys_is_a_generic_lock() -> None:
 
 @pytest.mark.parametrize("fmt", EVERY_PATH)
 def test_bad_input_survives_assess_together(fmt: str) -> None:
-    raws = [b"\x00", b"\xff", "[" * 50_000, "NaN", "[]", "", "junk junk junk"]
+    raws: list[bytes | str] = [b"\x00", b"\xff", "[" * 50_000, "NaN", "[]", "", "junk junk junk"]
     locks = [decode(raw, EVERY_PATH[fmt]) for raw in raws]
     assessed = assess(locks, StaticProcesses(), FrozenClock(NOW), LOCAL_HOST)
     expected = [State.INVALID] * len(raws)

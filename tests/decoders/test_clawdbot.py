@@ -163,7 +163,8 @@ def test_hinted_garbage_is_an_invalid_clawdbot_lock() -> None:
 
 
 def _valid() -> dict[str, Any]:
-    return json.loads(python_writer(acquired=ago(1)))
+    document: dict[str, Any] = json.loads(python_writer(acquired=ago(1)))
+    return document
 
 
 @pytest.mark.parametrize(

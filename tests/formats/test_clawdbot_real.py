@@ -16,6 +16,7 @@ byte-for-byte as clawdbot does, and says so.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -59,23 +60,29 @@ def _package() -> Path:
     if all((root / name).is_file() for name in NEEDED) or shutil.which("npm") is None:
         return root / "package"
     root.mkdir(parents=True, exist_ok=True)
-    try:
-        packed = subprocess.run(
-            ["npm", "pack", f"clawdbot@{VERSION}", "--silent", "--pack-destination", str(root)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout.split()[-1]
-        subprocess.run(
-            ["tar", "-xzf", str(root / packed), "-C", str(root), *UNPACKED],
-            capture_output=True,
-            timeout=60,
-            check=True,
-        )
-        (root / packed).unlink()
-    except (OSError, IndexError, subprocess.SubprocessError):
-        pass  # the skip below says where it was looked for
+    with open(root / ".fetching", "w") as guard:
+        # Every pytest-xdist worker imports this module at once: one fetches, the
+        # others wait here, then find it unpacked (never half-unpacked).
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if all((root / name).is_file() for name in NEEDED):
+            return root / "package"
+        try:
+            packed = subprocess.run(
+                ["npm", "pack", f"clawdbot@{VERSION}", "--silent", "--pack-destination", str(root)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
+            ).stdout.split()[-1]
+            subprocess.run(
+                ["tar", "-xzf", str(root / packed), "-C", str(root), *UNPACKED],
+                capture_output=True,
+                timeout=60,
+                check=True,
+            )
+            (root / packed).unlink()
+        except (OSError, IndexError, subprocess.SubprocessError):
+            pass  # the skip below says where it was looked for
     return root / "package"
 
 

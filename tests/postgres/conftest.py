@@ -81,7 +81,7 @@ def pg_dsn() -> Iterator[str]:
         return
     reasons = [f"nothing answers at {display_name(dsn)} ({problem})"]
     try:
-        import pgserver
+        from pgserver.postgres_server import get_server
     except ImportError:
         reasons.append(
             "and the pgserver package (embedded fallback, Python < 3.13) is not installed"
@@ -91,7 +91,7 @@ def pg_dsn() -> Iterator[str]:
         server: Any = None
         uri: str | None = None
         try:
-            server = pgserver.get_server(datadir)
+            server = get_server(datadir)
             uri = str(server.get_uri())
         except Exception as exc:  # noqa: BLE001 - any failure to start is a reason to report
             reasons.append(f"and pgserver could not start one ({type(exc).__name__}: {exc})")
@@ -338,7 +338,7 @@ class PgHarness:
         self.user = str(self.scalar("SELECT current_user"))
         self.server_version = self.admin.info.server_version
 
-    def scalar(self, query: str, params: Sequence[Any] = ()) -> Any:
+    def scalar(self, query: str | sql.Composed, params: Sequence[Any] = ()) -> Any:
         row = self.admin.execute(query, params).fetchone()
         assert row is not None, f"no row from {query!r}"
         return row[0]

@@ -68,7 +68,6 @@ async def test_run_polls_on_its_interval_and_backs_off_while_failing(
     """The poll loop without real waiting: asyncio.sleep is replaced by a recorder."""
     import asyncio
 
-    from lockwatch.sources.postgres import source as source_module
     from lockwatch.sources.postgres.source import PgSource
 
     slept: list[float] = []
@@ -78,7 +77,7 @@ async def test_run_polls_on_its_interval_and_backs_off_while_failing(
         if len(slept) == 4:
             raise asyncio.CancelledError
 
-    monkeypatch.setattr(source_module.asyncio, "sleep", fake_sleep)
+    monkeypatch.setattr("lockwatch.sources.postgres.source.asyncio.sleep", fake_sleep)
     seen: list[str] = []
 
     async def on_poll(polled: PgSource) -> None:

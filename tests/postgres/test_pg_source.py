@@ -886,7 +886,8 @@ async def test_terminated_backend_disconnects_keeps_last_then_reconnects(pg: PgH
         assert source.status.next_retry_at is not None
 
         again = await poll_ok(source)
-        assert source.status.state == "connected" and source.status.reason is None
+        after = source.status  # read afresh: the poll replaced it
+        assert after.state == "connected" and after.reason is None
         assert source.last is again and source.failures == 0
         assert source._conn is not None and source._conn.info.backend_pid != me
         assert one(locks_of(again, holder.info.backend_pid), key=adv(9101))
@@ -910,7 +911,8 @@ async def test_server_stopped_and_restarted_under_a_running_source(
         finally:
             throwaway_cluster.start()
         again = await poll_ok(source)
-        assert source.status.state == "connected"
+        after = source.status  # read afresh: the poll replaced it
+        assert after.state == "connected"
         assert again.polled_at >= good.polled_at
 
 

@@ -4,10 +4,12 @@ left to their hosts."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from lockwatch.model import blocking
@@ -28,11 +30,11 @@ def exposition(found: Figures) -> Samples:
     """The text Prometheus would read, parsed back: (name, labels) -> value."""
 
     class One:
-        def collect(self):  # type: ignore[no-untyped-def]
+        def collect(self) -> Iterator[Metric]:
             return families(found)
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(One())  # type: ignore[arg-type]
+    registry.register(One())
     text = generate_latest(registry).decode()
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value

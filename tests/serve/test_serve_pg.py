@@ -37,15 +37,15 @@ def samples(
     }
 
 
-def locks(url: str, token: str | None = None) -> dict[str, object]:
+def locks(url: str, token: str | None = None) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     answer = httpx.get(f"{url}/v1/locks", headers=headers, timeout=10)
     answer.raise_for_status()
-    document: dict[str, object] = answer.json()
+    document: dict[str, Any] = answer.json()
     return document
 
 
-def ls_json(*args: str) -> dict[str, object]:
+def ls_json(*args: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "lockwatch", "ls", "--json", *args],
         capture_output=True,
@@ -54,7 +54,7 @@ def ls_json(*args: str) -> dict[str, object]:
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode in (0, 1), done.stderr
-    document: dict[str, object] = json.loads(done.stdout)
+    document: dict[str, Any] = json.loads(done.stdout)
     return document
 
 
@@ -78,17 +78,18 @@ def test_serve_reports_files_and_postgres_contention(pg: PgHarness, tmp_path: Pa
         url = served.wait_healthy()
         token = "pg-test-token"
         assert httpx.get(f"{url}/v1/locks").status_code == 401
+        # The server is shared (other test runs, other databases): only ours compare.
+        ours = {conn.info.backend_pid for conn in (holder, first, second)}
 
         def both_waiting() -> bool:
             found = locks(url, token)["locks"]
             assert isinstance(found, list)
-            return sum(1 for lock in found if lock["state"] == "waiting") == 2
+            waiting = [lock for lock in found if lock["state"] == "waiting"]
+            return sum(1 for lock in waiting if lock["holder"]["pid"] in ours) == 2
 
         wait_for(both_waiting, "both waiters in /v1/locks")
         served_doc = locks(url, token)
         listed = ls_json(str(tree), "--pg", pg.dsn)
-        # The server is shared (other test runs, other databases): only ours compare.
-        ours = {conn.info.backend_pid for conn in (holder, first, second)}
 
         def mine(found: object) -> dict[str, dict[str, Any]]:
             assert isinstance(found, list)
@@ -105,12 +106,13 @@ def test_serve_reports_files_and_postgres_contention(pg: PgHarness, tmp_path: Pa
         assert served_doc["schema"] == "lockwatch.ls/1"
         assert set(served_locks) == set(listed_locks)
         for lock_id, lock in listed_locks.items():
-            mine = served_locks[lock_id]
-            assert mine["state"] == lock["state"], lock_id
-            assert [r["code"] for r in mine["reasons"]] == [r["code"] for r in lock["reasons"]]
-            assert mine["holder"]["pid"] == lock["holder"]["pid"]
-        trees = [t for t in served_doc["blocking"] if t["server"] == server]  # type: ignore[union-attr]
-        assert trees == [t for t in listed["blocking"] if t["server"] == server]  # type: ignore[union-attr]
+            served_lock = served_locks[lock_id]
+            assert served_lock["state"] == lock["state"], lock_id
+            codes = [r["code"] for r in served_lock["reasons"]]
+            assert codes == [r["code"] for r in lock["reasons"]]
+            assert served_lock["holder"]["pid"] == lock["holder"]["pid"]
+        trees = [t for t in served_doc["blocking"] if t["server"] == server]
+        assert trees == [t for t in listed["blocking"] if t["server"] == server]
         ((root,),) = [[r for r in t["roots"] if r["id"] == holder.info.backend_pid] for t in trees]
         assert root["blocks_in_total"] == 2
         # Query text as ls --json has it: one line, whatever the application sent.

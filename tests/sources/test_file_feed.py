@@ -663,5 +663,9 @@ async def test_a_file_root_follows_atomic_replaces(tmp_path: Path) -> None:
             temp = tmp_path / "app.lock.tmp"
             digest = write(temp, body(f"round {round_}"))
             os.replace(temp, path)
-            await until(lambda d=digest: seen.sha(lock_id(path)) == d, f"replace {round_}")
+
+            def replaced(digest: str = digest) -> bool:
+                return seen.sha(lock_id(path)) == digest
+
+            await until(replaced, f"replace {round_}")
         assert lock_id(tmp_path / "beside.lock") not in seen.ids()

@@ -130,7 +130,7 @@ def test_too_large_is_invalid_without_reading_it_whole(
         reads.append(len(data))
         return data
 
-    monkeypatch.setattr(scanner.os, "read", counting_read)
+    monkeypatch.setattr("lockwatch.sources.files.scanner.os.read", counting_read)
     locks = by_name(scan([str(tmp_path)]))
     assert [d.code for d in locks["big.lock"].defects] == ["too_large"]  # type: ignore[attr-defined]
     assert locks["edge.lock"].defects == ()  # type: ignore[attr-defined]
@@ -172,8 +172,8 @@ def test_unreadable_file_and_directory_become_errors(
             raise PermissionError(errno.EACCES, "Permission denied", path)
         return real_scandir(path)
 
-    monkeypatch.setattr(scanner.os, "open", denying_open)
-    monkeypatch.setattr(scanner.os, "scandir", denying_scandir)
+    monkeypatch.setattr("lockwatch.sources.files.scanner.os.open", denying_open)
+    monkeypatch.setattr("lockwatch.sources.files.scanner.os.scandir", denying_scandir)
     result = scan([str(tmp_path)])
     assert list(by_name(result)) == ["ok.lock"]
     assert sorted((e.path, e.code) for e in result.errors) == [
@@ -194,7 +194,7 @@ def test_file_vanishing_mid_scan_is_skipped_quietly(
             gone.unlink()
         return real_open(path, flags, *args)
 
-    monkeypatch.setattr(scanner.os, "open", vanishing_open)
+    monkeypatch.setattr("lockwatch.sources.files.scanner.os.open", vanishing_open)
     result = scan([str(tmp_path)])
     assert list(by_name(result)) == ["stays.lock"]
     assert result.errors == []
@@ -213,7 +213,7 @@ def test_lock_swapped_for_a_symlink_after_listing_is_not_followed(
             swapped.symlink_to(target)
         return real_open(path, flags, *args)
 
-    monkeypatch.setattr(scanner.os, "open", swapping_open)
+    monkeypatch.setattr("lockwatch.sources.files.scanner.os.open", swapping_open)
     locks = by_name(scan([str(tmp_path)]))
     assert [d.code for d in locks["swapped.lock"].defects] == ["symlink"]  # type: ignore[attr-defined]
 

@@ -278,7 +278,8 @@ def etcd_server() -> Iterator[Etcd]:
         if process.poll() is not None:
             raise AssertionError("etcd exited at start")
         try:
-            return httpx.get(f"{url}/health", timeout=0.5).json().get("health") == "true"
+            health: object = httpx.get(f"{url}/health", timeout=0.5).json().get("health")
+            return health == "true"
         except (httpx.HTTPError, ValueError):
             return False
 

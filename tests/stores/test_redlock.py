@@ -34,7 +34,8 @@ def acquired_everywhere(lock: Redlock, group: list[redis.Redis], key: str) -> by
     on their way: wait for every server's copy, and answer the token."""
     assert lock.acquire(blocking=False)
     until(lambda: all(client.get(key) for client in group), "every server's copy")
-    token: bytes = group[0].get(key)
+    token = group[0].get(key)
+    assert isinstance(token, bytes)
     return token
 
 
@@ -103,9 +104,9 @@ def test_no_majority_is_stale_no_quorum_and_one_server_away_is_unknown(
     # third unreachable: 1 of 3 hold it and 1 cannot be asked, so nobody can tell.
     group[1].set(key, "someone-else", px=30000)
     down = [*redlock_servers[:2], _dead_server()]
-    code, document, _ = run_cli("ls", "--redlock", urls(down), "--json")
+    code, stdout, _ = run_cli("ls", "--redlock", urls(down), "--json")
     assert code == 1  # a server could not be polled
-    (found,) = json.loads(document)["locks"]
+    (found,) = json.loads(stdout)["locks"]
     assert found["state"] == "unknown"
     assert [r["code"] for r in found["reasons"]] == ["quorum_unknown"]
     assert [m["holds"] for m in found["quorum"]["members"]] == [True, False, None]

@@ -94,7 +94,6 @@ def test_a_server_that_goes_away_keeps_its_locks_and_backs_off(own_redis: Throwa
 async def test_the_run_loop_sleeps_the_interval_or_the_backoff(
     own_redis: Throwaway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lockwatch.sources import polled
 
     slept: list[float] = []
 
@@ -105,7 +104,7 @@ async def test_the_run_loop_sleeps_the_interval_or_the_backoff(
         if len(slept) == 3:
             raise asyncio.CancelledError
 
-    monkeypatch.setattr(polled.asyncio, "sleep", fake_sleep)
+    monkeypatch.setattr("lockwatch.sources.polled.asyncio.sleep", fake_sleep)
     feed = redis_feed(own_redis.url, ("*lock",), SystemClock(), interval=5.0)
     emitted: list[Any] = []
     with pytest.raises(asyncio.CancelledError):
@@ -117,7 +116,9 @@ async def test_the_run_loop_sleeps_the_interval_or_the_backoff(
 
 
 def tree_lines(tree: ContentionTree) -> Iterator[tuple[int, str]]:
-    stack: list[tuple[int, TreeNode[str]]] = [(0, node) for node in reversed(tree.root.children)]
+    stack: list[tuple[int, TreeNode[str | None]]] = [
+        (0, node) for node in reversed(tree.root.children)
+    ]
     while stack:
         depth, node = stack.pop()
         yield depth, str(node.label)

@@ -108,7 +108,7 @@ def test_waiters_are_matched_by_the_length_of_their_blpop() -> None:
 
 
 def quorum_group(*copies: tuple[str, int] | None, down: tuple[int, ...] = ()) -> Lock:
-    members = []
+    members: list[tuple[str, RedisSnapshot | None, str | None]] = []
     for number, copy in enumerate(copies):
         server = f"r{number}:6379/0"
         if number in down:
@@ -136,7 +136,9 @@ def test_redlock_quorum_verdicts() -> None:
     assert forever.ttl_seconds is None
     assert judged(forever) == (State.ACTIVE, ("no_expiry", "quorum"))
     assert held.store is not None and held.store.quorum is not None
-    assert held.store.quorum.as_json()["members"][0] == {
+    members = held.store.quorum.as_json()["members"]
+    assert isinstance(members, list)
+    assert members[0] == {
         "server": "r0:6379/0",
         "holds": True,
         "token": "a",

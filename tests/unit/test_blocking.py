@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lockwatch.model.blocking import KERNEL_GROUP, build, from_locks, group
+from lockwatch.model.blocking import KERNEL_GROUP, NodeId, build, from_locks, group
 from lockwatch.model.kernel import FileKey, KernelLock, kernel_lock_id
 from lockwatch.model.lock import Holder, Lock
 
 
 def node_ids(tree_json: dict[str, object]) -> list[object]:
-    return [root["id"] for root in tree_json["roots"]]  # type: ignore[index,attr-defined]
+    roots = tree_json["roots"]
+    assert isinstance(roots, list)
+    return [root["id"] for root in roots]
 
 
 def test_three_deep_chain() -> None:
@@ -37,7 +39,7 @@ def test_two_roots_and_a_shared_waiter() -> None:
 
 def test_a_queue_of_waiters_does_not_explode() -> None:
     # pg_blocking_pids names the holder and every waiter queued ahead.
-    queue = {w: [0, *range(1, w)] for w in range(1, 41)}
+    queue: dict[NodeId, list[NodeId]] = {w: [0, *range(1, w)] for w in range(1, 41)}
     tree = build(queue)
     (root,) = tree.roots
     assert root.id == 0 and (root.direct, root.total) == (40, 40)
@@ -79,7 +81,7 @@ def test_prepared_transaction_root() -> None:
 
 
 def test_long_chain_does_not_exhaust_the_stack() -> None:
-    chain = {i + 1: [i] for i in range(1500)}
+    chain: dict[NodeId, list[NodeId]] = {i + 1: [i] for i in range(1500)}
     tree = build(chain)
     assert tree.roots[0].id == 0
     assert tree.roots[0].total == 1500
@@ -91,7 +93,7 @@ def test_long_chain_does_not_exhaust_the_stack() -> None:
 
 
 def test_big_cycle() -> None:
-    ring = {i: [(i + 1) % 300] for i in range(300)}
+    ring: dict[NodeId, list[NodeId]] = {i: [(i + 1) % 300] for i in range(300)}
     tree = build(ring)
     assert len(tree.cycles) == 1 and len(tree.cycles[0]) == 300
 
