@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
+import io
+import math
+import operator
 import os
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+import pickle
+import select
+import signal
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
+
+from lockwatch import collector
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -37,8 +51,6 @@ def fan_out(slices: Sequence[S], work: Callable[[S], R]) -> list[R]:
     """
     if len(slices) <= 1 or not hasattr(os, "fork"):
         return [work(s) for s in slices]
-    import pickle
-
     children: list[_Child] = []
     try:
         for index in range(1, len(slices)):
@@ -96,3 +108,262 @@ def _spawn(index: int, piece: S, work: Callable[[S], R], dumps: Callable[[R], by
             os._exit(status)
     os.close(write_end)
     return _Child(index, pid, read_end)
+
+
+# -- streamed: each child hands its results back piece by piece ----------------------
+
+# A frame: its length (8 bytes, big-endian), then a pickle. Length 0 ends a child's
+# stream: without it (a crash, a kill), the child's slice is done again here.
+_HEADER = struct.Struct("!Q")
+_END = _HEADER.pack(0)
+_READ_BYTES = 1 << 20
+_MIN_READ = 1 << 16
+# What one take() reads at most before it hands over what it has.
+_BATCH_BYTES = 8 << 20
+# Pipes this large (where the system allows) let a child run ahead of the parent.
+_PIPE_BYTES = 1 << 20
+
+
+class Streamed(Generic[R]):
+    """`work(s)` for every slice, each in a forked child that sends back every piece
+    `work` yields as soon as it is made; `take()` hands over what has come.
+
+    Pieces come in no particular order between slices. A slice whose child could
+    not be forked, failed or died is worked on here instead, a piece per `take()`
+    (with `fork=False`, every slice is): every piece of every slice is handed over
+    at least once, and a slice redone after its child died may repeat pieces.
+    `take` may be called from any one thread at a time; `close` from any.
+    """
+
+    def __init__(
+        self,
+        slices: Sequence[S],
+        work: Callable[[S], Iterable[R]],
+        *,
+        fork: bool = True,
+        nice: int = 0,
+    ) -> None:
+        self._slices = list(slices)
+        self._work = work
+        self._guard = threading.Lock()
+        self._children: dict[int, _Child] = {}  # by the read end of its pipe
+        self._buffers: dict[int, bytearray] = {}
+        self._local: list[int] = []  # slices to do here, in order
+        self._running: Iterator[R] | None = None
+        self._closed = False
+        for index in range(len(self._slices)):
+            child = _spawn_stream(index, self._slices[index], work, nice) if fork else None
+            if child is None or child.pipe is None:
+                self._local.append(index)
+            else:
+                self._children[child.pipe] = child
+                self._buffers[child.pipe] = bytearray()
+
+    @property
+    def done(self) -> bool:
+        return self._closed or not (self._children or self._local or self._running)
+
+    def take(self, timeout: float | None = None, *, most: int = _BATCH_BYTES) -> list[R] | None:
+        """The pieces that have come, waiting up to `timeout` seconds (None: for
+        ever) for the first, then taking what else is there up to about `most`
+        bytes of them; [] when none came in time, None once all are in."""
+        with self._guard:
+            if self.done:
+                return None
+            pieces = self._read(0.0 if self._local or self._running else timeout, most)
+            if not pieces and (self._local or self._running):
+                pieces = self._here()
+            return pieces if pieces or not self.done else None
+
+    def close(self) -> None:
+        """Stop: children still at work are killed, and every one is reaped."""
+        with self._guard:
+            self._closed = True
+            children, self._children = list(self._children.values()), {}
+            self._local.clear()
+            self._running = None
+        for child in children:
+            _stop(child)
+
+    # -- here --------------------------------------------------------------------------
+
+    def _here(self) -> list[R]:
+        """One piece of the slices worked on here."""
+        while True:
+            if self._running is None:
+                if not self._local:
+                    return []
+                self._running = iter(self._work(self._slices[self._local.pop(0)]))
+            piece = next(self._running, _NOTHING)
+            if piece is not _NOTHING:
+                return [piece]  # type: ignore[list-item]
+            self._running = None
+
+    # -- children ------------------------------------------------------------------------
+
+    def _read(self, timeout: float | None, most: int) -> list[R]:
+        """Whole pieces from the children: waiting up to `timeout` for the first (a
+        piece larger than a pipe holds comes in several reads), then whatever else
+        is there already, up to `most` bytes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pieces: list[R] = []
+        read = 0
+        while self._children and (read < most or not pieces):
+            if pieces:
+                wait: float | None = 0.0
+            else:
+                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            poller = select.poll()
+            for fd in self._children:
+                poller.register(fd, select.POLLIN)
+            ready = poller.poll(None if wait is None else math.ceil(wait * 1000))
+            for fd, _ in ready:
+                read += self._read_child(fd, pieces, max(most - read, _MIN_READ))
+            if not ready and (pieces or (deadline is not None and time.monotonic() >= deadline)):
+                break
+        return pieces
+
+    def _read_child(self, fd: int, pieces: list[R], most: int) -> int:
+        """What child `fd` sent (up to `most` bytes): its whole pieces into
+        `pieces`; how many bytes."""
+        child = self._children[fd]
+        try:
+            data = os.read(fd, min(most, _READ_BYTES))
+        except OSError:
+            data = b""
+        finished = False
+        if data:
+            self._buffers[fd] += data
+            finished = self._frames(fd, pieces)
+        # No data: the pipe closed before the end frame came (the child failed).
+        if finished or not data:
+            del self._children[fd]
+            del self._buffers[fd]
+            os.close(fd)
+            child.pipe = None
+            if not (finished and _reaped_ok(child)):
+                self._local.append(child.index)
+                _stop(child)
+        return len(data)
+
+    def _frames(self, fd: int, into: list[R]) -> bool:
+        """Whole frames out of the child's buffer; True once its end frame came."""
+        buffer = self._buffers[fd]
+        start = 0
+        ended = False
+        with collector.paused():
+            while len(buffer) - start >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(buffer, start)
+                if size == 0:
+                    ended = True
+                    start += _HEADER.size
+                    break
+                if len(buffer) - start - _HEADER.size < size:
+                    break
+                body = start + _HEADER.size
+                into.append(pickle.loads(buffer[body : body + size]))
+                start = body + size
+        del buffer[:start]
+        return ended
+
+
+_NOTHING = object()
+
+
+class _Pickler(pickle.Pickler):
+    """Frozen, slotted dataclasses travel as their constructor's arguments: the
+    default for such a class rebuilds each one through `dataclasses.fields()`,
+    which made loading a scan's locks twice as slow."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        cls = type(obj)
+        values = _ARGUMENTS.get(cls, _UNKNOWN)
+        if values is _UNKNOWN:
+            values = _ARGUMENTS[cls] = _arguments(cls)
+        if values is None:
+            return NotImplemented
+        return cls, values(obj)
+
+
+_UNKNOWN: Any = object()
+# Per class: what gives an instance's constructor arguments, or None (pickled the
+# default way).
+_ARGUMENTS: dict[type, Callable[[Any], tuple[Any, ...]] | None] = {}
+
+
+def _arguments(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+    if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
+        return None
+    fields = dataclasses.fields(cls)
+    if not fields or not all(field.init for field in fields):
+        return None
+    if len(fields) == 1:
+        name = fields[0].name
+        return lambda obj: (getattr(obj, name),)
+    getter: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*(f.name for f in fields))
+    return getter
+
+
+def _dumps(piece: object) -> bytes:
+    out = io.BytesIO()
+    out.write(_HEADER.pack(0))  # the length, filled in below
+    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(piece)
+    data = out.getbuffer()
+    _HEADER.pack_into(data, 0, len(data) - _HEADER.size)
+    return bytes(data)
+
+
+def _spawn_stream(
+    index: int, piece: S, work: Callable[[S], Iterable[R]], nice: int
+) -> _Child | None:
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    with contextlib.suppress(OSError, AttributeError):  # not Linux, or over pipe-max-size
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    try:
+        pid = os.fork()
+    except OSError:  # out of processes or memory: the slice is done here instead
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    if pid == 0:  # the child: work, send each piece, and leave without atexit hooks
+        status = 1
+        try:
+            os.close(read_end)
+            if nice:
+                os.nice(nice)
+            with os.fdopen(write_end, "wb", buffering=0) as pipe:
+                for result in work(piece):
+                    _write_all(pipe, _dumps(result))
+                _write_all(pipe, _END)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    return _Child(index, pid, read_end)
+
+
+def _write_all(pipe: io.RawIOBase, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = pipe.write(view)
+        view = view[written or 0 :]
+
+
+def _reaped_ok(child: _Child) -> bool:
+    if child.pid is None:
+        return False
+    _, status = os.waitpid(child.pid, 0)
+    child.pid = None
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _stop(child: _Child) -> None:
+    if child.pipe is not None:
+        os.close(child.pipe)
+        child.pipe = None
+    if child.pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child.pid, 0)
+        child.pid = None

@@ -24,6 +24,8 @@ from lockwatch.cli.where import (
 from lockwatch.ui.keys import epilog
 
 if TYPE_CHECKING:
+    from lockwatch.clock import Clock
+    from lockwatch.sources.feed import Feed
     from lockwatch.ui.app import LockwatchApp
 
 WATCH_EPILOG = (
@@ -136,6 +138,9 @@ def watch(**values: Any) -> None:
 
     readonly = readonly_reason(targets.config, values["readonly"]) is not None
     host = os.uname().nodename
+    # The feeds first: a file feed's first scan starts now, in forked workers, while
+    # one thread runs (the recorder's is another) and the dashboard is imported.
+    feeds = start_feeds(targets, host)
     recorder = None
     record: Path | None = values["record"]
     if record is not None:
@@ -148,6 +153,7 @@ def watch(**values: Any) -> None:
     app = build_app(
         targets,
         host=host,
+        feeds=feeds,
         recorder=recorder,
         readonly=readonly,
         audit_log=values["audit_log"],
@@ -228,16 +234,16 @@ def build_app(
     pg_applications: str | None = None,
     audit_key: Path | None = None,
     audit_syslog: bool = False,
+    feeds: tuple[Clock, list[Feed]] | None = None,
     **view: Any,
 ) -> LockwatchApp:
     """The dashboard on `targets` (every selected source's live feeds) and
     (unless `readonly`) break/steal/release audited to `audit_log`; `view` goes
-    to LockwatchApp as is (theme, filter_text, sort, recorder, ...)."""
-    from lockwatch.clock import SystemClock
+    to LockwatchApp as is (theme, filter_text, sort, recorder, ...). `feeds`: the
+    clock and feeds `start_feeds` made, else they are made here."""
+    clock, live = feeds or start_feeds(targets, host)
     from lockwatch.ui.app import LockwatchApp
 
-    clock = SystemClock()
-    feeds = [feed for _, selected in targets.sources for feed in selected.feeds(clock, host)]
     actions = None
     if not readonly:
         from lockwatch.actions.audit import key_path, log_path, syslog_anchor
@@ -256,7 +262,15 @@ def build_app(
             audit_key=key_path(audit_key, targets.config.audit_key),
             audit_anchor=syslog_anchor() if audit_syslog or targets.config.audit_syslog else None,
         )
-    return LockwatchApp(feeds, clock=clock, host=host, actions=actions, readonly=readonly, **view)
+    return LockwatchApp(live, clock=clock, host=host, actions=actions, readonly=readonly, **view)
+
+
+def start_feeds(targets: Targets, host: str) -> tuple[Clock, list[Feed]]:
+    """Every selected source's live feeds, on the system clock."""
+    from lockwatch.clock import SystemClock
+
+    clock = SystemClock()
+    return clock, [feed for _, selected in targets.sources for feed in selected.feeds(clock, host)]
 
 
 def _check_view_options(theme: str | None, filter_text: str) -> Any:

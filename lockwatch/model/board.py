@@ -26,9 +26,16 @@ from lockwatch.model.verdict import State, Verdict, evaluate, evaluate_all
 
 EVENTS_KEPT = 5000
 HISTORY_KEPT = 100  # per lock
+# Events kept in all locks' histories together: each lock's history covers at
+# most the last this many events the board recorded (a lock's share is taken
+# from its oldest), so a long churn or a huge first scan costs a fixed amount.
+HISTORY_EVENTS_KEPT = 20_000
 RELEASED_HISTORIES_KEPT = 2000
 SAMPLES_KEPT = 600  # one a second: ten minutes
 _INSTANT = timedelta(microseconds=1)
+# A tick this much earlier than the last one is the clock stepped back (NTP, an
+# operator), not the jitter of two reads of it.
+CLOCK_STEP_BACK = timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +134,47 @@ def judge(locks: Sequence[Lock], processes: ProcessLookup, now: datetime, host: 
     ]
 
 
+def merge(first: ChangeSet, then: ChangeSet) -> ChangeSet:
+    """One change set that does to a board what `first` and then `then` (of the
+    same feed) do: the same entries, removals and errors in the end. What only
+    happened in between is not told: a lock that came and went within them is
+    not there at all, and the statuses are `then`'s (where it has any), so a
+    status that changed between the two is not merged away by whoever calls this
+    (see `Coalescer`)."""
+    if first.feed != then.feed:
+        raise ValueError(f"change sets of two feeds: {first.feed!r}, {then.feed!r}")
+    if then.full:
+        return replace(then, statuses=then.statuses or first.statuses)
+    upserts = {entry.lock.id: entry for entry in first.upserts}
+    removed = dict.fromkeys(first.removed)
+    for lock_id in then.removed:
+        upserts.pop(lock_id, None)
+        removed[lock_id] = None
+    for entry in then.upserts:
+        lock_id = entry.lock.id
+        upserts[lock_id] = entry
+        removed.pop(lock_id, None)
+    if then.all_errors:
+        errors = then.errors
+    else:
+        # `then`, a delta, settles the paths it names (see Board._apply_errors).
+        settled = {entry.lock.path for entry in then.upserts}
+        settled.update(lock_id.removeprefix("file:") for lock_id in then.removed)
+        settled.update(error.path for error in then.errors)
+        errors = (*(e for e in first.errors if e.path not in settled), *then.errors)
+    return ChangeSet(
+        then.feed,
+        then.at,
+        then.statuses or first.statuses,
+        full=first.full,
+        upserts=tuple(upserts.values()),
+        # A full picture removes whatever it does not hold: no removals to tell.
+        removed=() if first.full else tuple(removed),
+        errors=errors,
+        all_errors=first.all_errors or then.all_errors,
+    )
+
+
 def same(a: Entry, b: Entry) -> bool:
     """Whether two sightings differ in anything a row shows. A verdict's age and
     the durations in its messages move with time alone; the view computes those
@@ -151,19 +199,23 @@ class Board:
         self.entries: dict[str, Entry] = {}
         # Verdicts with scope conflicts added; other ids show their entry's verdict.
         self._conflicted: dict[str, Verdict] = {}
-        self._feed_of: dict[str, str] = {}
         self._ids_by_feed: dict[str, set[str]] = {}
         self._scoped: set[str] = set()
         self.statuses: dict[str, tuple[SourceStatus, ...]] = {}
         self.errors: dict[str, tuple[ScanError, ...]] = {}
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
-        self.history: dict[str, deque[Event]] = {}
+        # Each lock's events, oldest first (tuples: most locks have one or two).
+        self.history: dict[str, tuple[Event, ...]] = {}
+        # The lock id of every event put into a history, oldest first: one slot of
+        # HISTORY_EVENTS_KEPT each (see `_record`).
+        self._recorded: deque[str] = deque()
         # Released ids, oldest release first (a dict keeps order and moves on re-release).
         self._released: dict[str, None] = {}
         self.samples: deque[Sample] = deque(maxlen=SAMPLES_KEPT)
         self.counts: dict[State, int] = dict.fromkeys(State, 0)
         # (when to look again, lock id, the verdict deadline it is for)
         self._deadlines: list[tuple[datetime, str, datetime]] = []
+        self._ticked: datetime | None = None  # the last tick's time
         self._waits_generation = 0
         self._trees: tuple[int, dict[str, blocking.BlockingTree]] | None = None
         self._radii: tuple[int, dict[str, dict[blocking.NodeId, blocking.Radius]]] | None = None
@@ -259,22 +311,29 @@ class Board:
             if old is None or not same(old, entry):
                 updates.append(entry)
             # The feed that reports a lock last owns it, changed or not.
-            other = self._feed_of.get(lock_id)
-            if other is not None and other != change.feed:
-                self._ids_by_feed[other].discard(lock_id)
-            self._feed_of[lock_id] = change.feed
-            known.add(lock_id)
+            if lock_id not in known:
+                for feed, ids in self._ids_by_feed.items():
+                    if feed != change.feed:
+                        ids.discard(lock_id)
+                known.add(lock_id)
         self._change(updates, gone & known, change.at, applied)
         known -= gone
         return applied
 
     def due(self, now: datetime) -> bool:
-        return bool(self._deadlines) and self._deadlines[0][0] <= now
+        """Whether `tick(now)` has anything to do: a deadline passed, or the clock
+        went back since the last tick."""
+        return (bool(self._deadlines) and self._deadlines[0][0] <= now) or self._went_back(now)
 
     def tick(self, now: datetime) -> Applied:
-        """Judge again every lock whose verdict time alone has changed by `now`."""
+        """Judge again every lock whose verdict time alone has changed by `now`:
+        those whose deadline passed; every lock when the clock went back (a verdict
+        reached at the later time, `stale` for `too_old`, may not hold at `now`)."""
         applied = Applied()
         again: dict[str, Entry] = {}
+        if self._went_back(now):
+            self._rejudge_all(now, again)
+        self._ticked = now
         while self._deadlines and self._deadlines[0][0] <= now:
             _, lock_id, deadline = heapq.heappop(self._deadlines)
             entry = self.entries.get(lock_id)
@@ -292,6 +351,18 @@ class Board:
         if again:
             self._change(list(again.values()), set(), now, applied)
         return applied
+
+    def _went_back(self, now: datetime) -> bool:
+        return self._ticked is not None and now < self._ticked - CLOCK_STEP_BACK
+
+    def _rejudge_all(self, now: datetime, into: dict[str, Entry]) -> None:
+        clock = FrozenClock(now)
+        for lock_id, entry in self.entries.items():
+            verdict = evaluate(entry.lock, _Remembered(entry), clock, self.host)
+            fresh = Entry(entry.lock, verdict, entry.facts)
+            # A new deadline too: the one ahead of the later time may be too late.
+            if not same(entry, fresh) or verdict.next_change_at != entry.verdict.next_change_at:
+                into[lock_id] = fresh
 
     def sample(self, now: datetime) -> Sample:
         counts = self.counts
@@ -356,7 +427,6 @@ class Board:
         for lock_id in gone:
             remember(lock_id)
             entry = self.entries.pop(lock_id, None)
-            self._feed_of.pop(lock_id, None)
             if entry is not None:
                 scoped_touched |= lock_id in self._scoped
                 waits_touched |= blocking.group(entry.lock) is not None
@@ -370,9 +440,12 @@ class Board:
             waits_touched |= blocking.group(entry.lock) is not None or (
                 previous is not None and blocking.group(previous.lock) is not None
             )
-            if entry.lock.scope or lock_id in self._scoped:
+            # Only live locks conflict (with_scope_conflicts): the others are left
+            # out of every recomputation, which a large board pays per change set.
+            live_scope = bool(entry.lock.scope) and entry.verdict.state is State.ACTIVE
+            if live_scope or lock_id in self._scoped:
                 scoped_touched = True
-                if entry.lock.scope:
+                if live_scope:
                     self._scoped.add(lock_id)
                 else:
                     self._scoped.discard(lock_id)
@@ -438,13 +511,29 @@ class Board:
                 self._conflicted[lock_id] = now_shown
 
     def _record(self, events: Iterable[Event]) -> None:
+        history = self.history
+        recorded = self._recorded
         for event in events:
             self.events.append(event)
-            if event.lock_id is not None:
-                kept = self.history.get(event.lock_id)
-                if kept is None:
-                    kept = self.history[event.lock_id] = deque(maxlen=HISTORY_KEPT)
-                kept.append(event)
+            lock_id = event.lock_id
+            if lock_id is None:
+                continue
+            kept = history.get(lock_id, ())
+            history[lock_id] = (*kept, event)[-HISTORY_KEPT:] if kept else (event,)
+            recorded.append(lock_id)
+            # A lock has at least as many slots as events in its history (an event
+            # dropped by the per-lock cap or forgotten with its lock leaves its slot
+            # behind): freeing the oldest slot drops its lock's oldest event, so
+            # the histories never hold more than HISTORY_EVENTS_KEPT in all.
+            while len(recorded) > HISTORY_EVENTS_KEPT:
+                oldest = recorded.popleft()
+                its = history.get(oldest)
+                if its is None:
+                    continue
+                if len(its) > 1:
+                    history[oldest] = its[1:]
+                else:
+                    del history[oldest]
 
     def _forget_old_histories(self) -> None:
         while len(self._released) > RELEASED_HISTORIES_KEPT:

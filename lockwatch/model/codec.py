@@ -76,17 +76,16 @@ parsed line while it builds the objects): a replay matter, not a live one.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import types
 import typing
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Final, cast
 
 import orjson
 
+from lockwatch import collector
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.pg import AdvisoryKey, PgBackend, PgLock
@@ -838,30 +837,10 @@ def _show(value: Any) -> str:
 # --- lines ----------------------------------------------------------------------
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Hold off the cyclic garbage collector while a change set is converted.
-
-    Encoding 10,000 locks makes some 150,000 dicts and lists that all survive:
-    each few hundred of them trigger a collection, some of which walk the whole
-    heap, which more than doubles the time. The pause only defers collections
-    (converting makes no cyclic garbage), and a collector someone else has
-    turned off stays off.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def dumps_line(value: Any) -> bytes:
     """`value` as one line of JSON, ending in a newline (the garbage collector
-    paused meanwhile: see `_collector_paused`)."""
-    with _collector_paused():
+    paused meanwhile: see `collector.paused`)."""
+    with collector.paused():
         encoded = encode(value)
         return _write_line(encoded)
 
@@ -879,7 +858,7 @@ def _write_line(encoded: Any) -> bytes:
 
 def loads_line(line: bytes | bytearray | memoryview | str) -> Any:
     """The value of one line `dumps_line` wrote."""
-    with _collector_paused():
+    with collector.paused():
         try:
             data = orjson.loads(line)
         except orjson.JSONDecodeError as err:

@@ -48,20 +48,27 @@ def _since(lock: Lock) -> float:
     return known.timestamp() if known is not None else math.inf
 
 
+def _folded(name: str) -> str:
+    # Most names are lower case already: the key then shares the name itself
+    # rather than holding a copy of it for every row.
+    lower = name.lower()
+    return name if lower == name else lower
+
+
 def _by_state(lock: Lock, verdict: Verdict) -> tuple[Any, ...]:
-    return (_SEVERITY[verdict.state], _since(lock), lock.name.lower(), lock.id)
+    return (_SEVERITY[verdict.state], _since(lock), _folded(lock.name), lock.id)
 
 
 def _by_age(lock: Lock, verdict: Verdict) -> tuple[Any, ...]:
-    return (_since(lock), lock.name.lower(), lock.id)
+    return (_since(lock), _folded(lock.name), lock.id)
 
 
 def _by_name(lock: Lock, verdict: Verdict) -> tuple[Any, ...]:
-    return (lock.name.lower(), lock.id)
+    return (_folded(lock.name), lock.id)
 
 
 def _by_source(lock: Lock, verdict: Verdict) -> tuple[Any, ...]:
-    return (lock.source, lock.format, lock.name.lower(), lock.id)
+    return (lock.source, lock.format, _folded(lock.name), lock.id)
 
 
 KEYS: dict[str, Callable[[Lock, Verdict], tuple[Any, ...]]] = {

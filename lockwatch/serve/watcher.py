@@ -144,8 +144,7 @@ class Watcher:
     def tick(self) -> None:
         now = self.clock.now()
         with self._guard:
-            if self.board.due(now):
-                self.board.tick(now)
+            self.board.tick(now)
         self._beat = time.monotonic()
 
     # -- reading --------------------------------------------------------------------
@@ -154,8 +153,7 @@ class Watcher:
     def reading(self, now: datetime) -> Iterator[Board]:
         """The Board as of `now`, held still while the caller reads it."""
         with self._guard:
-            if self.board.due(now):
-                self.board.tick(now)
+            self.board.tick(now)
             yield self.board
 
     def health(self) -> tuple[bool, str]:

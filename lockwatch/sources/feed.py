@@ -8,10 +8,11 @@ not with how many locks exist.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from lockwatch.model.board import ChangeSet, Entry, same
+from lockwatch.model.board import ChangeSet, Entry, merge, same
 
 Emit = Callable[[ChangeSet], None]
 
@@ -58,14 +59,105 @@ class Differ:
     def partial(
         self, entries: Iterable[Entry], gone: Iterable[str]
     ) -> tuple[list[Entry], list[str]]:
+        """`entries` seen, `gone` gone: what to tell. A lock in both (one look found
+        its file, another, later or sooner, did not) is told gone, as the picture
+        keeps it: told as both, a board keeps it, and the picture and the board
+        would disagree for good (the next look at the file puts it back)."""
         upserts = []
         for entry in entries:
             if not self._same(entry):
                 upserts.append(entry)
             self.entries[entry.lock.id] = entry
         removed = [lock_id for lock_id in gone if self.entries.pop(lock_id, None) is not None]
+        if removed and upserts:
+            dropped = set(removed)
+            upserts = [entry for entry in upserts if entry.lock.id not in dropped]
         return upserts, removed
+
+    def changed(self, entries: Iterable[Entry]) -> list[Entry]:
+        """Those of `entries` that are new or differ from the picture, which is
+        left as it is (a rescan diffs chunk by chunk, then applies the lot)."""
+        out = []
+        for entry in entries:
+            old = self.entries.get(entry.lock.id)
+            if old is None or not (
+                same(old, entry) or (self._settle is not None and self._settle(old, entry))
+            ):
+                out.append(entry)
+        return out
 
     def _same(self, entry: Entry) -> bool:
         old = self.entries.get(entry.lock.id)
         return old is not None and same(old, entry)
+
+
+class Timer(Protocol):
+    """What a Coalescer asks of the event loop (tests hand it a fake one)."""
+
+    def time(self) -> float: ...
+
+    def call_at(self, when: float, callback: Callable[[], object], /) -> Cancellable: ...
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Coalescer:
+    """A feed's `emit`, at most once per `window` seconds: a change set that comes
+    after a quiet spell goes out at once; those that come sooner after the last
+    are merged (`board.merge`: nothing is lost, what came and went in between is
+    not told) and go out together when the window ends. A burst of changes is then
+    one redraw per window, not one per change, so the event loop keeps up with
+    keys. A change of the feed's statuses is never merged away: what waits goes
+    first. Called on the event loop only (`loop`: the running one by default)."""
+
+    def __init__(self, emit: Emit, window: float, *, loop: Timer | None = None) -> None:
+        self._emit = emit
+        self.window = window
+        self._loop = loop
+        self._pending: ChangeSet | None = None
+        self._last = -float("inf")  # loop time of the last change set sent
+        self._timer: Cancellable | None = None
+
+    def __call__(self, change: ChangeSet) -> None:
+        loop = self._timing()
+        pending = self._pending
+        if pending is not None:
+            if pending.statuses and change.statuses and _told(pending) != _told(change):
+                self.flush()  # the header's story goes in order
+            else:
+                self._pending = merge(pending, change)
+                return
+        if loop.time() - self._last >= self.window:
+            self._send(change)
+            return
+        self._pending = change
+        self._timer = loop.call_at(self._last + self.window, self.flush)
+
+    @property
+    def waiting(self) -> ChangeSet | None:
+        """What waits for the window to end."""
+        return self._pending
+
+    def flush(self) -> None:
+        """Send what waits, now."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._send(pending)
+
+    def _timing(self) -> Timer:
+        return self._loop if self._loop is not None else asyncio.get_running_loop()
+
+    def _send(self, change: ChangeSet) -> None:
+        self._last = self._timing().time()
+        self._emit(change)
+
+
+def _told(change: ChangeSet) -> tuple[tuple[str, str, str, str | None], ...]:
+    """What a change set's statuses tell (Board._apply_statuses makes events of a
+    change in these), not when: every change set has a new `updated_at`."""
+    return tuple((s.kind, s.name, s.state, s.reason) for s in change.statuses)

@@ -208,8 +208,7 @@ async def settled(
     def agree() -> bool:
         mine = watched.states()
         return mine.keys() == listed_states.keys() and all(
-            mine[lock] == state or known_inode_bug(mine[lock], state)
-            for lock, state in listed_states.items()
+            mine[lock] == state for lock, state in listed_states.items()
         )
 
     if not await eventually(agree, timeout=30):
@@ -226,12 +225,8 @@ async def settled(
     keeper, killed, *_ = writers.groups
     states = watched.states()
     for lock, kind in writers.held_by(keeper).items():
-        if known_inode_bug(states[lock], ("active", ())):
-            continue
         assert states[lock][0] == State.ACTIVE.value, (lock, kind, states[lock])
     for lock, kind in writers.held_by(killed).items():
-        if known_inode_bug(states[lock], ("stale", ("holder_dead",))):
-            continue
         if kind in PID_KINDS:
             assert states[lock][0] == State.STALE.value, (lock, kind, states[lock])
         elif kind in LIBRARY_FLOCK_KINDS:
@@ -268,24 +263,6 @@ async def test_churn_soak(tmp_path: Path) -> None:
     assert rss[-1] - rss[third] <= max(8.0, 0.1 * (rss[third] - rss[0]) + 8.0), rss
 
 
-def known_inode_bug(feed: tuple[str, tuple[str, ...]], listed: object) -> bool:
-    """The feed's `free (not_held)` where ls says `stale (holder_dead)` or `active`: a
-    lock file naming a pid made on the inode of a file some process once held a
-    kernel lock on (test_a_pid_file_on_a_reused_inode_is_judged_as_ls_judges_it)."""
-    return feed == ("free", ("not_held",)) and listed in (
-        ("stale", ("holder_dead",)),
-        ("active", ()),
-    )
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: FileFeed._was_held keeps the (device, inode) of every file any"
-    " process on the host ever held a kernel lock on, for good: a pid file later made on"
-    " a reused inode is judged free (not_held) where ls judges it stale (holder_dead), or"
-    " active when its holder lives (and a free lock is broken without --force); and the"
-    " set only grows",
-)
 @pytest.mark.parametrize("holder", ["dead", "alive"])
 async def test_a_pid_file_on_a_reused_inode_is_judged_as_ls_judges_it(
     tmp_path: Path, holder: str
@@ -327,5 +304,45 @@ async def test_a_pid_file_on_a_reused_inode_is_judged_as_ls_judges_it(
             ("stale", ("holder_dead",)) if holder == "dead" else ("active", ())
         )
         expected = listed[lock_id(pidfile)]
+        if not await eventually(lambda: watched.states()[lock_id(pidfile)] == expected, 1.5):
+            pytest.fail(f"the feed says {watched.states()[lock_id(pidfile)]}, ls {expected}")
+
+
+@pytest.mark.parametrize("holder", ["dead", "alive"])
+async def test_a_pid_file_on_a_once_held_file_s_inode_is_judged_as_ls_judges_it(
+    tmp_path: Path, holder: str
+) -> None:
+    """The same inode, another lock: `cache.lock` held by flock, then the file given a
+    second name, `worker.pid`, its first name removed and a pid written into it. No
+    inode reuse to wait for (the test above skips where the filesystem gives none):
+    the kernel's past belongs to the lock it was seen on, not to the inode."""
+    from tests.sources.test_file_feed import lock_id, never_running_pid
+
+    root = tmp_path / "root"
+    root.mkdir()
+    watched = Watched(socket.gethostname())
+    feed = feed_on(root, host=socket.gethostname(), processes=PsutilProcesses, liveness_seconds=0.1)
+    async with watching(feed, watched):
+        held = root / "cache.lock"
+        pidfile = root / "worker.pid"
+        with held.open("w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+
+            def kernel_held() -> bool:
+                state = watched.states().get(lock_id(held))
+                return state is not None and state[0] == "active"
+
+            assert await eventually(kernel_held), watched.states()
+        staged = tmp_path / "staged"
+        os.link(held, staged)  # outside the root: no lock of its own
+        held.unlink()
+        assert await eventually(lambda: lock_id(held) not in watched.board.entries)
+        pid = never_running_pid() if holder == "dead" else os.getpid()
+        staged.write_text(f"{pid}\n")
+        os.rename(staged, pidfile)
+        assert await eventually(lambda: lock_id(pidfile) in watched.board.entries)
+        _, listed = await asyncio.to_thread(ls_states, root)
+        expected = ("stale", ("holder_dead",)) if holder == "dead" else ("active", ())
+        assert listed[lock_id(pidfile)] == expected
         if not await eventually(lambda: watched.states()[lock_id(pidfile)] == expected, 1.5):
             pytest.fail(f"the feed says {watched.states()[lock_id(pidfile)]}, ls {expected}")

@@ -52,13 +52,6 @@ from tests.sources.test_watch_hostile import NOBODY_FEED, Kernel, Lines
 # --------------------------------------------------------------------------- replaced root
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known product bug, intermittent under CPU load: after the root is replaced"
-    " under churn, a lock deleted meanwhile can stay on the feed's view past a forced"
-    " rescan (seen once in CI on 2 loaded cores; 0 in 24 loaded rounds before);"
-    " the next periodic rescan clears it. Open in issue 15's note",
-)
 async def test_a_root_replaced_under_churn_is_followed(tmp_path: Path) -> None:
     root = tmp_path / "churn"
     root.mkdir()
@@ -620,24 +613,12 @@ async def test_verdicts_follow_the_clock_jumping_forward(tmp_path: Path) -> None
     assert await jumps(tmp_path, (2 * 3600.0, 86400.0)) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: after the clock steps back, Board.tick re-judges nothing (it only"
-    " looks at deadlines that have passed), so a verdict judged at the later time (stale,"
-    " too_old) stays on screen until the lock's file changes or the next rescan (30 s)",
-)
 async def test_verdicts_follow_the_clock_jumping_back(tmp_path: Path) -> None:
     """Two hours on, then back to the true time: the held lock is not too old any more."""
     assert await jumps(tmp_path, (2 * 3600.0, -2 * 3600.0)) == {}
 
 
 @pytest.mark.soak
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: polling alone (its rescans off) leaves a lock deleted under churn"
-    " on screen for good: an upsert of it comes after its removal (seen in about one"
-    " two-second round in three); the polling rescans (every 2 s) hide it",
-)
 async def test_polling_alone_leaves_no_ghost(tmp_path: Path) -> None:
     """Two-second rounds of churn on a polled tree, its rescans off, for
     LOCKWATCH_SOAK_SECONDS: the poller's passes alone must keep the view true."""

@@ -187,18 +187,6 @@ def scanned(root: Path) -> dict[str, str | None]:
     return found
 
 
-def known_bug(root: Path, lock: str) -> bool:
-    """A directory named like a lock file (`x.pid/`), or a lock in one: the watcher
-    alone takes such a directory for a lock and does not watch in it
-    (test_a_directory_named_like_a_pid_file_is_no_lock_to_the_watcher, xfail)."""
-    path = lock.removeprefix("file:")
-    while path.startswith(f"{root}/"):
-        if path.endswith(".pid") and os.path.isdir(path) and not os.path.islink(path):
-            return True
-        path = os.path.dirname(path)
-    return False
-
-
 async def check_watch(root: Path, outside: Path, entries: list[Any]) -> None:
     """The tree made while the watcher watches it: events keep flowing, it keeps
     watching, and in the end it shows what a scan of the tree finds."""
@@ -223,7 +211,7 @@ async def check_watch(root: Path, outside: Path, entries: list[Any]) -> None:
 
         def wrong() -> list[str]:
             view = {k: v for k, v in view_of(seen).items() if "zz-after" not in k}
-            return [d for d in differences(view, truth) if not known_bug(root, d.split()[-1])]
+            return differences(view, truth)
 
         if not await eventually(lambda: not wrong(), timeout=10):
             # Events alone left it wrong (seen intermittently under load: a lock inside
@@ -354,13 +342,6 @@ def test_ls_json_on_every_hostility_at_once() -> None:
         report("hostile-ls", locks=len(listed), errors=len(document["errors"]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: a directory whose name ends in .pid made under a watched root is"
-    " taken by the watcher for a lock file: shown as an active lock (no_pid), and not"
-    " watched, so locks made in it are missed until the next rescan; the scanner (ls,"
-    " rescans) rightly walks into it",
-)
 async def test_a_directory_named_like_a_pid_file_is_no_lock_to_the_watcher(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()

@@ -27,10 +27,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.board import Board, ChangeSet, Entry, judge
 from lockwatch.model.process import ProcessFacts, ProcessLookup, StaticProcesses
 from lockwatch.model.verdict import State
 from lockwatch.sources.feed import Differ
+from lockwatch.sources.files import watch
+from lockwatch.sources.files.changes import Change
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.watch import FileFeed
 from tests.conftest import LOCAL_HOST, NOW, ago, lock_file
@@ -389,6 +391,36 @@ async def test_force_polling_sees_a_rewrite_within_the_same_second(root: Path) -
         )
 
 
+async def test_polling_removes_a_lock_only_a_rescan_saw(root: Path) -> None:
+    """A lock a rescan shows that goes before the poller's next pass was never seen by
+    the poller: compared with its own pass before alone, nothing changed. Each pass is
+    held against what the feed shows too."""
+    path = root / "brief.lock"
+    feed = feed_on(root, force_polling=True, poll_seconds=1.0)
+    async with running(feed) as seen:
+        await barrier(root, seen)
+        created = write(path, body("brief"))
+        await feed.rescan(seen)  # at once: before the poller's next pass, nearly always
+        assert seen.sha(lock_id(path)) == created
+        assert feed.poller is not None and str(path) not in feed.poller.seen
+        mark = len(seen.changes)
+        path.unlink()
+        await until(lambda: seen.removals_of(lock_id(path), mark), "the removal", timeout=5.0)
+
+
+def test_a_poll_is_held_against_the_feed_s_picture() -> None:
+    changes = {"/r/a.lock": {Change.MODIFIED}}
+    listed = frozenset({"/r/a.lock", "/r/new.lock"})
+    known = ["file:/r/a.lock", "file:/r/gone.lock"]
+    assert watch._with_listing(changes, listed, known) == {
+        "/r/a.lock": {Change.MODIFIED},
+        "/r/gone.lock": {Change.DELETED},
+        "/r/new.lock": {Change.ADDED},
+    }
+    # Agreeing, the changes are the poller's own.
+    assert watch._with_listing(changes, frozenset({"/r/a.lock"}), ["file:/r/a.lock"]) is changes
+
+
 # --------------------------------------------------------------------------- rescans
 
 
@@ -624,6 +656,22 @@ def test_differ_partial_upserts_and_removes_only_what_it_knew() -> None:
 
     # A partial leaves everything it does not name alone.
     assert differ.full([a, c]) == ([], [])
+
+
+def test_differ_partial_tells_a_lock_both_seen_and_gone_as_gone() -> None:
+    """One look found the file, another did not: told as both, a board keeps the
+    lock (an upsert wins there) while the picture has dropped it, and no later
+    rescan would ever remove it. Told gone, as the picture keeps it."""
+    differ = Differ()
+    a, b = entry("a", {"pid": 1}), entry("b", {"pid": 2})
+    differ.full([a])
+    upserts, removed = differ.partial([entry("a", {"pid": 9}), b], [a.lock.id, b.lock.id])
+    assert (upserts, removed) == ([], [a.lock.id, b.lock.id])
+    assert differ.entries == {}
+    board = Board("h")
+    board.apply(ChangeSet("files", NOW, (), upserts=(a,)))
+    board.apply(ChangeSet("files", NOW, (), upserts=tuple(upserts), removed=tuple(removed)))
+    assert set(board.entries) == set(differ.entries)
 
 
 def test_differ_ignores_what_only_time_changes_but_not_a_new_verdict() -> None:

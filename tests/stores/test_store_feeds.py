@@ -168,6 +168,12 @@ async def test_dashboard_shows_etcd_and_redis_waiters_under_their_holders(
         )
         held_id = next(i for i in states() if i.endswith(holder_key))
         assert states()[held_id] is State.ACTIVE
+        # The two feeds poll on their own: Redis's first poll may come later.
+        await until(
+            pilot,
+            lambda: any(e.lock.name.endswith("forever:lock") for e in app.board.entries.values()),
+            "the redis lock without expiry",
+        )
         forever = next(
             e for e in app.board.entries.values() if e.lock.name.endswith("forever:lock")
         )

@@ -673,3 +673,28 @@ def test_tick_just_past_the_deadline_turns_the_lock_stale() -> None:
     assert applied.changed == [LATE.id]
     assert board.verdict(LATE.id).state is State.STALE
     assert [e.kind.value for e in applied.events] == ["became_stale"]
+
+
+def test_the_clock_going_back_judges_every_lock_again() -> None:
+    """NTP or an operator steps the clock back: a lock judged stale at the later
+    time is active again at the earlier one, with its deadline ahead once more."""
+    board = late_board()
+    after = DEADLINE + timedelta(hours=2)
+    board.tick(after)
+    assert board.verdict(LATE.id).state is State.STALE
+    before = DEADLINE - timedelta(minutes=1)
+    assert board.due(before)
+    applied = board.tick(before)
+    assert applied.changed == [LATE.id]
+    verdict = board.verdict(LATE.id)
+    assert verdict.state is State.ACTIVE
+    assert verdict.next_change_at == DEADLINE
+    # And forward again: the deadline passes as it did the first time.
+    assert board.tick(DEADLINE + timedelta(seconds=1)).changed == [LATE.id]
+    assert board.verdict(LATE.id).state is State.STALE
+
+
+def test_a_tick_a_little_earlier_than_the_last_is_no_clock_step() -> None:
+    board = late_board()
+    board.tick(DEADLINE - timedelta(seconds=10))
+    assert not board.due(DEADLINE - timedelta(seconds=10.5))

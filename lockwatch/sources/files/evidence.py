@@ -9,7 +9,7 @@ invisible here and "nobody holds it" would be a guess.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
@@ -85,11 +85,16 @@ class Evidence:
         table: KernelTable | None,
         *,
         remote: frozenset[str] | None = None,
-        was_held: Iterable[FileKey] = (),
+        was_held: Mapping[FileKey, str] | None = None,
     ) -> None:
         self.table = table
         self._remote = _remote_now() if remote is None else remote
-        self._was_held = frozenset(was_held)
+        # File -> the path of the lock it was seen held for: a lock at another
+        # path on that inode later is another file that reused it.
+        self._was_held = {} if was_held is None else was_held
+        # The files of attached locks a kernel lock is held on now, and their
+        # locks' paths: what a feed remembers as held once released (`was_held`).
+        self.held_seen: dict[FileKey, str] = {}
         self._open: OpenFiles | None = None
         self._git: tuple[GitProcesses | None] | None = None  # (the scan,) once made
 
@@ -121,13 +126,17 @@ class Evidence:
             if table is None or key is None or key.device in self._remote:
                 out.append(lock)
                 continue
+            held = bool(table.held_on(key))
+            path = lock.path or ""
+            if held:
+                self.held_seen[key] = path
             # Who has the file open is only worth a look through every process's
             # fds for a sentinel that no kernel lock covers.
-            needs_open = (
-                lock.policy.kernel_sentinel and lock.holder.pid is None and not table.held_on(key)
-            )
+            needs_open = lock.policy.kernel_sentinel and lock.holder.pid is None and not held
             evidence = table.evidence(
-                key, self._open_files() if needs_open else None, was_held=key in self._was_held
+                key,
+                self._open_files() if needs_open else None,
+                was_held=held or self._was_held.get(key) == path,
             )
             out.append(with_evidence(lock, evidence))
         return out

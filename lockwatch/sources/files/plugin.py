@@ -99,7 +99,10 @@ class SelectedFiles:
         # Watched as their real paths: a lock is only ever acted on through a path
         # without symlinks (actions/files.py), so a root named through one (/var/lock
         # -> /run/lock) is listed where its locks really are.
-        return [FileFeed([os.path.realpath(root) for root in self.roots], host=host, clock=clock)]
+        feed = FileFeed([os.path.realpath(root) for root in self.roots], host=host, clock=clock)
+        # The first scan starts now, in workers, while the dashboard starts up.
+        feed.prefetch()
+        return [feed]
 
 
 def find_file(target: str, host: str) -> Found | str:

@@ -11,7 +11,7 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,7 +149,10 @@ def load(
             return _not_regular(path, st)
         if st.st_size > MAX_LOCK_BYTES:
             return _large(fd, path, st)
-        raw = os.read(fd, MAX_LOCK_BYTES + 1)
+        # As much as fstat says, and a byte more to see it grew: a read of the
+        # whole limit would allocate 64 KiB per file, which a large scan's heap
+        # keeps in pieces long after.
+        raw = os.read(fd, st.st_size + 1)
         if len(raw) != st.st_size:  # changing under us: read to the end, still bounded
             chunks = [raw]
             size = len(raw)
@@ -175,10 +178,21 @@ def _as_read(path: str, st: os.stat_result, sha256: str | None, **facts: Any) ->
         path=path,
         mtime=st.st_mtime,
         sha256=sha256,
-        key=FileKey.of(st.st_dev, st.st_ino),
+        key=_file_key(st),
         nlink=st.st_nlink,
         **facts,
     )
+
+
+# "major:minor" of each device seen: one string per device, not one per lock file.
+_DEVICES: dict[int, str] = {}
+
+
+def _file_key(st: os.stat_result) -> FileKey:
+    device = _DEVICES.get(st.st_dev)
+    if device is None:
+        device = _DEVICES[st.st_dev] = FileKey.of(st.st_dev, st.st_ino).device
+    return FileKey(device, st.st_ino)
 
 
 def _links(path: str, st: os.stat_result) -> tuple[str, ...]:
@@ -423,20 +437,51 @@ def partition(
     return [areas[i : i + size] for i in range(0, len(areas), size)], errors
 
 
+def load_candidate(candidate: Candidate) -> Lock | ScanError | None:
+    """The lock the walk found at `candidate` (see `load`)."""
+    if candidate.is_dir:
+        return _directory(candidate.path)
+    return load(candidate.path, is_symlink=candidate.is_symlink, is_special=candidate.is_special)
+
+
 def load_all(candidates: Iterable[Candidate], result: ScanResult) -> ScanResult:
     for candidate in candidates:
-        loaded = (
-            _directory(candidate.path)
-            if candidate.is_dir
-            else load(
-                candidate.path, is_symlink=candidate.is_symlink, is_special=candidate.is_special
-            )
-        )
+        loaded = load_candidate(candidate)
         if isinstance(loaded, ScanError):
             result.errors.append(loaded)
         elif loaded is not None:
             result.locks.append(loaded)
     return result
+
+
+def scan_chunks(areas: Iterable[Area], *, first: int, most: int) -> Iterator[ScanResult]:
+    """Every lock in `areas`, each read as soon as the walk finds it, handed over
+    in chunks as it goes: the first of `first` locks (and errors), each next one
+    twice as large, up to `most`. Nothing is sorted: the first chunk comes after
+    reading `first` locks, not after walking the whole tree."""
+    size = max(1, first)
+    chunk = ScanResult()
+    found: list[Candidate] = []
+    for area in areas:
+        pending = [] if isinstance(area, Candidate) else [area]
+        if isinstance(area, Candidate):
+            found.append(area)
+        while found or pending:
+            if not found:
+                _list_dir(pending.pop(), found, pending, chunk.errors)
+            for candidate in found:
+                loaded = load_candidate(candidate)
+                if isinstance(loaded, ScanError):
+                    chunk.errors.append(loaded)
+                elif loaded is not None:
+                    chunk.locks.append(loaded)
+            found.clear()
+            if len(chunk.locks) + len(chunk.errors) >= size:
+                yield chunk
+                chunk = ScanResult()
+                size = min(size * 2, max(most, 1))
+    if chunk.locks or chunk.errors:
+        yield chunk
 
 
 def scan(roots: Iterable[str]) -> ScanResult:

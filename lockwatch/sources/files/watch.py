@@ -9,15 +9,20 @@ import asyncio
 import bisect
 import contextlib
 import errno
+import functools
+import operator
 import os
+import stat
+import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 
 import psutil
 
 from lockwatch.clock import Clock, SystemClock
+from lockwatch.fanout import Streamed, available_cpus
 from lockwatch.model import ids
 from lockwatch.model.board import ChangeSet, Entry, judge
 from lockwatch.model.kernel import FileKey
@@ -25,19 +30,22 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import same_host
-from lockwatch.sources.feed import Differ, Emit
+from lockwatch.sources.feed import Coalescer, Differ, Emit
 from lockwatch.sources.files.changes import Change, Changes, pace
-from lockwatch.sources.files.evidence import Evidence, held_keys, kernel_table
+from lockwatch.sources.files.evidence import Evidence, kernel_table
 from lockwatch.sources.files.inotify import Inotify, Kernel, Watcher
+from lockwatch.sources.files.listing import MIN_AREAS_PER_JOB
 from lockwatch.sources.files.polling import Poller
 from lockwatch.sources.files.scanner import (
+    Area,
     ScanResult,
     find_in,
     is_candidate,
     is_lock_dir,
     load,
     load_all,
-    scan,
+    partition,
+    scan_chunks,
 )
 from lockwatch.sources.processes import PsutilProcesses
 
@@ -63,6 +71,24 @@ POLL_SHARE = 0.25
 POLLING_RESCAN_SHARE = 0.08
 # Rescans asked for by the watcher (a root replaced, again and again) likewise.
 RESCAN_SHARE = 0.25
+# A scan is read and judged in chunks, the first of CHUNK_FIRST locks, each next
+# one twice as large up to CHUNK_MOST: the first rows come after a few dozen
+# files, not after the whole tree; later chunks are larger, as each costs a look
+# at /proc/locks and the process table.
+CHUNK_FIRST = 64
+CHUNK_MOST = 1024
+# The first scan is handed to the dashboard as it goes: a change set once
+# CHUNK_FIRST locks are in or the first came STREAM_STEP_S ago, then at most one
+# each STREAM_STEP_S (each costs the dashboard a redraw). A small tree, read
+# whole within that, comes as one change set.
+STREAM_STEP_S = 0.05
+STREAM_TAKE_BYTES = 8 << 20
+WORKER_NICE = 5
+# Under churn (hundreds of lock files written a second) the watcher hands over a
+# batch every DEBOUNCE_MS: change sets go to the dashboard at most once per
+# COALESCE_S, merged (a lone change still goes at once), so its redraws leave the
+# event loop time for keys.
+COALESCE_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +96,27 @@ class _Collected:
     entries: list[Entry]
     gone: list[str]
     errors: list[ScanError]
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A chunk of a scan, read and judged (in a worker, or a thread)."""
+
+    entries: list[Entry]
+    # The locks as decoded, of those the kernel's word changed in more than its
+    # own fields (see `_as_decoded`): few, usually none.
+    decoded: list[Lock]
+    errors: list[ScanError]
+    held: dict[FileKey, str]  # files of its locks a kernel lock was held on: their paths
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """A first scan under way: its pieces, and what listing the roots found."""
+
+    stream: Streamed[_Piece]
+    errors: list[ScanError]
+    started: float  # time.monotonic()
 
 
 class FileFeed:
@@ -90,6 +137,7 @@ class FileFeed:
         root_check_seconds: float = ROOT_CHECK_SECONDS,
         poll_seconds: float = POLL_SECONDS,
         inotify: Callable[[], Kernel] = Inotify,
+        jobs: int | None = None,
     ) -> None:
         self.name = "files"
         self.roots = [os.path.abspath(root) for root in roots]
@@ -107,6 +155,13 @@ class FileFeed:
         self.root_check_seconds = root_check_seconds
         self.poll_seconds = poll_seconds
         self._inotify = inotify
+        # Workers for a first scan started early (`prefetch`): one per CPU, as `ls`.
+        self.jobs = jobs or available_cpus()
+        self._first: _Scan | None = None
+        # The running feed's emit: what it holds back goes before anything told
+        # another way (a rescan asked for from outside), or a removal could come
+        # before the upsert it undoes.
+        self._coalescer: Coalescer | None = None
         self._watcher: Watcher | None = None
         self.poller: Poller | None = None
         self._differ = Differ()
@@ -117,22 +172,34 @@ class FileFeed:
         self._files: set[str] = set()  # roots that are files, not directories
         self._root_errors: dict[str, ScanError] = {}
         # Locks as decoded from their files, before the kernel's word was added:
-        # what that word is added to again when it changes.
+        # what that word is added to again when it changes. Kept only where the
+        # judged lock without that word is not the decoded one (`_as_decoded`):
+        # a second copy of every lock would double what a large tree costs.
         self._decoded: dict[str, Lock] = {}
         # Files lockwatch saw a kernel lock on in this run: pid files among them
         # follow the kernel once it is released.
-        self._was_held: set[FileKey] = set()
+        self._was_held: dict[FileKey, str] = {}
         self.kernel_evidence = kernel_evidence
 
     # -- the loops ---------------------------------------------------------------
+
+    def prefetch(self) -> None:
+        """Start the first scan now, in forked workers (the scanner `lockwatch ls`
+        uses), so that it runs while the dashboard starts; `run` hands over what
+        they find as they go. Only while this process has a single thread: a fork
+        copies the calling thread alone, and a lock another thread held would stay
+        held in the child. Otherwise `run` scans in a thread, in chunks too."""
+        if self._first is None and _single_threaded():
+            self._first = self._start(fork=True)
 
     async def run(self, emit: Emit) -> None:
         ready = asyncio.Event()
         # Made before the first scan: it takes the roots' measure now, so a root
         # replaced or made unreadable from here on is one it sees change.
         watcher = None if self._force_polling else self._new_watcher(ready)
+        emit = self._coalescer = Coalescer(emit, COALESCE_S)
         try:
-            await self.rescan(emit)
+            await self._first_scan(emit)
             # One task group: if one loop fails, the others stop with it.
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._watch(emit, watcher, ready))
@@ -143,6 +210,8 @@ class FileFeed:
                 watcher.close()
 
     async def close(self) -> None:
+        if self._first is not None:
+            self._first.stream.close()
         if self._watcher is not None:
             self._watcher.close()
 
@@ -151,19 +220,102 @@ class FileFeed:
         """The inotify watcher, while events flow (None while polling)."""
         return self._watcher
 
+    async def _first_scan(self, emit: Emit) -> None:
+        """Everything under the roots, handed over as it is read (see STREAM_STEP_S);
+        the last change set has every error and the roots' statuses."""
+        async with self._turn:
+            first = self._first or self._start(fork=False)
+            self._first = None
+            try:
+                await self._stream(first, emit)
+            finally:
+                first.stream.close()
+
+    async def _stream(self, first: _Scan, emit: Emit) -> None:
+        loop = asyncio.get_running_loop()
+        errors = list(first.errors)
+        seen: set[str] = set()
+        pending: list[Entry] = []
+        waiting_since: float | None = None  # when the oldest of `pending` came
+        emitted: float | None = None  # when the last change set went
+        while True:
+            # The first take hands over the first pieces alone (the first rows as
+            # soon as they are read); later ones what has come since.
+            most = 1 if emitted is None else STREAM_TAKE_BYTES
+            pieces = await asyncio.to_thread(first.stream.take, STREAM_STEP_S, most=most)
+            if pieces is None:
+                break
+            for piece in pieces:
+                self._absorb(piece)
+                errors.extend(piece.errors)
+                seen.update(entry.lock.id for entry in piece.entries)
+                pending.extend(self._settle(piece.entries, ())[0])
+            now = loop.time()
+            if pending and waiting_since is None:
+                waiting_since = now
+            if waiting_since is None:
+                continue
+            if emitted is None:
+                due = len(pending) >= CHUNK_FIRST or now - waiting_since >= STREAM_STEP_S
+            else:
+                due = now - emitted >= STREAM_STEP_S
+            if due:
+                emit(self._change(self.clock.now(), pending, with_statuses=False))
+                pending, waiting_since, emitted = [], None, now
+        # Anything the feed knew that the scan did not find (a scan started again).
+        _, removed = self._settle((), [i for i in self._differ.entries if i not in seen])
+        self._rescan_cost = time.monotonic() - first.started
+        self._existing_roots()
+        self._root_errors = {e.path: e for e in errors if e.path in self.roots}
+        emit(self._change(self.clock.now(), pending, removed, errors, all_errors=True))
+        if isinstance(emit, Coalescer):
+            emit.flush()  # every lock on screen now: the first scan is done
+
+    def _start(self, *, fork: bool) -> _Scan:
+        started = time.monotonic()
+        jobs = self.jobs if fork else 1
+        slices, errors = partition(self.roots, jobs, enough=MIN_AREAS_PER_JOB)
+        work = functools.partial(self._pieces, dict(self._was_held))
+        # The workers yield the CPU to the dashboard, which starts meanwhile.
+        return _Scan(Streamed(slices, work, fork=fork, nice=WORKER_NICE), errors, started)
+
     async def rescan(self, emit: Emit) -> None:
         """Read everything again; what the events missed is put right here."""
         async with self._turn:
+            self._in_order(emit)
             now = self.clock.now()
             started = time.monotonic()
             watcher = self._watcher
             mark = None if watcher is None else watcher.mark()
             # Diffed in the thread too: comparing 10,000 entries is not the UI's work.
-            collected, (upserts, removed) = await asyncio.to_thread(self._scan_all, watcher, mark)
+            errors, (upserts, removed) = await asyncio.to_thread(self._scan_all, watcher, mark)
             self._rescan_cost = time.monotonic() - started
             self._existing_roots()
-            self._root_errors = {e.path: e for e in collected.errors if e.path in self.roots}
-            emit(self._change(now, upserts, removed, collected.errors, all_errors=True))
+            self._root_errors = {e.path: e for e in errors if e.path in self.roots}
+            emit(self._change(now, upserts, removed, errors, all_errors=True))
+
+    def _settle(
+        self, entries: Sequence[Entry], gone: Iterable[str]
+    ) -> tuple[list[Entry], list[str]]:
+        """The differ told `entries` and `gone`: what changed. A lock file gone or
+        made again on another inode takes its kernel past with it (`was_held`):
+        its inode may be a new file's later."""
+        known = self._differ.entries
+        gone = list(gone)
+        before = [known[i] for i in gone if i in known]
+        before.extend(known[e.lock.id] for e in entries if e.lock.id in known)
+        if self._was_held and before:
+            now = {e.lock.file_key for e in entries}
+            held = self._was_held
+            for entry in before:
+                key, path = entry.lock.file_key, entry.lock.path
+                if key not in now and key is not None and held.get(key) == path:
+                    del held[key]
+        return self._differ.partial(entries, gone)
+
+    def _in_order(self, emit: Emit) -> None:
+        if self._coalescer is not None and emit is not self._coalescer:
+            self._coalescer.flush()
 
     async def _rescan_loop(self, emit: Emit) -> None:
         # Once soon after start, and once the watches are in place: a lock written
@@ -253,16 +405,27 @@ class FileFeed:
         while True:
             started = time.monotonic()
             changes = await asyncio.to_thread(poller.changes)
-            if changes:
-                await self._changed(changes, emit)
+            # Held against the feed's picture too, not only the pass before: a lock a
+            # rescan (or the first scan) showed and that went before the poller ever
+            # saw it is no change to the poller.
+            await self._changed(changes, emit, listed=poller.seen)
             await asyncio.sleep(pace(time.monotonic() - started, self.poll_seconds, POLL_SHARE))
 
-    async def _changed(self, changes: Changes, emit: Emit) -> None:
+    async def _changed(
+        self, changes: Changes, emit: Emit, *, listed: frozenset[str] | None = None
+    ) -> None:
+        """Put right what `changes` name. `listed`: every lock path a whole walk of the
+        roots found just now; the feed's locks it did not find, and those it found
+        that the feed does not have, are looked at again too."""
         async with self._turn:
+            if listed is not None:
+                changes = _with_listing(changes, listed, self._differ.entries)
+            if not changes:
+                return
             now = self.clock.now()
             known = list(self._differ.entries)
             collected = await asyncio.to_thread(self._collect_changes, changes, known)
-            upserts, removed = self._differ.partial(collected.entries, collected.gone)
+            upserts, removed = self._settle(collected.entries, collected.gone)
             if upserts or removed or collected.errors:
                 emit(self._change(now, upserts, removed, collected.errors))
 
@@ -275,6 +438,7 @@ class FileFeed:
         """Judge again the locks whose holder pid started or stopped running, or
         whose kernel lock was taken or released."""
         async with self._turn:
+            self._in_order(emit)
             entries = list(self._differ.entries.values())
             local = [
                 entry
@@ -292,10 +456,11 @@ class FileFeed:
                 kernel = {e.lock.id: e for e in self._recheck_kernel(entries, evidence)}
                 pids = [e for e in self._recheck(local, evidence) if e.lock.id not in kernel]
                 dirs = [e for e in self._recheck_dirs(entries, evidence) if e.lock.id not in kernel]
+                self._remember_held(evidence)
                 return [*kernel.values(), *pids, *dirs]
 
             fresh = await asyncio.to_thread(recheck)
-            upserts, _ = self._differ.partial(fresh, ())
+            upserts, _ = self._settle(fresh, ())
             if upserts:
                 emit(self._change(now, upserts))
 
@@ -307,11 +472,12 @@ class FileFeed:
         errors: Sequence[ScanError] = (),
         *,
         all_errors: bool = False,
+        with_statuses: bool = True,
     ) -> ChangeSet:
         return ChangeSet(
             self.name,
             now,
-            self.statuses(now),
+            self.statuses(now) if with_statuses else (),
             upserts=tuple(upserts),
             removed=tuple(removed),
             errors=tuple(errors),
@@ -320,23 +486,76 @@ class FileFeed:
 
     # -- work done in threads ------------------------------------------------------
 
+    def _pieces(self, was_held: dict[FileKey, str], areas: Sequence[Area]) -> Iterator[_Piece]:
+        """The locks in `areas`, read and judged a chunk at a time. Runs in a forked
+        worker too: it changes nothing of the feed's."""
+        evidence: Evidence | None = None
+        for chunk in scan_chunks(areas, first=CHUNK_FIRST, most=CHUNK_MOST):
+            if evidence is None:
+                # Once per scan, as the whole scan did: /proc/locks is read after the
+                # first files were (their kernel locks were taken before they were
+                # written), and the liveness loop looks again every few seconds.
+                table = kernel_table() if self.kernel_evidence else None
+                evidence = Evidence(table, was_held=was_held)
+            attached = evidence.attach(chunk.locks)
+            # Process facts are looked up after the files were read, afresh for
+            # each chunk: a holder alive when it wrote its lock is then listed.
+            entries = judge(attached, self._processes(), self.clock.now(), self.host)
+            held, evidence.held_seen = evidence.held_seen, {}
+            yield _Piece(entries, _worth_keeping(chunk.locks, attached), chunk.errors, held)
+
+    def _absorb(self, piece: _Piece) -> None:
+        """What the feed keeps of a piece besides its entries."""
+        self._was_held.update(piece.held)
+        self._keep_decoded(piece.entries, piece.decoded)
+
+    def _keep_decoded(self, judged: Iterable[Entry | Lock], kept: Iterable[Lock]) -> None:
+        """`judged` were read again: of their decoded forms, `kept` are kept."""
+        for item in judged:
+            self._decoded.pop(item.lock.id if isinstance(item, Entry) else item.id, None)
+        for lock in kept:
+            self._decoded[lock.id] = lock
+
+    def _decoded_of(self, lock: Lock) -> Lock:
+        found = self._decoded.get(lock.id)
+        return found if found is not None else _as_decoded(lock)
+
     def _scan_all(
         self, watcher: Watcher | None = None, mark: int | None = None
-    ) -> tuple[_Collected, tuple[list[Entry], list[str]]]:
+    ) -> tuple[list[ScanError], tuple[list[Entry], list[str]]]:
+        """A full rescan, diffed a chunk at a time: only what changed is kept, so a
+        rescan of a large tree costs no second copy of it."""
+        differ = self._differ
+        seen: set[str] = set()
+        changed: list[Entry] = []
+        odd: dict[str, Lock] = {}
+        held: dict[FileKey, str] = {}
         try:
-            result = scan(self.roots)
+            (areas,), errors = partition(self.roots, 1)
+            for piece in self._pieces(dict(self._was_held), areas):
+                held.update(piece.held)
+                errors.extend(piece.errors)
+                kept = differ.changed(piece.entries)
+                changed.extend(kept)
+                seen.update(entry.lock.id for entry in piece.entries)
+                if kept and piece.decoded:
+                    ids = {entry.lock.id for entry in kept}
+                    odd.update((lock.id, lock) for lock in piece.decoded if lock.id in ids)
         finally:
             busy = None if watcher is None or mark is None else watcher.busy_since(mark)
-        kept: list[Entry] = []
+        gone = [lock_id for lock_id in differ.entries if lock_id not in seen]
         if busy:
             # Written while this scan read, or not closed by its writer yet: what the
             # scan read may be half of it. The watcher hands these over next; till
             # then what was shown stays.
             busy |= {os.path.dirname(p) for p in busy if is_lock_dir(_parent_name(p))}
-            result.locks = [lock for lock in result.locks if lock.path not in busy]
-            kept = [e for e in self._differ.entries.values() if e.lock.path in busy]
-        collected = self._judged(result, [])
-        return collected, self._differ.full([*collected.entries, *kept])
+            changed = [entry for entry in changed if entry.lock.path not in busy]
+            gone = [i for i in gone if differ.entries[i].lock.path not in busy]
+        self._was_held.update(held)
+        self._keep_decoded(changed, [odd[e.lock.id] for e in changed if e.lock.id in odd])
+        for lock_id in gone:
+            self._decoded.pop(lock_id, None)
+        return errors, self._settle(changed, gone)
 
     def _collect_changes(self, changes: Changes, known: list[str]) -> _Collected:
         result = ScanResult()
@@ -356,7 +575,14 @@ class FileFeed:
             if path in seen:
                 continue
             seen.add(path)
-            if _maybe_lock(path) or (path in named and not os.path.isdir(path)):
+            kind = _kind_of(path)
+            if kind is None:
+                # Gone: the lock it was, or a directory and every lock under it.
+                gone.append(ids.file_id(path))
+                gone.extend(_under(known, ids.file_prefix(path)))
+            elif (path in named and kind != "dir") or is_candidate(path, kind):
+                # Judged by what it is now, as the scanner judges it: a directory
+                # named `x.pid` is walked into, not taken for a pid file.
                 loaded = load(path)
                 if loaded is None:
                     gone.append(ids.file_id(path))
@@ -364,47 +590,66 @@ class FileFeed:
                     result.errors.append(loaded)
                 else:
                     result.locks.append(loaded)
-            elif os.path.isdir(path) and not os.path.islink(path):
+            elif kind == "dir":
                 # New, moved in, readable again, or removed and made again: what is
-                # under it now is what counts.
+                # under it now is what counts (a lock file it replaced is gone).
+                gone.append(ids.file_id(path))
                 dirs.append(path)
-            elif Change.DELETED in changes[changed]:
-                # A directory went (or was renamed away): every lock under it went too.
-                gone.extend(_under(known, ids.file_prefix(path)))
+            else:
+                gone.append(ids.file_id(path))  # no lock now (a lock file replaced by one)
         if dirs:
             found, errors = find_in(dirs)
             result.errors.extend(errors)
-            load_all(found, result)
             present = {ids.file_id(candidate.path) for candidate in found}
-            for directory in dirs:
-                under = _under(known, ids.file_prefix(directory))
-                gone.extend(lock_id for lock_id in under if lock_id not in present)
+            # The listing looked last: what it found is there, what it did not find
+            # under its directories is gone, whatever a look at one path said before.
+            prefixes = tuple(ids.file_prefix(directory) for directory in dirs)
+            gone = [lock_id for lock_id in gone if lock_id not in present]
+            for prefix in prefixes:
+                gone.extend(i for i in _under(known, prefix) if i not in present)
+            result.locks = [
+                lock
+                for lock in result.locks
+                if not lock.id.startswith(prefixes) and lock.id not in present
+            ]
+            load_all(found, result)
         return self._judged(result, gone)
 
     def _judged(self, result: ScanResult, gone: list[str]) -> _Collected:
         for lock_id in gone:
             self._decoded.pop(lock_id, None)
-        for lock in result.locks:
-            self._decoded[lock.id] = lock
-        locks = self._evidence().attach(result.locks)
+        evidence = self._evidence()
+        locks = evidence.attach(result.locks)
+        self._remember_held(evidence)
         # Process facts are looked up after the files were read: a holder alive
         # when it wrote its lock is then in the process listing.
         entries = judge(locks, self._processes(), self.clock.now(), self.host)
+        self._keep_decoded(result.locks, _worth_keeping(result.locks, locks))
         return _Collected(entries, gone, result.errors)
 
     def _evidence(self) -> Evidence:
         table = kernel_table() if self.kernel_evidence else None
-        self._was_held |= held_keys(table)
         return Evidence(table, was_held=self._was_held)
+
+    def _remember_held(self, evidence: Evidence) -> None:
+        """The files of the locks `evidence` saw held: a pid file among them follows
+        the kernel once its lock is released (KernelEvidence.was_held). Only files
+        of locks listed: the inode of another file held somewhere on the host may be
+        a new lock file's later."""
+        self._was_held.update(evidence.held_seen)
+        evidence.held_seen.clear()
 
     def _recheck_kernel(self, entries: Sequence[Entry], evidence: Evidence) -> list[Entry]:
         """Judge again the locks whose kernel evidence moved (a lock taken or
         released, a new opener), with the file as it was decoded."""
-        if evidence.table is None:
+        table = evidence.table
+        if table is None:
             return []
-        decoded = [
-            self._decoded[entry.lock.id] for entry in entries if entry.lock.id in self._decoded
-        ]
+        keys = {lock.file for lock in table.locks}
+        # Only these can have moved: the others had no kernel lock and still have
+        # none (on a large tree, nearly all of them: not attached again each time).
+        entries = [entry for entry in entries if _kernel_may_move(entry.lock, keys)]
+        decoded = [self._decoded_of(entry.lock) for entry in entries]
         fresh = evidence.attach(decoded)
         by_id = {entry.lock.id: entry for entry in entries}
         moved = [lock for lock in fresh if _kernel_view(lock) != _kernel_view(by_id[lock.id].lock)]
@@ -421,11 +666,11 @@ class FileFeed:
                 continue
             loaded = load(entry.lock.path)
             if isinstance(loaded, Lock) and loaded.sha256 != entry.lock.sha256:
-                self._decoded[loaded.id] = loaded
                 changed.append(loaded)
         if not changed:
             return []
         locks = evidence.attach(changed)
+        self._keep_decoded(changed, _worth_keeping(changed, locks))
         return judge(locks, self._processes(), self.clock.now(), self.host)
 
     def _recheck(self, entries: list[Entry], evidence: Evidence) -> list[Entry]:
@@ -444,7 +689,7 @@ class FileFeed:
         if not moved:
             return []
         # Judged as decoded, with the kernel's word as it is now.
-        decoded = [self._decoded.get(lock.id, lock) for lock in moved]
+        decoded = [self._decoded_of(lock) for lock in moved]
         locks = evidence.attach(decoded)
         return judge(locks, self._processes(), self.clock.now(), self.host)
 
@@ -474,6 +719,66 @@ class FileFeed:
         return tuple(out)
 
 
+def _as_decoded(lock: Lock) -> Lock:
+    """`lock` without the kernel's word and its users: the lock as decoded from
+    its file, unless the kernel's word changed more (a holder or an age it
+    replaced: then the feed keeps the decoded lock itself)."""
+    if lock.evidence is None and lock.users is None:
+        return lock
+    return replace(lock, evidence=None, users=None)
+
+
+# What the kernel's word (Evidence.attach) adds to a decoded lock; any other field
+# it changed makes `_as_decoded` wrong for that lock.
+_ADDED = frozenset({"evidence", "users"})
+_KEPT = operator.attrgetter(*(f.name for f in fields(Lock) if f.name not in _ADDED))
+
+
+def _worth_keeping(decoded: Sequence[Lock], attached: Sequence[Lock]) -> list[Lock]:
+    """Of `decoded` locks, those `_as_decoded` cannot rebuild from `attached`."""
+    return [
+        lock
+        for lock, judged in zip(decoded, attached, strict=True)
+        if not _only_kernel_added(lock, judged)
+    ]
+
+
+def _kernel_may_move(lock: Lock, keys: set[FileKey]) -> bool:
+    """Whether the kernel's word on `lock` may differ from what it has, given
+    the files /proc/locks names now (`keys`)."""
+    policy = lock.policy
+    if lock.kernel_file is not None or policy.kernel_sentinel or policy.held_while_used:
+        return True  # another file's, who has it open, who works on it: looked at again
+    if lock.file_key is None:
+        return False  # nothing the kernel could say
+    evidence = lock.evidence
+    if evidence is None:
+        return True  # never asked (/proc/locks was unreadable then)
+    return lock.file_key in keys or bool(
+        evidence.holds or evidence.waiters or evidence.open_by or evidence.open_unknown
+    )
+
+
+def _only_kernel_added(decoded: Lock, lock: Lock) -> bool:
+    """Whether `_as_decoded(lock)` is `decoded` (compared field by field: cheaper
+    than building it, for every lock of a scan)."""
+    if decoded.evidence is not None or decoded.users is not None:
+        return False
+    if lock is decoded:
+        return True
+    before, after = _KEPT(decoded), _KEPT(lock)
+    # The same objects, as `replace` leaves them, nearly always: no == needed.
+    return all(map(operator.is_, before, after)) or before == after
+
+
+def _single_threaded() -> bool:
+    """Whether this process runs one thread (any thread, not only Python's)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return threading.active_count() == 1
+
+
 def _kernel_view(lock: Lock) -> tuple[object, ...]:
     """What of the kernel's word changes a verdict: who holds, who has it open
     (and who works on what it guards)."""
@@ -498,9 +803,34 @@ def _zombie(pid: int) -> bool:
         return False  # not ours to inspect, but there
 
 
-def _maybe_lock(path: str) -> bool:
-    """Whether `path` names a lock, whatever it is (or was: it may be gone)."""
-    return any(is_candidate(path, kind) for kind in ("file", "symlink", "dir"))
+def _kind_of(path: str) -> str | None:
+    """What is at `path` now, in `is_candidate`'s words ("file" for any other
+    kind, as the scanner lists a fifo); None when nothing is."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        # Not to be looked at (a directory made unreadable): `load` says why, for a
+        # name that is a lock's.
+        return next((k for k in ("file", "symlink", "dir") if is_candidate(path, k)), "file")
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "symlink" if stat.S_ISLNK(mode) else "file"
+
+
+def _with_listing(changes: Changes, listed: frozenset[str], known: Iterable[str]) -> Changes:
+    """`changes`, and a look at each path `listed` and the `known` lock ids differ on."""
+    shown = {path for lock_id in known if (path := ids.file_path(lock_id)) is not None}
+    missing, new = shown - listed, listed - shown
+    if not (missing or new):
+        return changes
+    out: Changes = {path: set(kinds) for path, kinds in changes.items()}
+    for path in missing:
+        out.setdefault(path, set()).add(Change.DELETED)
+    for path in new:
+        out.setdefault(path, set()).add(Change.ADDED)
+    return out
 
 
 def _parent_name(path: str) -> str:

@@ -11,9 +11,14 @@ from datetime import datetime, timedelta
 from lockwatch.model.board import ChangeSet, Entry, judge
 from lockwatch.model.process import StaticProcesses
 from lockwatch.sources.feed import Differ, Emit
+from lockwatch.sources.postgres.records import SeenKey, holds_seen
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
 
 DEFAULT_INTERVAL = 2.0
+# A poll's rows are made records, judged and diffed this many at a time: only
+# what changed is kept, so a poll of 50,000 locks does not build a second board
+# beside the one on screen.
+CHUNK_ROWS = 2048
 # Times are the poll's instant minus the server's ages, so they move by the
 # round trip's jitter from one poll to the next: within this, they are the same.
 WOBBLE = timedelta(milliseconds=500)
@@ -73,6 +78,9 @@ class PgFeed:
             snapshot = await self.source.poll()
             await self._emit(snapshot, emit)
             wait = self.interval if snapshot is not None else self.source.retry_in
+            # Let go of the poll before waiting: its rows would otherwise be held
+            # until the next poll's are in, twice the memory of a large server.
+            snapshot = None
             await asyncio.sleep(max(wait, 0.1))
 
     async def close(self) -> None:
@@ -96,9 +104,20 @@ class PgFeed:
         )
 
     def _judge(self, snapshot: PgSnapshot) -> tuple[list[Entry], list[str]]:
-        # A session's liveness is the server's word, not this host's process table.
-        entries = judge(snapshot.locks, StaticProcesses(), snapshot.polled_at, self.host)
-        # What this poll saw held, for the next polls' bounds.
-        self.source.remember(snapshot)
         # Diffed here, in the worker thread: the event loop only applies what changed.
-        return self._differ.full(entries)
+        differ = self._differ
+        waits = snapshot.waits()  # of all the poll's rows, as slices of them need
+        rows = snapshot.rows
+        changed: list[Entry] = []
+        found: set[str] = set()
+        held: dict[SeenKey, datetime] = {}
+        for start in range(0, len(rows), CHUNK_ROWS):
+            locks = snapshot.to_locks(rows[start : start + CHUNK_ROWS], waits)
+            held.update(holds_seen(locks, snapshot.sessions))
+            # A session's liveness is the server's word, not this host's process table.
+            entries = judge(locks, StaticProcesses(), snapshot.polled_at, self.host)
+            changed.extend(differ.changed(entries))
+            found.update(entry.lock.id for entry in entries)
+        # What this poll saw held, for the next polls' bounds.
+        self.source.remember(snapshot, held)
+        return differ.partial(changed, [i for i in differ.entries if i not in found])

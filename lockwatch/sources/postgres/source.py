@@ -221,11 +221,12 @@ class PgSource:
         )
         return self.last
 
-    def remember(self, snapshot: PgSnapshot) -> None:
+    def remember(self, snapshot: PgSnapshot, seen: dict[SeenKey, datetime] | None = None) -> None:
         """Keep when each hold in `snapshot` was known to exist, for the next polls
         (a live feed calls this; a one-shot listing has no next poll). Holds no
-        longer seen are forgotten: a lock taken again later is a new hold."""
-        self._seen = holds_seen(snapshot.locks, snapshot.sessions)
+        longer seen are forgotten: a lock taken again later is a new hold. `seen`:
+        that, worked out already (holds_seen of all the snapshot's locks)."""
+        self._seen = holds_seen(snapshot.locks, snapshot.sessions) if seen is None else seen
 
     async def _clients(
         self,
