@@ -93,6 +93,8 @@ class PgFeed:
             emit(ChangeSet(self.name, now, (status,)))
             return
         upserts, removed = await asyncio.to_thread(self._judge, snapshot)
+        # What the poll gave is made: its rows go (see `run`).
+        self.source.let_go()
         emit(
             ChangeSet(
                 self.name,

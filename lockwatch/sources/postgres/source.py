@@ -130,6 +130,7 @@ class PgSource:
         self.failures = 0
         self.retry_in = 0.0
         self.last: PgSnapshot | None = None
+        self._polled_at: datetime | None = None  # the last poll that answered
         self.status = SourceStatus("postgres", self.name, "connecting")
 
     async def _connect(self) -> psycopg.AsyncConnection[dict[str, object]]:
@@ -198,6 +199,7 @@ class PgSource:
         self.failures = 0
         sockets = await ahead if ahead is not None else None
         clients = await self._clients(rows, sessions, sockets)
+        self._polled_at = polled_at
         self.last = PgSnapshot(
             self.name,
             polled_at,
@@ -265,8 +267,14 @@ class PgSource:
         self._known_clients = known
         return found
 
+    def let_go(self) -> None:
+        """Drop the last poll's rows (`last`): a live feed has made what it keeps of
+        them, and holding them while the next poll's come in would be two polls of
+        a large server at once."""
+        self.last = None
+
     def _updated_at(self) -> datetime | None:
-        return self.last.polled_at if self.last else None
+        return self._polled_at
 
     async def _fail(self, exc: BaseException) -> None:
         self.failures += 1
