@@ -149,6 +149,15 @@ class Coalescer:
         if pending is not None:
             self._send(pending)
 
+    def cancel(self) -> None:
+        """Send nothing more: what waits is dropped, its timer stopped (the feed
+        has stopped; a change set sent after that would undo what the dashboard
+        says of a stopped feed)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._pending = None
+
     def _timing(self) -> Timer:
         return self._loop if self._loop is not None else asyncio.get_running_loop()
 

@@ -143,3 +143,13 @@ def test_flush_sends_what_waits_now() -> None:
     assert all(handle.cancelled for handle in loop.timers)
     emit.flush()  # nothing waits: nothing sent
     assert len(sent) == 2
+
+
+def test_cancel_drops_what_waits_and_sends_nothing_more() -> None:
+    emit, loop, sent = coalescer()
+    emit(change(0, 1))
+    emit(change(1, 2))
+    assert waiting(emit) is not None
+    emit.cancel()
+    loop.advance(WINDOW * 4)
+    assert len(sent) == 1 and waiting(emit) is None

@@ -197,7 +197,7 @@ class FileFeed:
         # Made before the first scan: it takes the roots' measure now, so a root
         # replaced or made unreadable from here on is one it sees change.
         watcher = None if self._force_polling else self._new_watcher(ready)
-        emit = self._coalescer = Coalescer(emit, COALESCE_S)
+        coalescer = emit = self._coalescer = Coalescer(emit, COALESCE_S)
         try:
             await self._first_scan(emit)
             # One task group: if one loop fails, the others stop with it.
@@ -205,7 +205,12 @@ class FileFeed:
                 group.create_task(self._watch(emit, watcher, ready))
                 group.create_task(self._rescan_loop(emit))
                 group.create_task(self._liveness_loop(emit))
+        except Exception:
+            coalescer.flush()  # what was seen before the failure, then the failure
+            raise
         finally:
+            coalescer.cancel()
+            self._coalescer = None
             if isinstance(watcher, Watcher):
                 watcher.close()
 
