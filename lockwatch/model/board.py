@@ -141,38 +141,70 @@ def merge(first: ChangeSet, then: ChangeSet) -> ChangeSet:
     not there at all, and the statuses are `then`'s (where it has any), so a
     status that changed between the two is not merged away by whoever calls this
     (see `Coalescer`)."""
-    if first.feed != then.feed:
-        raise ValueError(f"change sets of two feeds: {first.feed!r}, {then.feed!r}")
-    if then.full:
-        return replace(then, statuses=then.statuses or first.statuses)
-    upserts = {entry.lock.id: entry for entry in first.upserts}
-    removed = dict.fromkeys(first.removed)
-    for lock_id in then.removed:
-        upserts.pop(lock_id, None)
-        removed[lock_id] = None
-    for entry in then.upserts:
-        lock_id = entry.lock.id
-        upserts[lock_id] = entry
-        removed.pop(lock_id, None)
-    if then.all_errors:
-        errors = then.errors
-    else:
-        # `then`, a delta, settles the paths it names (see Board._apply_errors).
-        settled = {entry.lock.path for entry in then.upserts}
-        settled.update(lock_id.removeprefix("file:") for lock_id in then.removed)
-        settled.update(error.path for error in then.errors)
-        errors = (*(e for e in first.errors if e.path not in settled), *then.errors)
-    return ChangeSet(
-        then.feed,
-        then.at,
-        then.statuses or first.statuses,
-        full=first.full,
-        upserts=tuple(upserts.values()),
+    merging = Merging(first)
+    merging.add(then)
+    return merging.change_set()
+
+
+class Merging:
+    """Change sets of one feed merged as they come (`merge`, one at a time): each
+    costs what it holds, not what was merged before it, so a burst of thousands
+    of small change sets is not copied again and again."""
+
+    def __init__(self, first: ChangeSet) -> None:
+        self.feed = first.feed
+        self.at = first.at
+        self.statuses = first.statuses
+        self.full = first.full
+        self.all_errors = first.all_errors
+        self._upserts = {entry.lock.id: entry for entry in first.upserts}
         # A full picture removes whatever it does not hold: no removals to tell.
-        removed=() if first.full else tuple(removed),
-        errors=errors,
-        all_errors=first.all_errors or then.all_errors,
-    )
+        self._removed = {} if first.full else dict.fromkeys(first.removed)
+        self._errors = list(first.errors)
+
+    def add(self, then: ChangeSet) -> None:
+        if then.feed != self.feed:
+            raise ValueError(f"change sets of two feeds: {self.feed!r}, {then.feed!r}")
+        self.at = then.at
+        self.statuses = then.statuses or self.statuses
+        if then.full:
+            self.full = True
+            self.all_errors = then.all_errors
+            self._upserts = {entry.lock.id: entry for entry in then.upserts}
+            self._removed = {}
+            self._errors = list(then.errors)
+            return
+        upserts, removed = self._upserts, self._removed
+        for lock_id in then.removed:
+            upserts.pop(lock_id, None)
+            if not self.full:
+                removed[lock_id] = None
+        for entry in then.upserts:
+            lock_id = entry.lock.id
+            upserts[lock_id] = entry
+            removed.pop(lock_id, None)
+        if then.all_errors:
+            self._errors = list(then.errors)
+        elif then.upserts or then.removed or then.errors:
+            # `then`, a delta, settles the paths it names (see Board._apply_errors).
+            settled = {entry.lock.path for entry in then.upserts}
+            settled.update(lock_id.removeprefix("file:") for lock_id in then.removed)
+            settled.update(error.path for error in then.errors)
+            self._errors = [e for e in self._errors if e.path not in settled]
+            self._errors.extend(then.errors)
+        self.all_errors = self.all_errors or then.all_errors
+
+    def change_set(self) -> ChangeSet:
+        return ChangeSet(
+            self.feed,
+            self.at,
+            self.statuses,
+            full=self.full,
+            upserts=tuple(self._upserts.values()),
+            removed=tuple(self._removed),
+            errors=tuple(self._errors),
+            all_errors=self.all_errors,
+        )
 
 
 def same(a: Entry, b: Entry) -> bool:

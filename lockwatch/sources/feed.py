@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from lockwatch.model.board import ChangeSet, Entry, merge, same
+from lockwatch.model.board import ChangeSet, Entry, Merging, same
 
 Emit = Callable[[ChangeSet], None]
 
@@ -116,7 +116,7 @@ class Coalescer:
         self._emit = emit
         self.window = window
         self._loop = loop
-        self._pending: ChangeSet | None = None
+        self._pending: Merging | None = None
         self._last = -float("inf")  # loop time of the last change set sent
         self._timer: Cancellable | None = None
 
@@ -127,18 +127,18 @@ class Coalescer:
             if pending.statuses and change.statuses and _told(pending) != _told(change):
                 self.flush()  # the header's story goes in order
             else:
-                self._pending = merge(pending, change)
+                pending.add(change)
                 return
         if loop.time() - self._last >= self.window:
             self._send(change)
             return
-        self._pending = change
+        self._pending = Merging(change)
         self._timer = loop.call_at(self._last + self.window, self.flush)
 
     @property
     def waiting(self) -> ChangeSet | None:
         """What waits for the window to end."""
-        return self._pending
+        return None if self._pending is None else self._pending.change_set()
 
     def flush(self) -> None:
         """Send what waits, now."""
@@ -147,7 +147,7 @@ class Coalescer:
             self._timer = None
         pending, self._pending = self._pending, None
         if pending is not None:
-            self._send(pending)
+            self._send(pending.change_set())
 
     def cancel(self) -> None:
         """Send nothing more: what waits is dropped, its timer stopped (the feed
@@ -166,7 +166,7 @@ class Coalescer:
         self._emit(change)
 
 
-def _told(change: ChangeSet) -> tuple[tuple[str, str, str, str | None], ...]:
+def _told(change: ChangeSet | Merging) -> tuple[tuple[str, str, str, str | None], ...]:
     """What a change set's statuses tell (Board._apply_statuses makes events of a
     change in these), not when: every change set has a new `updated_at`."""
     return tuple((s.kind, s.name, s.state, s.reason) for s in change.statuses)

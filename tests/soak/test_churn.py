@@ -61,13 +61,14 @@ class FollowingClock(FrozenClock):
 
 
 class Watched:
-    """The feed's emit: a Board as the dashboard keeps one. Only the last change sets
-    are kept besides (a soak's memory must be lockwatch's, not the test's)."""
+    """The feed's emit: a Board as the dashboard keeps one. Only the last few change
+    sets are kept besides (a soak's memory must be lockwatch's, not the test's: under
+    churn the feed merges a quarter second's changes into one, hundreds of locks)."""
 
     def __init__(self, host: str) -> None:
         self.board = Board(host)
         self.changes = 0
-        self.recent: deque[ChangeSet] = deque(maxlen=100)
+        self.recent: deque[ChangeSet] = deque(maxlen=5)
 
     def __call__(self, change: ChangeSet) -> None:
         self.changes += 1
