@@ -264,29 +264,49 @@ async def test_churn_soak(tmp_path: Path) -> None:
     assert rss[-1] - rss[third] <= max(8.0, 0.1 * (rss[third] - rss[0]) + 8.0), rss
 
 
+async def hold_then_let_go(watched: Watched, held: Path) -> int:
+    """`held` locked by flock until the feed shows it active, then unlinked and
+    let go of; its inode."""
+    from tests.sources.test_file_feed import lock_id
+
+    with held.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # held, as flock(1) or filelock hold one
+
+        def kernel_held() -> bool:
+            state = watched.states().get(lock_id(held))
+            return state is not None and state[0] == "active"
+
+        assert await eventually(kernel_held), watched.states()
+        inode = held.stat().st_ino
+        held.unlink()
+    assert await eventually(lambda: lock_id(held) not in watched.board.entries)
+    return inode
+
+
+async def judged_as_ls_judges(watched: Watched, root: Path, pidfile: Path, holder: str) -> None:
+    """The feed's verdict on `pidfile` is ls's: stale (holder_dead), or active."""
+    from tests.sources.test_file_feed import lock_id
+
+    assert await eventually(lambda: lock_id(pidfile) in watched.board.entries)
+    _, listed = await asyncio.to_thread(ls_states, root)
+    expected = ("stale", ("holder_dead",)) if holder == "dead" else ("active", ())
+    assert listed[lock_id(pidfile)] == expected
+    if not await eventually(lambda: watched.states()[lock_id(pidfile)] == expected, 1.5):
+        pytest.fail(f"the feed says {watched.states()[lock_id(pidfile)]}, ls {expected}")
+
+
 @pytest.mark.parametrize("holder", ["dead", "alive"])
 async def test_a_pid_file_on_a_reused_inode_is_judged_as_ls_judges_it(
     tmp_path: Path, holder: str
 ) -> None:
-    from tests.sources.test_file_feed import lock_id, never_running_pid
+    from tests.sources.test_file_feed import never_running_pid
 
     root = tmp_path / "root"
     root.mkdir()
     watched = Watched(socket.gethostname())
     feed = feed_on(root, host=socket.gethostname(), processes=PsutilProcesses, liveness_seconds=0.1)
     async with watching(feed, watched):
-        held = root / "cache.lock"
-        with held.open("w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)  # held, as flock(1) or filelock hold one
-
-            def kernel_held() -> bool:
-                state = watched.states().get(lock_id(held))
-                return state is not None and state[0] == "active"
-
-            assert await eventually(kernel_held), watched.states()
-            inode = held.stat().st_ino
-            held.unlink()
-        assert await eventually(lambda: lock_id(held) not in watched.board.entries)
+        inode = await hold_then_let_go(watched, root / "cache.lock")
         pidfile = root / "worker.pid"
         pid = never_running_pid() if holder == "dead" else os.getpid()
         # A new file on the freed inode (ext4 hands it out again at once, mostly):
@@ -299,14 +319,7 @@ async def test_a_pid_file_on_a_reused_inode_is_judged_as_ls_judges_it(
                 break
         else:
             pytest.skip("this filesystem did not give a new file the old one's inode")
-        assert await eventually(lambda: lock_id(pidfile) in watched.board.entries)
-        _, listed = await asyncio.to_thread(ls_states, root)
-        assert listed[lock_id(pidfile)] == (
-            ("stale", ("holder_dead",)) if holder == "dead" else ("active", ())
-        )
-        expected = listed[lock_id(pidfile)]
-        if not await eventually(lambda: watched.states()[lock_id(pidfile)] == expected, 1.5):
-            pytest.fail(f"the feed says {watched.states()[lock_id(pidfile)]}, ls {expected}")
+        await judged_as_ls_judges(watched, root, pidfile, holder)
 
 
 @pytest.mark.parametrize("holder", ["dead", "alive"])
@@ -317,7 +330,7 @@ async def test_a_pid_file_on_a_once_held_file_s_inode_is_judged_as_ls_judges_it(
     second name, `worker.pid`, its first name removed and a pid written into it. No
     inode reuse to wait for (the test above skips where the filesystem gives none):
     the kernel's past belongs to the lock it was seen on, not to the inode."""
-    from tests.sources.test_file_feed import lock_id, never_running_pid
+    from tests.sources.test_file_feed import never_running_pid
 
     root = tmp_path / "root"
     root.mkdir()
@@ -326,24 +339,13 @@ async def test_a_pid_file_on_a_once_held_file_s_inode_is_judged_as_ls_judges_it(
     async with watching(feed, watched):
         held = root / "cache.lock"
         pidfile = root / "worker.pid"
-        with held.open("w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-
-            def kernel_held() -> bool:
-                state = watched.states().get(lock_id(held))
-                return state is not None and state[0] == "active"
-
-            assert await eventually(kernel_held), watched.states()
         staged = tmp_path / "staged"
-        os.link(held, staged)  # outside the root: no lock of its own
-        held.unlink()
-        assert await eventually(lambda: lock_id(held) not in watched.board.entries)
+        # A second name for the file, outside the root (no lock of its own): the
+        # inode outlives its first name, which is held, then removed.
+        held.touch()
+        os.link(held, staged)
+        await hold_then_let_go(watched, held)
         pid = never_running_pid() if holder == "dead" else os.getpid()
         staged.write_text(f"{pid}\n")
         os.rename(staged, pidfile)
-        assert await eventually(lambda: lock_id(pidfile) in watched.board.entries)
-        _, listed = await asyncio.to_thread(ls_states, root)
-        expected = ("stale", ("holder_dead",)) if holder == "dead" else ("active", ())
-        assert listed[lock_id(pidfile)] == expected
-        if not await eventually(lambda: watched.states()[lock_id(pidfile)] == expected, 1.5):
-            pytest.fail(f"the feed says {watched.states()[lock_id(pidfile)]}, ls {expected}")
+        await judged_as_ls_judges(watched, root, pidfile, holder)

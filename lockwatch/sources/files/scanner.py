@@ -469,12 +469,7 @@ def scan_chunks(areas: Iterable[Area], *, first: int, most: int) -> Iterator[Sca
         while found or pending:
             if not found:
                 _list_dir(pending.pop(), found, pending, chunk.errors)
-            for candidate in found:
-                loaded = load_candidate(candidate)
-                if isinstance(loaded, ScanError):
-                    chunk.errors.append(loaded)
-                elif loaded is not None:
-                    chunk.locks.append(loaded)
+            load_all(found, chunk)
             found.clear()
             if len(chunk.locks) + len(chunk.errors) >= size:
                 yield chunk
