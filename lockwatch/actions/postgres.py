@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -71,7 +71,7 @@ WHERE {_TARGET} = %(target)s AND l.granted
 
 def _facts(lock: Lock) -> dict[str, Any]:
     assert lock.pg is not None
-    row = lock.content if isinstance(lock.content, dict) else {}
+    row = lock.content if isinstance(lock.content, Mapping) else {}
     return {
         "pid": lock.pg.backend.pid,
         "target": row.get("target"),
@@ -152,7 +152,7 @@ class HeldAdvisory:
         assert seen.pg is not None
         pid, user = self.backend_pid, self._user
         backend = PgBackend(pid=pid, user=user, application=self._application, state="idle")
-        row = dict(seen.content) if isinstance(seen.content, dict) else {}
+        row = dict(seen.content) if isinstance(seen.content, Mapping) else {}
         row.update(
             pid=pid,
             target=self.target,

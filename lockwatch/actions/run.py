@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
@@ -21,6 +21,7 @@ from lockwatch.actions.audit import INTENT, AuditError, AuditLog, new_action_id
 from lockwatch.actions.files import ActionFailed, ActionRefused
 from lockwatch.actions.plan import Kind, Plan, own_actions
 from lockwatch.model.lock import Lock
+from lockwatch.model.row import plain
 from lockwatch.model.verdict import State, Verdict
 
 DsnLookup = Callable[[str], "str | None"]
@@ -48,8 +49,9 @@ def lock_hash(lock: Lock) -> str | None:
     lock its pg_locks row as canonical JSON."""
     if lock.sha256 is not None:
         return f"sha256:{lock.sha256}"
-    if lock.pg is not None and isinstance(lock.content, dict):
-        canonical = json.dumps(lock.content, sort_keys=True, default=str, separators=(",", ":"))
+    if lock.pg is not None and isinstance(lock.content, Mapping):
+        row = plain(lock.content)
+        canonical = json.dumps(row, sort_keys=True, default=str, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
     return None
 
@@ -142,7 +144,7 @@ class Executor:
             "action_id": action_id,
             "action": plan.kind.value,
             "target": target_of(lock),
-            "previous_lock": lock.content,
+            "previous_lock": plain(lock.content),
             "previous_lock_hash": lock_hash(lock),
             "state": plan.verdict.state.value,
             "reasons": list(plan.verdict.codes),

@@ -90,6 +90,7 @@ from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.pg import AdvisoryKey, PgBackend, PgLock
 from lockwatch.model.process import ProcessFacts
+from lockwatch.model.row import plain
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
 
@@ -223,7 +224,8 @@ class _Compiled:
 
 
 _AS_IS = "@v"
-_OPAQUE: Final = _Compiled(None, lambda v, context: v, None, _AS_IS)
+# A `Row` is written as the dict it stands for (and read back as one).
+_OPAQUE: Final = _Compiled(lambda v, context: plain(v), lambda v, context: v)
 
 
 def _compile_plan(cls: type) -> _Plan:

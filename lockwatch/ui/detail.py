@@ -21,6 +21,7 @@ from lockwatch.model.events import Event
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.pg import PgClient, held_text, prepared_commands
+from lockwatch.model.row import plain
 from lockwatch.model.verdict import Verdict
 from lockwatch.ui.safe import clean, safe
 
@@ -79,7 +80,7 @@ def _content(lock: Lock) -> Text:
 
 
 def _render_content(lock: Lock) -> Text:
-    content = lock.content
+    content = plain(lock.content)
     if content is None:
         return Text("(nothing readable)", style="dim")
     if isinstance(content, str):

@@ -26,6 +26,7 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, StalenessPolicy
 from lockwatch.model.pg import INSUFFICIENT_PRIVILEGE, AdvisoryKey, AdvisoryNames, string_key
 from lockwatch.model.process import StaticProcesses
+from lockwatch.model.row import Row
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.postgres.dsn import display_name
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource, describe
@@ -1006,3 +1007,25 @@ async def test_password_never_shown_on_a_working_connection(pg: PgHarness) -> No
         texts += [lock.id, lock.name, lock.pg.server, repr(lock)]
     for text in texts:
         assert PASSWORD not in text, text
+
+
+async def test_a_polls_rows_are_compact_and_share_their_repeating_values(
+    pg: PgHarness, clock: FrozenClock
+) -> None:
+    """A large server's locks each keep their pg_locks row: as `Row`s of one shared
+    set of columns, each repeating value (type, mode, pid) one object (model/row.py)."""
+    holder = pg.session("holder")
+    h = holder.info.backend_pid
+    holder.execute("SELECT pg_advisory_lock(k) FROM generate_series(9100, 9102) AS k")
+    async with monitor(pg.dsn, clock=clock) as source:
+        snapshot = await poll_ok(source)
+    a, b, c = sorted(locks_of(snapshot, h), key=lambda lock: lock.name)
+    rows = [lock.content for lock in (a, b, c)]
+    assert all(type(row) is Row for row in rows)
+    assert [row["objid"] for row in rows] == [9100, 9101, 9102]
+    assert rows[0]._columns is rows[1]._columns is rows[2]._columns
+    for column in ("locktype", "mode", "pid", "virtualtransaction", "held_kinds"):
+        assert rows[0][column] is rows[1][column] is rows[2][column], column
+    assert rows[0]["target"] is not rows[1]["target"]  # what differs is each row's own
+    assert dict(rows[0])["mode"] == "ExclusiveLock" and rows[0]["pid"] == h
+    assert all(type(s) is Row for s in snapshot.sessions.values())

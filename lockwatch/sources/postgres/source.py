@@ -11,14 +11,14 @@ import asyncio
 import contextlib
 import os
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import dict_row
+from psycopg.rows import RowMaker, dict_row, no_result
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.lock import Lock
@@ -30,6 +30,7 @@ from lockwatch.model.pg import (
     PgClient,
     local_client,
 )
+from lockwatch.model.row import Columns, Row
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.postgres.clients import Session, Sockets, find_clients, read_sockets
 from lockwatch.sources.postgres.dsn import display_name, problem, scrub
@@ -53,8 +54,8 @@ class PgSnapshot:
 
     server: str
     polled_at: datetime
-    rows: list[dict[str, Any]]  # pg_locks rows of interest
-    sessions: dict[int, dict[str, Any]]  # pg_stat_activity by pid
+    rows: Sequence[Mapping[str, Any]]  # pg_locks rows of interest
+    sessions: Mapping[int, Mapping[str, Any]]  # pg_stat_activity by pid
     server_version: int
     idle_after: float
     names: AdvisoryNames
@@ -69,7 +70,7 @@ class PgSnapshot:
     def waits(self) -> Waits:
         return index_waits(self.rows)
 
-    def to_locks(self, rows: Sequence[dict[str, Any]], waits: Waits) -> list[Lock]:
+    def to_locks(self, rows: Sequence[Mapping[str, Any]], waits: Waits) -> list[Lock]:
         return to_locks(
             rows,
             self.sessions,
@@ -89,6 +90,56 @@ class PgSnapshot:
         if self._locks is None:
             self._locks = self.to_locks(self.rows, self.waits())
         return self._locks
+
+
+# Columns whose values repeat from row to row (a lock's type and mode, a session's
+# pid, names and state): one object each per result, not one per row.
+_REPEATING = frozenset(
+    {
+        "locktype",
+        "mode",
+        "pid",
+        "virtualtransaction",
+        "database",
+        "database_name",
+        "relation",
+        "schema_name",
+        "relation_name",
+        "classid",
+        "objsubid",
+        "prepared_owner",
+        "held_kinds",
+        "datname",
+        "usename",
+        "application_name",
+        "client",
+        "backend_type",
+        "state",
+        "wait_event_type",
+        "wait_event",
+    }
+)
+
+
+def compact_rows(cursor: psycopg.AsyncCursor[Any]) -> RowMaker[Row]:
+    """A psycopg row factory: each row a `Row` of its result's shared columns,
+    with the values of repeating columns shared among the result's rows."""
+    description = cursor.description
+    if description is None:
+        return no_result
+    columns = Columns([column.name for column in description])
+    repeating = [i for i, name in enumerate(columns.names) if name in _REPEATING]
+    seen: dict[object, object] = {}
+
+    def make(values: Sequence[Any]) -> Row:
+        kept = list(values)
+        for i in repeating:
+            value = kept[i]
+            if type(value) is str or type(value) is int:
+                kept[i] = seen.setdefault(value, value)
+        return Row(columns, kept)
+
+    return make
 
 
 class PgSource:
@@ -184,7 +235,9 @@ class PgSource:
             version = conn.info.server_version
             if self._client_finder is find_clients and self._local_clients:
                 ahead = asyncio.ensure_future(asyncio.to_thread(read_sockets))
-            cursor = await conn.execute(self._query or lock_query(version, self.all_rows))
+            # Rows as compact `Row`s: the locks keep them (see model/row.py).
+            cursor = conn.cursor(row_factory=compact_rows)
+            await cursor.execute(self._query or lock_query(version, self.all_rows))
             activity = await cursor.fetchall()
             rows = await cursor.fetchall() if cursor.nextset() else []
         except (psycopg.Error, OSError) as exc:
@@ -195,7 +248,7 @@ class PgSource:
         polled_at = self.clock.now()
         if self._query is not None:
             activity, rows = [], []  # a test's stand-in query: nothing to read
-        sessions: dict[int, dict[str, Any]] = {cast(int, s["pid"]): s for s in activity}
+        sessions: dict[int, Row] = {cast(int, s["pid"]): s for s in activity}
         self.failures = 0
         sockets = await ahead if ahead is not None else None
         clients = await self._clients(rows, sessions, sockets)
@@ -232,8 +285,8 @@ class PgSource:
 
     async def _clients(
         self,
-        rows: list[dict[str, Any]],
-        sessions: dict[int, dict[str, Any]],
+        rows: Sequence[Mapping[str, Any]],
+        sessions: Mapping[int, Mapping[str, Any]],
         sockets: Sockets | None = None,
     ) -> dict[int, PgClient | None]:
         """The client processes of the sessions in `rows` whose client is on the
