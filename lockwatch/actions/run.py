@@ -20,8 +20,8 @@ from lockwatch.actions import files
 from lockwatch.actions.audit import INTENT, AuditError, AuditLog, new_action_id
 from lockwatch.actions.files import ActionFailed, ActionRefused
 from lockwatch.actions.plan import Kind, Plan, own_actions
+from lockwatch.model.compact import plain
 from lockwatch.model.lock import Lock
-from lockwatch.model.row import plain
 from lockwatch.model.verdict import State, Verdict
 
 DsnLookup = Callable[[str], "str | None"]

@@ -86,11 +86,11 @@ from typing import Any, Final, cast
 import orjson
 
 from lockwatch import collector
+from lockwatch.model.compact import plain
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.pg import AdvisoryKey, PgBackend, PgLock
 from lockwatch.model.process import ProcessFacts
-from lockwatch.model.row import plain
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
 

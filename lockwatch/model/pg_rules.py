@@ -88,13 +88,7 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
                 )
             else:
                 deadline = plus_seconds(lock.acquired_at, limit)
-        return Verdict(
-            State.STALE if stale else State.ACTIVE,
-            (*stale, *info),
-            age_seconds=age,
-            alive=alive,
-            next_change_at=deadline if not stale else None,
-        )
+        return _stale_or_active(stale, info, age, alive, deadline)
 
     client = backend.client_process
     if client is not None and not client.alive:
@@ -142,7 +136,17 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
                 stale.append(_inferred(backend))
             elif backend.state_since is not None:
                 deadline = plus_seconds(backend.state_since, limit)
+    return _stale_or_active(stale, info, age, alive, deadline)
 
+
+def _stale_or_active(
+    stale: list[Reason],
+    info: list[Reason],
+    age: float | None,
+    alive: bool | None,
+    deadline: datetime | None,
+) -> Verdict:
+    """Stale for `stale`'s reasons if any; else active until `deadline`."""
     return Verdict(
         State.STALE if stale else State.ACTIVE,
         (*stale, *info),

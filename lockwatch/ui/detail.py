@@ -17,11 +17,11 @@ from textual.widgets import Static
 
 from lockwatch.model.blocking import Radius
 from lockwatch.model.board import Board
+from lockwatch.model.compact import plain
 from lockwatch.model.events import Event
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.pg import PgClient, held_text, prepared_commands
-from lockwatch.model.row import plain
 from lockwatch.model.verdict import Verdict
 from lockwatch.ui.safe import clean, safe
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.assess import assess
+from lockwatch.model.compact import plain
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.report import lock_json
@@ -211,7 +212,7 @@ def check(lock: object, fmt: str | None) -> tuple[Lock, Verdict]:
 
 
 def check_strict_json(lock: Lock, verdict: Verdict) -> None:
-    json.dumps(lock.content, allow_nan=False)
+    json.dumps(plain(lock.content), allow_nan=False)  # as every writer of content does
     json.dumps(lock_json(lock, verdict), allow_nan=False)
 
 

@@ -22,11 +22,11 @@ from psycopg import conninfo, sql
 
 from lockwatch.clock import FrozenClock, SystemClock
 from lockwatch.model.blocking import BlockingTree, BlockNode, build
+from lockwatch.model.compact import Row
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, StalenessPolicy
 from lockwatch.model.pg import INSUFFICIENT_PRIVILEGE, AdvisoryKey, AdvisoryNames, string_key
 from lockwatch.model.process import StaticProcesses
-from lockwatch.model.row import Row
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.postgres.dsn import display_name
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource, describe
@@ -1013,7 +1013,7 @@ async def test_a_polls_rows_are_compact_and_share_their_repeating_values(
     pg: PgHarness, clock: FrozenClock
 ) -> None:
     """A large server's locks each keep their pg_locks row: as `Row`s of one shared
-    set of columns, each repeating value (type, mode, pid) one object (model/row.py)."""
+    set of columns, each repeating value (type, mode, pid) one object (model/compact.py)."""
     holder = pg.session("holder")
     h = holder.info.backend_pid
     holder.execute("SELECT pg_advisory_lock(k) FROM generate_series(9100, 9102) AS k")

@@ -21,6 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import RowMaker, dict_row, no_result
 
 from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.compact import Columns, Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.pg import (
     DEFAULT_IDLE_AFTER,
@@ -30,7 +31,6 @@ from lockwatch.model.pg import (
     PgClient,
     local_client,
 )
-from lockwatch.model.row import Columns, Row
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.postgres.clients import Session, Sockets, find_clients, read_sockets
 from lockwatch.sources.postgres.dsn import display_name, problem, scrub
@@ -235,7 +235,7 @@ class PgSource:
             version = conn.info.server_version
             if self._client_finder is find_clients and self._local_clients:
                 ahead = asyncio.ensure_future(asyncio.to_thread(read_sockets))
-            # Rows as compact `Row`s: the locks keep them (see model/row.py).
+            # Rows as compact `Row`s: the locks keep them (see model/compact.py).
             cursor = conn.cursor(row_factory=compact_rows)
             await cursor.execute(self._query or lock_query(version, self.all_rows))
             activity = await cursor.fetchall()

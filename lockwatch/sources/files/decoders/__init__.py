@@ -15,11 +15,13 @@ adding its module to NATIVE or DECODERS.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
 import orjson
 
+from lockwatch.model.compact import Document
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders import (
     clawdbot,
@@ -145,15 +147,7 @@ def decode_file(file: LockFile) -> Lock:
     except orjson.JSONDecodeError:
         return _decode_text(raw, file)
     if isinstance(doc, dict):
-        for decoder in DECODERS:
-            if decoder.claims(doc):
-                lock: Lock = decoder.decode(doc, file)
-                return lock
-        hint = _hinted(file)
-        if hint is not None:
-            hinted_lock: Lock = hint.decode(doc, file)
-            return hinted_lock
-        return generic.decode(doc, file)
+        return _kept_as_read(_decode_record(doc, file), doc, raw)
     hint = _hinted(file)
     if type(doc) is int and hint is None:
         return generic.decode_pid_value(doc, file)
@@ -165,6 +159,26 @@ def decode_file(file: LockFile) -> Lock:
         f"JSON {type(doc).__name__} where a lock record (an object) belongs",
         doc,
     )
+
+
+def _decode_record(doc: dict[str, Any], file: LockFile) -> Lock:
+    for decoder in DECODERS:
+        if decoder.claims(doc):
+            lock: Lock = decoder.decode(doc, file)
+            return lock
+    hint = _hinted(file)
+    if hint is not None:
+        hinted_lock: Lock = hint.decode(doc, file)
+        return hinted_lock
+    return generic.decode(doc, file)
+
+
+def _kept_as_read(lock: Lock, doc: dict[str, Any], raw: bytes) -> Lock:
+    """The lock with its record (`doc`, read from `raw`) kept as those bytes, when
+    the decoder kept the record whole: a large tree's board holds every lock's."""
+    if lock.content is not doc:
+        return lock
+    return replace(lock, content=Document(raw))
 
 
 def _decode_text(raw: bytes, file: LockFile) -> Lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ MAX_PID = 2**32 - 1
 # Integers a float holds exactly: seconds and counts beyond this are nonsense, and
 # converting bigger ones to float would overflow.
 MAX_INTEGER = 2**53
+_SHARED_CHARS = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +105,10 @@ class Fields:
         value = self._get(key, required, "string")
         if type(value) is str:
             if not required or (value and not value.isspace()):
-                return value
+                # Short texts repeat across a tree's locks (a host, a user, a
+                # session name): one object each, shared by every lock of a scan's
+                # chunk (pickling keeps one copy of an object it meets again).
+                return sys.intern(value) if len(value) <= _SHARED_CHARS else value
         elif value is None:
             return None
         elif allow_int and type(value) is int:

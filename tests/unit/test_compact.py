@@ -1,4 +1,4 @@
-"""`Row`: a result set's row kept compact, read as a mapping; written as a dict."""
+"""`Row` and `Document`: values kept compact, read as mappings, written as dicts."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 import pytest
 
 from lockwatch.actions.run import lock_hash
 from lockwatch.model.codec import decode, dumps_line, encode, loads_line
+from lockwatch.model.compact import Columns, Document, Row, plain
 from lockwatch.model.lock import Lock
 from lockwatch.model.pg import PgBackend, PgLock
-from lockwatch.model.row import Columns, Row, plain
+from lockwatch.sources.files.decoders import decode_file
+from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.ui.detail import _render_content
 
 COLUMNS = Columns(["locktype", "mode", "granted", "pid", "blocked_by"])
@@ -87,3 +90,63 @@ def test_a_lock_with_a_row_hashes_records_and_shows_as_with_the_dict() -> None:
     assert decode(encode(with_row)).content == AS_DICT
     assert str(_render_content(with_row)) == str(_render_content(with_dict))
     assert dataclasses.replace(with_row, name="y").content is with_row.content
+
+
+RECORD = b'{"pid": 100, "session_id": "main", "nested": {"a": [1, 2.5, null]}, "ok": true}'
+RECORD_DICT = {"pid": 100, "session_id": "main", "nested": {"a": [1, 2.5, None]}, "ok": True}
+
+
+def test_a_document_reads_as_the_record_it_holds() -> None:
+    doc = Document(RECORD)
+    assert isinstance(doc, Mapping)
+    assert doc["pid"] == 100 and doc.get("session_id") == "main"
+    assert doc.get("nope") is None and doc.get("nope", 3) == 3
+    assert "ok" in doc and "nope" not in doc
+    assert list(doc) == list(RECORD_DICT) and len(doc) == 4
+    assert dict(doc) == {**doc} == dict(doc.items()) == RECORD_DICT
+    assert list(doc.keys()) == list(RECORD_DICT) and 100 in doc.values()
+    assert doc == RECORD_DICT and operator.eq(RECORD_DICT, doc)
+    assert doc != {**RECORD_DICT, "pid": 1} and doc == Document(RECORD + b"\n")
+    with pytest.raises(KeyError):
+        doc["nope"]
+    with pytest.raises(TypeError):
+        hash(doc)
+    # Each read decodes afresh: what one caller changes, the next does not see.
+    doc.as_dict()["pid"] = 5
+    assert doc["pid"] == 100
+    assert repr(doc) == repr(RECORD_DICT)
+
+
+def test_a_document_pickles_as_its_bytes_and_is_plain_as_a_dict() -> None:
+    doc = Document(RECORD)
+    back = pickle.loads(pickle.dumps(doc))
+    assert type(back) is Document and back == RECORD_DICT
+    assert back._raw == RECORD  # the bytes travel, not the decoded record
+    assert type(plain(doc)) is dict and json.loads(json.dumps(plain(doc))) == RECORD_DICT
+
+
+def test_the_file_source_keeps_a_whole_record_as_its_bytes_and_nothing_else() -> None:
+    """A decoder that keeps the record whole (clawdbot) gets it as a Document of
+    the bytes read (a BOM before it dropped); what is not a JSON object (a pid
+    file, a JSON number, a record that cannot be read) keeps its own content."""
+    record = b'{"pid": 4000000, "session_id": "main", "acquired_at": "2026-11-24T10:00:00Z"}'
+    path = "/srv/project/memory/.lock"
+    for data in (record, b"\xef\xbb\xbf" + record):
+        lock = decode_file(LockFile(path, data, 0.0, "0" * 64))
+        assert lock.format == "clawdbot" and type(lock.content) is Document
+        assert lock.content == orjson.loads(record)
+        assert lock.content.as_dict() == json.loads(record)
+    for data, content in ((b"4242\n", None), (b"[1, 2]", [1, 2]), (b"not json", "not json")):
+        lock = decode_file(LockFile("/srv/project/app.pid", data, 0.0, "0" * 64))
+        assert type(lock.content) is not Document
+        if content is not None:
+            assert lock.content == content
+
+
+def test_a_file_lock_with_a_document_records_and_shows_as_with_the_dict() -> None:
+    lock = Lock("file:/x", "file", "clawdbot", "x", "/x", content=Document(RECORD))
+    back = loads_line(dumps_line(lock))
+    assert type(back.content) is dict and back.content == RECORD_DICT
+    assert str(_render_content(lock)) == str(
+        _render_content(dataclasses.replace(lock, content=RECORD_DICT))
+    )
