@@ -92,3 +92,19 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, st
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids of the children `lockwatch.fanout` forks during the test, in order."""
+    pids: list[int] = []
+    real_fork = os.fork
+
+    def recording_fork() -> int:
+        pid = real_fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr("lockwatch.fanout.os.fork", recording_fork)
+    return pids

@@ -129,20 +129,8 @@ def test_fan_out_does_the_work_here_when_it_cannot_fork(monkeypatch: pytest.Monk
     assert fan_out([1, 2, 3], lambda n: n * 2) == [2, 4, 6]
 
 
-def test_fan_out_reaps_its_children_when_the_parent_fails(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_fan_out_reaps_its_children_when_the_parent_fails(forked: list[int]) -> None:
     parent = os.getpid()
-    forked: list[int] = []
-    real_fork = os.fork
-
-    def recording_fork() -> int:
-        pid = real_fork()
-        if pid:
-            forked.append(pid)
-        return pid
-
-    monkeypatch.setattr("lockwatch.fanout.os.fork", recording_fork)
 
     def fails_here(n: int) -> bytes:
         if os.getpid() == parent:

@@ -146,18 +146,7 @@ def test_an_error_in_the_work_surfaces_in_the_parent() -> None:
     stream.close()
 
 
-def test_close_stops_and_reaps_children_still_at_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    forked: list[int] = []
-    real_fork = os.fork
-
-    def recording_fork() -> int:
-        pid = real_fork()
-        if pid:
-            forked.append(pid)
-        return pid
-
-    monkeypatch.setattr("lockwatch.fanout.os.fork", recording_fork)
-
+def test_close_stops_and_reaps_children_still_at_work(forked: list[int]) -> None:
     def endless(n: int) -> Iterator[list[str]]:
         while True:
             yield ["x" * 100_000]  # more than a pipe holds: blocked until read
@@ -216,24 +205,14 @@ async def test_the_first_scan_comes_in_batches_and_ends_with_the_statuses(
 
 
 async def test_a_prefetched_scan_forks_and_finds_what_a_thread_finds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: list[int]
 ) -> None:
     ids = tree(tmp_path, 300)
-    forks: list[int] = []
-    real_fork = os.fork
-
-    def counting_fork() -> int:
-        pid = real_fork()
-        if pid:
-            forks.append(pid)
-        return pid
-
     monkeypatch.setattr(watch, "_single_threaded", lambda: True)
-    monkeypatch.setattr("lockwatch.fanout.os.fork", counting_fork)
-    forked = feed_on(tmp_path, jobs=2)
-    forked.prefetch()
-    assert forks  # the workers run from here, before the feed does
-    by_fork = await first_scan(forked)
+    prefetching = feed_on(tmp_path, jobs=2)
+    prefetching.prefetch()
+    assert forked  # the workers run from here, before the feed does
+    by_fork = await first_scan(prefetching)
     by_thread = await first_scan(feed_on(tmp_path))
     assert set(by_fork.current) == set(by_thread.current) == ids
     for lock_id, judged in by_thread.current.items():
