@@ -224,7 +224,7 @@ class _Compiled:
 
 
 _AS_IS = "@v"
-# A `Row` is written as the dict it stands for (and read back as one).
+# A `Row` or `Document` is written as the dict it stands for (and read back as one).
 _OPAQUE: Final = _Compiled(lambda v, context: plain(v), lambda v, context: v)
 
 
