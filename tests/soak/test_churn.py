@@ -51,13 +51,27 @@ HANG_S = 5.0
 
 
 class FollowingClock(FrozenClock):
-    """The feed's clock: moved to the real time by the test while writers write
-    (their files carry real times), then frozen for the comparison."""
+    """The feed's clock: the real time while writers write (their files carry real
+    times), then frozen for the comparison (`freeze`). Followed on every read, not
+    by the test's loop: the feed judges in threads, and while the loop was busy
+    (replacing a root under load) a clock it moved judged files written since as
+    from the future (`clock_skew`)."""
 
-    def follow(self) -> None:
-        behind = (datetime.now(UTC) - self.now()).total_seconds()
-        if behind > 0:
-            self.advance(behind)
+    def __init__(self, at: datetime) -> None:
+        super().__init__(at)
+        self._following = True
+
+    def now(self) -> datetime:
+        if self._following:
+            # Set, not advanced: threads read it at once, and never ahead of time.
+            real = datetime.now(UTC)
+            if real > self._now:
+                self._now = real
+        return self._now
+
+    def freeze(self) -> None:
+        self.now()
+        self._following = False
 
 
 class Watched:
@@ -150,7 +164,6 @@ async def churn(
             next_sample = started + seconds / 10
             strikes = [started + seconds * (i + 0.5) / disturbances for i in range(disturbances)]
             while (now := loop.time()) < started + seconds:
-                clock.follow()
                 before = loop.time()
                 await asyncio.sleep(0.05)
                 lag = max(lag, loop.time() - before - 0.05)
@@ -161,7 +174,7 @@ async def churn(
                     strikes.pop(0)
                     await asyncio.to_thread(disturb, disturbances - len(strikes) - 1)
             figures = await asyncio.to_thread(writers.stop)
-            clock.follow()
+            clock.freeze()
             _, killed, *exited = writers.groups
             await asyncio.to_thread(writers.kill, killed)
             for group in exited:
