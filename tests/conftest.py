@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,3 +113,18 @@ def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr("lockwatch.fanout.os.fork", recording_fork)
     return pids
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory any user may enter (pytest's tmp_path is root's alone): for a
+    feed run as another user."""
+    top = Path(tempfile.mkdtemp(prefix="lockwatch-open-"))
+    top.chmod(0o755)
+    try:
+        yield top
+    finally:
+        for directory, _, _ in os.walk(top):
+            with contextlib.suppress(OSError):
+                os.chmod(directory, 0o755)
+        shutil.rmtree(top, ignore_errors=True)

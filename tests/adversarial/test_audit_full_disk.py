@@ -13,6 +13,7 @@ leaves no half record; a line a crash cut short is "torn", never "tampered".
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import multiprocessing
 import os
@@ -40,15 +41,15 @@ def own_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
 
 
-@pytest.fixture
-def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 64 KiB filesystem of its own."""
-    where = tmp_path / "tiny"
+@contextlib.contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A filesystem of its own at `where` (made here), of `size` ("64k"): a tmpfs,
+    so root only (skipped otherwise)."""
     where.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root; the injected tests cover the same paths")
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(where)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
         capture_output=True,
         text=True,
         check=False,
@@ -59,6 +60,13 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB filesystem of its own."""
+    with tmpfs(tmp_path / "tiny", "64k") as where:
+        yield where
 
 
 def free_bytes(where: Path) -> int:

@@ -19,7 +19,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -42,12 +41,13 @@ from lockwatch.sources.postgres.feed import PgFeed
 from lockwatch.sources.postgres.source import PgSource
 from lockwatch.sources.processes import PsutilProcesses
 from tests.actions.test_executor import OPERATOR, STALE_PID, on_disk, planned
+from tests.adversarial.test_audit_full_disk import free_bytes, tmpfs
 from tests.conftest import LOCAL_HOST, NOW
 from tests.postgres.conftest import Cluster, throwaway_cluster  # noqa: F401 - a fixture
-from tests.soak.harness import CHECKOUT, disk_truth, fleet, report
+from tests.soak.harness import disk_truth, fleet, report
 from tests.soak.test_churn import churn
 from tests.sources.test_file_feed import Seen, eventually, feed_on, until
-from tests.sources.test_watch_hostile import NOBODY_FEED, Kernel, Lines
+from tests.sources.test_watch_hostile import NOBODY_FEED, Kernel, Lines, feed_process
 
 # --------------------------------------------------------------------------- replaced root
 
@@ -114,50 +114,14 @@ class FeedLines(Lines):
                 return
             if not line:
                 pytest.fail("the feed stopped")
-            self.lines.append(line)
-            change = json.loads(line)
-            if change.get("armed"):
-                self.armed = True
-                continue
-            self.states = change["states"]
-            self.ids.update(change["upserts"])
-            self.ids.difference_update(change["removed"])
+            self.take(line)
 
 
 @contextlib.asynccontextmanager
 async def feed_as(uid: int, root: Path) -> AsyncIterator[FeedLines]:
     assert "feed.poller is None" in FEED_AS_USER and "=3600)" not in FEED_AS_USER
-    process = await asyncio.create_subprocess_exec(
-        *as_user(uid),
-        sys.executable,
-        "-c",
-        FEED_AS_USER,
-        str(root),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": CHECKOUT, "PYTHONDONTWRITEBYTECODE": "1"},
-        cwd="/",
-    )
-    try:
+    async with feed_process(as_user(uid), FEED_AS_USER, str(root)) as process:
         yield FeedLines(process)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await process.wait()
-
-
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A directory any user may enter (pytest's tmp_path is root's alone)."""
-    top = Path(tempfile.mkdtemp(prefix="lockwatch-soak-"))
-    top.chmod(0o755)
-    try:
-        yield top
-    finally:
-        for directory, _, _ in os.walk(top):
-            with contextlib.suppress(OSError):
-                os.chmod(directory, 0o755)
-        shutil.rmtree(top, ignore_errors=True)
 
 
 async def churn_for_another_user(
@@ -407,27 +371,8 @@ async def test_postgres_restarted_and_monitor_killed_under_churn(
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB filesystem of its own (a tmpfs: root only)."""
-    where = tmp_path / "small"
-    where.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root; tests/adversarial injects ENOSPC instead")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()})")
-    try:
+    with tmpfs(tmp_path / "small", "256k") as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def free_bytes(where: Path) -> int:
-    st = os.statvfs(where)
-    return st.f_bavail * st.f_frsize
 
 
 class DiskPressure:

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -305,24 +304,32 @@ class Lines:
                 if not line:
                     err = await self.process.stderr.read() if self.process.stderr else b""
                     pytest.fail(f"the feed stopped: {err.decode(errors='replace')}")
-                self.lines.append(line)
-                change = json.loads(line)
-                if change.get("armed"):
-                    self.armed = True
-                    continue
-                self.states = change["states"]
-                self.ids.update(change["upserts"])
-                self.ids.difference_update(change["removed"])
+                self.take(line)
+
+    def take(self, line: bytes) -> None:
+        """One line the feed printed: armed, or a change set."""
+        self.lines.append(line)
+        change = json.loads(line)
+        if change.get("armed"):
+            self.armed = True
+            return
+        self.states = change["states"]
+        self.ids.update(change["upserts"])
+        self.ids.difference_update(change["removed"])
 
 
 @contextlib.asynccontextmanager
-async def feed_as_nobody(root: str) -> AsyncIterator[Lines]:
+async def feed_process(
+    user: list[str], script: str, root: str
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`script` (a feed printing JSON lines) run on `root` as `user` (a command
+    prefix), from this checkout; killed on the way out."""
     checkout = str(Path(lockwatch.__file__).resolve().parent.parent)
     process = await asyncio.create_subprocess_exec(
-        *unprivileged(),
+        *user,
         sys.executable,
         "-c",
-        NOBODY_FEED,
+        script,
         root,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -330,25 +337,17 @@ async def feed_as_nobody(root: str) -> AsyncIterator[Lines]:
         cwd="/",
     )
     try:
-        yield Lines(process)
+        yield process
     finally:
         with contextlib.suppress(ProcessLookupError):
             process.kill()
         await process.wait()
 
 
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A directory any user may enter (pytest's tmp_path is root's alone)."""
-    top = Path(tempfile.mkdtemp(prefix="lockwatch-perm-"))
-    top.chmod(0o755)
-    try:
-        yield top
-    finally:
-        for directory, _, _ in os.walk(top):
-            with contextlib.suppress(OSError):
-                os.chmod(directory, 0o755)
-        shutil.rmtree(top, ignore_errors=True)
+@contextlib.asynccontextmanager
+async def feed_as_nobody(root: str) -> AsyncIterator[Lines]:
+    async with feed_process(unprivileged(), NOBODY_FEED, root) as process:
+        yield Lines(process)
 
 
 @pytest.mark.parametrize("where", ["root", "parent", "root-at-start"])
