@@ -122,6 +122,8 @@ _MIN_READ = 1 << 16
 _BATCH_BYTES = 8 << 20
 # Pipes this large (where the system allows) let a child run ahead of the parent.
 _PIPE_BYTES = 1 << 20
+# How long the read-ahead waits for a child at a time: `take` waits no longer.
+_AHEAD_WAIT_MS = 20
 
 
 class Streamed(Generic[R]):
@@ -151,6 +153,10 @@ class Streamed(Generic[R]):
         self._local: list[int] = []  # slices to do here, in order
         self._running: Iterator[R] | None = None
         self._closed = False
+        # Read ahead (`read_ahead`): children whose pipe was seen closed, and
+        # whether `take` has begun (the thread then stops).
+        self._ended: set[int] = set()
+        self._taking = False
         for index in range(len(self._slices)):
             child = _spawn_stream(index, self._slices[index], work, nice) if fork else None
             if child is None or child.pipe is None:
@@ -168,12 +174,23 @@ class Streamed(Generic[R]):
         ever) for the first, then taking what else is there up to about `most`
         bytes of them; [] when none came in time, None once all are in."""
         with self._guard:
+            self._taking = True
             if self.done:
                 return None
             pieces = self._read(0.0 if self._local or self._running else timeout, most)
             if not pieces and (self._local or self._running):
                 pieces = self._here()
             return pieces if pieces or not self.done else None
+
+    def read_ahead(self) -> None:
+        """Until the first `take`, a thread moves what the children send into this
+        process, as bytes (`take` unpickles them). A pipe holds a megabyte, a few
+        thousand locks: a child that filled its pipe would wait for a parent busy
+        elsewhere (a dashboard loading its UI) instead of scanning on."""
+        if self._children:
+            reader = threading.Thread(target=self._read_ahead, name="lockwatch-read-ahead")
+            reader.daemon = True
+            reader.start()
 
     def close(self) -> None:
         """Stop: children still at work are killed, and every one is reaped."""
@@ -208,6 +225,11 @@ class Streamed(Generic[R]):
         deadline = None if timeout is None else time.monotonic() + timeout
         pieces: list[R] = []
         read = 0
+        # What the read-ahead took in, first: poll() tells nothing of it.
+        for fd in [fd for fd, kept in self._buffers.items() if kept or fd in self._ended]:
+            if read >= most and pieces:
+                break
+            read += self._read_child(fd, pieces, max(most - read, _MIN_READ), fresh=False)
         while self._children and (read < most or not pieces):
             if pieces:
                 wait: float | None = 0.0
@@ -223,48 +245,92 @@ class Streamed(Generic[R]):
                 break
         return pieces
 
-    def _read_child(self, fd: int, pieces: list[R], most: int) -> int:
-        """What child `fd` sent (up to `most` bytes): its whole pieces into
+    def _read_child(self, fd: int, pieces: list[R], most: int, *, fresh: bool = True) -> int:
+        """What child `fd` sent (up to `most` bytes; with `fresh`, read from its
+        pipe now, else only what the read-ahead kept): its whole pieces into
         `pieces`; how many bytes."""
         child = self._children[fd]
-        try:
-            data = os.read(fd, min(most, _READ_BYTES))
-        except OSError:
-            data = b""
-        finished = False
-        if data:
+        data = b""
+        if fresh and fd not in self._ended:
+            try:
+                data = os.read(fd, min(most, _READ_BYTES))
+            except OSError:
+                data = b""
+            if not data:
+                self._ended.add(fd)
             self._buffers[fd] += data
-            finished = self._frames(fd, pieces)
-        # No data: the pipe closed before the end frame came (the child failed).
-        if finished or not data:
+        kept = len(self._buffers[fd])
+        finished, short = self._frames(fd, pieces, most)
+        taken = kept - len(self._buffers[fd])
+        # Closed, and no whole piece left: the pipe closed before the end frame
+        # came (the child failed).
+        if finished or (fd in self._ended and short):
             del self._children[fd]
             del self._buffers[fd]
+            self._ended.discard(fd)
             os.close(fd)
             child.pipe = None
             if not (finished and _reaped_ok(child)):
                 self._local.append(child.index)
                 _stop(child)
-        return len(data)
+        return max(len(data), taken)
 
-    def _frames(self, fd: int, into: list[R]) -> bool:
-        """Whole frames out of the child's buffer; True once its end frame came."""
+    def _frames(self, fd: int, into: list[R], most: int) -> tuple[bool, bool]:
+        """Whole frames out of the child's buffer, about `most` bytes of them:
+        (whether its end frame came, whether no whole frame is left)."""
         buffer = self._buffers[fd]
         start = 0
-        ended = False
+        ended = short = False
         with collector.paused():
-            while len(buffer) - start >= _HEADER.size:
+            while True:
+                if len(buffer) - start < _HEADER.size:
+                    short = True
+                    break
                 (size,) = _HEADER.unpack_from(buffer, start)
                 if size == 0:
                     ended = True
                     start += _HEADER.size
                     break
                 if len(buffer) - start - _HEADER.size < size:
+                    short = True
+                    break
+                if start >= most:
                     break
                 body = start + _HEADER.size
                 into.append(pickle.loads(buffer[body : body + size]))
                 start = body + size
         del buffer[:start]
-        return ended
+        return ended, short
+
+    def _ahead_over(self) -> bool:
+        return self._taking or self._closed
+
+    def _read_ahead(self) -> None:
+        while True:
+            with self._guard:
+                if self._ahead_over():
+                    return
+                fds = [fd for fd in self._children if fd not in self._ended]
+            if not fds:
+                return
+            poller = select.poll()
+            for fd in fds:
+                poller.register(fd, select.POLLIN)
+            ready = poller.poll(_AHEAD_WAIT_MS)
+            with self._guard:
+                # Once `take` began, these pipes are its to read (and to close:
+                # a number closed may already name another file).
+                if self._ahead_over():
+                    return
+                for fd, _ in ready:
+                    try:
+                        data = os.read(fd, _READ_BYTES)
+                    except OSError:
+                        data = b""
+                    if data:
+                        self._buffers[fd] += data
+                    else:
+                        self._ended.add(fd)
 
 
 _NOTHING = object()

@@ -115,8 +115,10 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
     """`lock` (as decoded from its file) with what the kernel says about it. A
     held kernel lock names the holder: its process, not the pid the file may
     still record."""
+    from lockwatch.model.lock import amended  # lock.py imports this module
+
     if evidence is None:
-        return lock if lock.evidence is None else replace(lock, evidence=None)
+        return lock if lock.evidence is None else amended(lock, evidence=None)
     holder = lock.holder
     if evidence.holds:
         pid = evidence.holds[0].holder_pid
@@ -129,7 +131,7 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
     # The kernel keeps no time, and a bare sentinel's mtime is not the lock's:
     # no age anywhere (verdict, table, JSON) rather than a made-up one.
     acquired_at = None if lock.policy.sentinel_mtime_only else lock.acquired_at
-    return replace(lock, evidence=evidence, holder=holder, acquired_at=acquired_at)
+    return amended(lock, evidence=evidence, holder=holder, acquired_at=acquired_at)
 
 
 def kernel_lock_id(kernel: KernelLock) -> str:

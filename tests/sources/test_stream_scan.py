@@ -161,6 +161,73 @@ def test_close_stops_and_reaps_children_still_at_work(forked: list[int]) -> None
             os.waitpid(pid, os.WNOHANG)
 
 
+def exited(pid: int, within: float) -> bool:
+    """Whether child `pid` exits within `within` seconds, left unreaped (the
+    stream reaps it): a bound for what, without the fix, never happens."""
+    done = threading.Event()
+
+    def wait() -> None:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        done.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+    return done.wait(within)
+
+
+def test_read_ahead_lets_children_finish_while_the_parent_takes_nothing(
+    forked: list[int],
+) -> None:
+    def big(n: int) -> Iterator[list[str]]:
+        for i in range(40):
+            yield [f"{n}.{i}", "x" * 100_000]  # 4 MB in all: four pipes' worth
+
+    stream = Streamed([0, 1], big)
+    stream.read_ahead()
+    # Without the read-ahead, a child blocks on its full pipe until take().
+    assert all(exited(pid, 30.0) for pid in forked)
+    got = drain(stream)
+    assert stream.done
+    for n in range(2):
+        assert [p[0] for p in got if p[0].startswith(f"{n}.")] == [f"{n}.{i}" for i in range(40)]
+    assert all(p[1] == "x" * 100_000 for p in got)
+
+
+def test_pieces_read_ahead_are_handed_over_about_most_bytes_at_a_time(
+    forked: list[int],
+) -> None:
+    def big(n: int) -> Iterator[list[str]]:
+        for i in range(20):
+            yield [f"{n}.{i}", "x" * 100_000]
+
+    stream = Streamed([0], big)
+    stream.read_ahead()
+    assert exited(forked[0], 30.0)
+    first = stream.take(5.0, most=1)
+    assert first is not None
+    assert all_of(first) == ["0.0", "x" * 100_000]  # the first piece alone
+    rest = drain(stream)
+    assert [p[0] for p in rest] == [f"0.{i}" for i in range(1, 20)]
+
+
+def test_a_child_that_dies_after_its_pipe_was_read_ahead_has_its_slice_done_here(
+    forked: list[int],
+) -> None:
+    parent = os.getpid()
+
+    def dies(n: int) -> Iterator[list[str]]:
+        yield [f"{n}.first"]
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield [f"{n}.last"]
+
+    stream = Streamed([0], dies)
+    stream.read_ahead()
+    assert exited(forked[0], 30.0)
+    got = all_of(drain(stream))
+    assert got.count("0.last") == 1 and "0.first" in got
+    assert stream.done
+
+
 def test_frozen_slotted_dataclasses_travel_as_constructor_arguments() -> None:
     original = entry(3)  # an Entry: a Lock, a Verdict, process facts, all slotted
     (copy,) = all_of(drain(Streamed([0], lambda _: iter([[original]]))))

@@ -157,7 +157,10 @@ class Watcher:
         self._root_check = root_check_seconds
         self._paths: dict[int, str] = {}  # watch descriptor -> directory
         self._wds: dict[str, int] = {}  # directory -> watch descriptor
-        self._children: dict[str, set[str]] = {}  # watched directory -> its watched subdirectories
+        # Watched directory -> its watched subdirectories: the one, or a set of
+        # several (most have one; a set for each would cost a large tree more
+        # than the paths). Keyed by the directory's own string in `_paths`.
+        self._children: dict[str, str | set[str]] = {}
         self._flat: set[int] = set()  # a file root's directory: its subdirectories are not watched
         self._targets: dict[str, str] = {}  # root -> the directory watched for it
         # Measured now, before the feed's first scan: any change from here on is seen.
@@ -522,16 +525,44 @@ class Watcher:
             return known == path
         self._paths[wd] = path
         self._wds[path] = wd
-        parent = os.path.dirname(path)
-        if parent != path:
-            self._children.setdefault(parent, set()).add(path)
+        self._adopt(path)
         return True
+
+    def _adopt(self, path: str) -> None:
+        """`path` among its watched parent's children (a root's parent is none)."""
+        parent_wd = self._wds.get(os.path.dirname(path))
+        if parent_wd is None:
+            return
+        parent = self._paths[parent_wd]
+        if parent == path:
+            return  # "/"
+        known = self._children.get(parent)
+        if known is None or known == path:
+            self._children[parent] = path
+        elif isinstance(known, set):
+            known.add(path)
+        else:
+            self._children[parent] = {known, path}
+
+    def _disown(self, path: str) -> None:
+        parent = os.path.dirname(path)
+        known = self._children.get(parent)
+        if known == path:
+            del self._children[parent]
+        elif isinstance(known, set):
+            known.discard(path)
+            if len(known) == 1:
+                self._children[parent] = known.pop()
 
     def _unwatch_tree(self, top: str) -> None:
         pending = [top]
         while pending:
             path = pending.pop()
-            pending.extend(self._children.pop(path, ()))
+            below = self._children.pop(path, ())
+            if isinstance(below, str):
+                pending.append(below)
+            else:
+                pending.extend(below)
             wd = self._wds.pop(path, None)
             if wd is None:
                 continue
@@ -539,9 +570,7 @@ class Watcher:
             self._flat.discard(wd)
             with contextlib.suppress(OSError):  # already gone with its directory
                 self._kernel.rm_watch(wd)
-        siblings = self._children.get(os.path.dirname(top))
-        if siblings is not None:
-            siblings.discard(top)
+        self._disown(top)
 
     def _forget(self, wd: int) -> None:
         """The kernel dropped a watch (its directory went)."""

@@ -16,7 +16,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 import psutil
@@ -26,7 +26,7 @@ from lockwatch.fanout import Streamed, available_cpus
 from lockwatch.model import ids
 from lockwatch.model.board import ChangeSet, Entry, judge
 from lockwatch.model.kernel import FileKey
-from lockwatch.model.lock import Lock
+from lockwatch.model.lock import Lock, amended
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import same_host
@@ -191,6 +191,8 @@ class FileFeed:
         held in the child. Otherwise `run` scans in a thread, in chunks too."""
         if self._first is None and _single_threaded():
             self._first = self._start(fork=True)
+            # Forked already: a thread from now on is no danger to the workers.
+            self._first.stream.read_ahead()
 
     async def run(self, emit: Emit) -> None:
         ready = asyncio.Event()
@@ -730,7 +732,7 @@ def _as_decoded(lock: Lock) -> Lock:
     replaced: then the feed keeps the decoded lock itself)."""
     if lock.evidence is None and lock.users is None:
         return lock
-    return replace(lock, evidence=None, users=None)
+    return amended(lock, evidence=None, users=None)
 
 
 # What the kernel's word (Evidence.attach) adds to a decoded lock; any other field

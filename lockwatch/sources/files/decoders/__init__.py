@@ -15,14 +15,13 @@ adding its module to NATIVE or DECODERS.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
 import orjson
 
 from lockwatch.model.compact import Document
-from lockwatch.model.lock import Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Lock, Reason, StalenessPolicy, amended
 from lockwatch.sources.files.decoders import (
     clawdbot,
     clawdbot_gateway,
@@ -178,7 +177,7 @@ def _kept_as_read(lock: Lock, doc: dict[str, Any], raw: bytes) -> Lock:
     the decoder kept the record whole: a large tree's board holds every lock's."""
     if lock.content is not doc:
         return lock
-    return replace(lock, content=Document(raw))
+    return amended(lock, content=Document(raw))
 
 
 def _decode_text(raw: bytes, file: LockFile) -> Lock:
