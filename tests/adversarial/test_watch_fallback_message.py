@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 
-from lockwatch.sources.files.watch import failure_cause, polling_reason
+from lockwatch.sources.files.polling import failure_cause, polling_reason
 
 
 def test_a_group_of_one_names_its_exception() -> None:

@@ -318,10 +318,10 @@ async def test_the_feed_keeps_decoded_locks_only_where_the_kernel_changed_them(
         if shown.evidence is None:
             pytest.skip("/proc/locks cannot be read here")
         assert shown.holder.pid == os.getpid()
-        assert set(feed._decoded) == {shown.id}
-        assert feed._decoded[shown.id].holder.pid == never_running_pid()
+        assert set(feed.decoded.kept()) == {shown.id}
+        assert feed.decoded.kept()[shown.id].holder.pid == never_running_pid()
         for judged in seen.current.values():
-            assert feed._decoded_of(judged.lock).evidence is None
+            assert feed.decoded.of(judged.lock).evidence is None
 
 
 async def test_a_rescan_sends_only_what_changed(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ very large tree slows down instead of taking a core.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Sequence
@@ -63,3 +64,35 @@ class Poller:
         for path in last.keys() - now.keys():
             out[path] = {Change.DELETED}
         return out
+
+
+def polling_reason(exc: BaseException) -> str:
+    """Why the trees are polled, for the header: `polling (<this>)`."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code == errno.ENOSPC:
+        return "out of inotify watches"
+    if code == errno.EMFILE:
+        return "out of inotify instances"
+    if code == errno.ENOSYS:
+        return "no inotify on this system"
+    return f"cannot watch: {failure_cause(exc)}"
+
+
+def failure_cause(exc: BaseException) -> str:
+    """What went wrong, in words. Failures may arrive wrapped in exception groups
+    ("unhandled errors in a TaskGroup (1 sub-exception)", which named no cause):
+    the exceptions inside are the cause, named with their type."""
+    leaves: list[BaseException] = []
+    pending = [exc]
+    while pending and len(leaves) < 3:
+        current = pending.pop(0)
+        if isinstance(current, BaseExceptionGroup):
+            pending[:0] = current.exceptions
+        else:
+            leaves.append(current)
+    if not leaves:
+        return type(exc).__name__
+    words = [
+        f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__ for leaf in leaves
+    ]
+    return "; ".join(dict.fromkeys(words))

@@ -8,15 +8,13 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import errno
 import functools
-import operator
 import os
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 
 import psutil
@@ -26,16 +24,22 @@ from lockwatch.fanout import Streamed, available_cpus
 from lockwatch.model import ids
 from lockwatch.model.board import ChangeSet, Entry, judge
 from lockwatch.model.kernel import FileKey
-from lockwatch.model.lock import Lock, amended
+from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import same_host
 from lockwatch.sources.feed import Coalescer, Differ, Emit
 from lockwatch.sources.files.changes import Change, Changes, pace
+from lockwatch.sources.files.decoded import (
+    DecodedLocks,
+    kernel_may_move,
+    kernel_view,
+    worth_keeping,
+)
 from lockwatch.sources.files.evidence import Evidence, kernel_table
 from lockwatch.sources.files.inotify import Inotify, Kernel, Watcher
 from lockwatch.sources.files.listing import MIN_AREAS_PER_JOB
-from lockwatch.sources.files.polling import Poller
+from lockwatch.sources.files.polling import Poller, polling_reason
 from lockwatch.sources.files.scanner import (
     Area,
     ScanResult,
@@ -104,7 +108,7 @@ class _Piece:
 
     entries: list[Entry]
     # The locks as decoded, of those the kernel's word changed in more than its
-    # own fields (see `_as_decoded`): few, usually none.
+    # own fields (see `decoded.as_decoded`): few, usually none.
     decoded: list[Lock]
     errors: list[ScanError]
     held: dict[FileKey, str]  # files of its locks a kernel lock was held on: their paths
@@ -171,11 +175,9 @@ class FileFeed:
         self._rescan_cost = 0.0
         self._files: set[str] = set()  # roots that are files, not directories
         self._root_errors: dict[str, ScanError] = {}
-        # Locks as decoded from their files, before the kernel's word was added:
-        # what that word is added to again when it changes. Kept only where the
-        # judged lock without that word is not the decoded one (`_as_decoded`):
-        # a second copy of every lock would double what a large tree costs.
-        self._decoded: dict[str, Lock] = {}
+        # Locks as decoded from their files: what the kernel's word is added to
+        # again when it changes.
+        self.decoded = DecodedLocks()
         # Files lockwatch saw a kernel lock on in this run: pid files among them
         # follow the kernel once it is released.
         self._was_held: dict[FileKey, str] = {}
@@ -509,23 +511,12 @@ class FileFeed:
             # each chunk: a holder alive when it wrote its lock is then listed.
             entries = judge(attached, self._processes(), self.clock.now(), self.host)
             held, evidence.held_seen = evidence.held_seen, {}
-            yield _Piece(entries, _worth_keeping(chunk.locks, attached), chunk.errors, held)
+            yield _Piece(entries, worth_keeping(chunk.locks, attached), chunk.errors, held)
 
     def _absorb(self, piece: _Piece) -> None:
         """What the feed keeps of a piece besides its entries."""
         self._was_held.update(piece.held)
-        self._keep_decoded(piece.entries, piece.decoded)
-
-    def _keep_decoded(self, judged: Iterable[Entry | Lock], kept: Iterable[Lock]) -> None:
-        """`judged` were read again: of their decoded forms, `kept` are kept."""
-        for item in judged:
-            self._decoded.pop(item.lock.id if isinstance(item, Entry) else item.id, None)
-        for lock in kept:
-            self._decoded[lock.id] = lock
-
-    def _decoded_of(self, lock: Lock) -> Lock:
-        found = self._decoded.get(lock.id)
-        return found if found is not None else _as_decoded(lock)
+        self.decoded.keep(piece.entries, piece.decoded)
 
     def _scan_all(
         self, watcher: Watcher | None = None, mark: int | None = None
@@ -559,9 +550,9 @@ class FileFeed:
             changed = [entry for entry in changed if entry.lock.path not in busy]
             gone = [i for i in gone if differ.entries[i].lock.path not in busy]
         self._was_held.update(held)
-        self._keep_decoded(changed, [odd[e.lock.id] for e in changed if e.lock.id in odd])
+        self.decoded.keep(changed, [odd[e.lock.id] for e in changed if e.lock.id in odd])
         for lock_id in gone:
-            self._decoded.pop(lock_id, None)
+            self.decoded.forget(lock_id)
         return errors, self._settle(changed, gone)
 
     def _collect_changes(self, changes: Changes, known: list[str]) -> _Collected:
@@ -624,14 +615,14 @@ class FileFeed:
 
     def _judged(self, result: ScanResult, gone: list[str]) -> _Collected:
         for lock_id in gone:
-            self._decoded.pop(lock_id, None)
+            self.decoded.forget(lock_id)
         evidence = self._evidence()
         locks = evidence.attach(result.locks)
         self._remember_held(evidence)
         # Process facts are looked up after the files were read: a holder alive
         # when it wrote its lock is then in the process listing.
         entries = judge(locks, self._processes(), self.clock.now(), self.host)
-        self._keep_decoded(result.locks, _worth_keeping(result.locks, locks))
+        self.decoded.keep(result.locks, worth_keeping(result.locks, locks))
         return _Collected(entries, gone, result.errors)
 
     def _evidence(self) -> Evidence:
@@ -655,11 +646,11 @@ class FileFeed:
         keys = {lock.file for lock in table.locks}
         # Only these can have moved: the others had no kernel lock and still have
         # none (on a large tree, nearly all of them: not attached again each time).
-        entries = [entry for entry in entries if _kernel_may_move(entry.lock, keys)]
-        decoded = [self._decoded_of(entry.lock) for entry in entries]
+        entries = [entry for entry in entries if kernel_may_move(entry.lock, keys)]
+        decoded = [self.decoded.of(entry.lock) for entry in entries]
         fresh = evidence.attach(decoded)
         by_id = {entry.lock.id: entry for entry in entries}
-        moved = [lock for lock in fresh if _kernel_view(lock) != _kernel_view(by_id[lock.id].lock)]
+        moved = [lock for lock in fresh if kernel_view(lock) != kernel_view(by_id[lock.id].lock)]
         if not moved:
             return []
         return judge(moved, self._processes(), self.clock.now(), self.host)
@@ -677,7 +668,7 @@ class FileFeed:
         if not changed:
             return []
         locks = evidence.attach(changed)
-        self._keep_decoded(changed, _worth_keeping(changed, locks))
+        self.decoded.keep(changed, worth_keeping(changed, locks))
         return judge(locks, self._processes(), self.clock.now(), self.host)
 
     def _recheck(self, entries: list[Entry], evidence: Evidence) -> list[Entry]:
@@ -696,7 +687,7 @@ class FileFeed:
         if not moved:
             return []
         # Judged as decoded, with the kernel's word as it is now.
-        decoded = [self._decoded_of(lock) for lock in moved]
+        decoded = [self.decoded.of(lock) for lock in moved]
         locks = evidence.attach(decoded)
         return judge(locks, self._processes(), self.clock.now(), self.host)
 
@@ -726,79 +717,12 @@ class FileFeed:
         return tuple(out)
 
 
-def _as_decoded(lock: Lock) -> Lock:
-    """`lock` without the kernel's word and its users: the lock as decoded from
-    its file, unless the kernel's word changed more (a holder or an age it
-    replaced: then the feed keeps the decoded lock itself)."""
-    if lock.evidence is None and lock.users is None:
-        return lock
-    return amended(lock, evidence=None, users=None)
-
-
-# What the kernel's word (Evidence.attach) adds to a decoded lock; any other field
-# it changed makes `_as_decoded` wrong for that lock.
-_ADDED = frozenset({"evidence", "users"})
-_KEPT = operator.attrgetter(*(f.name for f in fields(Lock) if f.name not in _ADDED))
-
-
-def _worth_keeping(decoded: Sequence[Lock], attached: Sequence[Lock]) -> list[Lock]:
-    """Of `decoded` locks, those `_as_decoded` cannot rebuild from `attached`."""
-    return [
-        lock
-        for lock, judged in zip(decoded, attached, strict=True)
-        if not _only_kernel_added(lock, judged)
-    ]
-
-
-def _kernel_may_move(lock: Lock, keys: set[FileKey]) -> bool:
-    """Whether the kernel's word on `lock` may differ from what it has, given
-    the files /proc/locks names now (`keys`)."""
-    policy = lock.policy
-    if lock.kernel_file is not None or policy.kernel_sentinel or policy.held_while_used:
-        return True  # another file's, who has it open, who works on it: looked at again
-    if lock.file_key is None:
-        return False  # nothing the kernel could say
-    evidence = lock.evidence
-    if evidence is None:
-        return True  # never asked (/proc/locks was unreadable then)
-    return lock.file_key in keys or bool(
-        evidence.holds or evidence.waiters or evidence.open_by or evidence.open_unknown
-    )
-
-
-def _only_kernel_added(decoded: Lock, lock: Lock) -> bool:
-    """Whether `_as_decoded(lock)` is `decoded` (compared field by field: cheaper
-    than building it, for every lock of a scan)."""
-    if decoded.evidence is not None or decoded.users is not None:
-        return False
-    if lock is decoded:
-        return True
-    before, after = _KEPT(decoded), _KEPT(lock)
-    # The same objects, as `replace` leaves them, nearly always: no == needed.
-    return all(map(operator.is_, before, after)) or before == after
-
-
 def _single_threaded() -> bool:
     """Whether this process runs one thread (any thread, not only Python's)."""
     try:
         return len(os.listdir("/proc/self/task")) == 1
     except OSError:
         return threading.active_count() == 1
-
-
-def _kernel_view(lock: Lock) -> tuple[object, ...]:
-    """What of the kernel's word changes a verdict: who holds, who has it open
-    (and who works on what it guards)."""
-    evidence = lock.evidence
-    if evidence is None:
-        return (lock.users,)
-    return (
-        tuple((hold.holder_pid, hold.type, hold.mode) for hold in evidence.holds),
-        evidence.waiters,
-        evidence.open_by,
-        evidence.was_held,
-        lock.users,
-    )
 
 
 def _zombie(pid: int) -> bool:
@@ -851,35 +775,3 @@ def _under(known: list[str], prefix: str) -> list[str]:
     while end < len(known) and known[end].startswith(prefix):
         end += 1
     return known[start:end]
-
-
-def polling_reason(exc: BaseException) -> str:
-    """Why the trees are polled, for the header: `polling (<this>)`."""
-    code = exc.errno if isinstance(exc, OSError) else None
-    if code == errno.ENOSPC:
-        return "out of inotify watches"
-    if code == errno.EMFILE:
-        return "out of inotify instances"
-    if code == errno.ENOSYS:
-        return "no inotify on this system"
-    return f"cannot watch: {failure_cause(exc)}"
-
-
-def failure_cause(exc: BaseException) -> str:
-    """What went wrong, in words. Failures may arrive wrapped in exception groups
-    ("unhandled errors in a TaskGroup (1 sub-exception)", which named no cause):
-    the exceptions inside are the cause, named with their type."""
-    leaves: list[BaseException] = []
-    pending = [exc]
-    while pending and len(leaves) < 3:
-        current = pending.pop(0)
-        if isinstance(current, BaseExceptionGroup):
-            pending[:0] = current.exceptions
-        else:
-            leaves.append(current)
-    if not leaves:
-        return type(exc).__name__
-    words = [
-        f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__ for leaf in leaves
-    ]
-    return "; ".join(dict.fromkeys(words))
