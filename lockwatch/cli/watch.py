@@ -132,7 +132,11 @@ def watch(**values: Any) -> None:
     second.
     """
     targets = resolve_targets(values, values.get("config_path"))
-    themes = _check_view_options(values["theme"], values["filter_text"])
+    _check_filter(values["filter_text"])
+    # A theme named here is checked before anything starts; the themes otherwise
+    # load after the feeds start (they import the UI toolkit): a first scan, in
+    # forked workers, runs meanwhile.
+    themes = None if values["theme"] is None else _check_theme(values["theme"])
     _need_terminal()
     from lockwatch.cli.act import readonly_reason
 
@@ -141,6 +145,8 @@ def watch(**values: Any) -> None:
     # The feeds first: a file feed's first scan starts now, in forked workers, while
     # one thread runs (the recorder's is another) and the dashboard is imported.
     feeds = start_feeds(targets, host)
+    if themes is None:
+        themes = _load_themes()
     recorder = None
     record: Path | None = values["record"]
     if record is not None:
@@ -149,6 +155,7 @@ def watch(**values: Any) -> None:
         try:
             recorder = Recorder(record, host=host)
         except RecordingError as exc:
+            _abandon(feeds[1])  # its workers scan for nobody now
             raise click.BadParameter(str(exc), param_hint="--record") from exc
     app = build_app(
         targets,
@@ -265,6 +272,17 @@ def build_app(
     return LockwatchApp(live, clock=clock, host=host, actions=actions, readonly=readonly, **view)
 
 
+def _abandon(feeds: list[Feed]) -> None:
+    """Close feeds that will never run (their first scans' workers stop)."""
+    import asyncio
+
+    async def close_all() -> None:
+        for feed in feeds:
+            await feed.close()
+
+    asyncio.run(close_all())
+
+
 def start_feeds(targets: Targets, host: str) -> tuple[Clock, list[Feed]]:
     """Every selected source's live feeds, on the system clock."""
     from lockwatch.clock import SystemClock
@@ -274,17 +292,31 @@ def start_feeds(targets: Targets, host: str) -> tuple[Clock, list[Feed]]:
 
 
 def _check_view_options(theme: str | None, filter_text: str) -> Any:
+    _check_filter(filter_text)
+    return _load_themes() if theme is None else _check_theme(theme)
+
+
+def _check_filter(filter_text: str) -> None:
     from lockwatch.model.query import QueryError, parse
-    from lockwatch.ui.themes import load_all
 
     try:
         parse(filter_text)
     except QueryError as exc:
         raise click.BadParameter(str(exc), param_hint="--filter") from exc
+
+
+def _load_themes() -> Any:
+    from lockwatch.ui.themes import load_all
+
     themes, warnings = load_all()
     for warning in warnings:
         click.echo(f"lockwatch: theme skipped: {warning}", err=True)
-    if theme is not None and theme not in themes:
+    return themes
+
+
+def _check_theme(theme: str) -> Any:
+    themes = _load_themes()
+    if theme not in themes:
         known = ", ".join(sorted(themes))
         raise click.BadParameter(f"no theme {theme!r}; one of: {known}", param_hint="--theme")
     return themes

@@ -93,6 +93,59 @@ def test_unknown_theme_names_the_available_ones(isolated: Path) -> None:
     assert NEEDS_TERMINAL not in err  # options are checked before the terminal
 
 
+def test_the_first_scan_starts_before_the_ui_toolkit_loads(isolated: Path, tmp_path: Path) -> None:
+    """The feeds start (a file feed forks its first scan) before Textual is
+    imported, so that loading the dashboard overlaps the scan."""
+    script = (
+        "import sys\n"
+        "import lockwatch.cli.watch\n"
+        "watch = sys.modules['lockwatch.cli.watch']  # the package names the command so\n"
+        "def start(targets, host):\n"
+        "    print('textual' in sys.modules, flush=True)\n"
+        "    raise SystemExit(0)\n"
+        "watch.start_feeds = start\n"
+        "watch._need_terminal = lambda: None\n"
+        "sys.argv = ['lockwatch', 'watch', sys.argv[1]]\n"
+        "from lockwatch.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(lock_dir(tmp_path / "locks", "a"))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_a_recording_that_cannot_start_stops_the_first_scan(isolated: Path, tmp_path: Path) -> None:
+    """`--record` into a directory that is not there fails after the feeds
+    started: their forked workers are stopped and reaped, not left behind."""
+    script = (
+        "import sys, psutil\n"
+        "import lockwatch.cli.watch\n"
+        "watch = sys.modules['lockwatch.cli.watch']\n"
+        "watch._need_terminal = lambda: None\n"
+        "sys.argv = ['lockwatch', 'watch', '--record', sys.argv[1], sys.argv[2]]\n"
+        "from lockwatch.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exc:\n"
+        "    print(exc.code, len(psutil.Process().children()), flush=True)\n"
+    )
+    locks = tmp_path / "locks"
+    for n in range(40):  # enough directories for the scan to fork its workers
+        lock_dir(locks / f"d{n}", "a")
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "nowhere" / "r.jsonl"), str(locks)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "--record" in done.stderr
+    assert done.stdout.split() == ["2", "0"], done.stderr
+
+
 def test_bad_filter_shows_the_query_error(isolated: Path) -> None:
     code, _, err = run_cli("watch", "--filter", "state:zombie")
     assert code == 2
