@@ -21,6 +21,7 @@ from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.events import Event, EventKind, compare
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessFacts, ProcessLookup
+from lockwatch.model.slots import fast_init
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict, evaluate, evaluate_all
 
@@ -38,6 +39,7 @@ _INSTANT = timedelta(microseconds=1)
 CLOCK_STEP_BACK = timedelta(seconds=1)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Entry:
     """A lock as a feed judged it. `facts` are the holder's process facts at that

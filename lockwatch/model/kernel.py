@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from lockwatch.model.ids import kernel_id
+from lockwatch.model.slots import fast_init
 
 if TYPE_CHECKING:
     from lockwatch.model.lock import Lock
@@ -24,6 +25,7 @@ FORMATS: dict[str, str] = {"FLOCK": "flock", "POSIX": "posix", "OFDLCK": "ofd"}
 CALLS: dict[str, str] = {"FLOCK": "flock", "POSIX": "fcntl/lockf", "OFDLCK": "an OFD lock"}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FileKey:
     """A file's identity as the kernel names it: device and inode."""
@@ -89,6 +91,7 @@ class KernelLock:
         }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class KernelEvidence:
     """What the kernel says about one lock file at one moment.

@@ -10,12 +10,14 @@ from typing import Any
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.origin import RemoteOrigin
 from lockwatch.model.pg import PgLock
+from lockwatch.model.slots import fast_init
 from lockwatch.model.store import StoreLock
 
 # A source's name in the registry (lockwatch/sources/registry.py): file, postgres, kernel, ...
 SourceKind = str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Reason:
     """Why a lock has its state. `code` is a stable snake_case contract."""
@@ -24,6 +26,7 @@ class Reason:
     message: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Holder:
     """Who the lock says holds it; every field is optional because formats differ."""
@@ -106,6 +109,7 @@ class StalenessPolicy:
 NO_POLICY = StalenessPolicy()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Lock:
     id: str

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from lockwatch.model.slots import fast_init
 
+
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ProcessFacts:
     pid: int

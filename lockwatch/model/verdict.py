@@ -13,6 +13,7 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.kernel import CALLS, KernelEvidence, KernelLock
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.process import ProcessFacts, ProcessLookup
+from lockwatch.model.slots import fast_init
 from lockwatch.model.timestamps import plus_seconds
 
 # A process may start a moment after the lock it writes is timestamped
@@ -37,6 +38,7 @@ class State(StrEnum):
     UNKNOWN = "unknown"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Verdict:
     state: State
