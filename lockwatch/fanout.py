@@ -124,6 +124,9 @@ _BATCH_BYTES = 8 << 20
 _PIPE_BYTES = 1 << 20
 # How long the read-ahead waits for a child at a time: `take` waits no longer.
 _AHEAD_WAIT_MS = 20
+# What the read-ahead keeps at most (about 100,000 locks): past it, the children
+# wait for `take` again, as they would without it.
+_AHEAD_BYTES = 64 << 20
 
 
 class Streamed(Generic[R]):
@@ -157,6 +160,7 @@ class Streamed(Generic[R]):
         # whether `take` has begun (the thread then stops).
         self._ended: set[int] = set()
         self._taking = False
+        self.ahead: threading.Thread | None = None
         for index in range(len(self._slices)):
             child = _spawn_stream(index, self._slices[index], work, nice) if fork else None
             if child is None or child.pipe is None:
@@ -187,10 +191,10 @@ class Streamed(Generic[R]):
         process, as bytes (`take` unpickles them). A pipe holds a megabyte, a few
         thousand locks: a child that filled its pipe would wait for a parent busy
         elsewhere (a dashboard loading its UI) instead of scanning on."""
-        if self._children:
-            reader = threading.Thread(target=self._read_ahead, name="lockwatch-read-ahead")
-            reader.daemon = True
-            reader.start()
+        if self._children and self.ahead is None:
+            self.ahead = threading.Thread(target=self._read_ahead, name="lockwatch-read-ahead")
+            self.ahead.daemon = True
+            self.ahead.start()
 
     def close(self) -> None:
         """Stop: children still at work are killed, and every one is reaped."""
@@ -311,7 +315,8 @@ class Streamed(Generic[R]):
                 if self._ahead_over():
                     return
                 fds = [fd for fd in self._children if fd not in self._ended]
-            if not fds:
+                kept = sum(len(buffer) for buffer in self._buffers.values())
+            if not fds or kept >= _AHEAD_BYTES:
                 return
             poller = select.poll()
             for fd in fds:

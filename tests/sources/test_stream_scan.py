@@ -209,6 +209,23 @@ def test_pieces_read_ahead_are_handed_over_about_most_bytes_at_a_time(
     assert [p[0] for p in rest] == [f"0.{i}" for i in range(1, 20)]
 
 
+def test_the_read_ahead_keeps_a_bounded_amount(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fanout, "_AHEAD_BYTES", 300_000)
+
+    def big(n: int) -> Iterator[list[str]]:
+        for i in range(40):
+            yield [f"{n}.{i}", "x" * 100_000]
+
+    stream = Streamed([0], big)
+    stream.read_ahead()
+    assert stream.ahead is not None
+    stream.ahead.join(30.0)
+    assert not stream.ahead.is_alive()  # it stopped at the bound, the child waits
+    assert 300_000 <= sum(len(b) for b in stream._buffers.values()) < 300_000 + (1 << 20)
+    got = drain(stream)  # and goes on once taken from
+    assert [p[0] for p in got] == [f"0.{i}" for i in range(40)]
+
+
 def test_a_child_that_dies_after_its_pipe_was_read_ahead_has_its_slice_done_here(
     forked: list[int],
 ) -> None:
