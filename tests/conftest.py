@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -17,6 +18,7 @@ import pytest
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.process import ProcessFacts, StaticProcesses
+from lockwatch.sources.feed import Feed
 from lockwatch.sources.files.decoders.base import LockFile
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -128,3 +130,11 @@ def open_dir() -> Iterator[Path]:
             with contextlib.suppress(OSError):
                 os.chmod(directory, 0o755)
         shutil.rmtree(top, ignore_errors=True)
+
+
+async def stop_feed(feed: Feed, task: asyncio.Task[None]) -> None:
+    """Close `feed` and cancel the task running it; a feed that failed raises here."""
+    await feed.close()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

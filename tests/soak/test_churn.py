@@ -32,6 +32,7 @@ from lockwatch.model.board import Board, ChangeSet
 from lockwatch.model.verdict import State
 from lockwatch.sources.files.watch import FileFeed
 from lockwatch.sources.processes import PsutilProcesses
+from tests.conftest import stop_feed
 from tests.soak.harness import (
     Fleet,
     differences,
@@ -110,10 +111,7 @@ async def watching(feed: FileFeed, watched: Watched) -> AsyncIterator[None]:
             task.result()
         yield
     finally:
-        await feed.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task  # a feed that failed raises here
+        await stop_feed(feed, task)
 
 
 def ls_states(root: Path) -> tuple[dict[str, str | None], dict[str, tuple[str, tuple[str, ...]]]]:

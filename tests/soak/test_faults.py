@@ -42,7 +42,7 @@ from lockwatch.sources.postgres.source import PgSource
 from lockwatch.sources.processes import PsutilProcesses
 from tests.actions.test_executor import OPERATOR, STALE_PID, on_disk, planned
 from tests.adversarial.test_audit_full_disk import free_bytes, tmpfs
-from tests.conftest import LOCAL_HOST, NOW
+from tests.conftest import LOCAL_HOST, NOW, stop_feed
 from tests.postgres.conftest import Cluster, throwaway_cluster  # noqa: F401 - a fixture
 from tests.soak.harness import disk_truth, fleet, report
 from tests.soak.test_churn import churn
@@ -546,10 +546,7 @@ async def jumps(root: Path, steps: tuple[float, ...]) -> dict[str, list[str]]:
                 if not await eventually(lambda: not mismatches(), timeout=1.0):
                     wrong_after[f"{step:+.0f}s"] = mismatches()
     finally:
-        await feed.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop_feed(feed, task)
     return wrong_after
 
 

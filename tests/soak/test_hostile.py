@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lockwatch.sources.files.scanner import scan
+from tests.conftest import stop_feed
 from tests.soak.harness import differences, disk_truth, ls_json, report
 from tests.sources.test_file_feed import HOUR, Seen, body, eventually, feed_on, lock_id, write
 
@@ -229,10 +230,7 @@ async def check_watch(root: Path, outside: Path, entries: list[Any]) -> None:
         (status,) = feed.statuses(feed.clock.now())
         assert (status.state, status.reason) == ("watching", None)
     finally:
-        await feed.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop_feed(feed, task)
 
 
 def view_of(seen: Seen) -> dict[str, str | None]:
@@ -248,10 +246,7 @@ async def check_poll(root: Path) -> None:
         assert feed.poller is not None
         assert all(inside(root, f"file:{path}") for path in feed.poller.seen)
     finally:
-        await feed.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop_feed(feed, task)
 
 
 def one_tree(entries: list[Any]) -> int:
@@ -361,7 +356,4 @@ async def test_a_directory_named_like_a_pid_file_is_no_lock_to_the_watcher(tmp_p
         shown = set(seen.current) - {lock_id(probe)}
         assert shown == set(scanned(root)) - {lock_id(probe)} == {lock_id(inner)}
     finally:
-        await feed.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop_feed(feed, task)

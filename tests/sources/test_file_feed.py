@@ -35,7 +35,7 @@ from lockwatch.sources.files import watch
 from lockwatch.sources.files.changes import Change
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.watch import FileFeed
-from tests.conftest import LOCAL_HOST, NOW, ago, lock_file
+from tests.conftest import LOCAL_HOST, NOW, ago, lock_file, stop_feed
 from tests.conftest import alive as alive_since_an_hour
 
 WAIT_S = 5.0
@@ -169,10 +169,7 @@ async def running(feed: FileFeed) -> AsyncIterator[Seen]:
             task.result()  # raise what the feed raised
         yield seen
     finally:
-        await feed.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop_feed(feed, task)
 
 
 def feed_on(*roots: Path, **options: object) -> FileFeed:

@@ -30,7 +30,7 @@ from lockwatch.sources.recording import (
     ReplayClock,
     ReplayFeed,
 )
-from tests.conftest import LOCAL_HOST, NOW, ago, alive, lock_file
+from tests.conftest import LOCAL_HOST, NOW, ago, alive, lock_file, stop_feed
 
 WAIT_S = 5.0
 STEP_S = 0.01
@@ -108,10 +108,7 @@ async def playing(feed: ReplayFeed) -> AsyncIterator[list[ChangeSet]]:
     try:
         yield emitted
     finally:
-        await feed.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop_feed(feed, task)
 
 
 def is_end(change: ChangeSet) -> bool:
