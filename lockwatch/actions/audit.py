@@ -61,6 +61,7 @@ from lockwatch.actions.audit_key import (
     AuditKeyError,
     default_key_path,
     key_path,
+    keyed_since,
     register,
 )
 from lockwatch.actions.audit_verify import Verification, verify
@@ -223,6 +224,8 @@ class _Tail:
     torn: dict[str, Any] | None = None
     # The record chained to carries a MAC.
     keyed: bool = False
+    # The last line is no record lockwatch wrote (edited): chained to as bytes.
+    damaged: bool = False
 
 
 class AuditLog:
@@ -286,6 +289,14 @@ class AuditLog:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             tail = _tail(fd)
+            problem = self._removed(tail, key)
+            if problem is not None:
+                raise AuditError(
+                    f"the audit log {self.path} {problem}: lockwatch will not write after"
+                    " that evidence, so nothing was done (`lockwatch audit verify` says"
+                    f" more; move the log and {head_path(self.path).name} aside to start"
+                    " a new log)"
+                )
             record["seq"] = tail.seq + 1
             record["prev_hash"] = tail.prev_hash
             if tail.torn is not None:
@@ -318,6 +329,38 @@ class AuditLog:
                 self.anchor(anchor_line(self.path, record))
         return record
 
+    def _removed(self, tail: _Tail, key: AuditKey) -> str | None:
+        """What says records were taken from this log, if anything: appending after
+        it would bury the evidence (the new head would vouch for the shortened log).
+        Under the log's lock a head is never ahead of the last record, nor missing:
+        lockwatch writes it before the log's first record and after each one."""
+        head = _read_head(self.path)
+        name = head_path(self.path).name
+        if head is None:
+            if tail.end == 0 and keyed_since(key, self.path) is None:
+                return None  # an empty file made beforehand: nothing was ever written
+            return f"has no head ({name} was removed)" + (
+                ", and it is empty: it was emptied" if tail.end == 0 else ""
+            )
+        seq, last = head.get("seq"), head.get("hash")
+        if type(seq) is not int or seq < 0 or not isinstance(last, str):
+            return f"has a damaged head ({name} is not a head lockwatch writes)"
+        if KEY_ID in head or MAC in head:
+            if head.get(KEY_ID) == key.id and not key.check(head_mac_body(head), head.get(MAC)):
+                return f"has a head edited without the key ({name}: its MAC does not match)"
+        elif tail.keyed:
+            return f"has a head without a MAC after keyed records ({name} was rewritten)"
+        if tail.damaged:
+            return None  # the edited line stays in the log, where verify names it
+        if seq > tail.seq:
+            return (
+                f"ends at record {tail.seq}, but its head says it goes on to {seq}:"
+                " records were removed from its end"
+            )
+        if seq == tail.seq and last != tail.prev_hash:
+            return f"ends in a record other than the one its head names (record {seq})"
+        return None
+
     def _reserve(self, fd: int, end: int, size: int) -> None:
         """Room for the intent of `size` bytes and all that follows it, or NoRoom."""
         needed = size * (1 + _RESULTS_PER_INTENT) + _RESULT_MARGIN
@@ -325,6 +368,9 @@ class AuditLog:
         try:
             audit_disk.make_spare(spare_head_path(self.path), _HEAD_SIZE)
         except OSError as exc:
+            # Refused: the room reserved past the log's end goes back to the disk.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)
             if exc.errno in audit_disk.NO_ROOM:
                 raise audit_disk.NoRoom(exc.errno, "no room for the head's spare") from exc
             raise
@@ -439,6 +485,7 @@ def _tail(fd: int) -> _Tail:
         unended=True,
         torn=torn_marker(last),
         keyed=chained.keyed,
+        damaged=chained.damaged,
     )
 
 
@@ -453,7 +500,8 @@ def _chained(line: bytes | None, end: int, *, unended: bool = False) -> _Tail:
         )
     except (AssertionError, ValueError, KeyError, TypeError):
         # A damaged line: chain to its bytes, so verify still points at it.
-        return _Tail(0, "sha256:" + hashlib.sha256(line).hexdigest(), end, unended=unended)
+        digest = "sha256:" + hashlib.sha256(line).hexdigest()
+        return _Tail(0, digest, end, unended=unended, damaged=True)
 
 
 def _parsed(line: bytes) -> dict[str, Any] | None:
@@ -479,7 +527,11 @@ def _line_before(fd: int, position: int) -> bytes:
 
 
 def _read_head(path: Path) -> dict[str, Any] | None:
-    with contextlib.suppress(OSError, ValueError):
+    """The head, {} when it cannot be read as one, None when there is none."""
+    try:
         data = json.loads(head_path(path).read_bytes())
-        return data if isinstance(data, dict) else {}
-    return None
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -11,6 +11,7 @@ On copy-on-write filesystems (btrfs, ZFS) no write is ever certain to fit.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -114,6 +115,12 @@ def write_beside(head: Path, spare: Path, data: bytes) -> None:
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
         os.fsync(fd)
+    except OSError:
+        # A spare made just now on a full disk holds nothing: not left behind.
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_size == 0:
+                os.unlink(spare)
+        raise
     finally:
         os.close(fd)
     dir_fd = os.open(head.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 from collections.abc import Iterable
 
 import click
@@ -100,5 +101,11 @@ cli.add_command(serve)
 
 def main() -> None:
     """The console script: `cli`, allowed to leave fast (see `finish`)."""
+    if sys.stdout is None:
+        # Started with its output closed (`>&-`): Python has no stdout at all, and the
+        # first thing printed would die in a traceback. Nothing could be read: exit 1.
+        if sys.stderr is not None:
+            print("lockwatch: standard output is closed: nothing could be written", file=sys.stderr)
+        sys.exit(1)
     ending.FAST_EXIT = True
     cli(prog_name="lockwatch")

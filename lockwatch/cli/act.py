@@ -61,7 +61,8 @@ Exit status:
   0  done
   1  refused: nothing was touched (changed, gone, not stale, not allowed)
   2  usage: bad option, no reason, no terminal without --yes, read-only
-  3  failed part-way: the message says what state it left
+  3  failed part-way: the message says what state it left (also: done, but
+     its result could not be written to the audit log; its intent was)
 """
 
 _SHA256 = re.compile(r"(?:sha256:)?([0-9a-f]{64})", re.IGNORECASE)
@@ -518,6 +519,10 @@ def _report(outcome: Outcome, as_json: bool, *, finish: bool = True) -> None:
         click.echo(f"lockwatch: {label}: {printable(outcome.message)}", err=True)
     if not finish:
         return
+    if outcome.ok and not outcome.audited:
+        # Done, but its result could not be audited (its intent was): a script
+        # must not take that for a clean success.
+        sys.exit(EXIT_FAILED)
     if outcome.ok:
         sys.exit(EXIT_DONE)
     if outcome.code == "audit_unwritable":

@@ -32,7 +32,7 @@ def _paths(
     return log_path(given, config.audit_log), key_path(given_key, config.audit_key)
 
 
-def _need(path: Path) -> None:
+def _need(path: Path, key_file: Path) -> None:
     from lockwatch.actions.audit import head_path
 
     if not path.exists():
@@ -41,6 +41,17 @@ def _need(path: Path) -> None:
             click.echo(
                 f"lockwatch: {path}: TAMPERED: the log is gone but its head"
                 f" {head_path(path).name} says records were written",
+                err=True,
+            )
+            sys.exit(1)
+        since = _keyed_since(path, key_file)
+        if since is not None:
+            # Log and head both gone: the key's directory, which the log's writers
+            # need not be able to write, still remembers the log.
+            click.echo(
+                f"lockwatch: {path}: TAMPERED: the log and its head are gone, but"
+                f" {key_file.name}.logs beside the key says a log here was keyed from record"
+                f" {since} on: it was removed (or moved aside, head and all)",
                 err=True,
             )
             sys.exit(1)
@@ -91,8 +102,8 @@ def audit(
         return
     from lockwatch.actions.audit import read_records
 
-    path, _key = _paths(audit_log, audit_key, config_path)
-    _need(path)
+    path, key_file = _paths(audit_log, audit_key, config_path)
+    _need(path, key_file)
     try:
         records = list(read_records(path))
     except OSError as exc:
@@ -175,7 +186,7 @@ def verify(
     path, key_file = _paths(
         audit_log or parent_log, audit_key or parent_key, config_path or parent_config
     )
-    _need(path)
+    _need(path, key_file)
     key = None
     try:
         key = AuditKey.load(key_file)
@@ -232,6 +243,16 @@ def _keying(result: Any, key_file: Path) -> str:
         f"; records 1-{result.unkeyed} are{unkeyed}; the {result.keyed} after them are keyed"
         f" (key {result.key_id})"
     )
+
+
+def _keyed_since(path: Path, key_file: Path) -> int | None:
+    from lockwatch.actions.audit import AuditKey, AuditKeyError
+    from lockwatch.actions.audit_key import keyed_since
+
+    try:
+        return keyed_since(AuditKey.load(key_file), path)
+    except AuditKeyError:
+        return None
 
 
 def _head_names_records(head: Path) -> bool:

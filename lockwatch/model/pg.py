@@ -11,7 +11,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Literal
 
-from lockwatch.model.text import scrub_secrets
+from lockwatch.model.text import scrub_arguments, scrub_secrets
 
 _2_31, _2_32, _2_63, _2_64 = 2**31, 2**32, 2**63, 2**64
 
@@ -140,6 +140,13 @@ class PgClient:
     cmdline: tuple[str, ...] = ()
     alive: bool = True
 
+    def __post_init__(self) -> None:
+        # A client started with its password in its arguments (`psql
+        # 'postgresql://u:pw@h/db'`, `password=…`, `--password pw`): scrubbed as
+        # query text is, so no view shows it.
+        if self.cmdline:
+            object.__setattr__(self, "cmdline", scrub_arguments(self.cmdline))
+
     @property
     def label(self) -> str:
         command = " ".join(self.cmdline)
@@ -188,6 +195,9 @@ class PgBackend:
         # (a poll, a recording, a test), so no view can show it raw.
         if self.query:
             object.__setattr__(self, "query", scrub_secrets(self.query))
+        if self.application:
+            # Any client may name itself anything, its connection string included.
+            object.__setattr__(self, "application", scrub_secrets(self.application))
 
     @property
     def label(self) -> str:

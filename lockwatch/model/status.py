@@ -53,3 +53,23 @@ class ScanError:
     path: str
     message: str
     code: str = "unreadable"
+
+
+def failure_cause(exc: BaseException) -> str:
+    """What went wrong, in words. Failures may arrive wrapped in exception groups
+    ("unhandled errors in a TaskGroup (1 sub-exception)", which named no cause):
+    the exceptions inside are the cause, named with their type."""
+    leaves: list[BaseException] = []
+    pending = [exc]
+    while pending and len(leaves) < 3:
+        current = pending.pop(0)
+        if isinstance(current, BaseExceptionGroup):
+            pending[:0] = current.exceptions
+        else:
+            leaves.append(current)
+    if not leaves:
+        return type(exc).__name__
+    words = [
+        f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__ for leaf in leaves
+    ]
+    return "; ".join(dict.fromkeys(words))

@@ -98,7 +98,11 @@ _VALUE = (
     r"""|(?:[^\s'"]|'')+)"""  # bare: up to a space or a quote
 )
 _SECRET_KEY = r"(?:pg|ssl)?pass(?:word|wd)|pwd"
-_KEY_VALUE = re.compile(rf"\b({_SECRET_KEY})(\s*=\s*){_VALUE}", re.IGNORECASE | re.ASCII)
+# `=`, or `%3D` inside a URL's query (`?application_name=app%20password%3D…`, where
+# no word boundary comes before the key).
+_KEY_VALUE = re.compile(
+    rf"(?<![a-z_])({_SECRET_KEY})(\s*=\s*|%3D){_VALUE}", re.IGNORECASE | re.ASCII
+)
 _JSON_VALUE = re.compile(
     rf"""("(?:{_SECRET_KEY})"\s*:\s*)"(?:[^"\\]|\\.)*(?:"|$)""", re.IGNORECASE | re.ASCII
 )
@@ -127,3 +131,18 @@ def scrub_secrets(text: str) -> str:
     text = _KEY_VALUE.sub(rf"\1\2{_MASK}", text)
     text = _JSON_VALUE.sub(rf'\1"{_MASK}"', text)
     return _SQL_PASSWORD.sub(rf"\1'{_MASK}'", text)
+
+
+# Options whose next argument is a password (`--password hunter2`).
+_PASSWORD_OPTIONS = re.compile(r"--?(?:pg|ssl)?(?:pass(?:word|wd)?|pwd)", re.IGNORECASE | re.ASCII)
+
+
+def scrub_arguments(arguments: tuple[str, ...]) -> tuple[str, ...]:
+    """A command line with its passwords replaced by `***`: each argument as
+    `scrub_secrets` does, and the argument after a password option."""
+    out = []
+    hide = False
+    for argument in arguments:
+        out.append(_MASK if hide else scrub_secrets(argument))
+        hide = bool(_PASSWORD_OPTIONS.fullmatch(argument))
+    return tuple(out)

@@ -20,7 +20,7 @@ from datetime import datetime
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.board import Board, ChangeSet
-from lockwatch.model.status import LIVE_STATES, SourceStatus, backoff_seconds
+from lockwatch.model.status import LIVE_STATES, SourceStatus, backoff_seconds, failure_cause
 from lockwatch.model.text import terminal_safe
 from lockwatch.sources.feed import Feed
 
@@ -99,7 +99,7 @@ class Watcher:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one source's bug must not stop the rest
-                reason = f"stopped: {type(exc).__name__}: {exc}"
+                reason = f"stopped: {failure_cause(exc)}"
             failures += 1
             wait = backoff_seconds(failures)
             reason = terminal_safe(f"{reason}; started again in {wait:.0f}s")

@@ -28,7 +28,7 @@ from lockwatch.model.events import Event
 from lockwatch.model.origin import REMOTE_KIND
 from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.model.rows import Rows
-from lockwatch.model.status import SourceStatus
+from lockwatch.model.status import SourceStatus, failure_cause
 from lockwatch.sources.feed import Feed
 from lockwatch.tty import exit_soon
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
@@ -51,6 +51,13 @@ TICK_SECONDS = 1.0
 # The exit status when the terminal went away: 128 + SIGHUP, as a shell reports it.
 EXIT_HANGUP = 129
 MAIN_SCREEN_ONLY = main_screen_actions()
+# The keys the filter box acts on besides text (editing, moving the cursor).
+_FILTER_KEYS = frozenset(
+    key.strip()
+    for binding in Input.BINDINGS
+    if isinstance(binding, Binding)
+    for key in binding.key.split(",")
+)
 SCREENS: dict[View, type[ViewScreen]] = {
     View.LOCKS: LocksScreen,
     View.CONTENTION: ContentionScreen,
@@ -231,7 +238,7 @@ class LockwatchApp(App[None]):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a feed's bug must not take the dashboard down
-            reason = clean(f"stopped: {type(exc).__name__}: {exc}")
+            reason = clean(f"stopped: {failure_cause(exc)}")
             self.notify(
                 markup=False,
                 message=f"{feed.name}: {reason}",
@@ -380,6 +387,11 @@ class LockwatchApp(App[None]):
             and self._route_to_filter(event)
         ):
             return
+        if isinstance(event, events.Paste) and self._typing_filter:
+            # A bracketed paste right after `/`: text for the box, like typed keys
+            # (it is no key, and would reach the box only once it has the focus).
+            self.locks.filter_input._forward_event(event)
+            return
         await super().on_event(event)
 
     def _route_to_filter(self, event: events.Key) -> bool:
@@ -389,9 +401,18 @@ class LockwatchApp(App[None]):
         if event.key == "ctrl+c":
             return False  # quits, whatever is being typed
         if self._typing_filter:
-            if event.key in ("enter", "escape"):
+            if event.key == "escape":
                 self._typing_filter = False
                 return False
+            if event.key == "enter":
+                # Submitted by the box itself, behind the keys before it: the focus
+                # may not be there yet (a burst while the app is busy).
+                self._typing_filter = False
+                box = self.locks.filter_input
+                box.call_later(box.action_submit)
+                return True
+            if not (event.is_printable or event.key in _FILTER_KEYS):
+                return True  # tab, function keys: not the filter's, and no command either
             self.locks.filter_input._forward_event(event)
             return True
         if (
@@ -400,6 +421,15 @@ class LockwatchApp(App[None]):
             and not isinstance(self.focused, Input)
         ):
             self._typing_filter = True
+            # Now, before the keys behind it reach the box: what is typed replaces
+            # the filter shown. (The box's own queue may take those keys before
+            # this `/` has opened it.)
+            self.locks.filter_input.select_all()
+            if self.view() is self.locks:
+                # Opened now too: its focus set before an enter in the same burst
+                # moves it back to the table.
+                self.locks.open_filter(select=False)
+                return True
         return False
 
     def on_descendant_blur(self, event: events.DescendantBlur) -> None:
@@ -410,7 +440,8 @@ class LockwatchApp(App[None]):
 
     def action_filter(self) -> None:
         self.show_view(View.LOCKS)
-        self.locks.open_filter()
+        # Typed `/`: selected already, and maybe typed into since.
+        self.locks.open_filter(select=not self._typing_filter)
 
     def action_details(self) -> None:
         view = self.view()

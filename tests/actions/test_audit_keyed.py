@@ -252,6 +252,98 @@ def test_a_removed_log_is_not_restarted_over_its_head(log_path: Path) -> None:
     assert json.loads(head_path(log_path).read_bytes())["seq"] == 2
 
 
+def lines_of(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def test_records_cut_from_the_end_are_not_buried_by_the_next_append(log_path: Path) -> None:
+    """The next record's head would vouch for the shortened log: refused."""
+    fill(log_path, 5)
+    log_path.write_bytes(b"".join(lines_of(log_path)[:2]))
+    kept = log_path.read_bytes()
+    with pytest.raises(AuditError, match="ends at record 2, but its head says it goes on to 5"):
+        make_log(log_path).append("action_intent", {"intent": "break"})
+    assert log_path.read_bytes() == kept
+    code, _, err = verify_cli(log_path)
+    assert code == 1 and "records 3-5 removed from the end" in err
+
+
+def test_an_emptied_log_is_not_written_again(log_path: Path) -> None:
+    fill(log_path, 3)
+    log_path.write_bytes(b"")
+    with pytest.raises(AuditError, match="ends at record 0, but its head says"):
+        make_log(log_path).append("lock_broken", {})
+    assert log_path.read_bytes() == b""
+
+
+@pytest.mark.parametrize("emptied", [True, False])
+def test_a_log_whose_head_was_removed_is_not_written_again(log_path: Path, emptied: bool) -> None:
+    fill(log_path, 3)
+    if emptied:
+        log_path.write_bytes(b"")
+    kept = log_path.read_bytes()
+    head_path(log_path).unlink()
+    with pytest.raises(AuditError, match="has no head") as raised:
+        make_log(log_path).append("lock_broken", {})
+    assert ("it was emptied" in str(raised.value)) is emptied
+    assert log_path.read_bytes() == kept and not head_path(log_path).exists()
+    code, _, err = verify_cli(log_path)
+    assert code == 1 and "TAMPERED" in err
+
+
+def test_a_damaged_or_forged_head_stops_the_writer(log_path: Path) -> None:
+    fill(log_path, 3)
+    head_path(log_path).write_bytes(b"{nope")
+    with pytest.raises(AuditError, match="damaged head"):
+        make_log(log_path).append("lock_broken", {})
+    head_path(log_path).write_text(json.dumps({"seq": 1, "hash": "x"}))  # no MAC
+    with pytest.raises(AuditError, match="head without a MAC after keyed records"):
+        make_log(log_path).append("lock_broken", {})
+
+
+def test_a_head_a_crash_left_behind_its_record_lets_the_log_go_on(log_path: Path) -> None:
+    fill(log_path, 2)
+    saved = head_path(log_path).read_bytes()
+    make_log(log_path).append("lock_broken", {"reason": "third"})
+    head_path(log_path).write_bytes(saved)  # the crash came before the head was written
+    assert make_log(log_path).append("lock_broken", {})["seq"] == 4
+    assert verify(log_path).ok
+
+
+def test_an_empty_file_made_beforehand_becomes_the_log(log_path: Path) -> None:
+    log_path.parent.mkdir(parents=True)
+    log_path.touch(mode=0o600)
+    assert make_log(log_path).append("lock_broken", {})["seq"] == 1
+    assert verify(log_path).ok
+
+
+def test_a_log_moved_aside_with_its_head_starts_afresh(log_path: Path) -> None:
+    fill(log_path, 3)
+    log_path.rename(log_path.with_name("audit.jsonl.1"))
+    head_path(log_path).rename(log_path.with_name("audit.jsonl.1.head"))
+    code, _, err = verify_cli(log_path)
+    assert code == 1 and "keyed from record 1 on: it was removed (or moved aside" in err
+    assert make_log(log_path).append("lock_broken", {})["seq"] == 1
+    code, out, _ = verify_cli(log_path)
+    assert code == 0 and "1 records, chain intact" in out
+
+
+def test_a_log_removed_with_its_head_is_tampered_not_never_written(log_path: Path) -> None:
+    fill(log_path, 3)
+    log_path.unlink()
+    head_path(log_path).unlink()
+    code, _, err = verify_cli(log_path)
+    assert code == 1 and "TAMPERED" in err and "nothing has been audited" not in err
+    code, _, err = run_cli("audit", "--audit-log", str(log_path))
+    assert code == 1 and "TAMPERED" in err
+
+
+def test_a_log_never_written_is_not_tampered(log_path: Path) -> None:
+    fill(log_path.with_name("other.jsonl"), 1)  # the key exists and keys another log
+    code, _, err = verify_cli(log_path)
+    assert code == 2 and "nothing has been audited there" in err
+
+
 # ----------------------------------------------------------------------------- odd heads
 
 

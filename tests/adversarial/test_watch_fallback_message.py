@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import errno
 
-from lockwatch.sources.files.polling import failure_cause, polling_reason
+from lockwatch.model.status import failure_cause
+from lockwatch.sources.files.polling import polling_reason
 
 
 def test_a_group_of_one_names_its_exception() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from lockwatch.actions import audit
 from lockwatch.actions.audit import AuditKey, read_records
+from lockwatch.clock import SystemClock
 from lockwatch.config import ConfigError, from_mapping
 from tests.conftest import run_cli
 
@@ -120,3 +121,65 @@ def test_the_dashboard_audits_with_the_key_and_anchor_it_is_given(
     assert key.exists() and len(sent) == 1
     quiet = build_app(targets, host="h", audit_log=tmp_path / "b.jsonl")
     assert quiet.actions is not None and quiet.actions.executor.audit.anchor is None
+
+
+def test_a_break_whose_result_is_not_audited_exits_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Done, its intent audited, its result not (the disk failed in between): a
+    script must not read that as a clean success."""
+    lock = stale_pid_file(tmp_path)
+    real = audit.AuditLog.append
+
+    def result_fails(self: audit.AuditLog, event: str, fields: Any) -> dict[str, Any]:
+        if event != audit.INTENT:
+            raise audit.AuditError("cannot write the audit log: Input/output error")
+        return real(self, event, fields)
+
+    monkeypatch.setattr(audit.AuditLog, "append", result_fails)
+    code, out, err = run_cli(
+        "break", str(lock), "--reason", "dead", "--yes", "--audit-log", str(tmp_path / "a")
+    )
+    assert code == 3, (out, err)
+    assert "WARNING: not audited" in out + err
+    assert not lock.exists()  # it was done: moved aside
+
+
+def test_a_refused_reservation_gives_its_room_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No room for the head's spare: refused, and the room reserved past the log's
+    end is not kept (it filled a small disk for nothing)."""
+    from lockwatch.actions import audit_disk
+
+    log = audit.AuditLog(
+        tmp_path / "state" / "audit.jsonl",
+        clock=SystemClock(),
+        host="h",
+        operator=audit.Operator("alice", "alice", None),
+    )
+
+    def no_room(path: Path, size: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(audit_disk, "make_spare", no_room)
+    with pytest.raises(audit.AuditError, match="no room for the head's spare"):
+        log.append(audit.INTENT, {"intent": "break"})
+    st = log.path.stat()
+    assert st.st_size == 0 and st.st_blocks == 0
+
+
+def test_a_head_that_cannot_be_written_leaves_no_empty_spare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lockwatch.actions import audit_disk
+
+    head, spare = tmp_path / "a.head", tmp_path / ".a.head.spare"
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(OSError):
+        audit_disk.write_beside(head, spare, b'{"seq": 0}\n')
+    assert not spare.exists() and not head.exists()

@@ -63,3 +63,17 @@ def test_a_reader_that_reads_everything_gets_exit_0(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith(b"}\n") and len(done.stdout) > 4 * PAGE
+
+
+def test_ls_started_with_its_output_closed_exits_1(tmp_path: Path) -> None:
+    """`lockwatch ls --json DIR >&-`: Python starts with no sys.stdout at all."""
+    _locks(tmp_path, 3)
+    proc = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m lockwatch ls --json "$1" >&-', sys.executable, str(tmp_path)],
+        stderr=subprocess.PIPE,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.decode().strip() == (
+        "lockwatch: standard output is closed: nothing could be written"
+    )

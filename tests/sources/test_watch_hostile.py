@@ -222,6 +222,46 @@ async def test_a_replaced_root_is_watched_again(
         assert states(seen) == [("watching", None)]
 
 
+def swap_for_symlink(root: Path, target: Path) -> None:
+    root.rename(root.with_name(root.name + ".old"))
+    root.symlink_to(target)
+
+
+@pytest.mark.parametrize("polling", [False, True], ids=["watching", "polling"])
+async def test_a_root_replaced_by_a_symlink_is_not_followed(
+    tmp_path: Path, root: Path, kernels: list[Kernel], polling: bool
+) -> None:
+    """`mv d d.old && ln -s / d`: followed, the feed walked and watched all of `/`."""
+    elsewhere = tmp_path / "elsewhere"
+    write(elsewhere / "outside.lock", body("outside"))
+    write(elsewhere / "deeper" / "deep.lock", body("deep"))
+    write(root / "in.lock", body("in"))
+    options: dict[str, object] = {"force_polling": True} if polling else {"inotify": Kernel}
+    async with running(feed_on(root, **options)) as seen:
+        await barrier(root, seen)
+        swap_for_symlink(root, elsewhere)
+        await until(lambda: states(seen)[0][0] == "error", "the root reported")
+        ((_, reason),) = states(seen)
+        assert reason is not None and reason.startswith("replaced by a symlink: it leads to")
+        assert str(elsewhere) in reason and "not followed" in reason
+        write(elsewhere / "new.lock", body("new outside"))
+        await asyncio.sleep(0.3)  # time for a watch or a polling pass to (wrongly) see it
+        assert {i for i in seen.ids() if "outside" in i or "deep" in i} == set()
+        assert lock_id(root / "in.lock") not in seen.current
+        if not polling:
+            (kernel,) = kernels
+            assert all(not path.startswith(str(elsewhere)) for path in kernel.added)
+            assert kernel.added.count(str(root)) == 1  # never watched through the link
+        # A directory there again (the same path, a new directory): read and watched.
+        root.unlink()
+        root.mkdir()
+        path = root / "back.lock"
+        digest = write(path, body("back"))
+        await until(lambda: seen.sha(lock_id(path)) == digest, "the lock in the new directory")
+        await until(lambda: states(seen)[0][0] != "error", "the root's error cleared")
+        assert states(seen) == [("polling", "forced") if polling else ("watching", None)]
+
+
 async def test_a_root_whose_watch_went_is_watched_again(root: Path, kernels: list[Kernel]) -> None:
     """As when `rm -rf d && mkdir d` gives the new directory the old one's inode number:
     the root looks the same, but its watch is gone."""
@@ -439,7 +479,12 @@ async def test_no_inotify_instance_polls_and_says_why(root: Path) -> None:
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
 
     async with running(feed_on(root, inotify=out_of_instances)) as seen:
-        await until(lambda: states(seen)[0][0] == "polling", "the fall back to polling")
+        await until(lambda: any(c.statuses for c in seen.changes), "the first statuses")
+        # From the first word on the root: it never said "watching" without inotify.
+        first = next(c for c in seen.changes if c.statuses)
+        assert [(s.state, s.reason) for s in first.statuses] == [
+            ("polling", "out of inotify instances")
+        ]
         assert states(seen) == [("polling", "out of inotify instances")]
         await changes_are_seen_by_polling(root, seen)
 

@@ -268,6 +268,74 @@ def _key_name(character: str) -> str:
     return {"?": "question_mark"}.get(character, character)
 
 
+def _deliver(app: LockwatchApp, *messages: events.Event) -> None:
+    """As the terminal driver delivers input: all queued before any is handled."""
+    assert app._driver is not None
+    for message in messages:
+        message.set_sender(app)
+        app._driver.send_message(message)
+
+
+def _burst(text: str) -> list[events.Event]:
+    return [events.Key(_key_name(ch), ch) for ch in text]
+
+
+async def test_tab_and_other_keys_after_slash_stay_in_the_filter() -> None:
+    """Tab used to leave the box (the screen's focus_next), and the letters after
+    it ran as commands: `e` exported, `t` changed theme, `q` quit."""
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"sta", "tab", "shift+tab", "f5", *"tesq")
+        await pilot.pause()
+        assert app.is_running
+        assert filter_input(app).has_focus
+        assert filter_input(app).value == "statesq"
+        assert (app.rows.sort, app.paused, app.theme) == ("state", False, "lockwatch-dark")
+        await pilot.press("enter", "s")  # applied: keys are commands again
+        await pilot.pause()
+        assert app.rows.query.text == "statesq" and app.rows.sort != "state"
+
+
+async def test_a_key_after_a_burst_adds_to_the_burst() -> None:
+    """The burst was in the box when it took the focus, and selected: the next key
+    replaced it all."""
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _deliver(app, events.Key("slash", "/"), *_burst("queue"))
+        await pilot.pause()
+        await pilot.pause()
+        await pilot.press("backspace", "x")
+        await pilot.pause()
+        assert filter_input(app).value == "queux"
+
+
+async def test_enter_in_the_burst_applies_the_filter() -> None:
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _deliver(app, events.Key("slash", "/"), *_burst("stale"), events.Key("enter", "\r"))
+        await pilot.pause()
+        await pilot.pause()
+        assert app.rows.query.text == "stale"
+        assert not filter_input(app).has_focus
+        await pilot.press("s")
+        await pilot.pause()
+        assert app.rows.sort != "state" and filter_input(app).value == "stale"
+
+
+async def test_a_paste_right_after_slash_goes_to_the_filter() -> None:
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _deliver(app, events.Key("slash", "/"), events.Paste("state:stale"))
+        await pilot.pause()
+        await pilot.pause()
+        assert filter_input(app).value == "state:stale"
+        assert app.rows.ids == [ZETA, MID]
+
+
 async def test_a_bad_term_shows_an_error_and_keeps_the_previous_filter() -> None:
     app = app_with()
     async with app.run_test(size=SIZE) as pilot:

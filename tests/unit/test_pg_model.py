@@ -177,3 +177,51 @@ def test_bounds_in_seven_cells_stay_true(
     )  # fmt: skip
     assert held_cell(pg, now) == cell and len(cell) <= 7
     assert held_text(pg, now) == words
+
+
+# --------------------------------------------------------- secrets in what clients show
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "shown"),
+    [
+        (
+            ("psql", "postgresql://postgres:hunter19pw@127.0.0.1:5432/postgres", "-q"),
+            ("psql", "postgresql://postgres:***@127.0.0.1:5432/postgres", "-q"),
+        ),
+        (
+            ("psql", "host=h port=5433 user=postgres password=s3cret dbname=postgres"),
+            ("psql", "host=h port=5433 user=postgres password=*** dbname=postgres"),
+        ),
+        (
+            ("worker", "--password", "s3cret", "--db", "x"),
+            ("worker", "--password", "***", "--db", "x"),
+        ),
+        (("worker", "--pgpassword=s3cret"), ("worker", "--pgpassword=***")),
+        (("psql", "-h", "db", "-p", "5432"), ("psql", "-h", "db", "-p", "5432")),
+    ],
+)
+def test_a_client_command_line_shows_no_password(
+    cmdline: tuple[str, ...], shown: tuple[str, ...]
+) -> None:
+    from lockwatch.model.pg import PgClient
+
+    client = PgClient(pid=7, cmdline=cmdline)
+    assert client.cmdline == shown
+    assert "s3cret" not in client.label and "hunter19pw" not in client.label
+
+
+def test_an_application_name_shows_no_password() -> None:
+    from lockwatch.model.pg import PgBackend
+
+    backend = PgBackend(pid=1, application="app password=hunter20")
+    assert backend.application == "app password=***"
+    assert PgBackend(pid=1, application="billing-worker").application == "billing-worker"
+
+
+def test_a_password_percent_encoded_in_a_url_is_scrubbed_too() -> None:
+    from lockwatch.model.pg import PgClient
+
+    url = "postgresql://u:pw@h/db?application_name=app%20password%3Dhunter20"
+    (shown,) = PgClient(pid=7, cmdline=(url,)).cmdline
+    assert shown == "postgresql://u:***@h/db?application_name=app%20password%3D***"

@@ -147,6 +147,7 @@ class Watcher:
         debounce_seconds: float,
         hold_seconds: float,
         root_check_seconds: float,
+        moved: Callable[[str], object | None] | None = None,
     ) -> None:
         # The scanner's order: an ancestor first, the first name of a directory kept.
         self._roots = [root for _, root in sorted((os.path.realpath(r), r) for r in roots)]
@@ -155,6 +156,9 @@ class Watcher:
         self._debounce = debounce_seconds
         self._hold = hold_seconds
         self._root_check = root_check_seconds
+        # Whether a root leads elsewhere than when the feed started (not None: why):
+        # such a root is not watched (see roots.py).
+        self._moved = moved
         self._paths: dict[int, str] = {}  # watch descriptor -> directory
         self._wds: dict[str, int] = {}  # directory -> watch descriptor
         # Watched directory -> its watched subdirectories: the one, or a set of
@@ -164,7 +168,11 @@ class Watcher:
         self._flat: set[int] = set()  # a file root's directory: its subdirectories are not watched
         self._targets: dict[str, str] = {}  # root -> the directory watched for it
         # Measured now, before the feed's first scan: any change from here on is seen.
-        self._health = {root: _health_of(root) for root in self._roots}
+        self._health = {root: self._health_of(root) for root in self._roots}
+        # Directories watched for a root that were symlinks at start (a root named
+        # through one): followed. Any other is watched with IN_DONT_FOLLOW, so a
+        # root swapped for a symlink between its check and its watch is refused.
+        self._follow = {h[0] for h in self._health.values() if len(h) == 4 and os.path.islink(h[0])}
         # Events not handed over yet, and paths a writer has open (not closed since
         # it created or modified them): read then, they may be half-written.
         self._pending: Changes = {}
@@ -435,7 +443,7 @@ class Watcher:
         """Each root looked at again (one stat): one replaced, made, removed or whose
         permissions changed is watched anew and read again."""
         for root in self._roots:
-            health = _health_of(root)
+            health = self._health_of(root)
             old = self._health.get(root)
             self._health[root] = health
             changed = health != old
@@ -464,6 +472,13 @@ class Watcher:
             # added: again, until it can).
             self._arm(root, str(health[0]))
             self._rescan |= changed or root in self._targets
+
+    def _health_of(self, root: str) -> _Health:
+        health = _health_of(root)
+        # Asked after the stat: a root swapped between the two is caught either way.
+        if self._moved is not None and self._moved(root) is not None:
+            return ("", errno.ELOOP)  # not to be followed: as good as not there
+        return health
 
     def _arm(self, root: str, directory: str) -> None:
         below = directory == root
@@ -499,7 +514,7 @@ class Watcher:
     def _watch_tree(self, top: str, *, below: bool = True, root: bool = False) -> bool:
         """Watch `top` and, with `below`, every directory under it as the scanner
         walks them; False when `top` itself could not be watched."""
-        if not self._add(top, ROOT_MASK if root else BELOW_MASK):
+        if not self._add(top, ROOT_MASK if root and top in self._follow else BELOW_MASK):
             return False
         if not below or (not root and is_candidate(top, "dir")):
             return True  # a lock directory (x.lock/): the names in it, not deeper

@@ -12,9 +12,10 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Sequence
 
+from lockwatch.model.status import failure_cause
 from lockwatch.sources.files.changes import Change, Changes
+from lockwatch.sources.files.roots import PinnedRoots
 from lockwatch.sources.files.scanner import find
 
 # What a rewrite changes: an atomic replace the inode, a write the size or the
@@ -23,8 +24,8 @@ Signature = tuple[int, int, int, int, int]
 
 
 class Poller:
-    def __init__(self, roots: Sequence[str]) -> None:
-        self._roots = list(roots)
+    def __init__(self, roots: PinnedRoots) -> None:
+        self._roots = roots
         self._last: dict[str, Signature] | None = None
         self.last_pass_seconds = 0.0
 
@@ -36,7 +37,8 @@ class Poller:
     def changes(self) -> Changes:
         """What changed since the last pass (nothing, the first time)."""
         started = time.monotonic()
-        found, _ = find(self._roots)  # unreadable places: the rescans report them
+        # Unreadable places, and roots that lead elsewhere now: the rescans report them.
+        found, _ = find(self._roots.usable()[0])
         now: dict[str, Signature] = {}
         for candidate in found:
             try:
@@ -76,23 +78,3 @@ def polling_reason(exc: BaseException) -> str:
     if code == errno.ENOSYS:
         return "no inotify on this system"
     return f"cannot watch: {failure_cause(exc)}"
-
-
-def failure_cause(exc: BaseException) -> str:
-    """What went wrong, in words. Failures may arrive wrapped in exception groups
-    ("unhandled errors in a TaskGroup (1 sub-exception)", which named no cause):
-    the exceptions inside are the cause, named with their type."""
-    leaves: list[BaseException] = []
-    pending = [exc]
-    while pending and len(leaves) < 3:
-        current = pending.pop(0)
-        if isinstance(current, BaseExceptionGroup):
-            pending[:0] = current.exceptions
-        else:
-            leaves.append(current)
-    if not leaves:
-        return type(exc).__name__
-    words = [
-        f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__ for leaf in leaves
-    ]
-    return "; ".join(dict.fromkeys(words))

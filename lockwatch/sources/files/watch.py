@@ -19,6 +19,7 @@ from datetime import datetime
 
 import psutil
 
+from lockwatch import heap
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.fanout import Streamed, available_cpus
 from lockwatch.model import ids
@@ -40,6 +41,7 @@ from lockwatch.sources.files.evidence import Evidence, kernel_table
 from lockwatch.sources.files.inotify import Inotify, Kernel, Watcher
 from lockwatch.sources.files.listing import MIN_AREAS_PER_JOB
 from lockwatch.sources.files.polling import Poller, polling_reason
+from lockwatch.sources.files.roots import PinnedRoots
 from lockwatch.sources.files.scanner import (
     Area,
     ScanResult,
@@ -145,6 +147,7 @@ class FileFeed:
     ) -> None:
         self.name = "files"
         self.roots = [os.path.abspath(root) for root in roots]
+        self.pinned = PinnedRoots(self.roots)
         self.host = host
         self.clock = clock or SystemClock()
         self._processes = processes
@@ -201,6 +204,9 @@ class FileFeed:
         # Made before the first scan: it takes the roots' measure now, so a root
         # replaced or made unreadable from here on is one it sees change.
         watcher = None if self._force_polling else self._new_watcher(ready)
+        if isinstance(watcher, Exception):
+            # No inotify at all: the header says so from the first row, not "watching".
+            self._polling = polling_reason(watcher)
         coalescer = emit = self._coalescer = Coalescer(emit, COALESCE_S)
         try:
             await self._first_scan(emit)
@@ -239,6 +245,9 @@ class FileFeed:
                 await self._stream(first, emit)
             finally:
                 first.stream.close()
+            # The pieces read, given back off the loop; not awaited: the watches
+            # start now (a lock written before they are up is missed until a rescan).
+            asyncio.get_running_loop().run_in_executor(None, heap.give_back)
 
     async def _stream(self, first: _Scan, emit: Emit) -> None:
         loop = asyncio.get_running_loop()
@@ -283,7 +292,9 @@ class FileFeed:
     def _start(self, *, fork: bool) -> _Scan:
         started = time.monotonic()
         jobs = self.jobs if fork else 1
-        slices, errors = partition(self.roots, jobs, enough=MIN_AREAS_PER_JOB)
+        roots, moved = self.pinned.usable()
+        slices, errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
+        errors = moved + errors
         work = functools.partial(self._pieces, dict(self._was_held))
         # The workers yield the CPU to the dashboard, which starts meanwhile.
         return _Scan(Streamed(slices, work, fork=fork, nice=WORKER_NICE), errors, started)
@@ -302,6 +313,7 @@ class FileFeed:
             self._existing_roots()
             self._root_errors = {e.path: e for e in errors if e.path in self.roots}
             emit(self._change(now, upserts, removed, errors, all_errors=True))
+            await asyncio.to_thread(heap.give_back)  # what it read and found unchanged
 
     def _settle(
         self, entries: Sequence[Entry], gone: Iterable[str]
@@ -364,6 +376,7 @@ class FileFeed:
             return Watcher(
                 self.roots,
                 notify,
+                moved=self.pinned.moved,
                 kernel=self._inotify,
                 step_seconds=STEP_MS / 1000,
                 debounce_seconds=DEBOUNCE_MS / 1000,
@@ -410,10 +423,14 @@ class FileFeed:
         self._armed.set()
         if fell_back:
             self._rescan_soon.set()  # at once: what the watcher missed, and the header
-        self.poller = poller = Poller(self.roots)
+        self.poller = poller = Poller(self.pinned)
+        moved = self._moved_roots()
         while True:
             started = time.monotonic()
             changes = await asyncio.to_thread(poller.changes)
+            if (now_moved := self._moved_roots()) != moved:
+                moved = now_moved
+                self._rescan_soon.set()  # the header says where a root leads now
             # Held against the feed's picture too, not only the pass before: a lock a
             # rescan (or the first scan) showed and that went before the poller ever
             # saw it is no change to the poller.
@@ -529,7 +546,9 @@ class FileFeed:
         odd: dict[str, Lock] = {}
         held: dict[FileKey, str] = {}
         try:
-            (areas,), errors = partition(self.roots, 1)
+            roots, moved = self.pinned.usable()
+            (areas,), errors = partition(roots, 1)
+            errors = moved + errors
             for piece in self._pieces(dict(self._was_held), areas):
                 held.update(piece.held)
                 errors.extend(piece.errors)
@@ -692,6 +711,9 @@ class FileFeed:
         return judge(locks, self._processes(), self.clock.now(), self.host)
 
     # -- status ------------------------------------------------------------------
+
+    def _moved_roots(self) -> set[str]:
+        return {error.path for error in self.pinned.usable()[1]}
 
     def _existing_roots(self) -> list[str]:
         existing = [root for root in self.roots if os.path.exists(root)]

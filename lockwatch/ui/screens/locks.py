@@ -39,7 +39,10 @@ class LocksScreen(ViewScreen):
         self.detail = DetailPane(id="detail")
         self.empty = EmptyState(id="empty")
         # Made in `body`: an Input given a value asks for the screen at once.
-        self.filter_input = Input(placeholder=FILTER_HINT, id="filter")
+        # Selected when `/` is typed (see the app's `_route_to_filter`), not when the
+        # focus lands: keys typed ahead in a burst are in the box by then, and the
+        # next key would replace them all.
+        self.filter_input = Input(placeholder=FILTER_HINT, id="filter", select_on_focus=False)
 
     def body(self) -> ComposeResult:
         with Horizontal(id="locks-body"):
@@ -142,8 +145,11 @@ class LocksScreen(ViewScreen):
 
     # -- the filter ----------------------------------------------------------------
 
-    def open_filter(self) -> None:
+    def open_filter(self, *, select: bool = True) -> None:
         self.query_one("#filter-bar").display = True
+        if select:
+            # What is typed next replaces the filter shown (the cursor keys edit it).
+            self.filter_input.select_all()
         # Focus now, not on the next turn (`focus()` is deferred): keys typed
         # ahead in the same burst are already queued and must reach the box.
         self.set_focus(self.filter_input)
