@@ -143,6 +143,8 @@ def scrub_arguments(arguments: tuple[str, ...]) -> tuple[str, ...]:
     out = []
     hide = False
     for argument in arguments:
-        out.append(_MASK if hide else scrub_secrets(argument))
+        # psql's `--password` is a flag (prompt for it): the option after it stays.
+        hidden = hide and not argument.startswith("-")
+        out.append(_MASK if hidden else scrub_secrets(argument))
         hide = bool(_PASSWORD_OPTIONS.fullmatch(argument))
     return tuple(out)

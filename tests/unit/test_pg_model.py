@@ -199,6 +199,7 @@ def test_bounds_in_seven_cells_stay_true(
         ),
         (("worker", "--pgpassword=s3cret"), ("worker", "--pgpassword=***")),
         (("psql", "-h", "db", "-p", "5432"), ("psql", "-h", "db", "-p", "5432")),
+        (("psql", "--password", "-h", "db"), ("psql", "--password", "-h", "db")),
     ],
 )
 def test_a_client_command_line_shows_no_password(
