@@ -50,6 +50,7 @@ from lockwatch.actions.audit_format import (
     head_mac_body,
     head_path,
     mac_body,
+    read_head,
     read_records,
     record_hash,
     serialized,
@@ -334,7 +335,7 @@ class AuditLog:
         it would bury the evidence (the new head would vouch for the shortened log).
         Under the log's lock a head is never ahead of the last record, nor missing:
         lockwatch writes it before the log's first record and after each one."""
-        head = _read_head(self.path)
+        head = read_head(self.path)
         name = head_path(self.path).name
         if head is None:
             if tail.end == 0 and keyed_since(key, self.path) is None:
@@ -411,7 +412,7 @@ class AuditLog:
         """A new log gets its head first (record 0), so that a log without a head
         can only mean the head was removed. A head already there that names
         records means the log they were in was removed: no new log over it."""
-        head = _read_head(self.path)
+        head = read_head(self.path)
         if head is not None:
             seq = head.get("seq")
             if isinstance(seq, int) and seq > 0:
@@ -524,14 +525,3 @@ def _line_before(fd: int, position: int) -> bytes:
         if cut >= 0:
             return buffer[cut + 1 :]
     return buffer
-
-
-def _read_head(path: Path) -> dict[str, Any] | None:
-    """The head, {} when it cannot be read as one, None when there is none."""
-    try:
-        data = json.loads(head_path(path).read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

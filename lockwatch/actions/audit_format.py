@@ -71,3 +71,15 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, bytes
             except ValueError:
                 record = None
             yield number, record if isinstance(record, dict) else None, line
+
+
+def read_head(path: Path) -> dict[str, Any] | None:
+    """The head beside the log at `path`: None when there is none, {} when it
+    cannot be read as one (not JSON, not an object, unreadable)."""
+    try:
+        data = json.loads(head_path(path).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

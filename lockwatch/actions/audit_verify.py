@@ -18,7 +18,6 @@ confirmed is what an interrupted append leaves. Both are reported as torn.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -34,6 +33,7 @@ from lockwatch.actions.audit_format import (
     head_mac_body,
     head_path,
     mac_body,
+    read_head,
     read_records,
     record_hash,
     serialized,
@@ -72,13 +72,6 @@ class Verification:
     # What is worth knowing about a log that verifies: torn lines, a head behind.
     notes: tuple[str, ...] = ()
     anchored: int = 0
-
-
-class _Damaged:
-    """A head file that is not a head."""
-
-
-_DAMAGED = _Damaged()
 
 
 def verify(
@@ -255,7 +248,7 @@ class _Check:
     ) -> Verification:
         last_seq = max(self.hashes, default=0)
         ended = _ends_with_newline(self.path)
-        head = _read_head(self.path)
+        head = read_head(self.path)
         head_seq = head.get("seq") if isinstance(head, dict) else None
         torn: str | None = None
         if pending is not None:
@@ -405,13 +398,3 @@ def _ends_with_newline(path: Path) -> bool:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _read_head(path: Path) -> dict[str, Any] | _Damaged | None:
-    try:
-        data = json.loads(head_path(path).read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return _DAMAGED
-    return data if isinstance(data, dict) else _DAMAGED

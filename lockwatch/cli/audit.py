@@ -36,7 +36,7 @@ def _need(path: Path, key_file: Path) -> None:
     from lockwatch.actions.audit import head_path
 
     if not path.exists():
-        if _head_names_records(head_path(path)):
+        if _head_names_records(path):
             # Its head says records were written: a log that vanished was removed.
             click.echo(
                 f"lockwatch: {path}: TAMPERED: the log is gone but its head"
@@ -255,15 +255,13 @@ def _keyed_since(path: Path, key_file: Path) -> int | None:
         return None
 
 
-def _head_names_records(head: Path) -> bool:
-    """Whether the head file beside a log says records were written to it."""
-    import json
+def _head_names_records(log: Path) -> bool:
+    """Whether the head file beside a log says records were written to it (a head
+    that is no head does: the log was there, and something is wrong)."""
+    from lockwatch.actions.audit_format import read_head
 
-    try:
-        data = json.loads(head.read_bytes())
-    except FileNotFoundError:
+    head = read_head(log)
+    if head is None:
         return False
-    except (OSError, ValueError):
-        return True  # a head that is no head: the log was there, and something is wrong
-    seq = data.get("seq") if isinstance(data, dict) else None
+    seq = head.get("seq")
     return not (isinstance(seq, int) and seq == 0)
