@@ -388,9 +388,11 @@ class AuditLog:
     def _open(self, key: AuditKey) -> int:
         parent = self.path.parent
         if not parent.is_dir():
-            if parent.exists():
-                raise NotADirectoryError(errno.ENOTDIR, f"{parent} is not a directory")
-            parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Another lockwatch may be making it this very moment: made, or there.
+            try:
+                parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except FileExistsError:
+                raise NotADirectoryError(errno.ENOTDIR, f"{parent} is not a directory") from None
         created = not os.path.lexists(self.path)
         if created:
             with _locked_dir(parent):  # two lockwatch processes making the log at once

@@ -212,6 +212,24 @@ def test_a_damaged_last_line_stays_the_first_bad_record(log_path: Path) -> None:
 # ----------------------------------------------------------------------------- unwritable
 
 
+def test_a_directory_made_by_another_writer_meanwhile_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two lockwatches making the audit directory at once: the one that finds it
+    made between its look and its mkdir used to refuse ("is not a directory")."""
+    state = tmp_path / "state"
+    real_is_dir = Path.is_dir
+
+    def made_meanwhile(self: Path) -> bool:
+        if self == state and not real_is_dir(self):
+            self.mkdir()  # the other writer, just now
+            return False
+        return real_is_dir(self)
+
+    monkeypatch.setattr(Path, "is_dir", made_meanwhile)
+    assert make_log(state / "audit.jsonl").append("lock_broken", {})["seq"] == 1
+
+
 def test_parent_is_a_regular_file(tmp_path: Path) -> None:
     (tmp_path / "state").write_text("not a directory")
     with pytest.raises(AuditError, match="cannot open the audit log"):
