@@ -45,6 +45,21 @@ def key_path(given: Path | None, configured: str | None) -> Path:
     return Path(configured) if configured else default_key_path()
 
 
+def key_beside_log(key: Path, log: Path) -> str | None:
+    """Why the key is no key, when it sits in the audit log's own directory (or
+    under it): whoever can write the log can then most likely read the key, and
+    forge records the keyed chain would vouch for. None when it is kept apart."""
+    key_dir = os.path.realpath(key.parent)
+    log_dir = os.path.realpath(log.parent)
+    if key_dir != log_dir and not key_dir.startswith(log_dir.rstrip("/") + "/"):
+        return None
+    return (
+        f"warning: the audit key {key} is kept beside the audit log {log}: whoever can"
+        " write the log can likely read the key and forge records; keep it elsewhere"
+        " (--audit-key, or audit_key in the config's [actions])"
+    )
+
+
 @dataclass(frozen=True)
 class AuditKey:
     path: Path

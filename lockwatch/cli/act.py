@@ -23,6 +23,7 @@ from lockwatch.cli.where import (
     CONFIG_OPTION,
     OPERATOR_OPTION,
     TOMBSTONE_DIR_OPTION,
+    warn_if_key_beside_log,
 )
 
 if TYPE_CHECKING:
@@ -322,12 +323,17 @@ def _act(kind: Kind, request: Request) -> None:
     host = os.uname().nodename
     clock = SystemClock()
     operator = Operator.identify(request.operator)
-    audit = AuditLog(
+    audit_log, audit_key = (
         log_path(request.audit_log, config.audit_log),
+        key_path(request.audit_key, config.audit_key),
+    )
+    warn_if_key_beside_log(audit_key, audit_log)
+    audit = AuditLog(
+        audit_log,
         clock=clock,
         host=host,
         operator=operator,
-        key_path=key_path(request.audit_key, config.audit_key),
+        key_path=audit_key,
         anchor=syslog_anchor() if request.audit_syslog or config.audit_syslog else None,
     )
     wanted = _wanted(request, config)

@@ -9,7 +9,12 @@ from typing import Any
 import click
 
 from lockwatch.cli.table import printable
-from lockwatch.cli.where import AUDIT_KEY_OPTION, AUDIT_LOG_OPTION, CONFIG_OPTION
+from lockwatch.cli.where import (
+    AUDIT_KEY_OPTION,
+    AUDIT_LOG_OPTION,
+    CONFIG_OPTION,
+    warn_if_key_beside_log,
+)
 
 EXIT_OK = 0
 EXIT_TAMPERED = 1
@@ -187,6 +192,7 @@ def verify(
         audit_log or parent_log, audit_key or parent_key, config_path or parent_config
     )
     _need(path, key_file)
+    warn_if_key_beside_log(key_file, path)
     key = None
     try:
         key = AuditKey.load(key_file)

@@ -121,3 +121,13 @@ def select_targets(
         return Targets(select(wanted), config)
     except SourceError as exc:
         raise click.UsageError(str(exc)) from exc
+
+
+def warn_if_key_beside_log(key: Path, log: Path) -> None:
+    """A warning on stderr when the audit key is kept beside its log."""
+    from lockwatch.actions.audit_key import key_beside_log
+    from lockwatch.cli.table import printable
+
+    warning = key_beside_log(key, log)
+    if warning is not None:
+        click.echo(f"lockwatch: {printable(warning)}", err=True)

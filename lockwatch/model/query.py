@@ -28,10 +28,38 @@ class QueryError(ValueError):
     """A filter that cannot be parsed; the message is one line, shown under the filter box."""
 
 
+_STATES: Mapping[str, str] = MappingProxyType({state.value: state.value for state in State})
+# What the operator may type -> the Lock.source it means.
+_SOURCES: Mapping[str, str] = MappingProxyType(
+    {
+        "file": "file",
+        "pg": "postgres",
+        "postgres": "postgres",
+        "kernel": "kernel",
+        "rds": "redis",
+        "redis": "redis",
+        "etcd": "etcd",
+    }
+)
+
+
+def _either(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def _source_names() -> list[str]:
+    """What may be typed for each source: `pg/postgres`."""
+    by_source: dict[str, list[str]] = {}
+    for typed, source in _SOURCES.items():
+        by_source.setdefault(source, []).append(typed)
+    return ["/".join(names) for names in by_source.values()]
+
+
+# What `?` teaches: built from what the parser takes, so the two cannot drift.
 FIELDS: Mapping[str, str] = MappingProxyType(
     {
-        "state": "exact state: active, stale, invalid or waiting (a prefix will do)",
-        "source": "where the lock comes from: file, pg (postgres) or kernel",
+        "state": f"exact state: {_either(list(_STATES))} (a prefix will do)",
+        "source": f"where the lock comes from: {_either(_source_names())}",
         "format": "part of the lock format's name",
         "name": "part of the lock's name or path",
         "holder": "part of the holder: pid, host, actor, session, operation, pg user/application",
@@ -57,19 +85,6 @@ _EXAMPLES: Mapping[str, str] = MappingProxyType(
     }
 )
 
-_STATES: Mapping[str, str] = MappingProxyType({state.value: state.value for state in State})
-# What the operator may type -> the Lock.source it means.
-_SOURCES: Mapping[str, str] = MappingProxyType(
-    {
-        "file": "file",
-        "pg": "postgres",
-        "postgres": "postgres",
-        "kernel": "kernel",
-        "rds": "redis",
-        "redis": "redis",
-        "etcd": "etcd",
-    }
-)
 _DIGITS = frozenset("0123456789")
 
 
@@ -132,6 +147,9 @@ def _term(word: str) -> Term:
         if negated:
             raise QueryError("a lone ! negates nothing: put it before a term, as in !state:active")
         raise QueryError('empty quotes ("") match nothing in particular: remove them')
+    if negated and body.startswith("!"):
+        # Read as "not containing `!state:stale`", it would match every lock.
+        raise QueryError(f"{word[:2]} negates twice: one ! negates a term, as in !state:active")
     prefix, colon, value = body.partition(":")
     field = prefix.lower()
     if not colon or field not in FIELDS:

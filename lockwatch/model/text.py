@@ -97,7 +97,9 @@ _VALUE = (
     r'|"(?:[^"\\]|\\.)*(?:"|$)'
     r"""|(?:[^\s'"]|'')+)"""  # bare: up to a space or a quote
 )
-_SECRET_KEY = r"(?:pg|ssl)?pass(?:word|wd)|pwd"
+# Passwords (`pass=` of MySQL-style strings too), and the other secrets connection
+# strings and JSON carry: `client_secret`, `access_token`, `api_key`, `passphrase`.
+_SECRET_KEY = r"(?:[a-z0-9]+_)*(?:(?:pg|ssl)?pass(?:word|wd|phrase)?|pwd|secret|token|api_?key)"
 # `=`, or `%3D` inside a URL's query (`?application_name=app%20password%3D…`, where
 # no word boundary comes before the key).
 _KEY_VALUE = re.compile(
@@ -118,12 +120,13 @@ _URL_USERINFO = re.compile(
     r"""(\b[a-z][a-z0-9+.-]*://[^\s:/@'"]*):[^\s/'"]*@""", re.IGNORECASE | re.ASCII
 )
 # Cheap first look: most query text has none of these, and is returned as is.
-_MAYBE = re.compile(r"pass|pwd|://", re.IGNORECASE)
+_MAYBE = re.compile(r"pass|pwd|secret|token|api_?key|://", re.IGNORECASE)
 
 
 def scrub_secrets(text: str) -> str:
     """`text` with every password-looking value replaced by `***`: key=value
-    (`password=…`, `PGPASSWORD=…`, `sslpassword=…`), JSON (`"password": "…"`),
+    (`password=…`, `PGPASSWORD=…`, `sslpassword=…`, `pass=…`, `client_secret=…`,
+    `access_token=…`, `api_key=…`), JSON (`"password": "…"`, `"token": "…"`),
     SQL (`PASSWORD '…'`) and URL user info (`scheme://user:…@host`)."""
     if not _MAYBE.search(text):
         return text
@@ -134,7 +137,10 @@ def scrub_secrets(text: str) -> str:
 
 
 # Options whose next argument is a password (`--password hunter2`).
-_PASSWORD_OPTIONS = re.compile(r"--?(?:pg|ssl)?(?:pass(?:word|wd)?|pwd)", re.IGNORECASE | re.ASCII)
+_PASSWORD_OPTIONS = re.compile(
+    r"--?(?:(?:pg|ssl)?(?:pass(?:word|wd|phrase)?|pwd)|(?:[a-z]+-)*(?:secret|token|api-?key))",
+    re.IGNORECASE | re.ASCII,
+)
 
 
 def scrub_arguments(arguments: tuple[str, ...]) -> tuple[str, ...]:

@@ -55,6 +55,12 @@ HOSTILE_QUERIES = [
     ("SET my.conn = 'host=h sslpassword=keypass pwd=short'", "keypass"),
     ("ALTER ROLE x PASSWORD 'cut at two hundred charact…", "cut at two"),
     ("SELECT http_get('https://user:api-token@api.example.com/v1')", "api-token"),
+    ("SELECT mysql_fdw('host=h user=u pass=short-pass')", "short-pass"),
+    ("SELECT f('ssh key passphrase=open-sesame')", "open-sesame"),
+    ("SELECT oauth('client_id=app client_secret=cl13nt-s3cret')", "cl13nt-s3cret"),
+    ("SELECT http_get('https://api.example.com/v1?access_token=t0k3n-xyz')", "t0k3n-xyz"),
+    ("SELECT http_get('https://api.example.com/v1?API_KEY=k3y-abc&q=1')", "k3y-abc"),
+    ('SELECT \'{"token": "json-token", "apikey": "x"}\'::jsonb', "json-token"),
 ]
 
 
@@ -70,6 +76,7 @@ def test_the_scrubber_hides_each_spelling(query: str, secret: str) -> None:
     [
         "SELECT 1",
         "SELECT 'bypass=1', passage FROM t",
+        "SELECT token_count, tokens_used, compass='north', secret_santa = 1 FROM t",
         "ALTER ROLE x PASSWORD NULL",
         "SELECT * FROM https_log WHERE url = 'https://example.com/a@b'",
     ],

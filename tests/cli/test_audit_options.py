@@ -183,3 +183,36 @@ def test_a_head_that_cannot_be_written_leaves_no_empty_spare(
     with pytest.raises(OSError):
         audit_disk.write_beside(head, spare, b'{"seq": 0}\n')
     assert not spare.exists() and not head.exists()
+
+
+@pytest.mark.parametrize("beside", ["audit.key", "keys/audit.key"])
+def test_a_key_kept_beside_its_log_is_warned_about(tmp_path: Path, beside: str) -> None:
+    """Whoever can write the log can likely read a key in its directory (or under
+    it) and forge records: break and verify say so, and still do their work."""
+    lock = stale_pid_file(tmp_path)
+    log = tmp_path / "audit" / "audit.jsonl"
+    key = log.parent / beside
+    code, _, err = run_cli(
+        "break", str(lock), "--reason", "dead", "--yes",
+        "--audit-log", str(log), "--audit-key", str(key),
+    )  # fmt: skip
+    assert code == 0, err
+    assert not lock.exists()
+    assert f"the audit key {key} is kept beside the audit log {log}" in err
+    assert "forge" in err and "--audit-key" in err
+    code, _, err = run_cli("audit", "verify", "--audit-log", str(log), "--audit-key", str(key))
+    assert code == 0, err
+    assert "kept beside the audit log" in err
+
+
+def test_a_key_kept_apart_is_not_warned_about(tmp_path: Path) -> None:
+    lock = stale_pid_file(tmp_path)
+    log, key = tmp_path / "audit" / "audit.jsonl", tmp_path / "audit-keys" / "audit.key"
+    code, _, err = run_cli(
+        "break", str(lock), "--reason", "dead", "--yes",
+        "--audit-log", str(log), "--audit-key", str(key),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "beside" not in err
+    code, _, err = run_cli("audit", "verify", "--audit-log", str(log), "--audit-key", str(key))
+    assert code == 0 and "beside" not in err, err

@@ -433,6 +433,19 @@ async def test_unchanged_rescans_emit_no_upserts(root: Path) -> None:
             assert [s.state for s in change.statuses] == ["watching"]
 
 
+def test_a_rescan_keeps_the_ids_it_saw_as_the_feeds_own_strings() -> None:
+    """What a rescan saw is kept till its end: as the strings the feed already holds
+    where it knows the lock, not the rescan's fresh copies (which would pin the
+    pages of all else it read and dropped); a lock it did not know, as read."""
+    old = entry("a", {"pid": 1})
+    known = {old.lock.id: old}
+    fresh = [entry("a", {"pid": 1}), entry("b", {"pid": 2})]
+    assert fresh[0].lock.id == old.lock.id and fresh[0].lock.id is not old.lock.id
+    seen = list(watch._known_ids(fresh, known))
+    assert seen == ["file:/locks/a.lock", "file:/locks/b.lock"]
+    assert seen[0] is old.lock.id and seen[1] is fresh[1].lock.id
+
+
 async def test_rescan_puts_right_what_the_events_missed(root: Path) -> None:
     """A feed driven by `rescan` alone (no watcher): what changed is upserted, what went
     is removed, and the rest is left alone."""

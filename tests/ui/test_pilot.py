@@ -393,6 +393,23 @@ async def test_enter_keeps_the_filter_and_returns_to_the_table() -> None:
         assert table.selected == MID
 
 
+async def test_enter_on_a_bad_filter_stays_in_the_box() -> None:
+    """The table is filtered by the last filter that parsed ("state"), not by what
+    the box says: enter does not leave the box behind that; fixing it does."""
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"state:zombie", "enter")
+        await pilot.pause()
+        box = filter_input(app)
+        assert app.focused is box
+        assert "zombie" in static_text(app, "#filter-error")
+        await pilot.press(*["backspace"] * 6, *"stale", "enter")
+        await pilot.pause()
+        assert app.focused is app.query_one("#table", LockTable)
+        assert app.rows.query.text == "state:stale" and app.rows.ids == [ZETA, MID]
+
+
 async def test_escape_in_the_box_clears_the_filter() -> None:
     app = app_with()
     async with app.run_test(size=SIZE) as pilot:

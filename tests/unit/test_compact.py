@@ -143,6 +143,30 @@ def test_the_file_source_keeps_a_whole_record_as_its_bytes_and_nothing_else() ->
             assert lock.content == content
 
 
+def test_a_pretty_printed_record_is_kept_without_its_indentation() -> None:
+    """Indentation is a third of a pretty-printed record: the board keeps the same
+    record (keys in order, every value as read: unicode, a float, a 2**64 that
+    orjson reads as a float, nesting) in fewer bytes. A compact record is kept
+    as the very bytes read."""
+    record = {
+        "pid": 4000000,
+        "session_id": "main é☃",
+        "acquired_at": "2026-11-24T10:00:00Z",
+        "ratio": 0.1,
+        "big": 2**64,
+        "nested": {"z": [1, {"a": None}], "a": True},
+    }
+    pretty = json.dumps(record, indent=4, ensure_ascii=False).encode()
+    lock = decode_file(LockFile("/srv/project/memory/.lock", pretty, 0.0, "0" * 64))
+    assert lock.format == "clawdbot" and type(lock.content) is Document
+    assert len(lock.content._raw) < len(pretty) * 2 // 3
+    assert list(lock.content.as_dict().items()) == list(orjson.loads(pretty).items())
+    assert json.dumps(lock.content.as_dict()) == json.dumps(orjson.loads(pretty))
+    compact = orjson.dumps(record | {"big": 1})
+    kept = decode_file(LockFile("/srv/project/memory/.lock", compact, 0.0, "0" * 64)).content
+    assert type(kept) is Document and kept._raw == compact
+
+
 def test_a_file_lock_with_a_document_records_and_shows_as_with_the_dict() -> None:
     lock = Lock("file:/x", "file", "clawdbot", "x", "/x", content=Document(RECORD))
     back = loads_line(dumps_line(lock))

@@ -200,6 +200,11 @@ def test_bounds_in_seven_cells_stay_true(
         (("worker", "--pgpassword=s3cret"), ("worker", "--pgpassword=***")),
         (("psql", "-h", "db", "-p", "5432"), ("psql", "-h", "db", "-p", "5432")),
         (("psql", "--password", "-h", "db"), ("psql", "--password", "-h", "db")),
+        (
+            ("agent", "--auth-token", "s3cret", "--api-key", "s3cret", "--token-file", "f"),
+            ("agent", "--auth-token", "***", "--api-key", "***", "--token-file", "f"),
+        ),
+        (("agent", "--client-secret=s3cret"), ("agent", "--client-secret=***")),
     ],
 )
 def test_a_client_command_line_shows_no_password(

@@ -338,6 +338,9 @@ def test_fields_name_every_field() -> None:
         # lone !
         ("!", ["lone !"]),
         ("state:stale !", ["lone !"]),
+        # two !s: not a term without `!state:stale` in it (which is every lock)
+        ("!!state:stale", ["!! negates twice", "!state:active"]),
+        ("!!", ["!! negates twice"]),
         # empty quotes
         ('""', ["empty quotes"]),
         # unbalanced quote
@@ -378,3 +381,15 @@ def test_parse_raises_only_query_error(text: str) -> None:
 def test_parse_raises_only_query_error_on_syntax_soup(parts: list[str]) -> None:
     with contextlib.suppress(QueryError):
         parse("".join(parts))
+
+
+def test_the_help_names_every_state_and_source_the_filter_takes() -> None:
+    """`?` lists the filter's fields: every state and every source spelling the
+    parser takes is named there (it once named four states and three sources)."""
+    from lockwatch.model.query import _SOURCES
+
+    for state in State:
+        assert state.value in FIELDS["state"]
+        assert parse(f"state:{state.value}").terms[0].value == state.value
+    for typed in _SOURCES:
+        assert typed in FIELDS["source"].replace("/", " ").replace(",", " ").split()

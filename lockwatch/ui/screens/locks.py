@@ -170,9 +170,15 @@ class LocksScreen(ViewScreen):
         self.show()
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
-        if message.input is self.filter_input:
-            self.query_one("#filter-bar").display = bool(self.dash.rows.query.text)
-            self.table.focus()
+        if message.input is not self.filter_input:
+            return
+        if self.query_one("#filter-error", Static).display:
+            # The table is filtered by the last filter that parsed, not by what the
+            # box says: leaving now would hide that. Fix it, or escape clears it.
+            self.app.bell()
+            return
+        self.query_one("#filter-bar").display = bool(self.dash.rows.query.text)
+        self.table.focus()
 
     def escape(self) -> None:
         rows = self.dash.rows

@@ -174,10 +174,16 @@ def _decode_record(doc: dict[str, Any], file: LockFile) -> Lock:
 
 def _kept_as_read(lock: Lock, doc: dict[str, Any], raw: bytes) -> Lock:
     """The lock with its record (`doc`, read from `raw`) kept as those bytes, when
-    the decoder kept the record whole: a large tree's board holds every lock's."""
+    the decoder kept the record whole: a large tree's board holds every lock's.
+    Pretty-printed records are kept without their indentation: the same record
+    (`Document` reads back an equal dict), a third smaller."""
     if lock.content is not doc:
         return lock
-    return amended(lock, content=Document(raw))
+    try:
+        compact = orjson.dumps(doc)
+    except TypeError:  # nested deeper than orjson writes (it reads deeper): as read
+        compact = raw
+    return amended(lock, content=Document(compact if len(compact) < len(raw) else raw))
 
 
 def _decode_text(raw: bytes, file: LockFile) -> Lock:
