@@ -406,7 +406,7 @@ async def test_enter_on_a_bad_filter_stays_in_the_box() -> None:
         assert "zombie" in static_text(app, "#filter-error")
         await pilot.press(*["backspace"] * 6, *"stale", "enter")
         await pilot.pause()
-        assert app.focused is app.query_one("#table", LockTable)
+        assert app.query_one("#table", LockTable).has_focus
         assert app.rows.query.text == "state:stale" and app.rows.ids == [ZETA, MID]
 
 
