@@ -174,3 +174,27 @@ def test_a_file_lock_with_a_document_records_and_shows_as_with_the_dict() -> Non
     assert str(_render_content(lock)) == str(
         _render_content(dataclasses.replace(lock, content=RECORD_DICT))
     )
+
+
+def test_compacted_records_keep_no_more_memory_than_their_bytes() -> None:
+    """What orjson.dumps returns keeps its whole 4 KiB buffer resident: kept for
+    every lock of a large tree, it cost more than the record it replaced. In a
+    process of its own, 20,000 records kept must cost well under a KiB each."""
+    import subprocess
+    import sys
+
+    script = """
+import json, psutil
+from lockwatch.sources.files.decoders import decode_file
+from lockwatch.sources.files.decoders.base import LockFile
+record = {"pid": 4000000, "session_id": "main", "acquired_at": "2026-11-24T10:00:00Z",
+          "hostname": "bench", "operation": "write:tasks.json"}
+files = [LockFile(f"/p/{n}/memory/.lock", json.dumps(record | {"n": n}, indent=2).encode(),
+                  0.0, "0" * 64) for n in range(20_000)]
+decode_file(files[0])
+before = psutil.Process().memory_info().rss
+kept = [decode_file(file).content for file in files]
+print((psutil.Process().memory_info().rss - before) / len(kept))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert float(out.stdout) < 1024, out.stdout
