@@ -98,15 +98,19 @@ _VALUE = (
     r"""|(?:[^\s'"]|'')+)"""  # bare: up to a space or a quote
 )
 # Passwords (`pass=` of MySQL-style strings too), and the other secrets connection
-# strings and JSON carry: `client_secret`, `access_token`, `api_key`, `passphrase`.
-_SECRET_KEY = r"(?:[a-z0-9]+_)*(?:(?:pg|ssl)?pass(?:word|wd|phrase)?|pwd|secret|token|api_?key)"
+# strings and JSON carry: `passphrase`, `client_secret`, `access_token`, `api_key`.
+_SECRET_KEY = r"(?:pg|ssl)?pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key"
 # `=`, or `%3D` inside a URL's query (`?application_name=app%20password%3D…`, where
-# no word boundary comes before the key).
+# no word boundary comes before the key). After an underscore too: the key of
+# `client_secret=…` is its last word (the words before it stay as they are).
 _KEY_VALUE = re.compile(
-    rf"(?<![a-z_])({_SECRET_KEY})(\s*=\s*|%3D){_VALUE}", re.IGNORECASE | re.ASCII
+    rf"(?<![a-z])({_SECRET_KEY})(\s*=\s*|%3D){_VALUE}", re.IGNORECASE | re.ASCII
 )
+# `"client_secret": "…"`: words before the key, bounded (unbounded, a long run of
+# letters after each quote would be read to its end, and again after the next).
 _JSON_VALUE = re.compile(
-    rf"""("(?:{_SECRET_KEY})"\s*:\s*)"(?:[^"\\]|\\.)*(?:"|$)""", re.IGNORECASE | re.ASCII
+    rf"""("(?:[a-z0-9_-]{{0,64}}[_-])?(?:{_SECRET_KEY})"\s*:\s*)"(?:[^"\\]|\\.)*(?:"|$)""",
+    re.IGNORECASE | re.ASCII,
 )
 # SQL: CREATE/ALTER ROLE … [ENCRYPTED] PASSWORD '…'; a foreign server's
 # OPTIONS (password '…'). String constants: '…', E'…', $tag$…$tag$.
@@ -120,7 +124,7 @@ _URL_USERINFO = re.compile(
     r"""(\b[a-z][a-z0-9+.-]*://[^\s:/@'"]*):[^\s/'"]*@""", re.IGNORECASE | re.ASCII
 )
 # Cheap first look: most query text has none of these, and is returned as is.
-_MAYBE = re.compile(r"pass|pwd|secret|token|api_?key|://", re.IGNORECASE)
+_MAYBE = re.compile(r"pass|pwd|secret|token|api[_-]?key|://", re.IGNORECASE)
 
 
 def scrub_secrets(text: str) -> str:
