@@ -9,7 +9,7 @@ not with how many locks exist.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from lockwatch.model.board import ChangeSet, Entry, Merging, same
@@ -85,6 +85,15 @@ class Differ:
             ):
                 out.append(entry)
         return out
+
+    def known_ids(self, entries: Iterable[Entry]) -> Iterator[str]:
+        """The ids of `entries`, as the picture's own strings where it has the lock:
+        fresh copies kept till the end of a large rescan would pin the pages of
+        everything else it read and dropped (tens of MB over a large tree)."""
+        for entry in entries:
+            lock_id = entry.lock.id
+            old = self.entries.get(lock_id)
+            yield lock_id if old is None else old.lock.id
 
     def _same(self, entry: Entry) -> bool:
         old = self.entries.get(entry.lock.id)

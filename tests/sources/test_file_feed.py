@@ -438,10 +438,11 @@ def test_a_rescan_keeps_the_ids_it_saw_as_the_feeds_own_strings() -> None:
     where it knows the lock, not the rescan's fresh copies (which would pin the
     pages of all else it read and dropped); a lock it did not know, as read."""
     old = entry("a", {"pid": 1})
-    known = {old.lock.id: old}
+    differ = Differ()
+    differ.full([old])
     fresh = [entry("a", {"pid": 1}), entry("b", {"pid": 2})]
     assert fresh[0].lock.id == old.lock.id and fresh[0].lock.id is not old.lock.id
-    seen = list(watch._known_ids(fresh, known))
+    seen = list(differ.known_ids(fresh))
     assert seen == ["file:/locks/a.lock", "file:/locks/b.lock"]
     assert seen[0] is old.lock.id and seen[1] is fresh[1].lock.id
 

@@ -554,7 +554,7 @@ class FileFeed:
                 errors.extend(piece.errors)
                 kept = differ.changed(piece.entries)
                 changed.extend(kept)
-                seen.update(_known_ids(piece.entries, differ.entries))
+                seen.update(differ.known_ids(piece.entries))
                 if kept and piece.decoded:
                     ids = {entry.lock.id for entry in kept}
                     odd.update((lock.id, lock) for lock in piece.decoded if lock.id in ids)
@@ -797,13 +797,3 @@ def _under(known: list[str], prefix: str) -> list[str]:
     while end < len(known) and known[end].startswith(prefix):
         end += 1
     return known[start:end]
-
-
-def _known_ids(entries: Iterable[Entry], known: dict[str, Entry]) -> Iterator[str]:
-    """The ids of `entries`, as the feed's own strings where it knows them: a
-    rescan's fresh copies, kept till its end, would pin the pages of everything
-    else it read and dropped (tens of MB over a large tree)."""
-    for entry in entries:
-        lock_id = entry.lock.id
-        old = known.get(lock_id)
-        yield lock_id if old is None else old.lock.id

@@ -182,11 +182,10 @@ def _kept_as_read(lock: Lock, doc: dict[str, Any], raw: bytes) -> Lock:
     try:
         compact = orjson.dumps(doc)
     except TypeError:  # nested deeper than orjson writes (it reads deeper): as read
-        return amended(lock, content=Document(raw))
-    if len(compact) >= len(raw):
-        return amended(lock, content=Document(raw))
+        compact = raw
     # A copy: what orjson.dumps returns keeps its whole 4 KiB buffer resident.
-    return amended(lock, content=Document(bytes(memoryview(compact))))
+    kept = bytes(memoryview(compact)) if len(compact) < len(raw) else raw
+    return amended(lock, content=Document(kept))
 
 
 def _decode_text(raw: bytes, file: LockFile) -> Lock:
