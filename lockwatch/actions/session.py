@@ -18,6 +18,7 @@ from typing import Any
 
 from lockwatch.actions import files
 from lockwatch.actions.audit import AuditLog, Operator, log_path
+from lockwatch.actions.audit_key import key_beside_log
 from lockwatch.actions.plan import Kind, Plan, plan
 from lockwatch.actions.run import Executor, Outcome, decoded
 from lockwatch.actions.targets import prepare
@@ -112,6 +113,10 @@ class ActionSession:
             tombstone_dir=tombstone_dir,
             dsn_for=self._dsns.get,
         )
+        # What the operator should know before acting (the dashboard shows them:
+        # its stderr is behind the screen).
+        beside = key_beside_log(self.executor.audit.key_path, self.audit_path)
+        self.warnings: tuple[str, ...] = () if beside is None else (beside,)
         self.holdings = Holdings()
         self._lock = threading.Lock()
         # One writer of held lock files at a time: a heartbeat that outlasts the next

@@ -230,6 +230,10 @@ class LockwatchApp(App[None]):
             self.notify(
                 markup=False, message=warning, title="theme skipped", severity="warning", timeout=8
             )
+        for warning in () if self.actions is None else self.actions.warnings:
+            self.notify(
+                markup=False, message=clean(warning), title="audit", severity="warning", timeout=20
+            )
 
     @work(exclusive=False, group="feeds", exit_on_error=False)
     async def _run_feed(self, feed: Feed) -> None:

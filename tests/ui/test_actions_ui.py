@@ -269,6 +269,29 @@ def row_text(app: LockwatchApp, lock_id: str) -> str:
 # --- break -------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("beside", [True, False])
+async def test_an_audit_key_beside_its_log_is_told_on_screen(scene: Scene, beside: bool) -> None:
+    """`break` warns on stderr; the dashboard's stderr is behind its screen."""
+    scene.write("a.lock", generic(31999, "a"))
+    key = (scene.audit.parent if beside else scene.tmp / "keys") / "audit.key"
+    session = ActionSession(
+        clock=scene.clock,
+        host=LOCAL_HOST,
+        roots=[str(scene.root)],
+        audit_log=scene.audit,
+        operator=OPERATOR,
+        audit_key=key,
+    )
+    app = scene.app(actions=session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        told = [note for note in notes(app) if note.startswith("audit: ")]
+        if beside:
+            assert len(told) == 1 and f"the audit key {key} is kept beside" in told[0]
+        else:
+            assert told == []
+
+
 async def test_break_a_stale_lock(scene: Scene) -> None:
     path = scene.write("deploy.lock", tower("deploy", heartbeat=600))
     before = path.read_bytes()
