@@ -65,6 +65,9 @@ class ChangeSet:
     errors: tuple[ScanError, ...] = ()
     # `errors` are all the feed's problems now (a rescan), not only new ones.
     all_errors: bool = False
+    # Places looked at again (directories listed anew): an error at one of them is
+    # over, unless `errors` names it again.
+    looked: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -163,6 +166,7 @@ class Merging:
         # A full picture removes whatever it does not hold: no removals to tell.
         self._removed = {} if first.full else dict.fromkeys(first.removed)
         self._errors = list(first.errors)
+        self._looked = dict.fromkeys(first.looked)
 
     def add(self, then: ChangeSet) -> None:
         if then.feed != self.feed:
@@ -175,6 +179,7 @@ class Merging:
             self._upserts = {entry.lock.id: entry for entry in then.upserts}
             self._removed = {}
             self._errors = list(then.errors)
+            self._looked = {}
             return
         upserts, removed = self._upserts, self._removed
         for lock_id in then.removed:
@@ -187,13 +192,12 @@ class Merging:
             removed.pop(lock_id, None)
         if then.all_errors:
             self._errors = list(then.errors)
-        elif then.upserts or then.removed or then.errors:
+        elif then.upserts or then.removed or then.errors or then.looked:
             # `then`, a delta, settles the paths it names (see Board._apply_errors).
-            settled = {entry.lock.path for entry in then.upserts}
-            settled.update(lock_id.removeprefix("file:") for lock_id in then.removed)
-            settled.update(error.path for error in then.errors)
+            settled = _settled(then)
             self._errors = [e for e in self._errors if e.path not in settled]
             self._errors.extend(then.errors)
+            self._looked.update(dict.fromkeys(then.looked))
         self.all_errors = self.all_errors or then.all_errors
 
     def change_set(self) -> ChangeSet:
@@ -206,7 +210,17 @@ class Merging:
             removed=tuple(self._removed),
             errors=tuple(self._errors),
             all_errors=self.all_errors,
+            looked=tuple(self._looked),
         )
+
+
+def _settled(change: ChangeSet) -> set[str]:
+    """The paths a delta settles: read now, gone, failing anew, or looked at again."""
+    settled = {entry.lock.path for entry in change.upserts if entry.lock.path is not None}
+    settled.update(lock_id.removeprefix("file:") for lock_id in change.removed)
+    settled.update(error.path for error in change.errors)
+    settled.update(change.looked)
+    return settled
 
 
 def same(a: Entry, b: Entry) -> bool:
@@ -420,10 +434,7 @@ class Board:
         if change.full or change.all_errors:
             self.errors[change.feed] = change.errors
             return
-        # A delta settles the paths it names: read now, gone, or failing anew.
-        settled = {entry.lock.path for entry in change.upserts}
-        settled.update(lock_id.removeprefix("file:") for lock_id in change.removed)
-        settled.update(error.path for error in change.errors)
+        settled = _settled(change)
         kept = [e for e in self.errors.get(change.feed, ()) if e.path not in settled]
         self.errors[change.feed] = (*kept, *change.errors)
 

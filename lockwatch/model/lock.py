@@ -158,6 +158,10 @@ class Lock:
     store: StoreLock | None = None
     # Another host's lock, seen through its `lockwatch serve`: judged there, read-only here.
     remote: RemoteOrigin | None = None
+    # Why this sighting is only the last one: the lock could not be read again (its
+    # directory made unreadable), so nobody here can tell whether it is still held.
+    # A fact of the lock, not of one verdict: judged again, it stays unknown.
+    unseen: Reason | None = None
 
 
 _NAMES = tuple(f.name for f in fields(Lock))

@@ -73,6 +73,10 @@ def _is_address(host: str) -> bool:
 
 
 def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str) -> Verdict:
+    if lock.unseen is not None:
+        # What it said when last read is no evidence now: it may have been released,
+        # taken again or left behind since.
+        return Verdict(State.UNKNOWN, (lock.unseen,), age_seconds=_age(lock, clock.now()))
     if lock.remote is not None:
         # Another host judged it, with its own processes and clock: imported here,
         # as the store rules are (the module builds on this one's Verdict).
@@ -420,6 +424,12 @@ def _boot_differs(facts: ProcessFacts, recorded: int | None) -> Reason | None:
         f"the lock was made in an earlier boot of this host; pid {facts.pid} now belongs"
         " to another process and the holder is gone",
     )
+
+
+def _age(lock: Lock, now: datetime) -> float | None:
+    if lock.acquired_at is None:
+        return None
+    return max((now - lock.acquired_at).total_seconds(), 0.0)
 
 
 def _skew(what: str, ahead: float) -> Reason:

@@ -21,7 +21,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -295,7 +295,12 @@ def emit(change):
     print(json.dumps({
         "states": [s.state for s in change.statuses],
         "upserts": [e.lock.id for e in change.upserts],
+        "verdicts": {
+            e.lock.id: [e.verdict.state.value, [r.code for r in e.verdict.reasons]]
+            for e in change.upserts
+        },
         "removed": list(change.removed),
+        "looked": list(change.looked),
     }), flush=True)
 
 async def main():
@@ -327,6 +332,9 @@ class Lines:
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
         self.ids: set[str] = set()
+        # Each lock's verdict as last told: [state, [reason codes]].
+        self.verdicts: dict[str, list[Any]] = {}
+        self.looked: set[str] = set()  # directories listed anew, as told
         self.states: list[str] = []
         self.lines: list[bytes] = []
         self.armed = False
@@ -356,6 +364,14 @@ class Lines:
         self.states = change["states"]
         self.ids.update(change["upserts"])
         self.ids.difference_update(change["removed"])
+        self.verdicts.update(change["verdicts"])
+        self.looked.update(change["looked"])
+        for removed in change["removed"]:
+            self.verdicts.pop(removed, None)
+
+    def state(self, lock_id: str) -> str | None:
+        told = self.verdicts.get(lock_id)
+        return None if told is None else str(told[0])
 
 
 @contextlib.asynccontextmanager
@@ -406,15 +422,23 @@ async def test_a_root_whose_permissions_come_back_is_read_again(open_dir: Path, 
         closed.chmod(0)
     async with feed_as_nobody(str(root)) as feed:
         await feed.until(lambda: feed.armed, "the watches in place")
+        seen = lock_id(lock)
         if where != "root-at-start":
-            await feed.until(lambda: lock_id(lock) in feed.ids, "the first scan")
+            await feed.until(lambda: seen in feed.ids, "the first scan")
             assert feed.states == ["watching"]
+            assert feed.verdicts[seen] == ["active", []]
             closed.chmod(0)
         await feed.until(lambda: feed.states == ["error"], "the root reported unreadable")
-        assert lock_id(lock) not in feed.ids
+        if where == "root-at-start":
+            assert seen not in feed.ids  # never read: nothing to show
+        else:
+            # Not released: nobody can tell, so it stays as last read, unknown.
+            await feed.until(lambda: feed.state(seen) == "unknown", "the lock unknown")
+            assert feed.verdicts[seen] == ["unknown", ["unreadable"]]
         closed.chmod(0o755)
         # Not the hourly rescan: the root is looked at again every half second.
-        await feed.until(lambda: lock_id(lock) in feed.ids, "the lock seen again")
+        await feed.until(lambda: feed.state(seen) == "active", "the lock read again")
+        assert feed.verdicts[seen] == ["active", []]
         assert feed.states == ["watching"]
         # And watched again, all the way down.
         later = root / "sub" / "b.lock"
@@ -438,6 +462,68 @@ async def test_a_subdirectory_readable_again_is_watched_and_read(open_dir: Path)
         later = root / "sub" / "b.lock"
         later.write_text(body("b"))
         await feed.until(lambda: lock_id(later) in feed.ids, "a lock written afterwards")
+
+
+# The same feed polling (no inotify): what the poller does not find is looked at too.
+POLLING_FEED = NOBODY_FEED.replace('host="h",', 'host="h", force_polling=True, poll_seconds=0.1,')
+POLLING_FEED = POLLING_FEED.replace(
+    "while feed.watching is None or not feed.watching.armed:", "while feed.poller is None:"
+)
+
+
+@pytest.mark.parametrize("how", ["watched", "polled"])
+async def test_a_lock_behind_a_closed_directory_is_unknown_not_released(
+    open_dir: Path, how: str
+) -> None:
+    assert "force_polling=True" in POLLING_FEED and "feed.poller is None" in POLLING_FEED
+    root = open_dir / "locks"
+    (root / "sub").mkdir(parents=True)
+    root.chmod(0o755)
+    (root / "sub").chmod(0o755)
+    kept, removed = root / "sub" / "a.lock", root / "sub" / "b.lock"
+    for lock in (kept, removed):
+        lock.write_text(body(lock.stem))
+        lock.chmod(0o644)
+    script = NOBODY_FEED if how == "watched" else POLLING_FEED
+    async with feed_process(unprivileged(), script, str(root)) as process:
+        feed = Lines(process)
+        await feed.until(lambda: feed.armed, "the feed started")
+        await feed.until(
+            lambda: feed.state(lock_id(kept)) == feed.state(lock_id(removed)) == "active",
+            "the first scan",
+        )
+        (root / "sub").chmod(0)
+        await feed.until(
+            lambda: feed.state(lock_id(kept)) == feed.state(lock_id(removed)) == "unknown",
+            "both locks unknown",
+        )
+        assert feed.verdicts[lock_id(kept)] == ["unknown", ["unreadable"]]
+        removed.unlink()  # by root, while the feed cannot look
+        feed.looked.clear()
+        (root / "sub").chmod(0o755)
+        await feed.until(lambda: lock_id(removed) not in feed.ids, "the removed lock gone")
+        await feed.until(lambda: feed.state(lock_id(kept)) == "active", "the kept lock read")
+        if how == "watched":
+            # Its permissions' change is an event: the directory listed again, which
+            # settles the error it had (the board drops it: test_board).
+            assert str(root / "sub") in feed.looked
+
+
+async def test_a_lock_file_made_unreadable_is_unknown_till_readable(open_dir: Path) -> None:
+    root = open_dir / "locks"
+    root.mkdir()
+    root.chmod(0o755)
+    lock = root / "a.lock"
+    lock.write_text(body("a"))
+    lock.chmod(0o644)
+    async with feed_as_nobody(str(root)) as feed:
+        await feed.until(lambda: feed.armed, "the watches in place")
+        await feed.until(lambda: feed.state(lock_id(lock)) == "active", "the first scan")
+        lock.chmod(0)
+        await feed.until(lambda: feed.state(lock_id(lock)) == "unknown", "the lock unknown")
+        assert feed.verdicts[lock_id(lock)] == ["unknown", ["unreadable"]]
+        lock.chmod(0o644)
+        await feed.until(lambda: feed.state(lock_id(lock)) == "active", "the lock read again")
 
 
 # --------------------------------------------------------------------------- out of watches

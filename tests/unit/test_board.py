@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from lockwatch.model import board as board_module
-from lockwatch.model.board import Applied, Board, ChangeSet, Entry, judge, same
+from lockwatch.model.board import Applied, Board, ChangeSet, Entry, judge, merge, same
 from lockwatch.model.events import Event, EventKind
 from lockwatch.model.lock import Lock, StalenessPolicy
 from lockwatch.model.process import StaticProcesses
@@ -53,9 +53,16 @@ def delta(
     at: datetime = NOW,
     errors: tuple[ScanError, ...] = (),
     all_errors: bool = False,
+    looked: tuple[str, ...] = (),
 ) -> ChangeSet:
     return ChangeSet(
-        feed, at, upserts=upserts, removed=removed, errors=errors, all_errors=all_errors
+        feed,
+        at,
+        upserts=upserts,
+        removed=removed,
+        errors=errors,
+        all_errors=all_errors,
+        looked=looked,
     )
 
 
@@ -631,6 +638,31 @@ def test_a_delta_settles_the_paths_it_names() -> None:
     assert board.all_errors() == [error("/srv/run/other.lock", "I/O error")]
     board.apply(delta(FILES))  # says nothing about it
     assert board.all_errors() == [error("/srv/run/other.lock", "I/O error")]
+
+
+def test_a_directory_looked_at_again_settles_its_error() -> None:
+    board = Board(LOCAL_HOST)
+    board.apply(full(FILES, errors=(error("/srv/run/sub"), error("/srv/other"))))
+    board.apply(delta(FILES, looked=("/srv/run/sub",)))  # listed again, fine now
+    assert board.all_errors() == [error("/srv/other")]
+    # Looked at and failing again in the same look: the error stays.
+    board.apply(delta(FILES, errors=(error("/srv/other"),), looked=("/srv/other",)))
+    assert board.all_errors() == [error("/srv/other")]
+
+
+@pytest.mark.parametrize("fine_last", [True, False])
+def test_merged_looks_settle_as_applied_one_by_one(fine_last: bool) -> None:
+    failed = delta(FILES, errors=(error("/srv/run/sub"),))
+    fine = delta(FILES, looked=("/srv/run/sub",))
+    first, then = (failed, fine) if fine_last else (fine, failed)
+    one_by_one, merged = Board(LOCAL_HOST), Board(LOCAL_HOST)
+    for board in (one_by_one, merged):
+        board.apply(full(FILES, errors=(error("/srv/run/sub", "old"),)))
+    one_by_one.apply(first)
+    one_by_one.apply(then)
+    merged.apply(merge(first, then))
+    assert merged.all_errors() == one_by_one.all_errors()
+    assert merged.all_errors() == ([] if fine_last else [error("/srv/run/sub")])
 
 
 # -- Applied ---------------------------------------------------------------------------

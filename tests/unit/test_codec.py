@@ -169,7 +169,7 @@ def verdict(**changes: Any) -> Verdict:
 
 
 def test_file_lock_with_every_field_set() -> None:
-    lock = file_lock()
+    lock = file_lock(unseen=Reason("unreadable", "cannot read /srv/locks now (Permission denied)"))
     back = both_ways(lock)
     same_lock(lock, back)
     assert type(back.scope) is tuple and type(back.defects) is tuple

@@ -375,6 +375,10 @@ class Watcher:
             # (it may be readable now): watched all the way down, its locks looked for.
             self._watch_tree(path)
             self._record(path, Change.ADDED, now)
+        elif mask & IN_ATTRIB:
+            # Its permissions changed: the locks under it may be unreadable now (then
+            # unknown, not gone) or readable again. Its watch stays either way.
+            self._record(path, Change.MODIFIED, now)
 
     def _file(self, path: str, mask: int, now: float) -> None:
         if mask & (IN_CREATE | IN_MOVED_TO):

@@ -53,6 +53,7 @@ from lockwatch.sources.files.scanner import (
     partition,
     scan_chunks,
 )
+from lockwatch.sources.files.unseen import unreadable
 from lockwatch.sources.processes import PsutilProcesses
 
 # Events are batched: handed over once nothing new came for STEP ms, and at the
@@ -102,6 +103,7 @@ class _Collected:
     entries: list[Entry]
     gone: list[str]
     errors: list[ScanError]
+    looked: tuple[str, ...] = ()  # directories listed anew, without an error
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +283,8 @@ class FileFeed:
                 emit(self._change(self.clock.now(), pending, with_statuses=False))
                 pending, waiting_since, emitted = [], None, now
         # Anything the feed knew that the scan did not find (a scan started again).
-        _, removed = self._settle((), [i for i in self._differ.entries if i not in seen])
+        kept, removed = self._settle((), [i for i in self._differ.entries if i not in seen], errors)
+        pending.extend(kept)
         self._rescan_cost = time.monotonic() - first.started
         self._existing_roots()
         self._root_errors = {e.path: e for e in errors if e.path in self.roots}
@@ -316,13 +319,19 @@ class FileFeed:
             await asyncio.to_thread(heap.give_back)  # what it read and found unchanged
 
     def _settle(
-        self, entries: Sequence[Entry], gone: Iterable[str]
+        self, entries: Sequence[Entry], gone: Iterable[str], errors: Sequence[ScanError] = ()
     ) -> tuple[list[Entry], list[str]]:
-        """The differ told `entries` and `gone`: what changed. A lock file gone or
-        made again on another inode takes its kernel past with it (`was_held`):
-        its inode may be a new file's later."""
+        """The differ told `entries` and `gone`: what changed. A lock that `errors`
+        say cannot be read now is not gone: it stays as last seen, unknown. A lock
+        file gone or made again on another inode takes its kernel past with it
+        (`was_held`): its inode may be a new file's later."""
         known = self._differ.entries
         gone = list(gone)
+        if errors:
+            kept = unreadable(known, gone, errors, self._processes(), self.clock.now(), self.host)
+            if kept:
+                gone = [lock_id for lock_id in gone if lock_id not in kept]
+                entries = [*entries, *kept.values()]
         before = [known[i] for i in gone if i in known]
         before.extend(known[e.lock.id] for e in entries if e.lock.id in known)
         if self._was_held and before:
@@ -451,9 +460,9 @@ class FileFeed:
             now = self.clock.now()
             known = list(self._differ.entries)
             collected = await asyncio.to_thread(self._collect_changes, changes, known)
-            upserts, removed = self._settle(collected.entries, collected.gone)
-            if upserts or removed or collected.errors:
-                emit(self._change(now, upserts, removed, collected.errors))
+            upserts, removed = self._settle(collected.entries, collected.gone, collected.errors)
+            if upserts or removed or collected.errors or collected.looked:
+                emit(self._change(now, upserts, removed, collected.errors, looked=collected.looked))
 
     async def _liveness_loop(self, emit: Emit) -> None:
         while True:
@@ -465,7 +474,9 @@ class FileFeed:
         whose kernel lock was taken or released."""
         async with self._turn:
             self._in_order(emit)
-            entries = list(self._differ.entries.values())
+            # A lock that cannot be read now stays unknown whatever its pid does:
+            # only a look at its file says more (the watcher's, or a rescan's).
+            entries = [e for e in self._differ.entries.values() if e.lock.unseen is None]
             local = [
                 entry
                 for entry in entries
@@ -499,6 +510,7 @@ class FileFeed:
         *,
         all_errors: bool = False,
         with_statuses: bool = True,
+        looked: tuple[str, ...] = (),
     ) -> ChangeSet:
         return ChangeSet(
             self.name,
@@ -508,6 +520,7 @@ class FileFeed:
             removed=tuple(removed),
             errors=tuple(errors),
             all_errors=all_errors,
+            looked=looked,
         )
 
     # -- work done in threads ------------------------------------------------------
@@ -572,7 +585,7 @@ class FileFeed:
         self.decoded.keep(changed, [odd[e.lock.id] for e in changed if e.lock.id in odd])
         for lock_id in gone:
             self.decoded.forget(lock_id)
-        return errors, self._settle(changed, gone)
+        return errors, self._settle(changed, gone, errors)
 
     def _collect_changes(self, changes: Changes, known: list[str]) -> _Collected:
         result = ScanResult()
@@ -614,9 +627,12 @@ class FileFeed:
                 dirs.append(path)
             else:
                 gone.append(ids.file_id(path))  # no lock now (a lock file replaced by one)
+        looked: tuple[str, ...] = ()
         if dirs:
             found, errors = find_in(dirs)
             result.errors.extend(errors)
+            failed = {error.path for error in errors}
+            looked = tuple(directory for directory in dirs if directory not in failed)
             present = {ids.file_id(candidate.path) for candidate in found}
             # The listing looked last: what it found is there, what it did not find
             # under its directories is gone, whatever a look at one path said before.
@@ -630,9 +646,11 @@ class FileFeed:
                 if not lock.id.startswith(prefixes) and lock.id not in present
             ]
             load_all(found, result)
-        return self._judged(result, gone)
+        return self._judged(result, gone, looked)
 
-    def _judged(self, result: ScanResult, gone: list[str]) -> _Collected:
+    def _judged(
+        self, result: ScanResult, gone: list[str], looked: tuple[str, ...] = ()
+    ) -> _Collected:
         for lock_id in gone:
             self.decoded.forget(lock_id)
         evidence = self._evidence()
@@ -642,7 +660,7 @@ class FileFeed:
         # when it wrote its lock is then in the process listing.
         entries = judge(locks, self._processes(), self.clock.now(), self.host)
         self.decoded.keep(result.locks, worth_keeping(result.locks, locks))
-        return _Collected(entries, gone, result.errors)
+        return _Collected(entries, gone, result.errors, looked)
 
     def _evidence(self) -> Evidence:
         table = kernel_table() if self.kernel_evidence else None
