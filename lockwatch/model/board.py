@@ -195,7 +195,7 @@ class Merging:
         elif then.upserts or then.removed or then.errors or then.looked:
             # `then`, a delta, settles the paths it names (see Board._apply_errors).
             settled = _settled(then)
-            self._errors = [e for e in self._errors if e.path not in settled]
+            self._errors = [e for e in self._errors if not settled(e.path)]
             self._errors.extend(then.errors)
             self._looked.update(dict.fromkeys(then.looked))
         self.all_errors = self.all_errors or then.all_errors
@@ -214,13 +214,16 @@ class Merging:
         )
 
 
-def _settled(change: ChangeSet) -> set[str]:
-    """The paths a delta settles: read now, gone, failing anew, or looked at again."""
-    settled = {entry.lock.path for entry in change.upserts if entry.lock.path is not None}
-    settled.update(lock_id.removeprefix("file:") for lock_id in change.removed)
-    settled.update(error.path for error in change.errors)
-    settled.update(change.looked)
-    return settled
+def _settled(change: ChangeSet) -> Callable[[str], bool]:
+    """Whether a delta settles an error's path: read now, gone, failing anew, or
+    at or under a directory looked at again (whatever still fails there, the
+    delta names anew)."""
+    named = {entry.lock.path for entry in change.upserts if entry.lock.path is not None}
+    named.update(lock_id.removeprefix("file:") for lock_id in change.removed)
+    named.update(error.path for error in change.errors)
+    named.update(change.looked)
+    under = tuple(directory.rstrip("/") + "/" for directory in change.looked)
+    return lambda path: path in named or path.startswith(under)
 
 
 def same(a: Entry, b: Entry) -> bool:
@@ -435,7 +438,7 @@ class Board:
             self.errors[change.feed] = change.errors
             return
         settled = _settled(change)
-        kept = [e for e in self.errors.get(change.feed, ()) if e.path not in settled]
+        kept = [e for e in self.errors.get(change.feed, ()) if not settled(e.path)]
         self.errors[change.feed] = (*kept, *change.errors)
 
     def _apply_statuses(self, change: ChangeSet, applied: Applied) -> None:

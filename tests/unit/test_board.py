@@ -642,12 +642,14 @@ def test_a_delta_settles_the_paths_it_names() -> None:
 
 def test_a_directory_looked_at_again_settles_its_error() -> None:
     board = Board(LOCAL_HOST)
-    board.apply(full(FILES, errors=(error("/srv/run/sub"), error("/srv/other"))))
+    errors = (error("/srv/run/sub"), error("/srv/run/sub/a.lock"), error("/srv/run/subway"))
+    board.apply(full(FILES, errors=(*errors, error("/srv/other"))))
     board.apply(delta(FILES, looked=("/srv/run/sub",)))  # listed again, fine now
-    assert board.all_errors() == [error("/srv/other")]
+    # What was under it too (a file that failed: read now, or gone with its error).
+    assert board.all_errors() == [error("/srv/run/subway"), error("/srv/other")]
     # Looked at and failing again in the same look: the error stays.
     board.apply(delta(FILES, errors=(error("/srv/other"),), looked=("/srv/other",)))
-    assert board.all_errors() == [error("/srv/other")]
+    assert board.all_errors() == [error("/srv/run/subway"), error("/srv/other")]
 
 
 @pytest.mark.parametrize("fine_last", [True, False])
