@@ -102,11 +102,19 @@ class Watched:
 
 @contextlib.asynccontextmanager
 async def watching(feed: FileFeed, watched: Watched) -> AsyncIterator[None]:
-    """`feed.run` in a task, once its initial scan is in; cancelled on the way out
-    (tests/sources' `running`, with this emit)."""
+    """`feed.run` in a task, once its initial scan is in and its watches are in
+    place (or it polls); cancelled on the way out (tests/sources' `running`, with
+    this emit). A file made before the watches were up waits for a rescan, which
+    these feeds do hourly: under a loaded CI it was missed."""
     task = asyncio.create_task(feed.run(watched))
+
+    def started() -> bool:
+        watcher = feed.watching
+        return feed.poller is not None or (watcher is not None and watcher.armed)
+
     try:
         await until(lambda: watched.changes or task.done(), "the initial scan")
+        await until(lambda: started() or task.done(), "the watches in place")
         if task.done():
             task.result()
         yield
