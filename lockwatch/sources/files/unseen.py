@@ -13,11 +13,13 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from lockwatch.clock import FrozenClock
 from lockwatch.model import ids
-from lockwatch.model.board import Entry, judge
-from lockwatch.model.lock import Lock, Reason, amended
+from lockwatch.model.board import Entry
+from lockwatch.model.lock import Reason, amended
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError
+from lockwatch.model.verdict import evaluate
 
 # The scanner's codes for a place that is there but cannot be read (scanner._error):
 # not `not_found`, which is a lock gone, nor `moved`, a root lockwatch no longer follows.
@@ -39,7 +41,7 @@ def unreadable(
     if not blocked:
         return {}
     kept: dict[str, Entry] = {}
-    fresh: list[Lock] = []
+    clock = FrozenClock(now)
     for lock_id in (*candidates, *map(ids.file_id, blocked)):
         old = known.get(lock_id)
         if old is None or lock_id in kept or old.lock.path is None:
@@ -47,11 +49,11 @@ def unreadable(
         error = _behind(old.lock.path, blocked)
         if error is None:
             continue
-        kept[lock_id] = old
-        if old.lock.unseen is None:
-            fresh.append(amended(old.lock, unseen=_reason(old.lock.path, error)))
-    for entry in judge(fresh, processes, now, host):
-        kept[entry.lock.id] = Entry(entry.lock, entry.verdict, known[entry.lock.id].facts)
+        if old.lock.unseen is not None:
+            kept[lock_id] = old
+            continue
+        lock = amended(old.lock, unseen=_reason(old.lock.path, error))
+        kept[lock_id] = Entry(lock, evaluate(lock, processes, clock, host), old.facts)
     return kept
 
 
