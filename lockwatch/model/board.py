@@ -134,9 +134,19 @@ def judge(locks: Sequence[Lock], processes: ProcessLookup, now: datetime, host: 
     verdicts = evaluate_all(locks, recording, FrozenClock(now), host)
     seen = recording.seen
     return [
-        Entry(lock, verdict, None if lock.holder.pid is None else seen.get(lock.holder.pid))
+        Entry(lock, verdict, None if pid is None else _worth_keeping(verdict, seen.get(pid)))
         for lock, verdict in zip(locks, verdicts, strict=True)
+        for pid in (lock.holder.pid,)
     ]
+
+
+def _worth_keeping(verdict: Verdict, facts: ProcessFacts | None) -> ProcessFacts | None:
+    """`facts`, unless they only say the pid is not running where the verdict says
+    so too: `_Remembered` tells exactly that from the verdict (most locks of a
+    large tree of leftovers: 5 MB at 100,000)."""
+    if facts is None or verdict.alive or facts != ProcessFacts(facts.pid, alive=False):
+        return facts
+    return None
 
 
 def merge(first: ChangeSet, then: ChangeSet) -> ChangeSet:

@@ -225,7 +225,13 @@ async def test_initial_scan_emits_every_lock_and_watching_statuses(tmp_path: Pat
             ("file", str(one), "watching"),
             ("file", str(two), "watching"),
         ]
-        assert all(s.reason is None and s.updated_at == first.at for s in first.statuses)
+        # The watches go in after the first scan: till they all are, the header
+        # says so, and once they are, a change set with nothing but statuses does.
+        assert all(s.reason == watch.ARMING and s.updated_at == first.at for s in first.statuses)
+        await until(lambda: len(seen.changes) > 1, "the statuses once armed")
+        armed = seen.changes[1]
+        assert armed.upserts == () and armed.removed == ()
+        assert [(s.state, s.reason) for s in armed.statuses] == [("watching", None)] * 2
 
 
 async def test_initial_scan_of_an_empty_root_emits_an_empty_full_picture(root: Path) -> None:

@@ -424,6 +424,27 @@ def test_tick_judges_with_the_facts_the_feed_saw() -> None:
     assert board.entries[git.id].facts is seen
 
 
+def test_a_dead_holders_bare_facts_are_not_kept_and_judge_the_same() -> None:
+    """A pid that is not running leaves facts that say only that: the entry keeps
+    none (the verdict tells it), and a deadline's re-judging reaches what judging
+    with them would."""
+    git = generic("/r/run/daemon.pid", DEAD)
+    (entry,) = judge([git], StaticProcesses(), NOW, LOCAL_HOST)
+    assert entry.verdict.codes == ("holder_dead",) and entry.verdict.alive is False
+    assert entry.facts is None
+    board = Board(LOCAL_HOST)
+    board.apply(full(FILES, entry))
+    board.tick(later(10))
+    back = NOW - timedelta(seconds=30)  # the clock stepped back: every lock judged again
+    board.tick(back)
+    (again,) = judge([git], StaticProcesses(), back, LOCAL_HOST)
+    assert same(board.entries[git.id], again)
+    assert board.verdict(git.id).process == again.verdict.process
+    # Facts that say more than "not running" are kept.
+    (live,) = judge([git], StaticProcesses(alive(DEAD)), NOW, LOCAL_HOST)
+    assert live.facts == alive(DEAD)
+
+
 def test_a_newer_sighting_replaces_the_deadline() -> None:
     board = late_board()
     beat = later(300)

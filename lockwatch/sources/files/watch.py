@@ -70,6 +70,9 @@ POLLING_RESCAN_SECONDS = 2.0
 # Each root is looked at (one stat) this often: a root replaced, made, or whose
 # permissions came back is watched and read again within it.
 ROOT_CHECK_SECONDS = 0.5
+# The header's word for a tree whose directories are still being watched one by
+# one (seconds on a large tree; out of watches, it turns to polling).
+ARMING = "arming watches"
 # While polling, a pass every POLL_SECONDS at most, and never more than these
 # shares of a core (the poller's passes, the rescans that back it up): a very large
 # tree is polled more slowly, not at a core's cost.
@@ -172,6 +175,9 @@ class FileFeed:
         # before the upsert it undoes.
         self._coalescer: Coalescer | None = None
         self._watcher: Watcher | None = None
+        # The watcher made for this run, from before its watches are all in place
+        # (a large tree takes seconds): till then the header says it is arming.
+        self._arming: Watcher | None = None
         self.poller: Poller | None = None
         self._differ = Differ()
         self._turn = asyncio.Lock()  # one collection at a time touches the differ
@@ -209,6 +215,8 @@ class FileFeed:
         if isinstance(watcher, Exception):
             # No inotify at all: the header says so from the first row, not "watching".
             self._polling = polling_reason(watcher)
+        else:
+            self._arming = watcher
         coalescer = emit = self._coalescer = Coalescer(emit, COALESCE_S)
         try:
             await self._first_scan(emit)
@@ -410,8 +418,11 @@ class FileFeed:
             while not watcher.stopped:
                 await ready.wait()
                 ready.clear()
-                if watcher.armed:
+                if watcher.armed and not self._armed.is_set():
                     self._armed.set()
+                    # "arming watches" is over: the header says so now, not at
+                    # the next change that happens to come.
+                    emit(self._change(self.clock.now(), ()))
                 batch = watcher.take()
                 if batch.rescan:
                     self._rescan_soon.set()
@@ -740,6 +751,10 @@ class FileFeed:
 
     def statuses(self, at: datetime) -> tuple[SourceStatus, ...]:
         out = []
+        watcher = self._arming
+        # Events do not flow yet for what is not watched yet: a lock written there
+        # now is seen by the rescan that follows the arming, not at once.
+        arming = watcher is not None and not watcher.armed and not watcher.stopped
         for root in self.roots:
             error = self._root_errors.get(root)
             if error is not None and error.code == "not_found":
@@ -752,6 +767,8 @@ class FileFeed:
                 out.append(
                     SourceStatus("file", root, "polling", reason=self._polling, updated_at=at)
                 )
+            elif arming:
+                out.append(SourceStatus("file", root, "watching", reason=ARMING, updated_at=at))
             else:
                 out.append(SourceStatus("file", root, "watching", updated_at=at))
         return tuple(out)
