@@ -414,11 +414,13 @@ class FileFeed:
             return
         self._watcher = watcher
         watcher.start()
+        told_armed = False
         try:
             while not watcher.stopped:
                 await ready.wait()
                 ready.clear()
-                if watcher.armed and not self._armed.is_set():
+                if watcher.armed and not told_armed:
+                    told_armed = True
                     self._armed.set()
                     # "arming watches" is over: the header says so now, not at
                     # the next change that happens to come.
