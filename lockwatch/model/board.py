@@ -134,16 +134,18 @@ def judge(locks: Sequence[Lock], processes: ProcessLookup, now: datetime, host: 
     verdicts = evaluate_all(locks, recording, FrozenClock(now), host)
     seen = recording.seen
     return [
-        Entry(lock, verdict, None if pid is None else _worth_keeping(verdict, seen.get(pid)))
+        Entry(lock, verdict, _facts_kept(lock.holder.pid, verdict, seen))
         for lock, verdict in zip(locks, verdicts, strict=True)
-        for pid in (lock.holder.pid,)
     ]
 
 
-def _worth_keeping(verdict: Verdict, facts: ProcessFacts | None) -> ProcessFacts | None:
-    """`facts`, unless they only say the pid is not running where the verdict says
-    so too: `_Remembered` tells exactly that from the verdict (most locks of a
-    large tree of leftovers: 5 MB at 100,000)."""
+def _facts_kept(
+    pid: int | None, verdict: Verdict, seen: dict[int, ProcessFacts]
+) -> ProcessFacts | None:
+    """The holder's facts, unless they only say its pid is not running where the
+    verdict says so too: `_Remembered` tells exactly that from the verdict (most
+    locks of a large tree of leftovers: 5 MB at 100,000)."""
+    facts = None if pid is None else seen.get(pid)
     if facts is None or verdict.alive or facts != ProcessFacts(facts.pid, alive=False):
         return facts
     return None
