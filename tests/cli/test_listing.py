@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from datetime import UTC, datetime, timedelta
@@ -89,6 +90,17 @@ def test_matches_the_object_pipeline(tree: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_fan_out_keeps_order() -> None:
     assert fan_out([[1, 2], [3], [4, 5, 6]], sum) == [3, 3, 15]
+
+
+def test_fan_out_children_run_without_the_cyclic_collector() -> None:
+    parent = os.getpid()
+
+    def collecting(n: int) -> tuple[bool, bool]:
+        return os.getpid() != parent, gc.isenabled()
+
+    assert gc.isenabled()
+    assert fan_out([0, 1, 2], collecting) == [(False, True), (True, False), (True, False)]
+    assert gc.isenabled()
 
 
 def test_fan_out_redoes_the_work_of_a_failed_child() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import gc
 import json
 import os
 import signal
@@ -110,6 +111,18 @@ def test_every_piece_of_every_slice_comes_from_the_children() -> None:
     # Each slice's pieces come in the order its worker made them.
     for n in range(3):
         assert [p[0] for p in got if p[0].startswith(f"{n}.")] == [f"{n}.{i}" for i in range(3)]
+
+
+def test_workers_run_without_the_cyclic_collector_and_the_parent_keeps_it() -> None:
+    # A forked worker makes and drops acyclic objects and exits soon; a collection
+    # there only walks (and copies) the heap it inherited.
+    assert gc.isenabled()
+
+    def work(n: int) -> Iterator[bool]:
+        yield gc.isenabled()
+
+    assert drain(Streamed([0, 1], work)) == [False, False]
+    assert gc.isenabled()
 
 
 def test_without_fork_the_slices_are_worked_here_a_piece_per_take() -> None:
