@@ -71,7 +71,7 @@ except ImportError:
 from lockwatch.model import codec
 from lockwatch.model.board import ChangeSet, Entry, judge
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import PgClient
+from lockwatch.sources.postgres.facts import PgClient
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources import recording  # noqa: F401 - registers ChangeSet and Entry

@@ -19,10 +19,11 @@ from lockwatch.model.handover import NewHolder
 from lockwatch.model.humanize import duration
 from lockwatch.model.kernel import kernel_lock_id
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import PgLock, held_text, prepared_commands
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.files.decoders import writer
 from lockwatch.sources.files.scanner import TOMBSTONE_DIR
+from lockwatch.sources.postgres.facts import PgLock, held_text
+from lockwatch.sources.postgres.terms import prepared_commands
 
 
 class Kind(StrEnum):

@@ -23,8 +23,8 @@ from psycopg import conninfo
 from lockwatch.actions.files import ActionFailed, ActionRefused
 from lockwatch.model import ids
 from lockwatch.model.lock import Holder, Lock
-from lockwatch.model.pg import AdvisoryKey, PgBackend
 from lockwatch.sources.postgres.dsn import scrub
+from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend
 from lockwatch.sources.postgres.query import TARGET
 
 ACTION_APPLICATION = "lockwatch-action"
@@ -180,7 +180,7 @@ class HeldAdvisory:
             holder=Holder(pid=pid, actor=user, session=self._application),
             acquired_at=None,
             content=row,
-            pg=pg,
+            facts=pg,
         )
 
     def alive(self) -> bool:

@@ -55,7 +55,7 @@ def prepare(
     (the dashboard's watched trees); `pg_applications`: act only on Postgres
     sessions whose application_name starts with it (the demo on a shared server)."""
     if lock.remote is not None:
-        from lockwatch.model.remote import advice
+        from lockwatch.sources.remote.document import advice
 
         return refused(kind, lock, verdict, "remote", advice(kind.value, lock, lock.remote))
     source = by_name(lock.source)

@@ -11,9 +11,9 @@ import click
 
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import held_cell
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.postgres.facts import held_cell
 
 STATE_COLOURS = {
     State.ACTIVE: "green",

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from lockwatch.model.pg import string_key
+from lockwatch.sources.postgres.facts import string_key
 
 if TYPE_CHECKING:
     import psycopg

@@ -117,7 +117,7 @@ def group(lock: Lock) -> str | None:
     if lock.kernel is not None:
         return KERNEL_GROUP
     if lock.store is not None:
-        return lock.store.group
+        return lock.store.group()
     return None
 
 

@@ -87,14 +87,23 @@ import orjson
 
 from lockwatch import collector
 from lockwatch.model.compact import plain
+from lockwatch.model.facts import Facts
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.model.pg import AdvisoryKey, PgBackend, PgLock
 from lockwatch.model.process import ProcessFacts
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
 
-__all__ = ["CodecError", "decode", "dumps_line", "encode", "loads_line", "register"]
+__all__ = [
+    "CodecError",
+    "decode",
+    "dumps_line",
+    "encode",
+    "legacy_fields",
+    "loads_line",
+    "register",
+    "register_base",
+]
 
 
 class CodecError(ValueError):
@@ -148,6 +157,12 @@ _ABSENT: Final = _Missing()
 
 _records: dict[str, type] = {}
 _enums: dict[str, type[Enum]] = {}
+# Base classes a field may be typed with (`Lock.facts: Facts | None`): any
+# registered record of a subclass is read there, and nothing else.
+_bases: set[type] = set()
+# Fields older recordings have that a record no longer does, by record class:
+# old name -> (the field it now feeds, how its decoded value becomes that one's).
+_legacy: dict[type, dict[str, tuple[str, Callable[[Any], Any]]]] = {}
 _plans: dict[type, _Plan] = {}
 _plans_named: dict[str, _Plan] = {}  # compiled plans by record name, for decoding
 
@@ -172,6 +187,23 @@ def register(*classes: type) -> None:
                 f"codec type name {name!r} is taken by {_qualified(taken)}, not {_qualified(cls)}"
             )
         table[name] = cls  # the same class again, or a reloaded module's new one
+    _plans.clear()
+    _plans_named.clear()
+
+
+def register_base(*classes: type) -> None:
+    """Let fields typed with these (non-dataclass) base classes hold any
+    registered record that is an instance of them."""
+    _bases.update(classes)
+    _plans.clear()
+    _plans_named.clear()
+
+
+def legacy_fields(cls: type, fields: dict[str, tuple[str, Callable[[Any], Any]]]) -> None:
+    """Read recordings that still have fields `cls` no longer has: each old field's
+    value, decoded as any value is, is converted into the field it now feeds
+    (when the record does not have that field itself)."""
+    _legacy.setdefault(cls, {}).update(fields)
     _plans.clear()
     _plans_named.clear()
 
@@ -317,6 +349,19 @@ def _compile_plan(cls: type) -> _Plan:
                 f"{inner}    raise err.within({'.' + field!r}) from None",
             ]
         reads.append(f"{indent}kwargs[{field!r}] = v")
+    for number, (old, (new, convert)) in enumerate(_legacy.get(cls, {}).items()):
+        scope[f"L{number}"] = convert
+        scope["_decode_any"] = _decode_any
+        reads += [
+            f"    v = data.get({old!r}, ABSENT)",
+            f"    if v is not ABSENT and {new!r} not in kwargs:",
+            "        try:",
+            f"            kwargs[{new!r}] = L{number}(_decode_any(v, context))",
+            "        except CodecError as err:",
+            f"            raise err.within({'.' + old!r}) from None",
+            "        except (TypeError, ValueError, AttributeError) as err:",
+            "            raise _cannot_build(NAME, err) from err",
+        ]
     source = "\n".join(
         [
             "def encode(obj, context):",
@@ -368,7 +413,7 @@ def _compile_type(hint: Any) -> _Compiled:
         return _Compiled(_enc_datetime, _dec_datetime, None, _INLINE_TIME)
     if isinstance(hint, type) and issubclass(hint, Enum):
         return _Compiled(_enc_enum, _enum_decoder(hint))
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and (dataclasses.is_dataclass(hint) or hint in _bases):
         return _Compiled(_encode_record, _record_decoder(hint), None, _INLINE_RECORD)
     if origin is typing.Literal and all(a is None or type(a) in (str, int, bool) for a in args):
         return _Compiled(None, _literal_decoder(args), None, _AS_IS)
@@ -979,12 +1024,10 @@ register(
     ProcessFacts,
     State,
     Verdict,
-    AdvisoryKey,
-    PgBackend,
-    PgLock,
     FileKey,
     KernelLock,
     KernelEvidence,
     SourceStatus,
     ScanError,
 )
+register_base(Facts)

@@ -29,12 +29,12 @@ from lockwatch.model.board import Board
 from lockwatch.model.events import Event, holder_text
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import PgBackend, held_cell
 from lockwatch.model.report import lock_record, text
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.postgres.facts import PgBackend, held_cell
 
 INCIDENT_SCHEMA = "lockwatch.incident/1"
 EVENTS_CAPTURED = 500

@@ -7,11 +7,9 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.origin import RemoteOrigin
-from lockwatch.model.pg import PgLock
+from lockwatch.model.facts import Facts
+from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.slots import fast_init
-from lockwatch.model.store import StoreLock
 
 # A source's name in the registry (lockwatch/sources/registry.py): file, postgres, kernel, ...
 SourceKind = str
@@ -134,10 +132,10 @@ class Lock:
     defects: tuple[Reason, ...] = ()
     # Facts the decoder wants shown but that never change the state.
     notes: tuple[Reason, ...] = ()
-    # pg_locks facts, for locks of the postgres source.
-    pg: PgLock | None = None
-    # /proc/locks facts, for locks of the kernel source.
-    kernel: KernelLock | None = None
+    # What its source knows about it (a pg_locks row, a /proc/locks line, a key
+    # in a store, another host's verdict): what every view asks about it. A
+    # lock file has none: its `policy` says how it is judged.
+    facts: Facts | None = None
     # A lock file's device and inode, as it was read: how kernel locks find it.
     file_key: FileKey | None = None
     # What the lock file is: a regular "file", a "symlink" lock (read, never
@@ -154,14 +152,31 @@ class Lock:
     # Live locks of one format with the same singleton name exclude each other
     # whatever their scopes (little-loops' `singleton: true` loops, by loop_name).
     singleton: str | None = None
-    # Redis or etcd facts, for locks of the redis and etcd sources.
-    store: StoreLock | None = None
-    # Another host's lock, seen through its `lockwatch serve`: judged there, read-only here.
-    remote: RemoteOrigin | None = None
     # Why this sighting is only the last one: the lock could not be read again (its
     # directory made unreadable), so nobody here can tell whether it is still held.
     # A fact of the lock, not of one verdict: judged again, it stays unknown.
     unseen: Reason | None = None
+
+    # TRANSITIONAL (facts shape): readers not yet converted. Removed at the end.
+    @property
+    def pg(self) -> Any:
+        return _family(self.facts, "PgLock")
+
+    @property
+    def kernel(self) -> Any:
+        return _family(self.facts, "KernelFacts")
+
+    @property
+    def store(self) -> Any:
+        return _family(self.facts, "StoreLock")
+
+    @property
+    def remote(self) -> Any:
+        return _family(self.facts, "RemoteOrigin")
+
+
+def _family(facts: Any, name: str) -> Any:
+    return facts if facts is not None and type(facts).__name__ == name else None
 
 
 _NAMES = tuple(f.name for f in fields(Lock))

@@ -10,10 +10,10 @@ import orjson
 
 from lockwatch.model.blocking import BlockingTree
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import PgBackend, PgLock, held_bounds
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import Verdict
+from lockwatch.sources.postgres.facts import PgBackend, PgLock, held_bounds
 
 LS_SCHEMA = "lockwatch.ls/1"
 _OPTIONS = orjson.OPT_UTC_Z

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from lockwatch.clock import Clock, FrozenClock
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import CALLS, KernelEvidence, KernelLock
+from lockwatch.model.kernel import CALLS, KernelEvidence
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.process import ProcessFacts, ProcessLookup
 from lockwatch.model.slots import fast_init
@@ -77,24 +77,13 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
         # What it said when last read is no evidence now: it may have been released,
         # taken again or left behind since.
         return Verdict(State.UNKNOWN, (lock.unseen,), age_seconds=_age(lock, clock.now()))
-    if lock.remote is not None:
-        # Another host judged it, with its own processes and clock: imported here,
-        # as the store rules are (the module builds on this one's Verdict).
-        from lockwatch.model.remote import evaluate_remote
-
-        return evaluate_remote(lock, lock.remote, clock.now())
-    if lock.pg is not None:
-        # Imported here: the rules module builds on this one's State and Verdict.
-        from lockwatch.model.pg_rules import evaluate_pg
-
-        return evaluate_pg(lock, lock.pg, clock.now())
-    if lock.kernel is not None:
-        return _evaluate_kernel(lock, lock.kernel, processes)
-    if lock.store is not None:
-        # Imported here: the rules module builds on this one's State and Verdict.
-        from lockwatch.model.store_rules import evaluate_store
-
-        return evaluate_store(lock, lock.store, clock.now())
+    own = lock.facts
+    if own is not None:
+        # Its source's own rules (pg_locks, /proc/locks, a store's key, another
+        # host's verdict); None: it is judged as a lock file, by its policy.
+        judged = own.judge(lock, processes, clock.now(), local_host)
+        if judged is not None:
+            return judged
     now = clock.now()
     policy = lock.policy
     info: list[Reason] = list(lock.notes)
@@ -279,7 +268,7 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
     )
 
 
-def _who(pid: int, facts: ProcessFacts | None) -> str:
+def describe_process(pid: int, facts: ProcessFacts | None) -> str:
     command = " ".join(facts.cmdline) if facts is not None and facts.cmdline else ""
     if len(command) > 80:
         command = command[:79] + "…"
@@ -295,7 +284,7 @@ def _kernel_held(
     hold = evidence.holds[0]
     pid = hold.holder_pid
     facts = processes.facts(pid) if pid is not None else None
-    by = "an unknown process" if pid is None else _who(pid, facts)
+    by = "an unknown process" if pid is None else describe_process(pid, facts)
     shared = ", shared" if hold.mode == "READ" else ""
     more = len(evidence.holds) - 1
     others = f" and {more} more" if more else ""
@@ -336,8 +325,8 @@ def _kernel_unheld(
             if facts.alive:
                 reason = Reason(
                     "open_by",
-                    f"no kernel lock is held on it, but {_who(opener, facts)} has it open:"
-                    " likely the holder",
+                    f"no kernel lock is held on it, but {describe_process(opener, facts)} has it"
+                    " open: likely the holder",
                 )
                 return Verdict(State.ACTIVE, (reason, *info), age, alive=True, process=facts)
         unseen = " (other users' open files could not be checked)" if evidence.open_unknown else ""
@@ -354,32 +343,6 @@ def _kernel_unheld(
         )
         return Verdict(State.FREE, (reason, *info), age_seconds=age)
     return None
-
-
-def _evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) -> Verdict:
-    """A /proc/locks entry: held (the kernel never keeps a lock nobody holds) or
-    waiting. The kernel records no time, so there is no age to give."""
-    pid = kernel.holder_pid
-    facts = processes.facts(pid) if pid is not None else None
-    who = "an unknown process" if pid is None else _who(pid, facts)
-    what = f"{CALLS.get(kernel.type, kernel.type)} {kernel.mode}"
-    where = lock.path or f"inode {kernel.file.inode} on device {kernel.file.device}"
-    alive = None if facts is None else (facts.alive or None)
-    process = facts if facts is not None and facts.alive else None
-    if kernel.waiting:
-        by = ", ".join(f"pid {p}" for p in kernel.blocked_by)
-        reason = Reason(
-            "waiting", f"{who} waits for {what} on {where}" + (f", blocked by {by}" if by else "")
-        )
-        return Verdict(State.WAITING, (reason,), alive=alive, process=process)
-    reasons = [Reason("kernel_lock", f"held with {what} by {who}")]
-    if kernel.blocking:
-        count = len(kernel.blocking)
-        shown = ", ".join(str(p) for p in kernel.blocking[:5])
-        more = f" and {count - 5} more" if count > 5 else ""
-        noun = "process" if count == 1 else "processes"
-        reasons.append(Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
-    return Verdict(State.ACTIVE, tuple(reasons), alive=alive, process=process)
 
 
 # Limits come from a handful of policies and ttls: format each once.
@@ -450,16 +413,14 @@ def evaluate_all(
     """
     now = clock.now()
     instant = FrozenClock(now)
-    shared: dict[tuple[int, str, float | None, datetime | None], Verdict] = {}
+    shared: dict[Hashable, Verdict] = {}
     verdicts: list[Verdict] = []
     for lock in locks:
-        pg = lock.pg
-        if pg is None or not pg.granted or pg.blocking_here:
+        facts = lock.facts
+        key = None if facts is None else facts.share_key(lock)
+        if key is None:
             verdicts.append(evaluate(lock, processes, instant, local_host))
             continue
-        # Everything a granted, uncontended row's verdict reads: its session, its
-        # lock type (idle_holder is for advisory locks), the threshold, its age.
-        key = (id(pg.backend), pg.locktype, lock.policy.idle_after, lock.acquired_at)
         verdict = shared.get(key)
         if verdict is None:
             verdict = shared[key] = evaluate(lock, processes, instant, local_host)

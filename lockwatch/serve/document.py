@@ -12,10 +12,10 @@ from typing import Any
 
 from lockwatch.model.blocking import BlockingTree
 from lockwatch.model.lock import Lock
-from lockwatch.model.remote import aged_record
 from lockwatch.model.report import lock_record, ls_json_bytes, records_json_array
 from lockwatch.model.verdict import Verdict
 from lockwatch.serve.watcher import Watcher
+from lockwatch.sources.remote.document import aged_record
 
 _NO_TREE = BlockingTree((), ())
 

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 
 from lockwatch import __version__
 from lockwatch.model.board import Board
-from lockwatch.model.origin import REMOTE_KIND
-from lockwatch.model.pg import PgLock
 from lockwatch.model.status import LIVE_STATES
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import State
+from lockwatch.sources.postgres.facts import PgLock
+from lockwatch.sources.remote.facts import REMOTE_KIND
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

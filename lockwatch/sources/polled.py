@@ -21,9 +21,9 @@ from lockwatch.model.board import ChangeSet, Entry, judge
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
-from lockwatch.model.store import ETCD, StoreLock
 from lockwatch.sources.contract import Collected, ListingRequest
 from lockwatch.sources.feed import Differ, Emit
+from lockwatch.sources.stores.facts import ETCD, StoreLock
 
 # Never poll faster than this, whatever a poller asks.
 MIN_WAIT = 0.1
@@ -145,7 +145,7 @@ def same_but_for_countdown(old: Entry, new: Entry) -> bool:
         return False
     steady = replace(
         nl,
-        store=_steady(ns, os_),
+        facts=_steady(ns, os_),
         expires_at=ol.expires_at,
         # Redis gives the TTL left as the lock's ttl: it counts down too.
         ttl_seconds=ol.ttl_seconds if ns.store != ETCD else nl.ttl_seconds,

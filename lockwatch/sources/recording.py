@@ -17,20 +17,41 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from lockwatch.model import codec
 from lockwatch.model.board import ChangeSet, Entry
+from lockwatch.model.facts import Facts
 from lockwatch.model.humanize import duration
+from lockwatch.model.kernel import KernelLock
+from lockwatch.model.lock import Lock
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
+from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.registry import record_types
 
 FORMAT = "recording/1"
 # Every source's own facts on its locks (pg_locks rows, /proc/locks lines) travel
 # in recordings: the registry says which types those are.
 codec.register(Entry, ChangeSet, *record_types())
+
+
+# Recordings made before a lock carried its source's facts as one value kept
+# each family's in a field of its own (`pg`, `kernel`, `store`, `remote`): they
+# read as that lock's facts. A kernel lock's line becomes the kernel's facts.
+def _as_facts(value: Any) -> Facts | None:
+    if value is None or isinstance(value, Facts):
+        return value
+    if isinstance(value, KernelLock):
+        return KernelFacts.of(value)
+    raise TypeError(f"not a lock's facts: {type(value).__name__}")
+
+
+codec.legacy_fields(
+    Lock, {old: ("facts", _as_facts) for old in ("pg", "kernel", "store", "remote")}
+)
 
 
 class RecordingError(ValueError):

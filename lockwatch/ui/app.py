@@ -25,11 +25,11 @@ from textual.widgets import Input
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.board import Applied, Board, ChangeSet
 from lockwatch.model.events import Event
-from lockwatch.model.origin import REMOTE_KIND
 from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.model.rows import Rows
 from lockwatch.model.status import SourceStatus, failure_cause
 from lockwatch.sources.feed import Feed
+from lockwatch.sources.remote.facts import REMOTE_KIND
 from lockwatch.tty import exit_soon
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
 from lockwatch.ui.flow import ActionFlow

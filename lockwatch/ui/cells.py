@@ -14,11 +14,11 @@ from rich.cells import cell_len, set_cell_size
 from lockwatch.model.events import holder_text, waiters
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import held_cell
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources import registry
 from lockwatch.sources.contract import LABEL_WIDTH
+from lockwatch.sources.postgres.facts import held_cell
 
 BAR_BLOCKS = " ▏▎▍▌▋▊▉█"
 

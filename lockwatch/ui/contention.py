@@ -14,7 +14,7 @@ from textual.widgets.tree import TreeNode
 from lockwatch.model.blocking import KERNEL_GROUP, BlockNode, group
 from lockwatch.model.board import Board
 from lockwatch.model.humanize import duration
-from lockwatch.model.pg import PgBackend
+from lockwatch.sources.postgres.facts import PgBackend
 from lockwatch.ui.safe import clean
 
 

@@ -21,8 +21,9 @@ from lockwatch.model.compact import plain
 from lockwatch.model.events import Event
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import PgClient, held_text, prepared_commands
 from lockwatch.model.verdict import Verdict
+from lockwatch.sources.postgres.facts import PgClient, held_text
+from lockwatch.sources.postgres.terms import prepared_commands
 from lockwatch.ui.safe import clean, safe
 
 CONTENT_LINES = 200

@@ -18,10 +18,10 @@ from textual.widgets import RichLog, Sparkline, Static
 from lockwatch.model.board import Board
 from lockwatch.model.events import Event, EventKind
 from lockwatch.model.humanize import duration
-from lockwatch.model.origin import REMOTE_KIND
 from lockwatch.model.query import FIELDS
 from lockwatch.model.status import LIVE_STATES, SourceStatus
 from lockwatch.model.verdict import State
+from lockwatch.sources.remote.facts import REMOTE_KIND
 from lockwatch.ui.keys import Group, help_rows
 from lockwatch.ui.safe import clean
 

@@ -22,8 +22,8 @@ from textual.widget import Widget
 
 from lockwatch.model.board import Board, Entry
 from lockwatch.model.rows import Rows
-from lockwatch.model.store import WARNING_CODES
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.stores.facts import WARNING_CODES
 from lockwatch.ui.cells import HELD, HELD_BY_YOU, MARKED, Column, cell, fit, layout
 
 STATES = ("active", "stale", "invalid", "waiting", "free", "unknown")

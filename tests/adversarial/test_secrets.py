@@ -28,10 +28,10 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from lockwatch.model.incident import capture, to_json, to_markdown
-from lockwatch.model.pg import PgBackend
 from lockwatch.model.report import lock_record
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.postgres.dsn import scrub
+from lockwatch.sources.postgres.facts import PgBackend
 from lockwatch.sources.postgres.records import to_locks
 from tests.conftest import NOW
 from tests.sources.test_pg_records import SERVER, row, sessions_of

@@ -59,7 +59,7 @@ def test_json_has_pg_locks_sources_and_the_blocking_tree(pg: PgHarness) -> None:
 
 
 def test_named_advisory_keys_from_the_config(pg: PgHarness, tmp_path: Path) -> None:
-    from lockwatch.model.pg import string_key, string_key_int32
+    from lockwatch.sources.postgres.facts import string_key, string_key_int32
 
     holder = pg.session("holder")
     holder.execute("SELECT pg_advisory_lock(1, 77)")

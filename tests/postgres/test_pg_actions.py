@@ -31,10 +31,10 @@ from lockwatch.actions.postgres import HOLD_APPLICATION, HeldAdvisory, PgActor
 from lockwatch.actions.run import Executor, Outcome, lock_hash
 from lockwatch.clock import SystemClock
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import DEFAULT_IDLE_AFTER, AdvisoryKey
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.postgres.dsn import display_name
+from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey
 from lockwatch.sources.postgres.source import PgSnapshot
 from tests.postgres.conftest import (
     WAIT_S,

@@ -23,8 +23,8 @@ from psycopg import conninfo
 
 from lockwatch.actions.audit import read_records, verify
 from lockwatch.actions.postgres import HOLD_APPLICATION
-from lockwatch.model.pg import AdvisoryKey
 from lockwatch.sources.postgres.dsn import display_name
+from lockwatch.sources.postgres.facts import AdvisoryKey
 from tests.conftest import run_cli
 from tests.postgres.conftest import WAIT_S, PgHarness, terminate, wait_until
 from tests.postgres.test_pg_actions import (

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.model.pg import PgClient, local_client
 from lockwatch.sources.postgres.clients import (
     Session,
     _address,
@@ -17,6 +16,8 @@ from lockwatch.sources.postgres.clients import (
     read_sockets,
     read_tcp,
 )
+from lockwatch.sources.postgres.facts import PgClient
+from lockwatch.sources.postgres.terms import local_client
 
 SERVER_PORT = 5432
 ESTABLISHED, CLOSE_WAIT, FIN_WAIT2, LISTEN = 0x01, 0x08, 0x05, 0x0A

@@ -22,10 +22,10 @@ from lockwatch.actions.audit import read_records
 from lockwatch.model import codec
 from lockwatch.model.board import Entry, judge
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import AdvisoryKey, held_bounds
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.verdict import State
+from lockwatch.sources.postgres.facts import AdvisoryKey, held_bounds
 from lockwatch.sources.postgres.feed import PgFeed
 from tests.conftest import run_cli
 from tests.postgres.conftest import Cluster, PgHarness, connect, monitor, poll_ok

@@ -25,10 +25,15 @@ from lockwatch.model.blocking import BlockingTree, BlockNode, build
 from lockwatch.model.compact import Row
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, StalenessPolicy
-from lockwatch.model.pg import INSUFFICIENT_PRIVILEGE, AdvisoryKey, AdvisoryNames, string_key
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.postgres.dsn import display_name
+from lockwatch.sources.postgres.facts import (
+    INSUFFICIENT_PRIVILEGE,
+    AdvisoryKey,
+    AdvisoryNames,
+    string_key,
+)
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource, describe
 from tests.conftest import NOW
 from tests.postgres.conftest import (

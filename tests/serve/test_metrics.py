@@ -15,11 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from lockwatch.model import blocking
 from lockwatch.model.board import Board, ChangeSet, Entry, judge
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
-from lockwatch.model.origin import RemoteOrigin
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.serve.metrics import Figures, families, figures
+from lockwatch.sources.remote.facts import RemoteOrigin
 from tests.conftest import LOCAL_HOST, NOW
 from tests.ui.fakes import PG_SERVER, mixed_scenario
 
@@ -217,7 +217,7 @@ def test_other_hosts_locks_are_theirs_to_export() -> None:
         name="x",
         path="/srv/x.pid",
         acquired_at=NOW - timedelta(seconds=30),
-        remote=origin,
+        facts=origin,
     )
     board = Board(LOCAL_HOST)
     entry = Entry(remote, Verdict(State.STALE))

@@ -18,12 +18,12 @@ from lockwatch.config import Config, ConfigError
 from lockwatch.model import codec, ids
 from lockwatch.model.board import ChangeSet
 from lockwatch.model.process import StaticProcesses
-from lockwatch.model.remote import DocumentError, read_document
 from lockwatch.model.verdict import State, evaluate
 from lockwatch.sources.contract import SourceError, Wanted
 from lockwatch.sources.polled import PolledFeed
 from lockwatch.sources.recording import Recorder  # noqa: F401 - registers the codec's types
 from lockwatch.sources.remote.client import RemoteProblem
+from lockwatch.sources.remote.document import DocumentError, read_document
 from lockwatch.sources.remote.endpoints import (
     EndpointError,
     Remote,

@@ -34,9 +34,9 @@ from lockwatch.actions.plan import Kind
 from lockwatch.actions.run import Executor
 from lockwatch.clock import FrozenClock
 from lockwatch.model.board import Board, ChangeSet
-from lockwatch.model.pg import AdvisoryKey
 from lockwatch.model.verdict import evaluate
 from lockwatch.sources.files.watch import POLLING_RESCAN_SECONDS
+from lockwatch.sources.postgres.facts import AdvisoryKey
 from lockwatch.sources.postgres.feed import PgFeed
 from lockwatch.sources.postgres.source import PgSource
 from lockwatch.sources.processes import PsutilProcesses

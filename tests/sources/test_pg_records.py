@@ -11,10 +11,10 @@ import pytest
 from lockwatch.clock import FrozenClock
 from lockwatch.model.blocking import from_locks
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import AdvisoryNames, PgClient, held_bounds
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_json, lock_record, records_json_array
 from lockwatch.model.verdict import State, Verdict, evaluate
+from lockwatch.sources.postgres.facts import AdvisoryNames, PgClient, held_bounds
 from lockwatch.sources.postgres.records import held_counts, to_locks, trim_query
 from tests.conftest import NOW
 
@@ -373,7 +373,7 @@ def test_the_age_cell_shows_a_bound(pg_fields: dict[str, Any], cell: str) -> Non
 
     ((lock, _),) = judged([row()])
     assert lock.pg is not None
-    lock = replace(lock, pg=replace(lock.pg, **pg_fields))
+    lock = replace(lock, facts=replace(lock.pg, **pg_fields))
     assert age(lock, NOW) == cell
 
 

@@ -12,7 +12,6 @@ from lockwatch.model import blocking, codec, ids
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_json
-from lockwatch.model.store import ETCD, REDIS, Quorum, QuorumMember, StoreLock
 from lockwatch.model.verdict import State, evaluate
 from lockwatch.sources.etcd.gateway import KeyValue, prefix_end
 from lockwatch.sources.etcd.records import to_locks as etcd_locks
@@ -20,6 +19,7 @@ from lockwatch.sources.etcd.server import EtcdSnapshot
 from lockwatch.sources.redis.records import detect, group_locks
 from lockwatch.sources.redis.records import to_locks as redis_locks
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot
+from lockwatch.sources.stores.facts import ETCD, REDIS, Quorum, QuorumMember, StoreLock
 from tests.conftest import NOW
 
 SERVER = "10.0.0.5:6379/0"
@@ -251,7 +251,7 @@ def test_store_lock_needs_no_holder_pid_and_says_who_holds_it() -> None:
 
     store = StoreLock(ETCD, "e:2379", "/locks/a/1f", NOW, lease=0x1F, ttl_left=3.0)
     lock = Lock(
-        "etcd:e:2379:/locks/a/1f", ETCD, "etcd-mutex", "/locks/a", None, Holder(), store=store
+        "etcd:e:2379:/locks/a/1f", ETCD, "etcd-mutex", "/locks/a", None, Holder(), facts=store
     )
     assert holder_text(lock) == "lease 1f" and waiters(lock) == 0
     redis_store = StoreLock(

@@ -34,13 +34,14 @@ from lockwatch.model.kernel import (
     with_evidence,
 )
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
-from lockwatch.model.pg import DEFAULT_IDLE_AFTER, AdvisoryKey, PgBackend, PgLock
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.users import with_users
+from lockwatch.sources.kernel.facts import KernelFacts
+from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey, PgBackend, PgLock
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.flow import ActionFlow
 from lockwatch.ui.keys import View
@@ -589,7 +590,7 @@ def _pg_lock(
         acquired_at=wait_start,
         policy=StalenessPolicy(idle_after=DEFAULT_IDLE_AFTER),
         content={"locktype": locktype, "mode": mode, "granted": granted, "pid": backend.pid},
-        pg=pg,
+        facts=pg,
     )
 
 
@@ -939,7 +940,7 @@ def kernel_scenario() -> list[ChangeSet]:
             name=(kernel.path or "").rsplit("/", 1)[-1],
             path=kernel.path,
             holder=Holder(pid=kernel.holder_pid),
-            kernel=kernel,
+            facts=KernelFacts.of(kernel),
         )
         for kernel in (build, waiter, terraform)
     ]

@@ -7,6 +7,7 @@ from dataclasses import replace
 from lockwatch.model.blocking import KERNEL_GROUP, NodeId, build, from_locks, group
 from lockwatch.model.kernel import FileKey, KernelLock, kernel_lock_id
 from lockwatch.model.lock import Holder, Lock
+from lockwatch.sources.kernel.facts import KernelFacts
 
 
 def node_ids(tree_json: dict[str, object]) -> list[object]:
@@ -119,7 +120,7 @@ def _kernel(pid: int, *, waiting: bool = False, blocked_by: tuple[int, ...] = ()
         "a.lock",
         "/locks/a.lock",
         Holder(pid=pid),
-        kernel=kernel,
+        facts=KernelFacts.of(kernel),
     )
 
 
@@ -133,7 +134,7 @@ def test_kernel_waiters_hang_under_the_processes_they_wait_for() -> None:
     unknown = _kernel(50, waiting=True, blocked_by=(-1,))  # its holder's pid is unknown
     locks = [held_a, holds_b, waits_a, waits_b, unknown]
     assert {group(lock) for lock in locks} == {KERNEL_GROUP}
-    assert group(replace(held_a, kernel=None)) is None
+    assert group(replace(held_a, facts=None)) is None
     tree = from_locks(locks)
     (root,) = tree.roots
     assert (root.id, root.direct, root.total) == (20, 1, 2)

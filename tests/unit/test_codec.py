@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from lockwatch.model.codec import CodecError, decode, dumps_line, encode, loads_line, register
 from lockwatch.model.lock import NO_HOLDER, NO_POLICY, Holder, Lock, Reason, StalenessPolicy
-from lockwatch.model.pg import AdvisoryKey, PgBackend, PgLock
 from lockwatch.model.process import ProcessFacts
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgLock
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -49,7 +49,7 @@ class Unregistered:
     x: int
 
 
-register(FakeEntry, FakeChangeSet)
+register(FakeEntry, FakeChangeSet, AdvisoryKey, PgBackend, PgLock)
 
 
 def both_ways(value: Any) -> Any:
@@ -129,7 +129,7 @@ def pg_lock(i: int, session: PgBackend, key: AdvisoryKey | None = None) -> Lock:
         holder=Holder(pid=session.pid, actor="app"),
         acquired_at=NOW - timedelta(seconds=100),
         policy=StalenessPolicy(idle_after=60.0),
-        pg=PgLock(
+        facts=PgLock(
             server="postgresql://app@db/main",
             locktype="advisory",
             mode="ExclusiveLock",
@@ -659,7 +659,7 @@ LOCKS = st.builds(
     ),
     defects=REASONS,
     notes=REASONS,
-    pg=st.none() | PG,
+    facts=st.none() | PG,
 )
 VERDICTS = st.builds(
     Verdict,

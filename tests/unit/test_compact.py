@@ -16,9 +16,9 @@ from lockwatch.actions.run import lock_hash
 from lockwatch.model.codec import decode, dumps_line, encode, loads_line
 from lockwatch.model.compact import Columns, Document, Row, plain
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import PgBackend, PgLock
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.decoders.base import LockFile
+from lockwatch.sources.postgres.facts import PgBackend, PgLock
 from lockwatch.ui.detail import _render_content
 
 COLUMNS = Columns(["locktype", "mode", "granted", "pid", "blocked_by"])
@@ -78,7 +78,7 @@ def test_plain_gives_json_encoders_a_dict() -> None:
 def pg_lock(content: Any) -> Lock:
     backend = PgBackend(pid=4242, user="app")
     pg = PgLock("db", "advisory", "ExclusiveLock", True, "postgres", backend)
-    return Lock("pg:x", "postgres", "pg_locks", "x", None, content=content, pg=pg)
+    return Lock("pg:x", "postgres", "pg_locks", "x", None, content=content, facts=pg)
 
 
 def test_a_lock_with_a_row_hashes_records_and_shows_as_with_the_dict() -> None:

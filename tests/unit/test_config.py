@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lockwatch.config import Config, ConfigError, load, parse
-from lockwatch.model.pg import DEFAULT_IDLE_AFTER, AdvisoryKey, string_key
+from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey, string_key
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -24,6 +24,7 @@ from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.decoders import generic
+from lockwatch.sources.kernel.facts import KernelFacts
 from tests.conftest import LOCAL_HOST, NOW, ago
 
 KEY = FileKey("254:0", 1234)
@@ -171,7 +172,7 @@ def kernel_record(kernel: KernelLock, path: str | None = "/locks/x.lock") -> Loc
         name="x.lock",
         path=path,
         holder=Holder(pid=kernel.holder_pid),
-        kernel=kernel,
+        facts=KernelFacts.of(kernel),
     )
 
 

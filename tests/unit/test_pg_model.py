@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lockwatch.model.pg import AdvisoryKey, AdvisoryNames, string_key, string_key_int32
+from lockwatch.sources.postgres.facts import (
+    AdvisoryKey,
+    AdvisoryNames,
+    string_key,
+    string_key_int32,
+)
 
 INT8 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 INT4 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
@@ -125,7 +130,13 @@ def test_config_reads_both_hash_forms_and_rejects_bad_ones() -> None:
 def test_held_bounds_and_cells() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from lockwatch.model.pg import PgBackend, PgLock, held_bounds, held_cell, held_text
+    from lockwatch.sources.postgres.facts import (
+        PgBackend,
+        PgLock,
+        held_bounds,
+        held_cell,
+        held_text,
+    )
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     pg = PgLock(
@@ -167,7 +178,7 @@ def test_bounds_in_seven_cells_stay_true(
 ) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from lockwatch.model.pg import PgBackend, PgLock, held_cell, held_text
+    from lockwatch.sources.postgres.facts import PgBackend, PgLock, held_cell, held_text
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     pg = PgLock(
@@ -210,7 +221,7 @@ def test_bounds_in_seven_cells_stay_true(
 def test_a_client_command_line_shows_no_password(
     cmdline: tuple[str, ...], shown: tuple[str, ...]
 ) -> None:
-    from lockwatch.model.pg import PgClient
+    from lockwatch.sources.postgres.facts import PgClient
 
     client = PgClient(pid=7, cmdline=cmdline)
     assert client.cmdline == shown
@@ -218,7 +229,7 @@ def test_a_client_command_line_shows_no_password(
 
 
 def test_an_application_name_shows_no_password() -> None:
-    from lockwatch.model.pg import PgBackend
+    from lockwatch.sources.postgres.facts import PgBackend
 
     backend = PgBackend(pid=1, application="app password=hunter20")
     assert backend.application == "app password=***"
@@ -226,7 +237,7 @@ def test_an_application_name_shows_no_password() -> None:
 
 
 def test_a_password_percent_encoded_in_a_url_is_scrubbed_too() -> None:
-    from lockwatch.model.pg import PgClient
+    from lockwatch.sources.postgres.facts import PgClient
 
     url = "postgresql://u:pw@h/db?application_name=app%20password%3Dhunter20"
     (shown,) = PgClient(pid=7, cmdline=(url,)).cmdline

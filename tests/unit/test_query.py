@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason
-from lockwatch.model.pg import PgBackend, PgLock
 from lockwatch.model.query import EVERYTHING, FIELDS, Query, QueryError, Term, parse
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.postgres.facts import PgBackend, PgLock
 
 
 def reasons(*codes: str) -> tuple[Reason, ...]:
@@ -58,7 +58,7 @@ AGENT = Lock(
         session="billing-worker",
         operation="select pg_advisory_lock(1, 42)",
     ),
-    pg=pg_lock(PgBackend(pid=9001, user="app_user", application="billing-worker")),
+    facts=pg_lock(PgBackend(pid=9001, user="app_user", application="billing-worker")),
 )
 # No Holder at all: `holder:` and `pid:` must find it through its backend.
 ORDERS = Lock(
@@ -67,7 +67,7 @@ ORDERS = Lock(
     format="pg-relation",
     name="orders",
     path=None,
-    pg=pg_lock(PgBackend(pid=777, user="Reporter", application="Nightly-Export")),
+    facts=pg_lock(PgBackend(pid=777, user="Reporter", application="Nightly-Export")),
 )
 CRON = Lock(
     id="kernel:/run/lock/cron.lck",

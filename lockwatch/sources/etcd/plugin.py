@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import click
 
 from lockwatch.model import ids
-from lockwatch.model.store import StoreLock
 from lockwatch.sources.contract import (
     Decorator,
     Found,
@@ -29,6 +28,7 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.polled import StoreSelection
+from lockwatch.sources.stores.facts import StoreLock
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock

@@ -15,9 +15,9 @@ from datetime import timedelta
 
 from lockwatch.model import ids
 from lockwatch.model.lock import Holder, Lock
-from lockwatch.model.store import ETCD, StoreLock
 from lockwatch.sources.etcd.gateway import KeyValue
 from lockwatch.sources.etcd.server import EtcdSnapshot
+from lockwatch.sources.stores.facts import ETCD, StoreLock
 
 MUTEX = "etcd-mutex"
 GENERIC = "etcd"
@@ -125,5 +125,5 @@ def _lock(
             "granted_ttl_seconds": granted,
         },
         sha256=digest(kv),
-        store=store,
+        facts=store,
     )

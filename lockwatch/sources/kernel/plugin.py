@@ -30,6 +30,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.kernel.facts import KernelFacts
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -56,7 +57,7 @@ class KernelSource:
     # Releasing another process's kernel lock is impossible from outside: the
     # only action is to signal its holder.
     actions = frozenset({"break"})
-    record_types: tuple[type, ...] = (FileKey, KernelLock, KernelEvidence)
+    record_types: tuple[type, ...] = (FileKey, KernelLock, KernelEvidence, KernelFacts)
 
     def options(self) -> Sequence[Decorator]:
         return [

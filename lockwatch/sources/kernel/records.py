@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from lockwatch.model.kernel import FileKey, kernel_lock_id
 from lockwatch.model.lock import Holder, Lock
+from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.procfs import KernelTable
 
 # Bounds on the walk that finds files no holder's fds name (another user's
@@ -26,7 +27,7 @@ def to_locks(table: KernelTable, known: Mapping[FileKey, str] | None = None) -> 
             name=os.path.basename(path) if path else f"inode {kernel.file.inode}",
             path=path,
             holder=Holder(pid=kernel.holder_pid),
-            kernel=kernel if path == kernel.path else replace(kernel, path=path),
+            facts=KernelFacts.of(kernel if path == kernel.path else replace(kernel, path=path)),
         )
         # The same process holding the same range twice (two fds, shared): one record.
         locks.setdefault(lock.id, lock)

@@ -29,7 +29,8 @@ import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lockwatch.model.pg import PgClient, local_client
+from lockwatch.sources.postgres.facts import PgClient
+from lockwatch.sources.postgres.terms import local_client
 
 _TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 _LISTEN = 0x0A

@@ -58,7 +58,7 @@ def same_but_for_wobble(old: Entry, new: Entry) -> bool:
         known_held_at=op.known_held_at,
         acquired_after=op.acquired_after,
     )
-    return replace(nl, pg=pg, acquired_at=ol.acquired_at) == ol
+    return replace(nl, facts=pg, acquired_at=ol.acquired_at) == ol
 
 
 # A session's times, each derived from an age the server gave.

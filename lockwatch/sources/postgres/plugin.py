@@ -33,14 +33,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lockwatch.model import ids
-from lockwatch.model.pg import (
-    DEFAULT_IDLE_AFTER,
-    AdvisoryKey,
-    AdvisoryNames,
-    PgBackend,
-    PgClient,
-    PgLock,
-)
 from lockwatch.sources.contract import (
     Collected,
     Decorator,
@@ -50,6 +42,14 @@ from lockwatch.sources.contract import (
     Selected,
     SourceError,
     Wanted,
+)
+from lockwatch.sources.postgres.facts import (
+    DEFAULT_IDLE_AFTER,
+    AdvisoryKey,
+    AdvisoryNames,
+    PgBackend,
+    PgClient,
+    PgLock,
 )
 
 if TYPE_CHECKING:

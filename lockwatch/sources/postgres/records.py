@@ -9,7 +9,8 @@ from typing import Any, Literal, NamedTuple
 
 from lockwatch.model.ids import pg_id
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
-from lockwatch.model.pg import (
+from lockwatch.model.text import scrub_secrets
+from lockwatch.sources.postgres.facts import (
     NO_NAMES,
     AdvisoryKey,
     AdvisoryNames,
@@ -17,7 +18,6 @@ from lockwatch.model.pg import (
     PgClient,
     PgLock,
 )
-from lockwatch.model.text import scrub_secrets
 
 FORMAT = "pg_locks"
 QUERY_CHARS = 200
@@ -359,7 +359,7 @@ def to_locks(
                 acquired_at=acquired_at,
                 policy=policy,
                 content=row,
-                pg=pg,
+                facts=pg,
             )
         )
     return locks

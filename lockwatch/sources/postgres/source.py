@@ -23,19 +23,19 @@ from psycopg.rows import RowMaker, dict_row, no_result
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.compact import Columns, Row
 from lockwatch.model.lock import Lock
-from lockwatch.model.pg import (
+from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.postgres.clients import Session, Sockets, find_clients, read_sockets
+from lockwatch.sources.postgres.dsn import display_name, problem, scrub
+from lockwatch.sources.postgres.facts import (
     DEFAULT_IDLE_AFTER,
     INSUFFICIENT_PRIVILEGE,
     NO_NAMES,
     AdvisoryNames,
     PgClient,
-    local_client,
 )
-from lockwatch.model.status import SourceStatus, backoff_seconds
-from lockwatch.sources.postgres.clients import Session, Sockets, find_clients, read_sockets
-from lockwatch.sources.postgres.dsn import display_name, problem, scrub
 from lockwatch.sources.postgres.query import lock_query
 from lockwatch.sources.postgres.records import SeenKey, Waits, holds_seen, index_waits, to_locks
+from lockwatch.sources.postgres.terms import local_client
 
 APPLICATION_NAME = "lockwatch"
 PRIVILEGE_HINT = (

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import click
 
 from lockwatch.model import ids
-from lockwatch.model.store import Quorum, QuorumMember, StoreClient, StoreLock
 from lockwatch.sources.contract import (
     Decorator,
     Found,
@@ -30,6 +29,7 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.polled import StoreSelection
+from lockwatch.sources.stores.facts import Quorum, QuorumMember, StoreClient, StoreLock
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock

@@ -21,8 +21,8 @@ from datetime import timedelta
 
 from lockwatch.model import ids
 from lockwatch.model.lock import Holder, Lock
-from lockwatch.model.store import REDIS, Quorum, QuorumMember, StoreClient, StoreLock
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot, raw
+from lockwatch.sources.stores.facts import REDIS, Quorum, QuorumMember, StoreClient, StoreLock
 
 PY_REDIS_LOCK = "python-redis-lock"
 REDLOCK = "redlock"
@@ -104,7 +104,7 @@ def _lock(snapshot: RedisSnapshot, found: RedisKey, fmt: str, name: str) -> Lock
             "pttl_ms": found.pttl,
         },
         sha256=digest(found.value),
-        store=store,
+        facts=store,
     )
 
 
@@ -136,7 +136,7 @@ def _waiters(
         assert holder.store is not None
         clients.sort(key=lambda client: (-(client.idle or 0), client.id))
         sessions = tuple(f"client:{client.id}" for client in clients)
-        locks[index] = replace(holder, store=replace(holder.store, blocking=sessions))
+        locks[index] = replace(holder, facts=replace(holder.store, blocking=sessions))
         for position, client in enumerate(clients, start=1):
             session = f"client:{client.id}"
             waited = client.idle
@@ -169,7 +169,7 @@ def _waiters(
                     acquired_at=None
                     if waited is None
                     else snapshot.polled_at - timedelta(seconds=waited),
-                    store=store,
+                    facts=store,
                 )
             )
     return waiters
@@ -252,7 +252,7 @@ def group_locks(
                     "copies": {server: [found.value, found.pttl] for server, found in held.items()},
                 },
                 sha256=digest(token),
-                store=store,
+                facts=store,
             )
         )
     return locks

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lockwatch.model import ids
-from lockwatch.model.origin import REMOTE_KIND, RemoteOrigin
 from lockwatch.sources.contract import (
     Collected,
     Decorator,
@@ -42,11 +41,12 @@ from lockwatch.sources.remote.endpoints import (
     read_settings,
     read_token,
 )
+from lockwatch.sources.remote.facts import REMOTE_KIND, RemoteOrigin
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.remote import RemoteListing
     from lockwatch.sources.feed import Feed
+    from lockwatch.sources.remote.document import RemoteListing
 
 DEFAULT_REFRESH = 2.0
 DEFAULTS = RemoteSettings()
@@ -203,9 +203,7 @@ def find_remote(target: str) -> Found:
     there = urlsplit(url).hostname or url
     why = f"judged on {there}, not here"
     origin = RemoteOrigin(url, there, inner, "unknown", (("remote", why),))
-    lock = Lock(
-        id=target, source=REMOTE_KIND, format="remote", name=inner, path=None, remote=origin
-    )
+    lock = Lock(id=target, source=REMOTE_KIND, format="remote", name=inner, path=None, facts=origin)
     return lock, Verdict(State.UNKNOWN, (Reason("remote", why),)), [lock]
 
 

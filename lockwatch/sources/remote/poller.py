@@ -11,13 +11,13 @@ from datetime import datetime
 from typing import Protocol
 
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.model.origin import REMOTE_KIND
-from lockwatch.model.remote import DocumentError, RemoteListing, read_document
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.model.timestamps import plus_seconds
 from lockwatch.sources.polled import Polled
 from lockwatch.sources.remote.client import Fetcher, RemoteProblem
+from lockwatch.sources.remote.document import DocumentError, RemoteListing, read_document
 from lockwatch.sources.remote.endpoints import DEFAULT_TIMEOUT, Remote
+from lockwatch.sources.remote.facts import REMOTE_KIND
 
 
 class Fetch(Protocol):

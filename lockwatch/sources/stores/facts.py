@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from lockwatch.model.facts import Facts
+from lockwatch.sources.stores.rules import evaluate_store
+
+if TYPE_CHECKING:
+    from lockwatch.model.lock import Lock
+    from lockwatch.model.process import ProcessLookup
+    from lockwatch.model.verdict import Verdict
 
 REDIS = "redis"
 ETCD = "etcd"
@@ -84,7 +92,7 @@ class StoreClient:
 
 
 @dataclass(frozen=True, slots=True)
-class StoreLock:
+class StoreLock(Facts):
     """One lock key (or one waiter for one) in Redis or etcd, at one poll.
 
     Keys and values are text; bytes that are not UTF-8 are carried as lone
@@ -119,7 +127,16 @@ class StoreLock:
     quorum: Quorum | None = None
     client: StoreClient | None = None
 
+    def judge(
+        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
+    ) -> Verdict:
+        return evaluate_store(lock, self, now)
+
     @property
+    def expiry_word(self) -> str:
+        """What lets the store drop the key by itself: an etcd lease, a Redis TTL."""
+        return "lease" if self.store == ETCD else "TTL"
+
     def group(self) -> str:
         """Whose wait-for graph this belongs to: the store and its server."""
         return f"{self.store}:{self.server}"

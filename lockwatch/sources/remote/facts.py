@@ -1,14 +1,21 @@
-"""Where a lock seen through another host's `lockwatch serve` comes from.
-
-Kept apart from lock.py's records so that a Lock can carry it without the
-model's modules importing each other in a circle: nothing here imports the
-rest of the model.
-"""
+"""Where a lock seen through another host's `lockwatch serve` comes from: the
+remote source's facts. That host judged it; here it is only shown, never
+judged again nor acted on."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lockwatch.model.facts import Facts
+from lockwatch.model.lock import Reason
+from lockwatch.model.timestamps import seconds_since
+from lockwatch.model.verdict import State, Verdict
+
+if TYPE_CHECKING:
+    from lockwatch.model.lock import Lock
+    from lockwatch.model.process import ProcessLookup
 
 # The kind of source status a remote has (`sources[].kind`), and the registry
 # name of the source that reads remotes.
@@ -16,7 +23,7 @@ REMOTE_KIND = "remote"
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteOrigin:
+class RemoteOrigin(Facts):
     """A lock another host judged: its pids, files, sessions and clock are that
     host's, so its verdict travels with it and nobody here judges it again."""
 
@@ -40,3 +47,19 @@ class RemoteOrigin:
         if self.seen_at is None:
             return self.age_seconds
         return max(0.0, self.age_seconds + (now - self.seen_at).total_seconds())
+
+    def judge(
+        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
+    ) -> Verdict:
+        """The verdict its own host gave, as it gave it; only the age moves on."""
+        age = (
+            seconds_since(lock.acquired_at, now)
+            if lock.acquired_at is not None
+            else self.age_at(now)
+        )
+        return Verdict(
+            State(self.state),
+            tuple(Reason(code, message) for code, message in self.reasons),
+            age_seconds=age,
+            alive=self.alive,
+        )

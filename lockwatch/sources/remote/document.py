@@ -20,12 +20,12 @@ from typing import Any
 import orjson
 
 from lockwatch.model import ids
-from lockwatch.model.lock import Holder, Lock, Reason
-from lockwatch.model.origin import RemoteOrigin
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.report import LS_SCHEMA
 from lockwatch.model.status import LIVE_STATES
-from lockwatch.model.timestamps import parse_timestamp, seconds_since
-from lockwatch.model.verdict import State, Verdict
+from lockwatch.model.timestamps import parse_timestamp
+from lockwatch.model.verdict import State
+from lockwatch.sources.remote.facts import RemoteOrigin
 
 _STATES = frozenset(state.value for state in State)
 # The fields a merged listing adds to each record of another host.
@@ -208,20 +208,7 @@ def _lock(record: Any, remote: str, host: str, seen_at: datetime) -> Lock | None
         scope=(),
         content=record,
         sha256=_text(record.get("sha256")),
-        remote=origin,
-    )
-
-
-def evaluate_remote(lock: Lock, origin: RemoteOrigin, now: datetime) -> Verdict:
-    """The verdict its own host gave, as it gave it; only the age moves on."""
-    age = (
-        seconds_since(lock.acquired_at, now) if lock.acquired_at is not None else origin.age_at(now)
-    )
-    return Verdict(
-        State(origin.state),
-        tuple(Reason(code, message) for code, message in origin.reasons),
-        age_seconds=age,
-        alive=origin.alive,
+        facts=origin,
     )
 
 

@@ -6,12 +6,16 @@ process where lockwatch can see it, and only inferred from idle time where not."
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, Reason
-from lockwatch.model.pg import PgBackend, PgLock, local_client, prepared_commands
 from lockwatch.model.timestamps import plus_seconds, seconds_since
 from lockwatch.model.verdict import State, Verdict, limit_text
+from lockwatch.sources.postgres.terms import local_client, prepared_commands
+
+if TYPE_CHECKING:
+    from lockwatch.sources.postgres.facts import PgBackend, PgLock
 
 _IDLE_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")
 

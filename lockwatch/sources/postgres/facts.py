@@ -1,4 +1,5 @@
-"""PostgreSQL lock facts as plain data: advisory keys, backends, pg_locks rows.
+"""PostgreSQL lock facts as plain data: advisory keys, backends, pg_locks rows,
+and what the rest of lockwatch asks of them (`PgLock` is the source's `Facts`).
 
 Pure: no psycopg here. The source fills these in; verdicts and views read them.
 """
@@ -9,9 +10,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from lockwatch.model.facts import Facts
 from lockwatch.model.text import scrub_arguments, scrub_secrets
+from lockwatch.sources.postgres.rules import evaluate_pg
+
+if TYPE_CHECKING:
+    from lockwatch.model.lock import Lock
+    from lockwatch.model.process import ProcessLookup
+    from lockwatch.model.verdict import Verdict
 
 _2_31, _2_32, _2_63, _2_64 = 2**31, 2**32, 2**63, 2**64
 
@@ -217,7 +225,7 @@ class PgBackend:
 
 
 @dataclass(frozen=True, slots=True)
-class PgLock:
+class PgLock(Facts):
     """One pg_locks row of interest."""
 
     server: str  # the source's name: a DSN with its password removed
@@ -252,6 +260,18 @@ class PgLock:
             prepared.append("prepared:?")
         return (*(pid for pid in self.blocked_by if pid), *prepared)
 
+    def judge(
+        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
+    ) -> Verdict:
+        return evaluate_pg(lock, self, now)
+
+    def share_key(self, lock: Lock) -> tuple[int, str, float | None, datetime | None] | None:
+        # Everything a granted, uncontended row's verdict reads: its session, its
+        # lock type (idle_holder is for advisory locks), the threshold, its age.
+        if not self.granted or self.blocking_here:
+            return None
+        return (id(self.backend), self.locktype, lock.policy.idle_after, lock.acquired_at)
+
 
 def held_bounds(pg: PgLock, now: datetime) -> tuple[float | None, float | None]:
     """(held at least, held at most) seconds, as far as they are known."""
@@ -262,36 +282,6 @@ def held_bounds(pg: PgLock, now: datetime) -> tuple[float | None, float | None]:
     if least is not None and most is not None and most < least:
         most = least  # the two clocks behind them may disagree by the poll's jitter
     return least, most
-
-
-def sql_literal(text: str) -> str:
-    """`text` as an SQL string literal (standard_conforming_strings: quotes doubled)."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-def prepared_commands(gid: str) -> tuple[str, str]:
-    """What ends a prepared transaction, one way or the other."""
-    return f"COMMIT PREPARED {sql_literal(gid)}", f"ROLLBACK PREPARED {sql_literal(gid)}"
-
-
-_LOOPBACK_NAMES = ("localhost",)
-
-
-def local_client(client: str | None) -> bool:
-    """Whether a session's client address is on the server's own host: a unix
-    socket (`local`) or a loopback address."""
-    if client is None:
-        return False
-    if client == "local" or client in _LOOPBACK_NAMES:
-        return True
-    import ipaddress
-
-    try:
-        address = ipaddress.ip_address(client)
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 def held_text(pg: PgLock, now: datetime) -> str:

@@ -11,12 +11,15 @@ lock whose TTL ran out since the last poll is no longer known (`expired`).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, Reason
-from lockwatch.model.store import ETCD, StoreLock
 from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import State, Verdict
+
+if TYPE_CHECKING:
+    from lockwatch.sources.stores.facts import StoreLock
 
 
 def evaluate_store(lock: Lock, store: StoreLock, now: datetime) -> Verdict:
@@ -53,7 +56,7 @@ def evaluate_store(lock: Lock, store: StoreLock, now: datetime) -> Verdict:
 
     expires_at = store.expires_at
     if expires_at is None:
-        what = "no lease" if store.store == ETCD else "no TTL"
+        what = f"no {store.expiry_word}"
         info.insert(
             0,
             Reason(
@@ -69,7 +72,7 @@ def evaluate_store(lock: Lock, store: StoreLock, now: datetime) -> Verdict:
         ago = (now - expires_at).total_seconds()
         reason = Reason(
             "expired",
-            f"its {'lease' if store.store == ETCD else 'TTL'} ran out {duration(ago)} ago as"
+            f"its {store.expiry_word} ran out {duration(ago)} ago as"
             " last seen: the store has removed it unless its holder renewed it",
         )
         return Verdict(State.UNKNOWN, (reason, *info))

@@ -1,0 +1,36 @@
+"""The verdict on a /proc/locks entry: the kernel never keeps a lock nobody
+holds, so it is held (or waited for); the kernel records no time, so there is
+no age to give."""
+
+from __future__ import annotations
+
+from lockwatch.model.kernel import CALLS, KernelLock
+from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.process import ProcessLookup
+from lockwatch.model.verdict import State, Verdict, describe_process
+
+
+def evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) -> Verdict:
+    """A /proc/locks entry: held (the kernel never keeps a lock nobody holds) or
+    waiting. The kernel records no time, so there is no age to give."""
+    pid = kernel.holder_pid
+    facts = processes.facts(pid) if pid is not None else None
+    who = "an unknown process" if pid is None else describe_process(pid, facts)
+    what = f"{CALLS.get(kernel.type, kernel.type)} {kernel.mode}"
+    where = lock.path or f"inode {kernel.file.inode} on device {kernel.file.device}"
+    alive = None if facts is None else (facts.alive or None)
+    process = facts if facts is not None and facts.alive else None
+    if kernel.waiting:
+        by = ", ".join(f"pid {p}" for p in kernel.blocked_by)
+        reason = Reason(
+            "waiting", f"{who} waits for {what} on {where}" + (f", blocked by {by}" if by else "")
+        )
+        return Verdict(State.WAITING, (reason,), alive=alive, process=process)
+    reasons = [Reason("kernel_lock", f"held with {what} by {who}")]
+    if kernel.blocking:
+        count = len(kernel.blocking)
+        shown = ", ".join(str(p) for p in kernel.blocking[:5])
+        more = f" and {count - 5} more" if count > 5 else ""
+        noun = "process" if count == 1 else "processes"
+        reasons.append(Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
+    return Verdict(State.ACTIVE, tuple(reasons), alive=alive, process=process)

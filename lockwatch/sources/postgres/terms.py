@@ -1,0 +1,35 @@
+"""Small pure helpers the PostgreSQL facts, rules and actions share: SQL string
+literals, the commands that end a prepared transaction, and whether a client
+address is on the server's own host."""
+
+from __future__ import annotations
+
+
+def sql_literal(text: str) -> str:
+    """`text` as an SQL string literal (standard_conforming_strings: quotes doubled)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def prepared_commands(gid: str) -> tuple[str, str]:
+    """What ends a prepared transaction, one way or the other."""
+    return f"COMMIT PREPARED {sql_literal(gid)}", f"ROLLBACK PREPARED {sql_literal(gid)}"
+
+
+_LOOPBACK_NAMES = ("localhost",)
+
+
+def local_client(client: str | None) -> bool:
+    """Whether a session's client address is on the server's own host: a unix
+    socket (`local`) or a loopback address."""
+    if client is None:
+        return False
+    if client == "local" or client in _LOOPBACK_NAMES:
+        return True
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(client)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
