@@ -132,8 +132,8 @@ def same_but_for_countdown(old: Entry, new: Entry) -> bool:
     its expiry moved by no more than the poll's jitter (etcd gives TTLs in
     whole seconds) and nothing else changed."""
     ol, nl = old.lock, new.lock
-    os_, ns = ol.store, nl.store
-    if os_ is None or ns is None:
+    os_, ns = ol.facts, nl.facts
+    if not isinstance(os_, StoreLock) or not isinstance(ns, StoreLock):
         return False
     ov, nv = old.verdict, new.verdict
     if ov.state is not nv.state or ov.codes != nv.codes or ov.alive != nv.alive:

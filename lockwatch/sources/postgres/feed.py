@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from lockwatch.model.board import ChangeSet, Entry, judge
 from lockwatch.model.process import StaticProcesses
 from lockwatch.sources.feed import Differ, Emit
+from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.postgres.records import SeenKey, holds_seen
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
 
@@ -33,8 +34,8 @@ def _close(a: datetime | None, b: datetime | None) -> bool:
 def same_but_for_wobble(old: Entry, new: Entry) -> bool:
     """Whether a Postgres lock seen again differs only by its derived times' wobble."""
     ol, nl = old.lock, new.lock
-    op, np_ = ol.pg, nl.pg
-    if op is None or np_ is None:
+    op, np_ = ol.facts, nl.facts
+    if not isinstance(op, PgLock) or not isinstance(np_, PgLock):
         return False
     ob, nb = op.backend, np_.backend
     ov, nv = old.verdict, new.verdict

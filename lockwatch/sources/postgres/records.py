@@ -38,9 +38,11 @@ def holds_seen(locks: Sequence[Lock], sessions: Mapping[int, Row]) -> dict[SeenK
     remembers it by across polls (to_locks' `seen`)."""
     seen: dict[SeenKey, datetime] = {}
     for lock in locks:
-        pg = lock.pg
-        pid = pg.backend.pid if pg is not None else None
-        if pg is None or pid is None or not pg.granted or pg.known_held_at is None:
+        pg = lock.facts
+        if not isinstance(pg, PgLock):
+            continue
+        pid = pg.backend.pid
+        if pid is None or not pg.granted or pg.known_held_at is None:
             continue
         started = sessions.get(pid, _NO_SESSION).get("backend_started")
         seen[(pid, started, _target(lock.content), pg.mode)] = pg.known_held_at

@@ -133,22 +133,23 @@ def _waiters(
     waiters: list[Lock] = []
     for index, clients in by_lock.items():
         holder = locks[index]
-        assert holder.store is not None
+        held = holder.facts
+        assert isinstance(held, StoreLock)
         clients.sort(key=lambda client: (-(client.idle or 0), client.id))
         sessions = tuple(f"client:{client.id}" for client in clients)
-        locks[index] = replace(holder, facts=replace(holder.store, blocking=sessions))
+        locks[index] = replace(holder, facts=replace(held, blocking=sessions))
         for position, client in enumerate(clients, start=1):
             session = f"client:{client.id}"
             waited = client.idle
             store = StoreLock(
                 REDIS,
                 snapshot.server,
-                holder.store.key,
+                held.key,
                 snapshot.polled_at,
                 position=position,
                 waiting=True,
                 session=session,
-                blocked_by=(holder.store.session,),
+                blocked_by=(held.session,),
                 client=StoreClient(
                     client.id,
                     client.addr,
@@ -160,7 +161,7 @@ def _waiters(
             host = client.addr.rpartition(":")[0].strip("[]") or None
             waiters.append(
                 Lock(
-                    id=ids.redis_id(snapshot.server, holder.store.key, client.id),
+                    id=ids.redis_id(snapshot.server, held.key, client.id),
                     source=REDIS,
                     format=holder.format,
                     name=holder.name,

@@ -92,12 +92,13 @@ def read_document(
         if lock is None:
             ignored += 1
             continue
-        assert lock.remote is not None
-        stale += lock.remote.state == "stale"
+        origin = lock.facts
+        assert isinstance(origin, RemoteOrigin)
+        stale += origin.state == "stale"
         if locks:
             kept.append(lock)
         if records:
-            rendered.append({**record, HOST_FIELD: lock.remote.host, REMOTE_FIELD: remote})
+            rendered.append({**record, HOST_FIELD: origin.host, REMOTE_FIELD: remote})
     errors = document.get("errors")
     return RemoteListing(
         host,
@@ -215,8 +216,8 @@ def _lock(record: Any, remote: str, host: str, seen_at: datetime) -> Lock | None
 def aged_record(lock: Lock, now: datetime) -> dict[str, Any] | None:
     """A remote lock's record for a document written at `now` (a serve that merges
     other hosts): `age_seconds` as of then, `host` and `remote` added."""
-    origin, record = lock.remote, lock.content
-    if origin is None or not isinstance(record, dict):
+    origin, record = lock.facts, lock.content
+    if not isinstance(origin, RemoteOrigin) or not isinstance(record, dict):
         return None
     age = origin.age_at(now)
     return {
