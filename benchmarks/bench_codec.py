@@ -69,12 +69,12 @@ except ImportError:
     sys.exit("bench_codec.py measures the codec against msgspec: pip install -e '.[bench]'")
 
 from lockwatch.model import codec
-from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.lock import Lock
-from lockwatch.sources.postgres.facts import PgClient
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources import recording  # noqa: F401 - registers ChangeSet and Entry
+from lockwatch.sources.postgres.facts import PgClient
 from lockwatch.sources.postgres.records import to_locks
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, 123456, tzinfo=UTC)

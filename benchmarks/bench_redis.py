@@ -126,7 +126,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from lockwatch.clock import SystemClock
-    from lockwatch.model.board import judge
+    from lockwatch.model.changes import judge
     from lockwatch.model.process import StaticProcesses
     from lockwatch.sources.redis.endpoint import parse
     from lockwatch.sources.redis.plugin import DEFAULT_PATTERNS

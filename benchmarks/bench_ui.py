@@ -87,7 +87,8 @@ from textual.widgets import DataTable
 
 import lockwatch.ui.app
 from lockwatch.clock import FrozenClock
-from lockwatch.model.board import Board, ChangeSet, Entry, judge
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.rows import Rows

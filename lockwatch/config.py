@@ -14,7 +14,10 @@ Looked for in the current directory, then in the user config directory
 
 Each source owns its tables and documents them in its plugin module
 (lockwatch/sources/*/plugin.py): [postgres] and [advisory] (servers,
-thresholds, advisory key names), [kernel] (list the kernel's locks).
+thresholds, advisory key names), [kernel] (list the kernel's locks). This
+module reads none of them: it keeps every table as read, and whoever builds
+what to watch has the registry read the sources' own
+(`lockwatch.sources.registry.configured`), so the config knows no source.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class Config:
     tombstone_dir: str | None = None
     audit_key: str | None = None
     audit_syslog: bool = False
-    # Each source's settings from its own tables, by source name (absent: defaults).
+    # Each source's settings from its own tables, by source name, once the
+    # registry has read them (`registry.configured`); absent: not read (defaults).
     sources: Mapping[str, Any] = field(default_factory=dict)
     # Where it was read from, and every table as read: commands read their own
     # tables (`lockwatch serve`: [serve]).
@@ -94,8 +98,7 @@ def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
 
 
 def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
-    from lockwatch.sources.registry import read_config
-
+    """The settings every run shares, checked; the sources' tables kept as read."""
     readonly = data.get("readonly", False)
     if not isinstance(readonly, bool):
         raise ConfigError(f"{where}: readonly must be true or false")
@@ -115,7 +118,6 @@ def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
         tombstone_dir=paths["tombstone_dir"],
         audit_key=paths["audit_key"],
         audit_syslog=audit_syslog,
-        sources=read_config(data, where),
         where=where,
         tables=data,
     )

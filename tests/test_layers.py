@@ -75,3 +75,170 @@ def test_actions_do_not_import_ui() -> None:
             assert not name.startswith(("textual", "lockwatch.ui", "lockwatch.cli")), (
                 f"{path} imports {name}"
             )
+
+
+# --- the shape: no import circles, imports run down, facts stay with their source ---
+
+ROOT = PACKAGE.parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def runtime_imports(name: str) -> set[str]:
+    """The lockwatch modules `name` imports when it runs: at the top or inside
+    functions alike, but not under `if TYPE_CHECKING:` (typing only). `from a
+    import b` is an import of module a.b when there is one, else of a."""
+    path = MODULES[name]
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            for otherwise in node.orelse:
+                visit(otherwise)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                found.add(sub if sub in MODULES else module)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {module for module in found if module in MODULES and module != name}
+
+
+def import_cycles() -> list[list[str]]:
+    """Every import circle among lockwatch's modules: the strongly connected
+    components (Tarjan) of the runtime import graph with more than one module."""
+    graph = {name: sorted(runtime_imports(name)) for name in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    # Deep enough for the graph, and put back: other tests in this worker
+    # (the codec's nesting limits) count on the interpreter's own limit.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph)))
+    try:
+        for name in sorted(graph):
+            if name not in index:
+                connect(name)
+    finally:
+        sys.setrecursionlimit(limit)
+    return cycles
+
+
+def test_no_import_circles() -> None:
+    """No import runs back up: a circle (config -> registry -> every source ->
+    config) makes every module in it load with all the others, and breaks on the
+    first top-level import among them. Typing-only imports do not count."""
+    assert import_cycles() == []
+
+
+# Which layers a layer must never import (its own and those below are fine).
+FORBIDDEN = {
+    "lockwatch.model": ("sources", "actions", "ui", "cli", "serve"),
+    "lockwatch.sources": ("actions", "ui", "cli", "serve"),
+    "lockwatch.actions": ("ui", "cli"),
+}
+
+
+def test_imports_run_down_the_layers() -> None:
+    wrong: list[str] = []
+    for name in sorted(MODULES):
+        for layer, banned in FORBIDDEN.items():
+            if name != layer and not name.startswith(layer + "."):
+                continue
+            heads = tuple(f"lockwatch.{above}" for above in banned)
+            wrong.extend(
+                f"{name} imports {imported}"
+                for imported in sorted(runtime_imports(name))
+                if imported.startswith(heads)
+            )
+    assert wrong == []
+
+
+# A source's facts are read through `lock.facts` (model/facts.py), never through
+# the per-family fields; a source's name is the registry's, never a literal.
+FAMILY_FIELDS = frozenset({"pg", "store", "kernel", "remote"})
+
+
+def facts_read_outside_sources(path: Path) -> list[str]:
+    """Where `path` reads an attribute named like a source family's fields, or
+    compares something's `.source` with a string literal."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in FAMILY_FIELDS:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            reads_source = any(
+                isinstance(side, ast.Attribute) and side.attr == "source" for side in sides
+            )
+            literal = any(
+                isinstance(side, ast.Constant) and isinstance(side.value, str) for side in sides
+            ) or any(
+                isinstance(side, ast.Tuple | ast.List | ast.Set)
+                and any(isinstance(item, ast.Constant) for item in side.elts)
+                for side in sides
+            )
+            if reads_source and literal:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: .source == literal")
+    return found
+
+
+def test_no_source_facts_read_outside_sources() -> None:
+    """Generic code asks the facts (`lock.facts.…`) and the registry: nothing
+    outside lockwatch/sources/ reads `.pg`, `.store`, `.kernel`, `.remote` or
+    tells a source by comparing its name with a literal."""
+    sources = PACKAGE / "sources"
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if sources not in path.parents:
+            wrong.extend(facts_read_outside_sources(path))
+    assert wrong == []

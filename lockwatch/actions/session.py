@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from lockwatch.actions import files
 from lockwatch.actions.audit import AuditLog, Operator, log_path
 from lockwatch.actions.audit_key import key_beside_log
 from lockwatch.actions.plan import Kind, Plan, plan
@@ -26,6 +25,7 @@ from lockwatch.clock import Clock
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.files import cas as files
 from lockwatch.sources.files.decoders import writer
 from lockwatch.sources.files.scanner import load
 
@@ -154,8 +154,8 @@ class ActionSession:
 
     def with_reason(self, the_plan: Plan, reason: str) -> Plan:
         """A steal's new lock records the reason: written once it is known."""
-        if the_plan.kind is not Kind.STEAL or the_plan.lock.source != "file":
-            return the_plan
+        if the_plan.kind is not Kind.STEAL or the_plan.new_content is None:
+            return the_plan  # nothing written: nothing records the reason
         new_holder = self._new_holder(reason)
         return plan(
             Kind.STEAL,

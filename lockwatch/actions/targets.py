@@ -3,38 +3,57 @@ dashboard's action session.
 
 `find` turns a TARGET (a path, or a lock id of any source) into the lock as it
 is now; `prepare` works out the plan, after the checks every front end shares
-(which actions the lock's source offers, the watched roots, whose sessions may
-be touched).
+(which actions the lock's source offers), handing the front end's limits (the
+watched roots, whose sessions may be touched) to the source's provider.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
+from typing import Any
 
-from lockwatch.actions import files
-from lockwatch.actions.plan import Kind, Plan, plan, refused
+from lockwatch.actions.plan import plan, provider
+from lockwatch.model.action import Kind, Plan, refused
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
-from lockwatch.sources.contract import Found, Wanted
-from lockwatch.sources.files.plugin import SOURCE as FILES
-from lockwatch.sources.registry import by_name, for_id
+from lockwatch.sources.contract import Found, Source, SourceError, Wanted
+from lockwatch.sources.registry import SOURCES, for_id
+
+# What an id's prefix looks like (`pg:`, `mysql:`): a scheme, not a path.
+_ID_HEAD = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*")
+
+
+def source_for(target: str) -> Source:
+    """The source TARGET names: by its id's prefix, else the one whose TARGETs
+    are paths. Raises SourceError for an id no source has (`mysql:...`): never
+    taken for a path, unless a file by that name exists."""
+    source = for_id(target)
+    if source is not None:
+        return source
+    head, sep, _ = target.partition(":")
+    if sep and _ID_HEAD.fullmatch(head) and not os.path.lexists(target):
+        known = ", ".join(f"{s.id_prefix}:" for s in SOURCES)
+        raise SourceError(
+            f"{target!r}: no source has lock ids starting {head}: (lock ids start with"
+            f" {known}); nothing was done"
+        )
+    return next(s for s in SOURCES if s.actions is not None and s.actions.takes_paths)
 
 
 def find(target: str, wanted: Wanted, host: str) -> Found | str:
     """The lock TARGET names, judged now; or why there is none (a message).
-    Raises SourceError (the TARGET is malformed) or LookupFailed (the source
-    could not be asked)."""
-    source = for_id(target) or FILES
-    return source.find(target, wanted, host)
+    Raises SourceError (the TARGET is malformed, or names no source) or
+    LookupFailed (the source could not be asked)."""
+    return source_for(target).find(target, wanted, host)
 
 
 def unseen_id(target: str) -> str:
     """The id a TARGET that named no lock is audited under."""
-    if for_id(target) is not None and not target.startswith("file:"):
-        return target
-    return "file:" + os.path.abspath(target.removeprefix("file:"))
+    actions = source_for(target).actions
+    return target if actions is None else actions.unseen_id(target)
 
 
 def prepare(
@@ -48,19 +67,22 @@ def prepare(
     held: bool = False,
     held_elsewhere: bool = False,
     roots: Sequence[str] | None = None,
-    pg_applications: str | None = None,
-    signal: str = "TERM",
+    **given: Any,
 ) -> Plan:
     """The plan for `kind` on `lock`. `roots`: act only on lock files under these
-    (the dashboard's watched trees); `pg_applications`: act only on Postgres
-    sessions whose application_name starts with it (the demo on a shared server)."""
-    if lock.remote is not None:
-        from lockwatch.sources.remote.document import advice
-
-        return refused(kind, lock, verdict, "remote", advice(kind.value, lock, lock.remote))
-    source = by_name(lock.source)
-    if source is not None and kind.value not in source.actions:
-        offered = ", ".join(sorted(source.actions)) or "none"
+    (the dashboard's watched trees); `given`: what particular sources read by
+    name (the command's option values, a front end's limits: `pg_applications`,
+    only sessions whose application_name starts with it, for the demo)."""
+    actions = provider(lock)
+    if actions is None:
+        return refused(
+            kind, lock, verdict, "unsupported", f"{lock.source} locks cannot be acted on"
+        )
+    first = actions.screen(kind, lock, verdict)
+    if first is not None:
+        return first
+    if kind not in actions.kinds:
+        offered = ", ".join(sorted(k.value for k in actions.kinds)) or "none"
         return refused(
             kind,
             lock,
@@ -68,29 +90,8 @@ def prepare(
             "unsupported",
             f"{lock.source} locks offer {offered}, not {kind.value}",
         )
-    if (
-        roots is not None
-        and lock.source == "file"
-        and lock.path is not None
-        and not files.inside(lock.path, roots)
-    ):
-        return refused(
-            kind, lock, verdict, "outside_roots", f"{lock.path} is outside the watched roots"
-        )
-    if (
-        pg_applications is not None
-        and lock.pg is not None
-        and not held
-        and not (lock.pg.backend.application or "").startswith(pg_applications)
-    ):
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "not_ours",
-            f"only the demo's own sessions ({pg_applications}…) can be acted on"
-            " here; this one belongs to someone else",
-        )
+    if roots is not None:
+        given = {**given, "roots": tuple(roots)}
     return plan(
         kind,
         lock,
@@ -100,5 +101,5 @@ def prepare(
         tombstone_dir=tombstone_dir,
         held=held,
         held_elsewhere=held_elsewhere,
-        signal=signal,
+        given=given,
     )

@@ -10,7 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +25,10 @@ from lockwatch.cli.where import (
     TOMBSTONE_DIR_OPTION,
     warn_if_key_beside_log,
 )
+from lockwatch.model.action import Kind
 
 if TYPE_CHECKING:
-    from lockwatch.actions.plan import Kind, Plan
+    from lockwatch.actions.plan import Plan
     from lockwatch.actions.run import Executor, Outcome
     from lockwatch.config import Config
     from lockwatch.model.lock import Lock
@@ -91,6 +92,30 @@ def _pid_option(help: str) -> Callable[[Any], Any]:
     return click.option("--pid", type=click.IntRange(min=1), default=None, help=help)
 
 
+def _sources_options(kind: Kind | None) -> list[Callable[[Any], Any]]:
+    """The sources' own options of the action commands (`kind` None: those every
+    command takes), in registry order."""
+    from lockwatch.sources.registry import SOURCES
+
+    return [
+        option
+        for source in SOURCES
+        if source.actions is not None
+        for option in source.actions.options(kind)
+    ]
+
+
+def _own(kind: Kind) -> Callable[[Any], Any]:
+    """The `kind` command's options that a source owns (break: --signal)."""
+
+    def decorate(func: Any) -> Any:
+        for option in reversed(_sources_options(kind)):
+            func = option(func)
+        return func
+
+    return decorate
+
+
 def _common(func: Any) -> Any:
     options = [
         click.argument("target", metavar="TARGET"),
@@ -106,27 +131,8 @@ def _common(func: Any) -> Any:
         AUDIT_KEY_OPTION,
         AUDIT_SYSLOG_OPTION,
         TOMBSTONE_DIR_OPTION,
-        click.option(
-            "--pg",
-            "pg_dsns",
-            multiple=True,
-            metavar="DSN",
-            help="The server a Postgres TARGET lives on (repeatable).",
-        ),
-        click.option(
-            "--redis",
-            "redis_urls",
-            multiple=True,
-            metavar="URL",
-            help="The Redis server (with its password) a redis: TARGET lives on (repeatable).",
-        ),
-        click.option(
-            "--etcd",
-            "etcd_urls",
-            multiple=True,
-            metavar="URL",
-            help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
-        ),
+        # Where a source's TARGETs live (--pg DSN, --redis URL, ...): its own options.
+        *_sources_options(None),
         CONFIG_OPTION,
         click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON."),
     ]
@@ -143,17 +149,22 @@ class Request:
     operator: str | None
     audit_log: Path | None
     tombstone_dir: str | None
-    pg_dsns: tuple[str, ...]
     config_path: str | None
     as_json: bool
     force: bool = False
     expect_sha256: str | None = None
     pid: int | None = None
-    signal: str = "TERM"
-    redis_urls: tuple[str, ...] = ()
-    etcd_urls: tuple[str, ...] = ()
     audit_key: Path | None = None
     audit_syslog: bool = False
+    # The sources' own options' values (--pg, --signal), by click parameter name.
+    given: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> Request:
+        names = {f.name for f in fields(cls)} - {"given"}
+        mine = {name: value for name, value in options.items() if name in names}
+        given = {name: value for name, value in options.items() if name not in names}
+        return cls(**mine, given=given)
 
 
 @click.command(
@@ -168,14 +179,7 @@ class Request:
     is_flag=True,
     help="Allow breaking a lock that is not stale (active or invalid).",
 )
-@click.option(
-    "--signal",
-    type=click.Choice(["TERM", "KILL"], case_sensitive=False),
-    default="TERM",
-    show_default=True,
-    callback=lambda ctx, param, value: value.upper(),
-    help="Kernel locks: the signal sent to the holder. KILL only when TERM was not enough.",
-)
+@_own(Kind.BREAK)
 @_EXPECT_SHA256
 def break_(**options: Any) -> None:
     """Break the lock TARGET.
@@ -198,9 +202,7 @@ def break_(**options: Any) -> None:
       lockwatch break kernel:254:0:1234:FLOCK:0-EOF:4242 --reason "hung" --force
       lockwatch break redis:cache1:6379/0:lock:deploy --redis redis://:pw@cache1 --reason x
     """
-    from lockwatch.actions.plan import Kind
-
-    _act(Kind.BREAK, Request(**options))
+    _act(Kind.BREAK, Request.of(options))
 
 
 @click.command(
@@ -213,6 +215,7 @@ def break_(**options: Any) -> None:
     "The pid the new lock records, for formats whose liveness is a pid"
     " [default: this command's parent, your shell]."
 )
+@_own(Kind.STEAL)
 @_EXPECT_SHA256
 def steal(**options: Any) -> None:
     """Steal the stale lock TARGET: the old lock is moved into
@@ -234,9 +237,7 @@ def steal(**options: Any) -> None:
       lockwatch steal logs/locks/deploy-prod.lock --reason "executor hung, INC-9"
       lockwatch steal .loops/.running/fix.lock --reason takeover --pid $$
     """
-    from lockwatch.actions.plan import Kind
-
-    _act(Kind.STEAL, Request(**options))
+    _act(Kind.STEAL, Request.of(options))
 
 
 @click.command(
@@ -246,15 +247,14 @@ def steal(**options: Any) -> None:
 )
 @_common
 @_pid_option("For pid files: the pid you stole it with [default: this command's parent].")
+@_own(Kind.RELEASE)
 def release(**options: Any) -> None:
     """Release TARGET, a lock lockwatch wrote for you (see steal): the file is
     moved into .lockwatch-broken/; a Postgres advisory lock held by a
     `lockwatch steal` is let go by ending that lockwatch session. Locks that
     lockwatch does not hold are refused: break them instead.
     """
-    from lockwatch.actions.plan import Kind
-
-    _act(Kind.RELEASE, Request(**options))
+    _act(Kind.RELEASE, Request.of(options))
 
 
 @click.command(
@@ -263,14 +263,13 @@ def release(**options: Any) -> None:
     epilog=ACT_EPILOG,
 )
 @_common
+@_own(Kind.CANCEL)
 def cancel(**options: Any) -> None:
     """Cancel the current query of the session behind the Postgres lock
     TARGET, with pg_cancel_backend(pid). Its session and transaction stay: a
     session idle in a transaction keeps its locks (break ends it).
     """
-    from lockwatch.actions.plan import Kind
-
-    _act(Kind.CANCEL, Request(**options))
+    _act(Kind.CANCEL, Request.of(options))
 
 
 # -- the shared flow -------------------------------------------------------------
@@ -299,7 +298,8 @@ def readonly_reason(config: Config, flag: bool = False) -> str | None:
 def _act(kind: Kind, request: Request) -> None:
     from lockwatch.actions.audit import AuditLog, Operator, key_path, log_path, syslog_anchor
     from lockwatch.clock import SystemClock
-    from lockwatch.config import ConfigError, load
+    from lockwatch.config import ConfigError
+    from lockwatch.sources.registry import load_config as load
 
     try:
         config = load(request.config_path)
@@ -359,7 +359,7 @@ def _act(kind: Kind, request: Request) -> None:
         _report(outcome, request.as_json, finish=False)
         _hold(outcome, executor, the_plan, request.reason, request.as_json)
         return
-    if outcome.ok and kind.value == "steal" and the_plan.lock.source == "file":
+    if outcome.ok and kind is Kind.STEAL and outcome.new_content is not None:
         pid = f"pid {request.pid}" if request.pid else f"pid {os.getppid()} (your shell)"
         click.echo(
             f"note: nothing heartbeats this lock. It records {pid}: a pid format stays"
@@ -374,46 +374,25 @@ def _act(kind: Kind, request: Request) -> None:
 def _wanted(request: Request, config: Config) -> Wanted:
     from lockwatch.sources.contract import Wanted
 
-    values = {
-        "pg_dsns": request.pg_dsns,
-        "redis_urls": request.redis_urls,
-        "etcd_urls": request.etcd_urls,
-    }
-    return Wanted((), values, config, os.environ)
+    return Wanted((), dict(request.given), config, os.environ)
 
 
 def _executor(audit: Any, request: Request, config: Config, wanted: Wanted) -> Executor:
+    """The executor, told how each source's actions reach its servers (from the
+    sources' options and the config)."""
     from lockwatch.actions.run import Executor
-    from lockwatch.sources.postgres.dsn import (
-        PasswordFileError,
-        display_name,
-        read_password_file,
-        resolve_dsns,
-        with_password,
-    )
-    from lockwatch.sources.postgres.plugin import DEFAULTS, dsn_from_name
+    from lockwatch.sources.contract import SourceError
+    from lockwatch.sources.registry import SOURCES
 
-    settings = config.source("postgres") or DEFAULTS
-    password = None
-    try:
-        dsns = resolve_dsns(
-            request.pg_dsns, settings.dsns, os.environ, password_file=settings.password_file
-        )
-        if settings.password_file:
-            password = read_password_file(settings.password_file)
-    except PasswordFileError as exc:
-        _fail(str(exc), EXIT_USAGE)
-    by_name = {display_name(dsn): dsn for dsn in dsns}
-
-    def dsn_for(server: str) -> str | None:
-        derived = dsn_from_name(server)
-        if derived is not None and password is not None:
-            derived = with_password(derived, password)
-        return by_name.get(server) or derived
-
-    return Executor(
-        audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, dsn_for=dsn_for
-    )
+    reach: dict[str, Any] = {}
+    for source in SOURCES:
+        if source.actions is None:
+            continue
+        try:
+            reach.update(source.actions.reach(wanted))
+        except SourceError as exc:
+            _fail(str(exc), EXIT_USAGE)
+    return Executor(audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, **reach)
 
 
 def _find(target: str, wanted: Wanted, host: str) -> Found | str:
@@ -439,10 +418,10 @@ def _plan(
     host: str,
     config: Config,
 ) -> Plan:
-    from lockwatch.actions.plan import Kind
+    from lockwatch.actions.plan import provider
     from lockwatch.actions.targets import prepare
     from lockwatch.clock import SystemClock
-    from lockwatch.model.handover import NewHolder, held_by_lockwatch
+    from lockwatch.model.handover import NewHolder
 
     holder_pid = request.pid or os.getppid()
     if kind is Kind.STEAL and request.pid is not None and not _running(request.pid):
@@ -457,14 +436,11 @@ def _plan(
         reason=" ".join((request.reason or "").split()),
     )
     held = held_elsewhere = False
-    if kind is Kind.RELEASE:
+    actions = provider(lock)
+    if kind is Kind.RELEASE and actions is not None:
         # Only what lockwatch took for this operator: anyone else's is a break.
-        if lock.pg is not None:
-            from lockwatch.actions.postgres import held_by_steal
-
-            held = held_elsewhere = held_by_steal(lock, operator)
-        else:
-            held = held_by_lockwatch(lock, holder_pid, operator)
+        holding = actions.holding(lock, operator, holder_pid)
+        held, held_elsewhere = holding.held, holding.elsewhere
     return prepare(
         kind,
         lock,
@@ -474,7 +450,7 @@ def _plan(
         tombstone_dir=request.tombstone_dir or config.tombstone_dir,
         held=held,
         held_elsewhere=held_elsewhere,
-        signal=request.signal,
+        **request.given,
     )
 
 
@@ -539,7 +515,7 @@ def _report(outcome: Outcome, as_json: bool, *, finish: bool = True) -> None:
 def _hold(outcome: Outcome, executor: Executor, the_plan: Plan, reason: str, as_json: bool) -> None:
     """Hold a stolen advisory lock in the foreground until Ctrl+C, SIGTERM, or
     `lockwatch release` ends this session."""
-    from lockwatch.actions.plan import Kind, plan
+    from lockwatch.actions.plan import plan
     from lockwatch.model.verdict import State, Verdict
 
     held = outcome.held

@@ -178,8 +178,8 @@ def demo_app(running: Demo, *, host: str, **view: Any) -> LockwatchApp:
     second, holders idle for 8 s stale), its advisory key names and its audit log.
     On a server someone named (--pg), only the demo's own sessions can be acted on:
     other applications share it, and the demo's 8 s idle rule is not theirs."""
-    if running.pg is not None and not running.pg.embedded:
-        view.setdefault("pg_applications", running.pg.application)
+    if running.pg_info is not None and not running.pg_info.embedded:
+        view.setdefault("pg_applications", running.pg_info.application)
     # The demo's own servers only: no LOCKWATCH_PG or PG* from the environment.
     targets = select_targets(
         {

@@ -13,7 +13,6 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.postgres.facts import held_cell
 
 STATE_COLOURS = {
     State.ACTIVE: "green",
@@ -33,8 +32,10 @@ _NAME_WIDTH = 32
 
 
 def _holder(lock: Lock, verdict: Verdict) -> str:
-    if lock.store is not None:
-        return lock.store.holder_label()
+    facts = lock.facts
+    said = None if facts is None else facts.holder_label()
+    if said is not None:
+        return said
     holder = lock.holder
     text = "-" if holder.pid is None else str(holder.pid)
     if holder.host:
@@ -54,17 +55,9 @@ def _path(path: str | None, cwd: str) -> str:
 
 
 def _where(lock: Lock, cwd: str) -> str:
-    if lock.remote is not None:
-        # Another host's: its own path (or name), after its host.
-        return f"{lock.remote.host}:{lock.path or lock.name}"
-    if lock.pg is not None:
-        database = f" db={lock.pg.database}" if lock.pg.database else ""
-        return f"{lock.pg.server}{database}"
-    if lock.store is not None:
-        return f"{lock.store.store}:{lock.store.server} {lock.store.key}"
-    if lock.kernel is not None and lock.path is None:
-        return f"inode {lock.kernel.file.inode} on {lock.kernel.file.device}"
-    return _path(lock.path, cwd)
+    # A server, a key, an inode, another host's path: as its facts say it.
+    said = None if lock.facts is None else lock.facts.where(lock)
+    return said if said is not None else _path(lock.path, cwd)
 
 
 def _clip(text: str, width: int) -> str:
@@ -74,9 +67,11 @@ def _clip(text: str, width: int) -> str:
 def _age(lock: Lock, verdict: Verdict, now: datetime | None) -> str:
     if verdict.age_seconds is not None:
         return duration(verdict.age_seconds)
-    if lock.pg is not None and lock.pg.granted and now is not None:
+    if lock.facts is not None and now is not None:
         # PostgreSQL keeps no grant time: the bound, as the dashboard shows it.
-        return held_cell(lock.pg, now)
+        bound = lock.facts.age_bound(lock, now)
+        if bound is not None:
+            return bound
     return "-"
 
 

@@ -298,9 +298,10 @@ def _check_view_options(theme: str | None, filter_text: str) -> Any:
 
 def _check_filter(filter_text: str) -> None:
     from lockwatch.model.query import QueryError, parse
+    from lockwatch.sources.registry import source_names
 
     try:
-        parse(filter_text)
+        parse(filter_text, source_names())
     except QueryError as exc:
         raise click.BadParameter(str(exc), param_hint="--filter") from exc
 

@@ -95,15 +95,17 @@ class Targets(NamedTuple):
 
 
 def resolve_targets(values: Mapping[str, Any], config_path: str | None) -> Targets:
-    """The sources `values` (the command's parameters) and the config ask for."""
-    from lockwatch.config import ConfigError, load
+    """The sources `values` (the command's parameters) and the config ask for:
+    the config file read here, with each source's tables read by the registry."""
+    from lockwatch.config import ConfigError
+    from lockwatch.sources.registry import load_config
 
     try:
         os.getcwd()
     except FileNotFoundError:
         raise click.UsageError("the current directory no longer exists; cd somewhere") from None
     try:
-        config = load(config_path)
+        config = load_config(config_path)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     return select_targets(values, config, os.environ)

@@ -26,7 +26,6 @@ from pathlib import Path
 from types import TracebackType
 
 from lockwatch.config import Config
-from lockwatch.config import load as load_config
 from lockwatch.demo import workspace as ws
 from lockwatch.demo.cast import KILLED, cast, clocks, killed_lock, readme
 from lockwatch.demo.postgres import (
@@ -88,7 +87,7 @@ class Demo:
         self.tag = secrets.token_hex(4)
         self.workspace: ws.Workspace | None = None
         self.config = Config()
-        self.pg: PgInfo | None = None
+        self.pg_info: PgInfo | None = None
         self.pg_missing: str | None = None
         self.killed: int | None = None  # the pid SIGKILLed mid-run, once it was
         self.report: list[str] = []  # what leaving did, for the operator
@@ -129,8 +128,8 @@ class Demo:
         found = [child.pid for child in self.children]
         if self._guardian is not None:
             found.append(self._guardian.pid)
-        if self.pg is not None and self.pg.postmaster_pid is not None:
-            found.append(self.pg.postmaster_pid)
+        if self.pg_info is not None and self.pg_info.postmaster_pid is not None:
+            found.append(self.pg_info.postmaster_pid)
         return found
 
     @property
@@ -142,9 +141,9 @@ class Demo:
     def describe(self) -> str:
         """One line for the operator before the dashboard takes the screen."""
         count = len(self.children)
-        if self.pg is not None:
-            where = "an embedded server" if self.pg.embedded else self.pg.server
-            pg = f"PostgreSQL: {self.pg.sessions} sessions on {where}"
+        if self.pg_info is not None:
+            where = "an embedded server" if self.pg_info.embedded else self.pg_info.server
+            pg = f"PostgreSQL: {self.pg_info.sessions} sessions on {where}"
         else:
             pg = "files only (no PostgreSQL)"
         return (
@@ -196,13 +195,15 @@ class Demo:
         self._timer = threading.Thread(target=self._kill_one, name="demo-kill", daemon=True)
         self._timer.start()
         plan = self._start_postgres()
-        ws.write_text(workspace.readme, readme(workspace, self.audit_log, self.pg is not None))
+        ws.write_text(workspace.readme, readme(workspace, self.audit_log, self.pg_info is not None))
         if plan is not None:
-            embedded = self.pg is not None and self.pg.embedded
+            embedded = self.pg_info is not None and self.pg_info.embedded
             toml = plan.config_toml(
                 dsn=self._dsn if embedded else None, idle_after=self.pg_idle_after
             )
             ws.write_text(workspace.config_file, toml)
+            from lockwatch.sources.registry import load_config
+
             self.config = load_config(workspace.config_file)
 
     def _await(self, locks: list[Path], seconds: float) -> None:
@@ -257,7 +258,7 @@ class Demo:
             self._server = None
             return None
         self._dsn = dsn
-        self.pg = PgInfo(
+        self.pg_info = PgInfo(
             embedded=embedded,
             server=display_name(dsn),
             table=contention.table,
@@ -327,12 +328,12 @@ class Demo:
 
     def _summary(self, children: int) -> str:
         parts = [f"stopped {children} processes"]
-        if self.pg is not None:
-            parts.append(f"ended {self.pg.sessions} PostgreSQL sessions")
+        if self.pg_info is not None:
+            parts.append(f"ended {self.pg_info.sessions} PostgreSQL sessions")
             parts.append(
                 "removed the embedded server"
-                if self.pg.embedded
-                else f"dropped table {self.pg.table} on {self.pg.server}"
+                if self.pg_info.embedded
+                else f"dropped table {self.pg_info.table} on {self.pg_info.server}"
             )
         if self.workspace is not None and not self.keep:
             parts.append("removed the workspace")

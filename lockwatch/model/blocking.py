@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from lockwatch.model.lock import Lock
 
@@ -111,14 +112,10 @@ KERNEL_GROUP = "kernel"
 
 def group(lock: Lock) -> str | None:
     """Whose wait-for graph `lock` belongs to: its Postgres server's, the
-    kernel's, or none (a lock file: nobody waits on one in a queue anybody sees)."""
-    if lock.pg is not None:
-        return lock.pg.server
-    if lock.kernel is not None:
-        return KERNEL_GROUP
-    if lock.store is not None:
-        return lock.store.group()
-    return None
+    kernel's (KERNEL_GROUP), a store's, or none (a lock file: nobody waits on
+    one in a queue anybody sees)."""
+    facts = lock.facts
+    return None if facts is None else facts.group()
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,13 +130,8 @@ class Radius:
 def node_of(lock: Lock) -> NodeId | None:
     """The session (node) holding `lock`, as the trees name it; None if it is not
     a held lock of a session."""
-    if lock.pg is not None:
-        return lock.pg.backend.pid if lock.pg.granted else None
-    if lock.kernel is not None:
-        return None if lock.kernel.waiting else lock.kernel.holder_pid
-    if lock.store is not None and not lock.store.waiting:
-        return lock.store.session
-    return None
+    facts = lock.facts
+    return None if facts is None else cast("NodeId | None", facts.holds_as())
 
 
 def radii(tree: BlockingTree) -> dict[NodeId, Radius]:
@@ -160,14 +152,13 @@ def from_locks(locks: Iterable[Lock]) -> BlockingTree:
     blocked on a kernel lock and the processes holding it."""
     waits_on: dict[NodeId, set[NodeId]] = defaultdict(set)
     for lock in locks:
-        pg, kernel = lock.pg, lock.kernel
-        if pg is not None and not pg.granted and pg.backend.pid is not None:
-            waits_on[pg.backend.pid].update(pg.waits_on())
-        elif kernel is not None and kernel.waiting and kernel.holder_pid is not None:
-            waits_on[kernel.holder_pid].update(pid for pid in kernel.blocked_by if pid > 0)
-        elif lock.store is not None and lock.store.waiting:
-            # Redis and etcd: a waiter's session (client, lease) waits on its holder's.
-            waits_on[lock.store.session].update(lock.store.blocked_by)
+        facts = lock.facts
+        waits = None if facts is None else facts.waits()
+        if waits is not None:
+            # The facts name nodes as the trees do: pids, names (a prepared
+            # transaction, a store's session).
+            waiter, blockers = cast("tuple[NodeId, tuple[NodeId, ...]]", waits)
+            waits_on[waiter].update(blockers)
     return build(waits_on)
 
 

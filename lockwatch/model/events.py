@@ -54,16 +54,14 @@ class Event:
 
 
 def holder_text(lock: Lock) -> str:
-    """`pid@host actor`, as short as the lock allows."""
+    """`pid@host actor`, as short as the lock allows (or as its facts say it:
+    a Postgres session, a store's token)."""
+    facts = lock.facts
+    if facts is not None:
+        said = facts.holder_text(lock)
+        if said is not None:
+            return said
     holder = lock.holder
-    pg = lock.pg
-    if pg is not None:
-        who = pg.backend.label
-        if pg.backend.user:
-            who += f" ({pg.backend.user})"
-        return who
-    if lock.store is not None:
-        return lock.store.holder_label()
     parts = []
     if holder.pid is not None:
         parts.append(f"{holder.pid}@{holder.host}" if holder.host else str(holder.pid))
@@ -75,11 +73,9 @@ def holder_text(lock: Lock) -> str:
 
 
 def waiters(lock: Lock) -> int:
-    if lock.remote is not None:
-        return lock.remote.waiters
-    if lock.store is not None:
-        return len(lock.store.blocking)
-    return len(lock.pg.blocking_here) if lock.pg is not None else 0
+    """How many wait on this very lock (the WAIT column)."""
+    facts = lock.facts
+    return 0 if facts is None else facts.waiter_count()
 
 
 def _event(at: datetime, kind: EventKind, lock: Lock, detail: str = "") -> Event:

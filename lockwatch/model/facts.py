@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from lockwatch.model.lock import Lock
@@ -36,6 +36,26 @@ class Section:
 
     title: str
     rows: tuple[Row, ...]
+    # Labels of rows shown whole, folded onto as many lines as they take, never
+    # cut: what the operator copies (an id to act on).
+    whole: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Party:
+    """A holder or waiter in a wait-for graph, as the contention view lines it up."""
+
+    node: Hashable  # its node in its group's graph: a pid, `prepared:<gid>`, a token
+    granted: bool  # it holds the lock (else it waits for it)
+    wants: str  # what it holds or waits for, in words: "ExclusiveLock on jobs"
+    # When it began to wait, where known.
+    waiting_since: datetime | None = None
+    # A session of its own (a PostgreSQL backend), described by who, state and
+    # since when; else its process's command line stands for it.
+    session: bool = False
+    who: str = ""  # the session's user and application
+    state: str = ""  # the session's state ("idle in transaction")
+    state_since: datetime | None = None
 
 
 class Facts:
@@ -46,6 +66,10 @@ class Facts:
     """
 
     __slots__ = ()
+
+    # Locks with these facts are other hosts' (judged and exported there): a
+    # source whose facts these are has no locks of its own to count here.
+    foreign: ClassVar[bool] = False
 
     # --- the verdict ----------------------------------------------------------
 
@@ -83,6 +107,14 @@ class Facts:
         """Where the lock is when it has no path: a server, a key, an inode."""
         return None
 
+    def holder_label(self) -> str | None:
+        """Who holds it, as `lockwatch ls`'s HOLDER says it (None: pid@host actor)."""
+        return None
+
+    def operation(self, lock: Lock) -> str | None:
+        """The OPERATION column (None: the holder's operation, else its session)."""
+        return None
+
     def place(self, lock: Lock) -> str | None:
         """What a bulk action names the lock's place by: a server (None: its path)."""
         return None
@@ -91,9 +123,28 @@ class Facts:
         """The detail pane's sections for this source's facts."""
         return ()
 
+    def content_title(self) -> str | None:
+        """The detail pane's title over the lock's raw content (None: not shown);
+        a lock file's is "Content"."""
+        return None
+
+    def waiting_since(self, lock: Lock) -> datetime | None:
+        """When a waiter began waiting, where known: its AGE counts from then."""
+        return None
+
+    def ttl_to_expiry(self) -> bool:
+        """Its TTL runs down to `Lock.expires_at` (a key its store drops), not
+        from a heartbeat."""
+        return False
+
     def since(self, lock: Lock) -> datetime | None:
         """When lockwatch knows it was already held, for the AGE column where
         the lock has no acquisition time (a bound: "≥ 3m")."""
+        return None
+
+    def age_bound(self, lock: Lock, now: datetime) -> str | None:
+        """The AGE cell of a held lock that keeps no acquisition time: the bound
+        lockwatch knows (`≥ 3m12s`), never a made-up age; None: nothing known."""
         return None
 
     def warning_codes(self) -> frozenset[str]:
@@ -128,6 +179,26 @@ class Facts:
     def waiter_count(self) -> int:
         """How many wait on this very lock (the WAIT column)."""
         return 0
+
+    def party(self, lock: Lock) -> Party | None:
+        """Its holder or waiter as the contention view lines it up (None: in no graph)."""
+        return None
+
+    def wait_metrics_server(self) -> str | None:
+        """The server whose per-server wait metrics (lockwatch_pg_*) count this
+        lock; None: it counts in none."""
+        return None
+
+    def session_key(self) -> Hashable | None:
+        """The session this lock is one of, where one session holds or waits on
+        many locks (a PostgreSQL backend: its server and pid); locks with equal
+        keys are one session's. None: the lock is a session of its own."""
+        return None
+
+    def tree_node(self) -> tuple[Hashable, str] | None:
+        """Its session as its group's blocking tree labels it: (node, label), such
+        as (4242, "pid 4242 (alice, active)"). None: trees label its node plainly."""
+        return None
 
     # --- where it lives -------------------------------------------------------
 

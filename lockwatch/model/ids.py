@@ -22,7 +22,8 @@ KERNEL = "kernel"
 REMOTE = "remote"
 REDIS = "redis"
 ETCD = "etcd"
-PREFIXES = (FILE, PG, KERNEL, REMOTE, REDIS, ETCD)
+# Which prefixes there are is the registry's to say (each source's `id_prefix`,
+# `registry.for_id`): this module only builds and parses each kind.
 
 # The server part of a pg id is lockwatch's display name of the server
 # (user@host:port/db, never a password): see sources/postgres/dsn.display_name.
@@ -31,12 +32,6 @@ _KERNEL = re.compile(
     r"kernel:(?P<major>\d+):(?P<minor>\d+):(?P<inode>\d+):(?P<type>[A-Z]+)"
     r":(?P<start>\d+)-(?P<end>\d+|EOF):(?P<pid>-?\d+)"
 )
-
-
-def prefix(lock_id: str) -> str | None:
-    """Which kind of id this is (`file`, `pg`, `kernel`), or None."""
-    head, sep, _ = lock_id.partition(":")
-    return head if sep and head in PREFIXES else None
 
 
 # -- files ------------------------------------------------------------------------

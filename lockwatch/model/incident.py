@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
@@ -34,7 +34,6 @@ from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.postgres.facts import PgBackend, held_cell
 
 INCIDENT_SCHEMA = "lockwatch.incident/1"
 EVENTS_CAPTURED = 500
@@ -117,9 +116,11 @@ def _age(lock: Lock, at: datetime) -> float | None:
 
 
 def _bound(lock: Lock, at: datetime) -> str:
-    """A lock with no known age: a Postgres lock's bound (no grant time is kept), else —."""
-    pg = lock.pg
-    return held_cell(pg, at) if pg is not None and pg.granted else "—"
+    """A lock with no known age: the bound its facts know (a Postgres lock keeps no
+    grant time), else —."""
+    facts = lock.facts
+    bound = None if facts is None else facts.age_bound(lock, at)
+    return "—" if bound is None else bound
 
 
 def _state_counts(incident: Incident) -> dict[str, int]:
@@ -130,11 +131,12 @@ def _state_counts(incident: Incident) -> dict[str, int]:
 
 
 def _waiting_sessions(incident: Incident) -> int:
-    sessions: set[tuple[str, int | str | None]] = set()
+    sessions: set[Hashable] = set()
     for lock, verdict in incident.entries:
         if verdict.state is State.WAITING:
-            pg = lock.pg
-            sessions.add((lock.id, None) if pg is None else (pg.server, pg.backend.pid))
+            # One session waits on many locks at once (a Postgres backend): once.
+            key = None if lock.facts is None else lock.facts.session_key()
+            sessions.add((lock.id, None) if key is None else key)
     return len(sessions)
 
 
@@ -302,7 +304,9 @@ def _needs_attention(lock: Lock, verdict: Verdict) -> bool:
 
 
 def _source(lock: Lock) -> str:
-    return lock.pg.server if lock.pg is not None else lock.format
+    """Where the lock is from: its server where its facts name one, else its format."""
+    place = None if lock.facts is None else lock.facts.place(lock)
+    return lock.format if place is None else place
 
 
 def _holder(lock: Lock, verdict: Verdict) -> str:
@@ -349,16 +353,18 @@ def _attention(incident: Incident) -> list[str]:
     return lines
 
 
-def _node_label(node: NodeId, sessions: dict[int, PgBackend]) -> str:
+def _node_label(node: NodeId, sessions: dict[Hashable, str]) -> str:
+    """How a tree names `node`: as its facts label their session, else plainly."""
+    label = sessions.get(node)
+    if label is not None:
+        return label
     if isinstance(node, str):
         gid = node.removeprefix("prepared:")
         return "a prepared transaction" if gid == "?" else f"prepared transaction {gid}"
-    backend = sessions.get(node)
-    about = [] if backend is None else [part for part in (backend.user, backend.state) if part]
-    return f"pid {node} ({', '.join(about)})" if about else f"pid {node}"
+    return f"pid {node}"
 
 
-def _node_line(node: BlockNode, sessions: dict[int, PgBackend]) -> str:
+def _node_line(node: BlockNode, sessions: dict[Hashable, str]) -> str:
     label = escape(_node_label(node.id, sessions), 120)
     if not node.direct:
         return label
@@ -369,11 +375,16 @@ def _trees(incident: Incident) -> list[str]:
     trees = [(server, tree) for server, tree in incident.trees if tree.roots or tree.cycles]
     if not trees:
         return []
-    sessions_by_server: dict[str, dict[int, PgBackend]] = {}
+    sessions_by_server: dict[str, dict[Hashable, str]] = {}
     for lock, _ in incident.entries:
-        pg = lock.pg
-        if pg is not None and pg.backend.pid is not None:
-            sessions_by_server.setdefault(pg.server, {})[pg.backend.pid] = pg.backend
+        facts = lock.facts
+        if facts is None:
+            continue
+        found = facts.tree_node()
+        server = facts.group()
+        if found is not None and server is not None:
+            node, label = found
+            sessions_by_server.setdefault(server, {})[node] = label
     lines = ["## Blocking", ""]
     for server, tree in trees:
         sessions = sessions_by_server.get(server, {})

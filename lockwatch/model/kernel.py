@@ -7,15 +7,12 @@ as major(st_dev) and minor(st_dev) give them (procfs writes them in hex).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from lockwatch.model.ids import kernel_id
 from lockwatch.model.slots import fast_init
-
-if TYPE_CHECKING:
-    from lockwatch.model.lock import Lock
 
 KernelType = Literal["FLOCK", "POSIX", "OFDLCK"]
 KernelMode = Literal["READ", "WRITE"]
@@ -120,29 +117,6 @@ class KernelEvidence:
 
 
 NO_EVIDENCE = KernelEvidence()
-
-
-def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
-    """`lock` (as decoded from its file) with what the kernel says about it. A
-    held kernel lock names the holder: its process, not the pid the file may
-    still record."""
-    from lockwatch.model.lock import amended  # lock.py imports this module
-
-    if evidence is None:
-        return lock if lock.evidence is None else amended(lock, evidence=None)
-    holder = lock.holder
-    if evidence.holds:
-        pid = evidence.holds[0].holder_pid
-        if pid is not None and pid != holder.pid:
-            holder = replace(holder, pid=pid)
-    elif evidence.open_by and holder.pid is None and lock.policy.kernel_sentinel:
-        # Nobody holds a kernel lock on it, but this process has it open: the
-        # likely holder (the verdict says `open_by`).
-        holder = replace(holder, pid=evidence.open_by[0])
-    # The kernel keeps no time, and a bare sentinel's mtime is not the lock's:
-    # no age anywhere (verdict, table, JSON) rather than a made-up one.
-    acquired_at = None if lock.policy.sentinel_mtime_only else lock.acquired_at
-    return amended(lock, evidence=evidence, holder=holder, acquired_at=acquired_at)
 
 
 def kernel_lock_id(kernel: KernelLock) -> str:

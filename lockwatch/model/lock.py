@@ -55,6 +55,19 @@ class StalenessPolicy:
 
     Keeping the rules as data lets one generic verdict function serve every
     format, so a new format is a new decoder and nothing else.
+
+    The flags by the rule of `model/verdict.py` that reads them (fields keep
+    their order: recordings and decoders build policies by it):
+      kernel_evidence_held, kernel_unheld: kernel_sentinel, kernel_pidfile
+        (and sentinel_mtime_only, read where the evidence is attached);
+      kernel_only_unknown: kernel_only;
+      held_while_used: held_while_used, users_grace, users_label;
+      holder_checks: pid_liveness, time_by_writer;
+      age_limit: max_age, max_age_inclusive, foreign_max_age;
+      heartbeat: heartbeat, heartbeat_late_fraction;
+      lease_expiry: expiry_grace;
+      waiter: waiter;
+      idle_after: PostgreSQL's own rules (its facts' judge), not a lock file's.
     """
 
     # A dead holder pid on this host makes the lock stale (also a recycled pid).
@@ -86,7 +99,7 @@ class StalenessPolicy:
     kernel_pidfile: bool = False
     # A bare sentinel's mtime says nothing about when its kernel lock was taken
     # (every acquirer, and filelock's waiters, open it; some truncate it): where
-    # the kernel decides (kernel.with_evidence), the lock's age is unknown.
+    # the kernel decides (the files source's with_evidence), the lock's age is unknown.
     sentinel_mtime_only: bool = False
     # Its tool decides by the kernel lock alone (a file that is only ever a
     # sentinel, never a lock by its presence): without the kernel's word it is
@@ -156,27 +169,6 @@ class Lock:
     # directory made unreadable), so nobody here can tell whether it is still held.
     # A fact of the lock, not of one verdict: judged again, it stays unknown.
     unseen: Reason | None = None
-
-    # TRANSITIONAL (facts shape): readers not yet converted. Removed at the end.
-    @property
-    def pg(self) -> Any:
-        return _family(self.facts, "PgLock")
-
-    @property
-    def kernel(self) -> Any:
-        return _family(self.facts, "KernelFacts")
-
-    @property
-    def store(self) -> Any:
-        return _family(self.facts, "StoreLock")
-
-    @property
-    def remote(self) -> Any:
-        return _family(self.facts, "RemoteOrigin")
-
-
-def _family(facts: Any, name: str) -> Any:
-    return facts if facts is not None and type(facts).__name__ == name else None
 
 
 _NAMES = tuple(f.name for f in fields(Lock))

@@ -8,6 +8,10 @@ says otherwise (`state:`, `source:` and `pid:` are exact).
 
 Everything a term needs is worked out by `parse`, once, so `Query.matches` is
 cheap enough to run over every lock each time the filter changes.
+
+The model knows no source: what `source:` takes (names, short names) is the
+registry's, handed to `parse` by its caller (`registry.source_names()`), and
+what a lock's source knows beyond the generic fields is asked of its facts.
 """
 
 from __future__ import annotations
@@ -29,28 +33,19 @@ class QueryError(ValueError):
 
 
 _STATES: Mapping[str, str] = MappingProxyType({state.value: state.value for state in State})
-# What the operator may type -> the Lock.source it means.
-_SOURCES: Mapping[str, str] = MappingProxyType(
-    {
-        "file": "file",
-        "pg": "postgres",
-        "postgres": "postgres",
-        "kernel": "kernel",
-        "rds": "redis",
-        "redis": "redis",
-        "etcd": "etcd",
-    }
-)
+# What the operator may type for `source:` -> the Lock.source it means (a
+# source's name, its short name): the registry's, passed in by whoever parses.
+SourceNames = Mapping[str, str]
 
 
 def _either(words: list[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
-def _source_names() -> list[str]:
+def _source_names(sources: SourceNames) -> list[str]:
     """What may be typed for each source: `pg/postgres`."""
     by_source: dict[str, list[str]] = {}
-    for typed, source in _SOURCES.items():
+    for typed, source in sources.items():
         by_source.setdefault(source, []).append(typed)
     return ["/".join(names) for names in by_source.values()]
 
@@ -59,16 +54,25 @@ def _source_names() -> list[str]:
 FIELDS: Mapping[str, str] = MappingProxyType(
     {
         "state": f"exact state: {_either(list(_STATES))} (a prefix will do)",
-        "source": f"where the lock comes from: {_either(_source_names())}",
+        "source": "where the lock comes from: a source's name or short name",
         "format": "part of the lock format's name",
         "name": "part of the lock's name or path",
-        "holder": "part of the holder: pid, host, actor, session, operation, pg user/application",
+        "holder": "part of the holder: pid, host, actor, session, operation, a session's"
+        " user/application",
         "host": "part of the holder's host, or of the host a remote lock is on",
         "pid": "the holder's pid, exactly",
         "actor": "part of the holder's actor",
         "reason": "part of a reason code, e.g. heartbeat or scope_conflict",
     }
 )
+
+
+def fields(sources: SourceNames) -> Mapping[str, str]:
+    """`FIELDS`, with the sources `source:` takes named (`sources`: as `parse`'s)."""
+    named = dict(FIELDS)
+    named["source"] = f"where the lock comes from: {_either(_source_names(sources))}"
+    return MappingProxyType(named)
+
 
 # One example per field, so the error for a bare `field:` shows what a value looks like.
 _EXAMPLES: Mapping[str, str] = MappingProxyType(
@@ -118,9 +122,11 @@ class Query:
         return not self.terms
 
 
-def parse(text: str) -> Query:
-    """The query `text` means; QueryError says what is wrong with it."""
-    return Query(text, tuple(_term(word) for word in _split(text)))
+def parse(text: str, sources: SourceNames | None = None) -> Query:
+    """The query `text` means; QueryError says what is wrong with it. `sources`:
+    what `source:` takes (typed -> source name: `registry.source_names()`);
+    None: a source's exact name, unchecked."""
+    return Query(text, tuple(_term(word, sources) for word in _split(text)))
 
 
 def _split(text: str) -> list[str]:
@@ -140,7 +146,7 @@ def _split(text: str) -> list[str]:
         raise QueryError(f"cannot split the filter: {error}") from None
 
 
-def _term(word: str) -> Term:
+def _term(word: str, sources: SourceNames | None) -> Term:
     negated = word.startswith("!")
     body = word[1:] if negated else word
     if not body:
@@ -160,7 +166,9 @@ def _term(word: str) -> Term:
     if field == "state":
         return Term(field, _resolve("state", value, _STATES), negated)
     if field == "source":
-        return Term(field, _resolve("source", value, _SOURCES), negated)
+        if sources is None:
+            return Term(field, value.lower(), negated)
+        return Term(field, _resolve("source", value, sources), negated)
     if field == "pid":
         # isascii: str.isdigit also accepts digits int() rejects (superscripts).
         if not (value.isascii() and value.isdigit()):
@@ -209,14 +217,15 @@ def _predicate(field: str | None, needle: str) -> Predicate:
             # The holder's host, or the host another host's lock is on (--remote).
             return lambda lock, verdict: (
                 _contains(lock.holder.host, needle)
-                or (lock.remote is not None and _contains(lock.remote.host, needle))
+                or (lock.facts is not None and _contains(lock.facts.remote_host(), needle))
             )
         case "actor":
             return lambda lock, verdict: _contains(lock.holder.actor, needle)
         case "pid":
             number = int(needle)
             return lambda lock, verdict: (
-                lock.holder.pid == number or (lock.pg is not None and lock.pg.backend.pid == number)
+                lock.holder.pid == number
+                or (lock.facts is not None and lock.facts.matches_pid(number))
             )
         case "reason":
             return lambda lock, verdict: _in_reasons(needle, verdict)
@@ -259,15 +268,8 @@ def _in_holder(needle: str, numeric: bool, lock: Lock) -> bool:
     for text in (holder.host, holder.actor, holder.session, holder.operation):
         if text is not None and needle in text.lower():
             return True
-    pg = lock.pg
-    if pg is None:
-        return False
-    # The source copies these into the holder today; asking the backend too keeps
-    # `holder:` honest for a pg lock built any other way.
-    backend = pg.backend
-    if numeric and backend.pid is not None and needle in str(backend.pid):
-        return True
-    return _contains(backend.user, needle) or _contains(backend.application, needle)
+    # What its source knows of the holder beyond these (a session's user).
+    return lock.facts is not None and lock.facts.matches_text(needle)
 
 
 def _in_reasons(needle: str, verdict: Verdict) -> bool:

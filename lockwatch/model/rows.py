@@ -43,8 +43,9 @@ def _since(lock: Lock) -> float:
     # Oldest first; a lock with no time says nothing about its age, so it goes last.
     if lock.acquired_at is not None:
         return lock.acquired_at.timestamp()
-    # A Postgres lock keeps no grant time: it is at least as old as it was seen held.
-    known = lock.pg.known_held_at if lock.pg is not None else None
+    # A lock that keeps no grant time (Postgres): at least as old as it was seen held.
+    facts = lock.facts
+    known = None if facts is None else facts.since(lock)
     return known.timestamp() if known is not None else math.inf
 
 

@@ -1,4 +1,9 @@
-"""Verdicts: one pure function from (lock, process facts, clock, host) to a state."""
+"""Verdicts: one pure function from (lock, process facts, clock, host) to a state.
+
+`evaluate` chains named rules: a lock with facts of its source's own is judged
+by them (`Facts.judge`); a lock file by the generic rules below, each reading
+the part of its format's `StalenessPolicy` it is named for.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from functools import lru_cache
 from lockwatch.clock import Clock, FrozenClock
 from lockwatch.model.humanize import duration
 from lockwatch.model.kernel import CALLS, KernelEvidence
-from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, ProcessLookup
 from lockwatch.model.slots import fast_init
 from lockwatch.model.timestamps import plus_seconds
@@ -73,74 +78,166 @@ def _is_address(host: str) -> bool:
 
 
 def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str) -> Verdict:
+    """A lock's verdict: the named rules below, in this order. The first rules
+    decide alone when they apply (a verdict); the others add their reasons and
+    deadlines, and `final_state` weighs them."""
     if lock.unseen is not None:
-        # What it said when last read is no evidence now: it may have been released,
-        # taken again or left behind since.
-        return Verdict(State.UNKNOWN, (lock.unseen,), age_seconds=_age(lock, clock.now()))
-    own = lock.facts
-    if own is not None:
-        # Its source's own rules (pg_locks, /proc/locks, a store's key, another
-        # host's verdict); None: it is judged as a lock file, by its policy.
-        judged = own.judge(lock, processes, clock.now(), local_host)
+        return unseen(lock, clock.now())
+    if lock.facts is not None:
+        judged = by_own_facts(lock, processes, clock.now(), local_host)
         if judged is not None:
             return judged
     now = clock.now()
     policy = lock.policy
     info: list[Reason] = list(lock.notes)
+    age = age_of(lock, now, info)
+    # Only the kernel's word, defects or a lock's users decide alone (most lock
+    # files have none of them: the hot path of a large scan skips these rules).
+    if lock.evidence is not None or lock.defects or policy.kernel_only or policy.held_while_used:
+        # With the kernel's word, "the lock names no process" is no longer the news.
+        decided = [reason for reason in info if reason.code != "no_pid"]
+        decisive = (
+            kernel_evidence_held(lock, processes, age, decided)
+            or defects(lock, age, info)
+            or kernel_only_unknown(lock, age, decided)
+            or kernel_unheld(lock, processes, age, decided)
+            or held_while_used(lock, age, info, decided)
+        )
+        if decisive is not None:
+            return decisive
     stale: list[Reason] = []
     deadlines: list[datetime | None] = []
+    foreign = is_foreign(lock.holder, local_host)
+    unknown, facts, alive = holder_checks(lock, foreign, processes, local_host, info, stale)
+    age_limit(lock, foreign, age, stale, deadlines)
+    heartbeat(lock, now, info, stale, deadlines)
+    lease_expiry(lock, now, stale, deadlines)
+    return waiter(lock, age, unknown, facts, alive, info, stale) or final_state(
+        now, age, unknown, facts, alive, info, stale, deadlines
+    )
 
-    age: float | None = None
-    if lock.acquired_at is not None:
-        age = (now - lock.acquired_at).total_seconds()
-        if age < -CLOCK_SKEW_TOLERANCE_SECONDS:
-            info.append(_skew("acquired", -age))
-        age = max(age, 0.0)
 
+# --- the rules that decide alone ---------------------------------------------
+
+
+def unseen(lock: Lock, now: datetime) -> Verdict:
+    """A lock that could not be read again is unknown: what it said when last
+    read is no evidence now (it may have been released, taken again or left
+    behind since)."""
+    assert lock.unseen is not None
+    return Verdict(State.UNKNOWN, (lock.unseen,), age_seconds=_age(lock, now))
+
+
+def by_own_facts(
+    lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
+) -> Verdict | None:
+    """Its source's own rules (pg_locks, /proc/locks, a store's key, another
+    host's verdict); None: it is judged as a lock file, by its policy."""
+    assert lock.facts is not None
+    return lock.facts.judge(lock, processes, now, local_host)
+
+
+def age_of(lock: Lock, now: datetime, info: list[Reason]) -> float | None:
+    """Seconds since it was acquired (0 for a time in the future, which a
+    `clock_skew` reason in `info` tells when it is beyond the tolerance)."""
+    if lock.acquired_at is None:
+        return None
+    age = (now - lock.acquired_at).total_seconds()
+    if age < -CLOCK_SKEW_TOLERANCE_SECONDS:
+        info.append(_skew("acquired", -age))
+    return max(age, 0.0)
+
+
+def kernel_evidence_held(
+    lock: Lock, processes: ProcessLookup, age: float | None, decided: list[Reason]
+) -> Verdict | None:
+    """A kernel lock held on the file: active. The kernel's word beats the
+    file's: whoever holds the lock holds it, whatever the file says (or fails to
+    say) about its holder; its defects are told, not decisive."""
     evidence = lock.evidence
-    # With the kernel's word, "the lock names no process" is no longer the news.
-    decided = [reason for reason in info if reason.code != "no_pid"]
-    if evidence is not None and evidence.holds:
-        # The kernel's word beats the file's: whoever holds the lock holds it,
-        # whatever the file says (or fails to say) about its holder.
-        return _kernel_held(evidence, processes, age, (*decided, *lock.defects))
-    if lock.defects:
-        return Verdict(State.INVALID, (*lock.defects, *info), age_seconds=age)
-    if evidence is None and policy.kernel_only and lock.holder.pid is None:
-        # Only the kernel's lock says whether it is held, and it could not be
-        # asked (no /proc/locks, a network filesystem): nobody here can tell.
-        reason = Reason(
-            "no_kernel_evidence",
-            "only a kernel lock on it says whether it is held, and /proc/locks"
-            " could not be read for it",
-        )
-        return Verdict(State.UNKNOWN, (reason, *decided), age_seconds=age)
-    if evidence is not None:
-        unheld = _kernel_unheld(lock, evidence, processes, age, decided)
-        if unheld is not None:
-            return unheld
+    if evidence is None or not evidence.holds:
+        return None
+    return _kernel_held(evidence, processes, age, (*decided, *lock.defects))
 
+
+def defects(lock: Lock, age: float | None, info: list[Reason]) -> Verdict | None:
+    """Content its decoder found defects in: invalid."""
+    if not lock.defects:
+        return None
+    return Verdict(State.INVALID, (*lock.defects, *info), age_seconds=age)
+
+
+def kernel_only_unknown(lock: Lock, age: float | None, decided: list[Reason]) -> Verdict | None:
+    """A lock only its kernel lock decides, when the kernel could not be asked (no
+    /proc/locks, a network filesystem) and the file names nobody: unknown."""
+    if lock.evidence is not None or not lock.policy.kernel_only or lock.holder.pid is not None:
+        return None
+    reason = Reason(
+        "no_kernel_evidence",
+        "only a kernel lock on it says whether it is held, and /proc/locks"
+        " could not be read for it",
+    )
+    return Verdict(State.UNKNOWN, (reason, *decided), age_seconds=age)
+
+
+def kernel_unheld(
+    lock: Lock, processes: ProcessLookup, age: float | None, decided: list[Reason]
+) -> Verdict | None:
+    """No kernel lock held on the file: free (or held by whoever has it open) if
+    it is only a sentinel for one, or a pid file seen to carry one; else the
+    file's own rules go on."""
+    evidence = lock.evidence
+    if evidence is None:
+        return None
+    return _kernel_unheld(lock, evidence, processes, age, decided)
+
+
+def held_while_used(
+    lock: Lock, age: float | None, info: list[Reason], decided: list[Reason]
+) -> Verdict | None:
+    """A lock held exactly while some process works on what it guards (git's):
+    with somebody at work, that names the holder (a "no pid" note is dropped
+    from `info`); with nobody, stale once older than a writer needs between
+    creating it and being seen at work, active until then."""
+    policy = lock.policy
+    if not policy.held_while_used or lock.users is None:
+        return None
+    if lock.users:
+        info[:] = [reason for reason in info if reason.code != "no_pid"]
+        return None
+    if age is None or age > policy.users_grace:
+        reason = Reason("holder_dead", f"no {policy.users_label}")
+        return Verdict(State.STALE, (reason, *decided), age_seconds=age)
+    assert lock.acquired_at is not None
+    return Verdict(
+        State.ACTIVE,
+        tuple(info),
+        age_seconds=age,
+        next_change_at=plus_seconds(lock.acquired_at, policy.users_grace),
+    )
+
+
+# --- the rules that add reasons and deadlines --------------------------------
+
+
+def is_foreign(holder: Holder, local_host: str) -> bool:
+    """Whether the lock was written on another host (its pid names nothing here)."""
+    return holder.host is not None and not same_host(holder.host, local_host)
+
+
+def holder_checks(
+    lock: Lock,
+    foreign: bool,
+    processes: ProcessLookup,
+    local_host: str,
+    info: list[Reason],
+    stale: list[Reason],
+) -> tuple[Reason | None, ProcessFacts | None, bool | None]:
+    """What can be told of the holder here: (why nobody can tell whether it is
+    held, the holder's process facts, whether it runs). Another host's lock is
+    only noted; a pid from another pid namespace (or init's) cannot be checked;
+    a dead or recycled pid makes the lock stale where its policy says so."""
     holder = lock.holder
-    if policy.held_while_used and lock.users:
-        # Who works on it names the holder: "names no process" is no longer the news.
-        info = [reason for reason in info if reason.code != "no_pid"]
-    if policy.held_while_used and lock.users is not None and not lock.users:
-        # Nobody at work on what it guards: left behind, once it is older than
-        # a writer needs between creating it and being seen at work.
-        if age is None or age > policy.users_grace:
-            reason = Reason("holder_dead", f"no {policy.users_label}")
-            return Verdict(State.STALE, (reason, *decided), age_seconds=age)
-        assert lock.acquired_at is not None
-        return Verdict(
-            State.ACTIVE,
-            tuple(info),
-            age_seconds=age,
-            next_change_at=plus_seconds(lock.acquired_at, policy.users_grace),
-        )
-    foreign = holder.host is not None and not same_host(holder.host, local_host)
-    unknown: Reason | None = None  # why nobody can tell whether it is held
-    alive: bool | None = None
-    facts: ProcessFacts | None = None
     if foreign:
         info.append(
             Reason(
@@ -149,7 +246,11 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
                 " its pid cannot be checked here",
             )
         )
-    elif holder.pid is not None and (holder.other_pid_namespace or holder.pid == 1):
+        return None, None, None
+    pid = holder.pid
+    if pid is None:
+        return None, None, None
+    if holder.other_pid_namespace or pid == 1:
         # pid 1 here is init: no lock is held by it; such a pid was written
         # inside a container, as is any the file marks so.
         why = (
@@ -159,112 +260,167 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
         )
         unknown = Reason(
             "other_pid_namespace",
-            f"pid {holder.pid} was recorded in another pid namespace ({why}): it cannot be"
-            " checked here",
+            f"pid {pid} was recorded in another pid namespace ({why}): it cannot be checked here",
         )
-    elif holder.pid is not None:
-        facts = processes.facts(holder.pid)
-        alive = facts.alive
-        reuse = (
-            _ticks_differ(facts, holder.start_ticks)
-            or _boot_differs(facts, holder.boot_time)
-            or (None if policy.time_by_writer else _reused(facts, lock.acquired_at))
-        )
+        return unknown, None, None
+    policy = lock.policy
+    facts = processes.facts(pid)
+    alive = facts.alive
+    reuse = (
+        _ticks_differ(facts, holder.start_ticks)
+        or _boot_differs(facts, holder.boot_time)
+        or (None if policy.time_by_writer else _reused(facts, lock.acquired_at))
+    )
+    if reuse is not None:
+        alive = False
+    if policy.pid_liveness:
         if reuse is not None:
-            alive = False
-        if policy.pid_liveness:
-            if reuse is not None:
-                stale.append(reuse)
-            elif not facts.alive:
-                stale.append(
-                    Reason("holder_dead", f"holder pid {holder.pid} is not running on this host")
-                )
+            stale.append(reuse)
+        elif not facts.alive:
+            stale.append(Reason("holder_dead", f"holder pid {pid} is not running on this host"))
+    return None, facts, alive
 
+
+def age_limit(
+    lock: Lock,
+    foreign: bool,
+    age: float | None,
+    stale: list[Reason],
+    deadlines: list[datetime | None],
+) -> None:
+    """Stale past its policy's age limit (the stricter foreign one for another
+    host's lock); until then, the limit is a deadline."""
+    policy = lock.policy
     limit = policy.max_age
     if foreign and policy.foreign_max_age is not None:
         limit = policy.foreign_max_age if limit is None else min(limit, policy.foreign_max_age)
-    if limit is not None and age is not None and lock.acquired_at is not None:
-        over = age >= limit if policy.max_age_inclusive else age > limit
-        if over:
-            where = f" for a lock from host {holder.host}" if foreign else ""
-            stale.append(
-                Reason(
-                    "too_old",
-                    f"held for {duration(age)}, over the {limit_text(limit)} limit{where}",
-                )
+    if limit is None or age is None or lock.acquired_at is None:
+        return
+    over = age >= limit if policy.max_age_inclusive else age > limit
+    if over:
+        where = f" for a lock from host {lock.holder.host}" if foreign else ""
+        stale.append(
+            Reason(
+                "too_old", f"held for {duration(age)}, over the {limit_text(limit)} limit{where}"
             )
-        else:
-            deadlines.append(plus_seconds(lock.acquired_at, limit))
-
-    if policy.heartbeat and lock.heartbeat_at is not None and lock.ttl_seconds is not None:
-        ttl = lock.ttl_seconds
-        since = (now - lock.heartbeat_at).total_seconds()
-        skewed = any(reason.code == "clock_skew" for reason in info)
-        if since < -CLOCK_SKEW_TOLERANCE_SECONDS and not skewed:
-            info.append(_skew("last heartbeat", -since))
-        if since > ttl:
-            stale.append(
-                Reason(
-                    "heartbeat_expired",
-                    f"last heartbeat {duration(since)} ago, over the {limit_text(ttl)} ttl",
-                )
-            )
-        else:
-            late_after = ttl * policy.heartbeat_late_fraction
-            if since > late_after:
-                info.append(
-                    Reason(
-                        "heartbeat_late",
-                        f"last heartbeat {duration(since)} ago; expected every"
-                        f" {duration(late_after)}, stale after {duration(ttl)}",
-                    )
-                )
-            else:
-                deadlines.append(plus_seconds(lock.heartbeat_at, late_after))
-            deadlines.append(plus_seconds(lock.heartbeat_at, ttl))
-
-    if lock.expires_at is not None:
-        breaks_at = plus_seconds(lock.expires_at, policy.expiry_grace)
-        if breaks_at is not None and now > breaks_at:
-            expired_for = (now - lock.expires_at).total_seconds()
-            grace = (
-                f"; its tool breaks it {limit_text(policy.expiry_grace)} after that"
-                if policy.expiry_grace
-                else ""
-            )
-            stale.append(
-                Reason("heartbeat_expired", f"its lease expired {duration(expired_for)} ago{grace}")
-            )
-        else:
-            deadlines.append(breaks_at)
-
-    future = [d for d in deadlines if d is not None and d >= now]
-    if policy.waiter and not stale and unknown is None:
-        who = f"pid {holder.pid}" if holder.pid is not None else "a waiter"
-        waiting = Reason("waiting", f"{who} waits its turn")
-        return Verdict(
-            State.WAITING,
-            (waiting, *info),
-            age_seconds=age,
-            alive=alive,
-            process=facts if alive else None,
         )
-    if unknown is not None:
-        # Its own rules (age, heartbeat) still decide when they can: only a
-        # lock they leave live is in doubt.
-        info.insert(0, unknown)
+    else:
+        deadlines.append(plus_seconds(lock.acquired_at, limit))
+
+
+def heartbeat(
+    lock: Lock,
+    now: datetime,
+    info: list[Reason],
+    stale: list[Reason],
+    deadlines: list[datetime | None],
+) -> None:
+    """A heartbeat lock: stale once its last beat is older than its ttl, late
+    past the policy's fraction of it (both deadlines until then); a beat from the
+    future is clock skew (told once)."""
+    policy = lock.policy
+    beat, ttl = lock.heartbeat_at, lock.ttl_seconds
+    if not policy.heartbeat or beat is None or ttl is None:
+        return
+    since = (now - beat).total_seconds()
+    skewed = any(reason.code == "clock_skew" for reason in info)
+    if since < -CLOCK_SKEW_TOLERANCE_SECONDS and not skewed:
+        info.append(_skew("last heartbeat", -since))
+    if since > ttl:
+        stale.append(
+            Reason(
+                "heartbeat_expired",
+                f"last heartbeat {duration(since)} ago, over the {limit_text(ttl)} ttl",
+            )
+        )
+        return
+    late_after = ttl * policy.heartbeat_late_fraction
+    if since > late_after:
+        info.append(
+            Reason(
+                "heartbeat_late",
+                f"last heartbeat {duration(since)} ago; expected every"
+                f" {duration(late_after)}, stale after {duration(ttl)}",
+            )
+        )
+    else:
+        deadlines.append(plus_seconds(beat, late_after))
+    deadlines.append(plus_seconds(beat, ttl))
+
+
+def lease_expiry(
+    lock: Lock, now: datetime, stale: list[Reason], deadlines: list[datetime | None]
+) -> None:
+    """A lock whose lease runs out (`expires_at`): stale once its tool would
+    break it (the policy's grace after expiry); that moment is a deadline."""
+    if lock.expires_at is None:
+        return
+    grace_seconds = lock.policy.expiry_grace
+    breaks_at = plus_seconds(lock.expires_at, grace_seconds)
+    if breaks_at is not None and now > breaks_at:
+        expired_for = (now - lock.expires_at).total_seconds()
+        grace = (
+            f"; its tool breaks it {limit_text(grace_seconds)} after that" if grace_seconds else ""
+        )
+        stale.append(
+            Reason("heartbeat_expired", f"its lease expired {duration(expired_for)} ago{grace}")
+        )
+    else:
+        deadlines.append(breaks_at)
+
+
+# --- the state -----------------------------------------------------------------
+
+
+def waiter(
+    lock: Lock,
+    age: float | None,
+    unknown: Reason | None,
+    facts: ProcessFacts | None,
+    alive: bool | None,
+    info: list[Reason],
+    stale: list[Reason],
+) -> Verdict | None:
+    """A file that records a waiter, not a holder: waiting, unless a rule found it
+    stale or nobody can tell."""
+    if not lock.policy.waiter or stale or unknown is not None:
+        return None
+    pid = lock.holder.pid
+    who = f"pid {pid}" if pid is not None else "a waiter"
+    waiting = Reason("waiting", f"{who} waits its turn")
     return Verdict(
-        State.UNKNOWN
-        if unknown is not None and not stale
-        else State.STALE
-        if stale
-        else State.ACTIVE,
+        State.WAITING,
+        (waiting, *info),
+        age_seconds=age,
+        alive=alive,
+        process=facts if alive else None,
+    )
+
+
+def final_state(
+    now: datetime,
+    age: float | None,
+    unknown: Reason | None,
+    facts: ProcessFacts | None,
+    alive: bool | None,
+    info: list[Reason],
+    stale: list[Reason],
+    deadlines: list[datetime | None],
+) -> Verdict:
+    """Stale if any rule says so; else unknown if nobody can tell (its own rules,
+    age and heartbeat, still decide when they can: only a lock they leave live is
+    in doubt); else active, until the nearest deadline still ahead."""
+    if unknown is not None:
+        info.insert(0, unknown)
+    future = [d for d in deadlines if d is not None and d >= now] if not stale else None
+    return Verdict(
+        State.STALE if stale else State.UNKNOWN if unknown is not None else State.ACTIVE,
         (*stale, *info),
         age_seconds=age,
         alive=alive,
         # A recycled pid's process is somebody else's: never show it as the holder.
         process=facts if alive else None,
-        next_change_at=min(future) if future and not stale else None,
+        next_change_at=min(future) if future else None,
     )
 
 

@@ -25,7 +25,9 @@ def document(watcher: Watcher, now: datetime, host: str, pg_kind: str = "postgre
     remote: list[dict[str, Any]] = []
     with watcher.reading(now) as board:
         for lock_id, entry in board.entries.items():
-            if entry.lock.remote is not None:
+            facts = entry.lock.facts
+            if facts is not None and facts.remote_host() is not None:
+                # Another host's: its record as that host wrote it, aged to now.
                 record = aged_record(entry.lock, now)
                 if record is not None:
                     remote.append(record)

@@ -23,7 +23,7 @@ locks it collects itself.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -33,8 +33,7 @@ from lockwatch.model.board import Board
 from lockwatch.model.status import LIVE_STATES
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import State
-from lockwatch.sources.postgres.facts import PgLock
-from lockwatch.sources.remote.facts import REMOTE_KIND
+from lockwatch.sources import registry
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -46,7 +45,7 @@ _STALE = State.STALE
 
 @dataclass
 class PgFigures:
-    blocked: set[int] = field(default_factory=set)
+    blocked: set[Hashable] = field(default_factory=set)
     longest_wait: float = 0.0
     roots: int = 0
     most_blocked: int = 0
@@ -61,7 +60,8 @@ class Figures:
     # ((source, format, name), age or None): the stale locks that get series.
     stale: list[tuple[tuple[str, str, str], float | None]] = field(default_factory=list)
     dropped: int = 0
-    pg: dict[str, PgFigures] = field(default_factory=dict)
+    # Per database server: who waits, how long, and the blocking trees' roots.
+    servers: dict[str, PgFigures] = field(default_factory=dict)
     up: list[tuple[str, str, int]] = field(default_factory=list)
     last_success: list[tuple[str, str, float]] = field(default_factory=list)
     durations: dict[str, float] = field(default_factory=dict)
@@ -81,7 +81,7 @@ class Tally:
     first: dict[tuple[str, State], datetime] = field(default_factory=dict)
     stale: dict[tuple[str, str, str], datetime | None] = field(default_factory=dict)
     # Per Postgres server: the sessions waiting, and since when the first waits.
-    blocked: dict[str, set[int]] = field(default_factory=dict)
+    blocked: dict[str, set[Hashable]] = field(default_factory=dict)
     first_wait: dict[str, datetime] = field(default_factory=dict)
 
 
@@ -92,18 +92,22 @@ def tally(board: Board) -> Tally:
     conflicted = board.conflicts()
     for lock_id, entry in board.entries.items():
         lock = entry.lock
-        if lock.remote is not None:
+        facts = lock.facts
+        if facts is not None and facts.remote_host() is not None:
             continue
         # Scope conflicts add a reason, never change a state: the entry's state is it.
         state = entry.verdict.state if not conflicted else board.verdict(lock_id).state
         key = (lock.source, state)
         counts[key] = counts.get(key, 0) + 1
         start = lock.acquired_at
-        pg_lock = lock.pg
-        if pg_lock is not None:
-            if not pg_lock.granted and pg_lock.wait_start is not None:
-                start = pg_lock.wait_start
-            _count_pg(out, pg_lock)
+        if facts is not None:
+            # A waiter's age is how long it has waited.
+            waiting = facts.waiting_since(lock)
+            if waiting is not None:
+                start = waiting
+            server = facts.wait_metrics_server()
+            if server is not None:
+                _count_wait(out, server, facts.waits(), waiting)
         if start is not None:
             known = first.get(key)
             if known is None or start < known:
@@ -119,18 +123,22 @@ def tally(board: Board) -> Tally:
     return out
 
 
-def _count_pg(out: Tally, lock: PgLock) -> None:
-    blocked = out.blocked.get(lock.server)
+def _count_wait(
+    out: Tally,
+    server: str,
+    waits: tuple[Hashable, tuple[Hashable, ...]] | None,
+    since: datetime | None,
+) -> None:
+    """A lock of `server`'s wait series: its session, if it waits, and since when."""
+    blocked = out.blocked.get(server)
     if blocked is None:
-        blocked = out.blocked[lock.server] = set()
-    if lock.granted:
-        return
-    if lock.backend.pid is not None:
-        blocked.add(lock.backend.pid)
-    if lock.wait_start is not None:
-        known = out.first_wait.get(lock.server)
-        if known is None or lock.wait_start < known:
-            out.first_wait[lock.server] = lock.wait_start
+        blocked = out.blocked[server] = set()
+    if waits is not None:
+        blocked.add(waits[0])
+    if since is not None:
+        known = out.first_wait.get(server)
+        if known is None or since < known:
+            out.first_wait[server] = since
 
 
 def figures(
@@ -151,7 +159,7 @@ def figures(
         counted = tally(board)
     out = Figures()
     for source in sources:
-        if source != REMOTE_KIND:
+        if not registry.foreign(source):
             for state in State:
                 out.locks[(source, state.value)] = 0
     for (source, state), count in counted.counts.items():
@@ -159,7 +167,7 @@ def figures(
     for (source, state), start in counted.first.items():
         out.oldest[(source, state.value)] = max(0.0, (now - start).total_seconds())
     _stale_series(out, counted.stale, now, max_series)
-    pg = out.pg
+    pg = out.servers
     for server, blocked in counted.blocked.items():
         since = counted.first_wait.get(server)
         waited = 0.0 if since is None else max(0.0, (now - since).total_seconds())
@@ -269,7 +277,7 @@ def families(found: Figures) -> Iterator[Metric]:
         "The most sessions one root blocker holds up, directly or down its chain.",
         labels=["server"],
     )
-    for server, pg in sorted(found.pg.items()):
+    for server, pg in sorted(found.servers.items()):
         label = [terminal_safe(server)]
         blocked.add_metric(label, len(pg.blocked))
         longest.add_metric(label, pg.longest_wait)

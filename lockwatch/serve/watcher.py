@@ -19,7 +19,8 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.model.board import Board, ChangeSet
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.status import LIVE_STATES, SourceStatus, backoff_seconds, failure_cause
 from lockwatch.model.text import terminal_safe
 from lockwatch.sources.feed import Feed

@@ -12,8 +12,10 @@ A source (in the spirit of harlequin's adapters) says:
   the answer, a `Selected`, collects a one-shot listing (`collect`, for `ls`),
   and builds live feeds for the dashboard (`feeds`, emitting change sets);
 - `find`: a lock by id, judged now, for an action;
-- `actions`: which actions its locks offer; `record_types`: the model types its
-  locks carry, for recordings.
+- `actions`: its actions provider (`ActionProvider`: which actions its locks
+  offer, their plans, carrying them out with compare-and-swap, what the audit
+  log names, the action commands' options), or None; `record_types`: the model
+  types its locks carry, for recordings.
 
 Source packages import their heavy parts (psycopg, inotify_simple) inside these
 methods, so `lockwatch ls` on files never pays for a driver it does not use.
@@ -33,7 +35,9 @@ from lockwatch.model.verdict import Verdict
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.config import Config
+    from lockwatch.model.action import Asked, Doing, Done, Holding, Kind, Plan
     from lockwatch.model.blocking import BlockingTree
+    from lockwatch.model.facts import Row
     from lockwatch.sources.feed import Feed
 
 Decorator = Callable[[Any], Any]
@@ -118,8 +122,19 @@ class Source(Protocol):
     id_prefix: str
     summary: str
     config_tables: tuple[str, ...]
-    actions: frozenset[str]  # Kind values: break, steal, release, cancel
     record_types: tuple[type, ...]
+    # How the dashboard names one of its places (a status's `name`): `title` in
+    # the empty state ("PostgreSQL app@db:5432"), `status_word` before it in the
+    # header ("pg "; a polled source's data also says its age there; "": none).
+    title: str
+    status_word: str
+    # Its locks wait on each other (blocking trees, the Contention view).
+    sees_waits: bool
+
+    @property
+    def actions(self) -> ActionProvider | None:
+        """What can be done to its locks, and how (None: nothing)."""
+        ...
 
     def options(self) -> Sequence[Decorator]:
         """click decorators for `ls` and the dashboard, outermost first."""
@@ -144,3 +159,127 @@ class Source(Protocol):
         a target that names nothing this source could have, LookupFailed when
         the source cannot be asked."""
         ...
+
+
+class ActionProvider(Protocol):
+    """A source's actions: `lockwatch.actions` (the CLI's commands, the
+    dashboard's session, the audited executor) asks this and never names a
+    source. `ActionsBase` below gives every default."""
+
+    kinds: frozenset[Kind]  # the actions its locks offer
+    takes_paths: bool  # its TARGETs may be plain paths (not ids)
+
+    def options(self, kind: Kind | None) -> Sequence[Decorator]:
+        """click options of the action commands for this source's targets: with
+        `kind` None, those every command takes (--pg); else `kind`'s own (--signal)."""
+        ...
+
+    def reach(self, wanted: Wanted) -> Mapping[str, Any]:
+        """From the command's option values and the config: how its actions reach
+        their servers (`Doing.reach`). Raise SourceError for an unusable value."""
+        ...
+
+    def screen(self, kind: Kind, lock: Lock, verdict: Verdict) -> Plan | None:
+        """A refusal before every other check (another host's lock), or None."""
+        ...
+
+    def holding(self, lock: Lock, operator: str, pid: int | None) -> Holding:
+        """Whether lockwatch holds `lock` for `operator` (`pid`: the one a pid
+        format records), so that `release` may let go of it."""
+        ...
+
+    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
+        """What `kind` would do to `lock`, or why it may not (refused)."""
+        ...
+
+    def run(self, plan: Plan, doing: Doing) -> Done:
+        """Carry out `plan` with compare-and-swap: raise ActionRefused when the lock
+        is not as seen (nothing touched), ActionFailed when it failed part-way."""
+        ...
+
+    def target(self, lock: Lock) -> dict[str, Any]:
+        """What the audit log's `target` says of `lock` beyond source, id, name,
+        format and path (never a password)."""
+        ...
+
+    def unseen_id(self, target: str) -> str:
+        """The id a TARGET of this source that named no lock is audited under."""
+        ...
+
+    def unseen_target(self, lock_id: str) -> dict[str, Any]:
+        """The audit log's `target` for an id that named no lock now."""
+        ...
+
+    def seen_hash(self, lock: Lock) -> str | None:
+        """sha256 hex of what the operator saw, when the lock has no bytes (`sha256`)."""
+        ...
+
+    def where(self, lock: Lock) -> str | None:
+        """Where the lock is, for a confirmation, when it has no path."""
+        ...
+
+    def confirm_rows(self, lock: Lock, verdict: Verdict, now: datetime) -> Sequence[Row]:
+        """A confirmation's lines on how long it is held, when the verdict has no age."""
+        ...
+
+    def rejudge(self, lock: Lock, clock: Clock, host: str) -> Verdict:
+        """`lock`'s verdict as things are now (a plan's `recheck`)."""
+        ...
+
+
+class ActionsBase:
+    """Defaults for an `ActionProvider`: a source overrides what its locks need."""
+
+    name: str = ""  # the source's name (the audit log's `target.source`)
+    kinds: frozenset[Kind] = frozenset()
+    takes_paths = False
+
+    def options(self, kind: Kind | None) -> Sequence[Decorator]:
+        return ()
+
+    def reach(self, wanted: Wanted) -> Mapping[str, Any]:
+        return {}
+
+    def screen(self, kind: Kind, lock: Lock, verdict: Verdict) -> Plan | None:
+        return None
+
+    def holding(self, lock: Lock, operator: str, pid: int | None) -> Holding:
+        from lockwatch.model.action import Holding
+        from lockwatch.model.handover import held_by_lockwatch
+
+        return Holding(held_by_lockwatch(lock, pid, operator))
+
+    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
+        from lockwatch.model.action import refused
+
+        why = f"{lock.source} locks cannot be acted on"
+        return refused(kind, lock, verdict, "unsupported", why)
+
+    def run(self, plan: Plan, doing: Doing) -> Done:
+        from lockwatch.model.action import ActionRefused
+
+        raise ActionRefused("unsupported", f"{plan.lock.source} locks cannot be acted on")
+
+    def target(self, lock: Lock) -> dict[str, Any]:
+        return {}
+
+    def unseen_id(self, target: str) -> str:
+        return target
+
+    def unseen_target(self, lock_id: str) -> dict[str, Any]:
+        return {"source": self.name, "id": lock_id}
+
+    def seen_hash(self, lock: Lock) -> str | None:
+        return None
+
+    def where(self, lock: Lock) -> str | None:
+        return None
+
+    def confirm_rows(self, lock: Lock, verdict: Verdict, now: datetime) -> Sequence[Row]:
+        return ()
+
+    def rejudge(self, lock: Lock, clock: Clock, host: str) -> Verdict:
+        from lockwatch.model.verdict import evaluate
+        from lockwatch.sources.processes import PsutilProcesses
+
+        return evaluate(lock, PsutilProcesses(), clock, host)

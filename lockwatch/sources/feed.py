@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
-from lockwatch.model.board import ChangeSet, Entry, Merging, same
+from lockwatch.model.changes import ChangeSet, Entry, Merging, same
 
 Emit = Callable[[ChangeSet], None]
 
@@ -115,7 +115,7 @@ class Cancellable(Protocol):
 class Coalescer:
     """A feed's `emit`, at most once per `window` seconds: a change set that comes
     after a quiet spell goes out at once; those that come sooner after the last
-    are merged (`board.merge`: nothing is lost, what came and went in between is
+    are merged (`changes.merge`: nothing is lost, what came and went in between is
     not told) and go out together when the window ends. A burst of changes is then
     one redraw per window, not one per change, so the event loop keeps up with
     keys. A change of the feed's statuses is never merged away: what waits goes

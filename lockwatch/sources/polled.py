@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import ClassVar, Protocol
 
 from lockwatch.clock import Clock
-from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from lockwatch.model import codec
-from lockwatch.model.board import ChangeSet, Entry
+from lockwatch.model.changes import ChangeSet, Entry
 from lockwatch.model.facts import Facts
 from lockwatch.model.humanize import duration
 from lockwatch.model.kernel import KernelLock

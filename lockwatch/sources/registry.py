@@ -7,9 +7,13 @@ Order matters only for what is shown first (listings, --help).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from lockwatch.config import Config, load
+from lockwatch.model.facts import Facts
 from lockwatch.sources.contract import Decorator, Selected, Source, Wanted
 from lockwatch.sources.etcd.plugin import SOURCE as ETCD
 from lockwatch.sources.files.plugin import SOURCE as FILES
@@ -32,10 +36,38 @@ def label(name: str) -> str:
     return source.label if source is not None else name
 
 
+def source_names() -> dict[str, str]:
+    """What may be typed for a source (the filter's `source:`): each source's
+    name and short name, in registry order -> its name."""
+    names: dict[str, str] = {}
+    for source in SOURCES:
+        if foreign(source.name):
+            continue  # its locks keep their own host's source names
+        names.setdefault(source.name, source.name)
+        names.setdefault(source.label, source.name)
+    return names
+
+
+def foreign(name: str) -> bool:
+    """Whether source `name` only passes on other hosts' locks, judged there
+    (their facts say `foreign`): theirs to count and export, not ours."""
+    found = by_name(name)
+    return found is not None and any(
+        issubclass(kind, Facts) and kind.foreign for kind in found.record_types
+    )
+
+
 def for_id(lock_id: str) -> Source | None:
     """The source whose locks have ids like `lock_id` (file:, pg:, kernel:)."""
     head = lock_id.partition(":")[0]
     return next((source for source in SOURCES if source.id_prefix == head), None)
+
+
+def id_prefix(lock_id: str) -> str | None:
+    """Which kind of id this is (`file`, `pg`, `kernel`, ...), or None: the
+    prefix of a source this build has."""
+    source = for_id(lock_id) if ":" in lock_id else None
+    return source.id_prefix if source is not None else None
 
 
 def options() -> list[Decorator]:
@@ -48,12 +80,21 @@ def read_config(data: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {source.name: source.read_config(data, where) for source in SOURCES}
 
 
+def configured(config: Config) -> Config:
+    """`config` with every source's settings read from its own tables (a bad
+    table: ConfigError, saying where and why)."""
+    return replace(config, sources=read_config(config.tables, config.where))
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
+    """The config in force (`config.load`), with the sources' settings read."""
+    return configured(load(explicit))
+
+
 def select(wanted: Wanted) -> list[tuple[Source, Selected]]:
     """The sources this run looks at, configured."""
     others = any(source.asked(wanted.values) for source in SOURCES if source is not FILES)
     if others != wanted.others_asked:
-        from dataclasses import replace
-
         wanted = replace(wanted, others_asked=others)
     chosen = []
     for source in SOURCES:

@@ -23,13 +23,14 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.model.board import Applied, Board, ChangeSet
+from lockwatch.model.board import Applied, Board
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.events import Event
 from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.model.rows import Rows
 from lockwatch.model.status import SourceStatus, failure_cause
+from lockwatch.sources import registry
 from lockwatch.sources.feed import Feed
-from lockwatch.sources.remote.facts import REMOTE_KIND
 from lockwatch.tty import exit_soon
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
 from lockwatch.ui.flow import ActionFlow
@@ -151,7 +152,7 @@ class LockwatchApp(App[None]):
         self.board = Board(host)
         self.now: datetime = self.clock.now()
         try:
-            query = parse(filter_text)
+            query = parse(filter_text, registry.source_names())
         except QueryError:
             query = EVERYTHING  # the CLI checks --filter before the app starts
         self.rows = Rows(self.board, sort, query)
@@ -363,7 +364,7 @@ class LockwatchApp(App[None]):
     @property
     def table_hosts(self) -> bool:
         """Whether rows come from other hosts (lockwatch serve): a HOST column."""
-        return any(status.kind == REMOTE_KIND for status in self.board.all_statuses())
+        return any(registry.foreign(status.kind) for status in self.board.all_statuses())
 
     def mode(self) -> str | None:
         """The header's words for what is unusual: paused, read-only, marks, held."""

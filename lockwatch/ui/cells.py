@@ -18,7 +18,6 @@ from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources import registry
 from lockwatch.sources.contract import LABEL_WIDTH
-from lockwatch.sources.postgres.facts import held_cell
 
 BAR_BLOCKS = " ▏▎▍▌▋▊▉█"
 
@@ -87,12 +86,16 @@ def layout(width: int, hosts: bool = False) -> list[tuple[Column, int]]:
 
 def age(lock: Lock, now: datetime) -> str:
     start = lock.acquired_at
-    pg = lock.pg
-    if pg is not None and not pg.granted and pg.wait_start is not None:
-        start = pg.wait_start
-    if pg is not None and pg.granted and start is None:
-        # PostgreSQL keeps no grant time: the bound lockwatch knows, never a made-up age.
-        return held_cell(pg, now)
+    facts = lock.facts
+    if facts is not None:
+        # A waiter's age is how long it has waited.
+        start = facts.waiting_since(lock) or start
+        if start is None:
+            # A lock that keeps no grant time (PostgreSQL's): the bound lockwatch
+            # knows, never a made-up age.
+            bound = facts.age_bound(lock, now)
+            if bound is not None:
+                return bound
     if start is None:
         return "?"
     return duration(max(0.0, (now - start).total_seconds()))
@@ -103,7 +106,8 @@ def ttl_left(lock: Lock, now: datetime) -> tuple[float, float] | None:
     if lock.ttl_seconds is None or lock.ttl_seconds <= 0:
         return None
     since = lock.heartbeat_at or lock.acquired_at
-    if since is None and lock.store is not None and lock.expires_at is not None:
+    facts = lock.facts
+    if since is None and facts is not None and facts.ttl_to_expiry() and lock.expires_at:
         # A store's TTL (or lease) counts down to the key's expiry.
         left = (lock.expires_at - now).total_seconds()
         return max(0.0, lock.ttl_seconds - left), lock.ttl_seconds
@@ -138,9 +142,10 @@ def holder(lock: Lock) -> str:
 
 
 def operation(lock: Lock) -> str:
-    pg = lock.pg
-    if pg is not None:
-        return pg.mode if pg.granted else f"wants {pg.mode}"
+    facts = lock.facts
+    said = None if facts is None else facts.operation(lock)
+    if said is not None:
+        return said
     return lock.holder.operation or lock.holder.session or ""
 
 
@@ -171,7 +176,8 @@ def cell(key: str, lock: Lock, verdict: Verdict, now: datetime, width: int) -> s
         return registry.label(lock.source)
     if key == "host":
         # Another host's lock names its host; the table fills in its own for the rest.
-        return lock.remote.host if lock.remote is not None else ""
+        facts = lock.facts
+        return (facts.remote_host() if facts is not None else None) or ""
     if key == "format":
         return lock.format
     if key == "name":

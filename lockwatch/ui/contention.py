@@ -4,6 +4,7 @@ conflicts between lock files."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,10 +12,11 @@ from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from lockwatch.model.blocking import KERNEL_GROUP, BlockNode, group
+from lockwatch.model.blocking import KERNEL_GROUP, BlockNode
 from lockwatch.model.board import Board
+from lockwatch.model.facts import Party
 from lockwatch.model.humanize import duration
-from lockwatch.sources.postgres.facts import PgBackend
+from lockwatch.sources import registry
 from lockwatch.ui.safe import clean
 
 
@@ -23,7 +25,9 @@ class _Session:
     """A node of a tree as a line says it: a Postgres session, or a process
     holding or awaiting kernel locks (which has no state and no wait start)."""
 
-    backend: PgBackend | None = None
+    # Who the session is, as its first lock's facts say it (a Postgres backend:
+    # user, application, state); None, or no session: its process's command.
+    party: Party | None = None
     command: str = ""
     waiting_since: datetime | None = None
     wants: str | None = None
@@ -33,51 +37,37 @@ class _Session:
     lock_id: str | None = None
 
 
-def _sessions(board: Board) -> dict[tuple[str, int | str], _Session]:
-    found: dict[tuple[str, int | str], _Session] = {}
+def _sessions(board: Board) -> dict[tuple[str, Hashable], _Session]:
+    found: dict[tuple[str, Hashable], _Session] = {}
     for entry in board.entries.values():
         lock = entry.lock
-        where = group(lock)
-        if where is None:
+        facts = lock.facts
+        where = None if facts is None else facts.group()
+        if facts is None or where is None:
             continue
-        if lock.pg is not None:
-            pg = lock.pg
-            backend = pg.backend
-            key: int | str = (
-                backend.pid if backend.pid is not None else f"prepared:{backend.prepared_gid}"
-            )
-            granted, wants = pg.granted, f"{pg.mode} on {lock.name}"
-        elif lock.kernel is not None and (pid := lock.kernel.holder_pid) is not None:
-            kernel = lock.kernel
-            key, backend = pid, None
-            granted, wants = not kernel.waiting, f"{kernel.mode} {kernel.format} on {lock.name}"
-        elif lock.store is not None:
-            # Redis and etcd: a holder's token or lease, a waiting client or lease.
-            key, backend = lock.store.session, None
-            granted, wants = not lock.store.waiting, lock.name
-            if lock.store.waiting and lock.acquired_at is not None:
-                found.setdefault((where, key), _Session()).waiting_since = lock.acquired_at
-        else:
+        party = facts.party(lock)
+        if party is None:
             continue
-        session = found.get((where, key))
+        key = (where, party.node)
+        session = found.get(key)
         if session is None:
-            session = found[(where, key)] = _Session(backend)
+            session = found[key] = _Session(party)
         if entry.facts is not None and entry.facts.cmdline and not session.command:
             session.command = " ".join(entry.facts.cmdline)
-        if granted:
+        if party.granted:
             session.holds += 1
             if session.holds == 1:
                 session.lock_id = lock.id
         else:
             if session.lock_id is None:
                 session.lock_id = lock.id
-            if lock.pg is not None:
-                session.waiting_since = lock.pg.wait_start
-            session.wants = wants  # cleaned where shown
+            if party.waiting_since is not None:
+                session.waiting_since = party.waiting_since
+            session.wants = party.wants  # cleaned where shown
     return found
 
 
-def _longest_wait(node: BlockNode, waits: dict[int | str, datetime | None], now: datetime) -> float:
+def _longest_wait(node: BlockNode, waits: dict[Hashable, datetime | None], now: datetime) -> float:
     longest = 0.0
     stack = list(node.waiters)
     while stack:
@@ -107,7 +97,10 @@ def _short(command: str) -> str:
 def _waits_watched(board: Board) -> bool:
     """Whether a source that can see waits (a PostgreSQL server, the kernel) is
     watched, even if it holds no lock right now."""
-    return any(status.kind in ("postgres", "kernel") for status in board.all_statuses())
+    return any(
+        (source := registry.by_name(status.kind)) is not None and source.sees_waits
+        for status in board.all_statuses()
+    )
 
 
 class ContentionTree(Tree[str | None]):
@@ -209,8 +202,8 @@ class ContentionTree(Tree[str | None]):
         parent: TreeNode[str | None],
         root: BlockNode,
         server: str,
-        sessions: dict[tuple[str, int | str], _Session],
-        waits: dict[int | str, datetime | None],
+        sessions: dict[tuple[str, Hashable], _Session],
+        waits: dict[Hashable, datetime | None],
         now: datetime,
         top: bool,
     ) -> None:
@@ -230,18 +223,17 @@ class ContentionTree(Tree[str | None]):
                 if is_root and server != KERNEL_GROUP:  # the kernel keeps no wait start
                     label.append(f", longest wait {duration(_longest_wait(node, waits, now))}")
                 label.append(" ·")
-            if session is not None and session.backend is None:
+            party = session.party if session is not None else None
+            if session is not None and (party is None or not party.session):
                 if session.command:  # short: the counts after it must stay in view
                     label.append(f" ({clean(_short(session.command))})")
-            elif session is not None and session.backend is not None:
-                backend = session.backend
-                who = ", ".join(x for x in (backend.user, backend.application) if x)
-                if who:
-                    label.append(f" ({clean(who)})")
-                if backend.state:
-                    label.append(f" {clean(backend.state)}")
-                    if backend.state_since is not None:
-                        label.append(f" {duration((now - backend.state_since).total_seconds())}")
+            elif party is not None:
+                if party.who:
+                    label.append(f" ({clean(party.who)})")
+                if party.state:
+                    label.append(f" {clean(party.state)}")
+                    if party.state_since is not None:
+                        label.append(f" {duration((now - party.state_since).total_seconds())}")
             if session is not None and not is_root:
                 if session.waiting_since is not None:
                     label.append(

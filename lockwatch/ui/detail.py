@@ -4,7 +4,6 @@ raw content, conflicts, and what lockwatch has seen happen to it."""
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -22,8 +21,6 @@ from lockwatch.model.events import Event
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
-from lockwatch.sources.postgres.facts import PgClient, held_text
-from lockwatch.sources.postgres.terms import prepared_commands
 from lockwatch.ui.safe import clean, safe
 
 CONTENT_LINES = 200
@@ -97,28 +94,6 @@ def _render_content(lock: Lock) -> Text:
     return safe(text, keep_newlines=True)
 
 
-def _client(client: PgClient | None) -> str | None:
-    if client is None:
-        return None
-    return f"{client.label}: {'alive' if client.alive else 'gone'}"
-
-
-def _held(held: tuple[tuple[str, int], ...]) -> str | None:
-    if not held:
-        return None
-    total = sum(count for _, count in held)
-    return f"{total} ({', '.join(f'{count} {kind}' for kind, count in held)})"
-
-
-def _prepared(gid: str | None, database: str | None) -> list[tuple[str, Any]]:
-    """What ends a prepared transaction: the operator runs one of these."""
-    if gid is None:
-        return []
-    commit, rollback = prepared_commands(gid)
-    where = f" (in database {database})" if database else ""
-    return [("to keep it", f"{commit}{where}"), ("to undo it", f"{rollback}{where}")]
-
-
 def describe(
     lock: Lock,
     verdict: Verdict,
@@ -190,64 +165,20 @@ def describe(
         )
     )
 
-    pg = lock.pg
-    if pg is not None:
-        backend = pg.backend
-        parts.append(_heading("PostgreSQL"))
-        parts.append(
-            _fields(
-                [
-                    ("server", pg.server),
-                    ("lock", f"{pg.locktype} {pg.mode} ({'granted' if pg.granted else 'waiting'})"),
-                    ("database", pg.database),
-                    ("advisory key", None if pg.advisory_key is None else str(pg.advisory_key)),
-                    ("session", backend.label),
-                    ("user", backend.user),
-                    ("application", backend.application),
-                    ("client", backend.client),
-                    ("client process", _client(backend.client_process)),
-                    ("state", backend.state),
-                    ("in state", _when(backend.state_since, now) if backend.state_since else None),
-                    ("transaction", _when(backend.xact_start, now) if backend.xact_start else None),
-                    (
-                        "session began",
-                        _when(backend.backend_start, now) if backend.backend_start else None,
-                    ),
-                    # No grant time is kept for a lock: what is known, as bounds.
-                    ("held", held_text(pg, now) if pg.granted and not lock.acquired_at else None),
-                    ("prepared", _when(backend.prepared_at, now) if backend.prepared_at else None),
-                    *_prepared(backend.prepared_gid, pg.database),
-                    ("locks held", _held(backend.held)),
-                    ("waiting since", _when(pg.wait_start, now) if pg.wait_start else None),
-                    ("blocked by", ", ".join(str(w) for w in pg.waits_on())),
-                    ("blocking", ", ".join(str(p) for p in pg.blocking)),
-                    ("query", backend.query),
-                ]
+    facts = lock.facts
+    if facts is not None:
+        for section in facts.sections(lock, now):
+            parts.append(_heading(section.title))
+            parts.append(
+                _fields(
+                    (label, _whole(value) if label in section.whole else value)
+                    for label, value in section.rows
+                )
             )
-        )
-
-    store = lock.store
-    if store is not None:
-        parts.append(_heading("Redis" if store.store == "redis" else "etcd"))
-        parts.append(_fields(store.fields()))
-
-    remote = lock.remote
-    if remote is not None:
-        parts.append(_heading(f"On host {remote.host} (read-only here)"))
-        parts.append(
-            _fields(
-                [
-                    ("host", remote.host),
-                    ("served by", remote.remote),
-                    ("id there", _whole(remote.id)),
-                    ("act there", f"lockwatch break {shlex.quote(remote.id)} --reason …"),
-                ]
-            )
-        )
-        parts.append(_heading("As that host reports it"))
-        parts.append(_content(lock))
-    elif lock.source == "file":
-        parts.append(_heading("Content"))
+    # The raw content: a lock file's, or the record another host wrote.
+    content = "Content" if facts is None else facts.content_title()
+    if content is not None:
+        parts.append(_heading(content))
         parts.append(_content(lock))
 
     if radius is not None:

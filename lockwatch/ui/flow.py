@@ -115,12 +115,14 @@ class ActionFlow:
             return None
         lock = board.entries[lock_id].lock
         peers = []
-        if lock.pg is not None:
-            server = lock.pg.server
+        # The other locks of its wait-for graph (its server's): a session's other
+        # locks count in what ending it does.
+        group = lock.facts.group() if lock.facts is not None else None
+        if group is not None:
             peers = [
                 entry.lock
                 for entry in board.entries.values()
-                if entry.lock.pg is not None and entry.lock.pg.server == server
+                if entry.lock.facts is not None and entry.lock.facts.group() == group
             ]
         return self.actions.plan(kind, lock, board.verdict(lock_id), peers)
 
@@ -159,7 +161,8 @@ class ActionFlow:
         ordered = sorted(plans, key=lambda plan: plan.lock.id in shown)
         for plan in ordered[:BULK_LISTED]:
             name = plan.lock.name + ("" if plan.lock.id in shown else " (hidden)")
-            where = plan.lock.path or (plan.lock.pg.server if plan.lock.pg else plan.lock.id)
+            facts = plan.lock.facts
+            where = plan.lock.path or (facts and facts.place(plan.lock)) or plan.lock.id
             lines.append((plan.verdict.state.value, f"{name}  {where}"))
         if len(plans) > BULK_LISTED:
             lines.append(("", f"… and {len(plans) - BULK_LISTED} more"))

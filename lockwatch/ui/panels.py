@@ -18,10 +18,10 @@ from textual.widgets import RichLog, Sparkline, Static
 from lockwatch.model.board import Board
 from lockwatch.model.events import Event, EventKind
 from lockwatch.model.humanize import duration
-from lockwatch.model.query import FIELDS
+from lockwatch.model.query import fields
 from lockwatch.model.status import LIVE_STATES, SourceStatus
 from lockwatch.model.verdict import State
-from lockwatch.sources.remote.facts import REMOTE_KIND
+from lockwatch.sources import registry
 from lockwatch.ui.keys import Group, help_rows
 from lockwatch.ui.safe import clean
 
@@ -36,8 +36,10 @@ _STATUS_MARK = {
 }
 
 
-# Sources polled over a network: named by kind, and the age of what they showed.
-_KIND_WORD = {"postgres": "pg ", REMOTE_KIND: "remote "}
+def _status_word(kind: str) -> str:
+    """Sources polled over a network: named by kind, and the age of what they showed."""
+    source = registry.by_name(kind)
+    return source.status_word if source is not None else ""
 
 
 def status_text(status: SourceStatus, now: datetime) -> Text:
@@ -46,10 +48,11 @@ def status_text(status: SourceStatus, now: datetime) -> Text:
     good = status.state in LIVE_STATES
     mark = _STATUS_MARK.get(status.state, "?")
     text.append(f"{mark} ", style="bold green" if good else "bold red")
-    text.append(_KIND_WORD.get(status.kind, ""))
+    word = _status_word(status.kind)
+    text.append(word)
     text.append(clean(status.name), style="bold")
     text.append(f" {status.state}", style="" if good else "bold red")
-    if status.updated_at is not None and status.kind in _KIND_WORD:
+    if status.updated_at is not None and word:
         age = duration(max(0.0, (now - status.updated_at).total_seconds()))
         # When unwell, what is on screen is that old: say so, not when it broke.
         text.append(f" {age} ago" if good else f", showing data from {age} ago")
@@ -148,13 +151,8 @@ class EmptyState(Static):
             return
         lines = ["No locks right now.", ""]
         for status in watched:
-            where = (
-                "PostgreSQL"
-                if status.kind == "postgres"
-                else "remote"
-                if status.kind == REMOTE_KIND
-                else "files under"
-            )
+            source = registry.by_name(status.kind)
+            where = source.title if source is not None else status.kind
             extra = f": {status.reason}" if status.reason else ""
             lines.append(clean(f"{where} {status.name} — {status.state}{extra}"))
         lines += [
@@ -293,7 +291,7 @@ class HelpScreen(ModalScreen[None]):
             grid.add_row(Text(key), Text(what))
         grid.add_row("", "")
         grid.add_row(Text("filter fields", style="bold underline"), "")
-        for name, what in FIELDS.items():
+        for name, what in fields(registry.source_names()).items():
             grid.add_row(f"{name}:", what)
         grid.add_row("", "")
         grid.add_row(

@@ -20,15 +20,16 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from lockwatch.model.board import Board, Entry
+from lockwatch.model.board import Board
+from lockwatch.model.changes import Entry
 from lockwatch.model.rows import Rows
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.stores.facts import WARNING_CODES
 from lockwatch.ui.cells import HELD, HELD_BY_YOU, MARKED, Column, cell, fit, layout
 
 STATES = ("active", "stale", "invalid", "waiting", "free", "unknown")
 _TEXTS_KEPT = 1024  # rows' fixed cells kept: a few screens' worth
 _NOT_BOLD = Style(bold=False)
+_NO_WARNINGS: frozenset[str] = frozenset()
 
 
 # A row's marks: marked for a bulk action, held by you, root of a chain blocking N.
@@ -250,6 +251,8 @@ class LockTable(ScrollView, can_focus=True):
         verdict = self.board.verdict(lock_id)
         lock = entry.lock
         state = verdict.state.value
+        # Reason codes that are warnings about a live lock, as its facts say them.
+        warnings = _NO_WARNINGS if lock.facts is None else lock.facts.warning_codes()
         columns = self._columns(width)
         texts = self._fixed_texts(lock_id, entry, verdict, columns)
         base = styles["base"]
@@ -270,7 +273,7 @@ class LockTable(ScrollView, can_focus=True):
             key = column.key
             if key == "state" or (key == "flags" and state != "active"):
                 style = row_style + styles[state]
-            elif key == "flags" and not WARNING_CODES.isdisjoint(verdict.codes):
+            elif key == "flags" and not warnings.isdisjoint(verdict.codes):
                 # A live lock with a warning (no_expiry): the warning colour.
                 style = row_style + styles["waiting"]
             elif key == "ttl" and state == "stale":

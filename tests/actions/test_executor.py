@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from lockwatch.actions import files
 from lockwatch.actions.audit import INTENT, AuditLog, Operator, read_records, verify
 from lockwatch.actions.plan import Kind, Plan, describe, plan
 from lockwatch.actions.run import Executor, Outcome, lock_hash, target_of
@@ -22,6 +21,7 @@ from lockwatch.model.handover import NewHolder, held_by_lockwatch
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
+from lockwatch.sources.files import cas as files
 from lockwatch.sources.files.scanner import load
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, iso
 

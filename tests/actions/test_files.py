@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from lockwatch.actions import files
-from lockwatch.actions.files import (
+from lockwatch.sources.files import cas as files
+from lockwatch.sources.files.cas import (
     ActionFailed,
     ActionRefused,
     check,
@@ -538,7 +538,7 @@ def test_a_lock_swapped_for_a_fifo_during_the_move_is_put_back(
             os.mkfifo(lock)
         real_rename(src, dst, **fds)
 
-    monkeypatch.setattr("lockwatch.actions.files.os.rename", swapped_then_moved)
+    monkeypatch.setattr("lockwatch.sources.files.cas.os.rename", swapped_then_moved)
     with pytest.raises(ActionRefused) as refused:
         move_aside(str(lock), sha(OLD), stamp=STAMP)
     assert refused.value.code == "not_regular_file"

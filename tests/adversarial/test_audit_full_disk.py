@@ -26,11 +26,12 @@ from typing import Any
 
 import pytest
 
-from lockwatch.actions import audit_disk, files
+from lockwatch.actions import audit_disk
 from lockwatch.actions.audit import AuditError, AuditLog, read_records, verify
 from lockwatch.actions.plan import Kind
 from lockwatch.actions.run import Executor
 from lockwatch.clock import FrozenClock
+from lockwatch.sources.files import cas as files
 from tests.actions.test_executor import OPERATOR, STALE_PID, on_disk, planned
 from tests.conftest import LOCAL_HOST, NOW
 

@@ -154,7 +154,8 @@ def test_a_backend_never_holds_a_password_however_it_is_built() -> None:
 
 
 def test_json_pane_and_exports_show_no_password() -> None:
-    from lockwatch.model.board import Board, ChangeSet, judge
+    from lockwatch.model.board import Board
+    from lockwatch.model.changes import ChangeSet, judge
     from lockwatch.model.process import StaticProcesses
     from lockwatch.ui.detail import describe
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.actions.files import ActionRefused, check, move_aside, replace
 from lockwatch.model.kernel import FileKey
+from lockwatch.sources.files.cas import ActionRefused, check, move_aside, replace
 
 OLD = b'{"pid": 4242, "host": "tower-01", "acquired_at": "2020-01-01T00:00:00Z"}\n'
 NEW = b'{"pid": 777, "host": "tower-02"}\n'

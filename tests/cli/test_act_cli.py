@@ -699,7 +699,7 @@ def test_audit_json_shows_damaged_lines(lwi: Any, tmp_path: Path, log: Path) -> 
 
 RACER = """
 import os, sys
-import lockwatch.actions.audit, lockwatch.actions.files, lockwatch.actions.plan
+import lockwatch.actions.audit, lockwatch.sources.files.cas, lockwatch.actions.plan
 import lockwatch.actions.run, lockwatch.cli.act, lockwatch.config, lockwatch.model.verdict
 import lockwatch.sources.files.scanner, lockwatch.sources.postgres.dsn
 import lockwatch.sources.processes, platformdirs, psutil

@@ -18,6 +18,7 @@ import pytest
 from lockwatch.demo import Demo
 from lockwatch.demo.postgres import APPLICATION
 from tests.demo.conftest import birth, gone, wait_until
+from tests.facts_of import PgLock, pg_of
 
 
 def connect(dsn: str) -> psycopg.Connection[tuple[Any, ...]]:
@@ -47,13 +48,13 @@ def test_a_named_server_gets_only_the_demos_table_and_sessions_and_loses_them(
     with connect(pg_db) as admin:
         before = tables(admin)
         with Demo(pg_dsn=pg_db, base_dir=tmp_path) as demo:
-            assert demo.pg is not None and not demo.pg.embedded
-            assert demo.dsns == (pg_db,) and demo.pg.postmaster_pid is None
-            assert tables(admin) - before == {f"public.{demo.pg.table}"}
-            assert demo.pg.table.startswith("lockwatch_demo_")
-            mine = sessions(admin, demo.pg.application)
-            assert len(mine) == demo.pg.sessions + 1 == 13  # and the demo's admin session
-            assert demo.pg.application.startswith(f"{APPLICATION}-")
+            assert demo.pg_info is not None and not demo.pg_info.embedded
+            assert demo.dsns == (pg_db,) and demo.pg_info.postmaster_pid is None
+            assert tables(admin) - before == {f"public.{demo.pg_info.table}"}
+            assert demo.pg_info.table.startswith("lockwatch_demo_")
+            mine = sessions(admin, demo.pg_info.application)
+            assert len(mine) == demo.pg_info.sessions + 1 == 13  # and the demo's admin session
+            assert demo.pg_info.application.startswith(f"{APPLICATION}-")
             waiting = [row for row in mine if row[3] == "Lock"]
             assert len(waiting) == 6  # 2 advisory, 2 on the held row, 2 down the chain
             assert sum(row[2] == "idle in transaction" for row in mine) >= 2
@@ -63,7 +64,7 @@ def test_a_named_server_gets_only_the_demos_table_and_sessions_and_loses_them(
             assert "agent" in names.namespaces.values()
         assert tables(admin) == before
         assert sessions(admin, f"{APPLICATION}-{demo.tag}") == []
-    assert any(f"dropped table {demo.pg.table}" in line for line in demo.report), demo.report
+    assert any(f"dropped table {demo.pg_info.table}" in line for line in demo.report), demo.report
 
 
 def test_the_guardian_cleans_up_after_a_demo_killed_with_sigkill(tmp_path: Path) -> None:
@@ -80,7 +81,7 @@ def test_the_guardian_cleans_up_after_a_demo_killed_with_sigkill(tmp_path: Path)
         print(json.dumps({{
             "pids": demo.pids,
             "workspace": str(demo.workspace.root),
-            "datadir": str(demo.pg.datadir) if demo.pg and demo.pg.datadir else None,
+            "datadir": str(demo.pg_info.datadir) if demo.pg_info and demo.pg_info.datadir else None,
         }}), flush=True)
         time.sleep(120)
         """
@@ -139,16 +140,16 @@ def test_on_a_named_server_only_the_demos_own_sessions_can_be_acted_on(
                 lock = next(
                     lock
                     for lock in locks
-                    if lock.pg is not None
-                    and lock.pg.granted
-                    and (lock.pg.backend.application or "").startswith(application)
+                    if isinstance(lock.facts, PgLock)
+                    and pg_of(lock).granted
+                    and (pg_of(lock).backend.application or "").startswith(application)
                 )
                 verdict = evaluate(lock, StaticProcesses(), SystemClock(), "demo-host")
                 return app.actions.plan(Kind.BREAK, lock, verdict, locks)  # type: ignore[union-attr]
 
             foreign = plan_for("production-app")
             assert foreign.refusal is not None and foreign.refusal[0] == "not_ours"
-            assert plan_for(demo.pg.application).refusal is None  # type: ignore[union-attr]
+            assert plan_for(demo.pg_info.application).refusal is None  # type: ignore[union-attr]
         # The foreign session was never touched.
         assert admin.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s",

@@ -81,7 +81,7 @@ async def test_every_state_shows_and_nothing_survives_the_app(
     started = time.monotonic()
     demo = Demo(pg_dsn=dsn, base_dir=tmp_path)
     with demo:
-        if demo.pg is None:
+        if demo.pg_info is None:
             unavailable(f"the demo has no PostgreSQL: {demo.pg_missing}")
         workspace = demo.workspace
         assert workspace is not None and workspace.root.is_relative_to(tmp_path)
@@ -108,8 +108,8 @@ async def test_every_state_shows_and_nothing_survives_the_app(
     survivors = [pid for pid, created in processes.items() if not gone(pid, created)]
     assert survivors == [], [psutil.Process(pid).cmdline() for pid in survivors]
     assert not workspace.root.exists()
-    if demo.pg.datadir is not None:
-        assert not demo.pg.datadir.exists(), "the embedded server's data stays"
+    if demo.pg_info.datadir is not None:
+        assert not demo.pg_info.datadir.exists(), "the embedded server's data stays"
     assert any("stopped 17 processes" in line for line in demo.report), demo.report
 
 
@@ -122,7 +122,7 @@ def test_without_pgserver_it_runs_files_only_keeps_and_stops_on_an_exception(
     audit = tmp_path / "elsewhere" / "audit.jsonl"
     demo = Demo(keep=True, base_dir=tmp_path, audit_log=audit)
     with pytest.raises(RuntimeError, match="the UI crashed"), demo:
-        assert demo.pg is None and demo.pg_missing == "the pgserver package is gone"
+        assert demo.pg_info is None and demo.pg_missing == "the pgserver package is gone"
         assert demo.dsns == () and demo.audit_log == audit
         assert "files only" in demo.describe()
         processes = {pid: birth(pid) for pid in demo.pids}

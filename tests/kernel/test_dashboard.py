@@ -27,6 +27,7 @@ from lockwatch.sources.kernel.feed import KernelFeed
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.contention import ContentionTree
 from tests.conftest import LOCAL_HOST
+from tests.facts_of import KernelFacts
 from tests.kernel.conftest import need
 from tests.kernel.holders import Holder, Holders, library_says_held
 from tests.ui.fakes import make_app, row_text
@@ -74,8 +75,8 @@ def kernel_rows(app: LockwatchApp, path: Path) -> list[tuple[str, State, int | N
     st = path.stat()
     found = []
     for lock_id, entry in app.board.entries.items():
-        kernel = entry.lock.kernel
-        if kernel is not None and kernel.file.inode == st.st_ino:
+        kernel = entry.lock.facts
+        if isinstance(kernel, KernelFacts) and kernel.file.inode == st.st_ino:
             found.append((lock_id, entry.verdict.state, entry.lock.holder.pid))
     return found
 

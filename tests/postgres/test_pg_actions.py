@@ -25,17 +25,18 @@ import pytest
 from psycopg import conninfo, sql
 
 from lockwatch.actions.audit import AuditLog, Operator, read_records, verify
-from lockwatch.actions.files import ActionFailed, ActionRefused
 from lockwatch.actions.plan import Kind, Plan, describe, plan
-from lockwatch.actions.postgres import HOLD_APPLICATION, HeldAdvisory, PgActor
 from lockwatch.actions.run import Executor, Outcome, lock_hash
 from lockwatch.clock import SystemClock
+from lockwatch.model.action import ActionFailed, ActionRefused
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
+from lockwatch.sources.postgres.actor import HOLD_APPLICATION, HeldAdvisory, PgActor
 from lockwatch.sources.postgres.dsn import display_name
 from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey
 from lockwatch.sources.postgres.source import PgSnapshot
+from tests.facts_of import PgLock, pg_of
 from tests.postgres.conftest import (
     WAIT_S,
     Blocked,
@@ -82,10 +83,10 @@ def find(snapshot: PgSnapshot, pid: int, *, granted: bool = True, key: Any = Non
     found = [
         lock
         for lock in snapshot.locks
-        if lock.pg is not None
-        and lock.pg.backend.pid == pid
-        and lock.pg.granted == granted
-        and (key is None or lock.pg.advisory_key == key)
+        if isinstance(lock.facts, PgLock)
+        and pg_of(lock).backend.pid == pid
+        and pg_of(lock).granted == granted
+        and (key is None or pg_of(lock).advisory_key == key)
     ]
     assert len(found) == 1, f"{len(found)} locks of pid {pid}: {[lk.id for lk in snapshot.locks]}"
     return found[0]
@@ -231,7 +232,7 @@ def check_record(
     record: dict[str, Any], lock: Lock, acts: Acts, *, action: str, reason: str
 ) -> None:
     """The fields every intent and result record of a Postgres action carries."""
-    assert lock.pg is not None
+    assert isinstance(lock.facts, PgLock)
     assert record["action"] == action
     assert record["reason"] == reason
     target = record["target"]
@@ -240,17 +241,17 @@ def check_record(
     assert target["server"] == acts.server
     assert SECRET not in acts.server and "password" not in acts.server
     assert target["database"] == acts.pg.dbname
-    assert target["pid"] == lock.pg.backend.pid
-    assert target["locktype"] == lock.pg.locktype
-    assert target["mode"] == lock.pg.mode
+    assert target["pid"] == pg_of(lock).backend.pid
+    assert target["locktype"] == pg_of(lock).locktype
+    assert target["mode"] == pg_of(lock).mode
     assert HASH.fullmatch(record["previous_lock_hash"])
     assert record["previous_lock_hash"] == lock_hash(lock)
     previous = record["previous_lock"]
     assert isinstance(previous, dict)
-    assert previous["pid"] == lock.pg.backend.pid
+    assert previous["pid"] == pg_of(lock).backend.pid
     assert previous["target"] == lock.content["target"]
-    assert previous["mode"] == lock.pg.mode
-    assert previous["granted"] == lock.pg.granted
+    assert previous["mode"] == pg_of(lock).mode
+    assert previous["granted"] == pg_of(lock).granted
     assert record["operator"] == "tester" and record["host"] == HOST
 
 
@@ -327,8 +328,8 @@ def test_break_of_a_lock_whose_client_is_gone_needs_no_force(acts: Acts) -> None
     lock = find(acts.poll(), h, key=bigint(4244))
     verdict = judge(lock)
     assert verdict.state is State.STALE and verdict.codes == ("client_dead",)
-    assert lock.pg is not None and lock.pg.backend.client_process is not None
-    assert lock.pg.backend.client_process.alive is False
+    assert isinstance(lock.facts, PgLock) and lock.facts.backend.client_process is not None
+    assert lock.facts.backend.client_process.alive is False
 
     the_plan, outcome = acts.run(Kind.BREAK, lock)
 
@@ -640,18 +641,23 @@ def test_steal_a_stale_advisory_lock_then_release_it(
         # The monitor sees lockwatch's own session holding it, under the id it announces.
         again = find(acts.poll(), mine, key=key)
         assert again.id == held.lock_id
-        assert again.pg is not None
-        assert again.pg.backend.application == f"{HOLD_APPLICATION}:tester"
+        assert isinstance(again.facts, PgLock)
+        assert pg_of(again).backend.application == f"{HOLD_APPLICATION}:tester"
 
         # The lock as lockwatch holds it, built without a poll, matches the monitor's.
         ours = held.as_lock(lock)
         assert ours.id == again.id and ours.name == again.name
-        assert ours.pg is not None and again.pg is not None
-        assert (ours.pg.backend.pid, ours.pg.mode, ours.pg.granted, ours.pg.advisory_key) == (
-            again.pg.backend.pid,
-            again.pg.mode,
-            again.pg.granted,
-            again.pg.advisory_key,
+        assert isinstance(ours.facts, PgLock) and isinstance(again.facts, PgLock)
+        assert (
+            pg_of(ours).backend.pid,
+            pg_of(ours).mode,
+            pg_of(ours).granted,
+            pg_of(ours).advisory_key,
+        ) == (
+            pg_of(again).backend.pid,
+            pg_of(again).mode,
+            pg_of(again).granted,
+            pg_of(again).advisory_key,
         )
         for column in ("pid", "target", "mode", "granted", "locktype", "database_name"):
             assert ours.content[column] == again.content[column], column
@@ -768,7 +774,9 @@ def test_steal_of_a_waiting_row_or_a_non_advisory_lock_is_refused(acts: Acts) ->
     xid = next(
         lock
         for lock in snapshot.locks
-        if lock.pg is not None and lock.pg.backend.pid == h and lock.pg.locktype == "transactionid"
+        if isinstance(lock.facts, PgLock)
+        and pg_of(lock).backend.pid == h
+        and pg_of(lock).locktype == "transactionid"
     )
     assert judge(xid).state is State.STALE
     _, outcome = acts.run(Kind.STEAL, xid)
@@ -993,11 +1001,11 @@ def test_prepared_transaction_is_refused_with_a_commit_or_rollback_prepared_hint
         (lock,) = [
             lock
             for lock in snapshot.locks
-            if lock.pg is not None
-            and lock.pg.backend.prepared_gid == gid
-            and lock.pg.locktype == "advisory"
+            if isinstance(lock.facts, PgLock)
+            and pg_of(lock).backend.prepared_gid == gid
+            and pg_of(lock).locktype == "advisory"
         ]
-        assert lock.pg is not None and lock.pg.backend.pid is None
+        assert isinstance(lock.facts, PgLock) and lock.facts.backend.pid is None
         server = display_name(throwaway_cluster.dsn)
         log = tmp_path / "audit.jsonl"
         executor = role_executor(throwaway_cluster.dsn, log)

@@ -22,7 +22,7 @@ import pytest
 from psycopg import conninfo
 
 from lockwatch.actions.audit import read_records, verify
-from lockwatch.actions.postgres import HOLD_APPLICATION
+from lockwatch.sources.postgres.actor import HOLD_APPLICATION
 from lockwatch.sources.postgres.dsn import display_name
 from lockwatch.sources.postgres.facts import AdvisoryKey
 from tests.conftest import run_cli

@@ -14,11 +14,12 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from lockwatch.model.board import ChangeSet, Entry
+from lockwatch.model.changes import ChangeSet, Entry
 from lockwatch.model.verdict import State
 from lockwatch.sources.postgres.dsn import display_name
 from lockwatch.sources.postgres.feed import PgFeed
 from lockwatch.sources.postgres.source import PgSource
+from tests.facts_of import PgLock, pg_of
 from tests.postgres.conftest import WAIT_S, PgHarness, free_port
 
 pytestmark = pytest.mark.postgres
@@ -45,7 +46,7 @@ class Seen:
         return [
             e
             for e in self.current.values()
-            if e.lock.pg is not None and e.lock.pg.backend.pid == pid
+            if isinstance(e.lock.facts, PgLock) and e.lock.facts.backend.pid == pid
         ]
 
     def polls(self) -> int:
@@ -107,18 +108,18 @@ async def test_advisory_holder_waiter_and_release(pg: PgHarness) -> None:
 
         (held,) = seen.of(h)
         assert held.lock.source == "postgres"
-        assert held.lock.pg is not None
-        assert held.lock.pg.locktype == "advisory" and held.lock.pg.granted
+        assert isinstance(held.lock.facts, PgLock)
+        assert pg_of(held.lock).locktype == "advisory" and pg_of(held.lock).granted
         assert held.lock.name == str(key)
-        assert held.lock.pg.blocking_here == (w,)
+        assert pg_of(held.lock).blocking_here == (w,)
         assert held.verdict.state is State.ACTIVE
         assert "blocking" in held.verdict.codes
 
         (waiting,) = seen.of(w)
-        assert waiting.lock.pg is not None
-        assert waiting.lock.pg.locktype == "advisory" and not waiting.lock.pg.granted
+        assert isinstance(waiting.lock.facts, PgLock)
+        assert pg_of(waiting.lock).locktype == "advisory" and not pg_of(waiting.lock).granted
         assert waiting.lock.name == str(key)
-        assert waiting.lock.pg.blocked_by == (h,)
+        assert pg_of(waiting.lock).blocked_by == (h,)
         assert waiting.verdict.state is State.WAITING
         assert waiting.verdict.codes == ("waiting",)
         wait_id = waiting.lock.id
@@ -130,7 +131,8 @@ async def test_advisory_holder_waiter_and_release(pg: PgHarness) -> None:
         mark = seen.polls()
         await until(
             lambda: (
-                not seen.of(h) and [e.lock.pg and e.lock.pg.granted for e in seen.of(w)] == [True]
+                not seen.of(h)
+                and [pg_of(e.lock) and pg_of(e.lock).granted for e in seen.of(w)] == [True]
             ),
             "the release",
         )
@@ -181,7 +183,7 @@ async def test_a_live_feed_lets_go_of_each_poll_s_rows(pg: PgHarness) -> None:
             assert source.last is None
     finally:
         await feed.close()
-    assert any(e.lock.pg and e.lock.pg.advisory_key for e in sent[0].upserts)
+    assert any(pg_of(e.lock) and pg_of(e.lock).advisory_key for e in sent[0].upserts)
     # What the header says of the server still has the last poll's time.
     status = sent[-1].statuses[0]
     assert status.state == "connected" and status.updated_at == polled_at

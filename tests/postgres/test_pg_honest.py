@@ -20,14 +20,16 @@ from psycopg import conninfo, sql
 
 from lockwatch.actions.audit import read_records
 from lockwatch.model import codec
-from lockwatch.model.board import Entry, judge
+from lockwatch.model.changes import Entry, judge
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.verdict import State
-from lockwatch.sources.postgres.facts import AdvisoryKey, held_bounds
+from lockwatch.sources.postgres.facts import AdvisoryKey
 from lockwatch.sources.postgres.feed import PgFeed
+from lockwatch.sources.postgres.held import held_bounds
 from tests.conftest import run_cli
+from tests.facts_of import PgLock, pg_of
 from tests.postgres.conftest import Cluster, PgHarness, connect, monitor, poll_ok
 
 pytestmark = pytest.mark.postgres
@@ -162,7 +164,7 @@ async def test_a_pooled_connection_that_keeps_working_holds_longer_and_longer(
     key = AdvisoryKey("bigint", key=4713)
 
     def find(locks: list[Lock]) -> Lock:
-        (found,) = [lock for lock in locks if lock.pg and lock.pg.advisory_key == key]
+        (found,) = [lock for lock in locks if pg_of(lock) and pg_of(lock).advisory_key == key]
         return found
 
     async with monitor(pg.dsn, idle_after=60.0) as source:
@@ -183,19 +185,19 @@ async def test_a_pooled_connection_that_keeps_working_holds_longer_and_longer(
         second = find(snapshot.locks)
 
     for lock in (first, second):
-        assert lock.pg is not None
+        assert isinstance(lock.facts, PgLock)
         assert lock.acquired_at is None  # no grant time: never an exact age
-        assert lock.pg.level == "session"  # held with no transaction open
-    assert first.pg is not None and second.pg is not None
+        assert pg_of(lock).level == "session"  # held with no transaction open
+    assert isinstance(first.facts, PgLock) and isinstance(second.facts, PgLock)
     now = snapshot.polled_at
-    least, most = held_bounds(second.pg, now)
+    least, most = held_bounds(pg_of(second), now)
     assert least is not None and most is not None
     # Held since at least the first poll, kept across polls...
-    assert second.pg.known_held_at == first.pg.known_held_at
+    assert pg_of(second).known_held_at == pg_of(first).known_held_at
     assert least >= elapsed - 0.05
     # ...though the session itself went idle only a moment ago.
-    assert second.pg.backend.state_since is not None
-    assert (now - second.pg.backend.state_since).total_seconds() < least
+    assert isinstance(second.facts, PgLock) and second.facts.backend.state_since is not None
+    assert (now - second.facts.backend.state_since).total_seconds() < least
     assert most >= least
     (entry,) = judge([second], StaticProcesses(), now, HOST)
     assert entry.verdict.state is State.ACTIVE and entry.verdict.age_seconds is None
@@ -211,8 +213,8 @@ async def test_a_pooled_connection_that_keeps_working_holds_longer_and_longer(
     replayed = codec.loads_line(codec.dumps_line(entry))
     assert isinstance(replayed, Entry)
     assert replayed.lock == entry.lock
-    assert replayed.lock.pg is not None
-    assert held_bounds(replayed.lock.pg, now) == (least, most)
+    assert isinstance(replayed.lock.facts, PgLock)
+    assert held_bounds(pg_of(replayed.lock), now) == (least, most)
 
 
 def orjson_record(lock: Lock, entry: Entry, now: Any) -> dict[str, Any]:

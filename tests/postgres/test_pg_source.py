@@ -36,6 +36,7 @@ from lockwatch.sources.postgres.facts import (
 )
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource, describe
 from tests.conftest import NOW
+from tests.facts_of import PgLock, pg_of
 from tests.postgres.conftest import (
     WAIT_S,
     Cluster,
@@ -59,21 +60,25 @@ INT4_MAX, INT4_MIN = 2**31 - 1, -(2**31)
 
 
 def locks_of(snapshot: PgSnapshot, *pids: int) -> list[Lock]:
-    return [lock for lock in snapshot.locks if lock.pg is not None and lock.pg.backend.pid in pids]
+    return [
+        lock
+        for lock in snapshot.locks
+        if isinstance(lock.facts, PgLock) and lock.facts.backend.pid in pids
+    ]
 
 
 def one(locks: Iterable[Lock], **want: object) -> Lock:
     """The single lock matching every criterion: pid, locktype, granted, mode, key, name."""
 
     def field(lock: Lock, name: str) -> object:
-        assert lock.pg is not None
+        assert isinstance(lock.facts, PgLock)
         if name == "pid":
-            return lock.pg.backend.pid
+            return pg_of(lock).backend.pid
         if name == "key":
-            return lock.pg.advisory_key
+            return pg_of(lock).advisory_key
         if name == "name":
             return lock.name
-        return getattr(lock.pg, name)
+        return getattr(pg_of(lock), name)
 
     pool = list(locks)
     found = [lock for lock in pool if all(field(lock, k) == v for k, v in want.items())]
@@ -90,8 +95,8 @@ def tree_of(snapshot: PgSnapshot, pids: Iterable[int]) -> BlockingTree:
     ours = set(pids)
     waits_on: dict[int | str, set[int | str]] = {}
     for lock in snapshot.locks:
-        pg = lock.pg
-        if pg is None or pg.granted or pg.backend.pid not in ours:
+        pg = lock.facts
+        if not isinstance(pg, PgLock) or pg.granted or pg.backend.pid not in ours:
             continue
         waits_on.setdefault(pg.backend.pid, set()).update(pg.blocked_by)
     return build(waits_on)
@@ -115,8 +120,8 @@ def client_of(pg: PgHarness, pid: int) -> str:
 
 def assert_holder(lock: Lock, pg: PgHarness, pid: int, application: str, query: str) -> None:
     """The session fields of a record, against what pg_stat_activity says of `pid`."""
-    assert lock.pg is not None
-    backend = lock.pg.backend
+    assert isinstance(lock.facts, PgLock)
+    backend = pg_of(lock).backend
     client = client_of(pg, pid)
     assert backend.pid == pid
     assert backend.user == pg.user
@@ -133,7 +138,7 @@ def assert_holder(lock: Lock, pg: PgHarness, pid: int, application: str, query: 
     assert lock.holder.session == application
     assert lock.holder.operation == query
     # pg_locks has no database for transaction ids: the holder session's is shown.
-    assert lock.pg.database == pg.dbname
+    assert pg_of(lock).database == pg.dbname
 
 
 # --------------------------------------------------------------------------- advisory locks
@@ -176,19 +181,19 @@ async def test_bigint_advisory_keys_held_and_awaited(pg: PgHarness, clock: Froze
     bottom = one(held, key=adv(INT8_MIN))
     shared = one(held, key=adv(cache))
     for lock, name in ((minus5, "-5"), (top, str(INT8_MAX)), (bottom, str(INT8_MIN))):
-        assert lock.pg is not None and lock.pg.advisory_key is not None
-        assert lock.pg.locktype == "advisory"
-        assert lock.pg.granted is True
-        assert lock.pg.mode == "ExclusiveLock"
+        assert isinstance(lock.facts, PgLock) and lock.facts.advisory_key is not None
+        assert pg_of(lock).locktype == "advisory"
+        assert pg_of(lock).granted is True
+        assert pg_of(lock).mode == "ExclusiveLock"
         assert lock.name == name
-        assert lock.pg.advisory_key.as_json() == {"form": "bigint", "key": int(name)}
-        assert lock.pg.server == source.name
+        assert lock.facts.advisory_key.as_json() == {"form": "bigint", "key": int(name)}
+        assert pg_of(lock).server == source.name
         assert_holder(lock, pg, h, pg.application("holder"), hold)
-    assert shared.pg is not None and shared.pg.mode == "ShareLock"
+    assert isinstance(shared.facts, PgLock) and shared.facts.mode == "ShareLock"
     assert shared.name == "refresh-cache"
-    assert shared.pg.advisory_key == AdvisoryKey("bigint", key=cache)
+    assert pg_of(shared).advisory_key == AdvisoryKey("bigint", key=cache)
 
-    backend = minus5.pg.backend if minus5.pg else None
+    backend = pg_of(minus5).backend if pg_of(minus5) else None
     assert backend is not None
     assert backend.state == "idle"
     assert backend.xact_start is None  # autocommit, between statements
@@ -197,11 +202,11 @@ async def test_bigint_advisory_keys_held_and_awaited(pg: PgHarness, clock: Froze
     assert (backend.wait_event_type, backend.wait_event) == ("Client", "ClientRead")
 
     # Both waiters wait on the holder; only w1 waits on -5 itself.
-    assert minus5.pg is not None and minus5.pg.blocking == tuple(sorted((w1, w2)))
-    assert minus5.pg.blocking_here == (w1,)
-    assert bottom.pg is not None and bottom.pg.blocking_here == (w2,)
-    assert top.pg is not None and top.pg.blocking_here == ()
-    assert minus5.pg.blocked_by == ()
+    assert isinstance(minus5.facts, PgLock) and minus5.facts.blocking == tuple(sorted((w1, w2)))
+    assert pg_of(minus5).blocking_here == (w1,)
+    assert isinstance(bottom.facts, PgLock) and bottom.facts.blocking_here == (w2,)
+    assert isinstance(top.facts, PgLock) and top.facts.blocking_here == ()
+    assert pg_of(minus5).blocked_by == ()
     v = verdict(minus5, clock)
     assert v.state is State.ACTIVE
     assert v.codes == ("blocking",)
@@ -213,28 +218,35 @@ async def test_bigint_advisory_keys_held_and_awaited(pg: PgHarness, clock: Froze
     waiting = locks_of(snapshot, w1)
     assert len(waiting) == 1, [lock.id for lock in waiting]  # its own virtualxid is skipped
     lock = waiting[0]
-    assert lock.pg is not None
-    assert lock.pg.locktype == "advisory"
-    assert lock.pg.granted is False
-    assert lock.pg.mode == "ExclusiveLock"
+    assert isinstance(lock.facts, PgLock)
+    assert pg_of(lock).locktype == "advisory"
+    assert pg_of(lock).granted is False
+    assert pg_of(lock).mode == "ExclusiveLock"
     assert lock.name == "-5"
-    assert lock.pg.advisory_key == adv(-5)
-    assert lock.pg.blocked_by == (h,)
-    assert lock.pg.blocking == ()
+    assert pg_of(lock).advisory_key == adv(-5)
+    assert pg_of(lock).blocked_by == (h,)
+    assert pg_of(lock).blocking == ()
     assert_holder(lock, pg, w1, pg.application("waiter"), wait_minus5)
-    assert lock.pg.backend.state == "active"
-    assert (lock.pg.backend.wait_event_type, lock.pg.backend.wait_event) == ("Lock", "advisory")
-    assert lock.pg.wait_start is not None and lock.pg.backend.query_start is not None
-    waited_at_poll = (NOW - lock.pg.wait_start).total_seconds()
+    assert pg_of(lock).backend.state == "active"
+    assert (pg_of(lock).backend.wait_event_type, pg_of(lock).backend.wait_event) == (
+        "Lock",
+        "advisory",
+    )
+    assert (
+        isinstance(lock.facts, PgLock)
+        and lock.facts.wait_start is not None
+        and lock.facts.backend.query_start is not None
+    )
+    waited_at_poll = (NOW - lock.facts.wait_start).total_seconds()
     if pg.server_version >= 140000:
         # From pg_locks.waitstart, not from query_start (0.3 s earlier).
-        assert lock.pg.wait_start - lock.pg.backend.query_start >= timedelta(seconds=0.25)
+        assert lock.facts.wait_start - lock.facts.backend.query_start >= timedelta(seconds=0.25)
         assert 0 <= waited_at_poll <= age_after
-    assert lock.acquired_at == lock.pg.wait_start
+    assert isinstance(lock.facts, PgLock) and lock.acquired_at == lock.facts.wait_start
 
     clock.advance(90)
     v = verdict(lock, clock)
-    waited = (clock.now() - lock.pg.wait_start).total_seconds()
+    waited = (clock.now() - lock.facts.wait_start).total_seconds()
     assert v.state is State.WAITING
     assert v.codes == ("waiting",)
     assert v.age_seconds == pytest.approx(waited)
@@ -243,7 +255,7 @@ async def test_bigint_advisory_keys_held_and_awaited(pg: PgHarness, clock: Froze
 
     other = one(locks_of(snapshot, w2), granted=False)
     assert other.name == str(INT8_MIN)
-    assert other.pg is not None and other.pg.blocked_by == (h,)
+    assert isinstance(other.facts, PgLock) and other.facts.blocked_by == (h,)
     assert_holder(other, pg, w2, pg.application("waiter2"), wait_min)
 
 
@@ -275,28 +287,28 @@ async def test_pair_advisory_keys_held_and_awaited(pg: PgHarness, clock: FrozenC
     }
     for (key1, key2), name in expected.items():
         lock = one(held, key=adv((key1, key2)))
-        assert lock.pg is not None and lock.pg.advisory_key is not None
-        assert lock.pg.advisory_key.as_json() == {"form": "pair", "key1": key1, "key2": key2}
+        assert isinstance(lock.facts, PgLock) and lock.facts.advisory_key is not None
+        assert lock.facts.advisory_key.as_json() == {"form": "pair", "key1": key1, "key2": key2}
         assert lock.name == name
-        assert lock.pg.granted is True and lock.pg.mode == "ExclusiveLock"
+        assert pg_of(lock).granted is True and pg_of(lock).mode == "ExclusiveLock"
         assert_holder(lock, pg, h, pg.application("holder"), hold)
     aliased = one(held, key=adv(alias))
     assert aliased.name == str(alias)
-    assert aliased.pg is not None and aliased.pg.advisory_key is not None
-    assert aliased.pg.advisory_key.as_json() == {"form": "bigint", "key": alias}
+    assert isinstance(aliased.facts, PgLock) and aliased.facts.advisory_key is not None
+    assert aliased.facts.advisory_key.as_json() == {"form": "bigint", "key": alias}
 
     agent42 = one(held, key=adv((1, 42)))
-    assert agent42.pg is not None and agent42.pg.blocking_here == (w1,)
+    assert isinstance(agent42.facts, PgLock) and agent42.facts.blocking_here == (w1,)
     assert verdict(agent42, clock).codes == ("blocking",)
-    assert one(held, key=adv((-1, INT4_MIN))).pg.blocking_here == (w2,)  # type: ignore[union-attr]
-    assert one(held, key=adv(alias)).pg.blocking_here == ()  # type: ignore[union-attr]
+    assert pg_of(one(held, key=adv((-1, INT4_MIN)))).blocking_here == (w2,)
+    assert pg_of(one(held, key=adv(alias))).blocking_here == ()
 
     for pid, key, name in ((w1, (1, 42), "agent:42"), (w2, (-1, INT4_MIN), f"-1:{INT4_MIN}")):
         lock = one(locks_of(snapshot, pid), granted=False)
-        assert lock.pg is not None
-        assert lock.pg.advisory_key == adv(key)
+        assert isinstance(lock.facts, PgLock)
+        assert pg_of(lock).advisory_key == adv(key)
         assert lock.name == name
-        assert lock.pg.blocked_by == (h,)
+        assert pg_of(lock).blocked_by == (h,)
         v = verdict(lock, clock)
         assert v.state is State.WAITING and v.codes == ("waiting",)
         assert f"blocked by pid {h}" in v.reasons[0].message
@@ -336,18 +348,18 @@ async def test_row_lock_chain_with_idle_in_transaction_holder(
     held = locks_of(snapshot, h)
     assert len(held) == 1, [lock.id for lock in held]
     xact = held[0]
-    assert xact.pg is not None
-    assert (xact.pg.locktype, xact.pg.mode, xact.pg.granted) == (
+    assert isinstance(xact.facts, PgLock)
+    assert (pg_of(xact).locktype, pg_of(xact).mode, pg_of(xact).granted) == (
         "transactionid",
         "ExclusiveLock",
         True,
     )
     assert xact.name == f"xid {xid}"
-    assert xact.pg.advisory_key is None
-    assert xact.pg.blocking_here == (w1,)
-    assert xact.pg.blocking == (w1,)
+    assert pg_of(xact).advisory_key is None
+    assert pg_of(xact).blocking_here == (w1,)
+    assert pg_of(xact).blocking == (w1,)
     assert_holder(xact, pg, h, pg.application("holder"), update)
-    backend = xact.pg.backend
+    backend = pg_of(xact).backend
     assert backend.state == "idle in transaction"
     assert backend.xact_start is not None and backend.query_start is not None
     assert backend.state_since is not None
@@ -369,46 +381,46 @@ async def test_row_lock_chain_with_idle_in_transaction_holder(
     patient = dataclasses.replace(remote, policy=StalenessPolicy(idle_after=60.0))
     v = verdict(patient, clock)
     assert v.state is State.ACTIVE and v.codes == ("blocking",)
-    assert remote.pg is not None and remote.pg.backend.state_since is not None
-    assert v.next_change_at == remote.pg.backend.state_since + timedelta(seconds=60)
+    assert isinstance(remote.facts, PgLock) and remote.facts.backend.state_since is not None
+    assert v.next_change_at == remote.facts.backend.state_since + timedelta(seconds=60)
     # No grant time: bounds only. Its row lock is its transaction's, and it has
     # held it at least since the session went idle.
     assert xact.acquired_at is None and verdict(xact, clock).age_seconds is None
-    assert xact.pg.level == "transaction"
-    assert xact.pg.known_held_at == backend.state_since
-    assert xact.pg.acquired_after == backend.xact_start
+    assert pg_of(xact).level == "transaction"
+    assert pg_of(xact).known_held_at == backend.state_since
+    assert pg_of(xact).acquired_after == backend.xact_start
 
     # The first waiter: waits on the holder's xid, holds the tuple lock the second wants.
     waits = one(locks_of(snapshot, w1), granted=False)
-    assert waits.pg is not None
-    assert (waits.pg.locktype, waits.pg.mode) == ("transactionid", "ShareLock")
+    assert isinstance(waits.facts, PgLock)
+    assert (pg_of(waits).locktype, pg_of(waits).mode) == ("transactionid", "ShareLock")
     assert waits.name == f"xid {xid}"
-    assert waits.pg.blocked_by == (h,)
-    assert (waits.pg.backend.wait_event_type, waits.pg.backend.wait_event) == (
+    assert pg_of(waits).blocked_by == (h,)
+    assert (pg_of(waits).backend.wait_event_type, pg_of(waits).backend.wait_event) == (
         "Lock",
         "transactionid",
     )
     assert_holder(waits, pg, w1, pg.application("first"), first_update)
     assert verdict(waits, clock).state is State.WAITING
     tuple_lock = one(locks_of(snapshot, w1), granted=True)
-    assert tuple_lock.pg is not None
-    assert (tuple_lock.pg.locktype, tuple_lock.pg.mode) == ("tuple", "ExclusiveLock")
+    assert isinstance(tuple_lock.facts, PgLock)
+    assert (pg_of(tuple_lock).locktype, pg_of(tuple_lock).mode) == ("tuple", "ExclusiveLock")
     assert tuple_lock.name == f"public.{table} {ctid}"
-    assert tuple_lock.pg.blocking_here == (w2,)
+    assert pg_of(tuple_lock).blocking_here == (w2,)
     assert verdict(tuple_lock, clock).codes == ("blocking",)
 
     # The second waiter: waits on the tuple lock of the first.
     behind = locks_of(snapshot, w2)
     assert len(behind) == 1, [lock.id for lock in behind]
-    assert behind[0].pg is not None
-    assert (behind[0].pg.locktype, behind[0].pg.mode, behind[0].pg.granted) == (
+    assert isinstance(behind[0].facts, PgLock)
+    assert (pg_of(behind[0]).locktype, pg_of(behind[0]).mode, pg_of(behind[0]).granted) == (
         "tuple",
         "ExclusiveLock",
         False,
     )
     assert behind[0].name == f"public.{table} {ctid}"
-    assert behind[0].pg.blocked_by == (w1,)
-    assert behind[0].pg.backend.wait_event == "tuple"
+    assert pg_of(behind[0]).blocked_by == (w1,)
+    assert pg_of(behind[0]).backend.wait_event == "tuple"
 
     tree = tree_of(snapshot, (h, w1, w2))
     top = root(tree, h)
@@ -439,8 +451,8 @@ async def test_idle_session_still_holding_advisory_lock_is_stale(
         patient = await poll_ok(patient_source)
 
     lock = one(locks_of(snapshot, p), key=adv((1, 7)))
-    assert lock.pg is not None and lock.pg.backend.state == "idle"
-    assert lock.pg.level == "session"  # no transaction, yet held
+    assert isinstance(lock.facts, PgLock) and lock.facts.backend.state == "idle"
+    assert pg_of(lock).level == "session"  # no transaction, yet held
     v = verdict(lock, clock)
     assert v.state is State.STALE
     assert v.codes == ("idle_holder", "inferred")
@@ -458,10 +470,10 @@ async def test_idle_session_still_holding_advisory_lock_is_stale(
     assert locks_of(snapshot, b) == []  # idle but holding nothing: nothing to report
 
     lock = one(locks_of(patient, p), key=adv((1, 7)))
-    assert lock.pg is not None and lock.pg.backend.state_since is not None
+    assert isinstance(lock.facts, PgLock) and lock.facts.backend.state_since is not None
     v = verdict(lock, clock)
     assert v.state is State.ACTIVE and v.codes == ()
-    assert v.next_change_at == lock.pg.backend.state_since + timedelta(seconds=60)
+    assert v.next_change_at == lock.facts.backend.state_since + timedelta(seconds=60)
 
 
 # --------------------------------------------------------------------------- chains and cycles
@@ -478,14 +490,14 @@ async def test_three_deep_chain_makes_a_blocking_tree(pg: PgHarness, clock: Froz
     async with monitor(pg.dsn, clock=clock) as source:
         snapshot = await poll_ok(source)
 
-    assert one(locks_of(snapshot, b), granted=False).pg.blocked_by == (a,)  # type: ignore[union-attr]
-    assert one(locks_of(snapshot, c), granted=False).pg.blocked_by == (b,)  # type: ignore[union-attr]
+    assert pg_of(one(locks_of(snapshot, b), granted=False)).blocked_by == (a,)
+    assert pg_of(one(locks_of(snapshot, c), granted=False)).blocked_by == (b,)
     a_lock = one(locks_of(snapshot, a), key=adv(7001))
-    assert a_lock.pg is not None and a_lock.pg.blocking_here == (b,)
+    assert isinstance(a_lock.facts, PgLock) and a_lock.facts.blocking_here == (b,)
     assert verdict(a_lock, clock).codes == ("blocking",)
     b_held = one(locks_of(snapshot, b), key=adv(7002), granted=True)
-    assert b_held.pg is not None and b_held.pg.blocking_here == (c,)
-    assert b_held.pg.blocked_by == (a,)  # the session waits, whatever this row is
+    assert isinstance(b_held.facts, PgLock) and b_held.facts.blocking_here == (c,)
+    assert pg_of(b_held).blocked_by == (a,)  # the session waits, whatever this row is
     assert verdict(b_held, clock).codes == ("blocking",)
     assert verdict(one(locks_of(snapshot, b), granted=False), clock).state is State.WAITING
 
@@ -518,8 +530,8 @@ async def test_deadlock_pair_is_reported_as_a_cycle_until_broken(
         started = time.monotonic()
         snapshot = await poll_ok(source, timeout=5)
         assert time.monotonic() - started < 5
-        assert one(locks_of(snapshot, s1), granted=False).pg.blocked_by == (s2,)  # type: ignore[union-attr]
-        assert one(locks_of(snapshot, s2), granted=False).pg.blocked_by == (s1,)  # type: ignore[union-attr]
+        assert pg_of(one(locks_of(snapshot, s1), granted=False)).blocked_by == (s2,)
+        assert pg_of(one(locks_of(snapshot, s2), granted=False)).blocked_by == (s1,)
         tree = tree_of(snapshot, (s1, s2))
         assert tree.cycles == ((min(s1, s2), max(s1, s2)),)
         assert tree.roots == ()  # a cycle has no root, and is never walked forever
@@ -534,8 +546,10 @@ async def test_deadlock_pair_is_reported_as_a_cycle_until_broken(
     # s1 still holds 8001 (a session lock): s2 now simply waits on it.
     top = root(tree, s1)
     assert [n.id for n in top.waiters] == [s2]
-    assert one(locks_of(snapshot, s1), key=adv(8001)).pg.blocking_here == (s2,)  # type: ignore[union-attr]
-    assert [lock for lock in locks_of(snapshot, s1) if lock.pg and not lock.pg.granted] == []
+    assert pg_of(one(locks_of(snapshot, s1), key=adv(8001))).blocking_here == (s2,)
+    assert [
+        lock for lock in locks_of(snapshot, s1) if pg_of(lock) and not pg_of(lock).granted
+    ] == []
 
 
 # --------------------------------------------------------------------------- rows of interest
@@ -561,13 +575,13 @@ async def test_uncontended_relation_and_own_virtualxid_only_with_all_rows(
 
     assert locks_of(default, r) == []
     relation = one(locks_of(everything, r), locktype="relation", name=f"public.{table}")
-    assert relation.pg is not None
-    assert (relation.pg.mode, relation.pg.granted) == ("AccessShareLock", True)
-    assert relation.pg.blocking_here == ()
+    assert isinstance(relation.facts, PgLock)
+    assert (pg_of(relation).mode, pg_of(relation).granted) == ("AccessShareLock", True)
+    assert pg_of(relation).blocking_here == ()
     assert verdict(relation, clock).state is State.ACTIVE
     own = one(locks_of(everything, r), locktype="virtualxid")
     assert own.name == f"vxid {vxid}"
-    assert (own.pg.mode, own.pg.granted) == ("ExclusiveLock", True)  # type: ignore[union-attr]
+    assert (pg_of(own).mode, pg_of(own).granted) == ("ExclusiveLock", True)
 
     # The monitor's own backend never shows, not even with all rows.
     assert me is not None
@@ -588,25 +602,25 @@ async def test_contended_relation_lock_shows_holder_and_waiter(
     async with monitor(pg.dsn, clock=clock) as source:
         snapshot = await poll_ok(source)
 
-    (held,) = [lock for lock in locks_of(snapshot, r) if lock.pg and lock.pg.blocking_here]
-    assert held.pg is not None
-    assert (held.pg.locktype, held.pg.mode, held.name) == (
+    (held,) = [lock for lock in locks_of(snapshot, r) if pg_of(lock) and pg_of(lock).blocking_here]
+    assert isinstance(held.facts, PgLock)
+    assert (pg_of(held).locktype, pg_of(held).mode, held.name) == (
         "relation",
         "AccessShareLock",
         f"public.{table}",
     )
-    assert held.pg.blocking_here == (w,)
+    assert pg_of(held).blocking_here == (w,)
     # Only the row someone waits on: not the reader's virtualxid nor an index lock.
     assert len(locks_of(snapshot, r)) == 1
     waiting = one(locks_of(snapshot, w), granted=False)
-    assert waiting.pg is not None
-    assert (waiting.pg.locktype, waiting.pg.mode, waiting.name) == (
+    assert isinstance(waiting.facts, PgLock)
+    assert (pg_of(waiting).locktype, pg_of(waiting).mode, waiting.name) == (
         "relation",
         "AccessExclusiveLock",
         f"public.{table}",
     )
-    assert waiting.pg.blocked_by == (r,)
-    assert waiting.pg.backend.wait_event == "relation"
+    assert pg_of(waiting).blocked_by == (r,)
+    assert pg_of(waiting).backend.wait_event == "relation"
 
 
 # --------------------------------------------------------------------------- the monitor itself
@@ -655,7 +669,10 @@ async def test_monitoring_session_is_quiet_and_read_only(pg: PgHarness) -> None:
 
     for snapshot in (first, second):
         assert [lock for lock in snapshot.locks if lock.holder.pid == me] == []
-        assert all(lock.pg is None or lock.pg.backend.pid != me for lock in snapshot.locks)
+        assert all(
+            not isinstance(lock.facts, PgLock) or pg_of(lock).backend.pid != me
+            for lock in snapshot.locks
+        )
         assert one(locks_of(snapshot, holder.info.backend_pid), key=adv(9001))
 
 
@@ -714,22 +731,27 @@ async def check_prepared_transaction(
         snapshot = await poll_ok(source)
 
     assert all(lock.holder.pid != 0 for lock in snapshot.locks)
-    assert all(lock.pg is None or lock.pg.backend.pid != 0 for lock in snapshot.locks)
-    prepared = [lock for lock in snapshot.locks if lock.pg and lock.pg.backend.prepared_gid == gid]
+    assert all(
+        not isinstance(lock.facts, PgLock) or pg_of(lock).backend.pid != 0
+        for lock in snapshot.locks
+    )
+    prepared = [
+        lock for lock in snapshot.locks if pg_of(lock) and pg_of(lock).backend.prepared_gid == gid
+    ]
     assert len(prepared) == 1, [lock.id for lock in snapshot.locks]
     held = prepared[0]
-    assert held.pg is not None
-    assert held.pg.backend.pid is None
+    assert isinstance(held.facts, PgLock)
+    assert pg_of(held).backend.pid is None
     assert held.holder.pid is None
-    assert held.pg.backend.label == f"prepared transaction {gid}"
+    assert pg_of(held).backend.label == f"prepared transaction {gid}"
     assert held.holder.actor == f"prepared transaction {gid}"
-    assert (held.pg.locktype, held.pg.mode, held.pg.granted) == (
+    assert (pg_of(held).locktype, pg_of(held).mode, pg_of(held).granted) == (
         "transactionid",
         "ExclusiveLock",
         True,
     )
     assert held.name == f"xid {xid}"
-    assert held.pg.blocking_here == (w,)
+    assert pg_of(held).blocking_here == (w,)
     assert f"prepared:{gid}" in held.id and ":0:" not in held.id
     v = verdict(held, clock)
     assert v.state is State.ACTIVE
@@ -747,11 +769,11 @@ async def check_prepared_transaction(
         )
     )
     assert v.age_seconds is not None and 0 <= prepared_age - v.age_seconds < 5
-    assert held.pg.backend.prepared_at == held.acquired_at
+    assert pg_of(held).backend.prepared_at == held.acquired_at
 
     waiting = one(locks_of(snapshot, w), granted=False)
-    assert waiting.pg is not None
-    assert waiting.pg.blocked_by_prepared == (gid,)
+    assert isinstance(waiting.facts, PgLock)
+    assert pg_of(waiting).blocked_by_prepared == (gid,)
     v = verdict(waiting, clock)
     assert v.state is State.WAITING and v.codes == ("waiting",)
     assert f"prepared transaction {gid!r}" in v.reasons[0].message
@@ -779,8 +801,8 @@ async def test_without_pg_read_all_stats_queries_are_hidden_and_the_role_named(
         snapshot = await poll_ok(source)
         status = source.status
     held = one(locks_of(snapshot, h), key=adv((1, 99)))
-    assert held.pg is not None
-    backend = held.pg.backend
+    assert isinstance(held.facts, PgLock)
+    backend = pg_of(held).backend
     assert backend.query == INSUFFICIENT_PRIVILEGE
     assert backend.hidden
     assert backend.state is None
@@ -797,7 +819,7 @@ async def test_without_pg_read_all_stats_queries_are_hidden_and_the_role_named(
     # Its client's address is hidden too: nothing to look a process up by.
     assert backend.client is None and backend.client_process is None
     waiting = one(locks_of(snapshot, w), granted=False)
-    assert waiting.pg is not None and waiting.pg.advisory_key == adv((1, 99))
+    assert isinstance(waiting.facts, PgLock) and waiting.facts.advisory_key == adv((1, 99))
     assert verdict(waiting, clock).state is State.WAITING
     assert status.state == "connected"
     assert status.reason is not None and "pg_read_all_stats" in status.reason
@@ -808,9 +830,9 @@ async def test_without_pg_read_all_stats_queries_are_hidden_and_the_role_named(
         snapshot = await poll_ok(source)
         assert source.status.reason is None
     held = one(locks_of(snapshot, h), key=adv((1, 99)))
-    assert held.pg is not None
-    assert held.pg.backend.query == "SELECT pg_advisory_lock(1, 99)"
-    assert held.pg.backend.state == "idle"
+    assert isinstance(held.facts, PgLock)
+    assert pg_of(held).backend.query == "SELECT pg_advisory_lock(1, 99)"
+    assert pg_of(held).backend.state == "idle"
     assert verdict(held, clock).state is State.ACTIVE
     assert "insufficient_privilege" not in verdict(held, clock).codes
 
@@ -829,10 +851,10 @@ async def test_without_pg_read_all_stats_blocking_is_still_known(
     async with monitor(dsn, clock=clock) as source:
         snapshot = await poll_ok(source)
     waiting = one(locks_of(snapshot, w), granted=False)
-    assert waiting.pg is not None
-    assert waiting.pg.blocked_by == (h,)
+    assert isinstance(waiting.facts, PgLock)
+    assert pg_of(waiting).blocked_by == (h,)
     held = one(locks_of(snapshot, h), key=adv((1, 98)))
-    assert held.pg is not None and held.pg.blocking_here == (w,)
+    assert isinstance(held.facts, PgLock) and held.facts.blocking_here == (w,)
     assert "blocking" in verdict(held, clock).codes
 
 
@@ -1008,8 +1030,8 @@ async def test_password_never_shown_on_a_working_connection(pg: PgHarness) -> No
         texts = [source.name, snapshot.server, str(source.status), str(source.status.as_json())]
     assert one(locks_of(snapshot, holder.info.backend_pid), key=adv(9201))
     for lock in snapshot.locks:
-        assert lock.pg is not None
-        texts += [lock.id, lock.name, lock.pg.server, repr(lock)]
+        assert isinstance(lock.facts, PgLock)
+        texts += [lock.id, lock.name, pg_of(lock).server, repr(lock)]
     for text in texts:
         assert PASSWORD not in text, text
 

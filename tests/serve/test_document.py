@@ -9,7 +9,7 @@ from datetime import timedelta
 import orjson
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model.board import ChangeSet
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.report import LS_SCHEMA
 from lockwatch.serve.document import Documents, document
 from lockwatch.serve.watcher import Watcher

@@ -13,7 +13,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from lockwatch.model import blocking
-from lockwatch.model.board import Board, ChangeSet, Entry, judge
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
@@ -21,6 +22,7 @@ from lockwatch.model.verdict import State, Verdict
 from lockwatch.serve.metrics import Figures, families, figures
 from lockwatch.sources.remote.facts import RemoteOrigin
 from tests.conftest import LOCAL_HOST, NOW
+from tests.facts_of import PgLock, pg_of
 from tests.ui.fakes import PG_SERVER, mixed_scenario
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -103,7 +105,7 @@ def test_stale_series_name_each_stale_lock_with_its_age() -> None:
     names = {dict(labels)["name"] for (name, labels) in samples if name == "lockwatch_lock_stale"}
     assert names == {lock.name for lock in stale}
     for lock in stale:
-        if lock.acquired_at is None or lock.pg is not None:
+        if lock.acquired_at is None or isinstance(lock.facts, PgLock):
             continue
         labels = (("format", lock.format), ("name", lock.name), ("source", lock.source))
         assert samples[("lockwatch_lock_stale", labels)] == 1
@@ -147,18 +149,20 @@ def test_hostile_names_reach_labels_escaped() -> None:
 def test_postgres_figures_follow_the_blocking_tree() -> None:
     board = mixed_board()
     found = figures(board, NOW, sources=("file", "postgres"))
-    pg_locks = [e.lock for e in board.entries.values() if e.lock.pg is not None]
-    waiting = [lock for lock in pg_locks if lock.pg is not None and not lock.pg.granted]
+    pg_locks = [e.lock for e in board.entries.values() if isinstance(e.lock.facts, PgLock)]
+    waiting = [
+        lock for lock in pg_locks if isinstance(lock.facts, PgLock) and not lock.facts.granted
+    ]
     tree = blocking.from_locks(pg_locks)
-    figures_pg = found.pg[PG_SERVER]
-    assert len(figures_pg.blocked) == len({lock.pg.backend.pid for lock in waiting if lock.pg})
+    figures_pg = found.servers[PG_SERVER]
+    assert len(figures_pg.blocked) == len({pg_of(lock).backend.pid for lock in waiting})
     assert figures_pg.blocked  # the scenario has waiters
     assert figures_pg.roots == len(tree.roots) == 1
     assert figures_pg.most_blocked == tree.roots[0].total == 3
     longest = max(
-        (NOW - lock.pg.wait_start).total_seconds()
+        (NOW - start).total_seconds()
         for lock in waiting
-        if lock.pg and lock.pg.wait_start
+        if (start := pg_of(lock).wait_start) is not None
     )
     assert figures_pg.longest_wait == pytest.approx(longest)
     samples = exposition(found)

@@ -16,7 +16,7 @@ from lockwatch.actions.targets import prepare
 from lockwatch.clock import FrozenClock
 from lockwatch.config import Config, ConfigError
 from lockwatch.model import codec, ids
-from lockwatch.model.board import ChangeSet
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, evaluate
 from lockwatch.sources.contract import SourceError, Wanted
@@ -34,6 +34,7 @@ from lockwatch.sources.remote.plugin import SOURCE, SelectedRemotes, find_remote
 from lockwatch.sources.remote.poller import RemotePoller
 from lockwatch.ui.cells import fit
 from tests.conftest import LOCAL_HOST, NOW
+from tests.facts_of import RemoteOrigin, remote_of
 
 URL = "http://db7:9464"
 
@@ -80,7 +81,7 @@ def test_a_document_becomes_locks_judged_there() -> None:
     stale, live = listing.locks
     assert stale.id == ids.remote_id(URL, "file:/srv/locks/deploy.pid")
     assert ids.parse_remote(stale.id) == (URL, "file:/srv/locks/deploy.pid")
-    assert stale.remote is not None and stale.remote.host == "db7"
+    assert isinstance(stale.facts, RemoteOrigin) and stale.facts.host == "db7"
     assert stale.scope == ()  # another host's paths never overlap ours
     # Judged there: this host's process table and clock say nothing about it...
     verdict = evaluate(stale, StaticProcesses(), FrozenClock(NOW), LOCAL_HOST)
@@ -98,7 +99,10 @@ def test_a_document_becomes_locks_judged_there() -> None:
 
 def test_a_lock_passed_on_keeps_its_own_host() -> None:
     listing = read_document(document(record(host="db9")), URL)
-    assert listing.locks[0].remote is not None and listing.locks[0].remote.host == "db9"
+    assert (
+        isinstance(listing.locks[0].facts, RemoteOrigin)
+        and remote_of(listing.locks[0]).host == "db9"
+    )
     assert listing.records[0]["host"] == "db9"
 
 
@@ -151,7 +155,11 @@ def test_odd_values_are_dropped_not_trusted() -> None:
     (lock,) = read_document(document(odd), URL).locks
     assert lock.holder.pid is None and lock.holder.host is None
     assert lock.acquired_at is None and lock.ttl_seconds is None
-    assert lock.remote is not None and lock.remote.alive is None and lock.remote.age_seconds is None
+    assert (
+        isinstance(lock.facts, RemoteOrigin)
+        and remote_of(lock).alive is None
+        and remote_of(lock).age_seconds is None
+    )
 
 
 def test_hostile_text_reaches_the_screen_escaped() -> None:
@@ -359,9 +367,9 @@ def test_a_remote_id_as_a_target_is_refused_the_same_way() -> None:
 def test_remote_locks_record_and_replay() -> None:
     (lock,) = read_document(document(record()), URL).locks
     verdict = evaluate(lock, StaticProcesses(), FrozenClock(NOW), LOCAL_HOST)
-    from lockwatch.model.board import Entry
+    from lockwatch.model.changes import Entry
 
     change = ChangeSet("remote:" + URL, NOW, upserts=(Entry(lock, verdict),))
     again = codec.loads_line(codec.dumps_line(change))
     assert again == change
-    assert again.upserts[0].lock.remote == lock.remote
+    assert remote_of(again.upserts[0].lock) == remote_of(lock)

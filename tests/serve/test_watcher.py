@@ -8,7 +8,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from lockwatch.model.board import ChangeSet
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.status import SourceStatus
 from lockwatch.serve.watcher import Watcher
 from lockwatch.sources.feed import Emit

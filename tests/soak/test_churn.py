@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model.board import Board, ChangeSet
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.verdict import State
 from lockwatch.sources.files.watch import FileFeed
 from lockwatch.sources.processes import PsutilProcesses

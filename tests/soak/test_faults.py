@@ -33,7 +33,8 @@ from lockwatch.actions.audit import INTENT, AuditLog, read_records, verify
 from lockwatch.actions.plan import Kind
 from lockwatch.actions.run import Executor
 from lockwatch.clock import FrozenClock
-from lockwatch.model.board import Board, ChangeSet
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.verdict import evaluate
 from lockwatch.sources.files.watch import POLLING_RESCAN_SECONDS
 from lockwatch.sources.postgres.facts import AdvisoryKey
@@ -43,6 +44,7 @@ from lockwatch.sources.processes import PsutilProcesses
 from tests.actions.test_executor import OPERATOR, STALE_PID, on_disk, planned
 from tests.adversarial.test_audit_full_disk import free_bytes, tmpfs
 from tests.conftest import LOCAL_HOST, NOW, stop_feed
+from tests.facts_of import PgLock
 from tests.postgres.conftest import Cluster, throwaway_cluster  # noqa: F401 - a fixture
 from tests.soak.harness import disk_truth, fleet, report
 from tests.soak.test_churn import churn
@@ -243,8 +245,8 @@ def advisory_truth(dsn: str, pids: set[int]) -> set[tuple[int, bool, str]]:
 def feed_view(seen: Seen, pids: set[int]) -> set[tuple[int, bool, str]]:
     out = set()
     for entry in seen.current.values():
-        pg = entry.lock.pg
-        if pg is not None and pg.locktype == "advisory" and pg.backend.pid in pids:
+        pg = entry.lock.facts
+        if isinstance(pg, PgLock) and pg.locktype == "advisory" and pg.backend.pid in pids:
             out.add((pg.backend.pid, pg.granted, str(pg.advisory_key)))
     return out
 

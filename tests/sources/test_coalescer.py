@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
-from lockwatch.model.board import Board, ChangeSet
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Coalescer
 from tests.conftest import LOCAL_HOST, NOW

@@ -27,13 +27,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lockwatch.model.board import Board, ChangeSet, Entry, judge
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.process import ProcessFacts, ProcessLookup, StaticProcesses
 from lockwatch.model.verdict import State
 from lockwatch.sources.feed import Differ
-from lockwatch.sources.files import watch
 from lockwatch.sources.files.changes import Change
+from lockwatch.sources.files.collect import with_listing
 from lockwatch.sources.files.decoders import decode_file
+from lockwatch.sources.files.roots import ARMING
 from lockwatch.sources.files.watch import FileFeed
 from tests.conftest import LOCAL_HOST, NOW, ago, lock_file, stop_feed
 from tests.conftest import alive as alive_since_an_hour
@@ -227,7 +229,7 @@ async def test_initial_scan_emits_every_lock_and_watching_statuses(tmp_path: Pat
         ]
         # The watches go in after the first scan: till they all are, the header
         # says so, and once they are, a change set with nothing but statuses does.
-        assert all(s.reason == watch.ARMING and s.updated_at == first.at for s in first.statuses)
+        assert all(s.reason == ARMING and s.updated_at == first.at for s in first.statuses)
         await until(lambda: len(seen.changes) > 1, "the statuses once armed")
         armed = seen.changes[1]
         assert armed.upserts == () and armed.removed == ()
@@ -415,13 +417,13 @@ def test_a_poll_is_held_against_the_feed_s_picture() -> None:
     changes = {"/r/a.lock": {Change.MODIFIED}}
     listed = frozenset({"/r/a.lock", "/r/new.lock"})
     known = ["file:/r/a.lock", "file:/r/gone.lock"]
-    assert watch._with_listing(changes, listed, known) == {
+    assert with_listing(changes, listed, known) == {
         "/r/a.lock": {Change.MODIFIED},
         "/r/gone.lock": {Change.DELETED},
         "/r/new.lock": {Change.ADDED},
     }
     # Agreeing, the changes are the poller's own.
-    assert watch._with_listing(changes, frozenset({"/r/a.lock"}), ["file:/r/a.lock"]) is changes
+    assert with_listing(changes, frozenset({"/r/a.lock"}), ["file:/r/a.lock"]) is changes
 
 
 # --------------------------------------------------------------------------- rescans

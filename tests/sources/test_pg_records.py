@@ -14,9 +14,11 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_json, lock_record, records_json_array
 from lockwatch.model.verdict import State, Verdict, evaluate
-from lockwatch.sources.postgres.facts import AdvisoryNames, PgClient, held_bounds
+from lockwatch.sources.postgres.facts import AdvisoryNames, PgClient
+from lockwatch.sources.postgres.held import held_bounds
 from lockwatch.sources.postgres.records import held_counts, to_locks, trim_query
 from tests.conftest import NOW
+from tests.facts_of import PgLock, pg_of
 
 SERVER = "monitor@db:5432/app"
 TARGET = (
@@ -108,7 +110,9 @@ def test_record_fields_and_ages() -> None:
     assert holder["query"] == "SELECT 1"
     assert record["database"] == "app"
     assert record["mode"] == "ExclusiveLock" and record["locktype"] == "advisory"
-    assert lock.pg is not None and lock.pg.backend.xact_start == NOW - timedelta(seconds=30)
+    assert isinstance(lock.facts, PgLock) and lock.facts.backend.xact_start == NOW - timedelta(
+        seconds=30
+    )
     assert lock.id.startswith(f"pg:{SERVER}:100:")
 
 
@@ -281,8 +285,8 @@ def test_wait_time_falls_back_to_the_query_start_without_waitstart() -> None:
         row(pid=200, granted=False, wait_age=None, query_age=9.0, blocked_by=[100]),
     ]
     waiter = next(lock for lock, _ in judged(rows) if lock.holder.pid == 200)
-    assert waiter.pg is not None
-    assert waiter.pg.wait_start == NOW - timedelta(seconds=9)
+    assert isinstance(waiter.facts, PgLock)
+    assert pg_of(waiter).wait_start == NOW - timedelta(seconds=9)
 
 
 # --------------------------------------------------------------------------- ages as bounds
@@ -308,11 +312,11 @@ def test_a_granted_lock_has_bounds_never_an_age() -> None:
 
 def test_an_idle_session_held_its_locks_since_it_went_idle() -> None:
     ((lock, _),) = judged([row(state="idle", state_age=50.0)])
-    assert lock.pg is not None
-    assert lock.pg.known_held_at == NOW - timedelta(seconds=50)
+    assert isinstance(lock.facts, PgLock)
+    assert pg_of(lock).known_held_at == NOW - timedelta(seconds=50)
     # No transaction, yet the lock is held: session-level, no older than the session.
-    assert lock.pg.level == "session"
-    assert lock.pg.acquired_after == NOW - timedelta(seconds=3600)
+    assert pg_of(lock).level == "session"
+    assert pg_of(lock).acquired_after == NOW - timedelta(seconds=3600)
 
 
 def test_transaction_level_locks_are_no_older_than_their_transaction() -> None:
@@ -320,8 +324,8 @@ def test_transaction_level_locks_are_no_older_than_their_transaction() -> None:
                 classid=None, objid=None, objsubid=None, state="idle in transaction",
                 xact_age=30.0, state_age=20.0)]  # fmt: skip
     ((lock, _),) = judged(rows, all_rows=True)
-    assert lock.pg is not None and lock.pg.level == "transaction"
-    assert held_bounds(lock.pg, NOW) == (20.0, 30.0)
+    assert isinstance(lock.facts, PgLock) and lock.facts.level == "transaction"
+    assert held_bounds(pg_of(lock), NOW) == (20.0, 30.0)
 
 
 def test_a_lock_seen_before_its_transaction_began_is_session_level() -> None:
@@ -329,13 +333,17 @@ def test_a_lock_seen_before_its_transaction_began_is_session_level() -> None:
     key = (100, "start-of-100", base["target"], "ExclusiveLock")
     seen = {key: NOW - timedelta(seconds=20)}
     ((lock, _),) = judged([base], seen=seen)
-    assert lock.pg is not None
-    assert lock.pg.known_held_at == NOW - timedelta(seconds=20)
-    assert lock.pg.level == "session"
-    assert held_bounds(lock.pg, NOW) == (20.0, 3600.0)
+    assert isinstance(lock.facts, PgLock)
+    assert pg_of(lock).known_held_at == NOW - timedelta(seconds=20)
+    assert pg_of(lock).level == "session"
+    assert held_bounds(pg_of(lock), NOW) == (20.0, 3600.0)
     # A later session with the same pid is another hold: what was seen is not its.
     ((other, _),) = judged([row(state="active", xact_age=5.0, backend_started="later")], seen=seen)
-    assert other.pg is not None and other.pg.known_held_at == NOW and other.pg.level is None
+    assert (
+        isinstance(other.facts, PgLock)
+        and pg_of(other).known_held_at == NOW
+        and pg_of(other).level is None
+    )
 
 
 def test_a_waiters_age_is_its_wait_exactly() -> None:
@@ -372,8 +380,8 @@ def test_the_age_cell_shows_a_bound(pg_fields: dict[str, Any], cell: str) -> Non
     from lockwatch.ui.cells import age
 
     ((lock, _),) = judged([row()])
-    assert lock.pg is not None
-    lock = replace(lock, facts=replace(lock.pg, **pg_fields))
+    assert isinstance(lock.facts, PgLock)
+    lock = replace(lock, facts=replace(pg_of(lock), **pg_fields))
     assert age(lock, NOW) == cell
 
 
@@ -455,7 +463,7 @@ def test_a_prepared_transaction_ages_from_when_it_was_prepared() -> None:
     assert verdict.age_seconds == 30.0
     assert verdict.state is State.ACTIVE
     assert verdict.next_change_at == NOW + timedelta(seconds=30)
-    assert lock.pg is not None and lock.pg.backend.user == "billing"
+    assert isinstance(lock.facts, PgLock) and lock.facts.backend.user == "billing"
     assert record(lock, verdict)["age_seconds"] == 30.0
 
 
@@ -476,8 +484,8 @@ def plan_for(kind: str, rows: list[dict[str, Any]], pid: int, **kw: Any) -> Any:
     from lockwatch.actions.plan import Kind, plan
 
     pairs = judged(rows, **kw)
-    lock, verdict = next((lock, v) for lock, v in pairs if lock.holder.pid == pid and lock.pg
-                         and lock.pg.granted)  # fmt: skip
+    lock, verdict = next((lock, v) for lock, v in pairs if lock.holder.pid == pid and pg_of(lock)
+                         and pg_of(lock).granted)  # fmt: skip
     return plan(Kind(kind), lock, verdict, peers=[lock for lock, _ in pairs])
 
 

@@ -19,7 +19,8 @@ import orjson
 import pytest
 
 from lockwatch.model import codec
-from lockwatch.model.board import Board, ChangeSet, Entry, judge
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.process import ProcessLookup, StaticProcesses
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.sources.files.decoders import decode_file

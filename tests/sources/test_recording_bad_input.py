@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from lockwatch.model import codec
-from lockwatch.model.board import ChangeSet, Entry
+from lockwatch.model.changes import ChangeSet, Entry
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import State, Verdict

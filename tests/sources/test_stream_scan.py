@@ -26,8 +26,9 @@ from lockwatch.fanout import Streamed
 from lockwatch.model.board import Board
 from lockwatch.sources.feed import Coalescer, Differ
 from lockwatch.sources.files import watch
+from lockwatch.sources.files.pieces import CHUNK_FIRST
 from lockwatch.sources.files.scanner import Candidate, partition, scan, scan_chunks
-from lockwatch.sources.files.watch import CHUNK_FIRST, FileFeed
+from lockwatch.sources.files.watch import FileFeed
 from tests.sources.test_file_feed import ME, Seen, body, feed_on, never_running_pid, until, write
 from tests.unit.test_board_bounds import entry
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model.board import Board, ChangeSet, Entry, judge
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import ScanError

@@ -18,7 +18,8 @@ from lockwatch.clock import FrozenClock, SystemClock
 from lockwatch.model.board import Board
 from lockwatch.model.verdict import State
 from lockwatch.sources.etcd.endpoint import parse as etcd_endpoint
-from lockwatch.sources.etcd.server import EtcdPoller, EtcdServer
+from lockwatch.sources.etcd.poller import EtcdPoller
+from lockwatch.sources.etcd.server import EtcdServer
 from lockwatch.sources.polled import PolledFeed, same_but_for_countdown
 from lockwatch.sources.redis.endpoint import parse as redis_endpoint
 from lockwatch.sources.redis.poll import RedisPoller

@@ -13,6 +13,7 @@ from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_json
 from lockwatch.model.verdict import State, evaluate
+from lockwatch.sources import registry
 from lockwatch.sources.etcd.gateway import KeyValue, prefix_end
 from lockwatch.sources.etcd.records import to_locks as etcd_locks
 from lockwatch.sources.etcd.server import EtcdSnapshot
@@ -21,6 +22,7 @@ from lockwatch.sources.redis.records import to_locks as redis_locks
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot
 from lockwatch.sources.stores.facts import ETCD, REDIS, Quorum, QuorumMember, StoreLock
 from tests.conftest import NOW
+from tests.facts_of import store_of
 
 SERVER = "10.0.0.5:6379/0"
 
@@ -74,8 +76,8 @@ def test_keys_and_tokens_that_are_not_utf8_round_trip_exactly() -> None:
     key = b"lock:\xff\xfe".decode("utf-8", "surrogateescape")
     value = b"\x80tok".decode("utf-8", "surrogateescape")
     (lock,) = redis_locks(snapshot(RedisKey(key, value, 1000)))
-    assert lock.store is not None
-    assert lock.store.key.encode("utf-8", "surrogateescape") == b"lock:\xff\xfe"
+    assert isinstance(lock.facts, StoreLock)
+    assert store_of(lock).key.encode("utf-8", "surrogateescape") == b"lock:\xff\xfe"
     record = lock_json(lock, evaluate(lock, StaticProcesses(), FrozenClock(NOW), "h"))
     assert record["key"] == "lock:\\xff\\xfe" and record["id"].endswith(":lock:\\xff\\xfe")
     assert record["token"] == record["holder"]["session"] == "\\x80tok"
@@ -94,10 +96,10 @@ def test_waiters_are_matched_by_the_length_of_their_blpop() -> None:
         )
     )
     holder, waiter = locks
-    assert holder.store is not None and waiter.store is not None
-    assert holder.store.blocking == ("client:11",)
+    assert isinstance(holder.facts, StoreLock) and isinstance(waiter.facts, StoreLock)
+    assert store_of(holder).blocking == ("client:11",)
     assert waiter.id == ids.redis_id(SERVER, "lock:queue", 11)
-    assert waiter.store.blocked_by == ("holder-token",)
+    assert store_of(waiter).blocked_by == ("holder-token",)
     assert waiter.acquired_at == NOW - timedelta(seconds=4)
     assert judged(waiter) == (State.WAITING, ("waiting",))
     assert judged(holder) == (State.ACTIVE, ("blocking",))
@@ -135,8 +137,8 @@ def test_redlock_quorum_verdicts() -> None:
     forever = quorum_group(("a", -1), ("a", -1), ("a", 5000))
     assert forever.ttl_seconds is None
     assert judged(forever) == (State.ACTIVE, ("no_expiry", "quorum"))
-    assert held.store is not None and held.store.quorum is not None
-    members = held.store.quorum.as_json()["members"]
+    assert isinstance(held.facts, StoreLock) and held.facts.quorum is not None
+    members = held.facts.quorum.as_json()["members"]
     assert isinstance(members, list)
     assert members[0] == {
         "server": "r0:6379/0",
@@ -165,21 +167,21 @@ def test_etcd_mutex_holder_is_the_lowest_create_revision() -> None:
         ],
         {0x1A: (7, 10), 0x2B: (9, 10), 0x3C: (-1, 0), 0x4D: (30, 30)},
     )
-    locks = {lock.store.key: lock for lock in etcd_locks(snapshot_) if lock.store}
+    locks = {store_of(lock).key: lock for lock in etcd_locks(snapshot_) if store_of(lock)}
     holder = locks["/locks/deploy/1a"]
-    assert holder.store is not None
+    assert isinstance(holder.facts, StoreLock)
     assert (holder.format, holder.name, holder.holder.session) == (
         "etcd-mutex",
         "/locks/deploy",
         "1a",
     )
-    assert holder.store.blocking == ("3c", "2b")  # in create-revision order
+    assert store_of(holder).blocking == ("3c", "2b")  # in create-revision order
     assert holder.ttl_seconds == 10.0 and holder.expires_at == NOW + timedelta(seconds=7)
     assert judged(holder) == (State.ACTIVE, ("blocking",))
     first, second = locks["/locks/deploy/3c"], locks["/locks/deploy/2b"]
-    assert first.store is not None and second.store is not None
-    assert (first.store.position, second.store.position) == (1, 2)
-    assert first.store.blocked_by == second.store.blocked_by == ("1a",)
+    assert isinstance(first.facts, StoreLock) and isinstance(second.facts, StoreLock)
+    assert (store_of(first).position, store_of(second).position) == (1, 2)
+    assert store_of(first).blocked_by == store_of(second).blocked_by == ("1a",)
     assert judged(second) == (State.WAITING, ("waiting",))
     plain = locks["/locks/plain"]
     assert (plain.format, plain.holder.session) == ("etcd", "someone")
@@ -220,7 +222,7 @@ def test_prefix_ends_cover_exactly_the_prefix() -> None:
 def test_redis_ids_parse_back(lock_id: str) -> None:
     parsed = ids.parse_redis(lock_id)
     assert parsed is not None and ids.redis_id(parsed.server, parsed.key) == lock_id
-    assert ids.prefix(lock_id) == "redis"
+    assert registry.id_prefix(lock_id) == "redis"
 
 
 def test_etcd_ids_parse_back_and_junk_does_not() -> None:

@@ -25,13 +25,12 @@ from typing import Any, Literal
 from textual.pilot import Pilot
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.kernel import (
     FileKey,
     KernelEvidence,
     KernelLock,
     kernel_lock_id,
-    with_evidence,
 )
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.process import ProcessFacts, StaticProcesses
@@ -39,6 +38,7 @@ from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.decoders.base import LockFile
+from lockwatch.sources.files.evidence import with_evidence
 from lockwatch.sources.files.users import with_users
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey, PgBackend, PgLock
@@ -850,7 +850,9 @@ def error_scenario(last_locks: bool = True) -> list[ChangeSet]:
     polled = ago(120)
     # The last good poll, two minutes ago: judged then, as the feed did.
     earlier = [
-        lock for lock in _pg_locks() if lock.pg is not None and lock.pg.locktype != "advisory"
+        lock
+        for lock in _pg_locks()
+        if isinstance(lock.facts, PgLock) and lock.facts.locktype != "advisory"
     ]
     pg_entries = judge(earlier, StaticProcesses(), polled, LOCAL_HOST)
     return [

@@ -29,7 +29,7 @@ from textual.widgets import Button, Input, Static
 from lockwatch.actions.audit import INTENT, read_records
 from lockwatch.actions.session import ActionSession
 from lockwatch.clock import FrozenClock
-from lockwatch.model.board import ChangeSet, judge
+from lockwatch.model.changes import ChangeSet, judge
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
@@ -814,7 +814,7 @@ async def test_overlapping_heartbeats_never_lose_the_lock(
     lockwatch would let go of a lock it still holds on disk."""
     import threading
 
-    from lockwatch.actions import files
+    from lockwatch.sources.files import cas as files
 
     path = scene.write("deploy.lock", tower("deploy", heartbeat=600))
     session = scene.session()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lockwatch.model.blocking import Radius
 from lockwatch.ui.app import LockwatchApp
+from tests.facts_of import PgLock, pg_of
 from tests.ui.fakes import make_app, mixed_scenario, row_text, settle, until
 from tests.ui.test_pilot import detail_text
 
@@ -17,9 +18,9 @@ def root_lock(app: LockwatchApp) -> str:
     return next(
         lock_id
         for lock_id, entry in board.entries.items()
-        if entry.lock.pg is not None
-        and entry.lock.pg.granted
-        and entry.lock.pg.backend.pid == ROOT_PID
+        if isinstance(entry.lock.facts, PgLock)
+        and pg_of(entry.lock).granted
+        and pg_of(entry.lock).backend.pid == ROOT_PID
         and board.blast_radius(lock_id) is not None
     )
 

@@ -9,12 +9,13 @@ import pytest
 
 from lockwatch.actions.session import ActionSession
 from lockwatch.clock import FrozenClock
-from lockwatch.model.board import ChangeSet
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.status import SourceStatus
 from lockwatch.ui.confirm import ConfirmScreen
 from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.keys import View
 from tests.conftest import LOCAL_HOST, NOW
+from tests.facts_of import PgLock, pg_of
 from tests.ui.fakes import make_app, mixed_scenario, settle, until
 
 SIZE = (120, 36)
@@ -43,7 +44,11 @@ async def test_b_on_the_root_blocker_in_the_contention_view(tmp_path: Path) -> N
         target = tree.selected_lock
         assert target is not None
         lock = app.board.entries[target].lock
-        assert lock.pg is not None and lock.pg.backend.pid == ROOT_PID and lock.pg.granted
+        assert (
+            isinstance(lock.facts, PgLock)
+            and pg_of(lock).backend.pid == ROOT_PID
+            and pg_of(lock).granted
+        )
         await pilot.press("b")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         screen = app.screen

@@ -3,7 +3,7 @@ its own must not push the counts out of view."""
 
 from __future__ import annotations
 
-from lockwatch.model.board import ChangeSet
+from lockwatch.model.changes import ChangeSet
 from lockwatch.model.status import SourceStatus
 from tests.conftest import NOW
 from tests.ui.fakes import FailingFeed, make_app, settle, until

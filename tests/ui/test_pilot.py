@@ -24,7 +24,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.events import EventKind
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
@@ -35,6 +35,7 @@ from lockwatch.ui.keys import View
 from lockwatch.ui.panels import EmptyState, HelpScreen, SourcesBar
 from lockwatch.ui.table import LockTable, TableHeader
 from tests.conftest import LOCAL_HOST, NOW, alive, iso, lock_file
+from tests.facts_of import pg_of
 from tests.ui.fakes import (
     StaticFeed,
     empty_scenario,
@@ -553,7 +554,7 @@ async def test_sort_orders_match_their_keys() -> None:
         await pilot.press("s")  # age: oldest first, locks without a time last
         # A Postgres lock keeps no grant time: it sorts by how long it was seen held.
         stamps = [
-            lock.acquired_at or (lock.pg.known_held_at if lock.pg else None)
+            lock.acquired_at or (pg_of(lock).known_held_at if pg_of(lock) else None)
             for lock in (app.board.entries[i].lock for i in app.rows.ids)
         ]
         known = [s for s in stamps if s is not None]

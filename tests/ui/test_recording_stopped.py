@@ -3,7 +3,7 @@ the header and once in a notification: it must not pass for one going on."""
 
 from __future__ import annotations
 
-from lockwatch.model.board import ChangeSet
+from lockwatch.model.changes import ChangeSet
 from tests.ui.fakes import make_app, mixed_scenario, settle
 from tests.ui.test_pilot import header_text
 

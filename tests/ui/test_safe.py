@@ -6,7 +6,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from lockwatch.model.board import judge
+from lockwatch.model.changes import judge
 from lockwatch.model.process import StaticProcesses
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.ui.detail import describe

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from lockwatch.model import board as board_module
-from lockwatch.model.board import Applied, Board, ChangeSet, Entry, judge, merge, same
+from lockwatch.model.board import Applied, Board
+from lockwatch.model.changes import ChangeSet, Entry, judge, merge, same
 from lockwatch.model.events import Event, EventKind
 from lockwatch.model.lock import Lock, StalenessPolicy
 from lockwatch.model.process import StaticProcesses
@@ -22,6 +23,7 @@ from lockwatch.model.verdict import State
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.postgres.records import to_locks
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, iso, lock_file
+from tests.facts_of import PgLock
 from tests.sources.test_pg_records import SERVER, row, sessions_of
 from tests.unit.test_incident import DEAD, LIVE, PROJECT, generic, loop, tower
 
@@ -244,7 +246,7 @@ def test_waiting_and_waiters_changed_events() -> None:
     first = board.apply(full(PG, *judged(*pg(HOLDER_ROW, waiter_row(4243)))))
     assert kinds(first.events)[-1][0] is EventKind.STARTED_WAITING
     assert "blocked by pid 4242" in first.events[-1].detail
-    (holder_id,) = [lock.id for lock in pg(HOLDER_ROW) if lock.pg is not None]
+    (holder_id,) = [lock.id for lock in pg(HOLDER_ROW) if isinstance(lock.facts, PgLock)]
     applied = board.apply(full(PG, *judged(*pg(HOLDER_ROW, waiter_row(4243), waiter_row(4244)))))
     changed = [e for e in applied.events if e.kind is EventKind.WAITERS_CHANGED]
     assert [(e.lock_id, e.detail) for e in changed] == [(holder_id, "1 → 2")]

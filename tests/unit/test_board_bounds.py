@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockwatch.model import board as board_module
-from lockwatch.model.board import Board, ChangeSet, Entry, judge, merge
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet, Entry, judge, merge
 from lockwatch.model.events import Event, EventKind
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import ScanError, SourceStatus

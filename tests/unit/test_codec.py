@@ -20,6 +20,7 @@ from lockwatch.model.process import ProcessFacts
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgLock
+from tests.facts_of import pg_of
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -191,13 +192,13 @@ def test_pg_lock_with_backend_and_advisory_key(key: AdvisoryKey) -> None:
     lock = pg_lock(1, backend(77), key)
     back = both_ways(lock)
     same_lock(lock, back)
-    assert back.pg is not None and back.pg.advisory_key == key
-    assert type(back.pg.blocked_by) is tuple
+    assert isinstance(back.facts, PgLock) and back.facts.advisory_key == key
+    assert type(pg_of(back).blocked_by) is tuple
 
 
 def test_prepared_transaction_backend() -> None:
     session = PgBackend(pid=None, prepared_gid="tx-9", xact_start=NOW)
-    assert both_ways(pg_lock(2, session)).pg.backend == session
+    assert pg_of(both_ways(pg_lock(2, session))).backend == session
 
 
 @pytest.mark.parametrize(
@@ -266,7 +267,7 @@ def test_change_set_like_records() -> None:
     # Shared objects come back shared.
     assert back.upserts[0].facts is back.upserts[1].facts is back.upserts[1].verdict.process
     assert back.upserts[2].verdict is back.upserts[3].verdict
-    assert back.upserts[2].lock.pg.backend is back.upserts[3].lock.pg.backend
+    assert pg_of(back.upserts[2].lock).backend is pg_of(back.upserts[3].lock).backend
 
 
 # --- content stays opaque -------------------------------------------------------
@@ -352,7 +353,7 @@ def test_shared_backend_is_written_once() -> None:
     assert line.count(b'"~":"PgBackend"') == 60
     back = loads_line(line)
     assert back == tuple(rows)
-    assert len({id(lock.pg.backend) for lock in back}) == 60
+    assert len({id(pg_of(lock).backend) for lock in back}) == 60
     # Equal but distinct backends are not shared: each is written out in full.
     copies = [pg_lock(i, backend(1000 + i % 60)) for i in range(4800)]
     unshared = dumps_line(copies)

@@ -6,8 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.config import Config, ConfigError, load, parse
+from lockwatch.config import Config, ConfigError
 from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey, string_key
+from lockwatch.sources.registry import configured
+from lockwatch.sources.registry import load_config as load
+
+
+def parse(path: Path) -> Config:
+    """The config file at `path`, with every source's tables read (as `ls` reads it)."""
+    from lockwatch.config import parse as parse_file
+
+    return configured(parse_file(path))
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -92,7 +101,7 @@ def test_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert load().source("postgres").idle_after == 7.0  # the current directory wins
     (cwd / "lockwatch.toml").unlink()
     (user_dir / "lockwatch.toml").unlink()
-    assert load() == Config()
+    assert load() == configured(Config())
 
 
 def test_explicit_path_must_exist(tmp_path: Path) -> None:
@@ -101,9 +110,19 @@ def test_explicit_path_must_exist(tmp_path: Path) -> None:
 
 
 def test_each_source_reads_its_own_tables(tmp_path: Path) -> None:
-    """The config is built from the registry: every source gets its settings."""
+    """The registry reads every source's settings (config.py knows no source)."""
     from lockwatch.sources.registry import SOURCES
 
     config = parse(write(tmp_path, "[kernel]\nenabled = true\n"))
     assert set(config.sources) == {source.name for source in SOURCES}
     assert config.source("kernel").enabled is True
+
+
+def test_config_alone_reads_no_source_table(tmp_path: Path) -> None:
+    """config.py keeps the tables as read; the sources' own are the registry's to read."""
+    from lockwatch.config import parse as parse_file
+
+    config = parse_file(write(tmp_path, "[kernel]\nenabled = 'yes'\n"))
+    assert config.sources == {} and config.tables["kernel"] == {"enabled": "yes"}
+    with pytest.raises(ConfigError, match=r"kernel\.enabled"):
+        configured(config)

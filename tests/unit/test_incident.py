@@ -20,7 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lockwatch.model.blocking import BlockingTree, build
-from lockwatch.model.board import Board, ChangeSet, Entry, judge
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.events import Event, EventKind
 from lockwatch.model.incident import (
     INCIDENT_SCHEMA,

@@ -18,12 +18,13 @@ from lockwatch.model.kernel import (
     KernelEvidence,
     KernelLock,
     kernel_lock_id,
-    with_evidence,
 )
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
+from lockwatch.sources import registry
 from lockwatch.sources.files.decoders import generic
+from lockwatch.sources.files.evidence import with_evidence
 from lockwatch.sources.kernel.facts import KernelFacts
 from tests.conftest import LOCAL_HOST, NOW, ago
 
@@ -214,7 +215,7 @@ def test_kernel_ids_round_trip(
     lock_id = ids.kernel_id(f"{major}:{minor}", inode, kind, start, end, pid)
     parsed = ids.parse_kernel(lock_id)
     assert parsed == ids.KernelId(f"{major}:{minor}", inode, kind, start, end, pid)
-    assert ids.prefix(lock_id) == "kernel"
+    assert registry.id_prefix(lock_id) == "kernel"
 
 
 def test_ids_are_parsed_in_one_place() -> None:
@@ -224,6 +225,6 @@ def test_ids_are_parsed_in_one_place() -> None:
     )
     assert ids.pg_server(pg) == "monitor@db1:5432/app"
     assert ids.file_path(ids.file_id("/a/b.lock")) == "/a/b.lock"
-    assert ids.prefix("nonsense") is None and ids.prefix("zookeeper:x") is None
+    assert registry.id_prefix("nonsense") is None and registry.id_prefix("zookeeper:x") is None
     assert ids.parse_kernel("kernel:1:2:3:FLOCK:0-EOF") is None  # no pid
     assert ids.parse_pg("pg:not-a-server") is None

@@ -107,7 +107,7 @@ def test_pair_keys_hashed_from_strings_are_named_under_their_namespace() -> None
 
 def test_config_reads_both_hash_forms_and_rejects_bad_ones() -> None:
     from lockwatch.config import ConfigError
-    from lockwatch.sources.postgres.plugin import read_settings
+    from lockwatch.sources.postgres.settings import read_settings
 
     settings = read_settings(
         {"advisory": {"strings": ["billing"], "pair_strings": {"1": ["agent-sync"]}}}, "t.toml"
@@ -130,13 +130,8 @@ def test_config_reads_both_hash_forms_and_rejects_bad_ones() -> None:
 def test_held_bounds_and_cells() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from lockwatch.sources.postgres.facts import (
-        PgBackend,
-        PgLock,
-        held_bounds,
-        held_cell,
-        held_text,
-    )
+    from lockwatch.sources.postgres.facts import PgBackend, PgLock
+    from lockwatch.sources.postgres.held import held_bounds, held_cell, held_text
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     pg = PgLock(
@@ -178,7 +173,8 @@ def test_bounds_in_seven_cells_stay_true(
 ) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from lockwatch.sources.postgres.facts import PgBackend, PgLock, held_cell, held_text
+    from lockwatch.sources.postgres.facts import PgBackend, PgLock
+    from lockwatch.sources.postgres.held import held_cell, held_text
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     pg = PgLock(

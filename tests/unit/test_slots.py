@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from lockwatch.model.board import Entry
+from lockwatch.model.changes import Entry
 from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts

@@ -22,7 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from lockwatch.model.board import Board, ChangeSet, Entry, judge
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.incident import Incident, capture, escape, to_markdown
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import ScanError, SourceStatus

@@ -27,13 +27,14 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.etcd.actions import ACTIONS
 from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.stores.facts import StoreLock
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.sources.etcd.endpoint import EtcdEndpoint
-    from lockwatch.sources.etcd.server import EtcdPoller
+    from lockwatch.sources.etcd.poller import EtcdPoller
 
 DEFAULT_REFRESH = 2.0
 DEFAULT_PREFIXES = ("/locks",)
@@ -83,9 +84,11 @@ class EtcdSource:
     id_prefix = ids.ETCD
     summary = "etcd v3 locks (etcdctl lock, concurrency mutexes): holders, waiters, leases"
     config_tables: tuple[str, ...] = ("etcd",)
-    actions = frozenset({"break"})
+    actions = ACTIONS  # sources/etcd/actions.py
     record_types: tuple[type, ...] = (StoreLock,)
-    actions_module = "lockwatch.actions.etcd"
+    title = "etcd"
+    status_word = ""
+    sees_waits = False
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -140,7 +143,8 @@ class SelectedEtcd(StoreSelection):
     refresh: float = DEFAULT_REFRESH
 
     def pollers(self, clock: Clock) -> list[EtcdPoller]:
-        from lockwatch.sources.etcd.server import EtcdPoller, EtcdServer
+        from lockwatch.sources.etcd.poller import EtcdPoller
+        from lockwatch.sources.etcd.server import EtcdServer
 
         return [
             EtcdPoller(EtcdServer(endpoint, self.prefixes, clock=clock))
@@ -154,7 +158,8 @@ def find_etcd(target: str, wanted: Wanted, host: str) -> Found | str:
     from lockwatch.model.process import StaticProcesses
     from lockwatch.model.verdict import evaluate
     from lockwatch.sources.etcd.endpoint import endpoint_for
-    from lockwatch.sources.etcd.server import EtcdPoller, EtcdServer
+    from lockwatch.sources.etcd.poller import EtcdPoller
+    from lockwatch.sources.etcd.server import EtcdServer
 
     parsed = ids.parse_etcd(target)
     if parsed is None:

@@ -14,7 +14,6 @@ from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.etcd.endpoint import EtcdEndpoint
 from lockwatch.sources.etcd.gateway import Gateway, GatewayError, KeyValue
-from lockwatch.sources.polled import Polled
 
 # Keys read per prefix: a prefix that holds far more than locks must not make
 # lockwatch hold the whole keyspace; past it, the status says so.
@@ -128,25 +127,3 @@ class EtcdServer:
         gateway, self._gateway = self._gateway, None
         if gateway is not None:
             gateway.close()
-
-
-class EtcdPoller:
-    """One etcd server, for `ls`, the dashboard's feed and actions' lookups."""
-
-    def __init__(self, server: EtcdServer) -> None:
-        self.servers = [server]
-        self.server = server.name
-        self.name = f"etcd:{server.name}"
-        self._server = server
-
-    def poll(self) -> Polled:
-        from lockwatch.sources.etcd.records import to_locks
-
-        server = self._server
-        snapshot = server.poll()
-        if snapshot is None:
-            return Polled(server.clock.now(), (server.status,), None, retry_in=server.retry_in)
-        return Polled(snapshot.polled_at, (server.status,), to_locks(snapshot))
-
-    def close(self) -> None:
-        self._server.close()

@@ -15,7 +15,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 
-from lockwatch.model.board import Entry
+from lockwatch.model.changes import Entry
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock, amended
 

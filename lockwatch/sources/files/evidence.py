@@ -13,61 +13,37 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from lockwatch.model.kernel import FileKey, KernelEvidence, with_evidence
-from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.kernel import FileKey, KernelEvidence
+from lockwatch.model.lock import Lock, Reason, amended
+from lockwatch.sources.files.mounts import remote_devices
 from lockwatch.sources.files.users import GitProcesses, attach_users, scan_git_processes
 from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, open_files, read_table
-
-# Filesystems whose locks may be held from other hosts: the local /proc/locks
-# does not show those, so it cannot say that nobody holds a file there.
-REMOTE_FILESYSTEMS = frozenset(
-    {
-        "nfs",
-        "nfs4",
-        "cifs",
-        "smb3",
-        "smbfs",
-        "ceph",
-        "glusterfs",
-        "lustre",
-        "gpfs",
-        "ocfs2",
-        "gfs2",
-        "9p",
-        "afs",
-        "beegfs",
-        "fuse.sshfs",
-        "fuse.glusterfs",
-        "fuse.ceph",
-        "fuse.s3fs",
-        "fuse.rclone",
-    }
-)
-
-
-def remote_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
-    """Devices ("major:minor") of network filesystems, from mountinfo."""
-    try:
-        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return frozenset()
-    found = set()
-    for line in lines:
-        # id parent major:minor root mountpoint options [optional...] - fstype source super
-        fields = line.split()
-        try:
-            fstype = fields[fields.index("-") + 1]
-        except (ValueError, IndexError):
-            continue
-        if fstype in REMOTE_FILESYSTEMS and len(fields) > 2:
-            found.add(fields[2])
-    return frozenset(found)
 
 
 @lru_cache(maxsize=1)
 def _remote_now() -> frozenset[str]:
     return remote_devices()
+
+
+def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
+    """`lock` (as decoded from its file) with what the kernel says about it. A
+    held kernel lock names the holder: its process, not the pid the file may
+    still record."""
+    if evidence is None:
+        return lock if lock.evidence is None else amended(lock, evidence=None)
+    holder = lock.holder
+    if evidence.holds:
+        pid = evidence.holds[0].holder_pid
+        if pid is not None and pid != holder.pid:
+            holder = replace(holder, pid=pid)
+    elif evidence.open_by and holder.pid is None and lock.policy.kernel_sentinel:
+        # Nobody holds a kernel lock on it, but this process has it open: the
+        # likely holder (the verdict says `open_by`).
+        holder = replace(holder, pid=evidence.open_by[0])
+    # The kernel keeps no time, and a bare sentinel's mtime is not the lock's:
+    # no age anywhere (verdict, table, JSON) rather than a made-up one.
+    acquired_at = None if lock.policy.sentinel_mtime_only else lock.acquired_at
+    return amended(lock, evidence=evidence, holder=holder, acquired_at=acquired_at)
 
 
 def kernel_table() -> KernelTable | None:

@@ -22,6 +22,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.files.actions import ACTIONS
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -37,8 +38,11 @@ class FilesSource:
         " with the kernel's flock/fcntl locks on them"
     )
     config_tables: tuple[str, ...] = ()
-    actions = frozenset({"break", "steal", "release"})
+    actions = ACTIONS  # sources/files/actions.py
     record_types: tuple[type, ...] = ()
+    title = "files under"
+    status_word = ""
+    sees_waits = False
 
     def options(self) -> Sequence[Decorator]:
         return [click.argument("paths", nargs=-1, metavar="[PATH]...")]

@@ -12,11 +12,18 @@ that leads elsewhere is reported and not read, until it leads back (`rm -rf d
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from lockwatch.model.status import ScanError
+from lockwatch.model.status import ScanError, SourceStatus
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 MOVED = "root_moved"
+# The header's word for a tree whose directories are still being watched one by
+# one (seconds on a large tree; out of watches, it turns to polling).
+ARMING = "arming watches"
 
 
 class PinnedRoots:
@@ -53,3 +60,30 @@ class PinnedRoots:
             else:
                 errors.append(error)
         return kept, errors
+
+
+def root_statuses(
+    roots: Sequence[str],
+    errors: Mapping[str, ScanError],
+    polling: str | None,
+    arming: bool,
+    at: datetime,
+) -> tuple[SourceStatus, ...]:
+    """What the header says of each root: an error (`errors`: the last pass's, by
+    root), polled (and why), watched, or still arming its watches."""
+    out = []
+    for root in roots:
+        error = errors.get(root)
+        if error is not None and error.code == "not_found":
+            out.append(SourceStatus("file", root, "error", reason="does not exist"))
+        elif error is not None:
+            out.append(SourceStatus("file", root, "error", reason=error.message))
+        elif not os.path.exists(root):
+            out.append(SourceStatus("file", root, "error", reason="does not exist"))
+        elif polling is not None:
+            out.append(SourceStatus("file", root, "polling", reason=polling, updated_at=at))
+        elif arming:
+            out.append(SourceStatus("file", root, "watching", reason=ARMING, updated_at=at))
+        else:
+            out.append(SourceStatus("file", root, "watching", updated_at=at))
+    return tuple(out)

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model import ids
-from lockwatch.model.board import Entry
+from lockwatch.model.changes import Entry
 from lockwatch.model.lock import Reason, amended
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from lockwatch.model.lock import Lock
 from lockwatch.sources.files.decoders import git
+from lockwatch.sources.files.mounts import remote_devices
 
 PROC = "/proc"
 # Path arguments looked at per process: `git add` may name thousands.
@@ -73,7 +74,7 @@ def attach_users(
     if not wanted:
         return out
     scan = (processes or scan_git_processes)()
-    remote = _remote_devices() if scan is not None else frozenset()
+    remote = remote_devices() if scan is not None else frozenset()
     for i in wanted:
         lock = locks[i]
         users: tuple[int, ...] | None = None
@@ -287,10 +288,3 @@ def _hidden_processes(proc: str) -> bool:
                 if key == "hidepid" and value not in ("0", "off"):
                     return True
     return False
-
-
-def _remote_devices() -> frozenset[str]:
-    # Imported here: evidence imports this module.
-    from lockwatch.sources.files.evidence import remote_devices
-
-    return remote_devices()

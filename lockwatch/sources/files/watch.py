@@ -6,52 +6,40 @@ holder that dies shows without any file changing."""
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import functools
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-
-import psutil
 
 from lockwatch import heap
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.fanout import Streamed, available_cpus
-from lockwatch.model import ids
-from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.fanout import available_cpus
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import same_host
 from lockwatch.sources.feed import Coalescer, Differ, Emit
-from lockwatch.sources.files.changes import Change, Changes, pace
+from lockwatch.sources.files import pieces
+from lockwatch.sources.files.changes import Changes, pace
+from lockwatch.sources.files.collect import Collected, parent_name, read_changes, with_listing
 from lockwatch.sources.files.decoded import (
     DecodedLocks,
-    kernel_may_move,
-    kernel_view,
     worth_keeping,
 )
 from lockwatch.sources.files.evidence import Evidence, kernel_table
 from lockwatch.sources.files.inotify import Inotify, Kernel, Watcher
-from lockwatch.sources.files.listing import MIN_AREAS_PER_JOB
 from lockwatch.sources.files.polling import Poller, polling_reason
-from lockwatch.sources.files.roots import PinnedRoots
+from lockwatch.sources.files.recheck import recheck_dirs, recheck_kernel, recheck_pids
+from lockwatch.sources.files.roots import PinnedRoots, root_statuses
 from lockwatch.sources.files.scanner import (
     Area,
-    ScanResult,
-    find_in,
-    is_candidate,
     is_lock_dir,
-    load,
-    load_all,
     partition,
-    scan_chunks,
 )
 from lockwatch.sources.files.unseen import unreadable
 from lockwatch.sources.processes import PsutilProcesses
@@ -70,9 +58,6 @@ POLLING_RESCAN_SECONDS = 2.0
 # Each root is looked at (one stat) this often: a root replaced, made, or whose
 # permissions came back is watched and read again within it.
 ROOT_CHECK_SECONDS = 0.5
-# The header's word for a tree whose directories are still being watched one by
-# one (seconds on a large tree; out of watches, it turns to polling).
-ARMING = "arming watches"
 # While polling, a pass every POLL_SECONDS at most, and never more than these
 # shares of a core (the poller's passes, the rescans that back it up): a very large
 # tree is polled more slowly, not at a core's cost.
@@ -81,53 +66,11 @@ POLL_SHARE = 0.25
 POLLING_RESCAN_SHARE = 0.08
 # Rescans asked for by the watcher (a root replaced, again and again) likewise.
 RESCAN_SHARE = 0.25
-# A scan is read and judged in chunks, the first of CHUNK_FIRST locks, each next
-# one twice as large up to CHUNK_MOST: the first rows come after a few dozen
-# files, not after the whole tree; later chunks are larger, as each costs a look
-# at /proc/locks and the process table.
-CHUNK_FIRST = 64
-CHUNK_MOST = 1024
-# The first scan is handed to the dashboard as it goes: a change set once
-# CHUNK_FIRST locks are in or the first came STREAM_STEP_S ago, then at most one
-# each STREAM_STEP_S (each costs the dashboard a redraw). A small tree, read
-# whole within that, comes as one change set.
-STREAM_STEP_S = 0.05
-STREAM_TAKE_BYTES = 8 << 20
-WORKER_NICE = 5
 # Under churn (hundreds of lock files written a second) the watcher hands over a
 # batch every DEBOUNCE_MS: change sets go to the dashboard at most once per
 # COALESCE_S, merged (a lone change still goes at once), so its redraws leave the
 # event loop time for keys.
 COALESCE_S = 0.25
-
-
-@dataclass(frozen=True, slots=True)
-class _Collected:
-    entries: list[Entry]
-    gone: list[str]
-    errors: list[ScanError]
-    looked: tuple[str, ...] = ()  # directories listed anew, without an error
-
-
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """A chunk of a scan, read and judged (in a worker, or a thread)."""
-
-    entries: list[Entry]
-    # The locks as decoded, of those the kernel's word changed in more than its
-    # own fields (see `decoded.as_decoded`): few, usually none.
-    decoded: list[Lock]
-    errors: list[ScanError]
-    held: dict[FileKey, str]  # files of its locks a kernel lock was held on: their paths
-
-
-@dataclass(frozen=True, slots=True)
-class _Scan:
-    """A first scan under way: its pieces, and what listing the roots found."""
-
-    stream: Streamed[_Piece]
-    errors: list[ScanError]
-    started: float  # time.monotonic()
 
 
 class FileFeed:
@@ -169,7 +112,7 @@ class FileFeed:
         self._inotify = inotify
         # Workers for a first scan started early (`prefetch`): one per CPU, as `ls`.
         self.jobs = jobs or available_cpus()
-        self._first: _Scan | None = None
+        self._first: pieces.Scan | None = None
         # The running feed's emit: what it holds back goes before anything told
         # another way (a rescan asked for from outside), or a removal could come
         # before the upsert it undoes.
@@ -246,7 +189,7 @@ class FileFeed:
         return self._watcher
 
     async def _first_scan(self, emit: Emit) -> None:
-        """Everything under the roots, handed over as it is read (see STREAM_STEP_S);
+        """Everything under the roots, handed over as it is read (see pieces.STREAM_STEP_S);
         the last change set has every error and the roots' statuses."""
         async with self._turn:
             first = self._first or self._start(fork=False)
@@ -259,7 +202,7 @@ class FileFeed:
             # start now (a lock written before they are up is missed until a rescan).
             asyncio.get_running_loop().run_in_executor(None, heap.give_back)
 
-    async def _stream(self, first: _Scan, emit: Emit) -> None:
+    async def _stream(self, first: pieces.Scan, emit: Emit) -> None:
         loop = asyncio.get_running_loop()
         errors = list(first.errors)
         seen: set[str] = set()
@@ -269,11 +212,11 @@ class FileFeed:
         while True:
             # The first take hands over the first pieces alone (the first rows as
             # soon as they are read); later ones what has come since.
-            most = 1 if emitted is None else STREAM_TAKE_BYTES
-            pieces = await asyncio.to_thread(first.stream.take, STREAM_STEP_S, most=most)
-            if pieces is None:
+            most = 1 if emitted is None else pieces.STREAM_TAKE_BYTES
+            taken = await asyncio.to_thread(first.stream.take, pieces.STREAM_STEP_S, most=most)
+            if taken is None:
                 break
-            for piece in pieces:
+            for piece in taken:
                 self._absorb(piece)
                 errors.extend(piece.errors)
                 seen.update(entry.lock.id for entry in piece.entries)
@@ -284,9 +227,12 @@ class FileFeed:
             if waiting_since is None:
                 continue
             if emitted is None:
-                due = len(pending) >= CHUNK_FIRST or now - waiting_since >= STREAM_STEP_S
+                due = (
+                    len(pending) >= pieces.CHUNK_FIRST
+                    or now - waiting_since >= pieces.STREAM_STEP_S
+                )
             else:
-                due = now - emitted >= STREAM_STEP_S
+                due = now - emitted >= pieces.STREAM_STEP_S
             if due:
                 emit(self._change(self.clock.now(), pending, with_statuses=False))
                 pending, waiting_since, emitted = [], None, now
@@ -300,15 +246,8 @@ class FileFeed:
         if isinstance(emit, Coalescer):
             emit.flush()  # every lock on screen now: the first scan is done
 
-    def _start(self, *, fork: bool) -> _Scan:
-        started = time.monotonic()
-        jobs = self.jobs if fork else 1
-        roots, moved = self.pinned.usable()
-        slices, errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
-        errors = moved + errors
-        work = functools.partial(self._pieces, dict(self._was_held))
-        # The workers yield the CPU to the dashboard, which starts meanwhile.
-        return _Scan(Streamed(slices, work, fork=fork, nice=WORKER_NICE), errors, started)
+    def _start(self, *, fork: bool) -> pieces.Scan:
+        return pieces.start_scan(self.pinned, self.jobs if fork else 1, self._pieces(), fork=fork)
 
     async def rescan(self, emit: Emit) -> None:
         """Read everything again; what the events missed is put right here."""
@@ -467,7 +406,7 @@ class FileFeed:
         that the feed does not have, are looked at again too."""
         async with self._turn:
             if listed is not None:
-                changes = _with_listing(changes, listed, self._differ.entries)
+                changes = with_listing(changes, listed, self._differ.entries)
             if not changes:
                 return
             now = self.clock.now()
@@ -503,9 +442,20 @@ class FileFeed:
             def recheck() -> list[Entry]:
                 # One look at /proc/locks (and the fds) serves both checks.
                 evidence = self._evidence()
-                kernel = {e.lock.id: e for e in self._recheck_kernel(entries, evidence)}
-                pids = [e for e in self._recheck(local, evidence) if e.lock.id not in kernel]
-                dirs = [e for e in self._recheck_dirs(entries, evidence) if e.lock.id not in kernel]
+                decoded, judge_now = self.decoded, self._judge_now
+                kernel = {
+                    e.lock.id: e for e in recheck_kernel(entries, evidence, decoded, judge_now)
+                }
+                pids = [
+                    e
+                    for e in recheck_pids(local, evidence, decoded, judge_now)
+                    if e.lock.id not in kernel
+                ]
+                dirs = [
+                    e
+                    for e in recheck_dirs(entries, evidence, decoded, judge_now)
+                    if e.lock.id not in kernel
+                ]
                 self._remember_held(evidence)
                 return [*kernel.values(), *pids, *dirs]
 
@@ -538,25 +488,17 @@ class FileFeed:
 
     # -- work done in threads ------------------------------------------------------
 
-    def _pieces(self, was_held: dict[FileKey, str], areas: Sequence[Area]) -> Iterator[_Piece]:
-        """The locks in `areas`, read and judged a chunk at a time. Runs in a forked
-        worker too: it changes nothing of the feed's."""
-        evidence: Evidence | None = None
-        for chunk in scan_chunks(areas, first=CHUNK_FIRST, most=CHUNK_MOST):
-            if evidence is None:
-                # Once per scan, as the whole scan did: /proc/locks is read after the
-                # first files were (their kernel locks were taken before they were
-                # written), and the liveness loop looks again every few seconds.
-                table = kernel_table() if self.kernel_evidence else None
-                evidence = Evidence(table, was_held=was_held)
-            attached = evidence.attach(chunk.locks)
-            # Process facts are looked up after the files were read, afresh for
-            # each chunk: a holder alive when it wrote its lock is then listed.
-            entries = judge(attached, self._processes(), self.clock.now(), self.host)
-            held, evidence.held_seen = evidence.held_seen, {}
-            yield _Piece(entries, worth_keeping(chunk.locks, attached), chunk.errors, held)
+    def _pieces(self) -> Callable[[Sequence[Area]], Iterator[pieces.Piece]]:
+        """Areas read and judged a chunk at a time (`pieces.read_pieces`), with the
+        files seen held so far: in a forked worker too, changing nothing here."""
+        return functools.partial(
+            pieces.read_pieces,
+            was_held=dict(self._was_held),
+            kernel_evidence=self.kernel_evidence,
+            judge_now=self._judge_now,
+        )
 
-    def _absorb(self, piece: _Piece) -> None:
+    def _absorb(self, piece: pieces.Piece) -> None:
         """What the feed keeps of a piece besides its entries."""
         self._was_held.update(piece.held)
         self.decoded.keep(piece.entries, piece.decoded)
@@ -575,7 +517,7 @@ class FileFeed:
             roots, moved = self.pinned.usable()
             (areas,), errors = partition(roots, 1)
             errors = moved + errors
-            for piece in self._pieces(dict(self._was_held), areas):
+            for piece in self._pieces()(areas):
                 held.update(piece.held)
                 errors.extend(piece.errors)
                 kept = differ.changed(piece.entries)
@@ -591,7 +533,7 @@ class FileFeed:
             # Written while this scan read, or not closed by its writer yet: what the
             # scan read may be half of it. The watcher hands these over next; till
             # then what was shown stays.
-            busy |= {os.path.dirname(p) for p in busy if is_lock_dir(_parent_name(p))}
+            busy |= {os.path.dirname(p) for p in busy if is_lock_dir(parent_name(p))}
             changed = [entry for entry in changed if entry.lock.path not in busy]
             gone = [i for i in gone if differ.entries[i].lock.path not in busy]
         self._was_held.update(held)
@@ -600,70 +542,9 @@ class FileFeed:
             self.decoded.forget(lock_id)
         return errors, self._settle(changed, gone, errors)
 
-    def _collect_changes(self, changes: Changes, known: list[str]) -> _Collected:
-        result = ScanResult()
-        gone: list[str] = []
-        named = set(self.roots)
-        dirs: list[str] = []
-        dir_roots = [root.rstrip("/") + "/" for root in self.roots if root not in self._files]
-        known = sorted(known)
-        seen: set[str] = set()
-        for changed in sorted(changes):
-            if changed not in named and not any(changed.startswith(d) for d in dir_roots):
-                continue  # beside a file root, in a directory nobody asked about
-            parent = os.path.dirname(changed)
-            # Inside a lock directory, a change is that lock's (MkdirLockFile
-            # writes its holder's file there after the mkdir).
-            path = parent if is_lock_dir(os.path.basename(parent)) else changed
-            if path in seen:
-                continue
-            seen.add(path)
-            kind = _kind_of(path)
-            if kind is None:
-                # Gone: the lock it was, or a directory and every lock under it.
-                gone.append(ids.file_id(path))
-                gone.extend(_under(known, ids.file_prefix(path)))
-            elif (path in named and kind != "dir") or is_candidate(path, kind):
-                # Judged by what it is now, as the scanner judges it: a directory
-                # named `x.pid` is walked into, not taken for a pid file.
-                loaded = load(path)
-                if loaded is None:
-                    gone.append(ids.file_id(path))
-                elif isinstance(loaded, ScanError):
-                    result.errors.append(loaded)
-                else:
-                    result.locks.append(loaded)
-            elif kind == "dir":
-                # New, moved in, readable again, or removed and made again: what is
-                # under it now is what counts (a lock file it replaced is gone).
-                gone.append(ids.file_id(path))
-                dirs.append(path)
-            else:
-                gone.append(ids.file_id(path))  # no lock now (a lock file replaced by one)
-        looked: tuple[str, ...] = ()
-        if dirs:
-            found, errors = find_in(dirs)
-            result.errors.extend(errors)
-            failed = {error.path for error in errors}
-            looked = tuple(directory for directory in dirs if directory not in failed)
-            present = {ids.file_id(candidate.path) for candidate in found}
-            # The listing looked last: what it found is there, what it did not find
-            # under its directories is gone, whatever a look at one path said before.
-            prefixes = tuple(ids.file_prefix(directory) for directory in dirs)
-            gone = [lock_id for lock_id in gone if lock_id not in present]
-            for prefix in prefixes:
-                gone.extend(i for i in _under(known, prefix) if i not in present)
-            result.locks = [
-                lock
-                for lock in result.locks
-                if not lock.id.startswith(prefixes) and lock.id not in present
-            ]
-            load_all(found, result)
-        return self._judged(result, gone, looked)
-
-    def _judged(
-        self, result: ScanResult, gone: list[str], looked: tuple[str, ...] = ()
-    ) -> _Collected:
+    def _collect_changes(self, changes: Changes, known: list[str]) -> Collected:
+        """The locks `changes` name read again (collect.read_changes), and judged."""
+        result, gone, looked = read_changes(changes, known, self.roots, self._files)
         for lock_id in gone:
             self.decoded.forget(lock_id)
         evidence = self._evidence()
@@ -671,9 +552,12 @@ class FileFeed:
         self._remember_held(evidence)
         # Process facts are looked up after the files were read: a holder alive
         # when it wrote its lock is then in the process listing.
-        entries = judge(locks, self._processes(), self.clock.now(), self.host)
+        entries = self._judge_now(locks)
         self.decoded.keep(result.locks, worth_keeping(result.locks, locks))
-        return _Collected(entries, gone, result.errors, looked)
+        return Collected(entries, gone, result.errors, looked)
+
+    def _judge_now(self, locks: Sequence[Lock]) -> list[Entry]:
+        return judge(locks, self._processes(), self.clock.now(), self.host)
 
     def _evidence(self) -> Evidence:
         table = kernel_table() if self.kernel_evidence else None
@@ -687,60 +571,6 @@ class FileFeed:
         self._was_held.update(evidence.held_seen)
         evidence.held_seen.clear()
 
-    def _recheck_kernel(self, entries: Sequence[Entry], evidence: Evidence) -> list[Entry]:
-        """Judge again the locks whose kernel evidence moved (a lock taken or
-        released, a new opener), with the file as it was decoded."""
-        table = evidence.table
-        if table is None:
-            return []
-        keys = {lock.file for lock in table.locks}
-        # Only these can have moved: the others had no kernel lock and still have
-        # none (on a large tree, nearly all of them: not attached again each time).
-        entries = [entry for entry in entries if kernel_may_move(entry.lock, keys)]
-        decoded = [self.decoded.of(entry.lock) for entry in entries]
-        fresh = evidence.attach(decoded)
-        by_id = {entry.lock.id: entry for entry in entries}
-        moved = [lock for lock in fresh if kernel_view(lock) != kernel_view(by_id[lock.id].lock)]
-        if not moved:
-            return []
-        return judge(moved, self._processes(), self.clock.now(), self.host)
-
-    def _recheck_dirs(self, entries: Sequence[Entry], evidence: Evidence) -> list[Entry]:
-        """Lock directories listed again: a file written inside one just after
-        its mkdir may come before the watch on it does (cheap: a listing each)."""
-        changed = []
-        for entry in entries:
-            if entry.lock.entry != "dir" or entry.lock.path is None:
-                continue
-            loaded = load(entry.lock.path)
-            if isinstance(loaded, Lock) and loaded.sha256 != entry.lock.sha256:
-                changed.append(loaded)
-        if not changed:
-            return []
-        locks = evidence.attach(changed)
-        self.decoded.keep(changed, worth_keeping(changed, locks))
-        return judge(locks, self._processes(), self.clock.now(), self.host)
-
-    def _recheck(self, entries: list[Entry], evidence: Evidence) -> list[Entry]:
-        if not entries:
-            return []
-        listed = set(psutil.pids())
-        pids = {entry.lock.holder.pid for entry in entries} & listed
-        # A zombie has exited: its pid is listed until it is reaped, but it holds nothing.
-        running = {pid for pid in pids if pid is not None and not _zombie(pid)}
-        moved = [
-            entry.lock
-            for entry in entries
-            if entry.lock.holder.pid is not None
-            and (entry.lock.holder.pid in running) != bool(entry.verdict.alive)
-        ]
-        if not moved:
-            return []
-        # Judged as decoded, with the kernel's word as it is now.
-        decoded = [self.decoded.of(lock) for lock in moved]
-        locks = evidence.attach(decoded)
-        return judge(locks, self._processes(), self.clock.now(), self.host)
-
     # -- status ------------------------------------------------------------------
 
     def _moved_roots(self) -> set[str]:
@@ -752,28 +582,11 @@ class FileFeed:
         return existing
 
     def statuses(self, at: datetime) -> tuple[SourceStatus, ...]:
-        out = []
         watcher = self._arming
         # Events do not flow yet for what is not watched yet: a lock written there
         # now is seen by the rescan that follows the arming, not at once.
         arming = watcher is not None and not watcher.armed and not watcher.stopped
-        for root in self.roots:
-            error = self._root_errors.get(root)
-            if error is not None and error.code == "not_found":
-                out.append(SourceStatus("file", root, "error", reason="does not exist"))
-            elif error is not None:
-                out.append(SourceStatus("file", root, "error", reason=error.message))
-            elif not os.path.exists(root):
-                out.append(SourceStatus("file", root, "error", reason="does not exist"))
-            elif self._polling is not None:
-                out.append(
-                    SourceStatus("file", root, "polling", reason=self._polling, updated_at=at)
-                )
-            elif arming:
-                out.append(SourceStatus("file", root, "watching", reason=ARMING, updated_at=at))
-            else:
-                out.append(SourceStatus("file", root, "watching", updated_at=at))
-        return tuple(out)
+        return root_statuses(self.roots, self._root_errors, self._polling, arming, at)
 
 
 def _single_threaded() -> bool:
@@ -782,55 +595,3 @@ def _single_threaded() -> bool:
         return len(os.listdir("/proc/self/task")) == 1
     except OSError:
         return threading.active_count() == 1
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True  # gone since it was listed
-    except psutil.Error:
-        return False  # not ours to inspect, but there
-
-
-def _kind_of(path: str) -> str | None:
-    """What is at `path` now, in `is_candidate`'s words ("file" for any other
-    kind, as the scanner lists a fifo); None when nothing is."""
-    try:
-        mode = os.lstat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError:
-        # Not to be looked at (a directory made unreadable): `load` says why, for a
-        # name that is a lock's.
-        return next((k for k in ("file", "symlink", "dir") if is_candidate(path, k)), "file")
-    if stat.S_ISDIR(mode):
-        return "dir"
-    return "symlink" if stat.S_ISLNK(mode) else "file"
-
-
-def _with_listing(changes: Changes, listed: frozenset[str], known: Iterable[str]) -> Changes:
-    """`changes`, and a look at each path `listed` and the `known` lock ids differ on."""
-    shown = {path for lock_id in known if (path := ids.file_path(lock_id)) is not None}
-    missing, new = shown - listed, listed - shown
-    if not (missing or new):
-        return changes
-    out: Changes = {path: set(kinds) for path, kinds in changes.items()}
-    for path in missing:
-        out.setdefault(path, set()).add(Change.DELETED)
-    for path in new:
-        out.setdefault(path, set()).add(Change.ADDED)
-    return out
-
-
-def _parent_name(path: str) -> str:
-    return os.path.basename(os.path.dirname(path))
-
-
-def _under(known: list[str], prefix: str) -> list[str]:
-    """The ids in sorted `known` that start with `prefix`."""
-    start = bisect.bisect_left(known, prefix)
-    end = start
-    while end < len(known) and known[end].startswith(prefix):
-        end += 1
-    return known[start:end]

@@ -7,11 +7,11 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Differ, Emit
-from lockwatch.sources.kernel.plugin import locks_now, status
+from lockwatch.sources.kernel.current import locks_now, status
 from lockwatch.sources.processes import PsutilProcesses
 
 DEFAULT_INTERVAL = 1.0

@@ -20,7 +20,6 @@ import click
 
 from lockwatch.model import ids
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.status import SourceStatus
 from lockwatch.sources.contract import (
     Collected,
     Decorator,
@@ -30,17 +29,13 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.kernel.actions import ACTIONS
+from lockwatch.sources.kernel.current import locks_now, status
 from lockwatch.sources.kernel.facts import KernelFacts
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from lockwatch.clock import Clock
-    from lockwatch.model.lock import Lock
     from lockwatch.sources.feed import Feed
-    from lockwatch.sources.kernel.procfs import KernelTable
-
-STATUS_NAME = "/proc/locks"
 
 
 @dataclass(frozen=True)
@@ -56,8 +51,11 @@ class KernelSource:
     config_tables: tuple[str, ...] = ("kernel",)
     # Releasing another process's kernel lock is impossible from outside: the
     # only action is to signal its holder.
-    actions = frozenset({"break"})
+    actions = ACTIONS  # sources/kernel/actions.py
     record_types: tuple[type, ...] = (FileKey, KernelLock, KernelEvidence, KernelFacts)
+    title = "kernel locks in"
+    status_word = ""
+    sees_waits = True
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -92,24 +90,6 @@ class KernelSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_kernel(target, wanted.paths, host)
-
-
-def status(table: KernelTable, at: datetime) -> SourceStatus:
-    if not table.readable:
-        return SourceStatus("kernel", STATUS_NAME, "error", reason=table.problem)
-    return SourceStatus("kernel", STATUS_NAME, "ok", reason=table.problem, updated_at=at)
-
-
-def locks_now(roots: Sequence[str]) -> tuple[KernelTable, list[Lock]]:
-    """/proc/locks read now, as lock records; files no holder's fds name are
-    looked for by inode under `roots`."""
-    from lockwatch.sources.kernel.procfs import read_table
-    from lockwatch.sources.kernel.records import known_files, to_locks
-
-    table = read_table()
-    unplaced = {lock.file for lock in table.locks if lock.path is None}
-    known = known_files(roots, unplaced) if unplaced and roots else {}
-    return table, to_locks(table, known)
 
 
 @dataclass(frozen=True)

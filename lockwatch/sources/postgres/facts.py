@@ -10,10 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from lockwatch.model.facts import Facts
+from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.text import scrub_arguments, scrub_secrets
+from lockwatch.sources.postgres.display import sections
+from lockwatch.sources.postgres.held import held_cell
+from lockwatch.sources.postgres.report import pg_record
 from lockwatch.sources.postgres.rules import evaluate_pg
 
 if TYPE_CHECKING:
@@ -272,75 +275,95 @@ class PgLock(Facts):
             return None
         return (id(self.backend), self.locktype, lock.policy.idle_after, lock.acquired_at)
 
+    def matches_text(self, needle: str) -> bool:
+        # The source copies these into the holder today; asking the backend too
+        # keeps `holder:` honest for a pg lock built any other way.
+        backend = self.backend
+        if backend.pid is not None and needle in str(backend.pid):
+            return True
+        return any(
+            text is not None and needle in text.lower()
+            for text in (backend.user, backend.application)
+        )
 
-def held_bounds(pg: PgLock, now: datetime) -> tuple[float | None, float | None]:
-    """(held at least, held at most) seconds, as far as they are known."""
-    least = None if pg.known_held_at is None else max(0.0, (now - pg.known_held_at).total_seconds())
-    most = (
-        None if pg.acquired_after is None else max(0.0, (now - pg.acquired_after).total_seconds())
-    )
-    if least is not None and most is not None and most < least:
-        most = least  # the two clocks behind them may disagree by the poll's jitter
-    return least, most
+    def matches_pid(self, pid: int) -> bool:
+        return self.backend.pid == pid
 
+    # --- the JSON contract, blocking trees, the incident report ---------------
 
-def held_text(pg: PgLock, now: datetime) -> str:
-    """A granted lock's bounds in words, for the detail pane and confirmations:
-    `at least 3m12s, at most 2h05m (since its session began); session-level`."""
-    least, most = held_bounds(pg, now)
-    parts = []
-    if least is not None:
-        parts.append(f"at least {_floor_text(least)}")
-    if most is not None:
-        since = "its transaction began" if pg.level == "transaction" else "its session began"
-        parts.append(f"at most {_ceil_text(most)} (since {since})")
-    text = ", ".join(parts)
-    if pg.level is not None and text:
-        text += f"; {pg.level}-level"
-    return text
+    def record(
+        self, lock: Lock, verdict: Verdict, now: datetime | None, memo: dict[Any, Any]
+    ) -> dict[str, Any]:
+        return pg_record(lock, self, verdict, now, memo)
 
+    def holder_text(self, lock: Lock) -> str:
+        backend = self.backend
+        return f"{backend.label} ({backend.user})" if backend.user else backend.label
 
-def held_cell(pg: PgLock, now: datetime) -> str:
-    """A granted lock's age as a 7-cell table column can say it: `≥ 3m12s` once
-    lockwatch has seen it held for a second or more (or its session idle that
-    long), else `≤ 2h05m` when an upper bound is known; never an exact age. A
-    lower bound is rounded down and an upper one up, so both stay true."""
-    least, most = held_bounds(pg, now)
-    if least is not None and (least >= 1.0 or most is None):
-        return f"≥ {_floor_text(least, short=True)}"
-    if most is not None:
-        return f"≤ {_ceil_text(most, short=True)}"
-    return "?"
+    def since(self, lock: Lock) -> datetime | None:
+        # No grant time is kept: it is at least as old as lockwatch saw it held.
+        return self.known_held_at
 
+    def age_bound(self, lock: Lock, now: datetime) -> str | None:
+        return held_cell(self, now) if self.granted else None
 
-# A text form's largest unit, in seconds; the unit it is shown to; the unit's name.
-_UNITS = ((86400, 3600, "d"), (3600, 60, "h"), (60, 1, "m"))
+    def place(self, lock: Lock) -> str:
+        return self.server
 
+    def group(self) -> str:
+        return self.server
 
-def _floor_text(seconds: float, short: bool = False) -> str:
-    """`seconds` rounded down to what the text shows (duration() truncates)."""
-    from lockwatch.model.humanize import duration
+    def holds_as(self) -> int | None:
+        return self.backend.pid if self.granted else None
 
-    text = duration(seconds)
-    if short and len(text) > 5:
-        # 26m03s -> 26m: fewer digits, still no more than it was.
-        for unit, _, name in _UNITS:
-            if seconds >= unit:
-                return f"{int(seconds // unit)}{name}"
-    return text
+    def waits(self) -> tuple[int, tuple[int | str, ...]] | None:
+        if self.granted or self.backend.pid is None:
+            return None
+        return self.backend.pid, self.waits_on()
 
+    def waiter_count(self) -> int:
+        return len(self.blocking_here)
 
-def _ceil_text(seconds: float, short: bool = False) -> str:
-    """`seconds` rounded up to what the text shows: an upper bound stays one."""
-    import math
+    def session_key(self) -> tuple[str, int | None]:
+        return self.server, self.backend.pid
 
-    from lockwatch.model.humanize import duration
+    def tree_node(self) -> tuple[int, str] | None:
+        backend = self.backend
+        if backend.pid is None:
+            return None
+        about = [part for part in (backend.user, backend.state) if part]
+        label = f"pid {backend.pid}"
+        return backend.pid, f"{label} ({', '.join(about)})" if about else label
 
-    whole = math.ceil(seconds)
-    for unit, shown_to, name in _UNITS:
-        if whole >= unit:
-            text = duration(math.ceil(whole / shown_to) * shown_to)
-            if short and len(text) > 5:
-                return f"{math.ceil(whole / unit)}{name}"
-            return text
-    return duration(whole)
+    # --- the views ----------------------------------------------------------------
+
+    def where(self, lock: Lock) -> str:
+        database = f" db={self.database}" if self.database else ""
+        return f"{self.server}{database}"
+
+    def operation(self, lock: Lock) -> str:
+        return self.mode if self.granted else f"wants {self.mode}"
+
+    def waiting_since(self, lock: Lock) -> datetime | None:
+        return None if self.granted else self.wait_start
+
+    def sections(self, lock: Lock, now: datetime) -> Sequence[Section]:
+
+        return sections(lock, self, now)
+
+    def party(self, lock: Lock) -> Party:
+        backend = self.backend
+        node = backend.pid if backend.pid is not None else f"prepared:{backend.prepared_gid}"
+        return Party(
+            node,
+            self.granted,
+            f"{self.mode} on {lock.name}",
+            waiting_since=self.waiting_since(lock),
+            session=True,
+            who=", ".join(x for x in (backend.user, backend.application) if x),
+            state=backend.state or "",
+            state_since=backend.state_since,
+        )
+
+    def wait_metrics_server(self) -> str:
+        return self.server

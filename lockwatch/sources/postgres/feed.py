@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from lockwatch.model.board import ChangeSet, Entry, judge
+from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.process import StaticProcesses
 from lockwatch.sources.feed import Differ, Emit
 from lockwatch.sources.postgres.facts import PgLock

@@ -13,7 +13,7 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.verdict import State, evaluate_all
-from lockwatch.sources.postgres.plugin import PgSettings
+from lockwatch.sources.postgres.settings import PgSettings
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
 
 

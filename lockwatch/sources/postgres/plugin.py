@@ -24,10 +24,8 @@ Config tables it owns:
 from __future__ import annotations
 
 import math
-import os
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -43,14 +41,15 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.postgres.actions import ACTIONS, dsn_from_name
 from lockwatch.sources.postgres.facts import (
     DEFAULT_IDLE_AFTER,
     AdvisoryKey,
-    AdvisoryNames,
     PgBackend,
     PgClient,
     PgLock,
 )
+from lockwatch.sources.postgres.settings import DEFAULTS, PgSettings, read_settings
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -59,103 +58,17 @@ if TYPE_CHECKING:
 DEFAULT_REFRESH = 2.0
 
 
-@dataclass(frozen=True)
-class PgSettings:
-    dsns: tuple[str, ...] = ()
-    idle_after: float = DEFAULT_IDLE_AFTER
-    all_rows: bool = False
-    advisory: AdvisoryNames = field(default_factory=lambda: AdvisoryNames.build())
-    password_file: str | None = None
-
-
-DEFAULTS = PgSettings()
-
-
-def _error(message: str) -> Exception:
-    from lockwatch.config import ConfigError
-
-    return ConfigError(message)
-
-
-def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise _error(f"{where}: [{key}] must be a table")
-    return value
-
-
-def _int_key(text: str, where: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise _error(f"{where}: {text!r} is not an integer key") from None
-
-
-def _int32_key(text: str, where: str) -> int:
-    """A pair's first key: an int4."""
-    key = _int_key(text, where)
-    if not -(2**31) <= key < 2**31:
-        raise _error(f"{where}: {text!r} is not a 32-bit key (the pair form's keys are int4)")
-    return key
-
-
-def read_settings(data: Mapping[str, Any], where: str) -> PgSettings:
-    postgres = _table(data, "postgres", where)
-    dsn = postgres.get("dsn", [])
-    dsns = [dsn] if isinstance(dsn, str) else dsn
-    if not isinstance(dsns, list) or not all(isinstance(d, str) for d in dsns):
-        raise _error(f"{where}: postgres.dsn must be a string or a list of strings")
-    idle_after = postgres.get("idle_after", DEFAULT_IDLE_AFTER)
-    if (
-        isinstance(idle_after, bool)
-        or not isinstance(idle_after, int | float)
-        or not math.isfinite(idle_after)
-        or idle_after < 0
-    ):
-        raise _error(f"{where}: postgres.idle_after must be a number of seconds >= 0")
-    pg_all = postgres.get("all", False)
-    if not isinstance(pg_all, bool):
-        raise _error(f"{where}: postgres.all must be true or false")
-    password_file = postgres.get("password_file")
-    if password_file is not None and (not isinstance(password_file, str) or not password_file):
-        raise _error(f"{where}: postgres.password_file must be a path")
-
-    advisory = _table(data, "advisory", where)
-    namespaces = _table(advisory, "namespaces", f"{where}: advisory")
-    keys = _table(advisory, "keys", f"{where}: advisory")
-    strings = advisory.get("strings", [])
-    if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
-        raise _error(f"{where}: advisory.strings must be a list of strings")
-    pair_strings = _table(advisory, "pair_strings", f"{where}: advisory")
-    for texts in pair_strings.values():
-        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            raise _error(f"{where}: advisory.pair_strings maps a first key to a list of strings")
-    for table in (namespaces, keys):
-        if not all(isinstance(v, str) for v in table.values()):
-            raise _error(f"{where}: advisory names must be strings")
-    names = AdvisoryNames.build(
-        namespaces={_int32_key(k, where): v for k, v in namespaces.items()},
-        keys={_int_key(k, where): v for k, v in keys.items()},
-        strings=strings,
-        pair_strings={_int32_key(k, where): v for k, v in pair_strings.items()},
-    )
-    return PgSettings(
-        tuple(dsns),
-        float(idle_after),
-        pg_all,
-        names,
-        os.path.expanduser(password_file) if password_file else None,
-    )
-
-
 class PostgresSource:
     name = "postgres"
     label = "pg"
     id_prefix = ids.PG
     summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
     config_tables: tuple[str, ...] = ("postgres", "advisory")
-    actions = frozenset({"break", "steal", "release", "cancel"})
+    actions = ACTIONS  # sources/postgres/actions.py
     record_types: tuple[type, ...] = (AdvisoryKey, PgBackend, PgClient, PgLock)
+    title = "PostgreSQL"
+    status_word = "pg "
+    sees_waits = True
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -287,26 +200,6 @@ class SelectedServers:
             source.clock = clock
             feeds.append(PgFeed(source, host=host, interval=self.refresh))
         return feeds
-
-
-def dsn_from_name(server: str) -> str | None:
-    """`user@host:port/db` (a lock id's server) as a DSN: libpq finds any password
-    in PGPASSWORD or ~/.pgpass."""
-    match = re.fullmatch(
-        r"(?:(?P<user>[^@:/]+)@)?(?P<host>[^:/]+):(?P<port>\d+)/(?P<db>.*)", server
-    )
-    if match is None:
-        return None
-    from psycopg.conninfo import make_conninfo
-
-    params = {"port": match["port"]}
-    if match["host"] != "local":
-        params["host"] = match["host"]
-    if match["user"]:
-        params["user"] = match["user"]
-    if match["db"]:
-        params["dbname"] = match["db"]
-    return make_conninfo("", **params)
 
 
 def find_pg(target: str, dsns: Sequence[str], settings: PgSettings, host: str) -> Found | str:

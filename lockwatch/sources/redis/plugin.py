@@ -29,6 +29,7 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.polled import StoreSelection
+from lockwatch.sources.redis.actions import ACTIONS
 from lockwatch.sources.stores.facts import Quorum, QuorumMember, StoreClient, StoreLock
 
 if TYPE_CHECKING:
@@ -93,10 +94,11 @@ class RedisSource:
     id_prefix = ids.REDIS
     summary = "Redis lock keys (redis-py, python-redis-lock, Redlock): tokens, TTLs, waiters"
     config_tables: tuple[str, ...] = ("redis",)
-    actions = frozenset({"break"})
+    actions = ACTIONS  # sources/redis/actions.py
     record_types: tuple[type, ...] = (StoreLock, Quorum, QuorumMember, StoreClient)
-    # Plans and carries out its actions (lockwatch/actions/redis.py).
-    actions_module = "lockwatch.actions.redis"
+    title = "Redis"
+    status_word = ""
+    sees_waits = False
 
     def options(self) -> Sequence[Decorator]:
         return [

@@ -4,14 +4,16 @@ judged again nor acted on."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
-from lockwatch.model.facts import Facts
+from lockwatch.model.facts import Facts, Section
 from lockwatch.model.lock import Reason
 from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.stores.facts import WARNING_CODES as STORE_WARNING_CODES
 
 if TYPE_CHECKING:
     from lockwatch.model.lock import Lock
@@ -40,6 +42,37 @@ class RemoteOrigin(Facts):
     # reason to redraw a row.
     age_seconds: float | None = field(default=None, compare=False)
     seen_at: datetime | None = field(default=None, compare=False)
+
+    foreign: ClassVar[bool] = True
+
+    def waiter_count(self) -> int:
+        return self.waiters
+
+    # --- the views ----------------------------------------------------------------
+
+    def remote_host(self) -> str:
+        return self.host
+
+    def where(self, lock: Lock) -> str:
+        # Another host's: its own path (or name), after its host.
+        return f"{self.host}:{lock.path or lock.name}"
+
+    def warning_codes(self) -> frozenset[str]:
+        # That host's verdict kept its reasons: a store's warnings stand out here too.
+        return STORE_WARNING_CODES
+
+    def sections(self, lock: Lock, now: datetime) -> tuple[Section, ...]:
+        rows = (
+            ("host", self.host),
+            ("served by", self.remote),
+            ("id there", self.id),
+            ("act there", f"lockwatch break {shlex.quote(self.id)} --reason …"),
+        )
+        return (Section(f"On host {self.host} (read-only here)", rows, whole=("id there",)),)
+
+    def content_title(self) -> str:
+        # The record as that host wrote it.
+        return "As that host reports it"
 
     def age_at(self, now: datetime) -> float | None:
         if self.age_seconds is None:

@@ -32,6 +32,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.remote.actions import ACTIONS
 from lockwatch.sources.remote.endpoints import (
     DEFAULT_TIMEOUT,
     EndpointError,
@@ -59,9 +60,12 @@ class RemoteSource:
     summary = "other hosts' locks, from their `lockwatch serve` (/v1/locks): read-only here"
     config_tables: tuple[str, ...] = ("remote",)
     # Nothing is done to another host's lock from here: the refusal names the
-    # command to run there (actions/targets.py).
-    actions: frozenset[str] = frozenset()
+    # command to run there (sources/remote/actions.py).
+    actions = ACTIONS
     record_types: tuple[type, ...] = (RemoteOrigin,)
+    title = "remote"
+    status_word = "remote "
+    sees_waits = False
 
     def options(self) -> Sequence[Decorator]:
         return [

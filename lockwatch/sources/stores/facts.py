@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.facts import Facts
+from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.report import texts
 from lockwatch.sources.stores.rules import evaluate_store
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ ETCD = "etcd"
 
 # Reason codes that are warnings about a live lock: its row's NOTE stands out.
 WARNING_CODES = frozenset({"no_expiry"})
+# What each store is called where it is named to the operator (the detail pane).
+TITLES = {REDIS: "Redis", ETCD: "etcd"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,24 @@ class StoreLock(Facts):
         """Whose wait-for graph this belongs to: the store and its server."""
         return f"{self.store}:{self.server}"
 
+    def holds_as(self) -> str | None:
+        return None if self.waiting else self.session
+
+    def waits(self) -> tuple[str, tuple[str, ...]] | None:
+        # A waiter's session (client, lease) waits on its holder's.
+        return (self.session, self.blocked_by) if self.waiting else None
+
+    def waiter_count(self) -> int:
+        return len(self.blocking)
+
+    def holder_text(self, lock: Lock) -> str:
+        return self.holder_label()
+
+    def extend_record(self, record: dict[str, Any]) -> None:
+        # Keys and tokens are the store's bytes: odd ones as `\xff` escapes.
+        record.update(texts(self.as_json()))
+        record["holder"]["session"] = texts(record["holder"]["session"])
+
     @property
     def expires_at(self) -> datetime | None:
         if self.ttl_left is None:
@@ -150,6 +171,36 @@ class StoreLock(Facts):
     @property
     def lease_hex(self) -> str | None:
         return None if not self.lease else format(self.lease, "x")
+
+    @property
+    def title(self) -> str:
+        """The store's name, as the operator knows it: "Redis", "etcd"."""
+        return TITLES.get(self.store, self.store)
+
+    # --- the views ----------------------------------------------------------------
+
+    def where(self, lock: Lock) -> str:
+        return f"{self.store}:{self.server} {self.key}"
+
+    def sections(self, lock: Lock, now: datetime) -> tuple[Section, ...]:
+        rows = tuple((label, value) for label, value in self.fields() if value)
+        return (Section(self.title, rows),)
+
+    def warning_codes(self) -> frozenset[str]:
+        return WARNING_CODES
+
+    def ttl_to_expiry(self) -> bool:
+        # A key's TTL (or lease) counts down to when the store drops it.
+        return True
+
+    def waiting_since(self, lock: Lock) -> datetime | None:
+        return lock.acquired_at if self.waiting else None
+
+    def party(self, lock: Lock) -> Party:
+        # A holder's token or lease, a waiting client or lease.
+        return Party(
+            self.session, not self.waiting, lock.name, waiting_since=self.waiting_since(lock)
+        )
 
     def holder_label(self) -> str:
         """Who holds (or waits), as the HOLDER column says it."""

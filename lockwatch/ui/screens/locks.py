@@ -13,6 +13,7 @@ from textual.widgets import Input, Static
 
 from lockwatch.actions.plan import Kind
 from lockwatch.model.query import EVERYTHING, QueryError, parse
+from lockwatch.sources import registry
 from lockwatch.ui.detail import DetailPane
 from lockwatch.ui.keys import View
 from lockwatch.ui.panels import EmptyState
@@ -159,7 +160,7 @@ class LocksScreen(ViewScreen):
             return
         error = self.query_one("#filter-error", Static)
         try:
-            query = parse(message.value)
+            query = parse(message.value, registry.source_names())
         except QueryError as exc:
             error.update(Text(f"✖ {clean(str(exc))}"))
             error.display = True

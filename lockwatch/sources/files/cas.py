@@ -1,4 +1,5 @@
-"""Breaking, stealing and releasing lock files without losing anything.
+"""Breaking, stealing and releasing lock files without losing anything: the
+file source's compare-and-swap (its actions: sources/files/actions.py).
 
 Everything works through a descriptor of the lock's directory, so a path
 swapped mid-action (a directory replaced by a symlink) cannot redirect it. That
@@ -29,6 +30,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from lockwatch.model.action import ActionFailed as ActionFailed  # re-exported: callers catch them
+from lockwatch.model.action import ActionRefused as ActionRefused
 from lockwatch.model.kernel import FileKey
 from lockwatch.sources.files.scanner import (
     MAX_DIR_ENTRIES,
@@ -40,26 +43,6 @@ from lockwatch.sources.files.scanner import (
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-
-
-class ActionRefused(Exception):
-    """Nothing was touched: the lock is not as the operator saw it, or may not be
-    acted on. `code` is machine-readable (the audit log's `refusal`)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class ActionFailed(Exception):
-    """The action started and could not finish; `message` says what state it left."""
-
-    def __init__(self, code: str, message: str, tombstone: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.tombstone = tombstone
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,22 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from lockwatch.actions.files import ActionFailed, ActionRefused
-from lockwatch.actions.plan import Kind, Plan, refused
+import click
+
+from lockwatch.model.action import (
+    ActionFailed,
+    ActionRefused,
+    Asked,
+    Doing,
+    Done,
+    Kind,
+    Plan,
+    refused,
+)
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.contract import ActionsBase, Decorator
+from lockwatch.sources.stores.facts import StoreLock
 
 # KEYS[1]: the lock key; ARGV[1]: the token the operator saw.
 # Answers {deleted (1/0), the value it held (nil: none), its PTTL (-2: no key)}.
@@ -40,8 +52,8 @@ return {1, value, ttl}
 
 
 def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
-    store = lock.store
-    assert store is not None
+    store = lock.facts
+    assert isinstance(store, StoreLock)
     if kind is not Kind.BREAK:
         return refused(
             kind,
@@ -93,8 +105,8 @@ def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]
     from lockwatch.sources.redis.server import raw, text
 
     lock = plan.lock
-    store = lock.store
-    assert store is not None and store.value is not None
+    store = lock.facts
+    assert isinstance(store, StoreLock) and store.value is not None
     if expect_sha256 is not None and expect_sha256 != lock.sha256:
         raise ActionRefused(
             "changed",
@@ -165,3 +177,37 @@ def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]
         if failed:
             message += "; unreachable: " + "; ".join(failed) + " (their copies expire by TTL)"
     return details, message
+
+
+class RedisActions(ActionsBase):
+    name = "redis"
+    kinds = frozenset({Kind.BREAK})
+
+    def options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            click.option(
+                "--redis",
+                "redis_urls",
+                multiple=True,
+                metavar="URL",
+                help="The Redis server (with its password) a redis: TARGET lives on (repeatable).",
+            )
+        ]
+
+    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
+        return plan_action(kind, lock, verdict, asked.peers)
+
+    def run(self, plan: Plan, doing: Doing) -> Done:
+        details, message = execute(plan, doing.expect_sha256)
+        return Done(details, message)
+
+    def target(self, lock: Lock) -> dict[str, Any]:
+        store = lock.facts
+        if not isinstance(store, StoreLock):
+            return {}
+        return {"server": store.server, "key": store.key}
+
+
+ACTIONS = RedisActions()

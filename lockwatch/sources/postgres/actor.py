@@ -20,11 +20,11 @@ from typing import Any
 import psycopg
 from psycopg import conninfo
 
-from lockwatch.actions.files import ActionFailed, ActionRefused
 from lockwatch.model import ids
+from lockwatch.model.action import ActionFailed, ActionRefused
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.postgres.dsn import scrub
-from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend
+from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgLock
 from lockwatch.sources.postgres.query import TARGET
 
 ACTION_APPLICATION = "lockwatch-action"
@@ -69,14 +69,20 @@ WHERE {_TARGET} = %(target)s AND l.granted
 """
 
 
+def pg_of(lock: Lock) -> PgLock:
+    """A Postgres lock's facts (the plan took only Postgres locks)."""
+    assert isinstance(lock.facts, PgLock)
+    return lock.facts
+
+
 def _facts(lock: Lock) -> dict[str, Any]:
-    assert lock.pg is not None
+    pg = pg_of(lock)
     row = lock.content if isinstance(lock.content, Mapping) else {}
     return {
-        "pid": lock.pg.backend.pid,
+        "pid": pg.backend.pid,
         "target": row.get("target"),
-        "mode": lock.pg.mode,
-        "granted": lock.pg.granted,
+        "mode": pg.mode,
+        "granted": pg.granted,
     }
 
 
@@ -87,7 +93,8 @@ def hold_application(operator: str) -> str:
 
 def held_by_steal(lock: Lock, operator: str | None = None) -> bool:
     """Whether a `lockwatch steal` session holds this lock (for `operator`, if given)."""
-    application = lock.pg.backend.application if lock.pg is not None else None
+    pg = lock.facts
+    application = pg.backend.application if isinstance(pg, PgLock) else None
     if not application or not application.startswith(HOLD_APPLICATION):
         return False
     return operator is None or application == hold_application(operator)
@@ -149,7 +156,7 @@ class HeldAdvisory:
     def as_lock(self, seen: Lock) -> Lock:
         """`seen` (the lock as it was before the steal) as lockwatch's session holds it
         now: what releasing it acts on, and what the audit log names."""
-        assert seen.pg is not None
+        seen_pg = pg_of(seen)
         pid, user = self.backend_pid, self._user
         backend = PgBackend(pid=pid, user=user, application=self._application, state="idle")
         row = dict(seen.content) if isinstance(seen.content, Mapping) else {}
@@ -164,7 +171,7 @@ class HeldAdvisory:
             blocked_by=None,
         )
         pg = replace(
-            seen.pg,
+            seen_pg,
             granted=True,
             mode=row["mode"],
             backend=backend,
@@ -252,7 +259,7 @@ class PgActor:
                 "changed", f"pid {facts['pid']} now {now} {lock.name}; nothing done"
             )
         _same_session(lock, facts["pid"], rows[0][3])
-        if still_idle and lock.pg is not None:
+        if still_idle and isinstance(lock.facts, PgLock):
             _still_idle(lock, facts["pid"], rows[0][1], rows[0][2])
         return facts
 
@@ -338,14 +345,15 @@ class PgActor:
         then take the same advisory key on a connection of lockwatch's own, to the
         lock's database (advisory keys are per database). `on_terminated` hears of
         the terminated backend at once, whatever happens next."""
-        assert lock.pg is not None and lock.pg.advisory_key is not None
-        key = lock.pg.advisory_key
-        shared = lock.pg.mode == "ShareLock"
+        pg = pg_of(lock)
+        assert pg.advisory_key is not None
+        key = pg.advisory_key
+        shared = pg.mode == "ShareLock"
         details = self.terminate(lock, still_idle=True, no_waiters=True)
         if on_terminated is not None:
             on_terminated(int(details["pid"]))
         application = hold_application(operator) if operator else HOLD_APPLICATION
-        holder = self._connect(lock.pg.database, application)
+        holder = self._connect(pg.database, application)
         function = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
         sql, args = _advisory_call(key, function)
         try:
@@ -380,14 +388,13 @@ class PgActor:
                 ) from exc
             raise
         target = _facts(lock)["target"]
-        return HeldAdvisory(lock.pg.server, key, shared, lock.name, str(target), holder)
+        return HeldAdvisory(pg.server, key, shared, lock.name, str(target), holder)
 
     def release_remote(
         self, lock: Lock, on_terminated: Callable[[int], None] | None = None
     ) -> dict[str, Any]:
         """Release an advisory lock another lockwatch process holds for its operator
         (a CLI steal in the foreground) by ending that lockwatch session."""
-        assert lock.pg is not None
         if not held_by_steal(lock):
             raise ActionRefused("not_held", f"{lock.name} is not held by lockwatch")
         details = self.terminate(lock)
@@ -398,8 +405,7 @@ class PgActor:
 
 def _same_session(lock: Lock, pid: int, backend_age: float | None) -> None:
     """Refuse when `pid` now belongs to a later session than the one seen."""
-    assert lock.pg is not None
-    seen = lock.pg.backend.backend_start
+    seen = pg_of(lock).backend.backend_start
     if seen is None or backend_age is None:
         return
     started = datetime.now(UTC) - timedelta(seconds=float(backend_age))
@@ -412,8 +418,7 @@ def _same_session(lock: Lock, pid: int, backend_age: float | None) -> None:
 
 
 def _still_idle(lock: Lock, pid: int, state: str | None, state_age: float | None) -> None:
-    assert lock.pg is not None
-    seen = lock.pg.backend
+    seen = pg_of(lock).backend
     if seen.state is None or not seen.state.startswith("idle"):
         return  # not judged stale for idling
     woke = state != seen.state

@@ -15,15 +15,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lockwatch.actions.files import ActionFailed, ActionRefused
-from lockwatch.actions.plan import Kind, Plan, refused
+import click
+
+from lockwatch.model.action import (
+    ActionFailed,
+    ActionRefused,
+    Asked,
+    Doing,
+    Done,
+    Kind,
+    Plan,
+    refused,
+)
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.contract import ActionsBase, Decorator
+from lockwatch.sources.stores.facts import StoreLock
 
 
 def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
-    store = lock.store
-    assert store is not None
+    store = lock.facts
+    assert isinstance(store, StoreLock)
     if kind is not Kind.BREAK:
         return refused(
             kind,
@@ -66,8 +78,8 @@ def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]
     from lockwatch.sources.etcd.gateway import Gateway, GatewayError, KeyValue
 
     lock = plan.lock
-    store = lock.store
-    assert store is not None
+    store = lock.facts
+    assert isinstance(store, StoreLock)
     assert store.create_revision is not None and store.mod_revision is not None
     if expect_sha256 is not None and expect_sha256 != lock.sha256:
         raise ActionRefused(
@@ -145,3 +157,37 @@ def _quietly(read: Any, key: str) -> Any:
         return read(key)
     except (httpx.HTTPError, GatewayError, OSError):
         return None
+
+
+class EtcdActions(ActionsBase):
+    name = "etcd"
+    kinds = frozenset({Kind.BREAK})
+
+    def options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            click.option(
+                "--etcd",
+                "etcd_urls",
+                multiple=True,
+                metavar="URL",
+                help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
+            )
+        ]
+
+    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
+        return plan_action(kind, lock, verdict, asked.peers)
+
+    def run(self, plan: Plan, doing: Doing) -> Done:
+        details, message = execute(plan, doing.expect_sha256)
+        return Done(details, message)
+
+    def target(self, lock: Lock) -> dict[str, Any]:
+        store = lock.facts
+        if not isinstance(store, StoreLock):
+            return {}
+        return {"server": store.server, "key": store.key}
+
+
+ACTIONS = EtcdActions()

@@ -1,0 +1,214 @@
+"""The file source's actions: break (the lock renamed into a tombstone
+directory, never deleted), steal (a new lock written in its format for the
+operator) and release (of a lock lockwatch wrote), each through the
+compare-and-swap of sources/files/cas.py.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from lockwatch.model import ids
+from lockwatch.model.action import Asked, Doing, Done, Kind, Plan, decoded, refused
+from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.contract import ActionsBase
+from lockwatch.sources.files.scanner import TOMBSTONE_DIR
+
+if TYPE_CHECKING:
+    from lockwatch.clock import Clock
+    from lockwatch.model.lock import Lock
+
+
+def tombstone_place(tombstone_dir: str | None) -> str:
+    """Where broken locks go, in words: the configured directory, or the default
+    beside each lock."""
+    where = tombstone_dir or TOMBSTONE_DIR
+    return f"{where}/" if where.startswith("/") else f"{where}/ beside it"
+
+
+def _tombstone(lock: Lock, tombstone_dir: str | None) -> str:
+    assert lock.path is not None
+    directory, _, name = lock.path.rpartition("/")
+    where = tombstone_dir or TOMBSTONE_DIR
+    if not where.startswith("/"):
+        where = f"{directory}/{where}"
+    return f"{where}/{name}@<UTC time of the action>"
+
+
+def _refusal(lock: Lock) -> tuple[str, str] | None:
+    if lock.path is None:
+        return ("not_a_lock", "this lock has no file")
+    codes = {reason.code for reason in lock.defects}
+    if "symlink" in codes:
+        return ("symlink", f"{lock.path} is a symlink; lockwatch never acts on a lock through one")
+    if "not_regular_file" in codes:
+        return ("not_regular_file", f"{lock.path} is not a regular file")
+    if "too_large" in codes:
+        return ("too_large", f"{lock.path} is too large to be a lock; look at it by hand")
+    return None
+
+
+class FileActions(ActionsBase):
+    name = ids.FILE
+    kinds = frozenset({Kind.BREAK, Kind.STEAL, Kind.RELEASE})
+    takes_paths = True
+
+    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
+        from lockwatch.model.humanize import duration
+        from lockwatch.model.kernel import kernel_lock_id
+        from lockwatch.sources.files.cas import inside
+        from lockwatch.sources.files.decoders import writer
+
+        roots = asked.given.get("roots")
+        if roots is not None and lock.path is not None and not inside(lock.path, roots):
+            return refused(
+                kind, lock, verdict, "outside_roots", f"{lock.path} is outside the watched roots"
+            )
+        refusal = _refusal(lock)
+        if refusal is not None:
+            return refused(kind, lock, verdict, *refusal)
+        assert lock.path is not None
+        tombstone_dir = asked.tombstone_dir
+        evidence = lock.evidence
+        if evidence is not None and evidence.holds and kind is not Kind.CANCEL:
+            hold = evidence.holds[0]
+            who = f"pid {hold.holder_pid}" if hold.holder_pid else "a process"
+            return refused(
+                kind,
+                lock,
+                verdict,
+                "kernel_lock",
+                f"{who} holds a kernel lock on {lock.path}: moving the file would let a second"
+                " holder in while it still holds the old one; signal the holder instead"
+                f" (lockwatch break '{kernel_lock_id(hold)}')",
+            )
+        # Free (nobody holds it) counts as stale: clearing it needs no typed name.
+        stale = verdict.state in (State.STALE, State.FREE)
+        if kind is Kind.BREAK:
+            effect = (
+                f"rename {lock.path} to {_tombstone(lock, tombstone_dir)}"
+                " (kept, never deleted: it can be moved back)"
+            )
+            return Plan(
+                kind, lock, verdict, "lock_broken", effect, needs_name=not stale, recheck=True
+            )
+        if kind is Kind.CANCEL:
+            return refused(
+                kind,
+                lock,
+                verdict,
+                "unsupported",
+                "cancel ends a Postgres query; a lock file has none",
+            )
+        if kind is Kind.RELEASE:
+            if not asked.held:
+                return refused(
+                    kind,
+                    lock,
+                    verdict,
+                    "not_held",
+                    "lockwatch does not hold this lock (only locks it stole can be released);"
+                    " break it instead",
+                )
+            effect = f"rename {lock.path} to {_tombstone(lock, tombstone_dir)}: the lock is free"
+            return Plan(kind, lock, verdict, "lock_released", effect)
+        # Steal.
+        if not stale:
+            why = (
+                "it is invalid; break it instead"
+                if verdict.state is State.INVALID
+                else "stealing a lock that is not stale is never allowed (lock spec §7.1)"
+            )
+            return refused(
+                kind, lock, verdict, "not_stale", f"{lock.name} is {verdict.state}: {why}"
+            )
+        new_holder = asked.new_holder
+        module = writer(lock.format)
+        content = (
+            module.handover(lock.content, new_holder)
+            if module is not None and new_holder is not None
+            else None
+        )
+        if content is None or new_holder is None:
+            return refused(
+                kind,
+                lock,
+                verdict,
+                "unsupported",
+                f"lockwatch cannot write {lock.name} ({lock.format}) for you: it records no"
+                " holder to hand over; break it instead",
+            )
+        # Heartbeat formats record the writer's pid (informational); the others' liveness
+        # is the pid: the operator's shell, or lockwatch itself.
+        pid = new_holder.own_pid if lock.policy.heartbeat else new_holder.pid
+        terms = f"pid {pid} on {new_holder.host}"
+        if lock.ttl_seconds is not None:
+            terms += f", ttl {duration(lock.ttl_seconds)}"
+        effect = (
+            f"rename {lock.path} to {_tombstone(lock, tombstone_dir)}, then write a new"
+            f" {lock.format} lock there held by {new_holder.operator} ({terms})"
+        )
+        return Plan(kind, lock, verdict, "lock_stolen", effect, new_content=content, recheck=True)
+
+    def run(self, plan: Plan, doing: Doing) -> Done:
+        from lockwatch.sources.files import cas
+
+        lock = plan.lock
+        assert lock.path is not None
+        seen = doing.expect_sha256 or lock.sha256
+        if plan.kind is Kind.STEAL:
+            assert plan.new_content is not None and seen is not None
+            moved = cas.replace(
+                lock.path,
+                seen,
+                plan.new_content,
+                stamp=doing.stamp,
+                token=doing.action_id,
+                tombstone_dir=doing.tombstone_dir,
+                listed=lock.file_key,
+            )
+            new_hash = cas.sha256_hex(plan.new_content)
+            details = {
+                "tombstone": moved.tombstone,
+                "new_lock": decoded(plan.new_content),
+                "new_lock_hash": f"sha256:{new_hash}",
+            }
+            message = f"stole {lock.path}; the stale lock is kept in {moved.tombstone}"
+            return Done(
+                details,
+                message,
+                tombstone=moved.tombstone,
+                new_sha256=new_hash,
+                new_content=plan.new_content,
+            )
+        moved = cas.move_aside(
+            lock.path,
+            seen,
+            stamp=doing.stamp,
+            tombstone_dir=doing.tombstone_dir,
+            entry=lock.entry,
+            # The very file that was listed; a release's lock was rewritten by heartbeats.
+            listed=lock.file_key if plan.kind is Kind.BREAK else None,
+        )
+        verb = "released" if plan.kind is Kind.RELEASE else "broke"
+        message = f"{verb} {lock.path}; kept in {moved.tombstone}"
+        return Done({"tombstone": moved.tombstone}, message, tombstone=moved.tombstone)
+
+    def unseen_id(self, target: str) -> str:
+        return ids.file_id(os.path.abspath(target.removeprefix(f"{ids.FILE}:")))
+
+    def unseen_target(self, lock_id: str) -> dict[str, Any]:
+        path = ids.file_path(lock_id) or lock_id
+        return {"source": self.name, "id": ids.file_id(path), "path": path}
+
+    def rejudge(self, lock: Lock, clock: Clock, host: str) -> Verdict:
+        if lock.evidence is not None:
+            # The kernel's word as it is now: someone may have taken the lock.
+            from lockwatch.sources.files.evidence import Evidence, kernel_table
+
+            (lock,) = Evidence(kernel_table()).attach([lock])
+        return super().rejudge(lock, clock, host)
+
+
+ACTIONS = FileActions()

@@ -1,0 +1,52 @@
+"""Which mounted filesystems are network ones, from mountinfo: a lock there may
+be held from another host, where the local /proc/locks and /proc cannot see it.
+Read by the kernel evidence (nothing is asked about such files) and by the
+users of a work tree (nobody seen using it proves nothing there)."""
+
+from __future__ import annotations
+
+# Filesystems whose locks may be held from other hosts: the local /proc/locks
+# does not show those, so it cannot say that nobody holds a file there.
+REMOTE_FILESYSTEMS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "ceph",
+        "glusterfs",
+        "lustre",
+        "gpfs",
+        "ocfs2",
+        "gfs2",
+        "9p",
+        "afs",
+        "beegfs",
+        "fuse.sshfs",
+        "fuse.glusterfs",
+        "fuse.ceph",
+        "fuse.s3fs",
+        "fuse.rclone",
+    }
+)
+
+
+def remote_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
+    """Devices ("major:minor") of network filesystems, from mountinfo."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return frozenset()
+    found = set()
+    for line in lines:
+        # id parent major:minor root mountpoint options [optional...] - fstype source super
+        fields = line.split()
+        try:
+            fstype = fields[fields.index("-") + 1]
+        except (ValueError, IndexError):
+            continue
+        if fstype in REMOTE_FILESYSTEMS and len(fields) > 2:
+            found.add(fields[2])
+    return frozenset(found)

@@ -1,0 +1,35 @@
+"""The kernel's locks as they are now: /proc/locks read and made lock records,
+and the source's status from that reading (for `ls`, the feed and actions)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from lockwatch.model.status import SourceStatus
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from lockwatch.model.lock import Lock
+    from lockwatch.sources.kernel.procfs import KernelTable
+
+STATUS_NAME = "/proc/locks"
+
+
+def status(table: KernelTable, at: datetime) -> SourceStatus:
+    if not table.readable:
+        return SourceStatus("kernel", STATUS_NAME, "error", reason=table.problem)
+    return SourceStatus("kernel", STATUS_NAME, "ok", reason=table.problem, updated_at=at)
+
+
+def locks_now(roots: Sequence[str]) -> tuple[KernelTable, list[Lock]]:
+    """/proc/locks read now, as lock records; files no holder's fds name are
+    looked for by inode under `roots`."""
+    from lockwatch.sources.kernel.procfs import read_table
+    from lockwatch.sources.kernel.records import known_files, to_locks
+
+    table = read_table()
+    unplaced = {lock.file for lock in table.locks if lock.path is None}
+    known = known_files(roots, unplaced) if unplaced and roots else {}
+    return table, to_locks(table, known)

@@ -1,0 +1,418 @@
+"""The postgres source's actions: break (terminate the holder's session),
+cancel (its current query), steal (an advisory lock, taken on lockwatch's own
+connection) and release (of what a steal holds). The plans are worked out
+here; the connections and the compare-and-swap are sources/postgres/actor.py's,
+imported only when an action runs (psycopg stays unloaded until then).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lockwatch.model import ids
+from lockwatch.model.action import (
+    ActionRefused,
+    Asked,
+    Doing,
+    Done,
+    Holding,
+    Kind,
+    Plan,
+    refused,
+)
+from lockwatch.model.facts import Row
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.contract import ActionsBase, Decorator, SourceError, Wanted
+from lockwatch.sources.postgres.facts import PgLock
+from lockwatch.sources.postgres.held import held_text
+from lockwatch.sources.postgres.terms import prepared_commands
+
+if TYPE_CHECKING:
+    from lockwatch.sources.postgres.settings import PgSettings
+
+NAME = "postgres"
+
+
+def dsn_from_name(server: str) -> str | None:
+    """`user@host:port/db` (a lock id's server) as a DSN: libpq finds any password
+    in PGPASSWORD or ~/.pgpass."""
+    match = re.fullmatch(
+        r"(?:(?P<user>[^@:/]+)@)?(?P<host>[^:/]+):(?P<port>\d+)/(?P<db>.*)", server
+    )
+    if match is None:
+        return None
+    from psycopg.conninfo import make_conninfo
+
+    params = {"port": match["port"]}
+    if match["host"] != "local":
+        params["host"] = match["host"]
+    if match["user"]:
+        params["user"] = match["user"]
+    if match["db"]:
+        params["dbname"] = match["db"]
+    return make_conninfo("", **params)
+
+
+def _pg(lock: Lock) -> PgLock:
+    assert isinstance(lock.facts, PgLock)
+    return lock.facts
+
+
+def _session_effect(lock: Lock, peers: Sequence[Lock]) -> str:
+    """What ending the holder's session does: its transaction, every lock it holds
+    (as pg_locks counted them at the poll, not only the rows on screen), and which
+    of the sessions waiting on it go ahead."""
+    pg = _pg(lock)
+    pid = pg.backend.pid
+    same = [
+        peer.facts
+        for peer in peers
+        if isinstance(peer.facts, PgLock)
+        and peer.facts.server == pg.server
+        and peer.facts.backend.pid is not None
+    ]
+    parts = []
+    if pg.backend.state in ("idle in transaction", "idle in transaction (aborted)"):
+        parts.append("rolls back its open transaction")
+    elif pg.backend.xact_start is not None:
+        parts.append("ends its transaction (rolled back)")
+    else:
+        parts.append("ends its session")
+    held = pg.backend.held
+    if held:
+        total = sum(count for _, count in held)
+        kinds = ", ".join(f"{count} {locktype}" for locktype, count in held)
+        parts.append(f"releases all {total} lock{'s' if total != 1 else ''} it holds ({kinds})")
+    else:
+        count = sum(1 for peer in same if peer.backend.pid == pid and peer.granted) or (
+            1 if pg.granted else 0
+        )
+        parts.append(f"releases its {count} lock{'s' if count != 1 else ''}")
+    parts.append(_who_proceeds(pid, [w for w in pg.blocking if w], same))
+    return ", ".join(parts)
+
+
+def _who_proceeds(pid: int | None, waiters: Sequence[int], same: Sequence[PgLock]) -> str:
+    """Which waiters go ahead once `pid` is gone: those it alone holds up. One also
+    queued behind another waiter (pg_blocking_pids names both) waits on."""
+    if not waiters:
+        return "nobody waits on it"
+    blockers: dict[int, set[int | str]] = {}
+    for peer in same:
+        waiter = peer.backend.pid
+        if not peer.granted and waiter is not None and waiter in waiters:
+            others = blockers.setdefault(waiter, set())
+            others.update(p for p in peer.blocked_by if p and p != pid)
+            others.update(f"prepared transaction {gid}" for gid in peer.blocked_by_prepared)
+    go = [w for w in waiters if not blockers.get(w)]
+    stay = [w for w in waiters if blockers.get(w)]
+    said = []
+    if len(go) == 1:
+        said.append(f"waiter {go[0]} proceeds")
+    elif go:
+        said.append(f"waiters {', '.join(map(str, go))} proceed")
+    for waiter in stay:
+        on = ", ".join(
+            f"pid {who}" if isinstance(who, int) else who
+            for who in sorted(blockers[waiter], key=str)
+        )
+        said.append(f"{waiter} still waits (on {on})")
+    return "; ".join(said)
+
+
+def _plan(
+    kind: Kind,
+    lock: Lock,
+    verdict: Verdict,
+    peers: Sequence[Lock],
+    held: bool,
+    held_elsewhere: bool = False,
+) -> Plan:
+    pg = _pg(lock)
+    pid = pg.backend.pid
+    where = pg.server
+    if pid is None:
+        gid = pg.backend.prepared_gid
+        if gid is None:
+            how = "end it with COMMIT PREPARED or ROLLBACK PREPARED (its gid is not known)"
+        else:
+            commit, rollback = prepared_commands(gid)
+            how = f"run {commit} to keep its work, or {rollback} to undo it"
+        database = f", connected to database {pg.database}" if pg.database else ""
+        owner = f" as {pg.backend.user} (or a superuser)" if pg.backend.user else ""
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "prepared_transaction",
+            f"{pg.backend.label} has no session to signal: {how} on {where}{database}{owner}",
+        )
+    stale = verdict.state is State.STALE
+    # Stale by idle time alone, its client unseen: as deliberate as an active lock.
+    inferred = stale and "inferred" in verdict.codes
+    why_name = (
+        f"{lock.name} is stale only by inference (idle time; lockwatch could not find its"
+        " client process, which may still be at work)"
+        if inferred
+        else None
+    )
+    if kind is Kind.BREAK:
+        effect = f"call pg_terminate_backend({pid}) on {where}: {_session_effect(lock, peers)}"
+        return Plan(
+            kind,
+            lock,
+            verdict,
+            "backend_terminated",
+            effect,
+            needs_name=not stale or inferred,
+            why_name=why_name,
+        )
+    if kind is Kind.CANCEL:
+        state = pg.backend.state or "unknown"
+        if state.startswith("idle"):
+            what = (
+                f"it is {state}: there is no query to cancel, and its locks stay held"
+                " (b terminates it)"
+            )
+        else:
+            query = f" ({pg.backend.query})" if pg.backend.query else ""
+            what = f"cancels its current query{query}; its session stays connected"
+        effect = f"call pg_cancel_backend({pid}) on {where}: {what}"
+        return Plan(kind, lock, verdict, "backend_cancelled", effect)
+    key = pg.advisory_key
+    if kind is Kind.RELEASE:
+        if not held or key is None:
+            return refused(
+                kind,
+                lock,
+                verdict,
+                "not_held",
+                "lockwatch does not hold this lock (only advisory locks it stole can be released)",
+            )
+        if held_elsewhere:
+            effect = (
+                f"call pg_terminate_backend({pid}) on {where}: ends the lockwatch steal session"
+                f" holding advisory lock {lock.name} ({key}), which frees it"
+            )
+        else:
+            effect = (
+                f"unlock advisory lock {lock.name} ({key}) on lockwatch's own connection to {where}"
+            )
+        return Plan(kind, lock, verdict, "lock_released", effect)
+    if key is None or pg.locktype != "advisory":
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "unsupported",
+            f"only advisory locks can be stolen; this is a {pg.locktype} lock (b terminates"
+            " its holder)",
+        )
+    if not pg.granted:
+        return refused(
+            kind, lock, verdict, "not_held", f"pid {pid} waits for {lock.name}; it holds nothing"
+        )
+    if not stale:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "not_stale",
+            f"{lock.name} is {verdict.state}: stealing a lock that is not stale is never allowed",
+        )
+    if pg.blocking_here:
+        waiting = ", ".join(str(w) for w in pg.blocking_here)
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "has_waiters",
+            f"{lock.name} has queued waiters (pid {waiting}): PostgreSQL grants it to them"
+            " before lockwatch could take it, so a steal would only terminate its holder;"
+            " nothing done. Break it instead (b, or lockwatch break) and let the waiter have it",
+        )
+    shared = "_shared" if pg.mode == "ShareLock" else ""
+    effect = (
+        f"call pg_terminate_backend({pid}) on {where}: {_session_effect(lock, peers)}; then take"
+        f" advisory lock {lock.name} ({key}) with pg_try_advisory_lock{shared} on lockwatch's own"
+        " connection and hold it until released (r)"
+    )
+    return Plan(kind, lock, verdict, "lock_stolen", effect, needs_name=inferred, why_name=why_name)
+
+
+class PgActions(ActionsBase):
+    name = NAME
+    kinds = frozenset({Kind.BREAK, Kind.STEAL, Kind.RELEASE, Kind.CANCEL})
+
+    def options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            click.option(
+                "--pg",
+                "pg_dsns",
+                multiple=True,
+                metavar="DSN",
+                help="The server a Postgres TARGET lives on (repeatable).",
+            )
+        ]
+
+    def reach(self, wanted: Wanted) -> Mapping[str, Any]:
+        from lockwatch.sources.postgres.dsn import (
+            PasswordFileError,
+            display_name,
+            read_password_file,
+            resolve_dsns,
+            with_password,
+        )
+
+        settings: PgSettings | None = wanted.settings(NAME)
+        configured = settings.dsns if settings is not None else ()
+        password_file = settings.password_file if settings is not None else None
+        password = None
+        try:
+            dsns = resolve_dsns(
+                wanted.values.get("pg_dsns") or (),
+                configured,
+                os.environ,
+                password_file=password_file,
+            )
+            if password_file:
+                password = read_password_file(password_file)
+        except PasswordFileError as exc:
+            raise SourceError(str(exc)) from exc
+        by_name = {display_name(dsn): dsn for dsn in dsns}
+
+        def dsn_for(server: str) -> str | None:
+            derived = dsn_from_name(server)
+            if derived is not None and password is not None:
+                derived = with_password(derived, password)
+            return by_name.get(server) or derived
+
+        return {"dsn_for": dsn_for}
+
+    def holding(self, lock: Lock, operator: str, pid: int | None) -> Holding:
+        # Only a `lockwatch steal` session of this operator's: anyone else's is a break.
+        from lockwatch.sources.postgres.actor import held_by_steal
+
+        held = held_by_steal(lock, operator)
+        return Holding(held, elsewhere=held)
+
+    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
+        applications = asked.given.get("pg_applications")
+        pg = _pg(lock)
+        if (
+            applications is not None
+            and not asked.held
+            and not (pg.backend.application or "").startswith(applications)
+        ):
+            return refused(
+                kind,
+                lock,
+                verdict,
+                "not_ours",
+                f"only the demo's own sessions ({applications}…) can be acted on"
+                " here; this one belongs to someone else",
+            )
+        return _plan(kind, lock, verdict, asked.peers, asked.held, asked.held_elsewhere)
+
+    def run(self, plan: Plan, doing: Doing) -> Done:
+        from lockwatch.sources.postgres.actor import PgActor
+
+        lock = plan.lock
+        pg = _pg(lock)
+        held = doing.held
+        if plan.kind is Kind.RELEASE and held is not None:
+            unlocked = held.release()
+            message = f"released {lock.name} on {pg.server}"
+            if not unlocked:
+                message += " (the server had already let go of it: the connection is closed)"
+            return Done({"unlocked": unlocked}, message)
+        dsn_for = doing.reach.get("dsn_for")
+        dsn = dsn_for(pg.server) if dsn_for is not None else None
+        if dsn is None:
+            raise ActionRefused("no_dsn", f"no DSN for {pg.server}: name the server with --pg")
+        actor = PgActor(dsn)
+        pid = pg.backend.pid
+        server = pg.server
+
+        def terminated(gone: int) -> None:
+            # Its own record the moment a backend is gone, whatever happens next.
+            doing.note(
+                "backend_terminated",
+                {
+                    "pid": gone,
+                    "message": f"terminated pid {gone} on {server} (part of {plan.verb})",
+                },
+            )
+
+        if plan.kind is Kind.BREAK:
+            # Judged stale for idling: still idle now, unless the operator forced it
+            # against the verdict (a name typed for inferred staleness confirms it).
+            stale = plan.verdict.state is State.STALE
+            actor.terminate(
+                lock, still_idle=stale and (not doing.force or plan.why_name is not None)
+            )
+            return Done({"pid": pid}, f"terminated pid {pid} on {server}")
+        if plan.kind is Kind.CANCEL:
+            actor.cancel(lock)
+            return Done({"pid": pid}, f"cancelled the query of pid {pid} on {server}")
+        if plan.kind is Kind.RELEASE:
+            actor.release_remote(lock, on_terminated=terminated)
+            return Done({"pid": pid}, f"released {lock.name}: ended lockwatch session {pid}")
+        taken = actor.steal(lock, operator=doing.operator, on_terminated=terminated)
+        details = {"terminated_pid": pid, "held_by_pid": taken.backend_pid}
+        message = (
+            f"terminated pid {pid} and took {lock.name} on {server}"
+            f" (lockwatch session {taken.backend_pid} holds it)"
+        )
+        return Done(details, message, held=taken)
+
+    def target(self, lock: Lock) -> dict[str, Any]:
+        pg = lock.facts
+        if not isinstance(pg, PgLock):
+            return {}
+        # The server's display name: never the DSN, which may hold a password.
+        return {
+            "server": pg.server,
+            "database": pg.database,
+            "pid": pg.backend.pid,
+            "locktype": pg.locktype,
+            "mode": pg.mode,
+        }
+
+    def unseen_target(self, lock_id: str) -> dict[str, Any]:
+        return {"source": NAME, "id": lock_id, "server": ids.pg_server(lock_id)}
+
+    def seen_hash(self, lock: Lock) -> str | None:
+        """Its pg_locks row as canonical JSON."""
+        from lockwatch.model.compact import plain
+
+        if not isinstance(lock.facts, PgLock) or not isinstance(lock.content, Mapping):
+            return None
+        row = plain(lock.content)
+        canonical = json.dumps(row, sort_keys=True, default=str, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def where(self, lock: Lock) -> str | None:
+        return lock.facts.server if isinstance(lock.facts, PgLock) else None
+
+    def confirm_rows(self, lock: Lock, verdict: Verdict, now: datetime) -> Sequence[Row]:
+        pg = lock.facts
+        if not isinstance(pg, PgLock) or not pg.granted:
+            return ()
+        # PostgreSQL keeps no time for a granted lock: what is known, as bounds.
+        held = held_text(pg, now)
+        return [("held", held)] if held else ()
+
+
+ACTIONS = PgActions()

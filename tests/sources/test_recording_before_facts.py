@@ -1,0 +1,77 @@
+"""Recordings of the release before a lock carried its source's facts as one value
+still replay, and read as the same locks.
+
+`tests/fixtures/recordings/before-facts.jsonl` was written by that release
+(commit e653785) from the dashboard's test scenarios (files, PostgreSQL sessions,
+kernel locks) plus Redis keys and another host's lock: its locks keep their facts
+in the old fields `pg`, `kernel`, `store` and `remote`. Beside it,
+`before-facts.records.json` holds what that release's `ls --json` said of each
+lock (`lock_record` at the scenarios' instant): this release must say the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from lockwatch.model import codec
+from lockwatch.model.changes import ChangeSet
+from lockwatch.model.facts import Facts
+from lockwatch.model.lock import Lock
+from lockwatch.model.report import lock_record
+from lockwatch.sources.recording import ReplayFeed
+from tests.conftest import NOW
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "recordings"
+
+
+def _change_sets() -> list[ChangeSet]:
+    feed = ReplayFeed.open(FIXTURES / "before-facts.jsonl")
+    sets = [codec.loads_line(line) for line in feed._lines]
+    assert all(isinstance(change, ChangeSet) for change in sets)
+    return sets
+
+
+def test_every_old_lock_reads_with_its_facts_in_the_one_field() -> None:
+    sets = _change_sets()
+    locks = [entry.lock for change in sets for entry in change.upserts]
+    assert len(locks) == 33
+    kinds = {type(lock.facts).__name__ for lock in locks if lock.facts is not None}
+    # Every family the old Lock had a field for arrives as its source's facts.
+    assert kinds == {"PgLock", "KernelFacts", "StoreLock", "RemoteOrigin"}
+    assert all(isinstance(lock.facts, Facts) for lock in locks if lock.facts is not None)
+    by_source = {lock.source: type(lock.facts).__name__ for lock in locks if lock.facts}
+    assert by_source["postgres"] == "PgLock" and by_source["kernel"] == "KernelFacts"
+    assert by_source["redis"] == "StoreLock"
+
+
+def test_old_locks_render_the_records_that_release_rendered() -> None:
+    expected: list[dict[str, Any]] = orjson.loads(
+        (FIXTURES / "before-facts.records.json").read_bytes()
+    )
+    rendered = [
+        orjson.loads(
+            orjson.dumps(lock_record(entry.lock, entry.verdict, NOW), option=orjson.OPT_UTC_Z)
+        )
+        for change in _change_sets()
+        for entry in change.upserts
+    ]
+    assert len(rendered) == len(expected)
+    for got, want in zip(rendered, expected, strict=True):
+        assert got == want, want["id"]
+
+
+def test_an_old_field_that_holds_no_facts_is_a_codec_error() -> None:
+    old = b'{"~":"Lock","id":"pg:x","source":"postgres","format":"pg_locks","name":"x","path":null'
+    assert isinstance(codec.loads_line(old + b"}"), Lock)
+    for field in (b"pg", b"kernel", b"store", b"remote"):
+        with pytest.raises(codec.CodecError, match="not a lock's facts: Holder"):
+            codec.loads_line(old + b',"' + field + b'":{"~":"Holder","pid":1}}')
+        with pytest.raises(codec.CodecError):
+            codec.loads_line(old + b',"' + field + b'":"a string"}')
+    # The new field is checked by its type, as every field is.
+    with pytest.raises(codec.CodecError, match="expected a Facts"):
+        codec.loads_line(old + b',"facts":{"~":"Holder","pid":1}}')
