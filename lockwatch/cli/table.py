@@ -33,7 +33,7 @@ _NAME_WIDTH = 32
 
 def _holder(lock: Lock, verdict: Verdict) -> str:
     facts = lock.facts
-    said = None if facts is None else facts.holder_label()
+    said = None if facts is None else facts.holder_label(lock)
     if said is not None:
         return said
     holder = lock.holder

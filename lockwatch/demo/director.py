@@ -28,14 +28,13 @@ from types import TracebackType
 from lockwatch.config import Config
 from lockwatch.demo import workspace as ws
 from lockwatch.demo.cast import KILLED, cast, clocks, killed_lock, readme
+from lockwatch.demo.pg_server import EmbeddedServer, pgserver_problem
 from lockwatch.demo.postgres import (
     IDLE_AFTER_S,
     AdvisoryPlan,
     Contention,
-    EmbeddedServer,
     PgSetupError,
     advisory_plan,
-    pgserver_problem,
     probe,
 )
 from lockwatch.demo.supervisor import Child, Guardian, Supervisor

@@ -100,16 +100,18 @@ class Facts:
     # --- how it reads ---------------------------------------------------------
 
     def holder_text(self, lock: Lock) -> str | None:
-        """The HOLDER column's text (None: the generic pid/actor/host)."""
+        """Who holds it, in the dashboard's HOLDER column, events and confirmations
+        (None: the generic pid@host actor)."""
         return None
 
     def where(self, lock: Lock) -> str | None:
         """Where the lock is when it has no path: a server, a key, an inode."""
         return None
 
-    def holder_label(self) -> str | None:
-        """Who holds it, as `lockwatch ls`'s HOLDER says it (None: pid@host actor)."""
-        return None
+    def holder_label(self, lock: Lock) -> str | None:
+        """Who holds it, as `lockwatch ls`'s HOLDER says it (None: pid@host actor):
+        as the dashboard says it, unless a source keeps its table terse."""
+        return self.holder_text(lock)
 
     def operation(self, lock: Lock) -> str | None:
         """The OPERATION column (None: the holder's operation, else its session)."""

@@ -358,10 +358,15 @@ def _node_label(node: NodeId, sessions: dict[Hashable, str]) -> str:
     label = sessions.get(node)
     if label is not None:
         return label
-    if isinstance(node, str):
+    if isinstance(node, int):
+        return f"pid {node}"
+    # A PostgreSQL waiter names the prepared transaction it waits on
+    # (model/blocking.py), which no lock of its own labels; any other node the
+    # facts did not label (a store's token, lease or client) is shown as it is.
+    if node.startswith("prepared:"):
         gid = node.removeprefix("prepared:")
         return "a prepared transaction" if gid == "?" else f"prepared transaction {gid}"
-    return f"pid {node}"
+    return node
 
 
 def _node_line(node: BlockNode, sessions: dict[Hashable, str]) -> str:

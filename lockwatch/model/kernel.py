@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from lockwatch.model.ids import kernel_id
 from lockwatch.model.slots import fast_init
 
 KernelType = Literal["FLOCK", "POSIX", "OFDLCK"]
@@ -117,12 +116,3 @@ class KernelEvidence:
 
 
 NO_EVIDENCE = KernelEvidence()
-
-
-def kernel_lock_id(kernel: KernelLock) -> str:
-    """The id of a kernel lock's record: an OFD lock's procfs pid is -1, so its
-    owner, once found, names it instead."""
-    pid = kernel.pid if kernel.pid > 0 else (kernel.holder_pid or -1)
-    return kernel_id(
-        kernel.file.device, kernel.file.inode, kernel.type, kernel.start, kernel.end, pid
-    )

@@ -35,7 +35,20 @@ from lockwatch.sources.registry import record_types
 FORMAT = "recording/1"
 # Every source's own facts on its locks (pg_locks rows, /proc/locks lines) travel
 # in recordings: the registry says which types those are.
-codec.register(Entry, ChangeSet, *record_types())
+codec.register(Entry, ChangeSet)
+_registered: list[tuple[type, ...]] = [()]
+
+
+def know_sources() -> None:
+    """Make every source's own facts types (pg_locks rows, /proc/locks lines, …)
+    known to the codec, as the registry has them now: a recording carries them."""
+    kinds = record_types()
+    if kinds != _registered[0]:
+        codec.register(*kinds)
+        _registered[0] = kinds
+
+
+know_sources()
 
 
 # Recordings made before a lock carried its source's facts as one value kept
@@ -63,6 +76,7 @@ class Recorder:
     lock snapshot must not stall the dashboard."""
 
     def __init__(self, path: Path, *, host: str, now: datetime | None = None) -> None:
+        know_sources()
         self.path = path
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -170,6 +184,7 @@ class ReplayFeed:
         monotonic: Callable[[], float] = time.monotonic,
         name: str = "replay",
     ) -> None:
+        know_sources()
         self.name = name
         self.host = host
         self._lines = lines

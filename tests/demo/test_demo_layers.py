@@ -20,7 +20,7 @@ def test_the_demo_imports_no_ui_and_no_cli() -> None:
 
 def test_children_import_only_the_standard_library() -> None:
     allowed = ("lockwatch.demo", "__future__", "psycopg")  # psycopg: the guardian, lazily
-    for name in ("children.py", "lockfiles.py"):
+    for name in ("children.py", "guardian.py", "lockfiles.py"):
         for module in imported_modules(PACKAGE / "demo" / name):
             top = module.split(".")[0]
             assert module.startswith(allowed) or top in sys.stdlib_module_names, module

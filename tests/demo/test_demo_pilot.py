@@ -19,7 +19,7 @@ import pytest
 from lockwatch.cli.demo import demo_app
 from lockwatch.demo import Demo, DemoError, director
 from lockwatch.demo.cast import KILLED
-from lockwatch.demo.postgres import pgserver_problem
+from lockwatch.demo.pg_server import pgserver_problem
 from lockwatch.model.blocking import BlockNode
 from lockwatch.model.verdict import State
 from lockwatch.ui.app import LockwatchApp

@@ -11,7 +11,7 @@ import psutil
 import psycopg
 import pytest
 
-from lockwatch.demo.postgres import RUN_AS, EmbeddedServer, pgserver_problem
+from lockwatch.demo.pg_server import RUN_AS, EmbeddedServer, pgserver_problem
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the root path only")
 

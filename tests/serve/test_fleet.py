@@ -17,7 +17,7 @@ import pytest
 from lockwatch.cli.watch import build_app
 from lockwatch.cli.where import select_targets
 from lockwatch.config import Config
-from lockwatch.model import ids
+from lockwatch.sources.remote import ids
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.panels import SourcesBar
 from lockwatch.ui.table import TableHeader

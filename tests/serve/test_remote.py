@@ -15,13 +15,14 @@ from lockwatch.actions.plan import Kind
 from lockwatch.actions.targets import prepare
 from lockwatch.clock import FrozenClock
 from lockwatch.config import Config, ConfigError
-from lockwatch.model import codec, ids
+from lockwatch.model import codec
 from lockwatch.model.changes import ChangeSet
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, evaluate
 from lockwatch.sources.contract import SourceError, Wanted
 from lockwatch.sources.polled import PolledFeed
 from lockwatch.sources.recording import Recorder  # noqa: F401 - registers the codec's types
+from lockwatch.sources.remote import ids
 from lockwatch.sources.remote.client import RemoteProblem
 from lockwatch.sources.remote.document import DocumentError, read_document
 from lockwatch.sources.remote.endpoints import (

@@ -28,7 +28,7 @@ import pytest
 import lockwatch
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.files.changes import pace
-from lockwatch.sources.files.inotify import IN_Q_OVERFLOW, Event, Inotify
+from lockwatch.sources.files.inotify_kernel import IN_Q_OVERFLOW, Event, Inotify
 from lockwatch.ui.panels import status_text
 from tests.sources.test_file_feed import (
     HOUR,

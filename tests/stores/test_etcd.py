@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lockwatch.model import ids
+from lockwatch.sources.etcd import ids
 from tests.conftest import run_cli
 from tests.stores.conftest import WAIT_S, Etcd, until
 

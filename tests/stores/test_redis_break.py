@@ -17,8 +17,8 @@ from lockwatch.actions.run import Executor
 from lockwatch.actions.targets import find, prepare
 from lockwatch.clock import SystemClock
 from lockwatch.config import Config
-from lockwatch.model import ids
 from lockwatch.sources.contract import Wanted
+from lockwatch.sources.redis import ids
 from tests.conftest import run_cli
 from tests.stores.conftest import RedisHarness
 

@@ -13,7 +13,7 @@ import pytest
 import redis
 from pottery import Redlock
 
-from lockwatch.model import ids
+from lockwatch.sources.redis import ids
 from tests.conftest import run_cli
 from tests.stores.conftest import Throwaway, until
 

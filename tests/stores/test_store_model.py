@@ -8,15 +8,17 @@ from datetime import timedelta
 import pytest
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model import blocking, codec, ids
+from lockwatch.model import blocking, codec
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_json
 from lockwatch.model.verdict import State, evaluate
 from lockwatch.sources import registry
 from lockwatch.sources.etcd.gateway import KeyValue, prefix_end
+from lockwatch.sources.etcd.ids import etcd_id, parse_etcd
 from lockwatch.sources.etcd.records import to_locks as etcd_locks
 from lockwatch.sources.etcd.server import EtcdSnapshot
+from lockwatch.sources.redis.ids import parse_redis, redis_id
 from lockwatch.sources.redis.records import detect, group_locks
 from lockwatch.sources.redis.records import to_locks as redis_locks
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot
@@ -98,7 +100,7 @@ def test_waiters_are_matched_by_the_length_of_their_blpop() -> None:
     holder, waiter = locks
     assert isinstance(holder.facts, StoreLock) and isinstance(waiter.facts, StoreLock)
     assert store_of(holder).blocking == ("client:11",)
-    assert waiter.id == ids.redis_id(SERVER, "lock:queue", 11)
+    assert waiter.id == redis_id(SERVER, "lock:queue", 11)
     assert store_of(waiter).blocked_by == ("holder-token",)
     assert waiter.acquired_at == NOW - timedelta(seconds=4)
     assert judged(waiter) == (State.WAITING, ("waiting",))
@@ -212,25 +214,25 @@ def test_prefix_ends_cover_exactly_the_prefix() -> None:
 @pytest.mark.parametrize(
     "lock_id",
     [
-        ids.redis_id("10.0.0.5:6379/0", "lock:a:b"),
-        ids.redis_id("[::1]:6379/2", "x"),
-        ids.redis_id("unix:/run/redis.sock/0", "deploy.lock"),
-        ids.redis_id("a:1/0,b:2/0,c:3/0", "redlock:job"),
-        ids.redis_id("10.0.0.5:6379/0", "lock:q", 12),
+        redis_id("10.0.0.5:6379/0", "lock:a:b"),
+        redis_id("[::1]:6379/2", "x"),
+        redis_id("unix:/run/redis.sock/0", "deploy.lock"),
+        redis_id("a:1/0,b:2/0,c:3/0", "redlock:job"),
+        redis_id("10.0.0.5:6379/0", "lock:q", 12),
     ],
 )
 def test_redis_ids_parse_back(lock_id: str) -> None:
-    parsed = ids.parse_redis(lock_id)
-    assert parsed is not None and ids.redis_id(parsed.server, parsed.key) == lock_id
+    parsed = parse_redis(lock_id)
+    assert parsed is not None and redis_id(parsed.server, parsed.key) == lock_id
     assert registry.id_prefix(lock_id) == "redis"
 
 
 def test_etcd_ids_parse_back_and_junk_does_not() -> None:
-    lock_id = ids.etcd_id("etcd1:2379", "/locks/deploy/1a")
-    parsed = ids.parse_etcd(lock_id)
+    lock_id = etcd_id("etcd1:2379", "/locks/deploy/1a")
+    parsed = parse_etcd(lock_id)
     assert parsed is not None and (parsed.server, parsed.key) == ("etcd1:2379", "/locks/deploy/1a")
     for junk in ("redis:", "redis:host/0:key", "redis:host:port/0:key", "etcd:host:key"):
-        assert ids.parse_redis(junk) is None and ids.parse_etcd(junk) is None
+        assert parse_redis(junk) is None and parse_etcd(junk) is None
 
 
 def test_store_locks_survive_a_recording() -> None:
@@ -264,7 +266,7 @@ def test_store_lock_needs_no_holder_pid_and_says_who_holds_it() -> None:
         value="tok",
         quorum=Quorum(3, 2, 0, (QuorumMember("a", True),)),
     )
-    assert redis_store.holder_label() == "token tok on 2/3"
+    assert redis_store.holder_text(lock) == "token tok on 2/3"
 
 
 def test_the_gateway_finds_v3beta_on_older_etcd_and_reports_non_etcd_answers() -> None:

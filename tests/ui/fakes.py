@@ -26,12 +26,7 @@ from textual.pilot import Pilot
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.changes import ChangeSet, Entry, judge
-from lockwatch.model.kernel import (
-    FileKey,
-    KernelEvidence,
-    KernelLock,
-    kernel_lock_id,
-)
+from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.status import SourceStatus
@@ -41,6 +36,7 @@ from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.evidence import with_evidence
 from lockwatch.sources.files.users import with_users
 from lockwatch.sources.kernel.facts import KernelFacts
+from lockwatch.sources.kernel.ids import kernel_lock_id
 from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey, PgBackend, PgLock
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.flow import ActionFlow

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lockwatch.model.blocking import KERNEL_GROUP, NodeId, build, from_locks, group
-from lockwatch.model.kernel import FileKey, KernelLock, kernel_lock_id
+from lockwatch.model.kernel import FileKey, KernelLock
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.kernel.facts import KernelFacts
+from lockwatch.sources.kernel.ids import kernel_lock_id
 
 
 def node_ids(tree_json: dict[str, object]) -> list[object]:

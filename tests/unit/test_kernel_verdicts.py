@@ -12,20 +12,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model import ids
-from lockwatch.model.kernel import (
-    FileKey,
-    KernelEvidence,
-    KernelLock,
-    kernel_lock_id,
-)
+from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources import registry
 from lockwatch.sources.files.decoders import generic
 from lockwatch.sources.files.evidence import with_evidence
+from lockwatch.sources.files.ids import file_id, file_path
 from lockwatch.sources.kernel.facts import KernelFacts
+from lockwatch.sources.kernel.ids import KernelId, kernel_id, kernel_lock_id, parse_kernel
+from lockwatch.sources.postgres.ids import PgId, parse_pg, pg_id, pg_server
 from tests.conftest import LOCAL_HOST, NOW, ago
 
 KEY = FileKey("254:0", 1234)
@@ -212,19 +209,17 @@ def test_kernel_ids_round_trip(
     major: int, minor: int, inode: int, kind: str, start: int, length: int | None, pid: int
 ) -> None:
     end = None if length is None else start + length
-    lock_id = ids.kernel_id(f"{major}:{minor}", inode, kind, start, end, pid)
-    parsed = ids.parse_kernel(lock_id)
-    assert parsed == ids.KernelId(f"{major}:{minor}", inode, kind, start, end, pid)
+    lock_id = kernel_id(f"{major}:{minor}", inode, kind, start, end, pid)
+    parsed = parse_kernel(lock_id)
+    assert parsed == KernelId(f"{major}:{minor}", inode, kind, start, end, pid)
     assert registry.id_prefix(lock_id) == "kernel"
 
 
 def test_ids_are_parsed_in_one_place() -> None:
-    pg = ids.pg_id("monitor@db1:5432/app", 4242, "advisory/1:2", "ExclusiveLock", "held")
-    assert ids.parse_pg(pg) == ids.PgId(
-        "monitor@db1:5432/app", "4242:advisory/1:2:ExclusiveLock:held"
-    )
-    assert ids.pg_server(pg) == "monitor@db1:5432/app"
-    assert ids.file_path(ids.file_id("/a/b.lock")) == "/a/b.lock"
+    pg = pg_id("monitor@db1:5432/app", 4242, "advisory/1:2", "ExclusiveLock", "held")
+    assert parse_pg(pg) == PgId("monitor@db1:5432/app", "4242:advisory/1:2:ExclusiveLock:held")
+    assert pg_server(pg) == "monitor@db1:5432/app"
+    assert file_path(file_id("/a/b.lock")) == "/a/b.lock"
     assert registry.id_prefix("nonsense") is None and registry.id_prefix("zookeeper:x") is None
-    assert ids.parse_kernel("kernel:1:2:3:FLOCK:0-EOF") is None  # no pid
-    assert ids.parse_pg("pg:not-a-server") is None
+    assert parse_kernel("kernel:1:2:3:FLOCK:0-EOF") is None  # no pid
+    assert parse_pg("pg:not-a-server") is None

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
-from lockwatch.model import ids
 from lockwatch.sources.contract import (
     Decorator,
     Found,
@@ -27,6 +26,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.etcd import ids
 from lockwatch.sources.etcd.actions import ACTIONS
 from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.stores.facts import StoreLock

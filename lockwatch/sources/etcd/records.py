@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 
-from lockwatch.model import ids
 from lockwatch.model.lock import Holder, Lock
+from lockwatch.sources.etcd import ids
 from lockwatch.sources.etcd.gateway import KeyValue
 from lockwatch.sources.etcd.server import EtcdSnapshot
 from lockwatch.sources.stores.facts import ETCD, StoreLock

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.model import ids
 from lockwatch.model.action import Asked, Doing, Done, Kind, Plan, decoded, refused
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase
+from lockwatch.sources.files import ids
 from lockwatch.sources.files.scanner import TOMBSTONE_DIR
 
 if TYPE_CHECKING:
@@ -56,9 +56,9 @@ class FileActions(ActionsBase):
 
     def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
         from lockwatch.model.humanize import duration
-        from lockwatch.model.kernel import kernel_lock_id
         from lockwatch.sources.files.cas import inside
         from lockwatch.sources.files.decoders import writer
+        from lockwatch.sources.kernel.ids import kernel_lock_id
 
         roots = asked.given.get("roots")
         if roots is not None and lock.path is not None and not inside(lock.path, roots):

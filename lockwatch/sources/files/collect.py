@@ -10,9 +10,9 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from lockwatch.model import ids
 from lockwatch.model.changes import Entry
 from lockwatch.model.status import ScanError
+from lockwatch.sources.files import ids
 from lockwatch.sources.files.changes import Change, Changes
 from lockwatch.sources.files.scanner import (
     ScanResult,

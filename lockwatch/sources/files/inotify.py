@@ -11,7 +11,8 @@ no name can stop the watcher.
 All inotify state lives in one thread: it reads the events, watches directories
 as they appear, re-arms a root that was replaced (or whose permissions changed),
 batches what changed and hands it over through `take()`. The thread never touches
-the feed; the feed never touches inotify.
+the feed; the feed never touches inotify. The kernel's flags and the inotify
+instance itself are in inotify_kernel.py.
 """
 
 from __future__ import annotations
@@ -26,28 +27,30 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
 
 from lockwatch.sources.files.changes import Change, Changes, merge
+from lockwatch.sources.files.inotify_kernel import (
+    IN_ATTRIB,
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_DONT_FOLLOW,
+    IN_EXCL_UNLINK,
+    IN_IGNORED,
+    IN_ISDIR,
+    IN_MODIFY,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    IN_UNMOUNT,
+    Event,
+    Inotify,
+    Kernel,
+)
 from lockwatch.sources.files.scanner import SKIP_DIRS, is_candidate, never_a_lock
-
-# inotify(7): the kernel's ABI.
-IN_MODIFY = 0x2
-IN_ATTRIB = 0x4
-IN_CLOSE_WRITE = 0x8
-IN_MOVED_FROM = 0x40
-IN_MOVED_TO = 0x80
-IN_CREATE = 0x100
-IN_DELETE = 0x200
-IN_DELETE_SELF = 0x400
-IN_MOVE_SELF = 0x800
-IN_UNMOUNT = 0x2000
-IN_Q_OVERFLOW = 0x4000
-IN_IGNORED = 0x8000
-IN_ONLYDIR = 0x1000000
-IN_DONT_FOLLOW = 0x2000000
-IN_EXCL_UNLINK = 0x4000000
-IN_ISDIR = 0x40000000
 
 EVENTS = (
     IN_CREATE
@@ -69,54 +72,6 @@ BELOW_MASK = ROOT_MASK | IN_DONT_FOLLOW
 _SKIPPABLE = frozenset(
     {errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENAMETOOLONG}
 )
-
-
-class Event(NamedTuple):
-    wd: int
-    mask: int
-    cookie: int
-    name: str  # os.fsdecode'd: bytes that are not UTF-8 come as surrogates, never an error
-
-
-class Kernel(Protocol):
-    """The inotify calls the watcher makes (tests wrap them to fail or to count)."""
-
-    def fileno(self) -> int: ...
-
-    def add_watch(self, path: str, mask: int) -> int: ...
-
-    def rm_watch(self, wd: int) -> None: ...
-
-    def read(self) -> list[Event]: ...
-
-    def close(self) -> None: ...
-
-
-class Inotify:
-    """An inotify instance (inotify_simple: a thin ctypes wrapper), non-blocking."""
-
-    def __init__(self) -> None:
-        import inotify_simple  # type: ignore[import-untyped]
-
-        self._instance: Any = inotify_simple.INotify(nonblocking=True)
-
-    def fileno(self) -> int:
-        return int(self._instance.fileno())
-
-    def add_watch(self, path: str, mask: int) -> int:
-        return int(self._instance.add_watch(path, mask))
-
-    def rm_watch(self, wd: int) -> None:
-        self._instance.rm_watch(wd)
-
-    def read(self) -> list[Event]:
-        return [
-            Event(int(e.wd), int(e.mask), int(e.cookie), str(e.name))
-            for e in self._instance.read(timeout=0)
-        ]
-
-    def close(self) -> None:
-        self._instance.close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model import ids
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.sources.contract import (
     Collected,
@@ -22,6 +21,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.files import ids
 from lockwatch.sources.files.actions import ACTIONS
 
 if TYPE_CHECKING:

@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model import ids
 from lockwatch.model.changes import Entry
 from lockwatch.model.lock import Reason, amended
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import evaluate
+from lockwatch.sources.files import ids
 
 # The scanner's codes for a place that is there but cannot be read (scanner._error):
 # not `not_found`, which is a lock gone, nor `moved`, a root lockwatch no longer follows.

@@ -32,7 +32,8 @@ from lockwatch.sources.files.decoded import (
     worth_keeping,
 )
 from lockwatch.sources.files.evidence import Evidence, kernel_table
-from lockwatch.sources.files.inotify import Inotify, Kernel, Watcher
+from lockwatch.sources.files.inotify import Watcher
+from lockwatch.sources.files.inotify_kernel import Inotify, Kernel
 from lockwatch.sources.files.polling import Poller, polling_reason
 from lockwatch.sources.files.recheck import recheck_dirs, recheck_kernel, recheck_pids
 from lockwatch.sources.files.roots import PinnedRoots, root_statuses

@@ -28,11 +28,12 @@ from lockwatch.model.action import (
     Plan,
     refused,
 )
-from lockwatch.model.kernel import KernelLock, kernel_lock_id
+from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources.contract import ActionsBase, Decorator
 from lockwatch.sources.kernel.facts import KernelFacts
+from lockwatch.sources.kernel.ids import kernel_lock_id
 
 SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL}
 

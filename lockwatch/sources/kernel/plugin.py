@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model import ids
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.contract import (
     Collected,
@@ -29,6 +28,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.kernel import ids
 from lockwatch.sources.kernel.actions import ACTIONS
 from lockwatch.sources.kernel.current import locks_now, status
 from lockwatch.sources.kernel.facts import KernelFacts

@@ -6,9 +6,10 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from lockwatch.model.kernel import FileKey, kernel_lock_id
+from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.kernel.facts import KernelFacts
+from lockwatch.sources.kernel.ids import kernel_lock_id
 from lockwatch.sources.kernel.procfs import KernelTable
 
 # Bounds on the walk that finds files no holder's fds name (another user's

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model import ids
 from lockwatch.model.action import (
     ActionRefused,
     Asked,
@@ -32,6 +31,7 @@ from lockwatch.model.facts import Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase, Decorator, SourceError, Wanted
+from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.postgres.held import held_text
 from lockwatch.sources.postgres.terms import prepared_commands

@@ -20,9 +20,9 @@ from typing import Any
 import psycopg
 from psycopg import conninfo
 
-from lockwatch.model import ids
 from lockwatch.model.action import ActionFailed, ActionRefused
 from lockwatch.model.lock import Holder, Lock
+from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import scrub
 from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgLock
 from lockwatch.sources.postgres.query import TARGET

@@ -300,6 +300,10 @@ class PgLock(Facts):
         backend = self.backend
         return f"{backend.label} ({backend.user})" if backend.user else backend.label
 
+    def holder_label(self, lock: Lock) -> None:
+        # `ls` shows a session's pid and role as any holder's (pid, actor).
+        return None
+
     def since(self, lock: Lock) -> datetime | None:
         # No grant time is kept: it is at least as old as lockwatch saw it held.
         return self.known_held_at

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model import ids
 from lockwatch.sources.contract import (
     Collected,
     Decorator,
@@ -41,6 +40,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.actions import ACTIONS, dsn_from_name
 from lockwatch.sources.postgres.facts import (
     DEFAULT_IDLE_AFTER,

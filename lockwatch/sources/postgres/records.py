@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
-from lockwatch.model.ids import pg_id
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.postgres.facts import (
@@ -18,6 +17,7 @@ from lockwatch.sources.postgres.facts import (
     PgClient,
     PgLock,
 )
+from lockwatch.sources.postgres.ids import pg_id
 
 FORMAT = "pg_locks"
 QUERY_CHARS = 200

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
-from lockwatch.model import ids
 from lockwatch.sources.contract import (
     Decorator,
     Found,
@@ -29,6 +28,7 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.polled import StoreSelection
+from lockwatch.sources.redis import ids
 from lockwatch.sources.redis.actions import ACTIONS
 from lockwatch.sources.stores.facts import Quorum, QuorumMember, StoreClient, StoreLock
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-from lockwatch.model import ids
 from lockwatch.model.lock import Holder, Lock
+from lockwatch.sources.redis import ids
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot, raw
 from lockwatch.sources.stores.facts import REDIS, Quorum, QuorumMember, StoreClient, StoreLock
 

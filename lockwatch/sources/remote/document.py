@@ -19,12 +19,12 @@ from typing import Any
 
 import orjson
 
-from lockwatch.model import ids
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.report import LS_SCHEMA
 from lockwatch.model.status import LIVE_STATES
 from lockwatch.model.timestamps import parse_timestamp
 from lockwatch.model.verdict import State
+from lockwatch.sources.remote import ids
 from lockwatch.sources.remote.facts import RemoteOrigin
 
 _STATES = frozenset(state.value for state in State)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model import ids
 from lockwatch.sources.contract import (
     Collected,
     Decorator,
@@ -32,6 +31,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.remote import ids
 from lockwatch.sources.remote.actions import ACTIONS
 from lockwatch.sources.remote.endpoints import (
     DEFAULT_TIMEOUT,

@@ -154,8 +154,16 @@ class StoreLock(Facts):
     def waiter_count(self) -> int:
         return len(self.blocking)
 
-    def holder_text(self, lock: Lock) -> str:
-        return self.holder_label()
+    def tree_node(self) -> tuple[str, str] | None:
+        # Its node in the server's wait-for graph is a bare token, lease or
+        # `client:<id>`: the blocking tree says which kind it is.
+        if not self.session:
+            return None
+        if self.client is not None:
+            return self.session, f"client {self.client.id}"
+        if self.store == ETCD and self.session == self.lease_hex:
+            return self.session, f"lease {self.session}"
+        return self.session, f"{'token' if self.store == REDIS else 'value'} {self.session}"
 
     def extend_record(self, record: dict[str, Any]) -> None:
         # Keys and tokens are the store's bytes: odd ones as `\xff` escapes.
@@ -202,7 +210,7 @@ class StoreLock(Facts):
             self.session, not self.waiting, lock.name, waiting_since=self.waiting_since(lock)
         )
 
-    def holder_label(self) -> str:
+    def holder_text(self, lock: Lock) -> str:
         """Who holds (or waits), as the HOLDER column says it."""
         if self.client is not None:
             return f"client {self.client.id} {self.client.addr}"

@@ -1,0 +1,166 @@
+"""The beacon source: collecting, finding and breaking beacon leases."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from lockwatch.model.action import ActionRefused, Asked, Doing, Done, Kind, Plan, refused
+from lockwatch.model.changes import ChangeSet, judge
+from lockwatch.model.lock import Holder, Lock
+from lockwatch.model.process import StaticProcesses
+from lockwatch.model.status import SourceStatus
+from lockwatch.model.verdict import State, Verdict, evaluate
+from lockwatch.sources.contract import (
+    ActionsBase,
+    Collected,
+    Decorator,
+    Found,
+    ListingRequest,
+    SourceError,
+    Wanted,
+)
+from tests.shape.beacon.facts import BeaconLease
+
+if TYPE_CHECKING:
+    from lockwatch.clock import Clock
+    from lockwatch.sources.feed import Emit, Feed
+
+NAME = "beacon"
+SERVER_NAME = "beacon.test:7070"
+
+
+@dataclass
+class Lease:
+    owner: str
+    fence: int
+    lease_left: float
+
+
+# The beacon server: key -> its lease. Tests fill it and look at it.
+SERVER: dict[str, Lease] = {}
+
+
+def lease_id(key: str) -> str:
+    return f"{NAME}:{SERVER_NAME}:{key}"
+
+
+def locks_now(now: datetime) -> list[Lock]:
+    return [
+        Lock(
+            id=lease_id(key),
+            source=NAME,
+            format="beacon-lease",
+            name=key,
+            path=None,
+            holder=Holder(actor=lease.owner),
+            facts=BeaconLease(SERVER_NAME, key, lease.owner, lease.fence, now, lease.lease_left),
+        )
+        for key, lease in sorted(SERVER.items())
+    ]
+
+
+def _status(now: datetime) -> SourceStatus:
+    return SourceStatus(NAME, SERVER_NAME, "connected", updated_at=now)
+
+
+class BeaconFeed:
+    name = f"{NAME}:{SERVER_NAME}"
+
+    def __init__(self, clock: Clock, host: str) -> None:
+        self.clock, self.host = clock, host
+
+    async def run(self, emit: Emit) -> None:
+        now = self.clock.now()
+        entries = judge(locks_now(now), StaticProcesses(), now, self.host)
+        emit(ChangeSet(self.name, now, upserts=tuple(entries), statuses=(_status(now),)))
+        await asyncio.Event().wait()
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class SelectedBeacon:
+    def collect(self, request: ListingRequest) -> Collected:
+        entries = judge(locks_now(request.now), StaticProcesses(), request.now, request.host)
+        return Collected(
+            assessed=[(entry.lock, entry.verdict) for entry in entries],
+            statuses=[_status(request.now)],
+            stale=sum(entry.verdict.state is State.STALE for entry in entries),
+        )
+
+    def feeds(self, clock: Clock, host: str) -> Sequence[Feed]:
+        return [BeaconFeed(clock, host)]
+
+
+@dataclass
+class BeaconActions(ActionsBase):
+    name: str = NAME
+    kinds: frozenset[Kind] = field(default_factory=lambda: frozenset({Kind.BREAK}))
+
+    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
+        lease = lock.facts
+        assert isinstance(lease, BeaconLease)
+        if kind is not Kind.BREAK:
+            return refused(kind, lock, verdict, "unsupported", "beacons can only be broken")
+        effect = f"drop {lease.key} on {lease.server} if its fence is still {lease.fence}"
+        needs_name = verdict.state is not State.STALE
+        return Plan(kind, lock, verdict, "lock_broken", effect, needs_name=needs_name)
+
+    def run(self, plan: Plan, doing: Doing) -> Done:
+        lease = plan.lock.facts
+        assert isinstance(lease, BeaconLease)
+        now = SERVER.get(lease.key)
+        if now is None or now.fence != lease.fence:
+            # Compare-and-swap: another holder (a new fence) is not the one seen.
+            raise ActionRefused("changed", f"{lease.key} is no longer fence {lease.fence}")
+        del SERVER[lease.key]
+        return Done({"fence": lease.fence}, f"dropped {lease.key} (fence {lease.fence})")
+
+    def target(self, lock: Lock) -> dict[str, Any]:
+        lease = lock.facts
+        assert isinstance(lease, BeaconLease)
+        return {"server": lease.server, "key": lease.key, "fence": lease.fence}
+
+
+class BeaconSource:
+    name = NAME
+    label = "bcn"
+    id_prefix = NAME
+    summary = "Beacon leases (a test's made-up lock service)"
+    config_tables: tuple[str, ...] = ()
+    record_types: tuple[type, ...] = (BeaconLease,)
+    title = "Beacon"
+    status_word = "beacon "
+    sees_waits = False
+    actions = BeaconActions()
+
+    def options(self) -> Sequence[Decorator]:
+        return []
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return False
+
+    def read_config(self, tables: Mapping[str, Any], where: str) -> None:
+        return None
+
+    def select(self, wanted: Wanted) -> SelectedBeacon | None:
+        return SelectedBeacon() if SERVER else None
+
+    def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
+        from lockwatch.clock import SystemClock
+
+        if not target.startswith(f"{NAME}:{SERVER_NAME}:"):
+            raise SourceError(f"{target!r} is not a beacon lease id")
+        clock = SystemClock()
+        for lock in locks_now(clock.now()):
+            if lock.id == target:
+                return lock, evaluate(lock, StaticProcesses(), clock, host), []
+        return f"no beacon lease {target}"
+
+
+SOURCE = BeaconSource()

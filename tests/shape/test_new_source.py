@@ -1,0 +1,212 @@
+"""The shape's proof (issue 32): a new source with its own facts, rules, detail
+section and break action is a package and one registry line.
+
+`tests/shape/beacon/` is such a package, written as a contributor would; these
+tests add it to the registry the way its one line would (`SOURCES`, patched for
+the test alone) and touch nothing else of lockwatch. Then every surface has to
+get it right by asking its facts and its provider: `ls --json` and the table,
+the dashboard's row and detail pane, the filter's `source:`, serve's metrics, a
+recording's round trip, and a `break` audited under the source's own name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockwatch.clock import FrozenClock
+from lockwatch.model import codec
+from lockwatch.model.action import ActionRefused, Doing, Kind
+from lockwatch.model.board import Board
+from lockwatch.model.changes import ChangeSet, judge
+from lockwatch.model.process import StaticProcesses
+from lockwatch.model.query import parse
+from lockwatch.model.verdict import State
+from lockwatch.serve.metrics import figures
+from lockwatch.sources import registry
+from lockwatch.sources.recording import Recorder, ReplayFeed
+from lockwatch.ui.app import LockwatchApp
+from lockwatch.ui.table import LockTable
+from tests.conftest import LOCAL_HOST, NOW, run_cli
+from tests.serve.test_metrics import exposition
+from tests.shape.beacon import plugin
+from tests.shape.beacon.facts import BeaconLease
+from tests.ui.fakes import builtin_themes, row_text, settle
+from tests.ui.test_pilot import detail_text
+
+LAPSED = plugin.lease_id("nightly-report")
+LIVE = plugin.lease_id("deploy")
+
+
+@pytest.fixture(autouse=True)
+def beacon_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The source's one registry line, for this test only; a server with one
+    lapsed lease and one live one."""
+    monkeypatch.setattr(registry, "SOURCES", (*registry.SOURCES, plugin.SOURCE))
+    plugin.SERVER.clear()
+    plugin.SERVER.update(
+        {
+            "nightly-report": plugin.Lease("cron@db7", fence=41, lease_left=-90.0),
+            "deploy": plugin.Lease("ops-bot", fence=7, lease_left=3600.0),
+        }
+    )
+    yield
+    plugin.SERVER.clear()
+
+
+def _entries() -> list[Any]:
+    return judge(plugin.locks_now(NOW), StaticProcesses(), NOW, LOCAL_HOST)
+
+
+def test_ls_json_and_the_table_show_its_locks_judged_by_its_rules(tmp_path: Path) -> None:
+    code, out, err = run_cli("ls", "--json", str(tmp_path))
+    assert code == 0, err
+    records = {record["id"]: record for record in json.loads(out)["locks"]}
+    lapsed, live = records[LAPSED], records[LIVE]
+    assert lapsed["source"] == "beacon" and lapsed["format"] == "beacon-lease"
+    assert lapsed["state"] == "stale"
+    assert [r["code"] for r in lapsed["reasons"]] == ["beacon_lapsed"]
+    # Its own JSON fields, from its facts.
+    assert (lapsed["fence"], lapsed["owner"], lapsed["key"]) == (41, "cron@db7", "nightly-report")
+    assert live["state"] == "active" and live["next_change_at"] is not None
+
+    code, out, err = run_cli("ls", str(tmp_path))
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if "nightly-report" in line)
+    assert "stale" in line and "cron@db7 (fence 41)" in line
+
+
+async def test_the_dashboard_shows_its_row_detail_and_filters_by_its_name() -> None:
+    clock = FrozenClock(NOW)
+    selected = plugin.SOURCE.select(_wanted())
+    assert selected is not None
+    app = LockwatchApp(
+        list(selected.feeds(clock, LOCAL_HOST)),
+        clock=clock,
+        host=LOCAL_HOST,
+        themes=builtin_themes(),
+        tick_seconds=3600.0,
+    )
+    app.animation_level = "none"
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        assert set(app.rows.ids) == {LAPSED, LIVE}
+        assert app.board.verdict(LAPSED).state is State.STALE
+        # The row: the source's short name, its holder as its facts say it.
+        row = row_text(app, LAPSED)
+        assert "bcn" in row and "cron@db7 (fence 41)" in row
+
+        # The detail pane: its own section.
+        table = app.query_one("#table", LockTable)
+        for _ in range(len(app.rows.ids)):
+            if table.selected == LAPSED:
+                break
+            await pilot.press("down")
+        assert table.selected == LAPSED
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.locks.detail.lock_id == LAPSED
+        text = detail_text(app)
+        assert "Beacon lease" in text and "fence" in text and "41" in text
+        assert "beacon_lapsed" in text
+
+        # The filter knows its name and short name, from the registry.
+        await pilot.press("escape", "slash", *"source:bcn", "enter")
+        await pilot.pause()
+        assert app.rows.query.text == "source:bcn"
+        assert set(app.rows.ids) == {LAPSED, LIVE}
+
+
+def test_the_filter_takes_its_names() -> None:
+    names = registry.source_names()
+    assert names["beacon"] == names["bcn"] == "beacon"
+    entries = _entries()
+    for typed in ("source:beacon", "source:bcn", "holder:cron@db7", "state:stale"):
+        query = parse(typed, names)
+        shown = {e.lock.id for e in entries if query.matches(e.lock, e.verdict)}
+        assert LAPSED in shown, typed
+    assert LIVE not in {
+        e.lock.id for e in entries if parse("holder:cron", names).matches(e.lock, e.verdict)
+    }
+
+
+def test_serve_counts_its_locks_under_its_name() -> None:
+    board = Board(LOCAL_HOST)
+    board.apply(ChangeSet("beacon:x", NOW, upserts=tuple(_entries())))
+    samples = exposition(figures(board, NOW, sources=("file", "beacon")))
+    labels = (("source", "beacon"), ("state", "stale"))
+    assert samples[("lockwatch_locks", labels)] == 1
+    assert samples[("lockwatch_locks", (("source", "beacon"), ("state", "active")))] == 1
+    stale = (("format", "beacon-lease"), ("name", "nightly-report"), ("source", "beacon"))
+    assert samples[("lockwatch_lock_stale", stale)] == 1
+
+
+def test_a_recording_keeps_its_facts(tmp_path: Path) -> None:
+    path = tmp_path / "incident.rec"
+    recorder = Recorder(path, host=LOCAL_HOST, now=NOW)
+    change = ChangeSet("beacon:x", NOW, upserts=tuple(_entries()))
+    recorder.write(change)
+    recorder.close()
+    replay = ReplayFeed.open(path)
+    (line,) = replay._lines
+    back = codec.loads_line(line)
+    assert isinstance(back, ChangeSet)
+    assert back.upserts == change.upserts
+    lease = back.upserts[0].lock.facts
+    assert isinstance(lease, BeaconLease) and lease.fence in (7, 41)
+
+
+def test_break_is_audited_under_its_own_name(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    args = ("--reason", "cron died, INC-9", "--yes", "--audit-log", str(audit))
+    # A live lease: only with the typed name (--force), as for every source.
+    code, _, err = run_cli("break", LIVE, *args)
+    assert code == 1 and "--force" in err
+    assert "deploy" in plugin.SERVER
+
+    code, _, err = run_cli("break", LAPSED, *args)
+    assert code == 0, err
+    assert "nightly-report" not in plugin.SERVER
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    targets = [record["target"] for record in records if "target" in record]
+    assert targets and all(target["source"] == "beacon" for target in targets)
+    assert targets[-1]["id"] == LAPSED and targets[-1]["fence"] == 41
+
+
+def test_its_compare_and_swap_refuses_a_lease_taken_again() -> None:
+    (lapsed,) = [e for e in _entries() if e.lock.id == LAPSED]
+    provider = plugin.SOURCE.actions
+    plan = provider.plan(Kind.BREAK, lapsed.lock, lapsed.verdict, _asked())
+    assert plan.refusal is None and not plan.needs_name
+    plugin.SERVER["nightly-report"] = plugin.Lease("cron@db8", fence=42, lease_left=60.0)
+    with pytest.raises(ActionRefused) as refused:
+        provider.run(plan, Doing("a1", "stamp"))
+    assert refused.value.code == "changed"
+    assert plugin.SERVER["nightly-report"].fence == 42
+
+
+def test_an_id_no_source_claims_is_refused_and_not_audited_as_a_file(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    code, _, err = run_cli(
+        "break", "consul:127.0.0.1:8500:deploy", "--reason", "x", "--yes",
+        "--audit-log", str(audit),
+    )  # fmt: skip
+    assert code == 2 and err.count("\n") == 1, err
+    assert not audit.exists() or '"file"' not in audit.read_text()
+
+
+def _wanted() -> Any:
+    from lockwatch.config import Config
+    from lockwatch.sources.contract import Wanted
+
+    return Wanted(paths=(), values={}, config=Config(), environ={})
+
+
+def _asked() -> Any:
+    from lockwatch.model.action import Asked
+
+    return Asked()
