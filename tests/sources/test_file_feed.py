@@ -40,7 +40,9 @@ from lockwatch.sources.files.watch import FileFeed
 from tests.conftest import LOCAL_HOST, NOW, ago, lock_file, stop_feed
 from tests.conftest import alive as alive_since_an_hour
 
-WAIT_S = 5.0
+# A bound on waiting for an event (fails rather than hangs), never a timing assertion:
+# generous, as a loaded 2-core machine may take seconds to schedule the feed.
+WAIT_S = 15.0
 STEP_S = 0.02
 HOUR = 3600.0
 PROBE = "zz-probe"

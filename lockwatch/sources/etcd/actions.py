@@ -15,21 +15,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import click
-
 from lockwatch.model.action import (
     ActionFailed,
     ActionRefused,
-    Asked,
-    Doing,
-    Done,
     Kind,
     Plan,
     refused,
 )
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.contract import ActionsBase, Decorator
+from lockwatch.sources.stores.actions import StoreActions
 from lockwatch.sources.stores.facts import StoreLock
 
 
@@ -159,35 +154,19 @@ def _quietly(read: Any, key: str) -> Any:
         return None
 
 
-class EtcdActions(ActionsBase):
+class EtcdActions(StoreActions):
     name = "etcd"
-    kinds = frozenset({Kind.BREAK})
+    server_option = (
+        "--etcd",
+        "etcd_urls",
+        "The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
+    )
 
-    def options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            click.option(
-                "--etcd",
-                "etcd_urls",
-                multiple=True,
-                metavar="URL",
-                help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
-            )
-        ]
+    def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
+        return plan_action(kind, lock, verdict, peers)
 
-    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
-        return plan_action(kind, lock, verdict, asked.peers)
-
-    def run(self, plan: Plan, doing: Doing) -> Done:
-        details, message = execute(plan, doing.expect_sha256)
-        return Done(details, message)
-
-    def target(self, lock: Lock) -> dict[str, Any]:
-        store = lock.facts
-        if not isinstance(store, StoreLock):
-            return {}
-        return {"server": store.server, "key": store.key}
+    def execute(self, plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+        return execute(plan, expect_sha256)
 
 
 ACTIONS = EtcdActions()

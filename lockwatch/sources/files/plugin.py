@@ -101,7 +101,7 @@ class SelectedFiles:
         from lockwatch.sources.files.watch import FileFeed
 
         # Watched as their real paths: a lock is only ever acted on through a path
-        # without symlinks (actions/files.py), so a root named through one (/var/lock
+        # without symlinks (sources/files/cas.py), so a root named through one (/var/lock
         # -> /run/lock) is listed where its locks really are.
         feed = FileFeed([os.path.realpath(root) for root in self.roots], host=host, clock=clock)
         # The first scan starts now, in workers, while the dashboard starts up.

@@ -1,7 +1,7 @@
 """Locks kept in a distributed store (Redis, etcd), as plain data.
 
 Pure: the redis and etcd sources fill these in from their servers' answers;
-verdicts (model/store_rules.py), views and the JSON contract read them. Times
+verdicts (sources/stores/rules.py), views and the JSON contract read them. Times
 are on this host's clock: the poll's instant plus the server's TTLs.
 """
 

@@ -1,0 +1,50 @@
+"""What breaking a lock in a store (Redis, etcd) has in common: a break is the
+only action, its key is deleted only if it still holds what the operator saw,
+and the audit log names the server and the key. Each store says how it plans
+and carries out that compare-and-delete (`plan_break`, `execute`) and which
+option names its server for an action command."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from lockwatch.model.action import Asked, Doing, Done, Kind, Plan
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import Verdict
+from lockwatch.sources.contract import ActionsBase, Decorator
+from lockwatch.sources.stores.facts import StoreLock
+
+
+class StoreActions(ActionsBase):
+    kinds = frozenset({Kind.BREAK})
+    # The action commands' option naming a TARGET's server: (flag, parameter, help).
+    server_option: tuple[str, str, str] = ("", "", "")
+
+    def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
+        raise NotImplementedError
+
+    def execute(self, plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+        """Carry out a planned break: (audit details, message)."""
+        raise NotImplementedError
+
+    def options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        flag, parameter, help_text = self.server_option
+        return [click.option(flag, parameter, multiple=True, metavar="URL", help=help_text)]
+
+    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
+        return self.plan_break(kind, lock, verdict, asked.peers)
+
+    def run(self, plan: Plan, doing: Doing) -> Done:
+        details, message = self.execute(plan, doing.expect_sha256)
+        return Done(details, message)
+
+    def target(self, lock: Lock) -> dict[str, Any]:
+        store = lock.facts
+        if not isinstance(store, StoreLock):
+            return {}
+        return {"server": store.server, "key": store.key}
