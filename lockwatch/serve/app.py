@@ -99,13 +99,12 @@ def run(
     from lockwatch.serve.http import Endpoints, Server
     from lockwatch.serve.metrics import BoardCollector
     from lockwatch.serve.watcher import Watcher
-    from lockwatch.sources.postgres.plugin import SOURCE as POSTGRES
 
     the_plan = plan(settings)
     clock = clock or SystemClock()
     watcher = Watcher(feeds, host=host, clock=clock)
     registry = CollectorRegistry(auto_describe=False)
-    collector = BoardCollector(watcher, max_series=settings.max_lock_series, pg_kind=POSTGRES.name)
+    collector = BoardCollector(watcher, max_series=settings.max_lock_series)
     registry.register(collector)
     ProcessCollector(registry=registry)
 
@@ -113,7 +112,7 @@ def run(
         encoder, content_type = choose_encoder(accept or "")
         return encoder(registry), content_type
 
-    documents = Documents(watcher, host, POSTGRES.name)
+    documents = Documents(watcher, host)
 
     def locks() -> bytes:
         return documents.get(clock.now())

@@ -15,12 +15,13 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, ls_json_bytes, records_json_array
 from lockwatch.model.verdict import Verdict
 from lockwatch.serve.watcher import Watcher
+from lockwatch.sources import registry
 from lockwatch.sources.remote.document import aged_record
 
 _NO_TREE = BlockingTree((), ())
 
 
-def document(watcher: Watcher, now: datetime, host: str, pg_kind: str = "postgres") -> bytes:
+def document(watcher: Watcher, now: datetime, host: str) -> bytes:
     local: list[tuple[Lock, Verdict]] = []
     remote: list[dict[str, Any]] = []
     with watcher.reading(now) as board:
@@ -48,7 +49,9 @@ def document(watcher: Watcher, now: datetime, host: str, pg_kind: str = "postgre
         records.append(record)
     # As `ls --json` has it: a tree for every connected server, empty or not.
     for status in statuses:
-        if status.kind == pg_kind and status.state == "connected":
+        source = registry.by_name(status.kind)
+        waits = source is not None and source.wait_metrics is not None
+        if waits and status.state == "connected":
             trees.setdefault(status.name, _NO_TREE)
     arrays = [records_json_array(records), records_json_array(remote)]
     return b"".join(ls_json_bytes(now, host, arrays, errors, statuses, sorted(trees.items())))
@@ -59,12 +62,9 @@ class Documents:
     several dashboards polling one serve share one rendering (10,000 locks take
     a large part of a second of CPU to render), and a change shows at once."""
 
-    def __init__(
-        self, watcher: Watcher, host: str, pg_kind: str = "postgres", keep: float = 1.0
-    ) -> None:
+    def __init__(self, watcher: Watcher, host: str, keep: float = 1.0) -> None:
         self.watcher = watcher
         self.host = host
-        self.pg_kind = pg_kind
         self.keep = keep
         self._kept: tuple[object, datetime, bytes] | None = None
         self._guard = threading.Lock()
@@ -83,6 +83,6 @@ class Documents:
                 and 0 <= (now - kept[1]).total_seconds() < self.keep
             ):
                 return kept[2]
-            body = document(self.watcher, now, self.host, self.pg_kind)
+            body = document(self.watcher, now, self.host)
             self._kept = (version, now, body)
             return body

@@ -44,7 +44,7 @@ _STALE = State.STALE
 
 
 @dataclass
-class PgFigures:
+class ServerWaits:
     blocked: set[Hashable] = field(default_factory=set)
     longest_wait: float = 0.0
     roots: int = 0
@@ -60,8 +60,9 @@ class Figures:
     # ((source, format, name), age or None): the stale locks that get series.
     stale: list[tuple[tuple[str, str, str], float | None]] = field(default_factory=list)
     dropped: int = 0
-    # Per database server: who waits, how long, and the blocking trees' roots.
-    servers: dict[str, PgFigures] = field(default_factory=dict)
+    # Per database server, as (source, server): who waits, how long, and the
+    # blocking trees' roots.
+    servers: dict[tuple[str, str], ServerWaits] = field(default_factory=dict)
     up: list[tuple[str, str, int]] = field(default_factory=list)
     last_success: list[tuple[str, str, float]] = field(default_factory=list)
     durations: dict[str, float] = field(default_factory=dict)
@@ -80,9 +81,10 @@ class Tally:
     # name) its oldest lock's start: ages are taken from them at each scrape.
     first: dict[tuple[str, State], datetime] = field(default_factory=dict)
     stale: dict[tuple[str, str, str], datetime | None] = field(default_factory=dict)
-    # Per Postgres server: the sessions waiting, and since when the first waits.
-    blocked: dict[str, set[Hashable]] = field(default_factory=dict)
-    first_wait: dict[str, datetime] = field(default_factory=dict)
+    # Per database server, as (source, server): the sessions waiting, and since
+    # when the first waits.
+    blocked: dict[tuple[str, str], set[Hashable]] = field(default_factory=dict)
+    first_wait: dict[tuple[str, str], datetime] = field(default_factory=dict)
 
 
 def tally(board: Board) -> Tally:
@@ -107,7 +109,7 @@ def tally(board: Board) -> Tally:
                 start = waiting
             server = facts.wait_metrics_server()
             if server is not None:
-                _count_wait(out, server, facts.waits(), waiting)
+                _count_wait(out, (lock.source, server), facts.waits(), waiting)
         if start is not None:
             known = first.get(key)
             if known is None or start < known:
@@ -125,7 +127,7 @@ def tally(board: Board) -> Tally:
 
 def _count_wait(
     out: Tally,
-    server: str,
+    server: tuple[str, str],
     waits: tuple[Hashable, tuple[Hashable, ...]] | None,
     since: datetime | None,
 ) -> None:
@@ -149,7 +151,6 @@ def figures(
     max_series: int = 500,
     durations: Mapping[str, float] | None = None,
     last_success: Mapping[tuple[str, str], datetime] | None = None,
-    pg_kind: str = "postgres",
     counted: Tally | None = None,
 ) -> Figures:
     """Everything a scrape reports, from the board as it is at `now` (`counted`:
@@ -167,22 +168,22 @@ def figures(
     for (source, state), start in counted.first.items():
         out.oldest[(source, state.value)] = max(0.0, (now - start).total_seconds())
     _stale_series(out, counted.stale, now, max_series)
-    pg = out.servers
-    for server, blocked in counted.blocked.items():
-        since = counted.first_wait.get(server)
+    servers = out.servers
+    for key, blocked in counted.blocked.items():
+        since = counted.first_wait.get(key)
         waited = 0.0 if since is None else max(0.0, (now - since).total_seconds())
-        pg[server] = PgFigures(set(blocked), waited)
+        servers[key] = ServerWaits(set(blocked), waited)
 
     statuses = board.all_statuses()
     for status in statuses:
-        if status.kind == pg_kind:
-            pg.setdefault(status.name, PgFigures())
-    for server, tree in board.blocking_trees().items():
-        server_figures = pg.get(server)
-        if server_figures is None:
-            continue  # the kernel's tree, or a server no longer in view
-        server_figures.roots = len(tree.roots)
-        server_figures.most_blocked = max((root.total for root in tree.roots), default=0)
+        if _wait_prefix(status.kind) is not None:
+            servers.setdefault((status.kind, status.name), ServerWaits())
+    trees = board.blocking_trees()
+    for (_, server), server_figures in servers.items():
+        tree = trees.get(server)
+        if tree is not None:
+            server_figures.roots = len(tree.roots)
+            server_figures.most_blocked = max((root.total for root in tree.roots), default=0)
     for status in statuses:
         name = terminal_safe(status.name)
         out.up.append((status.kind, name, 1 if status.state in LIVE_STATES else 0))
@@ -215,6 +216,42 @@ def _stale_series(
         age = None if start is None else max(0.0, (now - start).total_seconds())
         out.stale.append((labels, age))
     out.dropped = len(stale) - len(out.stale)
+
+
+def _wait_prefix(source: str) -> str | None:
+    found = registry.by_name(source)
+    return None if found is None else found.wait_metrics
+
+
+def _wait_families(prefix: str, servers: list[tuple[str, ServerWaits]]) -> Iterator[Metric]:
+    """One source's per-server wait series: `lockwatch_pg_blocked_sessions`, …"""
+    from prometheus_client.core import GaugeMetricFamily
+
+    blocked = GaugeMetricFamily(
+        f"lockwatch_{prefix}_blocked_sessions", "Sessions waiting on a lock.", labels=["server"]
+    )
+    longest = GaugeMetricFamily(
+        f"lockwatch_{prefix}_longest_wait_seconds",
+        "How long the longest waiting session has waited (0: none waits).",
+        labels=["server"],
+    )
+    roots = GaugeMetricFamily(
+        f"lockwatch_{prefix}_root_blockers",
+        "Blockers that wait on nobody while others wait on them.",
+        labels=["server"],
+    )
+    most = GaugeMetricFamily(
+        f"lockwatch_{prefix}_root_blocker_max_blocked_sessions",
+        "The most sessions one root blocker holds up, directly or down its chain.",
+        labels=["server"],
+    )
+    for server, waits in servers:
+        label = [terminal_safe(server)]
+        blocked.add_metric(label, len(waits.blocked))
+        longest.add_metric(label, waits.longest_wait)
+        roots.add_metric(label, waits.roots)
+        most.add_metric(label, waits.most_blocked)
+    yield from (blocked, longest, roots, most)
 
 
 def families(found: Figures) -> Iterator[Metric]:
@@ -259,31 +296,16 @@ def families(found: Figures) -> Iterator[Metric]:
         value=found.dropped,
     )
 
-    blocked = GaugeMetricFamily(
-        "lockwatch_pg_blocked_sessions", "Sessions waiting on a lock.", labels=["server"]
-    )
-    longest = GaugeMetricFamily(
-        "lockwatch_pg_longest_wait_seconds",
-        "How long the longest waiting session has waited (0: none waits).",
-        labels=["server"],
-    )
-    roots = GaugeMetricFamily(
-        "lockwatch_pg_root_blockers",
-        "Blockers that wait on nobody while others wait on them.",
-        labels=["server"],
-    )
-    most = GaugeMetricFamily(
-        "lockwatch_pg_root_blocker_max_blocked_sessions",
-        "The most sessions one root blocker holds up, directly or down its chain.",
-        labels=["server"],
-    )
-    for server, pg in sorted(found.servers.items()):
-        label = [terminal_safe(server)]
-        blocked.add_metric(label, len(pg.blocked))
-        longest.add_metric(label, pg.longest_wait)
-        roots.add_metric(label, pg.roots)
-        most.add_metric(label, pg.most_blocked)
-    yield from (blocked, longest, roots, most)
+    # Every family a source has, with or without servers in view (as before any poll).
+    by_prefix: dict[str, list[tuple[str, ServerWaits]]] = {
+        source.wait_metrics: [] for source in registry.SOURCES if source.wait_metrics is not None
+    }
+    for (source, server), waits in sorted(found.servers.items()):
+        prefix = _wait_prefix(source)
+        if prefix is not None:
+            by_prefix.setdefault(prefix, []).append((server, waits))
+    for prefix, servers in sorted(by_prefix.items()):
+        yield from _wait_families(prefix, servers)
 
     up = GaugeMetricFamily(
         "lockwatch_source_up",
@@ -326,10 +348,9 @@ def families(found: Figures) -> Iterator[Metric]:
 class BoardCollector:
     """prometheus-client's collector: the watcher's Board, read at each scrape."""
 
-    def __init__(self, watcher: Watcher, *, max_series: int, pg_kind: str = "postgres") -> None:
+    def __init__(self, watcher: Watcher, *, max_series: int) -> None:
         self.watcher = watcher
         self.max_series = max_series
-        self.pg_kind = pg_kind
         self._tally: Tally | None = None
 
     def collect(self) -> Iterator[Metric]:
@@ -345,7 +366,6 @@ class BoardCollector:
                 max_series=self.max_series,
                 durations=watcher.durations,
                 last_success=watcher.last_success,
-                pg_kind=self.pg_kind,
                 counted=self._tally,
             )
         yield from families(found)

@@ -130,6 +130,10 @@ class Source(Protocol):
     status_word: str
     # Its locks wait on each other (blocking trees, the Contention view).
     sees_waits: bool
+    # Its servers' sessions wait on each other: each server (a status's name, its
+    # locks' `wait_metrics_server()`) gets `lockwatch_<wait_metrics>_blocked_sessions`
+    # and its kin in /metrics, and a blocking tree in listings; None: no servers.
+    wait_metrics: str | None
 
     @property
     def actions(self) -> ActionProvider | None:

@@ -18,11 +18,12 @@ from lockwatch.sources.contract import Decorator, Selected, Source, Wanted
 from lockwatch.sources.etcd.plugin import SOURCE as ETCD
 from lockwatch.sources.files.plugin import SOURCE as FILES
 from lockwatch.sources.kernel.plugin import SOURCE as KERNEL
+from lockwatch.sources.mysql.plugin import SOURCE as MYSQL
 from lockwatch.sources.postgres.plugin import SOURCE as POSTGRES
 from lockwatch.sources.redis.plugin import SOURCE as REDIS
 from lockwatch.sources.remote.plugin import SOURCE as REMOTE
 
-SOURCES: tuple[Source, ...] = (FILES, POSTGRES, KERNEL, REMOTE, REDIS, ETCD)
+SOURCES: tuple[Source, ...] = (FILES, POSTGRES, KERNEL, REMOTE, REDIS, ETCD, MYSQL)
 
 
 def by_name(name: str) -> Source | None:

@@ -154,7 +154,7 @@ def test_postgres_figures_follow_the_blocking_tree() -> None:
         lock for lock in pg_locks if isinstance(lock.facts, PgLock) and not lock.facts.granted
     ]
     tree = blocking.from_locks(pg_locks)
-    figures_pg = found.servers[PG_SERVER]
+    figures_pg = found.servers[("postgres", PG_SERVER)]
     assert len(figures_pg.blocked) == len({pg_of(lock).backend.pid for lock in waiting})
     assert figures_pg.blocked  # the scenario has waiters
     assert figures_pg.roots == len(tree.roots) == 1

@@ -89,6 +89,7 @@ class EtcdSource:
     title = "etcd"
     status_word = ""
     sees_waits = False
+    wait_metrics: str | None = None
 
     def options(self) -> Sequence[Decorator]:
         return [

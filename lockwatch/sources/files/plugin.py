@@ -43,6 +43,7 @@ class FilesSource:
     title = "files under"
     status_word = ""
     sees_waits = False
+    wait_metrics: str | None = None
 
     def options(self) -> Sequence[Decorator]:
         return [click.argument("paths", nargs=-1, metavar="[PATH]...")]

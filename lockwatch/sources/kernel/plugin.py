@@ -56,6 +56,7 @@ class KernelSource:
     title = "kernel locks in"
     status_word = ""
     sees_waits = True
+    wait_metrics: str | None = None
 
     def options(self) -> Sequence[Decorator]:
         return [

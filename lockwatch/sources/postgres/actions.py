@@ -267,13 +267,8 @@ class PgActions(ActionsBase):
         ]
 
     def reach(self, wanted: Wanted) -> Mapping[str, Any]:
-        from lockwatch.sources.postgres.dsn import (
-            PasswordFileError,
-            display_name,
-            read_password_file,
-            resolve_dsns,
-            with_password,
-        )
+        from lockwatch.sources.postgres.dsn import display_name, resolve_dsns, with_password
+        from lockwatch.sources.secrets import PasswordFileError, read_password_file
 
         settings: PgSettings | None = wanted.settings(NAME)
         configured = settings.dsns if settings is not None else ()

@@ -69,6 +69,7 @@ class PostgresSource:
     title = "PostgreSQL"
     status_word = "pg "
     sees_waits = True
+    wait_metrics: str | None = "pg"
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -126,13 +127,8 @@ class PostgresSource:
 
 
 def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:
-    from lockwatch.sources.postgres.dsn import (
-        PasswordFileError,
-        malformed,
-        problem,
-        resolve_dsns,
-        scrub,
-    )
+    from lockwatch.sources.postgres.dsn import malformed, problem, resolve_dsns, scrub
+    from lockwatch.sources.secrets import PasswordFileError
 
     try:
         dsns = resolve_dsns(

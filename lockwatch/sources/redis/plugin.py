@@ -99,6 +99,7 @@ class RedisSource:
     title = "Redis"
     status_word = ""
     sees_waits = False
+    wait_metrics: str | None = None
 
     def options(self) -> Sequence[Decorator]:
         return [

@@ -66,6 +66,7 @@ class RemoteSource:
     title = "remote"
     status_word = "remote "
     sees_waits = False
+    wait_metrics: str | None = None
 
     def options(self) -> Sequence[Decorator]:
         return [

@@ -137,6 +137,7 @@ class BeaconSource:
     title = "Beacon"
     status_word = "beacon "
     sees_waits = False
+    wait_metrics: str | None = None
     actions = BeaconActions()
 
     def options(self) -> Sequence[Decorator]:

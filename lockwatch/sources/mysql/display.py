@@ -1,0 +1,101 @@
+"""How a MySQL lock reads in the detail pane, and how long a held lock has been
+held where the server keeps no grant time (bounds, never a made-up age).
+
+Pure text: the views render the rows through their one sanitiser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lockwatch.model.facts import Row, Section
+from lockwatch.model.humanize import duration
+
+if TYPE_CHECKING:
+    from lockwatch.model.lock import Lock
+    from lockwatch.sources.mysql.facts import MyLock
+
+TITLE = "MySQL"
+
+
+def when(at: datetime | None, now: datetime) -> str | None:
+    if at is None:
+        return None
+    delta = (now - at).total_seconds()
+    stamp = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{stamp} ({duration(delta)} ago)" if delta >= 0 else f"{stamp} (in {duration(-delta)})"
+
+
+def held_bounds(my: MyLock, now: datetime) -> tuple[float | None, float | None]:
+    """(held at least, held at most) seconds, as far as they are known."""
+    least = None if my.known_held_at is None else max(0.0, (now - my.known_held_at).total_seconds())
+    most = (
+        None if my.acquired_after is None else max(0.0, (now - my.acquired_after).total_seconds())
+    )
+    if least is not None and most is not None and most < least:
+        most = least  # the poll's jitter
+    return least, most
+
+
+def held_text(my: MyLock, now: datetime) -> str:
+    least, most = held_bounds(my, now)
+    parts = []
+    if least is not None:
+        parts.append(f"at least {duration(least)}")
+    if most is not None:
+        parts.append(f"at most {duration(float(int(most) + 1))} (since its transaction began)")
+    return ", ".join(parts)
+
+
+def held_cell(my: MyLock, now: datetime) -> str:
+    """`≥ 3m12s` once seen held a second or more, else `≤ 2h05m`; never an exact age."""
+    least, most = held_bounds(my, now)
+    if least is not None and (least >= 1.0 or most is None):
+        return f"≥ {duration(least)}"
+    if most is not None:
+        return f"≤ {duration(float(int(most) + 1))}"
+    return "?"
+
+
+def _rows(rows: Iterable[tuple[str, str | None]]) -> tuple[Row, ...]:
+    return tuple((label, value) for label, value in rows if value)
+
+
+def sections(lock: Lock, my: MyLock, now: datetime) -> tuple[Section, ...]:
+    session = my.session
+    client = session.client_process
+    rows = _rows(
+        [
+            ("server", my.server),
+            ("lock", f"{my.kind} {my.mode} ({'granted' if my.granted else 'waiting'})"),
+            ("target", my.target),
+            ("table", my.table),
+            ("index", my.index),
+            ("row", my.lock_data),
+            ("found by", my.found_by),
+            ("session", session.label),
+            ("user", session.user),
+            ("client", session.host),
+            (
+                "client process",
+                None
+                if client is None
+                else f"{client.label}: {'alive' if client.alive else 'gone'}",
+            ),
+            ("database", session.database),
+            ("state", session.state_text),
+            ("in state", when(session.state_since, now)),
+            ("transaction", when(session.trx_started, now)),
+            ("held", held_text(my, now) if my.granted and lock.acquired_at is None else None),
+            ("waiting since", when(my.wait_start, now)),
+            ("blocked by", ", ".join(f"thread {t}" for t in my.blocked_by)),
+            ("blocking", ", ".join(f"thread {t}" for t in my.blocking)),
+            ("queued behind", str(my.queued_behind) if my.queued_behind else None),
+            ("queue head", None if my.queue_head is None else f"thread {my.queue_head}"),
+            ("query id", None if session.query_id is None else str(session.query_id)),
+            ("query", session.query),
+        ]
+    )
+    return (Section(TITLE, rows, whole=("session",)),)

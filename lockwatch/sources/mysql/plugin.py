@@ -1,0 +1,184 @@
+"""The mysql source: MySQL and MariaDB named locks (GET_LOCK), InnoDB row-lock
+waits and metadata-lock queues, from the servers --mysql names (else the config).
+
+Config table it owns:
+
+    [mysql]
+    dsn = ["mysql://monitor@db1:3306/app"]  # a string or a list; or a socket's path
+    idle_after = 60        # seconds idle (in a transaction) before holders are stale
+    named_locks = ["nightly-reindex"]  # GET_LOCK names to ask IS_USED_LOCK about
+                           # (MariaDB without the metadata_lock_info plugin)
+    password_file = "~/.config/lockwatch/mysql.password"  # for DSNs without one
+    option_file = "~/.my.cnf"  # its [client] password (the default where it exists)
+
+PyMySQL is imported only when a server is polled or acted on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import click
+
+from lockwatch.sources.contract import (
+    Decorator,
+    Found,
+    LookupFailed,
+    Selected,
+    SourceError,
+    Wanted,
+)
+from lockwatch.sources.mysql.actions import ACTIONS
+from lockwatch.sources.mysql.facts import DEFAULT_IDLE_AFTER, MyClient, MyLock, MySession
+from lockwatch.sources.mysql.settings import DEFAULTS, MySettings, read_settings, resolve
+from lockwatch.sources.polled import PolledFeed, StoreSelection
+
+if TYPE_CHECKING:
+    from lockwatch.clock import Clock
+    from lockwatch.sources.mysql.dsn import Endpoint
+    from lockwatch.sources.mysql.server import MyServer
+
+DEFAULT_REFRESH = 2.0
+
+
+class MysqlSource:
+    name = "mysql"
+    label = "my"
+    id_prefix = "mysql"
+    summary = "MySQL/MariaDB: named locks, InnoDB lock waits, metadata-lock (DDL) queues"
+    config_tables: tuple[str, ...] = ("mysql",)
+    actions = ACTIONS  # sources/mysql/actions.py
+    record_types: tuple[type, ...] = (MyLock, MySession, MyClient)
+    title = "MySQL"
+    status_word = "my "
+    sees_waits = True
+    wait_metrics: str | None = "mysql"
+
+    def options(self) -> Sequence[Decorator]:
+        return [
+            click.option(
+                "--mysql",
+                "mysql_dsns",
+                multiple=True,
+                metavar="DSN",
+                help="A MySQL or MariaDB server: mysql://user@host:port/db or a unix socket's"
+                " path (repeatable; password from MYSQL_PWD, ~/.my.cnf or mysql.password_file).",
+            ),
+            click.option(
+                "--mysql-idle-after",
+                type=click.FloatRange(min=0),
+                default=None,
+                metavar="SECONDS",
+                help="Idle (in transaction) holders older than this are stale"
+                f" [default: {DEFAULT_IDLE_AFTER:g}].",
+            ),
+            click.option(
+                "--mysql-lock",
+                "mysql_locks",
+                multiple=True,
+                metavar="NAME",
+                help="A GET_LOCK name to ask IS_USED_LOCK about (repeatable; MariaDB"
+                " without the metadata_lock_info plugin).",
+            ),
+        ]
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return bool(values.get("mysql_dsns"))
+
+    def read_config(self, tables: Mapping[str, Any], where: str) -> MySettings:
+        return read_settings(tables, where)
+
+    def select(self, wanted: Wanted) -> Selected | None:
+        settings: MySettings = wanted.settings(self.name) or DEFAULTS
+        idle_after = wanted.values.get("mysql_idle_after")
+        if idle_after is not None and not math.isfinite(idle_after):
+            raise SourceError("--mysql-idle-after: must be a finite number of seconds")
+        endpoints = resolve(wanted, settings)
+        if not endpoints:
+            return None
+        return SelectedMysql(
+            endpoints,
+            settings.idle_after if idle_after is None else float(idle_after),
+            tuple(wanted.values.get("mysql_locks") or ()) + settings.named_locks,
+            float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+        )
+
+    def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
+        return find_mysql(target, wanted, host)
+
+
+@dataclass(frozen=True)
+class SelectedMysql(StoreSelection):
+    kind: ClassVar[str] = "mysql"
+    endpoints: tuple[Endpoint, ...]
+    idle_after: float = DEFAULT_IDLE_AFTER
+    names: tuple[str, ...] = ()
+    refresh: float = DEFAULT_REFRESH
+
+    def pollers(self, clock: Clock) -> list[MyServer]:
+        from lockwatch.sources.mysql.server import MyServer
+
+        return [
+            MyServer(endpoint, clock=clock, idle_after=self.idle_after, names=self.names)
+            for endpoint in self.endpoints
+        ]
+
+    def feeds(self, clock: Clock, host: str) -> Sequence[PolledFeed]:
+        from lockwatch.sources.mysql.feed import same_but_for_wobble
+
+        return [
+            PolledFeed(poller, host=host, interval=self.refresh, settle=same_but_for_wobble)
+            for poller in self.pollers(clock)
+        ]
+
+
+def find_mysql(target: str, wanted: Wanted, host: str) -> Found | str:
+    """The MySQL lock `target` names, polled and judged now; or why there is none."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.process import StaticProcesses
+    from lockwatch.model.verdict import evaluate_all
+    from lockwatch.sources.mysql.dsn import endpoint_for
+    from lockwatch.sources.mysql.records import parse_id
+    from lockwatch.sources.mysql.server import MyServer
+
+    parsed = parse_id(target)
+    if parsed is None:
+        raise SourceError(f"{target!r} is not a MySQL lock id as `lockwatch ls --json` prints one")
+    settings: MySettings = wanted.settings("mysql") or DEFAULTS
+    known = resolve(wanted, settings)
+    endpoint = next((e for e in known if e.name == parsed.server), None) or endpoint_for(
+        parsed.server, wanted.environ, settings.password_file
+    )
+    if endpoint is None:
+        raise SourceError(f"no MySQL server {parsed.server} among --mysql/config")
+    names = tuple(wanted.values.get("mysql_locks") or ()) + settings.named_locks
+    if parsed.kind == "get_lock" and parsed.target not in names:
+        names += (parsed.target,)
+    idle_after = wanted.values.get("mysql_idle_after")
+    server = MyServer(
+        endpoint,
+        idle_after=settings.idle_after if idle_after is None else float(idle_after),
+        names=names,
+    )
+    try:
+        polled = server.poll()
+    finally:
+        server.close()
+    if polled.locks is None:
+        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
+        raise LookupFailed(f"cannot read {parsed.server}: {reasons or 'no answer'}")
+    locks = polled.locks
+    verdicts = evaluate_all(locks, StaticProcesses(), SystemClock(), host)
+    for lock, verdict in zip(locks, verdicts, strict=True):
+        if lock.id == target:
+            return lock, verdict, locks
+    return (
+        f"no lock {target} now: released, or its holder changed since it was listed"
+        " (lock ids name the holder's thread)"
+    )
+
+
+SOURCE = MysqlSource()

@@ -1,0 +1,330 @@
+"""One MySQL or MariaDB server, polled on one quiet connection (PyMySQL, imported
+only here, only when --mysql is used).
+
+The monitor never hurts the server: autocommit (no transaction is ever left
+open), every read with its deadline, a handful of in-memory reads a poll. What
+it may not read is said in its status with the GRANT that fixes it, never taken
+for "no locks".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import pymysql
+
+from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.mysql import queries
+from lockwatch.sources.mysql.dsn import Endpoint
+from lockwatch.sources.mysql.facts import DEFAULT_IDLE_AFTER, MyClient, MyLock
+from lockwatch.sources.mysql.records import Poll, build, name_of
+from lockwatch.sources.polled import Polled
+
+KIND = "mysql"
+# MySQL's "access denied; you need the PROCESS privilege" and "table access denied".
+_NO_PROCESS = (1227,)
+_DENIED = (1142, 1143, 1227, 1044)
+_CLIENT_LOST = (2006, 2013, 2055)
+
+ClientFinder = Callable[[dict[int, tuple[str, int]], int], dict[int, MyClient | None]]
+
+
+def privilege_hint(user: str | None) -> str:
+    who = f"'{user}'" if user else "<user>"
+    return (
+        "other sessions and InnoDB lock waits are hidden from lockwatch's user: GRANT PROCESS"
+        f" ON *.* TO {who} (MySQL 8 also: GRANT SELECT ON performance_schema.* TO {who};"
+        " CONNECTION ADMIN to break locks)"
+    )
+
+
+def find_clients(
+    wanted: dict[int, tuple[str, int]], server_port: int
+) -> dict[int, MyClient | None]:
+    """The client processes on this host of TCP sessions (thread -> (address,
+    port)), through the kernel's socket tables (sources/postgres/clients.py does
+    the same for PostgreSQL's sessions)."""
+    from lockwatch.sources.postgres.clients import Session
+    from lockwatch.sources.postgres.clients import find_clients as find
+
+    sessions = [Session(thread, address, port) for thread, (address, port) in wanted.items()]
+    found: dict[int, MyClient | None] = {}
+    for thread, client in find(sessions, server_port).items():
+        found[thread] = (
+            None if client is None else MyClient(client.pid, client.cmdline, client.alive)
+        )
+    return found
+
+
+def join_waits(
+    trx: Sequence[Sequence[Any]],
+    edges: Sequence[Sequence[Any]],
+    locks: Sequence[Sequence[Any]],
+) -> list[tuple[Any, ...]]:
+    """INNODB_LOCK_WAITS joined with INNODB_TRX and INNODB_LOCKS, as
+    queries.INNODB_WAITS_MARIADB (and sys.innodb_lock_waits) would return it, each
+    edge once. MariaDB's read-only transactions share trx_id 0: an edge to it names
+    each of them that holds any lock (the server's join names them all)."""
+    by_id: dict[Any, list[Sequence[Any]]] = {}
+    for row in trx:
+        by_id.setdefault(row[4], []).append(row)
+    by_lock = {row[0]: row for row in locks}
+    joined: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for requesting, requested, blocking, blocking_lock in edges:
+        waiters = by_id.get(requesting, ())
+        blockers = by_id.get(blocking, ())
+        if len(blockers) > 1:
+            blockers = [row for row in blockers if (row[6] or 0) > 0]
+        rl, bl = by_lock.get(requested), by_lock.get(blocking_lock)
+        if len(waiters) != 1 or rl is None or bl is None:
+            continue  # gone between the reads
+        r = waiters[0]
+        for b in blockers:
+            joined.setdefault(
+                (r[0], b[0]),
+                (r[0], r[3], rl[1], rl[2], rl[3], rl[4], rl[5], b[0], b[1], bl[1], bl[0] == b[5]),
+            )
+    return list(joined.values())
+
+
+class MyServer:
+    """A poller (sources/polled.py) of one server."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        clock: Clock | None = None,
+        idle_after: float = DEFAULT_IDLE_AFTER,
+        names: Sequence[str] = (),
+        timeout: float = 3.0,
+        client_finder: ClientFinder | None = find_clients,
+    ) -> None:
+        self.endpoint = endpoint
+        self.server = endpoint.name
+        self.name = f"mysql:{endpoint.name}"
+        self.clock = clock or SystemClock()
+        self.idle_after = idle_after
+        self.names = tuple(names)
+        self.timeout = timeout
+        self.client_finder = client_finder
+        self._conn: pymysql.connections.Connection[Any] | None = None
+        self._mariadb = True
+        self._port = endpoint.port
+        self._user: str | None = None
+        self._performance_schema = False
+        self._seen: dict[str, datetime] = {}
+        self._updated_at: datetime | None = None
+        self.failures = 0
+        self.status = SourceStatus(KIND, endpoint.name, "connecting")
+
+    def connect(self) -> pymysql.connections.Connection[Any]:
+        if self._conn is not None and self._conn.open:
+            return self._conn
+        conn: pymysql.connections.Connection[Any] = pymysql.connect(
+            **self.endpoint.connect_args(self.timeout)
+        )
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT VERSION(), @@port, CURRENT_USER(), @@performance_schema")
+            version, port, user, ps = cursor.fetchone() or ("", None, None, 0)
+        self._mariadb = "mariadb" in str(version).lower()
+        self._port = int(port) if port else self.endpoint.port
+        self._user = str(user).rpartition("@")[0] if user else None
+        self._performance_schema = bool(ps)
+        self._conn = conn
+        return conn
+
+    def poll(self) -> Polled:
+        try:
+            return self._poll()
+        except (pymysql.Error, OSError) as exc:
+            return self._fail(exc)
+
+    def _rows(self, cursor: Any, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
+        cursor.execute(sql, args)
+        return list(cursor.fetchall())
+
+    def _denied(self, cursor: Any, sql: str) -> list[tuple[Any, ...]] | None:
+        """Rows, or None when lockwatch's user may not read them."""
+        try:
+            return self._rows(cursor, sql)
+        except pymysql.err.OperationalError as exc:
+            if exc.args and exc.args[0] in _DENIED:
+                return None
+            raise
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args and exc.args[0] in (1109, 1146):  # unknown table: not there
+                return None
+            raise
+
+    def _poll(self) -> Polled:
+        if self._conn is None:
+            self.status = SourceStatus(KIND, self.server, "connecting", updated_at=self._updated_at)
+        conn = self.connect()
+        with conn.cursor() as cursor:
+            before = self.clock.now()
+            cursor.execute("SELECT NOW(6)")
+            (server_now,) = cursor.fetchone() or (None,)
+            after = self.clock.now()
+            processes = self._rows(
+                cursor, queries.PROCESSLIST_MARIADB if self._mariadb else queries.PROCESSLIST_MYSQL
+            )
+            polled_at = self.clock.now()
+            trx = self._denied(cursor, queries.TRANSACTIONS)
+            waits = None
+            if trx is not None and self._mariadb:
+                edges = self._denied(cursor, queries.LOCK_WAITS_MARIADB)
+                locks_rows = self._denied(cursor, queries.LOCKS_MARIADB) if edges else []
+                waits = join_waits(trx, edges or (), locks_rows or ())
+            elif trx is not None:
+                waits = self._denied(cursor, queries.INNODB_WAITS_MYSQL)
+            mdl, pending, mdl_from = None, False, "metadata_lock_info"
+            if self._mariadb:
+                cursor.execute(queries.PLUGIN_ACTIVE)
+                active = cursor.fetchone()
+                if active and active[0]:
+                    mdl = self._denied(cursor, queries.METADATA_LOCK_INFO)
+            elif self._performance_schema:
+                mdl = self._denied(cursor, queries.METADATA_LOCKS_MYSQL)
+                pending, mdl_from = True, "metadata_locks"
+            used = self._used(cursor, processes, mdl)
+        offset = timedelta(0)
+        if isinstance(server_now, datetime):
+            offset = server_now - (before + (after - before) / 2).replace(tzinfo=None)
+        hidden = trx is None
+        poll = Poll(
+            self.server,
+            polled_at,
+            processes,
+            trx,
+            waits,
+            mdl,
+            mdl_pending=pending,
+            mdl_from=mdl_from,
+            waits_from="innodb_lock_waits" if self._mariadb else "data_lock_waits",
+            used=used,
+            monitor_user=self._user,
+            idle_after=self.idle_after,
+            seen=self._seen,
+            server_offset=offset,
+        )
+        holders = {int(row[0]) for row in mdl or ()}
+        holders.update(int(thread) for thread in used.values() if thread is not None)
+        holders.update(int(row[7]) for row in waits or ())
+        if mdl is None and any(row[6] in queries.MDL_STATES for row in processes):
+            holders.update(int(row[0]) for row in trx or () if row[0])
+        poll.clients = self._clients(processes, holders)
+        locks = build(poll)
+        self._seen = {}
+        for lock in locks:
+            facts = lock.facts
+            if isinstance(facts, MyLock) and facts.known_held_at is not None:
+                self._seen[lock.id] = facts.known_held_at
+        self.failures = 0
+        self._updated_at = polled_at
+        reason = privilege_hint(self._user) if hidden else None
+        if (
+            not hidden
+            and self._mariadb
+            and mdl is None
+            and any(row[6] in queries.MDL_STATES for row in processes)
+        ):
+            reason = (
+                "metadata-lock holders are suspects only: INSTALL SONAME 'metadata_lock_info'"
+                " to see who holds a table's metadata lock"
+            )
+        self.status = SourceStatus(
+            KIND, self.server, "connected", reason=reason, updated_at=polled_at
+        )
+        return Polled(polled_at, (self.status,), locks)
+
+    def _used(
+        self, cursor: Any, processes: Sequence[Sequence[Any]], mdl: Sequence[Sequence[Any]] | None
+    ) -> dict[str, int | None]:
+        """IS_USED_LOCK of the names the config gives and the waiters' statements
+        name, where no metadata-lock table said who holds them."""
+        known = {str(row[4]) for row in mdl or () if row[3] == "User lock"}
+        names = list(dict.fromkeys(self.names))
+        for row in processes:
+            if row[6] == queries.USER_LOCK_STATE:
+                name = name_of(row[7])
+                if name is not None and name not in names:
+                    names.append(name)
+        names = [name for name in names if name not in known]
+        if not names:
+            return {}
+        found: dict[str, int | None] = {}
+        for start in range(0, len(names), 500):
+            chunk = names[start : start + 500]
+            cursor.execute("SELECT " + ", ".join("IS_USED_LOCK(%s)" for _ in chunk), tuple(chunk))
+            row = cursor.fetchone() or ()
+            found.update(
+                (name, None if value is None else int(value))
+                for name, value in zip(chunk, row, strict=False)
+            )
+        return found
+
+    def _clients(
+        self, processes: Sequence[Sequence[Any]], holders: set[int]
+    ) -> dict[int, MyClient | None]:
+        """The client processes of the sessions that hold locks, where they are on
+        this host over TCP (a unix socket's peer is not looked for: not findable)."""
+        if self.client_finder is None or not holders:
+            return {}
+        wanted: dict[int, tuple[str, int]] = {}
+        for row in processes:
+            if int(row[0]) not in holders:
+                continue
+            address, sep, port = str(row[2] or "").rpartition(":")
+            if sep and port.isdigit() and address in ("127.0.0.1", "::1", "localhost"):
+                wanted[int(row[0])] = (address, int(port))
+        if not wanted:
+            return {}
+        try:
+            return self.client_finder(wanted, self._port)
+        except OSError:
+            return {}
+
+    def _fail(self, exc: BaseException) -> Polled:
+        self.failures += 1
+        self.close()
+        delay = backoff_seconds(self.failures, random.uniform(-1.0, 1.0))
+        now = self.clock.now()
+        code = exc.args[0] if isinstance(exc, pymysql.Error) and exc.args else None
+        lost = (
+            isinstance(exc, OSError)
+            or code in _CLIENT_LOST
+            or (isinstance(code, int) and 2000 <= code < 2100)
+        )
+        self.status = SourceStatus(
+            KIND,
+            self.server,
+            "disconnected" if lost else "error",
+            reason=describe(exc, self.endpoint),
+            updated_at=self._updated_at,
+            next_retry_at=now + timedelta(seconds=delay),
+        )
+        return Polled(now, (self.status,), None, retry_in=delay)
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(pymysql.Error, OSError):
+                conn.close()
+
+
+def describe(exc: BaseException, endpoint: Endpoint) -> str:
+    """A one-line reason an operator can act on, never with a password in it."""
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    if len(args) >= 2 and isinstance(args[0], int):
+        text = f"({args[0]}) {args[1]}"
+    else:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if args and args[0] == 1045:
+        text += " — check the password (DSN, MYSQL_PWD, option file or password_file)"
+    return endpoint.scrub(text)

@@ -1,0 +1,87 @@
+"""The mysql source's settings: its [mysql] table of lockwatch.toml (documented
+in plugin.py), read and checked."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lockwatch.sources.mysql.facts import DEFAULT_IDLE_AFTER
+
+if TYPE_CHECKING:
+    from lockwatch.sources.contract import Wanted
+    from lockwatch.sources.mysql.dsn import Endpoint
+
+
+@dataclass(frozen=True)
+class MySettings:
+    dsns: tuple[str, ...] = ()
+    idle_after: float = DEFAULT_IDLE_AFTER
+    # Named locks to ask IS_USED_LOCK about where no metadata-lock table says.
+    named_locks: tuple[str, ...] = ()
+    password_file: str | None = None
+    option_file: str | None = None
+
+
+DEFAULTS = MySettings()
+
+
+def _error(message: str) -> Exception:
+    from lockwatch.config import ConfigError
+
+    return ConfigError(message)
+
+
+def _strings(value: Any, what: str, where: str) -> tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+        raise _error(f"{where}: {what} must be a string or a list of strings")
+    return tuple(values)
+
+
+def _path(table: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise _error(f"{where}: mysql.{key} must be a path")
+    return os.path.expanduser(value)
+
+
+def read_settings(data: Mapping[str, Any], where: str) -> MySettings:
+    table = data.get("mysql", {})
+    if not isinstance(table, dict):
+        raise _error(f"{where}: [mysql] must be a table")
+    idle_after = table.get("idle_after", DEFAULT_IDLE_AFTER)
+    if (
+        isinstance(idle_after, bool)
+        or not isinstance(idle_after, int | float)
+        or not math.isfinite(idle_after)
+        or idle_after < 0
+    ):
+        raise _error(f"{where}: mysql.idle_after must be a number of seconds >= 0")
+    return MySettings(
+        _strings(table.get("dsn", []), "mysql.dsn", where),
+        float(idle_after),
+        _strings(table.get("named_locks", []), "mysql.named_locks", where),
+        _path(table, "password_file", where),
+        _path(table, "option_file", where),
+    )
+
+
+def resolve(wanted: Wanted, settings: MySettings) -> tuple[Endpoint, ...]:
+    from lockwatch.sources.mysql.dsn import note_command_line, parse, remember
+
+    flags = tuple(wanted.values.get("mysql_dsns") or ())
+    if flags:
+        note_command_line(flags)
+    dsns = flags or settings.dsns
+    endpoints = tuple(
+        parse(dsn, wanted.environ, settings.password_file, settings.option_file)
+        for dsn in dict.fromkeys(dsns)
+    )
+    remember(endpoints)
+    return endpoints
