@@ -345,8 +345,16 @@ def test_ls_json_and_break_as_an_operator_runs_them(my: MyHarness, tmp_path: Pat
     held = locks[held_id]
     assert held["blocking"] == [tid(b)] and held["state"] == "active"
     assert held["held_at_most_seconds"] is not None and held["age_seconds"] is None
+    # A waiter's age is its wait, from the server's own start of it (as PostgreSQL's).
+    (waiting,) = [lock for i, lock in locks.items() if f":innodb_row:{tid(b)}:wait:" in i]
+    assert waiting["age_seconds"] is not None
+    # (the verdict and the record may date it a poll's moment apart)
+    assert waiting["age_seconds"] == pytest.approx(waiting["holder"]["wait_seconds"], abs=1.0)
     (tree,) = [t for t in document["blocking"] if t["server"] == f"mysql:{my.endpoint.name}"]
-    assert [root["id"] for root in tree["roots"]] == [f"thread {tid(a)}"]
+    # Its root is ours (other sessions on a shared server may have trees of their own).
+    roots = {root["id"]: root for root in tree["roots"]}
+    assert f"thread {tid(a)}" in roots and f"thread {tid(b)}" not in roots
+    assert [w["id"] for w in roots[f"thread {tid(a)}"]["waiters"]] == [f"thread {tid(b)}"]
     log = tmp_path / "audit.jsonl"
     args = ("--config", str(config), "--mysql", my.dsn, "--audit-log", str(log), "--yes")
     code, out, err = run_cli("break", held_id, "--reason", "test", *args, env=env)

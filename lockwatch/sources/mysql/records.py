@@ -218,6 +218,10 @@ class _Builder:
                 known = self.poll.seen.get(ident, self.now)
                 if session.idle and session.state_since is not None:
                     known = min(known, session.state_since)
+        else:
+            # A waiter's age is its wait, where the server says when it began (as
+            # PostgreSQL's waiters have it).
+            acquired_at = facts.get("wait_start")
         my = MyLock(
             server=self.poll.server,
             kind=kind,
