@@ -13,7 +13,7 @@ from lockwatch.model.action import Asked, Doing, Done, Kind, Plan, decoded, refu
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase
 from lockwatch.sources.files import ids
-from lockwatch.sources.files.scanner import TOMBSTONE_DIR
+from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock

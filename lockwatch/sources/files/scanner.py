@@ -20,6 +20,7 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError
 from lockwatch.sources.files.decoders import decode_file, decode_native, invalid, wanted_by_format
 from lockwatch.sources.files.decoders.base import LockFile
+from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 
 MAX_LOCK_BYTES = 64 * 1024
 # Names listed from inside a lock directory (MkdirLockFile keeps one file there).
@@ -28,8 +29,6 @@ MAX_DIR_ENTRIES = 64
 MAX_LINK_SEARCH = 4096
 LOCK_SUFFIXES = (".lock", ".pid")
 TEMP_SUFFIX = ".tmp"
-# Where lockwatch moves the locks it breaks (beside each lock, by default).
-TOMBSTONE_DIR = ".lockwatch-broken"
 # Directories that hold no live locks: lockwatch's own tombstones.
 SKIP_DIRS = frozenset({TOMBSTONE_DIR})
 # Package managers' dependency lockfiles end in .lock but lock nothing.
