@@ -18,6 +18,7 @@ from lockwatch.cli.demo import demo
 from lockwatch.cli.ls import ls
 from lockwatch.cli.serve import serve
 from lockwatch.cli.watch import replay, watch
+from lockwatch.cli.why import why
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _GROUP_OPTIONS = ("-h", "--help", "-V", "--version")
@@ -79,6 +80,7 @@ def cli(ctx: click.Context) -> None:
       lockwatch ls /srv/app --json      the JSON contract, for scripts
       lockwatch ls /srv --fail-on-stale exit 3 if any lock is stale (cron)
       lockwatch ls --pg postgresql://monitor@db/app   advisory locks and waiters
+      lockwatch why "fatal: Unable to create '/srv/app/.git/index.lock': File exists."
       lockwatch break /srv/locks/app.lock --reason "holder died, INC-1"
       lockwatch audit verify            check the audit log's hash chain
       lockwatch demo                    a live playground: every lock state in ~10 s
@@ -88,6 +90,7 @@ def cli(ctx: click.Context) -> None:
 
 
 cli.add_command(ls)
+cli.add_command(why)
 cli.add_command(break_)
 cli.add_command(steal)
 cli.add_command(release)

@@ -12,6 +12,9 @@ A source (in the spirit of harlequin's adapters) says:
   the answer, a `Selected`, collects a one-shot listing (`collect`, for `ls`),
   and builds live feeds for the dashboard (`feeds`, emitting change sets);
 - `find`: a lock by id, judged now, for an action;
+- `clues`: what it recognises in text an operator pasted (its tools' error
+  messages: paths, ids, pids, lock names, a server's "lock wait timeout"),
+  for `lockwatch why`;
 - `actions`: its actions provider (`ActionProvider`: which actions its locks
   offer, their plans, carrying them out with compare-and-swap, what the audit
   log names, the action commands' options), or None; `record_types`: the model
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from lockwatch.config import Config
     from lockwatch.model.action import Asked, Doing, Done, Holding, Kind, Plan
     from lockwatch.model.blocking import BlockingTree
+    from lockwatch.model.clues import Clue
     from lockwatch.model.facts import Row
     from lockwatch.sources.feed import Feed
 
@@ -162,6 +166,13 @@ class Source(Protocol):
         judged now, for an action; or why there is none. Raise SourceError for
         a target that names nothing this source could have, LookupFailed when
         the source cannot be asked."""
+        ...
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        """What `text` (an error message, a path, a statement the operator pasted)
+        names that this source can look up: paths, pids, lock names, hints, with
+        the tool whose message it is and its docs' advice (`lockwatch why`). Pure:
+        no I/O; its ids are recognised by the registry (`for_id`)."""
         ...
 
 

@@ -25,7 +25,7 @@ from lockwatch.sources.files.cas import (
     rewrite,
     sha256_hex,
 )
-from lockwatch.sources.files.scanner import TOMBSTONE_DIR
+from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 
 OLD = b'{"pid": 4242, "host": "tower-01"}\n'
 NEW = b'{"pid": 777, "host": "tower-02"}\n'

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from lockwatch.actions.audit import INTENT, read_records, verify
-from lockwatch.sources.files.scanner import TOMBSTONE_DIR
+from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 from tests.conftest import LOCAL_HOST, ago, iso
 from tests.soak import racers
 from tests.soak.harness import CHECKOUT, report, soak_seconds

@@ -34,7 +34,8 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.timestamps import format_timestamp
-from lockwatch.sources.files.scanner import TOMBSTONE_DIR, load
+from lockwatch.sources.files.scanner import load
+from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
 from lockwatch.ui.keys import View

@@ -33,6 +33,7 @@ from lockwatch.sources.stores.facts import StoreLock
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.clues import Clue
     from lockwatch.sources.etcd.endpoint import EtcdEndpoint
     from lockwatch.sources.etcd.poller import EtcdPoller
 
@@ -134,6 +135,10 @@ class EtcdSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_etcd(target, wanted, host)
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        # Its ids (etcd:...) are the registry's to recognise.
+        return ()
 
 
 @dataclass(frozen=True)

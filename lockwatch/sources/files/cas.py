@@ -36,10 +36,10 @@ from lockwatch.model.kernel import FileKey
 from lockwatch.sources.files.scanner import (
     MAX_DIR_ENTRIES,
     MAX_LOCK_BYTES,
-    TOMBSTONE_DIR,
     link_bytes,
     listing_bytes,
 )
+from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC

@@ -26,6 +26,7 @@ from lockwatch.sources.files.actions import ACTIONS
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
 
 
@@ -63,6 +64,12 @@ class FilesSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_file(target, host)
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        from lockwatch.sources.files.messages import clues
+        from lockwatch.sources.files.scanner import is_candidate
+
+        return clues(text, lambda path: is_candidate(path, "file"))
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from lockwatch.sources.kernel.facts import KernelFacts
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
 
 
@@ -91,6 +92,11 @@ class KernelSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_kernel(target, wanted.paths, host)
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        # Its ids are the registry's to recognise (kernel:...); its locks are found
+        # through the files they are on (the file source's paths).
+        return ()
 
 
 @dataclass(frozen=True)

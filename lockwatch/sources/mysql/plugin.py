@@ -38,6 +38,7 @@ from lockwatch.sources.polled import PolledFeed, StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.clues import Clue
     from lockwatch.sources.mysql.dsn import Endpoint
     from lockwatch.sources.mysql.server import MyServer
 
@@ -108,6 +109,11 @@ class MysqlSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_mysql(target, wanted, host)
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        from lockwatch.sources.mysql.messages import clues
+
+        return clues(text)
 
 
 @dataclass(frozen=True)

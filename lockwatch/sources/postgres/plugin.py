@@ -53,6 +53,7 @@ from lockwatch.sources.postgres.settings import DEFAULTS, PgSettings, read_setti
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
 
 DEFAULT_REFRESH = 2.0
@@ -124,6 +125,11 @@ class PostgresSource:
         settings: PgSettings = wanted.settings(self.name) or DEFAULTS
         dsns = _resolve(wanted, settings)
         return find_pg(target, dsns, settings, host)
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        from lockwatch.sources.postgres.messages import clues
+
+        return clues(text)
 
 
 def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:

@@ -34,6 +34,7 @@ from lockwatch.sources.stores.facts import Quorum, QuorumMember, StoreClient, St
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.clues import Clue
     from lockwatch.sources.redis.endpoint import RedisEndpoint
     from lockwatch.sources.redis.poll import RedisPoller
 
@@ -159,6 +160,10 @@ class RedisSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_redis(target, wanted, host)
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        # Its ids (redis:...) are the registry's to recognise.
+        return ()
 
 
 def _endpoints(

@@ -46,6 +46,7 @@ from lockwatch.sources.remote.facts import REMOTE_KIND, RemoteOrigin
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
     from lockwatch.sources.remote.document import RemoteListing
 
@@ -116,6 +117,10 @@ class RemoteSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_remote(target)
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        # Its ids are the registry's to recognise.
+        return ()
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from tests.shape.beacon.facts import BeaconLease
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Emit, Feed
 
 NAME = "beacon"
@@ -162,6 +163,9 @@ class BeaconSource:
             if lock.id == target:
                 return lock, evaluate(lock, StaticProcesses(), clock, host), []
         return f"no beacon lease {target}"
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        return ()
 
 
 SOURCE = BeaconSource()

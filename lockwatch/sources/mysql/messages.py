@@ -1,0 +1,81 @@
+"""What MySQL and MariaDB say when a lock stops a statement, and what their docs
+advise: lock wait timeouts (1205), deadlocks (1213), NOWAIT refusals (3572),
+and the GET_LOCK names a statement asks for. Pure: text in, clues out
+(`lockwatch why`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from lockwatch.model.clues import Clue, ClueKind
+
+SOURCE = "mysql"
+TOOL = "mysql"
+
+LOCK_WAIT_ADVICE = (
+    "InnoDB gave up after innodb_lock_wait_timeout and rolled back the statement (not"
+    " the transaction, unless innodb_rollback_on_timeout): its blocker may still hold"
+    " the lock: finish or end the blocker's transaction, or retry"
+)
+DEADLOCK_ADVICE = (
+    "InnoDB already broke the deadlock by rolling back one transaction: retry it;"
+    " SHOW ENGINE INNODB STATUS (LATEST DETECTED DEADLOCK) shows both sides"
+)
+NOWAIT_ADVICE = "NOWAIT refused at once: another session holds the row or table"
+GET_LOCK_ADVICE = (
+    "a named lock is held by its session until RELEASE_LOCK or the session ends:"
+    " IS_USED_LOCK(name) names its connection"
+)
+
+# ERROR 1205 (HY000): Lock wait timeout exceeded; try restarting transaction
+# PyMySQL: (1205, 'Lock wait timeout exceeded; try restarting transaction')
+_LOCK_WAIT = re.compile(r"\b1205\b|Lock wait timeout exceeded", re.I)
+# ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction
+_DEADLOCK = re.compile(r"\b1213\b|Deadlock found when trying to get lock", re.I)
+# ERROR 3572 (HY000): Statement aborted because lock(s) could not be acquired
+# immediately and NOWAIT is set.
+_NOWAIT = re.compile(r"\b3572\b|could not be acquired immediately and NOWAIT", re.I)
+# GET_LOCK('name', 10), IS_USED_LOCK('name'), IS_FREE_LOCK("name")
+_NAMED = re.compile(
+    r"""\b(?:GET_LOCK|IS_USED_LOCK|IS_FREE_LOCK|RELEASE_LOCK)\s*\(\s*"""
+    r"""(?:'(?P<single>(?:[^'\\]|\\.|'')*)'|"(?P<double>(?:[^"\\]|\\.|"")*)")""",
+    re.I,
+)
+# The messages are MySQL's only with one of these around them (1205 alone is a number).
+_MYSQL_WORDS = re.compile(r"\bERROR\b|HY000|40001|Lock wait|Deadlock found|NOWAIT|\(1\d{3},", re.I)
+
+
+def _unquote(match: re.Match[str]) -> str:
+    if match.group("single") is not None:
+        raw = match.group("single").replace("''", "'")
+    else:
+        raw = match.group("double").replace('""', '"')
+    return re.sub(r"\\(.)", r"\1", raw)
+
+
+def clues(text: str) -> list[Clue]:
+    """What `text` (a MySQL/MariaDB error, or a statement with GET_LOCK) names."""
+    found: list[Clue] = []
+    for match in _NAMED.finditer(text):
+        name = _unquote(match)
+        found.append(
+            Clue(
+                ClueKind.NAME,
+                name,
+                SOURCE,
+                TOOL,
+                GET_LOCK_ADVICE,
+                # MariaDB without metadata_lock_info is asked about the name itself.
+                options=(("mysql_locks", (name,)),),
+            )
+        )
+    if not _MYSQL_WORDS.search(text):
+        return found
+    if _DEADLOCK.search(text):
+        found.append(Clue(ClueKind.HINT, "deadlock", SOURCE, TOOL, DEADLOCK_ADVICE))
+    elif _LOCK_WAIT.search(text):
+        found.append(Clue(ClueKind.HINT, "lock_wait_timeout", SOURCE, TOOL, LOCK_WAIT_ADVICE))
+    elif _NOWAIT.search(text):
+        found.append(Clue(ClueKind.HINT, "nowait", SOURCE, TOOL, NOWAIT_ADVICE))
+    return found

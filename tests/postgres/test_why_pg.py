@@ -1,0 +1,64 @@
+"""`lockwatch why --pg` on PostgreSQL's own errors, made on a real server, while
+the contention behind them is still there: it names the blocker."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+from tests.conftest import run_cli
+from tests.postgres.conftest import PgHarness
+
+pytestmark = pytest.mark.postgres
+
+
+def test_lock_timeout_names_the_blocker_and_who_waits(pg: PgHarness) -> None:
+    table = pg.table(2)
+    holder, victim, waiter = pg.sessions("holder", "victim", "waiter")
+    holder.execute("BEGIN")
+    holder.execute(f"UPDATE {table} SET v = 1 WHERE id = 1")
+    victim.execute("SET lock_timeout = '100ms'")
+    with pytest.raises(psycopg.errors.LockNotAvailable) as caught:
+        victim.execute(f"UPDATE {table} SET v = 2 WHERE id = 1")
+    said = f"ERROR:  {caught.value}"
+    assert "canceling statement due to lock timeout" in said and table in said
+    pg.block(waiter, f"UPDATE {table} SET v = 3 WHERE id = 1")
+    code, out, err = run_cli("why", "--pg", pg.dsn, said)
+    assert code == 0, err
+    holder_pid, waiter_pid = holder.info.backend_pid, waiter.info.backend_pid
+    assert f":{holder_pid}:transactionid/" in out.splitlines()[0]
+    assert f"waiting on its holder: {waiter_pid}" in out
+    assert "next:   wait: " in out and "lock_timeout" in out
+    code, out, _ = run_cli("why", "--json", "--pg", pg.dsn, said)
+    doc = json.loads(out)
+    first = doc["locks"][0]
+    assert first["holder"]["pid"] == holder_pid and first["state"] == "active"
+    assert first["waiting_on_holder"] == [waiter_pid]
+    assert [clue["kind"] for clue in doc["clues"]] == ["name", "hint"]
+    # Without a server to ask, it says where it would have looked.
+    code, _, err = run_cli("why", said, env={"LOCKWATCH_PG": "", "PGHOST": "", "PGDATABASE": ""})
+    assert code == 1 and "--pg DSN" in err
+
+
+def test_deadlock_pids_name_the_survivor_that_now_blocks(pg: PgHarness) -> None:
+    table = pg.table(2)
+    first, second, waiter = pg.sessions("first", "second", "waiter")
+    for conn, row in ((first, 1), (second, 2)):
+        conn.execute("BEGIN")
+        conn.execute(f"UPDATE {table} SET v = 1 WHERE id = {row}")
+    # The second checks for a deadlock first, so it is the one aborted.
+    second.execute("SET deadlock_timeout = '50ms'")
+    survivor = pg.block(first, f"UPDATE {table} SET v = 2 WHERE id = 2")
+    with pytest.raises(psycopg.errors.DeadlockDetected) as caught:
+        second.execute(f"UPDATE {table} SET v = 2 WHERE id = 1")
+    survivor.wait_done()
+    said = f"ERROR:  {caught.value}"
+    assert f"Process {first.info.backend_pid} waits for" in said
+    pg.block(waiter, f"UPDATE {table} SET v = 3 WHERE id = 2")
+    code, out, err = run_cli("why", "--pg", pg.dsn, said)
+    assert code == 0, err
+    assert f":{first.info.backend_pid}:transactionid/" in out.splitlines()[0]
+    assert f"waiting on its holder: {waiter.info.backend_pid}" in out
+    assert "already broke the deadlock" in out
