@@ -97,12 +97,7 @@ def _sources_options(kind: Kind | None) -> list[Callable[[Any], Any]]:
     command takes), in registry order."""
     from lockwatch.sources.registry import SOURCES
 
-    return [
-        option
-        for source in SOURCES
-        if source.actions is not None
-        for option in source.actions.options(kind)
-    ]
+    return [option for source in SOURCES for option in source.action_options(kind)]
 
 
 def _own(kind: Kind) -> Callable[[Any], Any]:

@@ -141,7 +141,13 @@ class Source(Protocol):
 
     @property
     def actions(self) -> ActionProvider | None:
-        """What can be done to its locks, and how (None: nothing)."""
+        """What can be done to its locks, and how (None: nothing). Loaded when an
+        action is planned: the CLI's start never pays for it."""
+        ...
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        """click options of the action commands for this source's targets: with
+        `kind` None, those every command takes (--pg); else `kind`'s own (--signal)."""
         ...
 
     def options(self) -> Sequence[Decorator]:
@@ -183,11 +189,6 @@ class ActionProvider(Protocol):
 
     kinds: frozenset[Kind]  # the actions its locks offer
     takes_paths: bool  # its TARGETs may be plain paths (not ids)
-
-    def options(self, kind: Kind | None) -> Sequence[Decorator]:
-        """click options of the action commands for this source's targets: with
-        `kind` None, those every command takes (--pg); else `kind`'s own (--signal)."""
-        ...
 
     def reach(self, wanted: Wanted) -> Mapping[str, Any]:
         """From the command's option values and the config: how its actions reach
@@ -248,9 +249,6 @@ class ActionsBase:
     name: str = ""  # the source's name (the audit log's `target.source`)
     kinds: frozenset[Kind] = frozenset()
     takes_paths = False
-
-    def options(self, kind: Kind | None) -> Sequence[Decorator]:
-        return ()
 
     def reach(self, wanted: Wanted) -> Mapping[str, Any]:
         return {}

@@ -99,7 +99,7 @@ def test_every_source_declares_its_actions() -> None:
     assert {name: offered[name] for name in expected} == expected
     pg = by_name("postgres")
     assert pg is not None and pg.actions is not None
-    assert pg.actions.options(Kind.BREAK) == ()
+    assert pg.action_options(Kind.BREAK) == ()
 
 
 def test_the_commands_options_come_from_the_sources() -> None:

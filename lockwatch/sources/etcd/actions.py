@@ -156,11 +156,6 @@ def _quietly(read: Any, key: str) -> Any:
 
 class EtcdActions(StoreActions):
     name = "etcd"
-    server_option = (
-        "--etcd",
-        "etcd_urls",
-        "The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
-    )
 
     def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
         return plan_action(kind, lock, verdict, peers)

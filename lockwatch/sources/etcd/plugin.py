@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
+from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
+    ActionProvider,
     Decorator,
     Found,
     LookupFailed,
@@ -27,7 +29,6 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.etcd import ids
-from lockwatch.sources.etcd.actions import ACTIONS
 from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.stores.facts import StoreLock
 
@@ -85,12 +86,31 @@ class EtcdSource:
     id_prefix = ids.ETCD
     summary = "etcd v3 locks (etcdctl lock, concurrency mutexes): holders, waiters, leases"
     config_tables: tuple[str, ...] = ("etcd",)
-    actions = ACTIONS  # sources/etcd/actions.py
     record_types: tuple[type, ...] = (StoreLock,)
     title = "etcd"
     status_word = ""
     sees_waits = False
     wait_metrics: str | None = None
+
+    @property
+    def actions(self) -> ActionProvider:
+        # Loaded when an action is planned, not when the CLI starts.
+        from lockwatch.sources.etcd.actions import ACTIONS
+
+        return ACTIONS
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            click.option(
+                "--etcd",
+                "etcd_urls",
+                multiple=True,
+                metavar="URL",
+                help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
+            )
+        ]
 
     def options(self) -> Sequence[Decorator]:
         return [

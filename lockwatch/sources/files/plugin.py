@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from lockwatch.model.action import Kind
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.sources.contract import (
+    ActionProvider,
     Collected,
     Decorator,
     Found,
@@ -22,7 +24,6 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.files import ids
-from lockwatch.sources.files.actions import ACTIONS
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -39,12 +40,21 @@ class FilesSource:
         " with the kernel's flock/fcntl locks on them"
     )
     config_tables: tuple[str, ...] = ()
-    actions = ACTIONS  # sources/files/actions.py
     record_types: tuple[type, ...] = ()
     title = "files under"
     status_word = ""
     sees_waits = False
     wait_metrics: str | None = None
+
+    @property
+    def actions(self) -> ActionProvider:
+        # Loaded when an action is planned, not when the CLI starts.
+        from lockwatch.sources.files.actions import ACTIONS
+
+        return ACTIONS
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        return ()
 
     def options(self) -> Sequence[Decorator]:
         return [click.argument("paths", nargs=-1, metavar="[PATH]...")]

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-
-import click
 
 from lockwatch.model.action import (
     ActionFailed,
@@ -31,7 +28,7 @@ from lockwatch.model.action import (
 from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
-from lockwatch.sources.contract import ActionsBase, Decorator
+from lockwatch.sources.contract import ActionsBase
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.ids import kernel_lock_id
 
@@ -104,21 +101,6 @@ class KernelActions(ActionsBase):
 
     name = "kernel"
     kinds = frozenset({Kind.BREAK})
-
-    def options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not Kind.BREAK:
-            return ()
-        return [
-            click.option(
-                "--signal",
-                type=click.Choice(["TERM", "KILL"], case_sensitive=False),
-                default="TERM",
-                show_default=True,
-                callback=lambda ctx, param, value: value.upper(),
-                help="Kernel locks: the signal sent to the holder. KILL only when TERM was not"
-                " enough.",
-            )
-        ]
 
     def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
         kernel = lock.facts

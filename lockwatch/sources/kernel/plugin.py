@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from lockwatch.model.action import Kind
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.contract import (
+    ActionProvider,
     Collected,
     Decorator,
     Found,
@@ -29,7 +31,6 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.kernel import ids
-from lockwatch.sources.kernel.actions import ACTIONS
 from lockwatch.sources.kernel.current import locks_now, status
 from lockwatch.sources.kernel.facts import KernelFacts
 
@@ -52,12 +53,33 @@ class KernelSource:
     config_tables: tuple[str, ...] = ("kernel",)
     # Releasing another process's kernel lock is impossible from outside: the
     # only action is to signal its holder.
-    actions = ACTIONS  # sources/kernel/actions.py
     record_types: tuple[type, ...] = (FileKey, KernelLock, KernelEvidence, KernelFacts)
     title = "kernel locks in"
     status_word = ""
     sees_waits = True
     wait_metrics: str | None = None
+
+    @property
+    def actions(self) -> ActionProvider:
+        # Loaded when an action is planned, not when the CLI starts.
+        from lockwatch.sources.kernel.actions import ACTIONS
+
+        return ACTIONS
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not Kind.BREAK:
+            return ()
+        return [
+            click.option(
+                "--signal",
+                type=click.Choice(["TERM", "KILL"], case_sensitive=False),
+                default="TERM",
+                show_default=True,
+                callback=lambda ctx, param, value: value.upper(),
+                help="Kernel locks: the signal sent to the holder. KILL only when TERM was not"
+                " enough.",
+            )
+        ]
 
     def options(self) -> Sequence[Decorator]:
         return [

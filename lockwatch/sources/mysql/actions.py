@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import click
-
 from lockwatch.model.action import (
     ActionRefused,
     Asked,
@@ -32,7 +30,7 @@ from lockwatch.model.action import (
 from lockwatch.model.facts import Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.contract import ActionsBase, Decorator, SourceError, Wanted
+from lockwatch.sources.contract import ActionsBase, SourceError, Wanted
 from lockwatch.sources.mysql.display import held_text
 from lockwatch.sources.mysql.facts import MyLock
 
@@ -127,19 +125,6 @@ def plan_for(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) ->
 class MyActions(ActionsBase):
     name = NAME
     kinds = frozenset({Kind.BREAK, Kind.CANCEL})
-
-    def options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            click.option(
-                "--mysql",
-                "mysql_dsns",
-                multiple=True,
-                metavar="DSN",
-                help="The server a MySQL TARGET lives on (repeatable).",
-            )
-        ]
 
     def reach(self, wanted: Wanted) -> Mapping[str, Any]:
         from lockwatch.sources.mysql.dsn import endpoint_for

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
+from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
+    ActionProvider,
     Decorator,
     Found,
     LookupFailed,
@@ -31,7 +33,6 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
-from lockwatch.sources.mysql.actions import ACTIONS
 from lockwatch.sources.mysql.facts import DEFAULT_IDLE_AFTER, MyClient, MyLock, MySession
 from lockwatch.sources.mysql.settings import DEFAULTS, MySettings, read_settings, resolve
 from lockwatch.sources.polled import PolledFeed, StoreSelection
@@ -51,12 +52,31 @@ class MysqlSource:
     id_prefix = "mysql"
     summary = "MySQL/MariaDB: named locks, InnoDB lock waits, metadata-lock (DDL) queues"
     config_tables: tuple[str, ...] = ("mysql",)
-    actions = ACTIONS  # sources/mysql/actions.py
     record_types: tuple[type, ...] = (MyLock, MySession, MyClient)
     title = "MySQL"
     status_word = "my "
     sees_waits = True
     wait_metrics: str | None = "mysql"
+
+    @property
+    def actions(self) -> ActionProvider:
+        # Loaded when an action is planned, not when the CLI starts.
+        from lockwatch.sources.mysql.actions import ACTIONS
+
+        return ACTIONS
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            click.option(
+                "--mysql",
+                "mysql_dsns",
+                multiple=True,
+                metavar="DSN",
+                help="The server a MySQL TARGET lives on (repeatable).",
+            )
+        ]
 
     def options(self) -> Sequence[Decorator]:
         return [

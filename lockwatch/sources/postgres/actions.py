@@ -10,12 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-
-import click
 
 from lockwatch.model.action import (
     ActionRefused,
@@ -30,8 +27,9 @@ from lockwatch.model.action import (
 from lockwatch.model.facts import Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.contract import ActionsBase, Decorator, SourceError, Wanted
+from lockwatch.sources.contract import ActionsBase, SourceError, Wanted
 from lockwatch.sources.postgres import ids
+from lockwatch.sources.postgres.dsn import dsn_from_name
 from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.postgres.held import held_text
 from lockwatch.sources.postgres.terms import prepared_commands
@@ -40,26 +38,6 @@ if TYPE_CHECKING:
     from lockwatch.sources.postgres.settings import PgSettings
 
 NAME = "postgres"
-
-
-def dsn_from_name(server: str) -> str | None:
-    """`user@host:port/db` (a lock id's server) as a DSN: libpq finds any password
-    in PGPASSWORD or ~/.pgpass."""
-    match = re.fullmatch(
-        r"(?:(?P<user>[^@:/]+)@)?(?P<host>[^:/]+):(?P<port>\d+)/(?P<db>.*)", server
-    )
-    if match is None:
-        return None
-    from psycopg.conninfo import make_conninfo
-
-    params = {"port": match["port"]}
-    if match["host"] != "local":
-        params["host"] = match["host"]
-    if match["user"]:
-        params["user"] = match["user"]
-    if match["db"]:
-        params["dbname"] = match["db"]
-    return make_conninfo("", **params)
 
 
 def _pg(lock: Lock) -> PgLock:
@@ -252,19 +230,6 @@ def _plan(
 class PgActions(ActionsBase):
     name = NAME
     kinds = frozenset({Kind.BREAK, Kind.STEAL, Kind.RELEASE, Kind.CANCEL})
-
-    def options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            click.option(
-                "--pg",
-                "pg_dsns",
-                multiple=True,
-                metavar="DSN",
-                help="The server a Postgres TARGET lives on (repeatable).",
-            )
-        ]
 
     def reach(self, wanted: Wanted) -> Mapping[str, Any]:
         from lockwatch.sources.postgres.dsn import display_name, resolve_dsns, with_password

@@ -163,3 +163,23 @@ def display_name(dsn: str) -> str:
     if host.startswith("/"):
         host = "local"
     return f"{user + '@' if user else ''}{host}:{port}/{dbname}"
+
+
+def dsn_from_name(server: str) -> str | None:
+    """`user@host:port/db` (a lock id's server) as a DSN: libpq finds any password
+    in PGPASSWORD or ~/.pgpass."""
+    match = re.fullmatch(
+        r"(?:(?P<user>[^@:/]+)@)?(?P<host>[^:/]+):(?P<port>\d+)/(?P<db>.*)", server
+    )
+    if match is None:
+        return None
+    from psycopg.conninfo import make_conninfo
+
+    params = {"port": match["port"]}
+    if match["host"] != "local":
+        params["host"] = match["host"]
+    if match["user"]:
+        params["user"] = match["user"]
+    if match["db"]:
+        params["dbname"] = match["db"]
+    return make_conninfo("", **params)

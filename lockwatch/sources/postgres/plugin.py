@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
+    ActionProvider,
     Collected,
     Decorator,
     Found,
@@ -41,7 +43,6 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.postgres import ids
-from lockwatch.sources.postgres.actions import ACTIONS, dsn_from_name
 from lockwatch.sources.postgres.facts import (
     DEFAULT_IDLE_AFTER,
     AdvisoryKey,
@@ -65,12 +66,31 @@ class PostgresSource:
     id_prefix = ids.PG
     summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
     config_tables: tuple[str, ...] = ("postgres", "advisory")
-    actions = ACTIONS  # sources/postgres/actions.py
     record_types: tuple[type, ...] = (AdvisoryKey, PgBackend, PgClient, PgLock)
     title = "PostgreSQL"
     status_word = "pg "
     sees_waits = True
     wait_metrics: str | None = "pg"
+
+    @property
+    def actions(self) -> ActionProvider:
+        # Loaded when an action is planned, not when the CLI starts.
+        from lockwatch.sources.postgres.actions import ACTIONS
+
+        return ACTIONS
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            click.option(
+                "--pg",
+                "pg_dsns",
+                multiple=True,
+                metavar="DSN",
+                help="The server a Postgres TARGET lives on (repeatable).",
+            )
+        ]
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -220,6 +240,8 @@ def find_pg(target: str, dsns: Sequence[str], settings: PgSettings, host: str) -
     server = parsed.server
     chosen = [dsn for dsn in dsns if display_name(dsn) == server]
     if not chosen:
+        from lockwatch.sources.postgres.dsn import dsn_from_name
+
         derived = dsn_from_name(server)
         if derived is None:
             raise SourceError(f"no server {server} among --pg/LOCKWATCH_PG/config")

@@ -176,11 +176,6 @@ def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]
 
 class RedisActions(StoreActions):
     name = "redis"
-    server_option = (
-        "--redis",
-        "redis_urls",
-        "The Redis server (with its password) a redis: TARGET lives on (repeatable).",
-    )
 
     def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
         return plan_action(kind, lock, verdict, peers)

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
+from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
+    ActionProvider,
     Decorator,
     Found,
     LookupFailed,
@@ -29,7 +31,6 @@ from lockwatch.sources.contract import (
 )
 from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.redis import ids
-from lockwatch.sources.redis.actions import ACTIONS
 from lockwatch.sources.stores.facts import Quorum, QuorumMember, StoreClient, StoreLock
 
 if TYPE_CHECKING:
@@ -95,12 +96,31 @@ class RedisSource:
     id_prefix = ids.REDIS
     summary = "Redis lock keys (redis-py, python-redis-lock, Redlock): tokens, TTLs, waiters"
     config_tables: tuple[str, ...] = ("redis",)
-    actions = ACTIONS  # sources/redis/actions.py
     record_types: tuple[type, ...] = (StoreLock, Quorum, QuorumMember, StoreClient)
     title = "Redis"
     status_word = ""
     sees_waits = False
     wait_metrics: str | None = None
+
+    @property
+    def actions(self) -> ActionProvider:
+        # Loaded when an action is planned, not when the CLI starts.
+        from lockwatch.sources.redis.actions import ACTIONS
+
+        return ACTIONS
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            click.option(
+                "--redis",
+                "redis_urls",
+                multiple=True,
+                metavar="URL",
+                help="The Redis server (with its password) a redis: TARGET lives on (repeatable).",
+            )
+        ]
 
     def options(self) -> Sequence[Decorator]:
         return [

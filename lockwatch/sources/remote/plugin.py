@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
+    ActionProvider,
     Collected,
     Decorator,
     Found,
@@ -32,7 +34,6 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.remote import ids
-from lockwatch.sources.remote.actions import ACTIONS
 from lockwatch.sources.remote.endpoints import (
     DEFAULT_TIMEOUT,
     EndpointError,
@@ -62,12 +63,21 @@ class RemoteSource:
     config_tables: tuple[str, ...] = ("remote",)
     # Nothing is done to another host's lock from here: the refusal names the
     # command to run there (sources/remote/actions.py).
-    actions = ACTIONS
     record_types: tuple[type, ...] = (RemoteOrigin,)
     title = "remote"
     status_word = "remote "
     sees_waits = False
     wait_metrics: str | None = None
+
+    @property
+    def actions(self) -> ActionProvider:
+        # Loaded when an action is planned, not when the CLI starts.
+        from lockwatch.sources.remote.actions import ACTIONS
+
+        return ACTIONS
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        return ()
 
     def options(self) -> Sequence[Decorator]:
         return [

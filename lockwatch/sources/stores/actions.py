@@ -9,19 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import click
-
 from lockwatch.model.action import Asked, Doing, Done, Kind, Plan
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
-from lockwatch.sources.contract import ActionsBase, Decorator
+from lockwatch.sources.contract import ActionsBase
 from lockwatch.sources.stores.facts import StoreLock
 
 
 class StoreActions(ActionsBase):
     kinds = frozenset({Kind.BREAK})
-    # The action commands' option naming a TARGET's server: (flag, parameter, help).
-    server_option: tuple[str, str, str] = ("", "", "")
 
     def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
         raise NotImplementedError
@@ -29,12 +25,6 @@ class StoreActions(ActionsBase):
     def execute(self, plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
         """Carry out a planned break: (audit details, message)."""
         raise NotImplementedError
-
-    def options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        flag, parameter, help_text = self.server_option
-        return [click.option(flag, parameter, multiple=True, metavar="URL", help=help_text)]
 
     def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
         return self.plan_break(kind, lock, verdict, asked.peers)

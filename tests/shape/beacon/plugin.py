@@ -141,6 +141,9 @@ class BeaconSource:
     wait_metrics: str | None = None
     actions = BeaconActions()
 
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        return ()
+
     def options(self) -> Sequence[Decorator]:
         return []
 
