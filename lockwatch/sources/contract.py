@@ -126,7 +126,6 @@ class Source(Protocol):
     id_prefix: str
     summary: str
     config_tables: tuple[str, ...]
-    record_types: tuple[type, ...]
     # How the dashboard names one of its places (a status's `name`): `title` in
     # the empty state ("PostgreSQL app@db:5432"), `status_word` before it in the
     # header ("pg "; a polled source's data also says its age there; "": none).
@@ -138,6 +137,11 @@ class Source(Protocol):
     # locks' `wait_metrics_server()`) gets `lockwatch_<wait_metrics>_blocked_sessions`
     # and its kin in /metrics, and a blocking tree in listings; None: no servers.
     wait_metrics: str | None
+
+    @property
+    def record_types(self) -> tuple[type, ...]:
+        """The types its locks' facts are made of, for recordings."""
+        ...
 
     @property
     def actions(self) -> ActionProvider | None:

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from lockwatch.clock import Clock
 from lockwatch.model.changes import ChangeSet, Entry, judge
@@ -23,7 +23,9 @@ from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.contract import Collected, ListingRequest
 from lockwatch.sources.feed import Differ, Emit
-from lockwatch.sources.stores.facts import ETCD, StoreLock
+
+if TYPE_CHECKING:
+    from lockwatch.sources.stores.facts import StoreLock
 
 # Never poll faster than this, whatever a poller asks.
 MIN_WAIT = 0.1
@@ -132,6 +134,8 @@ def same_but_for_countdown(old: Entry, new: Entry) -> bool:
     its expiry moved by no more than the poll's jitter (etcd gives TTLs in
     whole seconds) and nothing else changed."""
     ol, nl = old.lock, new.lock
+    from lockwatch.sources.stores.facts import ETCD, StoreLock
+
     os_, ns = ol.facts, nl.facts
     if not isinstance(os_, StoreLock) or not isinstance(ns, StoreLock):
         return False

@@ -30,7 +30,6 @@ from lockwatch.sources.contract import (
 )
 from lockwatch.sources.etcd import ids
 from lockwatch.sources.polled import StoreSelection
-from lockwatch.sources.stores.facts import StoreLock
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -86,11 +85,17 @@ class EtcdSource:
     id_prefix = ids.ETCD
     summary = "etcd v3 locks (etcdctl lock, concurrency mutexes): holders, waiters, leases"
     config_tables: tuple[str, ...] = ("etcd",)
-    record_types: tuple[type, ...] = (StoreLock,)
     title = "etcd"
     status_word = ""
     sees_waits = False
     wait_metrics: str | None = None
+
+    @property
+    def record_types(self) -> tuple[type, ...]:
+        # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.sources.stores.facts import StoreLock
+
+        return (StoreLock,)
 
     @property
     def actions(self) -> ActionProvider:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lockwatch.model.action import Kind
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
@@ -32,7 +31,6 @@ from lockwatch.sources.contract import (
 )
 from lockwatch.sources.kernel import ids
 from lockwatch.sources.kernel.current import locks_now, status
-from lockwatch.sources.kernel.facts import KernelFacts
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -53,11 +51,18 @@ class KernelSource:
     config_tables: tuple[str, ...] = ("kernel",)
     # Releasing another process's kernel lock is impossible from outside: the
     # only action is to signal its holder.
-    record_types: tuple[type, ...] = (FileKey, KernelLock, KernelEvidence, KernelFacts)
     title = "kernel locks in"
     status_word = ""
     sees_waits = True
     wait_metrics: str | None = None
+
+    @property
+    def record_types(self) -> tuple[type, ...]:
+        # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
+        from lockwatch.sources.kernel.facts import KernelFacts
+
+        return (FileKey, KernelLock, KernelEvidence, KernelFacts)
 
     @property
     def actions(self) -> ActionProvider:

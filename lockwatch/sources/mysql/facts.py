@@ -30,9 +30,6 @@ GET_LOCK = "get_lock"
 INNODB_ROW = "innodb_row"
 METADATA_LOCK = "metadata_lock"
 
-# Seconds a holder may sit idle (in a transaction) before its locks count as stale.
-DEFAULT_IDLE_AFTER = 60.0
-
 # What MySQL statements carry passwords in: IDENTIFIED BY '…', PASSWORD('…'),
 # MASTER_PASSWORD = '…' (the generic scrubber knows URLs and key=value forms).
 _SQL_SECRETS = re.compile(

@@ -33,8 +33,13 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
-from lockwatch.sources.mysql.facts import DEFAULT_IDLE_AFTER, MyClient, MyLock, MySession
-from lockwatch.sources.mysql.settings import DEFAULTS, MySettings, read_settings, resolve
+from lockwatch.sources.mysql.settings import (
+    DEFAULT_IDLE_AFTER,
+    DEFAULTS,
+    MySettings,
+    read_settings,
+    resolve,
+)
 from lockwatch.sources.polled import PolledFeed, StoreSelection
 
 if TYPE_CHECKING:
@@ -52,11 +57,17 @@ class MysqlSource:
     id_prefix = "mysql"
     summary = "MySQL/MariaDB: named locks, InnoDB lock waits, metadata-lock (DDL) queues"
     config_tables: tuple[str, ...] = ("mysql",)
-    record_types: tuple[type, ...] = (MyLock, MySession, MyClient)
     title = "MySQL"
     status_word = "my "
     sees_waits = True
     wait_metrics: str | None = "mysql"
+
+    @property
+    def record_types(self) -> tuple[type, ...]:
+        # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.sources.mysql.facts import MyClient, MyLock, MySession
+
+        return (MyLock, MySession, MyClient)
 
     @property
     def actions(self) -> ActionProvider:

@@ -21,8 +21,9 @@ from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.mysql import queries
 from lockwatch.sources.mysql.dsn import Endpoint
-from lockwatch.sources.mysql.facts import DEFAULT_IDLE_AFTER, MyClient, MyLock
+from lockwatch.sources.mysql.facts import MyClient, MyLock
 from lockwatch.sources.mysql.records import Poll, build, name_of
+from lockwatch.sources.mysql.settings import DEFAULT_IDLE_AFTER
 from lockwatch.sources.polled import Polled
 
 KIND = "mysql"

@@ -31,7 +31,6 @@ from lockwatch.sources.contract import (
 )
 from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.redis import ids
-from lockwatch.sources.stores.facts import Quorum, QuorumMember, StoreClient, StoreLock
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -96,11 +95,17 @@ class RedisSource:
     id_prefix = ids.REDIS
     summary = "Redis lock keys (redis-py, python-redis-lock, Redlock): tokens, TTLs, waiters"
     config_tables: tuple[str, ...] = ("redis",)
-    record_types: tuple[type, ...] = (StoreLock, Quorum, QuorumMember, StoreClient)
     title = "Redis"
     status_word = ""
     sees_waits = False
     wait_metrics: str | None = None
+
+    @property
+    def record_types(self) -> tuple[type, ...]:
+        # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.sources.stores.facts import Quorum, QuorumMember, StoreClient, StoreLock
+
+        return (StoreLock, Quorum, QuorumMember, StoreClient)
 
     @property
     def actions(self) -> ActionProvider:

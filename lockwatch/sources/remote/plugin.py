@@ -43,7 +43,7 @@ from lockwatch.sources.remote.endpoints import (
     read_settings,
     read_token,
 )
-from lockwatch.sources.remote.facts import REMOTE_KIND, RemoteOrigin
+from lockwatch.sources.remote.ids import REMOTE as REMOTE_KIND
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -63,11 +63,17 @@ class RemoteSource:
     config_tables: tuple[str, ...] = ("remote",)
     # Nothing is done to another host's lock from here: the refusal names the
     # command to run there (sources/remote/actions.py).
-    record_types: tuple[type, ...] = (RemoteOrigin,)
     title = "remote"
     status_word = "remote "
     sees_waits = False
     wait_metrics: str | None = None
+
+    @property
+    def record_types(self) -> tuple[type, ...]:
+        # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.sources.remote.facts import RemoteOrigin
+
+        return (RemoteOrigin,)
 
     @property
     def actions(self) -> ActionProvider:
@@ -222,6 +228,8 @@ def find_remote(target: str) -> Found:
     url, inner = parsed
     there = urlsplit(url).hostname or url
     why = f"judged on {there}, not here"
+    from lockwatch.sources.remote.facts import RemoteOrigin
+
     origin = RemoteOrigin(url, there, inner, "unknown", (("remote", why),))
     lock = Lock(id=target, source=REMOTE_KIND, format="remote", name=inner, path=None, facts=origin)
     return lock, Verdict(State.UNKNOWN, (Reason("remote", why),)), [lock]
