@@ -10,11 +10,9 @@ a few lines.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +21,7 @@ import click
 from lockwatch.cli.ending import finish
 from lockwatch.cli.table import printable
 from lockwatch.cli.where import CONFIG_OPTION
+from lockwatch.cli.why_look import Finding, Look
 from lockwatch.model.clues import Clue, ClueKind, distinct
 from lockwatch.model.humanize import duration
 from lockwatch.model.verdict import State
@@ -31,15 +30,11 @@ if TYPE_CHECKING:
     from lockwatch.config import Config
     from lockwatch.model.lock import Lock
     from lockwatch.model.verdict import Verdict
-    from lockwatch.sources.contract import Collected, Source
 
 WHY_SCHEMA = "lockwatch.why/1"
 EXIT_FOUND = 0
 EXIT_NOTHING = 1
 EXIT_USAGE = 2
-
-# Locks said per source looked at: the rest is `ls`'s to list.
-MOST = 8
 
 LOOKS_FOR = (
     "paths of lock files (apt/dpkg, git, Terraform's Lock Info, flock and lockfile-progs"
@@ -164,312 +159,6 @@ def recognise(text: str) -> list[Clue]:
         if source is not None and not os.path.lexists(word):
             return [Clue(ClueKind.ID, word, source.name)]
     return distinct(clue for source in SOURCES for clue in source.clues(text))
-
-
-# --- looking --------------------------------------------------------------------
-
-
-@dataclass
-class Finding:
-    lock: Lock
-    verdict: Verdict
-    clue: Clue
-    # A server's blocker found only as a root of its blocking trees now: the
-    # likely culprit, not certainly the one the message was about.
-    likely: bool = False
-    # The sessions waiting on its holder (a server's), as its blocking tree names them.
-    waiters: tuple[Any, ...] = ()
-
-
-@dataclass
-class Look:
-    values: Mapping[str, Any]
-    config: Config
-    environ: Mapping[str, str]
-    now: datetime
-    host: str
-    findings: list[Finding] = field(default_factory=list)
-    looked_at: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what was found that is no lock
-    warnings: list[str] = field(default_factory=list)
-
-    def run(self, clues: Sequence[Clue]) -> None:
-        for clue in clues:
-            if clue.kind is ClueKind.PATH:
-                self._path(clue)
-            elif clue.kind is ClueKind.ID:
-                self._id(clue)
-        servers: dict[str, list[Clue]] = {}
-        for clue in clues:
-            if clue.kind in (ClueKind.PID, ClueKind.NAME, ClueKind.HINT) and _looks_up(clue):
-                servers.setdefault(clue.source, []).append(clue)
-        for name, theirs in servers.items():
-            self._server(name, theirs)
-        for clue in clues:
-            if clue.kind is ClueKind.NOT_A_LOCK:
-                self.notes.append(f"not a lock: {clue.advice}")
-
-    # A path: the lock file there (the file source's listing of it), or the
-    # kernel's locks on a file that is none.
-    def _path(self, clue: Clue) -> None:
-        path = os.path.abspath(os.path.expanduser(clue.value))
-        if not os.path.lexists(path):
-            self.looked_at.append(f"{path}: no such file now (released, removed, or elsewhere)")
-            return
-        options = dict(clue.options)
-        wanted_sources = self._sources(clue.source, options)
-        collected = self._collect(wanted_sources, {**options, "paths": (path,)}, (path,))
-        places = {path, os.path.realpath(path)}
-        is_dir = os.path.isdir(path) and not os.path.islink(path)
-        own: list[tuple[Lock, Verdict]] = []
-        others: list[tuple[Lock, Verdict]] = []
-        for source, part in collected:
-            for lock, verdict in part.assessed:
-                if not _at(lock.path, places, is_dir):
-                    continue
-                (own if source.name == clue.source else others).append((lock, verdict))
-        looked = f"{path} and the kernel's locks on it" if len(wanted_sources) > 1 else path
-        self.looked_at.append(looked)
-        if clue.lock_file:
-            others = []  # a lock file's kernel lock is in its own record
-        elif others:
-            # A file locks are taken on (a database): the kernel's locks on it are
-            # its story, not the file judged as if it were a lock file.
-            self.notes.append(
-                f"{path} is not a lock file lockwatch knows; the kernel's locks on it are above"
-            )
-            own = []
-        elif own and all(verdict.state is State.INVALID for _, verdict in own):
-            said = "; ".join(r.message for _, v in own for r in v.reasons[:1])
-            self.notes.append(
-                f"{path} is not a lock file lockwatch knows ({said}); no kernel lock on it now"
-            )
-            own = []
-        for lock, verdict in [*own, *others]:
-            self.findings.append(Finding(lock, verdict, clue))
-
-    def _id(self, clue: Clue) -> None:
-        from lockwatch.actions.targets import find
-        from lockwatch.sources.contract import LookupFailed, SourceError, Wanted
-
-        wanted = Wanted((), self.values, self.config, self.environ)
-        try:
-            found = find(clue.value, wanted, self.host)
-        except SourceError as exc:
-            raise click.UsageError(str(exc)) from exc
-        except LookupFailed as exc:
-            self.warnings.append(str(exc))
-            self.looked_at.append(f"{clue.value}: its source could not be asked")
-            return
-        self.looked_at.append(clue.value)
-        if isinstance(found, str):
-            self.notes.append(found)
-            return
-        lock, verdict, _ = found
-        self.findings.append(Finding(lock, verdict, clue))
-
-    def _server(self, name: str, clues: Sequence[Clue]) -> None:
-        """A server's locks of the sessions and names `clues` give, and their
-        blockers; with only a hint ("lock wait timeout"), its blocking trees' roots."""
-        options = _merged(clue.options for clue in clues)
-        chosen = self._sources(name, options)[:1]
-        if not chosen:
-            return
-        source = chosen[0]
-        parts = self._collect(chosen, options, ())
-        if not parts:
-            flag = _first_flag(source)
-            self.looked_at.append(
-                f"{source.name}: no server to ask (name one with {flag} DSN)"
-                if flag
-                else f"{source.name}: not configured"
-            )
-            return
-        ((_, part),) = parts
-        for warning in part.warnings:
-            self.warnings.append(warning)
-        pids = {int(clue.value) for clue in clues if clue.kind is ClueKind.PID}
-        names = [clue.value for clue in clues if clue.kind is ClueKind.NAME]
-        assessed = part.assessed
-        servers = ", ".join(status.name for status in part.statuses) or source.name
-        asked = []
-        if pids:
-            asked.append("sessions " + ", ".join(str(pid) for pid in sorted(pids)))
-        if names:
-            asked.append("locks on " + ", ".join(names))
-        graph = Graph(assessed)
-        matched = {
-            node
-            for lock, _ in assessed
-            if _has_pid(lock, pids) or any(_named(lock.name, n) for n in names)
-            for node in graph.nodes_of(lock)
-        }
-        likely = False
-        if matched:
-            # Those of them others wait on, and whoever they wait on themselves.
-            culprits = {node for node in matched if graph.waiters.get(node)}
-            for node in matched:
-                culprits.update(graph.blockers.get(node, ()))
-            picked = culprits or matched
-        else:
-            picked = graph.roots()
-            likely = bool(picked)
-            asked.append("the roots of its blocking trees now")
-        pairs = [pair for pair in assessed if graph.holder_of(pair[0]) in picked]
-        self.looked_at.append(f"{source.name} {servers}: " + "; ".join(asked))
-        clue = next((c for c in clues if c.kind is not ClueKind.HINT), clues[0])
-        shown = _few(pairs, names)
-        for lock, verdict in shown[:MOST]:
-            waiting = sorted(graph.waiters.get(graph.holder_of(lock), ()), key=str)
-            self.findings.append(Finding(lock, verdict, clue, likely, tuple(waiting)))
-        if len(shown) > MOST:
-            self.notes.append(
-                f"{len(shown) - MOST} more on {servers}: `lockwatch ls {_first_flag(source)}"
-                " ...` lists them"
-            )
-
-    def _sources(self, name: str, options: Mapping[str, Any]) -> list[Source]:
-        """The source `name`, then those `options` ask for (the kernel's word on a file)."""
-        from lockwatch.sources.registry import SOURCES
-
-        first = [source for source in SOURCES if source.name == name]
-        rest = [s for s in SOURCES if s.name != name and options and s.asked(options)]
-        return first + rest
-
-    def _collect(
-        self, sources: Sequence[Source], options: Mapping[str, Any], paths: tuple[str, ...]
-    ) -> list[tuple[Source, Collected]]:
-        from lockwatch.sources.contract import ListingRequest, SourceError, Wanted
-
-        values = {**self.values, **options}
-        wanted = Wanted(paths, values, self.config, self.environ, others_asked=not paths)
-        request = ListingRequest(self.now, self.host, False, 1)
-        out = []
-        for source in sources:
-            try:
-                selected = source.select(wanted)
-            except SourceError as exc:
-                raise click.UsageError(str(exc)) from exc
-            if selected is not None:
-                out.append((source, selected.collect(request)))
-        return out
-
-
-class Graph:
-    """Who waits on whom among one server's locks, as their facts say it."""
-
-    def __init__(self, assessed: Sequence[tuple[Lock, Verdict]]) -> None:
-        self.blockers: dict[Any, set[Any]] = {}
-        self.waiters: dict[Any, set[Any]] = {}
-        for lock, _ in assessed:
-            waits = None if lock.facts is None else lock.facts.waits()
-            if waits is None:
-                continue
-            waiter, blockers = waits
-            self.blockers.setdefault(waiter, set()).update(blockers)
-            for blocker in blockers:
-                self.waiters.setdefault(blocker, set()).add(waiter)
-
-    @staticmethod
-    def holder_of(lock: Lock) -> Any:
-        return None if lock.facts is None else lock.facts.holds_as()
-
-    def nodes_of(self, lock: Lock) -> list[Any]:
-        """The sessions `lock` is of: its holder, or its waiter."""
-        if lock.facts is None:
-            return []
-        waits = lock.facts.waits()
-        nodes = [lock.facts.holds_as(), None if waits is None else waits[0]]
-        return [node for node in nodes if node is not None]
-
-    def roots(self) -> set[Any]:
-        """Blockers that wait on nobody: ending one frees its whole chain."""
-        return {node for node in self.waiters if not self.blockers.get(node)}
-
-
-def _looks_up(clue: Clue) -> bool:
-    """Whether the clue's source has locks to look up by it (a server's), rather
-    than a message a file's path already answers (apt's pid)."""
-    from lockwatch.sources.registry import by_name
-
-    source = by_name(clue.source)
-    return source is not None and source.sees_waits and source.wait_metrics is not None
-
-
-def _merged(options: Iterable[tuple[tuple[str, Any], ...]]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for pairs in options:
-        for key, value in pairs:
-            before = merged.get(key)
-            if isinstance(value, tuple) and isinstance(before, tuple):
-                merged[key] = tuple(dict.fromkeys((*before, *value)))
-            else:
-                merged[key] = value
-    return merged
-
-
-def _first_flag(source: Source) -> str | None:
-    """The source's first option's flag (--pg), from its click options."""
-
-    def probe() -> None: ...
-
-    decorated: Any = probe
-    for decorator in source.options():
-        decorated = decorator(decorated)
-    for param in getattr(decorated, "__click_params__", []):
-        if isinstance(param, click.Option) and param.opts:
-            return str(param.opts[0])
-    return None
-
-
-def _at(path: str | None, places: set[str], is_dir: bool) -> bool:
-    if path is None:
-        return False
-    if path in places:
-        return True
-    return is_dir and any(path.startswith(place.rstrip("/") + "/") for place in places)
-
-
-def _has_pid(lock: Lock, pids: set[int]) -> bool:
-    if not pids:
-        return False
-    if lock.holder.pid in pids:
-        return True
-    facts = lock.facts
-    return facts is not None and any(facts.matches_pid(pid) for pid in pids)
-
-
-def _named(name: str, wanted: str) -> bool:
-    """Whether lock name `name` is of `wanted` (a relation `jobs` names
-    `public.jobs` and `public.jobs (0,1)`, not `jobs_archive`)."""
-    if name == wanted:
-        return True
-    return re.search(rf"(?:^|[.\s]){re.escape(wanted)}(?:$|[\s(])", name) is not None
-
-
-def _few(pairs: list[tuple[Lock, Verdict]], names: Sequence[str]) -> list[tuple[Lock, Verdict]]:
-    """Per session, the locks that tell the story: those others wait on, those it
-    waits for, those named; else its first."""
-    by_session: dict[Any, list[tuple[Lock, Verdict]]] = {}
-    for lock, verdict in pairs:
-        key = lock.facts.session_key() if lock.facts is not None else None
-        by_session.setdefault(key if key is not None else lock.id, []).append((lock, verdict))
-    out = []
-    for group in by_session.values():
-        blocking = [
-            (lock, verdict)
-            for lock, verdict in group
-            if lock.facts is not None
-            and (lock.facts.waiter_count() > 0 or lock.facts.waits() is not None)
-        ]
-        named = [
-            (lock, verdict) for lock, verdict in group if any(_named(lock.name, n) for n in names)
-        ]
-        out.extend(blocking or named or group[:1])
-    return out
-
-
-# --- saying it ------------------------------------------------------------------
 
 
 def _kernel_word(lock: Lock, verdict: Verdict) -> str:
