@@ -92,3 +92,14 @@ WHERE m.OBJECT_TYPE IN ('USER LEVEL LOCK', 'TABLE') AND t.PROCESSLIST_ID IS NOT 
 # Sessions waiting on a lock, by PROCESSLIST.STATE.
 USER_LOCK_STATE = "User lock"
 MDL_STATES = ("Waiting for table metadata lock",)
+
+# The unix-socket sessions, read again after the sockets were (see server.py).
+LOCAL_SESSIONS = """
+SELECT ID FROM information_schema.PROCESSLIST
+WHERE ID <> CONNECTION_ID() AND COMMAND <> 'Daemon' AND HOST = 'localhost'
+"""
+# The client's own pid, as it reported it on connecting (performance_schema).
+CONNECT_PID = """
+SELECT PROCESSLIST_ID, ATTR_VALUE FROM performance_schema.session_connect_attrs
+WHERE ATTR_NAME = '_pid'
+"""

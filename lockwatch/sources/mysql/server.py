@@ -10,6 +10,7 @@ for "no locks".
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -20,6 +21,7 @@ import pymysql
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.mysql import queries
+from lockwatch.sources.mysql.clients import UnixClients, cmdline, start_time, unix_clients
 from lockwatch.sources.mysql.dsn import Endpoint
 from lockwatch.sources.mysql.facts import MyClient, MyLock
 from lockwatch.sources.mysql.records import Poll, build, name_of
@@ -119,6 +121,12 @@ class MyServer:
         self._port = endpoint.port
         self._user: str | None = None
         self._performance_schema = False
+        self._socket: str | None = None
+        # Unix-socket sessions whose client was found: thread -> ((user, host), the
+        # client, its start time, its socket inodes), kept while the thread lives.
+        self._unix_seen: dict[
+            int, tuple[tuple[Any, Any], MyClient, int | None, frozenset[int]]
+        ] = {}
         self._seen: dict[str, datetime] = {}
         self._updated_at: datetime | None = None
         self.failures = 0
@@ -131,12 +139,15 @@ class MyServer:
             **self.endpoint.connect_args(self.timeout)
         )
         with conn.cursor() as cursor:
-            cursor.execute("SELECT VERSION(), @@port, CURRENT_USER(), @@performance_schema")
-            version, port, user, ps = cursor.fetchone() or ("", None, None, 0)
+            cursor.execute(
+                "SELECT VERSION(), @@port, CURRENT_USER(), @@performance_schema, @@socket"
+            )
+            version, port, user, ps, sock = cursor.fetchone() or ("", None, None, 0, None)
         self._mariadb = "mariadb" in str(version).lower()
         self._port = int(port) if port else self.endpoint.port
         self._user = str(user).rpartition("@")[0] if user else None
         self._performance_schema = bool(ps)
+        self._socket = str(sock) if sock else None
         self._conn = conn
         return conn
 
@@ -274,9 +285,11 @@ class MyServer:
         self, processes: Sequence[Sequence[Any]], holders: set[int]
     ) -> dict[int, MyClient | None]:
         """The client processes of the sessions that hold locks, where they are on
-        this host over TCP (a unix socket's peer is not looked for: not findable)."""
-        if self.client_finder is None or not holders:
+        this host: over TCP through the kernel's socket tables, over the unix
+        socket where the mapping is unambiguous (`_unix`)."""
+        if self.client_finder is None:
             return {}
+        found: dict[int, MyClient | None] = {}
         wanted: dict[int, tuple[str, int]] = {}
         for row in processes:
             if int(row[0]) not in holders:
@@ -284,12 +297,96 @@ class MyServer:
             address, sep, port = str(row[2] or "").rpartition(":")
             if sep and port.isdigit() and address in ("127.0.0.1", "::1", "localhost"):
                 wanted[int(row[0])] = (address, int(port))
+        if wanted:
+            with contextlib.suppress(OSError):
+                found.update(self.client_finder(wanted, self._port))
+        with contextlib.suppress(OSError, pymysql.Error):
+            found.update(self._unix(processes, holders))
+        return found
+
+    def _unix(
+        self, processes: Sequence[Sequence[Any]], holders: set[int]
+    ) -> dict[int, MyClient | None]:
+        """The client processes of holders over the unix socket (PROCESSLIST HOST
+        `localhost`). A session gets one only when that is not a guess: the
+        server's unix connections all lead to one process (and the sessions seen
+        are those connections: the same before and after the sockets were read),
+        or its self-reported `_pid` (performance_schema) is one of the processes
+        connected. One found before whose process is gone, on the same thread and
+        connection (user, host), is gone (`alive` False), as over TCP."""
+        local = {int(row[0]): (row[1], row[2]) for row in processes if row[2] == "localhost"}
+        self._unix_seen = {
+            thread: seen for thread, seen in self._unix_seen.items() if local.get(thread) == seen[0]
+        }
+        wanted = [thread for thread in local if thread in holders]
         if not wanted:
             return {}
+        conn = self.connect()
+        paths = [path for path in (self._socket, self.endpoint.socket) if path]
+        picture = unix_clients(paths, None if self.endpoint.socket else self._port, self._own())
+        if picture is None:
+            return self._remembered(wanted, None)
+        with conn.cursor() as cursor:
+            again = {int(row[0]) for row in self._rows(cursor, queries.LOCAL_SESSIONS)}
+            attrs: dict[int, int] = {}
+            if self._performance_schema:
+                for thread, value in self._denied(cursor, queries.CONNECT_PID) or ():
+                    with contextlib.suppress(TypeError, ValueError):
+                        attrs[int(thread)] = int(value)
+        sole = picture.sole()
+        if set(local) != again or len(picture.connections) != len(local):
+            sole = None  # sessions came or went meanwhile: the picture is not theirs
+        connected = picture.pids()
+        result: dict[int, MyClient | None] = {}
+        known: dict[int, MyClient] = {}
+        for thread in wanted:
+            pid = sole if sole is not None else attrs.get(thread)
+            if pid is None or pid not in connected:
+                continue
+            client = known.get(pid)
+            if client is None:
+                client = known[pid] = MyClient(pid, cmdline(pid), True)
+            result[thread] = client
+            inodes = frozenset(
+                peer for peer, pids in picture.connections.values() if pid in pids and peer
+            )
+            self._unix_seen[thread] = (local[thread], client, start_time(pid), inodes)
+        result.update(self._remembered([t for t in wanted if t not in result], picture))
+        return result
+
+    def _remembered(
+        self, threads: Sequence[int], picture: UnixClients | None
+    ) -> dict[int, MyClient | None]:
+        """Clients found earlier for these threads: alive while the same process
+        lives; gone once it has exited and no process holds its sockets."""
+        found: dict[int, MyClient | None] = {}
+        for thread in threads:
+            seen = self._unix_seen.get(thread)
+            if seen is None:
+                continue
+            _, client, started, inodes = seen
+            assert client.pid is not None
+            now = start_time(client.pid)
+            if now is not None and now == started:
+                found[thread] = client
+            elif (
+                now is None
+                and picture is not None
+                and picture.complete
+                and not inodes & picture.held
+            ):
+                found[thread] = MyClient(client.pid, client.cmdline, False)
+        return found
+
+    def _own(self) -> set[int]:
+        """The socket inode of lockwatch's own connection (its client end)."""
+        sock = getattr(self._conn, "_sock", None)
+        if sock is None:
+            return set()
         try:
-            return self.client_finder(wanted, self._port)
-        except OSError:
-            return {}
+            return {os.fstat(sock.fileno()).st_ino}
+        except (OSError, ValueError):
+            return set()
 
     def _fail(self, exc: BaseException) -> Polled:
         self.failures += 1
