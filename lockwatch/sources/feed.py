@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from lockwatch.model.changes import ChangeSet, Entry, Merging, same
+from lockwatch.model.verdict import Verdict
 
 Emit = Callable[[ChangeSet], None]
 
@@ -25,6 +27,29 @@ class Feed(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+# A server source's times are the poll's instant less the ages the server gives
+# (PostgreSQL's, MySQL's): they move by the round trip's jitter from one poll to
+# the next, and within this they are the same time.
+WOBBLE = timedelta(milliseconds=500)
+
+
+def close_in_time(a: datetime | None, b: datetime | None) -> bool:
+    """Whether two derived times are one time seen through the poll's jitter."""
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= WOBBLE
+
+
+def same_judgement(old: Verdict, new: Verdict) -> bool:
+    """Whether two verdicts say the same, but for the jitter in their deadline."""
+    return (
+        old.state is new.state
+        and old.codes == new.codes
+        and old.alive == new.alive
+        and close_in_time(old.next_change_at, new.next_change_at)
+    )
 
 
 class Differ:

@@ -4,21 +4,12 @@ again whose derived times moved only by the poll's jitter kept as they were."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
 
 from lockwatch.model.changes import Entry
+from lockwatch.sources.feed import close_in_time, same_judgement
 from lockwatch.sources.mysql.facts import MyLock
 
-# Times are the poll's instant less the server's ages (TIME_MS, LOCK_TIME_MS):
-# they move by the round trip's jitter from one poll to the next.
-WOBBLE = timedelta(milliseconds=500)
 _SESSION_TIMES = ("state_since", "trx_started")
-
-
-def _close(a: datetime | None, b: datetime | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return abs(a - b) <= WOBBLE
 
 
 def same_but_for_wobble(old: Entry, new: Entry) -> bool:
@@ -29,14 +20,11 @@ def same_but_for_wobble(old: Entry, new: Entry) -> bool:
     ov, nv = old.verdict, new.verdict
     os_, ns = om.session, nm.session
     if not (
-        _close(ol.acquired_at, nl.acquired_at)
-        and _close(om.wait_start, nm.wait_start)
-        and _close(om.known_held_at, nm.known_held_at)
-        and all(_close(getattr(os_, t), getattr(ns, t)) for t in _SESSION_TIMES)
-        and _close(ov.next_change_at, nv.next_change_at)
-        and ov.state is nv.state
-        and ov.codes == nv.codes
-        and ov.alive == nv.alive
+        close_in_time(ol.acquired_at, nl.acquired_at)
+        and close_in_time(om.wait_start, nm.wait_start)
+        and close_in_time(om.known_held_at, nm.known_held_at)
+        and all(close_in_time(getattr(os_, t), getattr(ns, t)) for t in _SESSION_TIMES)
+        and same_judgement(ov, nv)
     ):
         return False
     session = replace(ns, **{t: getattr(os_, t) for t in _SESSION_TIMES})

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.process import StaticProcesses
-from lockwatch.sources.feed import Differ, Emit
+from lockwatch.sources.feed import Differ, Emit, close_in_time, same_judgement
 from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.postgres.records import SeenKey, holds_seen
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
@@ -20,15 +20,6 @@ DEFAULT_INTERVAL = 2.0
 # what changed is kept, so a poll of 50,000 locks does not build a second board
 # beside the one on screen.
 CHUNK_ROWS = 2048
-# Times are the poll's instant minus the server's ages, so they move by the
-# round trip's jitter from one poll to the next: within this, they are the same.
-WOBBLE = timedelta(milliseconds=500)
-
-
-def _close(a: datetime | None, b: datetime | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return abs(a - b) <= WOBBLE
 
 
 def same_but_for_wobble(old: Entry, new: Entry) -> bool:
@@ -40,15 +31,12 @@ def same_but_for_wobble(old: Entry, new: Entry) -> bool:
     ob, nb = op.backend, np_.backend
     ov, nv = old.verdict, new.verdict
     if not (
-        _close(ol.acquired_at, nl.acquired_at)
-        and _close(op.wait_start, np_.wait_start)
-        and _close(op.known_held_at, np_.known_held_at)
-        and _close(op.acquired_after, np_.acquired_after)
-        and all(_close(getattr(ob, t), getattr(nb, t)) for t in _BACKEND_TIMES)
-        and _close(ov.next_change_at, nv.next_change_at)
-        and ov.state is nv.state
-        and ov.codes == nv.codes
-        and ov.alive == nv.alive
+        close_in_time(ol.acquired_at, nl.acquired_at)
+        and close_in_time(op.wait_start, np_.wait_start)
+        and close_in_time(op.known_held_at, np_.known_held_at)
+        and close_in_time(op.acquired_after, np_.acquired_after)
+        and all(close_in_time(getattr(ob, t), getattr(nb, t)) for t in _BACKEND_TIMES)
+        and same_judgement(ov, nv)
     ):
         return False
     backend = ob if ob is nb else replace(nb, **{t: getattr(ob, t) for t in _BACKEND_TIMES})
