@@ -250,6 +250,7 @@ def holder_checks(
     pid = holder.pid
     if pid is None:
         return None, None, None
+    policy = lock.policy
     if holder.other_pid_namespace or pid == 1:
         # pid 1 here is init: no lock is held by it; such a pid was written
         # inside a container, as is any the file marks so.
@@ -258,12 +259,14 @@ def holder_checks(
             if holder.other_pid_namespace
             else "pid 1 on this host is init, not a lock holder"
         )
-        unknown = Reason(
-            "other_pid_namespace",
-            f"pid {pid} was recorded in another pid namespace ({why}): it cannot be checked here",
-        )
-        return unknown, None, None
-    policy = lock.policy
+        said = f"pid {pid} was recorded in another pid namespace ({why}): it cannot be checked here"
+        if policy.pid_liveness or policy.waiter:
+            # Its format's rule rests on that pid: nobody here can tell.
+            return Reason("other_pid_namespace", said), None, None
+        # The pid is only information to its format (tower-fleet's heartbeat
+        # decides alone): it withholds nothing, and says why it was not checked.
+        info.append(Reason("other_pid_namespace", f"{said}; its format's rule does not rest on it"))
+        return None, None, None
     facts = processes.facts(pid)
     alive = facts.alive
     reuse = (

@@ -146,6 +146,19 @@ def test_pid_is_informational() -> None:
     assert (live.state, live.alive) == (State.ACTIVE, True)
 
 
+@pytest.mark.parametrize("pid", [1, 4321])
+def test_a_pid_that_cannot_be_checked_overrides_no_heartbeat(pid: int) -> None:
+    """Seed 002: the pid is informational; the heartbeat alone decides. A pid of 1
+    (written inside a container) is said, never turned into `unknown`."""
+    fresh = judge(decode(jq(record(pid=pid, heartbeat=ago(5)))))
+    assert fresh.state is State.ACTIVE
+    expired = judge(decode(jq(record(pid=pid, heartbeat=ago(901)))))
+    assert expired.state is State.STALE and expired.codes[0] == "heartbeat_expired"
+    if pid == 1:
+        assert fresh.codes == ("other_pid_namespace",)
+        assert "does not rest on it" in fresh.reasons[0].message
+
+
 @pytest.mark.parametrize("metadata", [{}, {"ticket": "OPS-7", "nested": {"a": [1, 2]}}, "absent"])
 def test_metadata_is_optional_object(metadata: Any) -> None:
     doc = record()
