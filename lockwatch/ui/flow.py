@@ -124,7 +124,10 @@ class ActionFlow:
                 for entry in board.entries.values()
                 if entry.lock.facts is not None and entry.lock.facts.group() == group
             ]
-        return self.actions.plan(kind, lock, board.verdict(lock_id), peers)
+        # Judged as of the dashboard's clock now, as the table shows it: the board
+        # keeps a verdict until its deadline, and its age and messages with it.
+        verdict = board.verdict_at(lock_id, self.app.clock.now())
+        return self.actions.plan(kind, lock, verdict, peers)
 
     # -- the marked locks ----------------------------------------------------------
 

@@ -30,6 +30,7 @@ from lockwatch.actions.audit import INTENT, read_records
 from lockwatch.actions.session import ActionSession
 from lockwatch.clock import FrozenClock
 from lockwatch.model.changes import ChangeSet, judge
+from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
@@ -291,6 +292,29 @@ async def test_an_audit_key_beside_its_log_is_told_on_screen(scene: Scene, besid
             assert len(told) == 1 and f"the audit key {key} is kept beside" in told[0]
         else:
             assert told == []
+
+
+async def test_the_dialog_tells_the_same_time_as_the_table(scene: Scene) -> None:
+    """A stale lock's break dialog opened a while after the board judged it says
+    the age and heartbeat of the dashboard's clock now, as the table does."""
+    scene.write("deploy.lock", tower("deploy", heartbeat=600))
+    app = scene.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        lock_id = scene.id("deploy.lock")
+        judged = app.board.entries[lock_id].verdict.age_seconds
+        assert judged is not None
+        scene.clock.advance(7)  # no new change set: the board's verdict stays as it was
+        app.tick()
+        await pilot.pause()
+        row = row_text(app, lock_id)
+        await open_action(pilot, lock_id)
+        text = screen_text(confirm_screen(app))
+        now_age = duration(judged + 7)
+        assert f"age {now_age}" in " ".join(text.split()), text
+        assert "last heartbeat 10m07s ago" in text, text
+        assert duration(judged) not in text
+        assert now_age in row  # the table's AGE at the same instant
 
 
 async def test_break_a_stale_lock(scene: Scene) -> None:
