@@ -44,6 +44,9 @@ class Holder:
     # where the file records it (Emacs): a live pid on a host booted at another
     # time is not the writer.
     boot_time: int | None = None
+    # Where the file's pid cannot be read for certain (lockfile's names run the
+    # pid and a hash together): every pid it can be read as. `pid` is None then.
+    pid_readings: tuple[int, ...] = ()
 
 
 NO_HOLDER = Holder()

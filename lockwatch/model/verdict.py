@@ -248,9 +248,11 @@ def holder_checks(
         )
         return None, None, None
     pid = holder.pid
-    if pid is None:
-        return None, None, None
     policy = lock.policy
+    if pid is None:
+        if holder.pid_readings and policy.pid_liveness:
+            return _readings(lock, holder.pid_readings, processes, info, stale)
+        return None, None, None
     if holder.other_pid_namespace or pid == 1:
         # pid 1 here is init: no lock is held by it; such a pid was written
         # inside a container, as is any the file marks so.
@@ -506,6 +508,57 @@ def _kernel_unheld(
 
 # Limits come from a handful of policies and ttls: format each once.
 limit_text = lru_cache(maxsize=256)(duration)
+
+
+def _readings(
+    lock: Lock,
+    readings: tuple[int, ...],
+    processes: ProcessLookup,
+    info: list[Reason],
+    stale: list[Reason],
+) -> tuple[Reason | None, ProcessFacts | None, bool | None]:
+    """A pid the file records only ambiguously: each reading is checked. The holder
+    can only be a process that runs a program (not init, not a kernel thread)
+    and was there when the lock was taken; none such: it is gone; one: that is
+    it, said so; several: nobody can tell which."""
+    shown = ", ".join(str(pid) for pid in readings)
+    plausible = []
+    for pid in readings:
+        if pid == 1:
+            continue  # init holds no lock
+        facts = processes.facts(pid)
+        if facts.alive and facts.cmdline and _reused(facts, lock.acquired_at) is None:
+            plausible.append(facts)
+    if not plausible:
+        stale.append(
+            Reason(
+                "holder_dead",
+                f"none of the pids its name can be read as ({shown}) is a process here that"
+                " was running when the lock was taken",
+            )
+        )
+        return None, None, False
+    if len(plausible) == 1:
+        (facts,) = plausible
+        info.insert(
+            0,
+            Reason(
+                "pid_reading",
+                f"of the pids its name can be read as ({shown}), only"
+                f" {describe_process(facts.pid, facts)} runs: taken as the holder",
+            ),
+        )
+        return None, facts, True
+    running = ", ".join(describe_process(facts.pid, facts) for facts in plausible)
+    return (
+        Reason(
+            "ambiguous_pid",
+            f"its name can be read as pids {shown}, and more than one runs ({running}):"
+            " which of them holds it cannot be told",
+        ),
+        None,
+        None,
+    )
 
 
 def _reused(facts: ProcessFacts, acquired_at: datetime | None) -> Reason | None:

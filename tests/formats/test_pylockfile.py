@@ -151,19 +151,74 @@ def test_holder_killed_is_stale_though_the_package_waits_forever(
     assert package_says(kind, data) == "locked"  # its own answer: locked until broken
 
 
+def _readings_now(lock_path: Path) -> tuple[list[int], list[int]]:
+    """The pids a lock's unique name can be read as, and which of them are, now, a
+    process that runs a program and was there when the lock was taken (what a
+    holder can be): computed here from psutil, independently of lockwatch's verdict."""
+    import psutil
+
+    from lockwatch.sources.files.decoders.pylockfile import parse_unique
+
+    if lock_path.is_symlink():
+        name = os.readlink(lock_path)
+    else:
+        inode = lock_path.stat().st_ino
+        (name,) = [
+            p.name
+            for p in lock_path.parent.iterdir()
+            if p != lock_path and p.stat().st_ino == inode
+        ]
+    parsed = parse_unique(name)
+    assert parsed is not None and parsed.pid is None, name
+    taken = lock_path.lstat().st_mtime
+    plausible = []
+    for pid in parsed.candidates:
+        if pid == 1:
+            continue
+        try:
+            proc = psutil.Process(pid)
+            if proc.cmdline() and proc.create_time() <= taken + 1.0:
+                plausible.append(pid)
+        except psutil.Error:
+            continue
+    return list(parsed.candidates), plausible
+
+
 @pytest.mark.parametrize("kind", ["link", "symlink"])
-def test_positive_hash_leaves_the_pid_unread(hold: Any, tmp_path: Path, kind: str) -> None:
+def test_positive_hash_every_reading_of_the_pid_is_checked(
+    hold: Any, tmp_path: Path, kind: str
+) -> None:
+    """pid and hash run together: every split is a reading, and lockwatch checks
+    each. Held: its holder is the one reading that runs (named, active). Killed:
+    no reading runs, so the holder is provably gone (stale), though the package
+    itself still says locked."""
     data = tmp_path / "data.txt"
     holder = hold(kind, data, negative=False)
     if holder.pid >= 10**6:
         pytest.skip("a 7-digit pid before a 19-digit hash has one reading only")
+    lock_path = tmp_path / "data.txt.lock"
+    readings, plausible = _readings_now(lock_path)
+    assert holder.pid in readings and len(readings) > 1
+    rec = record(tmp_path, "data.txt.lock")
+    assert rec is not None and rec["holder"]["pid"] is None
+    if plausible == [holder.pid]:
+        assert (rec["state"], codes(rec)) == ("active", ["pid_reading", "no_pid"]), rec
+        assert f"only pid {holder.pid} " in rec["reasons"][0]["message"]
+    else:  # another reading is some other program running here since before
+        assert (rec["state"], codes(rec)[0]) == ("unknown", "ambiguous_pid"), rec
+
     holder.kill()
+    _, plausible = _readings_now(lock_path)
     rec = record(tmp_path, "data.txt.lock")
     assert rec is not None
-    # pid and hash run together: several pids are possible, lockwatch picks none.
-    assert (rec["state"], codes(rec)) == ("active", ["no_pid"])
-    assert rec["holder"]["pid"] is None
-    assert str(holder.pid) in rec["reasons"][0]["message"]
+    if not plausible:
+        assert (rec["state"], codes(rec)) == ("stale", ["holder_dead", "no_pid"]), rec
+        assert str(holder.pid) in rec["reasons"][0]["message"]
+    elif len(plausible) == 1:
+        assert (rec["state"], codes(rec)[0]) == ("active", "pid_reading"), rec
+    else:
+        assert (rec["state"], codes(rec)[0]) == ("unknown", "ambiguous_pid"), rec
+    assert rec["state"] != "active" or plausible, "a killed holder never reads as active"
     assert package_says(kind, data) == "locked"
 
 

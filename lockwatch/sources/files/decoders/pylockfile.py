@@ -22,7 +22,9 @@ The names are ambiguous in two places, and lockwatch never guesses a pid:
   multiple of 16 (glibc aligns it to 64: every ident seen ends in `80`).
   Anything else stays part of the host name, which then differs from ours and
   is never checked (foreign_host): the safe misreading.
-A name with more than one reading keeps pid None and says so (`no_pid`).
+A name with more than one reading keeps pid None and says so (`no_pid`); the
+verdict checks every reading (`Holder.pid_readings`): none running is a holder
+gone, one running is named as the holder, several are unknown.
 """
 
 from __future__ import annotations
@@ -166,8 +168,8 @@ def _lock(file: LockFile, cls: str, unique: str, parsed: UniqueName) -> Lock:
         notes.append(
             Reason(
                 "no_pid",
-                f"{cls} name {unique!r} can be read as pid {shown}: lockwatch does not"
-                " guess which one holds it",
+                f"{cls} name {unique!r} can be read as pid {shown}: each reading is"
+                " checked, none is guessed",
             )
         )
     return file_lock(
@@ -183,7 +185,11 @@ def _lock(file: LockFile, cls: str, unique: str, parsed: UniqueName) -> Lock:
             "pid": parsed.pid,
             "pid_readings": list(parsed.candidates),
         },
-        holder=Holder(pid=parsed.pid, host=parsed.host),
+        holder=Holder(
+            pid=parsed.pid,
+            host=parsed.host,
+            pid_readings=() if parsed.pid is not None else parsed.candidates,
+        ),
         # The unique file, the symlink or the directory is made as the lock is
         # taken and never touched again (a re-entrant acquire writes nothing).
         acquired_at=file.modified_at,
