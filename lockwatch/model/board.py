@@ -21,9 +21,9 @@ from lockwatch.model.changes import ChangeSet, Entry, same, settled_by
 from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.events import Event, EventKind, compare
 from lockwatch.model.lock import Lock
-from lockwatch.model.process import ProcessFacts
+from lockwatch.model.process import CANNOT_TELL, HostPid, ProcessFacts
 from lockwatch.model.status import ScanError, SourceStatus
-from lockwatch.model.verdict import State, Verdict, evaluate
+from lockwatch.model.verdict import NAMESPACE_GONE, State, Verdict, evaluate
 
 EVENTS_KEPT = 5000
 HISTORY_KEPT = 100  # per lock
@@ -82,6 +82,22 @@ class _Remembered:
         if facts is not None and facts.pid == pid:
             return facts
         return ProcessFacts(pid=pid, alive=bool(self._entry.verdict.alive))
+
+    def host_pid(self, pid: int, namespace: int) -> HostPid:
+        """A container's pid as the feed found it: the process whose facts it kept;
+        none kept, the holder was found dead (the namespace gone, or without that
+        pid, as the verdict said) or nobody could tell."""
+        entry = self._entry
+        if entry.facts is not None:
+            return HostPid(namespace_here=True, pid=entry.facts.pid)
+        verdict = entry.verdict
+        if verdict.alive is not False:
+            return CANNOT_TELL
+        gone = any(
+            reason.code == "holder_dead" and reason.message.endswith(NAMESPACE_GONE)
+            for reason in verdict.reasons
+        )
+        return HostPid(namespace_here=not gone)
 
 
 class Board:

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.lock import Lock
-from lockwatch.model.process import ProcessFacts, ProcessLookup
+from lockwatch.model.process import HostPid, ProcessFacts, ProcessLookup
 from lockwatch.model.slots import fast_init
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import Verdict, evaluate_all
@@ -55,12 +55,28 @@ class _Recording:
     def __init__(self, processes: ProcessLookup) -> None:
         self._processes = processes
         self.seen: dict[int, ProcessFacts] = {}
+        # A container's pids, by (pid, namespace), as this host found them.
+        self.mapped: dict[tuple[int, int], HostPid] = {}
 
     def facts(self, pid: int) -> ProcessFacts:
         found = self.seen.get(pid)
         if found is None:
             found = self.seen[pid] = self._processes.facts(pid)
         return found
+
+    def host_pid(self, pid: int, namespace: int) -> HostPid:
+        found = self.mapped.get((pid, namespace))
+        if found is None:
+            found = self.mapped[pid, namespace] = self._processes.host_pid(pid, namespace)
+        return found
+
+    def holder_pid(self, lock: Lock) -> int | None:
+        """The pid here of the lock's holder (a container's pid mapped to this host's)."""
+        pid, namespace = lock.holder.pid, lock.holder.pid_namespace
+        if pid is None or namespace is None:
+            return pid
+        mapped = self.mapped.get((pid, namespace))
+        return mapped.pid if mapped is not None and mapped.pid is not None else pid
 
 
 def judge(locks: Sequence[Lock], processes: ProcessLookup, now: datetime, host: str) -> list[Entry]:
@@ -70,7 +86,7 @@ def judge(locks: Sequence[Lock], processes: ProcessLookup, now: datetime, host: 
     verdicts = evaluate_all(locks, recording, FrozenClock(now), host)
     seen = recording.seen
     return [
-        Entry(lock, verdict, _facts_kept(lock.holder.pid, verdict, seen))
+        Entry(lock, verdict, _facts_kept(recording.holder_pid(lock), verdict, seen))
         for lock, verdict in zip(locks, verdicts, strict=True)
     ]
 

@@ -37,6 +37,10 @@ class Holder:
     # The pid was recorded in another pid namespace (a container): it names no
     # process here, so its liveness cannot be checked on this host.
     other_pid_namespace: bool = False
+    # That namespace's inode (`/proc/<pid>/ns/pid`), where the file records it
+    # (filelock's `?pidns-<hex>`): from this host the namespace, and the holder's
+    # pid here, can be looked up.
+    pid_namespace: int | None = None
     # The holder's start time in clock ticks since boot, where the file records
     # it: a live pid with another start time is a recycled one.
     start_ticks: int | None = None

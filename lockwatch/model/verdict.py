@@ -17,7 +17,7 @@ from lockwatch.clock import Clock, FrozenClock
 from lockwatch.model.humanize import duration
 from lockwatch.model.kernel import CALLS, KernelEvidence
 from lockwatch.model.lock import Holder, Lock, Reason
-from lockwatch.model.process import ProcessFacts, ProcessLookup
+from lockwatch.model.process import HostPid, ProcessFacts, ProcessLookup
 from lockwatch.model.slots import fast_init
 from lockwatch.model.timestamps import plus_seconds
 
@@ -235,7 +235,9 @@ def holder_checks(
 ) -> tuple[Reason | None, ProcessFacts | None, bool | None]:
     """What can be told of the holder here: (why nobody can tell whether it is
     held, the holder's process facts, whether it runs). Another host's lock is
-    only noted; a pid from another pid namespace (or init's) cannot be checked;
+    only noted; a pid from another pid namespace (or init's) cannot be checked,
+    unless the file names that namespace and this host finds it (then its pid
+    here is checked; a namespace gone, or without that pid, is a dead holder);
     a dead or recycled pid makes the lock stale where its policy says so."""
     holder = lock.holder
     if foreign:
@@ -253,7 +255,25 @@ def holder_checks(
         if holder.pid_readings and policy.pid_liveness:
             return _readings(lock, holder.pid_readings, processes, info, stale)
         return None, None, None
-    if holder.other_pid_namespace or pid == 1:
+    mapped = False
+    if holder.pid_namespace is not None and policy.pid_liveness:
+        # A container's pid, its namespace named: where this host can find that
+        # namespace, the holder is found in it (or provably gone).
+        where = processes.host_pid(pid, holder.pid_namespace)
+        if where.namespace_here is False or (where.namespace_here and where.pid is None):
+            stale.append(_namespace_dead(pid, holder.pid_namespace, where))
+            return None, None, False
+        if where.pid is not None:
+            pid, mapped = where.pid, True  # the holder's pid here: checked like any other
+            info.insert(
+                0,
+                Reason(
+                    "pid_namespace",
+                    f"pid {holder.pid} of pid namespace {holder.pid_namespace:x} (where the"
+                    f" lock was taken) is pid {pid} on this host",
+                ),
+            )
+    if not mapped and (holder.other_pid_namespace or pid == 1):
         # pid 1 here is init: no lock is held by it; such a pid was written
         # inside a container, as is any the file marks so.
         why = (
@@ -559,6 +579,16 @@ def _readings(
         None,
         None,
     )
+
+
+# What a dead container holder's reason says when its whole namespace is gone
+# (the board, judging again from what the feed saw, tells the two cases by it).
+NAMESPACE_GONE = "its pid namespace is gone: every process of it has exited"
+
+
+def _namespace_dead(pid: int, namespace: int, where: HostPid) -> Reason:
+    why = "no process of it has that pid here" if where.namespace_here else NAMESPACE_GONE
+    return Reason("holder_dead", f"holder pid {pid} of pid namespace {namespace:x}: {why}")
 
 
 def _reused(facts: ProcessFacts, acquired_at: datetime | None) -> Reason | None:

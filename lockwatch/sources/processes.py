@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 import psutil
 
-from lockwatch.model.process import ProcessFacts
+from lockwatch.model.process import CANNOT_TELL, HostPid, ProcessFacts
 
 # Ancestry is walked this far up at most (a fork bomb's chain must not cost much).
 MAX_ANCESTORS = 64
@@ -25,6 +26,10 @@ class PsutilProcesses:
         self._cache: dict[int, ProcessFacts] = {}
         self._users: dict[int, str | None] = {}
         self._running: frozenset[int] | None = None
+        # Pid namespace inode -> {pid in it: pid here}, read once, on first need
+        # (only a lock naming a pid namespace asks); None in it: cannot tell.
+        self._namespaces: dict[int, dict[int, int]] | None = None
+        self._namespaces_read = False
 
     def _is_running(self, pid: int) -> bool:
         # One listing of /proc instead of a kill(pid, 0) per pid: with thousands of
@@ -38,6 +43,17 @@ class PsutilProcesses:
         if cached is None:
             cached = self._cache[pid] = self._look(pid)
         return cached
+
+    def host_pid(self, pid: int, namespace: int) -> HostPid:
+        if not self._namespaces_read:
+            self._namespaces = _pid_namespaces()
+            self._namespaces_read = True
+        if self._namespaces is None:
+            return CANNOT_TELL
+        pids = self._namespaces.get(namespace)
+        if pids is None:
+            return HostPid(namespace_here=False)
+        return HostPid(namespace_here=True, pid=pids.get(pid))
 
     def _look(self, pid: int) -> ProcessFacts:
         dead = ProcessFacts(pid=pid, alive=False)
@@ -112,3 +128,70 @@ def _boot_time() -> float | None:
         return float(psutil.boot_time())
     except (OSError, RuntimeError):
         return None
+
+
+def _pid_namespaces(proc: str = "/proc") -> dict[int, dict[int, int]] | None:
+    """Every pid namespace a process here is in, by inode, with each of its
+    processes' pid in it (the last `NSpid:` column) and here (the first). A
+    process whose namespace link cannot be read (a non-dumpable one) but that
+    has one `NSpid:` column is in /proc's own namespace. None when that is not
+    enough (not root: other users' processes may be hidden; some unreadable
+    process is in a namespace of its own; no /proc): a namespace
+    not found may then still exist."""
+    if os.geteuid() != 0:
+        return None  # other users' processes may be hidden (hidepid) or unreadable
+    namespaces: dict[int, dict[int, int]] = {}
+    own: int | None = None  # the inode of /proc's pid namespace, once seen
+    hidden: list[int] = []  # pids of /proc's namespace whose link could not be read
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{entry}/status", "rb") as handle:
+                pids = _nspid(handle.read())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+        except OSError:
+            return None
+        try:
+            link: str | None = os.readlink(f"{proc}/{entry}/ns/pid")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        except PermissionError:
+            link = None
+        except OSError:
+            return None
+        if pids is None:
+            return None  # a kernel before 4.1: no NSpid line
+        if link is None:
+            if len(pids) > 1:
+                return None
+            hidden.append(pids[0])
+            continue
+        if not link.startswith("pid:[") or not link.endswith("]"):
+            return None
+        inode = int(link[5:-1])
+        if len(pids) == 1:
+            own = inode
+        namespaces.setdefault(inode, {})[pids[-1]] = pids[0]
+    if hidden:
+        if own is None:
+            return None
+        mine = namespaces.setdefault(own, {})
+        mine.update((pid, pid) for pid in hidden)
+    return namespaces
+
+
+def _nspid(status: bytes) -> list[int] | None:
+    for line in status.splitlines():
+        if line.startswith(b"NSpid:"):
+            try:
+                pids = [int(field) for field in line.split()[1:]]
+            except ValueError:
+                return None
+            return pids or None
+    return None

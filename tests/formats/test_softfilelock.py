@@ -5,13 +5,16 @@ over a stale marker: used only where that is what is checked)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.formats.common import (
@@ -173,28 +176,63 @@ def in_pid_namespace() -> tuple[str, ...]:
     return (unshare, "-p", "-f", "--mount-proc")
 
 
-def test_holder_in_another_pid_namespace_is_unknown(
+def test_holder_in_another_pid_namespace_is_followed_there(
     locks: Path, holders: list[Holder], in_pid_namespace: tuple[str, ...]
 ) -> None:
     path = locks / "s.lock"
-    hold(holders, path, *in_pid_namespace)
+    holder = hold(holders, path, *in_pid_namespace)
     pid, host = path.read_text().splitlines()[:2]
     assert pid == "1" and "?pidns-" in host  # written by the real filelock in there
+    # The truth: unshare's only child is the namespace's init, the holder.
+    (child,) = psutil.Process(holder.proc.pid).children()
+    namespace = os.stat(f"/proc/{child.pid}/ns/pid").st_ino
+    assert host.endswith(f"?pidns-{namespace:x}")
     record = records(locks)["s.lock"]
-    assert record["state"] == "unknown", record
-    assert codes(record) == ["other_pid_namespace"]
-    assert filelock_says(path) == "timeout"  # never stale from another namespace
+    assert record["state"] == "active", record
+    assert codes(record) == ["pid_namespace"]
+    assert f"is pid {child.pid} on this host" in record["reasons"][0]["message"]
+    assert record["holder"]["alive"] is True
+    assert record["holder"]["process"]["cmdline"] == child.cmdline()
+    assert filelock_says(path) == "timeout"
+
+    # The holder killed and reaped by unshare, which then exits: nothing is left
+    # in that namespace, so it is gone and its holder provably dead.
+    os.kill(child.pid, signal.SIGKILL)
+    assert holder.proc.wait(timeout=10) != 0
+    assert not any(p.pid == child.pid for p in psutil.process_iter())
+    record = records(locks)["s.lock"]
+    assert record["state"] == "stale", record
+    assert codes(record) == ["holder_dead"]
+    assert "pid namespace is gone" in record["reasons"][0]["message"]
+    # filelock never breaks another namespace's marker: lockwatch says more.
+    assert filelock_says(path) == "timeout"
 
 
-def test_pidns_marker_for_a_dead_looking_pid_is_unknown(locks: Path) -> None:
+def unused_pid_namespace() -> int:
+    """An inode no process here has as its pid namespace."""
+    used = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                used.add(os.stat(f"/proc/{entry}/ns/pid").st_ino)
+    return next(inode for inode in range(0xF0000152, 0xF0010000) if inode not in used)
+
+
+def test_pidns_marker_for_a_namespace_not_here(locks: Path) -> None:
     path = locks / "s.lock"
-    # Byte-for-byte filelock's marker from a container sharing this host name.
+    # Byte-for-byte filelock's marker from a container sharing this host name,
+    # whose namespace no process here is in.
     from filelock._identity import host_name
 
-    path.write_bytes(f"999999\n{host_name()}?pidns-f0000152\n".encode())
+    namespace = unused_pid_namespace()
+    path.write_bytes(f"999999\n{host_name()}?pidns-{namespace:x}\n".encode())
     record = records(locks)["s.lock"]
-    assert record["state"] == "unknown", record
-    assert codes(record) == ["other_pid_namespace"]
+    if os.geteuid() == 0:  # every process's namespace can be read: it is gone
+        assert record["state"] == "stale", record
+        assert codes(record) == ["holder_dead"]
+    else:  # other users' processes hide theirs: nobody can tell
+        assert record["state"] == "unknown", record
+        assert codes(record) == ["other_pid_namespace"]
     assert filelock_says(path) == "timeout"
 
 

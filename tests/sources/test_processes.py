@@ -6,10 +6,11 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psutil
 
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import PsutilProcesses, _pid_namespaces
 
 
 def test_own_process_is_alive_with_facts() -> None:
@@ -47,3 +48,43 @@ def test_impossible_pids_are_dead_not_errors() -> None:
 def test_facts_are_cached_per_table() -> None:
     table = PsutilProcesses()
     assert table.facts(os.getpid()) is table.facts(os.getpid())
+
+
+def fake_proc(root: Path, *processes: tuple[int, str | None, str]) -> str:
+    """A /proc of (pid, its ns/pid link or None for an unreadable one, NSpid columns)."""
+    for pid, link, nspid in processes:
+        (root / str(pid) / "ns").mkdir(parents=True)
+        (root / str(pid) / "status").write_text(f"Name:\tx\nNSpid:\t{nspid}\n")
+        if link is not None:
+            (root / str(pid) / "ns" / "pid").symlink_to(link)
+        else:
+            (root / str(pid) / "ns" / "pid").mkdir()  # readlink fails, not with EACCES
+    return str(root)
+
+
+def test_pid_namespaces_map_each_namespaces_pids_to_ours(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        assert _pid_namespaces() is None  # other users' processes may be hidden
+        return
+    proc = fake_proc(
+        tmp_path, (10, "pid:[100]", "10"), (20, "pid:[200]", "20\t1"), (21, "pid:[200]", "21\t7")
+    )
+    assert _pid_namespaces(proc) == {100: {10: 10}, 200: {1: 20, 7: 21}}
+
+
+def test_pid_namespaces_of_an_unreadable_process_in_a_container_cannot_be_told(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() != 0:
+        return
+    proc = fake_proc(tmp_path, (10, "pid:[100]", "10"), (20, None, "20\t1"))
+    assert _pid_namespaces(proc) is None
+    assert _pid_namespaces(str(tmp_path / "none")) is None
+
+
+def test_a_real_process_is_found_in_its_own_pid_namespace() -> None:
+    if os.geteuid() != 0:
+        return
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    found = PsutilProcesses().host_pid(os.getpid(), namespace)
+    assert found.namespace_here is True and found.pid == os.getpid()

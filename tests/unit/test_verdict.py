@@ -15,7 +15,7 @@ import pytest
 from lockwatch.clock import FrozenClock
 from lockwatch.model.assess import assess
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.model.process import ProcessFacts, ProcessLookup, StaticProcesses
+from lockwatch.model.process import HostPid, ProcessFacts, ProcessLookup, StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate, same_host
 from lockwatch.sources.files.decoders import clawdbot, generic, gitclaw, little_loops, tower_fleet
 from tests.conftest import LOCAL_HOST, NOW, ago, alive
@@ -103,6 +103,9 @@ class NoLookups:
 
     def facts(self, pid: int) -> ProcessFacts:
         raise AssertionError(f"pid {pid} must not be checked")
+
+    def host_pid(self, pid: int, namespace: int) -> HostPid:
+        raise AssertionError(f"pid {pid} of pid namespace {namespace:x} must not be looked up")
 
 
 def started(seconds_after: float, lock_age: float, pid: int = LIVE_PID) -> StaticProcesses:
@@ -625,6 +628,52 @@ def test_a_pid_marked_as_another_namespaces_is_unknown_never_checked() -> None:
     assert verdict.state is State.UNKNOWN
     assert verdict.codes == ("other_pid_namespace",)
     assert verdict.alive is None and verdict.process is None
+
+
+NS = 0xF0000152
+
+
+def in_namespace(pid: int = 1) -> Lock:
+    """A lock whose holder is pid `pid` of pid namespace NS, the file naming it."""
+    lock = make_lock(
+        StalenessPolicy(pid_liveness=True), pid=pid, host=LOCAL_HOST, acquired_at=ago(60.0)
+    )
+    holder = replace(lock.holder, other_pid_namespace=True, pid_namespace=NS)
+    return replace(lock, holder=holder)
+
+
+def test_a_named_namespace_found_here_maps_the_holder_to_its_pid_here() -> None:
+    table = StaticProcesses(alive(4242), namespaces={NS: {1: 4242}})
+    verdict = judge(in_namespace(), table)
+    assert verdict.state is State.ACTIVE
+    assert verdict.codes == ("pid_namespace",)
+    assert "is pid 4242 on this host" in verdict.reasons[0].message
+    assert verdict.process is not None and verdict.process.pid == 4242
+
+
+def test_a_named_namespace_found_here_with_a_recycled_pid_is_stale() -> None:
+    table = StaticProcesses(alive(4242, started_seconds_ago=1.0), namespaces={NS: {1: 4242}})
+    assert judge(in_namespace(), table).codes == ("pid_reused", "pid_namespace")
+
+
+@pytest.mark.parametrize(
+    ("namespaces", "why"),
+    [({}, "pid namespace is gone"), ({NS: {7: 4242}}, "no process of it has that pid")],
+)
+def test_a_named_namespace_gone_or_without_the_pid_is_a_dead_holder(
+    namespaces: dict[int, dict[int, int]], why: str
+) -> None:
+    verdict = judge(in_namespace(), StaticProcesses(alive(1), namespaces=namespaces))
+    assert verdict.state is State.STALE
+    assert verdict.codes == ("holder_dead",)
+    assert why in verdict.reasons[0].message and "f0000152" in verdict.reasons[0].message
+    assert verdict.alive is False and verdict.process is None
+
+
+def test_a_named_namespace_nobody_here_can_look_for_is_unknown() -> None:
+    verdict = judge(in_namespace(), StaticProcesses(alive(1)))
+    assert verdict.state is State.UNKNOWN
+    assert verdict.codes == ("other_pid_namespace",)
 
 
 def test_pid_1_is_init_here_so_a_lock_naming_it_is_unknown() -> None:

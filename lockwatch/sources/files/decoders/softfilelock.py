@@ -3,7 +3,8 @@
 The marker's existence is the lock (O_EXCL create, unlinked on release). Its
 contender-side rules (filelock 4.2 `_soft.py`, `_identity.owner_is_stale`):
 - another host string (including another pid namespace, `<host>?pidns-<hex>`)
-  is never stale: its pid cannot be probed;
+  is never stale: its pid cannot be probed (lockwatch, on the host, finds that
+  namespace by its inode and the holder's pid in it: see `Holder.pid_namespace`);
 - on this host it is stale when the pid is gone, or lives with another start
   token (a recycled pid); with no token (filelock < 3.30, or a writer in a
   time namespace) a live pid holds it;
@@ -58,6 +59,10 @@ def _decimal(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() else None
 
 
+def _is_hex(text: str) -> bool:
+    return len(text) <= 16 and all(c in "0123456789abcdef" for c in text)
+
+
 def read(file: LockFile) -> Lock | None:
     raw = file.raw
     if file.kind != "file" or not raw or len(raw) > _MAX_BYTES:
@@ -100,6 +105,9 @@ def read(file: LockFile) -> Lock | None:
         return None
     base, mark, namespace = host_line.partition(_NAMESPACE_MARK)
     other_namespace = bool(mark)
+    # host_name() writes the namespace's inode in hex (a name cut to 253
+    # characters may have lost it: then it is not known).
+    inode = int(namespace, 16) if namespace and _is_hex(namespace) else None
     # A Linux token is boot id << 64 | start ticks (/proc/<pid>/stat field 22);
     # macOS (µs since the epoch) and Windows (FILETIME) tokens fit in 64 bits.
     # A boot id filelock could not read is 0: then nothing tells the platforms apart.
@@ -122,6 +130,7 @@ def read(file: LockFile) -> Lock | None:
             pid=pid,
             host=unescape_host(base) if base != "?" else None,
             other_pid_namespace=other_namespace,
+            pid_namespace=inode,
             session=f"pidns {namespace}" if other_namespace else None,
             start_ticks=start_ticks,
         ),
