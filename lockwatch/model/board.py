@@ -20,10 +20,11 @@ from lockwatch.model import blocking
 from lockwatch.model.changes import ChangeSet, Entry, same, settled_by
 from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.events import Event, EventKind, compare
+from lockwatch.model.holder import NAMESPACE_GONE
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import CANNOT_TELL, HostPid, ProcessFacts
 from lockwatch.model.status import ScanError, SourceStatus
-from lockwatch.model.verdict import NAMESPACE_GONE, State, Verdict, evaluate
+from lockwatch.model.verdict import State, Verdict, evaluate
 
 EVENTS_KEPT = 5000
 HISTORY_KEPT = 100  # per lock

@@ -4,10 +4,11 @@ no age to give."""
 
 from __future__ import annotations
 
+from lockwatch.model.holder import describe_process
 from lockwatch.model.kernel import CALLS, KernelLock
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.process import ProcessLookup
-from lockwatch.model.verdict import State, Verdict, describe_process
+from lockwatch.model.verdict import State, Verdict
 
 
 def evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) -> Verdict:
