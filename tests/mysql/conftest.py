@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -214,3 +216,22 @@ def no_metadata_lock_info(my: MyHarness) -> Iterator[None]:
     finally:
         if had:
             my.admin_rows("INSTALL SONAME 'metadata_lock_info'")
+
+
+def spawn_holder(
+    started: list[subprocess.Popen[str]], script: str, *args: str
+) -> tuple[subprocess.Popen[str], int]:
+    """A client process running `script` (a real PyMySQL session that takes a lock),
+    returned once it has printed its connection's thread id; `started` keeps it
+    for the fixture to kill."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    started.append(process)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.strip(), f"the holder process said nothing (exit {process.wait()})"
+    return process, int(line)

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from lockwatch.sources.mysql.actions import ACTIONS
 from lockwatch.sources.mysql.facts import MyLock
 from lockwatch.sources.mysql.server import MyServer
 from tests.conftest import run_cli
-from tests.mysql.conftest import GROUP, MyHarness, connect, tid, wait_until
+from tests.mysql.conftest import GROUP, MyHarness, connect, spawn_holder, tid, wait_until
 
 pytestmark = [pytest.mark.mysql, GROUP]
 
@@ -222,17 +221,7 @@ def holder_process(my: MyHarness) -> Iterator[Any]:
     started: list[subprocess.Popen[str]] = []
 
     def start(name: str, how: str) -> tuple[subprocess.Popen[str], int]:
-        process = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(my.endpoint.port), name, how],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        started.append(process)
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.strip(), f"the holder process said nothing (exit {process.wait()})"
-        return process, int(line)
+        return spawn_holder(started, HOLDER, str(my.endpoint.port), name, how)
 
     yield start
     for process in started:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +21,7 @@ from lockwatch.sources.mysql.clients import unix_clients
 from lockwatch.sources.mysql.dsn import Endpoint, parse
 from lockwatch.sources.mysql.facts import MyLock
 from lockwatch.sources.mysql.server import MyServer
-from tests.mysql.conftest import GROUP, MyHarness, wait_until
+from tests.mysql.conftest import GROUP, MyHarness, spawn_holder, wait_until
 
 pytestmark = [pytest.mark.mysql, GROUP]
 
@@ -55,17 +54,7 @@ def holders(my: MyHarness, sock: str) -> Iterator[Any]:
     database = my.endpoint.database or "test"
 
     def start(table: str, row: int, how: str = "idle") -> tuple[subprocess.Popen[str], int]:
-        process = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, sock, my.endpoint.user, database, table, str(row), how],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        started.append(process)
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.strip(), f"the holder process said nothing (exit {process.wait()})"
-        return process, int(line)
+        return spawn_holder(started, HOLDER, sock, my.endpoint.user, database, table, str(row), how)
 
     yield start
     for process in started:

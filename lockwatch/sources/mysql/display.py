@@ -11,6 +11,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lockwatch.model.facts import Row, Section
+from lockwatch.model.held import ceil_text, floor_text
+from lockwatch.model.held import held_bounds as bounds
+from lockwatch.model.held import held_cell as cell
 from lockwatch.model.humanize import duration
 
 if TYPE_CHECKING:
@@ -30,33 +33,22 @@ def when(at: datetime | None, now: datetime) -> str | None:
 
 def held_bounds(my: MyLock, now: datetime) -> tuple[float | None, float | None]:
     """(held at least, held at most) seconds, as far as they are known."""
-    least = None if my.known_held_at is None else max(0.0, (now - my.known_held_at).total_seconds())
-    most = (
-        None if my.acquired_after is None else max(0.0, (now - my.acquired_after).total_seconds())
-    )
-    if least is not None and most is not None and most < least:
-        most = least  # the poll's jitter
-    return least, most
+    return bounds(my.known_held_at, my.acquired_after, now)
 
 
 def held_text(my: MyLock, now: datetime) -> str:
     least, most = held_bounds(my, now)
     parts = []
     if least is not None:
-        parts.append(f"at least {duration(least)}")
+        parts.append(f"at least {floor_text(least)}")
     if most is not None:
-        parts.append(f"at most {duration(float(int(most) + 1))} (since its transaction began)")
+        parts.append(f"at most {ceil_text(most)} (since its transaction began)")
     return ", ".join(parts)
 
 
 def held_cell(my: MyLock, now: datetime) -> str:
     """`≥ 3m12s` once seen held a second or more, else `≤ 2h05m`; never an exact age."""
-    least, most = held_bounds(my, now)
-    if least is not None and (least >= 1.0 or most is None):
-        return f"≥ {duration(least)}"
-    if most is not None:
-        return f"≤ {duration(float(int(most) + 1))}"
-    return "?"
+    return cell(*held_bounds(my, now))
 
 
 def _rows(rows: Iterable[tuple[str, str | None]]) -> tuple[Row, ...]:
