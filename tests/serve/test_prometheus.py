@@ -1,5 +1,5 @@
 """A real Prometheus (Debian's package) scrapes `lockwatch serve` with the token
-the README's scrape config gives it, evaluates the shipped rules, and answers
+docs/fleet.md's scrape config gives it, evaluates the shipped rules, and answers
 queries about lockwatch_lock_stale. One Prometheus and one serve for the module."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ disk, memory, and the figures they report.
 Durations: the fast variants (run in CI) take a few seconds each; the long ones
 (`-m soak`) run `LOCKWATCH_SOAK_SECONDS` each (default 60). Figures measured go to
 the test's output and, when `LOCKWATCH_SOAK_REPORT` names a file, one JSON line
-each there: the README's Reliability section quotes them.
+each there: docs/reliability.md quotes them.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def soak_seconds() -> float:
 
 
 def report(test: str, **figures: Any) -> None:
-    """Say what was measured (with -s or on failure), and keep it for the README."""
+    """Say what was measured (with -s or on failure), and keep it for docs/reliability.md."""
     line = json.dumps({"test": test, **figures}, sort_keys=True, default=str)
     print(f"\nsoak figures: {line}")
     where = os.environ.get("LOCKWATCH_SOAK_REPORT")
