@@ -3,22 +3,33 @@
 
 from __future__ import annotations
 
-import difflib
+import importlib
 import os
 import sys
 from collections.abc import Iterable
+from typing import IO, Any
 
 import click
 
 from lockwatch import __version__
 from lockwatch.cli import ending
-from lockwatch.cli.act import break_, cancel, release, steal
-from lockwatch.cli.audit import audit
-from lockwatch.cli.demo import demo
-from lockwatch.cli.ls import ls
-from lockwatch.cli.serve import serve
-from lockwatch.cli.watch import replay, watch
-from lockwatch.cli.why import why
+
+# Each subcommand's module, imported only when that command runs (or --help lists
+# them all): `lockwatch ls` in cron pays for `ls` alone, not for every command's
+# sources, actions and Textual. Order is --help's order.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "ls": ("lockwatch.cli.ls", "ls"),
+    "why": ("lockwatch.cli.why", "why"),
+    "break": ("lockwatch.cli.act", "break_"),
+    "steal": ("lockwatch.cli.act", "steal"),
+    "release": ("lockwatch.cli.act", "release"),
+    "cancel": ("lockwatch.cli.act", "cancel"),
+    "audit": ("lockwatch.cli.audit", "audit"),
+    "watch": ("lockwatch.cli.watch", "watch"),
+    "replay": ("lockwatch.cli.watch", "replay"),
+    "demo": ("lockwatch.cli.demo", "demo"),
+    "serve": ("lockwatch.cli.serve", "serve"),
+}
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _GROUP_OPTIONS = ("-h", "--help", "-V", "--version")
@@ -27,18 +38,52 @@ READONLY_FLAG = "--readonly"
 
 class _DashboardByDefault(click.Group):
     """`lockwatch [PATH]... [OPTIONS]` is `lockwatch watch …`: anything that is not
-    a subcommand's name (or the group's own --help/--version) goes to `watch`."""
+    a subcommand's name (or the group's own --help/--version) goes to `watch`.
+    Subcommands are loaded by name (`_COMMANDS`), when used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = _COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        command = getattr(importlib.import_module(where[0]), where[1])
+        assert isinstance(command, click.Command)
+        return command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # `lockwatch --readonly SUBCOMMAND …`: no action anywhere in this run.
-        if len(args) > 1 and args[0] == READONLY_FLAG and args[1] in self.commands:
+        if len(args) > 1 and args[0] == READONLY_FLAG and args[1] in _COMMANDS:
             ctx.meta[READONLY_FLAG] = True
             args = args[1:]
-        if not args or (args[0] not in self.commands and args[0] not in _GROUP_OPTIONS):
+        if not args or (args[0] not in _COMMANDS and args[0] not in _GROUP_OPTIONS):
             if args and not ctx.resilient_parsing:
-                _refuse_a_mistyped_command(ctx, args[0], self.commands)
+                _refuse_a_mistyped_command(ctx, args[0], _COMMANDS)
             args = ["watch", *args]
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            from lockwatch.config import ConfigError
+
+            if isinstance(exc.__cause__, ConfigError):
+                # A config that cannot be used is no misuse of the command: its one line.
+                raise _OneLine(exc.message) from exc
+            raise
+
+
+class _OneLine(click.ClickException):
+    """An error shown as its one line, `lockwatch: …`, exit 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        from lockwatch.cli.table import printable
+
+        click.echo(f"lockwatch: {printable(self.message)}", err=True)
 
 
 def _refuse_a_mistyped_command(ctx: click.Context, word: str, commands: Iterable[str]) -> None:
@@ -46,6 +91,8 @@ def _refuse_a_mistyped_command(ctx: click.Context, word: str, commands: Iterable
     that names no existing path but is close to a command's name."""
     if word.startswith("-") or "/" in word or os.path.lexists(word):
         return
+    import difflib  # only for a word that may be a typo
+
     close = difflib.get_close_matches(word, sorted(commands), n=1, cutoff=0.6)
     if close:
         ctx.fail(f"No such command {word!r}. Did you mean {close[0]!r}?")
@@ -87,19 +134,6 @@ def cli(ctx: click.Context) -> None:
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
-
-
-cli.add_command(ls)
-cli.add_command(why)
-cli.add_command(break_)
-cli.add_command(steal)
-cli.add_command(release)
-cli.add_command(cancel)
-cli.add_command(audit)
-cli.add_command(watch)
-cli.add_command(replay)
-cli.add_command(demo)
-cli.add_command(serve)
 
 
 def main() -> None:

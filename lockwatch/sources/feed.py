@@ -8,7 +8,6 @@ not with how many locks exist.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -193,6 +192,8 @@ class Coalescer:
         self._pending = None
 
     def _timing(self) -> Timer:
+        import asyncio  # not at the top: `ls` imports this module and runs no loop
+
         return self._loop if self._loop is not None else asyncio.get_running_loop()
 
     def _send(self, change: ChangeSet) -> None:

@@ -10,7 +10,6 @@ old they are.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -71,6 +70,10 @@ class PolledFeed:
         self._differ = Differ(settle=settle)
 
     async def run(self, emit: Emit) -> None:
+        # asyncio is imported where a feed runs: `ls` imports this module (for
+        # StoreSelection) and never pays for the event loop's 30-odd modules.
+        import asyncio
+
         while True:
             change, wait = await asyncio.to_thread(self.poll)
             emit(change)
@@ -92,6 +95,8 @@ class PolledFeed:
         return change, wait
 
     async def close(self) -> None:
+        import asyncio
+
         await asyncio.to_thread(self.poller.close)
 
 
