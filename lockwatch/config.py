@@ -1,7 +1,10 @@
 """`lockwatch.toml`: what every run shares, and each source's own tables.
 
 Looked for in the current directory, then in the user config directory
-(platformdirs), unless `--config` names a file. Flags override it.
+(platformdirs), unless `--config` names a file. Flags override it. A file
+found there that someone other than you or root owns or could have written is
+not loaded (lockwatch/trusted.py has the rule): one line says which and why.
+Keys and tables nobody reads are errors, with the closest name lockwatch knows.
 
     readonly = true        # (top level) no break, steal, release or cancel, anywhere
 
@@ -9,7 +12,8 @@ Looked for in the current directory, then in the user config directory
     audit_log = "/var/log/lockwatch/audit.jsonl"  # default: the user state dir
     audit_key = "/etc/lockwatch/audit.key"        # HMAC key, apart from the log;
                                                   # default: the user config dir
-    audit_syslog = true    # also send each record's hash to syslog/journald
+    audit_syslog = true    # also send each record's hash to syslog/journald; refused
+                           # when syslog cannot be reached ("best-effort": act anyway)
     tombstone_dir = ".lockwatch-broken"           # relative: beside each lock
 
 Each source owns its tables and documents them in its plugin module
@@ -22,13 +26,27 @@ what to watch has the registry read the sources' own
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 FILE_NAME = "lockwatch.toml"
+# A config is a page of settings: a megabyte is not one, and a deeper nesting
+# than this is no table any reader asks for.
+MAX_BYTES = 1024 * 1024
+MAX_DEPTH = 16
+SYSLOG_MODES = ("required", "best-effort")
+
+# The tables commands read for themselves (not the sources', not [actions]):
+# listed here so that every command refuses a misspelt key in them, not only the
+# command that reads them (`lockwatch serve` checks [serve] against this too).
+COMMAND_TABLES: Mapping[str, frozenset[str]] = {
+    "serve": frozenset({"listen", "token_file", "open_metrics", "max_lock_series"}),
+}
 
 
 class ConfigError(ValueError):
@@ -41,7 +59,8 @@ class Config:
     audit_log: str | None = None
     tombstone_dir: str | None = None
     audit_key: str | None = None
-    audit_syslog: bool = False
+    # "required" (no action when syslog cannot be reached), "best-effort", None: off.
+    audit_syslog: str | None = None
     # Each source's settings from its own tables, by source name, once the
     # registry has read them (`registry.configured`); absent: not read (defaults).
     sources: Mapping[str, Any] = field(default_factory=dict)
@@ -60,37 +79,97 @@ def default_paths() -> list[Path]:
     return [Path.cwd() / FILE_NAME, Path(user_config_dir("lockwatch")) / FILE_NAME]
 
 
-def load(explicit: str | os.PathLike[str] | None = None) -> Config:
-    """The config in force: `explicit` if given (it must exist), else the first
-    default path that exists, else defaults."""
+_warned: set[str] = set()
+
+
+def _warn(line: str) -> None:
+    from lockwatch.model.text import terminal_safe
+
+    if line not in _warned:  # a command that loads the config twice says it once
+        _warned.add(line)
+        print(f"lockwatch: {terminal_safe(line)}", file=sys.stderr)
+
+
+def load(
+    explicit: str | os.PathLike[str] | None = None,
+    *,
+    warn: Callable[[str], None] = _warn,
+) -> Config:
+    """The config in force: `explicit` if given (it must exist and be safe), else
+    the first default path that exists and that nobody but you or root could
+    have written (`warn` says why one was passed over), else defaults."""
+    from lockwatch.trusted import NAMED, SETTINGS, Refused, read_file
+
     if explicit is not None:
         path = Path(explicit)
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such config file")
-        return parse(path)
+        try:
+            data = read_file(path, MAX_BYTES, NAMED)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file") from None
+        except Refused as exc:
+            raise ConfigError(f"{path}: not loaded: {exc.why}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        return parse_bytes(data, str(path))
     for candidate in default_paths():
         try:
-            found = candidate.is_file()
+            data = read_file(candidate, MAX_BYTES, SETTINGS)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except Refused as exc:
+            if not exc.untrusted:
+                raise ConfigError(f"{candidate}: not loaded: {exc.why}") from None
+            warn(
+                f"{candidate}: not loaded: {exc.why}; to use it as it is, read it and pass"
+                f" --config {candidate}"
+            )
+            continue
         except OSError as exc:  # e.g. a config directory we may not search
-            raise ConfigError(f"{candidate}: cannot read: {exc.strerror}") from exc
-        if found:
-            return parse(candidate)
+            raise ConfigError(f"{candidate}: cannot read: {exc.strerror or exc}") from exc
+        return parse_bytes(data, str(candidate))
     return Config()
 
 
 def parse(path: Path) -> Config:
+    """The config file at `path` (named on purpose: any owner, nobody else writing)."""
+    return load(path)
+
+
+def parse_bytes(data: bytes, where: str) -> Config:
     import tomllib  # only when there is a file: most runs have none
 
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: cannot read: not UTF-8 text ({exc.reason})") from exc
+    try:
+        tables = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return from_mapping(data, str(path))
+        raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: nested too deeply (more than {MAX_DEPTH} levels of tables and arrays)"
+        ) from None
+    _check_depth(tables, where)
+    return from_mapping(tables, where)
 
 
-def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+def _check_depth(data: dict[str, Any], where: str) -> None:
+    # A walk with a stack of its own: dotted keys nest without limit in tomllib.
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(
+                f"{where}: nested too deeply (more than {MAX_DEPTH} levels of tables and arrays)"
+            )
+        if isinstance(value, dict):
+            stack.extend((item, depth + 1) for item in value.values())
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+
+
+def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     value = data.get(key, {})
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: [{key}] must be a table")
@@ -98,7 +177,9 @@ def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
 
 
 def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
-    """The settings every run shares, checked; the sources' tables kept as read."""
+    """The settings every run shares, checked; the sources' tables kept as read
+    (each key they ask for remembered, for `refuse_unknown`)."""
+    data = Asked(data)
     readonly = data.get("readonly", False)
     if not isinstance(readonly, bool):
         raise ConfigError(f"{where}: readonly must be true or false")
@@ -110,14 +191,107 @@ def from_mapping(data: dict[str, Any], where: str = "config") -> Config:
             raise ConfigError(f"{where}: actions.{key} must be a path")
         paths[key] = os.path.expanduser(value) if value else None
     audit_syslog = actions.get("audit_syslog", False)
-    if not isinstance(audit_syslog, bool):
-        raise ConfigError(f"{where}: actions.audit_syslog must be true or false")
+    if audit_syslog is not False and audit_syslog is not True and audit_syslog not in SYSLOG_MODES:
+        raise ConfigError(f'{where}: actions.audit_syslog must be true or false (or "best-effort")')
+    for name, keys in COMMAND_TABLES.items():
+        table = _table(data, name, where)
+        for key in keys:
+            table.get(key)
     return Config(
         readonly=readonly,
         audit_log=paths["audit_log"],
         tombstone_dir=paths["tombstone_dir"],
         audit_key=paths["audit_key"],
-        audit_syslog=audit_syslog,
+        audit_syslog="required" if audit_syslog is True else audit_syslog or None,
         where=where,
         tables=data,
     )
+
+
+# -- keys nobody reads ---------------------------------------------------------------
+#
+# Each source reads its own tables (the config knows no source). Rather than
+# each keeping a list of its keys beside the code that reads them, a table
+# remembers the keys it was asked for: once every reader has run, a key nobody
+# asked for is a misspelling (or a table that does not exist), and the keys asked
+# for are the names to suggest. A table read whole (its items) is a map whose
+# keys are the user's own ([advisory.keys], [remote.token_files]).
+
+
+class Asked(dict[str, Any]):
+    """A config table that remembers which keys were asked for."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        super().__init__(data)
+        self.asked: set[str] = set()
+        self.whole = False
+
+    def _wrapped(self, key: str, value: Any) -> Any:
+        if isinstance(value, dict) and not isinstance(value, Asked):
+            value = Asked(value)
+            dict.__setitem__(self, key, value)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        if not super().__contains__(key):
+            return default
+        return self._wrapped(key, super().__getitem__(key))
+
+    def __getitem__(self, key: str) -> Any:
+        self.asked.add(key)
+        return self._wrapped(key, super().__getitem__(key))
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.asked.add(key)
+        return super().__contains__(key)
+
+    def present(self) -> Any:
+        """Its keys, without counting as reading them all."""
+        return super().keys()
+
+    def keys(self) -> Any:
+        self.whole = True
+        return super().keys()
+
+    def __iter__(self) -> Iterator[str]:
+        self.whole = True
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self.whole = True
+        return [(key, self._wrapped(key, value)) for key, value in list(super().items())]
+
+    def values(self) -> Any:
+        return [value for _, value in self.items()]
+
+
+def refuse_unknown(tables: Mapping[str, Any], where: str) -> None:
+    """ConfigError naming the first key or table no reader asked for in `tables`
+    (read by `from_mapping` and every reader since), with the closest known name."""
+    if not isinstance(tables, Asked):
+        return
+    stack: list[tuple[str, Asked]] = [("", tables)]
+    while stack:
+        prefix, table = stack.pop()
+        if not table.whole:
+            for key in sorted(table.present()):
+                if key not in table.asked:
+                    value = dict.__getitem__(table, key)
+                    raise ConfigError(_unknown(where, prefix, key, value, table))
+        for key in sorted(table.present(), reverse=True):
+            value = dict.__getitem__(table, key)
+            if isinstance(value, Asked):
+                stack.append((f"{prefix}{key}.", value))
+
+
+def _unknown(where: str, prefix: str, key: str, value: Any, table: Asked) -> str:
+    close = difflib.get_close_matches(key, sorted(table.asked), n=1, cutoff=0.6)
+    if isinstance(value, dict):
+        what = f"table [{prefix}{key}]"
+        hint = f" (did you mean [{prefix}{close[0]}]?)" if close else ""
+    else:
+        what = f"key {prefix}{key}"
+        hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+    return f"{where}: unknown {what}{hint}"

@@ -65,6 +65,7 @@ from lockwatch.actions.audit_key import (
     keyed_since,
     register,
 )
+from lockwatch.actions.audit_syslog import AnchorUnreachable, SyslogAnchor, syslog_anchor
 from lockwatch.actions.audit_verify import Verification, verify
 from lockwatch.clock import Clock
 from lockwatch.model.timestamps import format_timestamp
@@ -199,19 +200,6 @@ def anchor_line(path: Path, record: Mapping[str, Any]) -> str:
     )
 
 
-def syslog_anchor() -> Anchor:
-    """Each record's seq and hash to syslog (journald reads /dev/log too), as
-    `lockwatch-audit` in the authpriv facility: outside the log, where whoever
-    can rewrite the log cannot rewrite what was sent."""
-    import syslog
-
-    def send(line: str) -> None:
-        syslog.openlog("lockwatch-audit", syslog.LOG_PID, syslog.LOG_AUTHPRIV)
-        syslog.syslog(syslog.LOG_NOTICE, line)
-
-    return send
-
-
 @dataclass(frozen=True, slots=True)
 class _Tail:
     """Where the log ends, as the next record needs it."""
@@ -280,6 +268,16 @@ class AuditLog:
         }
         record.update(fields)
         record = _jsonable(record)
+        required = isinstance(self.anchor, SyslogAnchor) and self.anchor.required
+        if required and event == INTENT:
+            assert isinstance(self.anchor, SyslogAnchor)
+            why = self.anchor.check()
+            if why is not None:
+                raise AuditError(
+                    f"--audit-syslog: syslog cannot be reached ({why}), and this action's"
+                    " records must reach it (--audit-syslog=best-effort acts without it)"
+                )
+        self._check_place()
         key = self.key()
         try:
             fd = self._open(key)
@@ -325,10 +323,36 @@ class AuditLog:
         finally:
             os.close(fd)  # also drops the flock
         if self.anchor is not None:
-            # Never in the way of the record itself: syslog is a second witness.
-            with contextlib.suppress(Exception):
+            # After the record: syslog is a second witness, never in the way of the
+            # first. An intent it missed, when it was required, stops the action.
+            try:
                 self.anchor(anchor_line(self.path, record))
+            except AnchorUnreachable as exc:
+                if required and event == INTENT:
+                    raise AuditError(f"--audit-syslog: syslog cannot be reached ({exc})") from exc
+                if required:
+                    assert isinstance(self.anchor, SyslogAnchor)
+                    self.anchor.missed_after_all(exc)
+            except Exception:  # noqa: BLE001 - a witness that fails takes nothing back
+                pass
         return record
+
+    def _check_place(self) -> None:
+        """AuditError when someone besides you or root could replace the log:
+        its directory (or one above) writable by others without the sticky bit,
+        or owned by another user; or the log itself theirs."""
+        from lockwatch.trusted import SETTINGS, dir_problem, who
+
+        why = dir_problem(str(self.path), os.geteuid(), SETTINGS)
+        if why is None:
+            try:
+                owner = os.lstat(self.path).st_uid
+            except OSError:
+                owner = os.geteuid()  # none yet (or unreadable: opening it says why)
+            if owner not in (os.geteuid(), 0):
+                why = f"it is owned by {who(owner)}, who can rewrite it"
+        if why is not None:
+            raise AuditError(f"the audit log {self.path} is refused: {why}")
 
     def _removed(self, tail: _Tail, key: AuditKey) -> str | None:
         """What says records were taken from this log, if anything: appending after

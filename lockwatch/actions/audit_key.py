@@ -10,7 +10,6 @@ log: records carry only its id, a fingerprint that does not reveal it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import hmac
 import json
@@ -29,6 +28,11 @@ MAC_PREFIX = "hmac-sha256:"
 
 class AuditKeyError(Exception):
     """The key cannot be read or made; the message says which file and why."""
+
+
+class UnsafeKey(AuditKeyError):
+    """The key is there, but others could read or change it: no record is keyed
+    with it and no log verified with it until it is closed (the message says how)."""
 
 
 def default_key_path() -> Path:
@@ -78,27 +82,25 @@ class AuditKey:
 
     @staticmethod
     def load(path: Path) -> AuditKey:
-        """The key at `path`; AuditKeyError if it is missing, unreadable or too short."""
+        """The key at `path`; AuditKeyError if it is missing, unreadable or too
+        short, UnsafeKey if someone besides its owner (you or root) could read or
+        change it: refused as ssh refuses such a private key, never quietly mended."""
+        from lockwatch.trusted import SECRET, Refused, read_file
+
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                raise AuditKeyError(f"cannot read the audit key {path}: it is a symlink")
+            data = read_file(path, MAX_KEY_FILE_BYTES, SECRET)
         except FileNotFoundError:
             raise AuditKeyError(f"no audit key at {path}") from None
-        except OSError as exc:
-            why = "it is a symlink" if exc.errno == errno.ELOOP else exc.strerror
-            raise AuditKeyError(f"cannot read the audit key {path}: {why}") from exc
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise AuditKeyError(f"the audit key {path} is not a regular file")
-            if st.st_mode & 0o077 and st.st_uid == os.geteuid():
-                os.fchmod(fd, 0o600)  # a key others can read is no key: close it again
-            data = os.read(fd, MAX_KEY_FILE_BYTES + 1)
+        except Refused as exc:
+            if exc.untrusted:
+                raise UnsafeKey(f"the audit key {path}: {exc.why}") from None
+            raise AuditKeyError(f"the audit key {path} is not a key: {exc.why}") from None
         except OSError as exc:
             raise AuditKeyError(f"cannot read the audit key {path}: {exc.strerror}") from exc
-        finally:
-            os.close(fd)
         secret = data.strip()
-        if len(data) > MAX_KEY_FILE_BYTES or len(secret) < MIN_SECRET_BYTES:
+        if len(secret) < MIN_SECRET_BYTES:
             raise AuditKeyError(
                 f"the audit key {path} is not a key: it must hold {MIN_SECRET_BYTES} to"
                 f" {MAX_KEY_FILE_BYTES} bytes"
@@ -110,8 +112,12 @@ class AuditKey:
         """The key at `path`, made (0600, its directory 0700) if there is none yet.
         Made whole in a temporary file and linked into place, so a second
         lockwatch making it at the same moment reads a whole key, never half."""
-        with contextlib.suppress(AuditKeyError):
+        try:
             return AuditKey.load(path)
+        except UnsafeKey:
+            raise
+        except AuditKeyError:
+            pass
         if os.path.lexists(path):
             return AuditKey.load(path)  # there but unusable: say why
         try:

@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterable
 from typing import IO, Any
+from typing import IO, Any
 
 import click
 
@@ -61,7 +62,43 @@ class _DashboardByDefault(click.Group):
             if args and not ctx.resilient_parsing:
                 _refuse_a_mistyped_command(ctx, args[0], _COMMANDS)
             args = ["watch", *args]
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, _syslog_flag(args))
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            from lockwatch.config import ConfigError
+
+            if isinstance(exc.__cause__, ConfigError):
+                # A config that cannot be used is no misuse of the command: its one line.
+                raise _OneLine(exc.message) from exc
+            raise
+
+
+def _syslog_flag(args: list[str]) -> list[str]:
+    """`--audit-syslog` takes an optional mode; alone before a TARGET or PATH it is
+    the flag it always was (`--audit-syslog=required`), not that word as its mode."""
+    out: list[str] = []
+    for index, arg in enumerate(args):
+        if arg == "--":
+            return out + args[index:]
+        following = args[index + 1] if index + 1 < len(args) else None
+        if arg == "--audit-syslog" and following not in ("required", "best-effort"):
+            arg = "--audit-syslog=required"
+        out.append(arg)
+    return out
+
+
+class _OneLine(click.ClickException):
+    """An error shown as its one line, `lockwatch: …`, exit 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        from lockwatch.cli.table import printable
+
+        click.echo(f"lockwatch: {printable(self.message)}", err=True)
 
     def invoke(self, ctx: click.Context) -> object:
         try:

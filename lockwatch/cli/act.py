@@ -150,7 +150,7 @@ class Request:
     expect_sha256: str | None = None
     pid: int | None = None
     audit_key: Path | None = None
-    audit_syslog: bool = False
+    audit_syslog: str | None = None  # --audit-syslog[=required|best-effort]
     # The sources' own options' values (--pg, --signal), by click parameter name.
     given: dict[str, Any] = field(default_factory=dict)
 
@@ -329,7 +329,7 @@ def _act(kind: Kind, request: Request) -> None:
         host=host,
         operator=operator,
         key_path=audit_key,
-        anchor=syslog_anchor() if request.audit_syslog or config.audit_syslog else None,
+        anchor=syslog_anchor(request.audit_syslog or config.audit_syslog),
     )
     wanted = _wanted(request, config)
     executor = _executor(audit, request, config, wanted)

@@ -26,7 +26,8 @@ def _paths(
 ) -> tuple[Path, Path]:
     """The audit log and its key in force: the flags, else the config, else defaults."""
     from lockwatch.actions.audit import key_path, log_path
-    from lockwatch.config import ConfigError, load
+    from lockwatch.config import ConfigError
+    from lockwatch.sources.registry import load_config as load
 
     if given is not None and given_key is not None:
         return given, given_key
@@ -186,6 +187,7 @@ def verify(
     """
     from lockwatch.actions.audit import AuditKey, AuditKeyError
     from lockwatch.actions.audit import verify as check
+    from lockwatch.actions.audit_key import UnsafeKey
 
     parent_log, parent_key, parent_config = ctx.obj or (None, None, None)
     path, key_file = _paths(
@@ -197,7 +199,8 @@ def verify(
     try:
         key = AuditKey.load(key_file)
     except AuditKeyError as exc:
-        if audit_key or parent_key:  # named, so it must be there
+        # Named, so it must be there; others could read it: no verdict under it.
+        if audit_key or parent_key or isinstance(exc, UnsafeKey):
             click.echo(f"lockwatch: {printable(str(exc))}", err=True)
             sys.exit(EXIT_CANNOT)
     anchors = anchors_file.read().splitlines() if anchors_file is not None else None

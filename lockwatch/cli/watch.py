@@ -240,7 +240,7 @@ def build_app(
     tombstone_dir: str | None = None,
     pg_applications: str | None = None,
     audit_key: Path | None = None,
-    audit_syslog: bool = False,
+    audit_syslog: bool | str | None = None,
     feeds: tuple[Clock, list[Feed]] | None = None,
     **view: Any,
 ) -> LockwatchApp:
@@ -267,7 +267,7 @@ def build_app(
             dsns={display_name(dsn): dsn for dsn in targets.dsns()},
             pg_applications=pg_applications,
             audit_key=key_path(audit_key, targets.config.audit_key),
-            audit_anchor=syslog_anchor() if audit_syslog or targets.config.audit_syslog else None,
+            audit_anchor=syslog_anchor(audit_syslog or targets.config.audit_syslog),
         )
     return LockwatchApp(live, clock=clock, host=host, actions=actions, readonly=readonly, **view)
 

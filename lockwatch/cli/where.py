@@ -41,10 +41,13 @@ AUDIT_KEY_OPTION = click.option(
 )
 AUDIT_SYSLOG_OPTION = click.option(
     "--audit-syslog",
-    is_flag=True,
-    default=False,
+    type=click.Choice(["required", "best-effort"]),
+    is_flag=False,
+    flag_value="required",
+    default=None,
     help="Also send each audit record's hash to syslog/journald (as lockwatch-audit), where"
-    " whoever can rewrite the log cannot take it back [or actions.audit_syslog].",
+    " whoever can rewrite the log cannot take it back; no action when syslog cannot be"
+    " reached, unless --audit-syslog=best-effort [or actions.audit_syslog].",
 )
 OPERATOR_OPTION = click.option(
     "--operator",

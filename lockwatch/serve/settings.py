@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lockwatch.config import COMMAND_TABLES
+
 DEFAULT_LISTEN = "127.0.0.1:9464"
 DEFAULT_MAX_LOCK_SERIES = 500
 
@@ -45,7 +47,7 @@ def from_table(tables: Mapping[str, Any], where: str) -> ServeSettings:
     series = table.get("max_lock_series", DEFAULT_MAX_LOCK_SERIES)
     if isinstance(series, bool) or not isinstance(series, int) or series < 0:
         raise SettingsError(f"{where}: serve.max_lock_series must be a whole number >= 0")
-    unknown = sorted(set(table) - {"listen", "token_file", "open_metrics", "max_lock_series"})
+    unknown = sorted(set(table) - COMMAND_TABLES["serve"])
     if unknown:
         raise SettingsError(f"{where}: [serve] has no {', '.join(unknown)}")
     return ServeSettings(listen.strip(), token_file, open_metrics, series)

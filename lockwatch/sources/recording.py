@@ -33,6 +33,12 @@ from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.registry import record_types
 
 FORMAT = "recording/1"
+MIB = 1024 * 1024
+# Bounds on what replay reads (it keeps every line in memory): a day of a
+# 10,000-lock dashboard's change sets fits many times over; /dev/zero does not.
+MAX_BYTES = 1024 * MIB
+MAX_LINE_BYTES = 256 * MIB  # one change set (a full 50,000-lock snapshot is ~30 MiB)
+MAX_HEADER_BYTES = 64 * 1024
 # Every source's own facts on its locks (pg_locks rows, /proc/locks lines) travel
 # in recordings: the registry says which types those are.
 codec.register(Entry, ChangeSet)
@@ -79,7 +85,13 @@ class Recorder:
         know_sources()
         self.path = path
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # Not through a symlink: a recording in a shared directory must not be
+            # a way to make root append to a file someone else pointed at.
+            fd = os.open(
+                path,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+            )
         except OSError as exc:
             raise RecordingError(f"{path}: cannot write: {exc.strerror or exc}") from exc
         self._file = os.fdopen(fd, "ab")
@@ -158,6 +170,46 @@ class ReplayClock:
             self._since = self._monotonic()
 
 
+def read_lines(path: Path) -> list[bytes]:
+    """The recording's non-blank lines, read line by line from a regular file: a
+    device, a FIFO or a directory is refused by name before it is read, a file
+    over MAX_BYTES or a line over MAX_LINE_BYTES (a header over MAX_HEADER_BYTES)
+    is refused once that much has been read. Replay keeps every line (it counts
+    and steps through them), so the whole is bounded, not only each line."""
+    from lockwatch.trusted import Refused, open_file
+
+    try:
+        handle = open_file(path, MAX_BYTES)
+    except Refused as exc:
+        raise RecordingError(f"{path}: not read: {exc.why}") from None
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    lines: list[bytes] = []
+    total = 0
+    with handle:
+        while True:
+            bound = MAX_LINE_BYTES if lines else MAX_HEADER_BYTES
+            try:
+                line = handle.readline(bound + 1)
+            except OSError as exc:
+                raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+            if not line:
+                return lines
+            total += len(line)
+            if len(line) > bound:
+                if not lines:
+                    break  # no header: said below, as for any other file
+                raise RecordingError(
+                    f"{path}: line {len(lines) + 1} is over {bound // MIB} MiB: not a change"
+                    " set lockwatch writes"
+                )
+            if total > MAX_BYTES:
+                raise RecordingError(f"{path}: grew past {MAX_BYTES // MIB} MiB while read")
+            if line.strip():
+                lines.append(line.rstrip(b"\r\n"))
+    return []
+
+
 def _header(line: bytes) -> dict[str, object] | None:
     try:
         value = orjson.loads(line)
@@ -200,11 +252,7 @@ class ReplayFeed:
 
     @classmethod
     def open(cls, path: Path, *, speed: float = 1.0, paused: bool = False) -> ReplayFeed:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-        lines = [line for line in data.splitlines() if line.strip()]
+        lines = read_lines(path)
         header = _header(lines[0]) if lines else None
         if header is None:
             raise RecordingError(

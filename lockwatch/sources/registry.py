@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from lockwatch.config import Config, load
+from lockwatch.config import Config, load, refuse_unknown
 from lockwatch.model.facts import Facts
 from lockwatch.sources.contract import Decorator, Selected, Source, Wanted
 from lockwatch.sources.etcd.plugin import SOURCE as ETCD
@@ -83,8 +83,10 @@ def read_config(data: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 def configured(config: Config) -> Config:
     """`config` with every source's settings read from its own tables (a bad
-    table: ConfigError, saying where and why)."""
-    return replace(config, sources=read_config(config.tables, config.where))
+    table: ConfigError, saying where and why; so is a key no reader asked for)."""
+    sources = read_config(config.tables, config.where)
+    refuse_unknown(config.tables, config.where)
+    return replace(config, sources=sources)
 
 
 def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:

@@ -151,17 +151,22 @@ def test_a_symlinked_or_short_key_is_refused(tmp_path: Path, log_path: Path) -> 
         fill(log_path, 1, key_path=link)
     short = tmp_path / "short.key"
     short.write_text("abc")
+    short.chmod(0o600)
     with pytest.raises(AuditError, match="not a key"):
         fill(log_path, 1, key_path=short)
     assert not log_path.exists()  # nothing audited without a key
 
 
-def test_a_key_others_could_read_is_closed_again(tmp_path: Path, log_path: Path) -> None:
+def test_a_key_others_could_read_is_refused_not_mended(tmp_path: Path, log_path: Path) -> None:
+    """A key others could read may already be in their hands: refused with the
+    chmod that closes it (as ssh refuses such a private key), never quietly
+    tightened and used (issue 36)."""
     key_file = tmp_path / "k.key"
     key_file.write_text("b" * 64)
     key_file.chmod(0o644)
-    fill(log_path, 1, key_path=key_file)
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    with pytest.raises(AuditError, match=f"chmod 600 {key_file}"):
+        fill(log_path, 1, key_path=key_file)
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o644 and not log_path.exists()
 
 
 def _make_key(path: str, barrier: Any) -> None:
@@ -481,15 +486,25 @@ def test_anchors_catch_records_removed_from_the_end(log_path: Path) -> None:
     assert not result.ok and result.problem is not None and "record 4" in result.problem
 
 
-def test_the_syslog_anchor_uses_the_stdlib(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_syslog_anchor_sends_what_syslog3_would(tmp_path: Path) -> None:
+    """A datagram as libc's syslog(3) writes it to /dev/log (here a listening
+    socket of the test's own): authpriv.notice, tagged lockwatch-audit[pid]."""
+    import socket
     import syslog
 
-    calls: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(syslog, "openlog", lambda *args: calls.append(("open", *args)))
-    monkeypatch.setattr(syslog, "syslog", lambda *args: calls.append(("log", *args)))
-    audit.syslog_anchor()("seq=1 hash=sha256:00 event=x log=/l")
-    assert calls[0] == ("open", "lockwatch-audit", syslog.LOG_PID, syslog.LOG_AUTHPRIV)
-    assert calls[1] == ("log", syslog.LOG_NOTICE, "seq=1 hash=sha256:00 event=x log=/l")
+    from lockwatch.actions.audit_syslog import SyslogAnchor
+
+    where = str(tmp_path / "log.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(where)
+        listener.settimeout(10)
+        anchor = SyslogAnchor(path=where)
+        assert anchor.check() is None
+        anchor("seq=1 hash=sha256:00 event=x log=/l")
+        got = listener.recv(4096).decode()
+    priority = syslog.LOG_AUTHPRIV | syslog.LOG_NOTICE
+    assert got.startswith(f"<{priority}>")
+    assert got.endswith(f" lockwatch-audit[{os.getpid()}]: seq=1 hash=sha256:00 event=x log=/l")
 
 
 def test_a_failing_anchor_never_stops_the_record(log_path: Path) -> None:

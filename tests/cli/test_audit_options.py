@@ -29,7 +29,7 @@ def own_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     lines: list[str] = []
-    monkeypatch.setattr(audit, "syslog_anchor", lambda: lines.append)
+    monkeypatch.setattr(audit, "syslog_anchor", lambda mode: lines.append if mode else None)
     return lines
 
 

@@ -367,8 +367,8 @@ def test_unreadable_file_is_a_recording_error(tmp_path: Path) -> None:
     with pytest.raises(RecordingError, match="cannot read") as raised:
         ReplayFeed.open(tmp_path / "missing.jsonl")
     assert "missing.jsonl" in str(raised.value)
-    with pytest.raises(RecordingError, match="cannot read"):
-        ReplayFeed.open(tmp_path)  # a directory
+    with pytest.raises(RecordingError, match="not read: a directory, not a regular file"):
+        ReplayFeed.open(tmp_path)
 
 
 async def test_header_only_recording_starts_at_the_header_and_just_ends(tmp_path: Path) -> None:

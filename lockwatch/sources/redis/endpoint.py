@@ -117,8 +117,9 @@ def read_password(path: str) -> str:
     import os
 
     try:
-        with open(os.path.expanduser(path), encoding="utf-8") as handle:
-            return handle.readline().rstrip("\r\n")
+        from lockwatch.trusted import read_file  # bounded; a file only you or root wrote
+
+        return read_file(os.path.expanduser(path), 4096).decode().partition("\n")[0].rstrip("\r")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise SourceError(f"redis.password_file {path}: cannot read it: {reason}") from None

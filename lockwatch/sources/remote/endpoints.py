@@ -83,7 +83,9 @@ def normalise(text: str) -> str:
 def read_token(path: str) -> str:
     """The token in file `path`: its content, surrounding whitespace stripped."""
     try:
-        data = Path(path).expanduser().read_bytes()
+        from lockwatch.trusted import read_file  # bounded; a file only you or root wrote
+
+        data = read_file(Path(path).expanduser(), MAX_TOKEN_BYTES)
     except OSError as exc:
         raise EndpointError(f"token file {path}: {exc.strerror or exc}") from None
     if len(data) > MAX_TOKEN_BYTES:

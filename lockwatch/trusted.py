@@ -1,0 +1,260 @@
+"""Files lockwatch takes its settings, secrets and recordings from.
+
+lockwatch runs as root, in shared lock directories where anyone may write. A
+file it reads settings or secrets from (a config, a token or password file, the
+audit key) therefore counts only when nobody but its owner could have written
+it, and its owner is you or root: the rule of ssh's StrictModes and git's
+safe.directory. Each directory above it counts too, since whoever can write a
+directory can put another file in its place, unless the sticky bit stops them
+(as on /tmp and /run/lock). `--config FILE` names a file on purpose: its owner
+may then be anyone, but it must still be writable by its owner alone.
+
+Every read is bounded and never blocks: the kind of file is checked before it is
+opened (a FIFO, a device, a directory is refused by name), it is opened
+non-blocking, checked again on the open descriptor, and at most `limit + 1`
+bytes are read.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_CHUNK = MIB
+
+_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+@dataclass(frozen=True)
+class Trust:
+    """Who may have written a file for lockwatch to believe it."""
+
+    # The operator named this very file (--config FILE): any owner will do,
+    # as long as nobody else can write it.
+    named: bool = False
+    # A secret (the audit key): readable and writable by its owner alone.
+    secret: bool = False
+
+
+SETTINGS = Trust()
+NAMED = Trust(named=True)
+SECRET = Trust(secret=True)
+
+
+class Refused(OSError):
+    """A file lockwatch will not read: `strerror` says why (and how to fix it)."""
+
+    def __init__(self, path: str | os.PathLike[str], why: str, *, untrusted: bool = False) -> None:
+        super().__init__(errno.EPERM, why, os.fspath(path))
+        self.why = why
+        # Refused for who could have written it (not for what it is): a file
+        # lockwatch only looked for is then passed over, not an error.
+        self.untrusted = untrusted
+
+    def __str__(self) -> str:
+        return f"{os.fspath(self.filename)}: {self.why}"
+
+
+def special(mode: int) -> str | None:
+    """What a file of `mode` is when it is not a regular file ("a FIFO", ...)."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def who(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _private_group(gid: int, owner: int) -> bool:
+    """A group that is its owner's own (named after them, nobody else in it):
+    group-writable then means writable by the owner alone (umask 002 systems)."""
+    import grp
+
+    try:
+        group = grp.getgrgid(gid)
+    except KeyError:
+        return False
+    name = who(owner)
+    return group.gr_name == name and set(group.gr_mem) <= {name}
+
+
+def _writers(st: os.stat_result) -> str | None:
+    """Who besides the owner can write a file or directory of this status."""
+    if st.st_mode & stat.S_IWOTH:
+        return "every user"
+    if st.st_mode & stat.S_IWGRP and not _private_group(st.st_gid, st.st_uid):
+        import grp
+
+        try:
+            return f"group {grp.getgrgid(st.st_gid).gr_name}"
+        except KeyError:
+            return f"group {st.st_gid}"
+    return None
+
+
+def _mode(st: os.stat_result) -> str:
+    return f"mode {stat.S_IMODE(st.st_mode):04o}"
+
+
+def file_problem(path: str, st: os.stat_result, trust: Trust) -> str | None:
+    """Why a file of status `st` cannot be trusted (with the command that fixes
+    it), or None."""
+    me = os.geteuid()
+    q = shlex.quote(path)
+    if not trust.named and st.st_uid not in (me, 0):
+        return (
+            f"owned by {who(st.st_uid)}, not by you ({who(me)}) or root: whoever owns it"
+            f" decides what it says (make it yours: chown {who(me)} {q})"
+        )
+    if trust.secret and st.st_mode & 0o077:
+        return (
+            f"group or others can read or write it ({_mode(st)}): a key others can read is"
+            f" no key (chmod 600 {q})"
+        )
+    writers = _writers(st)
+    if writers is not None:
+        return f"{writers} can write it ({_mode(st)}) (chmod go-w {q})"
+    return None
+
+
+def _ancestors(directory: str) -> Iterator[str]:
+    current = directory
+    while True:
+        yield current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return
+        current = parent
+
+
+def dir_problem(path: str, owner: int, trust: Trust) -> str | None:
+    """Why the directories above `path` (a file owned by `owner`) let someone
+    else put another file in its place, or None. Both the path as given and the
+    one it resolves to are checked, and so is a symlink at `path` itself."""
+    me = os.geteuid()
+    owners = {me, 0} | ({owner} if trust.named else set())
+    try:
+        link = os.lstat(path)
+    except OSError:
+        link = None
+    if link is not None and stat.S_ISLNK(link.st_mode) and link.st_uid not in owners:
+        return f"it is a symlink owned by {who(link.st_uid)}, who decides where it points"
+    seen: set[str] = set()
+    for start in (os.path.dirname(os.path.abspath(path)), os.path.dirname(os.path.realpath(path))):
+        for directory in _ancestors(start):
+            if directory in seen:
+                continue
+            seen.add(directory)
+            try:
+                st = os.stat(directory)
+            except OSError:
+                continue  # gone or unsearchable: opening the file says so
+            q = shlex.quote(directory)
+            if st.st_uid not in owners:
+                return (
+                    f"its directory {directory} is owned by {who(st.st_uid)}, who can put"
+                    f" another file in its place (chown {who(me)} {q}, or move it)"
+                )
+            writers = _writers(st)
+            if writers is not None and not st.st_mode & stat.S_ISVTX:
+                return (
+                    f"its directory {directory} is writable by {writers} ({_mode(st)}) without"
+                    f" the sticky bit: they can put another file in its place"
+                    f" (chmod go-w {q}, or chmod +t {q})"
+                )
+    return None
+
+
+def problem(path: str, st: os.stat_result, trust: Trust) -> str | None:
+    """Why the file at `path`, of status `st`, cannot be trusted; None if it can."""
+    return file_problem(path, st, trust) or dir_problem(path, st.st_uid, trust)
+
+
+def _open_regular(path: str, limit: int | None, trust: Trust | None) -> tuple[int, int]:
+    """A descriptor of the regular file at `path`, checked, and its size."""
+    st = os.stat(path)
+    # Whose it is first: a FIFO someone else planted is theirs before it is a FIFO.
+    why = file_problem(path, st, trust) if trust is not None else None
+    if why is not None:
+        raise Refused(path, why, untrusted=True)
+    kind = special(st.st_mode)  # before opening: a tape device rewinds on open
+    if kind is not None:
+        raise Refused(path, f"{kind}, not a regular file")
+    fd = os.open(path, _OPEN)
+    try:
+        st = os.fstat(fd)
+        kind = special(st.st_mode)  # replaced between the stat and the open
+        if kind is not None:
+            raise Refused(path, f"{kind}, not a regular file")
+        if trust is not None:
+            why = problem(path, st, trust)
+            if why is not None:
+                raise Refused(path, why, untrusted=True)
+        if limit is not None and st.st_size > limit:
+            raise Refused(path, f"{st.st_size:,} bytes, more than the {_size(limit)} allowed")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def read_file(path: str | os.PathLike[str], limit: int, trust: Trust | None = SETTINGS) -> bytes:
+    """The content of the regular file at `path`, at most `limit` bytes, if
+    `trust` allows it (None: any owner, as for recordings). OSError when it
+    cannot be read; `Refused` (an OSError) when it will not be."""
+    name = os.fspath(path)
+    fd, _ = _open_regular(name, limit, trust)
+    try:
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    finally:
+        os.close(fd)
+    if total > limit:  # it grew after the fstat
+        raise Refused(name, f"more than the {_size(limit)} allowed")
+    return b"".join(chunks)
+
+
+def open_file(path: str | os.PathLike[str], limit: int, trust: Trust | None = None) -> BinaryIO:
+    """The regular file at `path` opened for reading in binary, for a reader that
+    streams it (and bounds its own lines); refused as `read_file` refuses."""
+    name = os.fspath(path)
+    fd, _ = _open_regular(name, limit, trust)
+    # Reads need not be non-blocking any more: it is a regular file.
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _size(limit: int) -> str:
+    for unit, name in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
+        if limit >= unit and limit % unit == 0:
+            return f"{limit // unit} {name}"
+    return f"{limit:,} bytes"
