@@ -1,11 +1,19 @@
-"""Servers polled on an interval, with backoff while they are away (Redis, etcd):
-the dashboard's feed for them, as sources/postgres/feed.py is for PostgreSQL.
+"""Servers polled on an interval, with backoff while they are away (Redis, etcd,
+remote lockwatch serves): the dashboard's and serve's feed for them, as
+sources/postgres/feed.py is for PostgreSQL.
 
 A poller answers one poll at a time in a worker thread, on its one connection;
 records are judged and diffed in that thread too, and the event loop only
 applies what changed. A server that does not answer keeps its last locks on
 screen: the change set carries only its status, whose `updated_at` says how
 old they are.
+
+Every poll has a deadline. A poll still running past it is a stall, whatever
+the poller's own timeouts say (a server that answers a byte a second never
+trips a per-read timeout): the feed says so at once, with the status
+`disconnected` and the reason "stalled after N s", keeps the last locks, dated by
+`updated_at`, and comes back by itself when a poll answers. `PolledFeed.health`
+is the same fact for `serve` (`lockwatch_source_up`).
 """
 
 from __future__ import annotations
@@ -15,11 +23,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from lockwatch.clock import Clock
+from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
-from lockwatch.model.status import SourceStatus
+from lockwatch.model.status import LIVE_STATES, SourceStatus
 from lockwatch.sources.contract import Collected, ListingRequest
 from lockwatch.sources.feed import Differ, Emit
 
@@ -28,6 +36,28 @@ if TYPE_CHECKING:
 
 # Never poll faster than this, whatever a poller asks.
 MIN_WAIT = 0.1
+# Seconds a poll may take before its source is down (stalled), unless its
+# selection names its own (a remote's is its whole-answer timeout).
+DEFAULT_DEADLINE = 10.0
+
+
+def stalled(seconds: float) -> str:
+    """The words of a missed deadline, the same for every polled source."""
+    return f"stalled after {seconds:g} s"
+
+
+@dataclass(frozen=True)
+class PollHealth:
+    """Whether a polled source is up, for `serve` (`lockwatch_source_up`) and
+    anyone else who asks the feed rather than its statuses (which say the same)."""
+
+    # Its last poll answered within the deadline, and every status it gave is live.
+    up: bool = False
+    # When its last good poll answered: what is shown is that old.
+    last_success: datetime | None = None
+    # Since when a poll has been running past its deadline; None: no stall now.
+    stalled_since: datetime | None = None
+    reason: str | None = None  # why it is down, in the status's words
 
 
 @dataclass(frozen=True)
@@ -62,12 +92,21 @@ class PolledFeed:
         host: str,
         interval: float,
         settle: Callable[[Entry, Entry], bool] | None = None,
+        deadline: float = DEFAULT_DEADLINE,
+        clock: Clock | None = None,
     ) -> None:
         self.poller = poller
         self.name = poller.name
         self.host = host
         self.interval = interval
+        self.deadline = deadline
+        self.clock = clock or SystemClock()
         self._differ = Differ(settle=settle)
+        # The statuses of its last answer: a stall marks these down.
+        self._statuses: tuple[SourceStatus, ...] = ()
+        # Replaced whole, never changed in place: a reader in another thread
+        # sees one answer or the next, not half of each.
+        self.health = PollHealth(reason="not polled yet")
 
     async def run(self, emit: Emit) -> None:
         # asyncio is imported where a feed runs: `ls` imports this module (for
@@ -75,13 +114,44 @@ class PolledFeed:
         import asyncio
 
         while True:
-            change, wait = await asyncio.to_thread(self.poll)
+            poll = asyncio.ensure_future(asyncio.to_thread(self.poll))
+            done, _ = await asyncio.wait({poll}, timeout=self.deadline)
+            if not done:
+                # Its thread is waited for, not abandoned (one poll at a time on
+                # its one connection): its answer brings the source back.
+                emit(self._stall())
+            change, wait = await poll
+            self._note(change)  # after a stall, the answer's word is the last
             emit(change)
             await asyncio.sleep(max(wait, MIN_WAIT))
+
+    def _stall(self) -> ChangeSet:
+        at = self.clock.now()
+        reason = f"{stalled(self.deadline)}: its poll has not answered"
+        statuses = tuple(
+            replace(status, state="disconnected", reason=reason, next_retry_at=None)
+            for status in self._statuses
+        ) or (_status_of(self.name, reason),)
+        self.health = replace(self.health, up=False, stalled_since=at, reason=reason)
+        return ChangeSet(self.name, at, statuses)
+
+    def _note(self, change: ChangeSet) -> None:
+        """The health its answer says: up when every status it gave is live."""
+        self._statuses = change.statuses
+        down = [status for status in change.statuses if status.state not in LIVE_STATES]
+        if down:
+            self.health = PollHealth(False, self.health.last_success, None, down[0].reason)
+        else:
+            self.health = PollHealth(True, change.at, None, None)
 
     def poll(self) -> tuple[ChangeSet, float]:
         """One poll, judged and diffed (in a worker thread): the change set, and
         how long to wait before the next one."""
+        change, wait = self._poll()
+        self._note(change)
+        return change, wait
+
+    def _poll(self) -> tuple[ChangeSet, float]:
         polled = self.poller.poll()
         wait = self.interval if polled.retry_in is None else polled.retry_in
         if polled.locks is None:
@@ -98,6 +168,12 @@ class PolledFeed:
         import asyncio
 
         await asyncio.to_thread(self.poller.close)
+
+
+def _status_of(feed: str, reason: str) -> SourceStatus:
+    """The status of a feed that has given none yet: its name is `kind:name`."""
+    kind, _, name = feed.partition(":")
+    return SourceStatus(kind, name or feed, "disconnected", reason=reason)
 
 
 def _close(a: datetime | None, b: datetime | None, within: timedelta) -> bool:
@@ -162,11 +238,45 @@ def same_but_for_countdown(old: Entry, new: Entry) -> bool:
     return steady == ol
 
 
+def poll_within(poller: ServerPoller, deadline: float, now: datetime, kind: str) -> Polled:
+    """One poll for `ls`, and the poller closed; a poll still running at the
+    deadline is a stall: `ls` says so and goes on, the poll's thread (a daemon,
+    never joined) left to the process's exit."""
+    import threading
+
+    answer: list[Polled | BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            answer.append(poller.poll())
+        except BaseException as exc:  # noqa: BLE001 - carried to the caller, as poll() raises
+            answer.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"poll {poller.name}", daemon=True).start()
+    if not done.wait(deadline):
+        reason = f"{stalled(deadline)}: no answer to its poll"
+        return Polled(
+            now, (SourceStatus(kind, poller.server, "disconnected", reason=reason),), None
+        )
+    poller.close()
+    got = answer[0]
+    if isinstance(got, BaseException):
+        raise got
+    return got
+
+
 def collect_polled(
-    pollers: Sequence[ServerPoller], request: ListingRequest, kind: str
+    pollers: Sequence[ServerPoller],
+    request: ListingRequest,
+    kind: str,
+    deadline: float = DEFAULT_DEADLINE,
 ) -> Collected:
-    """`ls`'s one-shot picture from pollers (redis or etcd): each polled once and
-    closed, its locks judged as of its poll, its wait-for graphs built."""
+    """`ls`'s one-shot picture from pollers (redis or etcd): each polled once,
+    within `deadline`, and closed, its locks judged as of its poll, its wait-for
+    graphs built."""
     from lockwatch.clock import FrozenClock
     from lockwatch.model.assess import assess
     from lockwatch.model.blocking import from_locks, group
@@ -175,10 +285,7 @@ def collect_polled(
 
     out = Collected()
     for poller in pollers:
-        try:
-            polled = poller.poll()
-        finally:
-            poller.close()
+        polled = poll_within(poller, deadline, request.now, kind)
         out.statuses.extend(polled.statuses)
         for status in polled.statuses:
             if status.state != "connected":
@@ -207,17 +314,24 @@ class StoreSelection:
 
     kind: ClassVar[str]
     refresh: float
+    # A poll's deadline (seconds); a selection may name its own.
+    deadline: ClassVar[float] = DEFAULT_DEADLINE
 
     def pollers(self, clock: Clock) -> Sequence[ServerPoller]:
         raise NotImplementedError
 
     def collect(self, request: ListingRequest) -> Collected:
-        from lockwatch.clock import SystemClock
-
-        return collect_polled(self.pollers(SystemClock()), request, self.kind)
+        return collect_polled(self.pollers(SystemClock()), request, self.kind, self.deadline)
 
     def feeds(self, clock: Clock, host: str) -> Sequence[PolledFeed]:
         return [
-            PolledFeed(poller, host=host, interval=self.refresh, settle=same_but_for_countdown)
+            PolledFeed(
+                poller,
+                host=host,
+                interval=self.refresh,
+                settle=same_but_for_countdown,
+                deadline=self.deadline,
+                clock=clock,
+            )
             for poller in self.pollers(clock)
         ]

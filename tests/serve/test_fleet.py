@@ -71,7 +71,10 @@ def test_ls_merges_remotes_with_a_host_per_lock(
     assert set(by_path) == set(expected)
     for path, url in expected.items():
         lock = by_path[path]
-        assert lock["remote"] == url and lock["host"] == HOST
+        # Both serves run on this host: a remote does not speak for this host, so
+        # their locks are shown under the address they were read from.
+        assert lock["remote"] == url and lock["host"] == url.removeprefix("http://")
+        assert lock["claimed_host"] == HOST
         assert lock["id"] == f"file:{path}"  # its id on its host: what to act on there
         assert lock["state"] == ("active" if path.endswith("alive.pid") else "stale")
     assert [(s["kind"], s["name"], s["status"]) for s in document["sources"]] == [
@@ -87,7 +90,8 @@ def test_ls_merges_remotes_with_a_host_per_lock(
     # Fleet-wide cron: stale anywhere is exit 3; a remote that is gone is exit 1.
     table = ls("--remote", east.url, "--fail-on-stale")
     assert table.returncode == 3
-    assert f"{HOST}:{tmp_path / 'east' / 'east-deploy.pid'}" in table.stdout
+    where = east.url.removeprefix("http://")
+    assert f"{where}:{tmp_path / 'east' / 'east-deploy.pid'}" in table.stdout
     west.stop()
     gone = ls("--remote", east.url, "--remote", west.url, "--json")
     assert gone.returncode == 1

@@ -1,25 +1,41 @@
 """One remote's document, fetched: `GET <URL>/v1/locks` over one kept-alive
-connection, with the remote's token, a timeout, a bound on the size of the
-answer, and no redirects (a token must not follow one to another host).
+connection, with the remote's token, a deadline for the whole answer, a bound on
+its size, and no redirects (a token must not follow one to another host).
+
+The deadline covers everything from the connection to the last byte of the
+body. httpx's own timeouts are per operation (connect, each read): a remote
+that sends one byte a second never trips them. So every network operation of
+the request is given what is left of the deadline, at most, by the network
+backend under httpx (`_DeadlineBackend`); no thread waits on a socket past it.
 
 What goes wrong is a `RemoteProblem` in words fit for the header: `disconnected`
-when the remote cannot be reached (unreachable: refused, no answer), `error`
-when it answers but not as a lockwatch serve would (a refused token, HTTP 500,
-not the JSON contract).
+when the remote cannot be reached (unreachable: refused, no answer) or misses
+the deadline (stalled), `error` when it answers but not as a lockwatch serve
+would (a refused token, HTTP 500, not the JSON contract).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Literal
+
+# Loaded only when a remote is asked for: nothing imports this module at start.
+import httpcore
+import httpx
 
 from lockwatch import __version__
+from lockwatch.sources.polled import stalled
 from lockwatch.sources.remote.endpoints import DEFAULT_TIMEOUT, Remote
 
 if TYPE_CHECKING:
-    import httpx
+    import ssl
 
 # A 10,000-lock document is about 10 MB: this leaves room, and bounds a hostile one.
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+# Silence for this long (no connection, no byte) is "no answer", sooner than the
+# deadline: a host that is down is told apart from one that is slow.
+SILENCE_SECONDS = 3.0
 
 
 class RemoteProblem(Exception):
@@ -30,55 +46,72 @@ class RemoteProblem(Exception):
 
 
 class Fetcher:
-    """Fetches one remote's document; one request at a time."""
+    """Fetches one remote's document; one request at a time. `timeout`: the
+    deadline, in seconds, for a whole answer (connect, headers, body)."""
 
     def __init__(self, remote: Remote, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.remote = remote
         self.timeout = timeout
         self._client: httpx.Client | None = None
+        self._deadline = _Deadline()
 
     def _connection(self) -> httpx.Client:
-        import httpx
-
         if self._client is None:
             headers = {"User-Agent": f"lockwatch/{__version__}", "Accept": "application/json"}
             if self.remote.token is not None:
                 headers["Authorization"] = f"Bearer {self.remote.token}"
+            silence = min(SILENCE_SECONDS, self.timeout)
             # No proxies or netrc from the environment: the fleet's own addresses,
             # the token only where the operator named.
             self._client = httpx.Client(
                 headers=headers,
-                timeout=httpx.Timeout(self.timeout),
+                timeout=httpx.Timeout(silence),
                 follow_redirects=False,
                 trust_env=False,
+                transport=_DeadlineTransport(self._deadline),
             )
         return self._client
 
     def fetch(self) -> bytes:
         """The document's bytes (raises RemoteProblem)."""
-        import httpx
-
+        self._deadline.start(self.timeout)
+        size = 0
         try:
             with self._connection().stream("GET", self.remote.locks_url) as response:
                 _check(response)
                 chunks: list[bytes] = []
-                size = 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)
                     if size > MAX_DOCUMENT_BYTES:
                         raise RemoteProblem(
                             "error", f"its answer is over {MAX_DOCUMENT_BYTES >> 20} MiB"
                         )
+                    # Decoding (gzip) reads no socket: the deadline is checked here too.
+                    self._deadline.left(None)
                     chunks.append(chunk)
                 return b"".join(chunks)
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, httpcore.TimeoutException):
             self._reset()
+            if self._deadline.missed():
+                got = f" ({size:,} bytes of its answer in)" if size else ""
+                raise RemoteProblem(
+                    "disconnected", f"{stalled(self.timeout)}: no whole answer in time{got}"
+                ) from None
             raise RemoteProblem(
-                "disconnected", f"unreachable: no answer within {self.timeout:g}s"
+                "disconnected",
+                f"unreachable: no answer within {min(SILENCE_SECONDS, self.timeout):g}s",
             ) from None
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpcore.NetworkError, httpcore.ProtocolError) as exc:
             self._reset()
             raise RemoteProblem("disconnected", f"unreachable: {_words(exc)}") from None
+        except httpx.DecodingError:
+            self._reset()
+            raise RemoteProblem("error", "its answer could not be decoded") from None
+        except RemoteProblem:
+            self._reset()
+            raise
+        finally:
+            self._deadline.stop()
 
     def _reset(self) -> None:
         # A connection that failed is not reused: the next try starts afresh.
@@ -112,4 +145,154 @@ def _words(exc: Exception) -> str:
     # "[Errno 111] Connection refused" says it; the errno adds nothing for a reader.
     if text.startswith("[Errno"):
         text = text.partition("] ")[2] or text
-    return text or type(exc).__name__
+    return (text or type(exc).__name__)[:200]
+
+
+# -- the deadline, under httpx --------------------------------------------------------
+
+# A socket's timeout ends a little after it was due, never much before: an
+# operation that was given the rest of the deadline and timed out this close to
+# it timed out because of it.
+_SLACK = 0.05
+
+
+class _Deadline:
+    """The monotonic instant the answer being fetched must be whole by."""
+
+    def __init__(self) -> None:
+        self._at: float | None = None
+
+    def start(self, seconds: float) -> None:
+        self._at = time.monotonic() + seconds
+
+    def stop(self) -> None:
+        self._at = None
+
+    def missed(self) -> bool:
+        return self._at is not None and time.monotonic() >= self._at - _SLACK
+
+    def left(self, timeout: float | None) -> float | None:
+        """The timeout for one operation: `timeout`, or less when the deadline is
+        nearer. Raises a timeout once it has passed."""
+        if self._at is None:
+            return timeout
+        remaining = self._at - time.monotonic()
+        if remaining <= 0:
+            raise httpcore.ReadTimeout("the deadline for the whole answer has passed")
+        return remaining if timeout is None else min(timeout, remaining)
+
+
+class _Stream(httpcore.NetworkStream):
+    """A connection whose every read and write ends by the deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream, deadline: _Deadline) -> None:
+        self._inner = inner
+        self._deadline = deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, self._deadline.left(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, self._deadline.left(timeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        inner = self._inner.start_tls(ssl_context, server_hostname, self._deadline.left(timeout))
+        return _Stream(inner, self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _Backend(httpcore.NetworkBackend):
+    """httpcore's own sockets, each connection wrapped in a `_Stream`."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        self._inner = httpcore.SyncBackend()
+        self._deadline = deadline
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        inner = self._inner.connect_tcp(
+            host, port, self._deadline.left(timeout), local_address, socket_options
+        )
+        return _Stream(inner, self._deadline)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        inner = self._inner.connect_unix_socket(path, self._deadline.left(timeout), socket_options)
+        return _Stream(inner, self._deadline)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class _DeadlineTransport(httpx.BaseTransport):
+    """httpx over an httpcore pool whose network backend keeps the deadline
+    (httpx's HTTPTransport takes no backend): one connection, kept alive."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        self._pool = httpcore.ConnectionPool(
+            # The CA bundle httpx uses; SSL_CERT_FILE from the environment is not read.
+            ssl_context=httpx.create_ssl_context(trust_env=False),
+            max_connections=1,
+            max_keepalive_connections=1,
+            network_backend=_Backend(deadline),
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.SyncByteStream)
+        answer = self._pool.handle_request(
+            httpcore.Request(
+                method=request.method,
+                url=httpcore.URL(
+                    scheme=request.url.raw_scheme,
+                    host=request.url.raw_host,
+                    port=request.url.port,
+                    target=request.url.raw_path,
+                ),
+                headers=request.headers.raw,
+                content=request.stream,
+                extensions=request.extensions,
+            )
+        )
+        assert isinstance(answer.stream, Iterable)
+        return httpx.Response(
+            status_code=answer.status,
+            headers=answer.headers,
+            stream=_Body(answer.stream),
+            extensions=answer.extensions,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class _Body(httpx.SyncByteStream):
+    def __init__(self, inner: Iterable[bytes]) -> None:
+        self._inner = inner
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._inner
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()

@@ -11,7 +11,6 @@ Pure: bytes in, records out.
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,14 +22,26 @@ from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.report import LS_SCHEMA
 from lockwatch.model.status import LIVE_STATES
 from lockwatch.model.timestamps import parse_timestamp
-from lockwatch.model.verdict import State
+from lockwatch.model.verdict import same_host
 from lockwatch.sources.remote import ids
 from lockwatch.sources.remote.facts import RemoteOrigin
+from lockwatch.sources.remote.records import RecordError, check_record, cut, shown
 
-_STATES = frozenset(state.value for state in State)
+# A lock's text fields (name, path, holder's) as the table and the detail pane
+# show them: longer is cut, its length said; the record keeps it whole.
+SHOWN_IN_MODEL = 1024
+
 # The fields a merged listing adds to each record of another host.
 HOST_FIELD = "host"
 REMOTE_FIELD = "remote"
+# Added when a serve said it was this host: what it claimed (`host` is then the
+# address it was read from).
+CLAIMED_FIELD = "claimed_host"
+CLAIM_CODE = "claims_this_host"
+# A host name is at most 253 characters (RFC 1035): the rest is shown cut.
+MAX_HOST = 253
+# Dropped records named one by one in the warning, at most.
+NAMED_DROPS = 3
 
 
 class DocumentError(ValueError):
@@ -41,7 +52,7 @@ class DocumentError(ValueError):
 class RemoteListing:
     """One remote's document, read."""
 
-    host: str
+    host: str  # as that serve names itself (`cut` it to show it)
     generated_at: datetime
     # The lock records as that host wrote them, each with `host` and `remote` added.
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -50,35 +61,53 @@ class RemoteListing:
     # That host's own sources that are unwell, in words ("postgres x disconnected").
     unwell: list[str] = field(default_factory=list)
     errors: int = 0  # places that host could not read
-    ignored: int = 0  # records that did not keep the contract
+    ignored: int = 0  # records that did not keep the contract, dropped
     stale: int = 0  # locks that host judged stale
+    # Why records were dropped, the first few, each in one short line.
+    dropped: list[str] = field(default_factory=list)
+    # It said it was this host: shown under its address instead (see `claimed`).
+    claims_this_host: bool = False
 
     def summary(self) -> str:
         """What the header says of a connected remote: whose it is, and its trouble."""
-        parts = [f"host {self.host}"]
+        parts = [f"host {cut(self.host)}"]
+        if self.claims_this_host:
+            parts[0] += " (this host's name: not taken from a remote)"
         parts.extend(self.unwell)
         if self.errors:
             parts.append(f"{self.errors} unreadable there")
         if self.ignored:
-            parts.append(f"{self.ignored} records not understood")
+            parts.append(f"{self.ignored} records not understood, left out")
         return "; ".join(parts)
+
+    def warning(self) -> str | None:
+        """One line for stderr when records were dropped: how many, and why."""
+        if not self.ignored:
+            return None
+        why = "; ".join(self.dropped)
+        more = self.ignored - len(self.dropped)
+        if more > 0:
+            why += f"; and {more:,} more"
+        return f"{self.ignored:,} records not understood, left out ({why})"
 
 
 def read_document(
-    data: bytes, remote: str, *, records: bool = True, locks: bool = True
+    data: bytes, remote: str, *, local_host: str, records: bool = True, locks: bool = True
 ) -> RemoteListing:
-    """The document `data` from the serve at `remote`: its records (for a merged
-    `ls --json`) and/or its locks (for the table and the dashboard)."""
+    """The document `data` from the serve at `remote`, read on `local_host`: its
+    records (for a merged `ls --json`) and/or its locks (for the table and the
+    dashboard)."""
     try:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise DocumentError(f"not JSON ({exc})") from None
+        raise DocumentError(f"not JSON ({cut(str(exc))})") from None
     if not isinstance(document, dict):
         raise DocumentError("not a JSON object")
     if document.get("schema") != LS_SCHEMA:
-        raise DocumentError(f"not a {LS_SCHEMA} document (schema {document.get('schema')!r})")
+        raise DocumentError(f"not a {LS_SCHEMA} document (schema {shown(document.get('schema'))})")
     host = document.get("host")
-    generated_at = parse_timestamp(document.get("generated_at"))
+    generated = document.get("generated_at")
+    generated_at = parse_timestamp(generated) if isinstance(generated, str) else None
     found = document.get("locks")
     if not isinstance(host, str) or not host or generated_at is None:
         raise DocumentError("no host or generated_at")
@@ -86,19 +115,26 @@ def read_document(
         raise DocumentError("no locks array")
     kept: list[Lock] = []
     rendered: list[dict[str, Any]] = []
+    dropped: list[str] = []
     ignored = stale = 0
-    for record in found:
-        lock = _lock(record, remote, host, generated_at)
-        if lock is None:
+    claims = False
+    for index, record in enumerate(found):
+        try:
+            checked = check_record(record)
+        except RecordError as exc:
             ignored += 1
+            if len(dropped) < NAMED_DROPS:
+                dropped.append(f"lock {index}: {exc}")
             continue
+        lock = _lock(checked, remote, host, generated_at, local_host)
         origin = lock.facts
         assert isinstance(origin, RemoteOrigin)
+        claims = claims or origin.claimed_host is not None
         stale += origin.state == "stale"
         if locks:
             kept.append(lock)
         if records:
-            rendered.append({**record, HOST_FIELD: origin.host, REMOTE_FIELD: remote})
+            rendered.append(_passed_on(checked, origin))
     errors = document.get("errors")
     return RemoteListing(
         host,
@@ -109,7 +145,30 @@ def read_document(
         len(errors) if isinstance(errors, list) else 0,
         ignored,
         stale,
+        dropped,
+        claims,
     )
+
+
+def _bounded_host(host: str) -> str:
+    """A host name as a lock keeps it: one longer than a host name can be is cut."""
+    return host if len(host) <= MAX_HOST else cut(host)
+
+
+def address(remote: str) -> str:
+    """The serve's own name, as the operator gave it: its URL without the scheme
+    (`db7:9464`, `proxy/lockwatch/db1`)."""
+    return remote.partition("://")[2] or remote
+
+
+def _passed_on(record: dict[str, Any], origin: RemoteOrigin) -> dict[str, Any]:
+    """A checked record for a merged listing: whose it is added."""
+    out = {**record, HOST_FIELD: origin.host, REMOTE_FIELD: origin.remote}
+    if origin.claimed_host is not None:
+        out[CLAIMED_FIELD] = origin.claimed_host
+        code, message = origin.reasons[-1]
+        out["reasons"] = [*record.get("reasons", []), {"code": code, "message": message}]
+    return out
 
 
 def _unwell(sources: Any) -> list[str]:
@@ -121,7 +180,11 @@ def _unwell(sources: Any) -> list[str]:
             continue
         status = source.get("status")
         if isinstance(status, str) and status not in LIVE_STATES:
-            unwell.append(f"{_text(source.get('kind'))} {_text(source.get('name'))} {status}")
+            words = (_text(source.get("kind")), _text(source.get("name")), status)
+            unwell.append(" ".join(cut(word or "?", 80) for word in words))
+        if len(unwell) >= NAMED_DROPS * 3:
+            unwell.append("…")
+            break
     return unwell
 
 
@@ -129,77 +192,66 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _seconds(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _shown_text(value: Any) -> str | None:
+    """Text of a checked record for a lock's fields: long text cut, with its length
+    (the record itself, `Lock.content`, keeps it whole). Not escaped: every view
+    escapes a lock's text itself."""
+    if not isinstance(value, str):
         return None
-    number = float(value)
-    return number if math.isfinite(number) and number >= 0 else None
+    if len(value) <= SHOWN_IN_MODEL:
+        return value
+    return f"{value[:SHOWN_IN_MODEL]}…({len(value):,} chars)"
 
 
-def _time(value: Any) -> datetime | None:
-    return parse_timestamp(value) if isinstance(value, str) else None
-
-
-def _reasons(value: Any) -> tuple[tuple[str, str], ...] | None:
-    if not isinstance(value, list):
-        return None
-    pairs = []
-    for reason in value:
-        if not isinstance(reason, dict):
-            return None
-        code, message = reason.get("code"), reason.get("message")
-        if not isinstance(code, str) or not isinstance(message, str):
-            return None
-        pairs.append((code, message))
-    return tuple(pairs)
-
-
-def _lock(record: Any, remote: str, host: str, seen_at: datetime) -> Lock | None:
-    """One record as a Lock of that host, or None when it breaks the contract."""
-    if not isinstance(record, dict):
-        return None
-    lock_id, source = record.get("id"), record.get("source")
-    name, kind, state = record.get("name"), record.get("format"), record.get("state")
-    if not (isinstance(lock_id, str) and lock_id and isinstance(source, str) and source):
-        return None
-    if not isinstance(name, str) or not isinstance(kind, str) or state not in _STATES:
-        return None
-    reasons = _reasons(record.get("reasons", []))
-    if reasons is None:
-        return None
-    holder = record.get("holder")
-    if not isinstance(holder, dict):
-        holder = {}
-    alive = holder.get("alive")
+def _lock(
+    record: dict[str, Any], remote: str, host: str, seen_at: datetime, local_host: str
+) -> Lock:
+    """A checked record as a Lock of that host: one that says it is this host is
+    shown under the serve's address, with what it claimed."""
+    lock_id: str = record["id"]
+    holder: dict[str, Any] = record["holder"]
     own_host = record.get(HOST_FIELD)  # a lock passed on by a serve that merges others
+    said = own_host if isinstance(own_host, str) and own_host else host
+    reasons = tuple((reason["code"], reason["message"]) for reason in record.get("reasons", []))
+    claimed: str | None = None
+    there = said
+    if same_host(said, local_host):
+        claimed, there = _bounded_host(said), address(remote)
+        reasons += (
+            (
+                CLAIM_CODE,
+                f"its serve at {remote} says it is on {cut(said)}, this host's name: a remote"
+                " does not speak for this host, so it is shown under that serve's address",
+            ),
+        )
+    else:
+        there = _bounded_host(said)
     blocking = record.get("blocking")
     origin = RemoteOrigin(
         remote=remote,
-        host=own_host if isinstance(own_host, str) and own_host else host,
+        host=there,
         id=lock_id,
-        state=state,
+        state=record["state"],
         reasons=reasons,
-        alive=alive if isinstance(alive, bool) else None,
+        alive=holder.get("alive"),
         waiters=len(blocking) if isinstance(blocking, list) else 0,
         age_seconds=_seconds(record.get("age_seconds")),
         seen_at=seen_at,
+        claimed_host=claimed,
     )
+    pid = holder.get("pid")
     return Lock(
         id=ids.remote_id(remote, lock_id),
-        source=source,
-        format=kind,
-        name=name,
-        path=_text(record.get("path")),
+        source=record["source"],
+        format=record["format"],
+        name=_shown_text(record["name"]) or "",
+        path=_shown_text(record.get("path")),
         holder=Holder(
-            pid=_int(holder.get("pid")),
-            host=_text(holder.get("host")),
-            actor=_text(holder.get("actor")),
-            session=_text(holder.get("session")),
-            operation=_text(holder.get("operation")),
+            pid=pid if isinstance(pid, int) else None,
+            host=_shown_text(holder.get("host")),
+            actor=_shown_text(holder.get("actor")),
+            session=_shown_text(holder.get("session")),
+            operation=_shown_text(holder.get("operation")),
         ),
         acquired_at=_time(record.get("acquired_at")),
         heartbeat_at=_time(record.get("heartbeat_at")),
@@ -213,26 +265,39 @@ def _lock(record: Any, remote: str, host: str, seen_at: datetime) -> Lock | None
     )
 
 
+def _seconds(value: Any) -> float | None:
+    # Checked already (check_record): a number in range, or None.
+    return None if value is None else float(value)
+
+
+def _time(value: Any) -> datetime | None:
+    return parse_timestamp(value) if isinstance(value, str) else None
+
+
 def aged_record(lock: Lock, now: datetime) -> dict[str, Any] | None:
     """A remote lock's record for a document written at `now` (a serve that merges
-    other hosts): `age_seconds` as of then, `host` and `remote` added."""
+    other hosts): `age_seconds` as of then, whose it is added."""
     origin, record = lock.facts, lock.content
     if not isinstance(origin, RemoteOrigin) or not isinstance(record, dict):
         return None
     age = origin.age_at(now)
-    return {
-        **record,
-        "age_seconds": None if age is None else round(age, 3),
-        HOST_FIELD: origin.host,
-        REMOTE_FIELD: origin.remote,
-    }
+    return {**_passed_on(record, origin), "age_seconds": None if age is None else round(age, 3)}
 
 
 def advice(verb: str, lock: Lock, origin: RemoteOrigin) -> str:
     """Why an action on another host's lock is not taken here, and what to run there."""
-    command = f"lockwatch {verb} {shlex.quote(origin.id)} --reason '…'"
+    name = cut(lock.name)
+    if origin.claimed_host is not None:
+        # Its word is all there is that the lock is ours: no command is given on it.
+        return (
+            f"{name} came from the lockwatch serve at {origin.remote}, which says it is on"
+            f" {origin.claimed_host}, this host's name. A remote does not speak for this"
+            " host: nothing is done on its word, and no command is given for it; this host's"
+            " own locks are in `lockwatch ls`"
+        )
+    command = f"lockwatch {verb} {shlex.quote(cut(origin.id, 1024))} --reason '…'"
     return (
-        f"{lock.name} is a lock on host {origin.host}, seen through its lockwatch serve at"
+        f"{name} is a lock on host {origin.host}, seen through its lockwatch serve at"
         f" {origin.remote}: other hosts' locks are read-only here. On {origin.host} run:"
         f" {command}"
     )

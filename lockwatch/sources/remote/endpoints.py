@@ -17,7 +17,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 LOCKS_PATH = "/v1/locks"
-DEFAULT_TIMEOUT = 3.0
+# Seconds for a whole answer (connect, headers, body): a 10,000-lock document
+# (about 10 MB) crosses a slow link in less; a remote that takes longer is stalled.
+DEFAULT_TIMEOUT = 10.0
 # A token longer than this is not a token: a wrong file was named.
 MAX_TOKEN_BYTES = 4096
 
@@ -43,7 +45,7 @@ class RemoteSettings:
     urls: tuple[str, ...] = ()
     token_file: str | None = None  # for every remote without its own
     token_files: Mapping[str, str] = field(default_factory=dict)  # by normalised URL
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_TIMEOUT  # the deadline for a whole answer
 
 
 def normalise(text: str) -> str:

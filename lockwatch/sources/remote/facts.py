@@ -42,6 +42,9 @@ class RemoteOrigin(Facts):
     # reason to redraw a row.
     age_seconds: float | None = field(default=None, compare=False)
     seen_at: datetime | None = field(default=None, compare=False)
+    # What its serve said its host was, when that was this host's name: a remote
+    # does not speak for this host, so `host` is then the serve's address.
+    claimed_host: str | None = None
 
     foreign: ClassVar[bool] = True
 
@@ -62,6 +65,13 @@ class RemoteOrigin(Facts):
         return STORE_WARNING_CODES
 
     def sections(self, lock: Lock, now: datetime) -> tuple[Section, ...]:
+        if self.claimed_host is not None:
+            claimed = (
+                ("served by", self.remote),
+                ("says it is on", f"{self.claimed_host} (this host's name: not believed)"),
+                ("id there", self.id),
+            )
+            return (Section(f"From the serve at {self.host} (read-only here)", claimed),)
         rows = (
             ("host", self.host),
             ("served by", self.remote),

@@ -8,7 +8,7 @@ Config table it owns:
     [remote]
     urls = ["https://db1.example:9464", "http://10.0.0.7:9464"]   # or one string
     token_file = "/etc/lockwatch/fleet.token"    # for every remote without its own
-    timeout = 3                                  # seconds per request
+    timeout = 10    # seconds for a whole answer (connect, headers, body); past it: stalled
 
     [remote.token_files]                         # a remote's own token
     "https://db1.example:9464" = "/etc/lockwatch/db1.token"
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from lockwatch.sources.remote.document import RemoteListing
 
 DEFAULT_REFRESH = 2.0
+# Seconds the feed waits past a fetch's own deadline before it calls it stalled.
+FEED_GRACE = 1.0
 DEFAULTS = RemoteSettings()
 
 
@@ -151,16 +153,20 @@ class SelectedRemotes:
         from lockwatch.clock import FrozenClock
         from lockwatch.model.assess import assess
         from lockwatch.model.process import StaticProcesses
-        from lockwatch.model.report import records_json_array
         from lockwatch.model.status import SourceStatus
         from lockwatch.sources.remote.client import Fetcher, RemoteProblem
         from lockwatch.sources.remote.poller import fetch_listing
+        from lockwatch.sources.remote.records import cut, json_array
 
         def one(remote: Remote) -> RemoteListing | RemoteProblem:
             fetcher = Fetcher(remote, self.timeout)
             try:
                 return fetch_listing(
-                    fetcher, remote.url, records=request.as_json, locks=not request.as_json
+                    fetcher,
+                    remote.url,
+                    local_host=request.host,
+                    records=request.as_json,
+                    locks=not request.as_json,
                 )
             except RemoteProblem as problem:
                 return problem
@@ -187,10 +193,13 @@ class SelectedRemotes:
                     updated_at=request.now,
                 )
             )
-            out.places.append(f"on {listing.host} ({remote.url})")
+            warning = listing.warning()
+            if warning is not None:
+                out.warnings.append(f"remote {remote.url}: {warning}")
+            out.places.append(f"on {cut(listing.host)} ({remote.url})")
             out.stale += listing.stale
             if request.as_json:
-                out.arrays.append(records_json_array(listing.records))
+                out.arrays.append(json_array(listing.records))
             else:
                 out.assessed.extend(
                     assess(listing.locks, StaticProcesses(), FrozenClock(request.now), request.host)
@@ -203,9 +212,13 @@ class SelectedRemotes:
 
         return [
             PolledFeed(
-                RemotePoller(remote, clock=clock, timeout=self.timeout),
+                RemotePoller(remote, host=host, clock=clock, timeout=self.timeout),
                 host=host,
                 interval=self.refresh,
+                # The fetch keeps its own deadline and says so itself; the feed's is
+                # the net under it, a little later.
+                deadline=self.timeout + FEED_GRACE,
+                clock=clock,
             )
             for remote in self.remotes
         ]

@@ -26,11 +26,13 @@ class Fetch(Protocol):
     def close(self) -> None: ...
 
 
-def fetch_listing(fetcher: Fetch, url: str, *, records: bool, locks: bool) -> RemoteListing:
+def fetch_listing(
+    fetcher: Fetch, url: str, *, local_host: str, records: bool, locks: bool
+) -> RemoteListing:
     """The remote's document, read (raises RemoteProblem)."""
     data = fetcher.fetch()
     try:
-        return read_document(data, url, records=records, locks=locks)
+        return read_document(data, url, local_host=local_host, records=records, locks=locks)
     except DocumentError as exc:
         raise RemoteProblem("error", f"not a lockwatch serve's answer: {exc}") from None
 
@@ -40,12 +42,14 @@ class RemotePoller:
         self,
         remote: Remote,
         *,
+        host: str,
         clock: Clock | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         fetcher: Fetch | None = None,
         jitter: Callable[[], float] = lambda: random.uniform(-1.0, 1.0),
     ) -> None:
         self.remote = remote
+        self.host = host  # this host: a remote that claims its name is not believed
         self.name = f"{REMOTE_KIND}:{remote.url}"
         self.clock = clock or SystemClock()
         self._fetcher: Fetch = fetcher or Fetcher(remote, timeout)
@@ -57,7 +61,9 @@ class RemotePoller:
         at = self.clock.now()
         url = self.remote.url
         try:
-            listing = fetch_listing(self._fetcher, url, records=False, locks=True)
+            listing = fetch_listing(
+                self._fetcher, url, local_host=self.host, records=False, locks=True
+            )
         except RemoteProblem as problem:
             self.failures += 1
             wait = backoff_seconds(self.failures, self._jitter())
