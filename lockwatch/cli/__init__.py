@@ -8,7 +8,6 @@ import os
 import sys
 from collections.abc import Iterable
 from typing import IO, Any
-from typing import IO, Any
 
 import click
 
@@ -88,28 +87,6 @@ def _syslog_flag(args: list[str]) -> list[str]:
             arg = "--audit-syslog=required"
         out.append(arg)
     return out
-
-
-class _OneLine(click.ClickException):
-    """An error shown as its one line, `lockwatch: …`, exit 2."""
-
-    exit_code = 2
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        from lockwatch.cli.table import printable
-
-        click.echo(f"lockwatch: {printable(self.message)}", err=True)
-
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except click.UsageError as exc:
-            from lockwatch.config import ConfigError
-
-            if isinstance(exc.__cause__, ConfigError):
-                # A config that cannot be used is no misuse of the command: its one line.
-                raise _OneLine(exc.message) from exc
-            raise
 
 
 class _OneLine(click.ClickException):
