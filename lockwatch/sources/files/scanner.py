@@ -91,7 +91,10 @@ def is_lock_dir(name: str) -> bool:
 def is_candidate(path: str, kind: str) -> bool:
     """Whether the entry at `path` ("file", "symlink" or "dir") is a lock: a lock
     name, or one a known format gives its locks (Emacs `.#x`, `.~lock.x#`, ...)."""
-    name = path.rpartition("/")[2]
+    return _is_candidate(path.rpartition("/")[2], path, kind)
+
+
+def _is_candidate(name: str, path: str, kind: str) -> bool:
     if never_a_lock(name):
         return False
     if kind == "dir":
@@ -313,13 +316,13 @@ def _list_dir(
                     if entry.is_dir(follow_symlinks=False):
                         if name in SKIP_DIRS:
                             continue
-                        if is_candidate(entry.path, "dir"):
+                        if _is_candidate(name, entry.path, "dir"):
                             found.append(Candidate(entry.path, False, is_dir=True))
                         else:
                             subdirs.append(entry.path)
                         continue
                     link = entry.is_symlink()
-                    if is_candidate(entry.path, "symlink" if link else "file"):
+                    if _is_candidate(name, entry.path, "symlink" if link else "file"):
                         special = not link and not entry.is_file(follow_symlinks=False)
                         found.append(Candidate(entry.path, link, special))
                 except OSError as exc:

@@ -68,9 +68,19 @@ FORMATS: tuple[str, ...] = (
 )
 
 
+# Per kind of entry, the formats whose `wants` may say yes (WANTS_KINDS; a format
+# that does not say asks for every kind): a scan asks this of every directory and
+# file it passes, and most formats name their locks `*.lock` anyway.
+_WANTERS: dict[str, tuple[ModuleType, ...]] = {
+    kind: tuple(m for m in NATIVE if kind in getattr(m, "WANTS_KINDS", (kind,)))
+    for kind in ("file", "symlink", "dir")
+}
+
+
 def wanted_by_format(path: str, kind: str) -> bool:
     """Whether some tool names its locks like `path` (beyond `*.lock`/`*.pid`)."""
-    return any(module.wants(path, kind) for module in NATIVE)
+    wanters = _WANTERS.get(kind, NATIVE)
+    return bool(wanters) and any(module.wants(path, kind) for module in wanters)
 
 
 _PREVIEW_CHARS = 4096

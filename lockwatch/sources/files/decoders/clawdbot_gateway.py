@@ -44,6 +44,10 @@ _DIR = re.compile(r"(?:clawdbot|moltbot)(?:-[0-9]+)?")
 _KEYS = frozenset({"pid", "createdAt", "configPath", "startTime"})
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
 def wants(path: str, kind: str) -> bool:
     return False  # `*.lock`: the scanner lists it anyway
 

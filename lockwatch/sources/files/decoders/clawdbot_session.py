@@ -34,6 +34,10 @@ _SUFFIX = ".jsonl.lock"
 _KEYS = frozenset({"pid", "createdAt"})
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
 def wants(path: str, kind: str) -> bool:
     return False  # `*.lock`: the scanner lists it anyway
 

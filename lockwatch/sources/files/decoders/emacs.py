@@ -33,6 +33,10 @@ _MAX_TEXT = 8 * 1024
 _CIFS_COLON = "\uf022"
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ("symlink",)
+
+
 def wants(path: str, kind: str) -> bool:
     name = path.rpartition("/")[2]
     return kind == "symlink" and name.startswith(_PREFIX) and len(name) > len(_PREFIX)

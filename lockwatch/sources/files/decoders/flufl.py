@@ -36,6 +36,10 @@ _MAX_BYTES = 4096
 _MAX_RANDOM = 2**63 - 1
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
 def wants(path: str, kind: str) -> bool:
     return False  # the lock is `<lockfile>` itself; claim files are never listed
 

@@ -114,6 +114,10 @@ def named_pid(path: str) -> int | None:
     return pid if pid <= MAX_PID else None
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
 def wants(path: str, kind: str) -> bool:
     """git's locks are all `*.lock` and `gc.pid`: the scanner lists them anyway."""
     return False

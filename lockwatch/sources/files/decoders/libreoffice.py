@@ -34,6 +34,10 @@ _NO_PID = Reason(
 )
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ("file",)
+
+
 def wants(path: str, kind: str) -> bool:
     name = path.rpartition("/")[2]
     return (

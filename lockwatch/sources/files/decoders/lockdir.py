@@ -41,6 +41,10 @@ _PROPER_LOCKFILE = Reason(
 )
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
 def wants(path: str, kind: str) -> bool:
     return False  # every `x.lock/` is listed already
 

@@ -38,6 +38,10 @@ def _queued(path: str) -> bool:
     return len(parts) == 4 and parts[1:3] == [".loops", ".queue"] and parts[3].endswith(".json")
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ("file",)
+
+
 def wants(path: str, kind: str) -> bool:
     """Names (beyond `*.lock`/`*.pid`) this tool gives its locks."""
     return kind == "file" and _queued(path)

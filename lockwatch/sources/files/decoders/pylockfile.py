@@ -132,6 +132,10 @@ def parse_mkdir_entry(name: str) -> UniqueName | None:
     return UniqueName(host, None, None, tuple(pid for _, pid in readings))
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
 def wants(path: str, kind: str) -> bool:
     return False  # every lock it makes is named `x.lock`
 

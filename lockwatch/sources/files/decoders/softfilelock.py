@@ -36,6 +36,10 @@ _MAX_PID = 2**31 - 1
 _TICKS_MASK = 2**64 - 1
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
 def wants(path: str, kind: str) -> bool:
     return False  # any path; `.break.`/`.restore.` leftovers are not lock names
 

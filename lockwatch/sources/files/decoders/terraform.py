@@ -40,6 +40,10 @@ def _state_name(name: str) -> str | None:
     return state or None
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ("file",)
+
+
 def wants(path: str, kind: str) -> bool:
     """`.<state>.lock.info`: the lock.info beside any local state file."""
     return kind == "file" and _state_name(path.rpartition("/")[2]) is not None

@@ -24,6 +24,10 @@ _SEPARATORS = re.compile(r"[^\w.-]+")
 _MAX_TOKENS = 4
 
 
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
 def wants(path: str, kind: str) -> bool:
     return False
 
