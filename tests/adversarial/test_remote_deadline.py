@@ -378,3 +378,39 @@ async def test_a_remote_that_answered_then_drips_is_stalled_not_connected(
     finally:
         task.cancel()
         await feed.close()
+
+
+class Stuck:
+    """A server poller whose poll never answers until the test ends: a server
+    that stalls, imitated (the generic deadline of `ls` is the point)."""
+
+    name = "redis:cache:6379/0"
+    server = "cache:6379/0"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.closed = False
+
+    def poll(self) -> Polled:
+        self.release.wait(BOUND_S)
+        raise AssertionError("released only when the test is over")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_ls_gives_a_stalled_poll_up_at_its_deadline() -> None:
+    from lockwatch.sources.contract import ListingRequest
+    from lockwatch.sources.polled import collect_polled
+
+    stuck = Stuck()
+    started = time.monotonic()
+    try:
+        out = collect_polled([stuck], ListingRequest(NOW, LOCAL_HOST, False, 1), "redis", 0.5)
+    finally:
+        stuck.release.set()
+    assert time.monotonic() - started < 0.5 + 1.0
+    (status,) = out.statuses
+    assert (status.kind, status.name, status.state) == ("redis", "cache:6379/0", "disconnected")
+    assert out.warnings == ["redis cache:6379/0: stalled after 0.5 s: no answer to its poll"]
+    assert out.assessed == []
