@@ -16,7 +16,8 @@ SERVE_EPILOG = """\b
 Endpoints (read-only: GET and HEAD; nothing can be done through them):
   /metrics    Prometheus metrics (lockwatch_locks, lockwatch_lock_stale, ...)
   /v1/locks   the lockwatch.ls/1 document, as `lockwatch ls --json` prints it
-  /healthz    200 while collection runs and every source has reported
+  /healthz    200 once every source has been read through (503 before), while
+              collection runs
 
 \b
 Security: anything but a loopback address needs --token-file; clients send

@@ -73,6 +73,27 @@ def plan(settings: ServeSettings) -> Plan:
     return Plan(listen.host, listen.port, address_family, loopback, access, listen.url())
 
 
+def connections_allowed(wanted: int = 4096) -> int:
+    """How many client connections the listener may hold: `wanted`, with the
+    soft limit on open files raised for them (as far as the hard one allows)
+    and room left for the sources' own files and sockets."""
+    import resource
+
+    spare = 512  # lock trees' watches, servers' connections, the listen backlog's burst
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = wanted * 2 + spare
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(16, min(wanted, (soft - spare) // 2))
+
+
 def _readable_by_others(path: str) -> bool:
     try:
         return bool(os.stat(os.path.expanduser(path)).st_mode & 0o004)
@@ -95,8 +116,9 @@ def run(
     from prometheus_client import CollectorRegistry, ProcessCollector
     from prometheus_client.exposition import choose_encoder
 
+    from lockwatch.serve.clients import ClientErrors, ListenerCollector
     from lockwatch.serve.document import Documents
-    from lockwatch.serve.http import Endpoints, Server
+    from lockwatch.serve.http import Endpoints, Limits, Server
     from lockwatch.serve.metrics import BoardCollector
     from lockwatch.serve.watcher import Watcher
 
@@ -106,6 +128,8 @@ def run(
     registry = CollectorRegistry(auto_describe=False)
     collector = BoardCollector(watcher, max_series=settings.max_lock_series)
     registry.register(collector)
+    errors = ClientErrors()
+    registry.register(ListenerCollector(errors))
     ProcessCollector(registry=registry)
 
     def metrics(accept: str | None) -> tuple[bytes, str]:
@@ -120,7 +144,10 @@ def run(
     endpoints = Endpoints(the_plan.access, metrics, locks, watcher.health)
     try:
         address = (the_plan.host, the_plan.port)
-        server = Server(address, socket.AddressFamily(the_plan.family), endpoints)
+        limits = Limits(max_connections=connections_allowed())
+        server = Server(
+            address, socket.AddressFamily(the_plan.family), endpoints, limits=limits, errors=errors
+        )
     except OSError as exc:
         raise ServeError(f"cannot listen on {settings.listen}: {exc.strerror or exc}") from None
 

@@ -34,7 +34,7 @@ def document(watcher: Watcher, now: datetime, host: str) -> bytes:
                     remote.append(record)
             else:
                 local.append((entry.lock, board.verdict(lock_id)))
-        statuses = board.all_statuses()
+        statuses = watcher.statuses(board, now)
         errors = sorted(board.all_errors(), key=lambda error: error.path)
         trees = dict(board.blocking_trees())
     # Rendered outside the lock: the feeds need not wait for the bytes.
@@ -71,7 +71,8 @@ class Documents:
 
     def _version(self, now: datetime) -> object:
         with self.watcher.reading(now) as board:
-            return (board.generation, tuple(board.all_statuses()), len(board.all_errors()))
+            statuses = tuple(self.watcher.statuses(board, now))
+            return (board.generation, statuses, len(board.all_errors()))
 
     def get(self, now: datetime) -> bytes:
         with self._guard:

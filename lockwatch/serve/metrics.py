@@ -23,14 +23,14 @@ locks it collects itself.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lockwatch import __version__
 from lockwatch.model.board import Board
-from lockwatch.model.status import LIVE_STATES
+from lockwatch.model.status import LIVE_STATES, SourceStatus
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import State
 from lockwatch.sources import registry
@@ -152,10 +152,12 @@ def figures(
     durations: Mapping[str, float] | None = None,
     last_success: Mapping[tuple[str, str], datetime] | None = None,
     counted: Tally | None = None,
+    statuses: Sequence[SourceStatus] | None = None,
 ) -> Figures:
     """Everything a scrape reports, from the board as it is at `now` (`counted`:
     its tally, if known). `sources`: the sources running (their counts are there
-    even at zero)."""
+    even at zero). `statuses`: every configured source's, if not the board's
+    (the watcher's: one for a source that has not answered yet, too)."""
     if counted is None or counted.generation != board.generation:
         counted = tally(board)
     out = Figures()
@@ -174,7 +176,8 @@ def figures(
         waited = 0.0 if since is None else max(0.0, (now - since).total_seconds())
         servers[key] = ServerWaits(set(blocked), waited)
 
-    statuses = board.all_statuses()
+    if statuses is None:
+        statuses = board.all_statuses()
     for status in statuses:
         if _wait_prefix(status.kind) is not None:
             servers.setdefault((status.kind, status.name), ServerWaits())
@@ -367,5 +370,6 @@ class BoardCollector:
                 durations=watcher.durations,
                 last_success=watcher.last_success,
                 counted=self._tally,
+                statuses=watcher.statuses(board, now),
             )
         yield from families(found)

@@ -6,6 +6,13 @@ same lock, so a scrape never sees half a change set.
 
 A feed that fails is started again with backoff (nobody watches a service's
 screen); its sources say `error` meanwhile.
+
+What the listener says about the sources (`statuses`) covers every one that
+was configured: a feed that has not answered yet has a status saying so (a
+remote that never answers is down from the start, not absent), and one that
+polls on an interval but has gone quiet well past it (a poll that hangs) is
+down with the time it has been quiet. Health waits for every feed's first full
+look: a tree's first scan hands over locks in pieces before its statuses.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from lockwatch.clock import Clock, SystemClock
@@ -26,6 +34,11 @@ from lockwatch.model.text import terminal_safe
 from lockwatch.sources.feed import Feed
 
 TICK_SECONDS = 1.0
+# A polling feed whose sources are up is stalled once it has said nothing for
+# its interval and this long: past any poll's own deadline, so the feed's own
+# word ("stalled after N s", from the poller) comes first where it has one.
+STALL_SECONDS = 30.0
+NO_ANSWER = "no answer yet"
 
 
 class Watcher:
@@ -36,6 +49,7 @@ class Watcher:
         host: str,
         clock: Clock | None = None,
         tick_seconds: float = TICK_SECONDS,
+        stall_seconds: float = STALL_SECONDS,
     ) -> None:
         """`feeds`: each feed with the name of the source (registry) it belongs to."""
         self.clock = clock or SystemClock()
@@ -50,7 +64,11 @@ class Watcher:
         self.durations: dict[str, float] = {}
         # By (source kind, name): when it last produced a good picture.
         self.last_success: dict[tuple[str, str], datetime] = {}
+        self.stall_seconds = stall_seconds
+        # Feeds that have handed over a first full look (statuses, none still
+        # connecting), and when each feed last handed over anything.
         self._reported: set[str] = set()
+        self._heard: dict[str, datetime] = {}
         self._beat: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -133,7 +151,9 @@ class Watcher:
                 )
                 print(f"lockwatch serve: {message}", file=sys.stderr, flush=True)
                 return
-            self._reported.add(change.feed)
+            self._heard[change.feed] = applied_at
+            if change.statuses and all(s.state != "connecting" for s in change.statuses):
+                self._reported.add(change.feed)
             source = self._source_of.get(change.feed)
             if source is not None:
                 took = (applied_at - change.at).total_seconds()
@@ -157,8 +177,50 @@ class Watcher:
             self.board.tick(now)
             yield self.board
 
+    def statuses(self, board: Board, now: datetime) -> list[SourceStatus]:
+        """Every configured source's status as of `now` (the caller holds the
+        board, as `reading` gives it): the board's, a feed's that went quiet
+        marked down, and one for each feed that has said nothing yet."""
+        out: list[SourceStatus] = []
+        for source, feed in self._feeds:
+            kept = board.statuses.get(feed.name, ())
+            if not kept:
+                name = feed.name.partition(":")[2] or feed.name
+                out.append(SourceStatus(source, name, "connecting", reason=NO_ANSWER))
+                continue
+            quiet = self._quiet_for(feed, now)
+            if quiet is None:
+                out.extend(kept)
+                continue
+            reason = f"stalled: nothing from it for {quiet:.0f} s"
+            out.extend(
+                replace(status, state="error", reason=reason)
+                if status.state in LIVE_STATES
+                else status
+                for status in kept
+            )
+        for name, kept in board.statuses.items():
+            if name not in self._source_of:
+                out.extend(kept)  # handed over by no feed of ours (a test's, a replay's)
+        return out
+
+    def _quiet_for(self, feed: Feed, now: datetime) -> float | None:
+        """How long a feed has been stalled, if it is: it says so itself (its
+        `health.up` is false), or it polls every `interval` and has said nothing
+        for that and `stall_seconds` more."""
+        health = getattr(feed, "health", None)
+        heard = self._heard.get(feed.name)
+        quiet = 0.0 if heard is None else max(0.0, (now - heard).total_seconds())
+        if health is not None and getattr(health, "up", True) is False:
+            return quiet
+        interval = getattr(feed, "interval", None)
+        if isinstance(interval, int | float) and quiet > interval + self.stall_seconds:
+            return quiet
+        return None
+
     def health(self) -> tuple[bool, str]:
-        """Whether collection runs (the loop ticks) and every feed has reported."""
+        """Whether collection runs (the loop ticks) and every feed has handed
+        over its first full look."""
         beat = self._beat
         if beat is None or time.monotonic() - beat > 3 * self.tick_seconds + 5:
             return False, "collection is not running"
