@@ -105,7 +105,7 @@ async def test_the_run_loop_sleeps_the_interval_or_the_backoff(
         if len(slept) == 3:
             raise asyncio.CancelledError
 
-    monkeypatch.setattr("lockwatch.sources.polled.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
     feed = redis_feed(own_redis.url, ("*lock",), SystemClock(), interval=5.0)
     emitted: list[Any] = []
     with pytest.raises(asyncio.CancelledError):
