@@ -8,6 +8,7 @@ lockwatch.ls/1 document) for other lockwatches, `/healthz` for supervisors.
 - watcher.py: every selected source's feeds into one Board, in a thread;
 - metrics.py: the Board as Prometheus metrics, cardinality bounded;
 - document.py: the Board as the lockwatch.ls/1 document;
-- http.py: the listener (the standard library's ThreadingHTTPServer);
+- http.py: the listener (one event loop, h11, a few workers; deadlines, a cap);
+- clients.py: clients that go wrong, counted, and told in a line now and then;
 - app.py: all of it put together, until SIGTERM.
 """
