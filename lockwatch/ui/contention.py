@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -17,6 +19,7 @@ from lockwatch.model.board import Board
 from lockwatch.model.facts import Party
 from lockwatch.model.humanize import duration
 from lockwatch.sources import registry
+from lockwatch.ui.keys import Move, move_bindings, moved
 from lockwatch.ui.safe import clean
 
 
@@ -107,6 +110,11 @@ class ContentionTree(Tree[str | None]):
     """Rebuilt only when a Postgres lock changed; ages follow the tick. Each
     session's node carries the lock an action on it acts on."""
 
+    # The movement keys of every list (Textual's Tree binds only up and down).
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(keys, action, show=False) for keys, action in move_bindings()
+    ]
+
     DEFAULT_CSS = """
     ContentionTree { background: $surface; padding: 0 1; }
     """
@@ -118,6 +126,12 @@ class ContentionTree(Tree[str | None]):
         # on a heading it folds the heading.
         self.auto_expand = False
         self._built: tuple[int, int, int] | None = None
+        # The selected session left (its lock is gone): its line, said as gone,
+        # on top, the cursor on it until the operator moves (None: not gone).
+        self.gone: Text | None = None
+        # Each session's line as last built, by the lock an action on it acts on.
+        self._labels: dict[str, Text] = {}
+        self._gone_node: TreeNode[str | None] | None = None
 
     @property
     def selected_lock(self) -> str | None:
@@ -125,10 +139,44 @@ class ContentionTree(Tree[str | None]):
         node = self.cursor_node
         return node.data if node is not None else None
 
+    @property
+    def position(self) -> int:
+        return self.cursor_line
+
+    @property
+    def positions(self) -> int:
+        return self.last_line + 1
+
+    @property
+    def page(self) -> int:
+        return max(1, self.scrollable_content_region.height)
+
+    def action_move(self, move: str) -> None:
+        step = Move(move)
+        start = max(0, self.cursor_line)
+        if self.gone is not None:
+            self._forget_gone()
+            start = -1 if step in (Move.DOWN, Move.PAGE_DOWN) else 0
+        self.cursor_line = moved(step, start, self.positions, self.page)
+        self.scroll_to_line(self.cursor_line, animate=False)
+
+    def _forget_gone(self) -> None:
+        self.gone = None
+        if self._gone_node is not None:
+            self._gone_node.remove()
+            self._gone_node = None
+
+    def _line_of(self, lock_id: str) -> int | None:
+        for line in range(self.last_line + 1):
+            node = self.get_node_at_line(line)
+            if node is not None and node.data == lock_id:
+                return line
+        return None
+
     def to_first_session(self) -> None:
         """The cursor on the first session (the first root blocker), unless the
-        operator already moved it to one."""
-        if self.selected_lock is not None:
+        operator already moved it to one (or it is on a session gone)."""
+        if self.selected_lock is not None or self.gone is not None:
             return
         for line in range(self.last_line + 1):
             node = self.get_node_at_line(line)
@@ -144,6 +192,10 @@ class ContentionTree(Tree[str | None]):
             return
         self._built = key
         line = self.cursor_line
+        selected = self.selected_lock
+        before = self._labels
+        self._labels = {}
+        self._gone_node = None
         self.clear()
         sessions = _sessions(board)
         trees = board.blocking_trees()
@@ -195,6 +247,24 @@ class ContentionTree(Tree[str | None]):
                     style="dim",
                 )
             )
+        self._follow(line, selected, before)
+
+    def _follow(self, line: int, selected: str | None, before: dict[str, Text]) -> None:
+        """The cursor back on its session, by its lock, wherever the rebuild put
+        it; a session that left is said gone, never replaced by the one below."""
+        if selected is not None:
+            found = self._line_of(selected)
+            if found is not None:
+                self.cursor_line = found
+                return
+            said = before.get(selected)
+            self.gone = Text("✖ gone: ", style="bold")
+            self.gone.append_text(said if said is not None else Text(clean(selected)))
+            self.gone.append(" · nothing to act on; move to pick another session", style="dim")
+        if self.gone is not None:
+            self._gone_node = self.root.add_leaf(self.gone, before=0)
+            self.cursor_line = 0
+            return
         self.cursor_line = line
 
     def _add(
@@ -215,14 +285,14 @@ class ContentionTree(Tree[str | None]):
             label.append(
                 f"pid {node.id}" if isinstance(node.id, int) else clean(str(node.id)), style="bold"
             )
-            # The counts first: at 80 columns the session's text is what gets cut.
+            # The numbers first, the text after: at 80 columns the end is cut, and a
+            # root's session ("report-job idle in transaction 32s") comes before
+            # its longest wait (issue 37).
             if node.total:
-                label.append(
-                    f" — blocks {node.direct} directly, {node.total} in total", style="bold"
-                )
-                if is_root and server != KERNEL_GROUP:  # the kernel keeps no wait start
-                    label.append(f", longest wait {duration(_longest_wait(node, waits, now))}")
-                label.append(" ·")
+                counted = f"{node.direct} directly"
+                if node.total != node.direct:
+                    counted = f"{node.total} ({counted})"
+                label.append(f" blocks {counted} ·", style="bold")
             party = session.party if session is not None else None
             if session is not None and (party is None or not party.session):
                 if session.command:  # short: the counts after it must stay in view
@@ -234,6 +304,8 @@ class ContentionTree(Tree[str | None]):
                     label.append(f" {clean(party.state)}")
                     if party.state_since is not None:
                         label.append(f" {duration((now - party.state_since).total_seconds())}")
+            if node.total and is_root and server != KERNEL_GROUP:  # no wait start in the kernel
+                label.append(f" · longest wait {duration(_longest_wait(node, waits, now))}")
             if session is not None and not is_root:
                 if session.waiting_since is not None:
                     label.append(
@@ -244,6 +316,8 @@ class ContentionTree(Tree[str | None]):
                 if session.wants:
                     label.append(f" for {clean(session.wants)}", style="dim")
             data = session.lock_id if session is not None else None
+            if data is not None:
+                self._labels[data] = label
             if node.waiters:
                 branch = into.add(label, data=data, expand=True)
                 stack.extend((branch, waiter, False) for waiter in reversed(node.waiters))

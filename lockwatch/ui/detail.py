@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -22,6 +22,9 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
 from lockwatch.ui.safe import clean, safe
+
+if TYPE_CHECKING:
+    from lockwatch.ui.table import Gone
 
 CONTENT_LINES = 200
 CONTENT_CHARS = 20_000
@@ -259,3 +262,17 @@ class DetailPane(VerticalScroll):
                 body,
             )
         self._body.update(body)
+
+    def show_gone(
+        self, gone: Gone, words: str, board: Board, now: datetime, state_style: str = ""
+    ) -> None:
+        """The selected lock is gone: it says so, then its last facts (never
+        another lock's, which took its row)."""
+        self.lock_id = gone.lock_id
+        lock = gone.entry.lock
+        body = describe(lock, gone.verdict, board.history.get(gone.lock_id, ()), now, state_style)
+        heading = Text(f"✖ {words}", style="bold")
+        heading.append(
+            "\nIts last facts, as seen then; move to pick another lock.", style="not bold"
+        )
+        self._body.update(Group(heading, Text(""), body))

@@ -24,6 +24,51 @@ class View(StrEnum):
 EVERYWHERE = frozenset(View)
 
 
+class Move(StrEnum):
+    """Where a movement key takes the cursor of a view's list or tree."""
+
+    UP = "up"
+    DOWN = "down"
+    PAGE_UP = "page_up"
+    PAGE_DOWN = "page_down"
+    FIRST = "first"
+    LAST = "last"
+
+
+# The movement keys, each with its vi twin: every view's list or tree binds
+# these (`move_bindings`), so no view lacks one (the Contention tree once
+# ignored j, k, g and G: `j` eight times then `b` aimed at the wrong session).
+MOVES: tuple[tuple[str, Move], ...] = (
+    ("up,k", Move.UP),
+    ("down,j", Move.DOWN),
+    ("pageup", Move.PAGE_UP),
+    ("pagedown", Move.PAGE_DOWN),
+    ("home,g", Move.FIRST),
+    ("end,G", Move.LAST),
+)
+
+
+def move_bindings() -> list[tuple[str, str]]:
+    """(keys, action) for a list widget's BINDINGS: its `action_move`."""
+    return [(keys, f"move({move.value!r})") for keys, move in MOVES]
+
+
+def moved(move: Move, position: int, count: int, page: int) -> int:
+    """The position `move` goes to from `position`, among `count` positions,
+    `page` of them in view at once (a page keeps one line of context)."""
+    last = max(0, count - 1)
+    step = max(1, page - 1)
+    target = {
+        Move.UP: position - 1,
+        Move.DOWN: position + 1,
+        Move.PAGE_UP: position - step,
+        Move.PAGE_DOWN: position + step,
+        Move.FIRST: 0,
+        Move.LAST: last,
+    }[move]
+    return max(0, min(target, last))
+
+
 class Group(StrEnum):
     VIEW = "view"  # looking: always there
     ACTION = "action"  # acting on locks: gone when read-only
@@ -51,6 +96,9 @@ class Key:
     # The views it works in: bound on the App when everywhere, else on those
     # views' screens, so a key is never offered where it does nothing.
     views: frozenset[View] = EVERYWHERE
+    # The action (model/action.py's Kind) it asks of the selected lock: offered
+    # in the footer and the palette only on rows whose source provides it.
+    kind: str | None = None
 
     @property
     def everywhere(self) -> bool:
@@ -109,7 +157,7 @@ KEYS: tuple[Key, ...] = (
     Key(
         "space", "space", "mark", "Mark",
         "mark or unmark the row (the cursor moves down); b then breaks every marked lock",
-        group=Group.ACTION, palette="Mark or unmark", views=_LOCKS
+        group=Group.ACTION, palette="Mark or unmark", views=_LOCKS, kind="break"
     ),
     Key(
         "U", "U", "clear_marks", "Unmark all", "clear every mark", group=Group.ACTION,
@@ -118,21 +166,21 @@ KEYS: tuple[Key, ...] = (
     Key(
         "b", "b", "break_lock", "Break",
         "break: move the lock file aside / pg_terminate_backend; not stale: type its name",
-        group=Group.ACTION, palette="Break lock", views=_SELECTED
+        group=Group.ACTION, palette="Break lock", views=_SELECTED, kind="break"
     ),
     Key(
         "S", "S", "steal_lock", "Steal",
         "steal a stale lock: rewritten for you in its own format, kept alive while you run",
-        group=Group.ACTION, palette="Steal lock", views=_LOCKS
+        group=Group.ACTION, palette="Steal lock", views=_LOCKS, kind="steal"
     ),
     Key(
         "c", "c", "cancel_query", "Cancel query",
         "cancel a Postgres holder's current query (pg_cancel_backend)",
-        group=Group.ACTION, footer=False, palette="Cancel query", views=_SELECTED
+        group=Group.ACTION, footer=False, palette="Cancel query", views=_SELECTED, kind="cancel"
     ),
     Key(
         "r", "r", "release_lock", "Release", "release a lock lockwatch holds for you (★)",
-        group=Group.ACTION, footer=False, palette="Release lock", views=_LOCKS
+        group=Group.ACTION, footer=False, palette="Release lock", views=_LOCKS, kind="release"
     ),
     Key(
         "y", "y", "copy_id", "Copy id",
@@ -145,8 +193,8 @@ KEYS: tuple[Key, ...] = (
         footer=False, main_only=False,
     ),
     Key(
-        "up,down,pageup,pagedown,home,end", "↑ ↓ pgup pgdn home end", None, "",
-        "move in the table or the events (also j k g G)", footer=False,
+        ",".join(keys for keys, _ in MOVES), "↑ ↓ pgup pgdn home end", None, "",
+        "move in the table, the contention tree or the events (also j k g G)", footer=False,
     ),
     Key("ctrl+p", "ctrl+p", None, "every action", "command palette: every action", footer=False),
     Key(
@@ -189,6 +237,11 @@ def help_rows(groups: Iterable[Group]) -> list[tuple[str, str]]:
         for k in KEYS
         if k.group in wanted and k.keys != "ctrl+c"
     ]
+
+
+def action_kinds() -> dict[str, str]:
+    """The actions that act on the selected lock, with the Kind each asks of it."""
+    return {k.action: k.kind for k in KEYS if k.action and k.kind}
 
 
 def app_keys(*groups: Group) -> list[Key]:

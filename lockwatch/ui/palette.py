@@ -1,6 +1,7 @@
 """The command palette: every action the keys offer on the view it was opened
-from (from the one key table), and lockwatch's own themes only: Textual's lack
-its state colours."""
+from (from the one key table), as the footer offers them (an action the selected
+row's source does not provide is not there), and lockwatch's own themes only:
+Textual's lack their state colours."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def palette_commands(app: LockwatchApp, screen: Screen[object]) -> Iterable[Syst
             continue
         if key.everywhere:
             run = getattr(app, f"action_{key.action}")
-        elif view is not None and view.VIEW in key.views:
+        elif view is not None and view.VIEW in key.views and view.offers(key.action):
             run = getattr(view, f"action_{key.action}")
         else:
             continue

@@ -22,7 +22,7 @@ from lockwatch.model.query import fields
 from lockwatch.model.status import LIVE_STATES, SourceStatus
 from lockwatch.model.verdict import State
 from lockwatch.sources import registry
-from lockwatch.ui.keys import Group, help_rows
+from lockwatch.ui.keys import Group, Move, help_rows, move_bindings, moved
 from lockwatch.ui.safe import clean
 
 _STATUS_MARK = {
@@ -169,12 +169,7 @@ class EventLog(RichLog):
     followed again once they are back at the end."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "scroll_up", "Up", show=False),
-        Binding("down,j", "scroll_down", "Down", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("home,g", "scroll_home", "Oldest", show=False),
-        Binding("end,G", "scroll_end", "Newest", show=False),
+        Binding(keys, action, show=False) for keys, action in move_bindings()
     ]
 
     # Whether the newest event is kept in view: until the operator scrolls up,
@@ -187,6 +182,24 @@ class EventLog(RichLog):
             self.following = False
         if new_value >= self.max_scroll_y:
             self.following = True
+
+    # -- the movement keys (ui/keys.py's MOVES): the position is the top line --
+
+    @property
+    def position(self) -> int:
+        return round(self.scroll_y)
+
+    @property
+    def positions(self) -> int:
+        return round(self.max_scroll_y) + 1
+
+    @property
+    def page(self) -> int:
+        return max(1, self.scrollable_content_region.height)
+
+    def action_move(self, move: str) -> None:
+        target = moved(Move(move), self.position, self.positions, self.page)
+        self.scroll_to(y=target, animate=False, immediate=True)
 
     def catch_up(self) -> None:
         """Shown again: at the newest event, if it was following."""

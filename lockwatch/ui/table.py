@@ -7,6 +7,7 @@ what it touched, and the once-a-second tick re-renders only the visible rows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
@@ -22,14 +23,32 @@ from textual.widget import Widget
 
 from lockwatch.model.board import Board
 from lockwatch.model.changes import Entry
+from lockwatch.model.events import EventKind
+from lockwatch.model.query import Query
 from lockwatch.model.rows import Rows
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.ui.cells import HELD, HELD_BY_YOU, MARKED, Column, cell, fit, layout
+from lockwatch.ui.keys import Move, move_bindings, moved
 
 STATES = ("active", "stale", "invalid", "waiting", "free", "unknown")
 _TEXTS_KEPT = 1024  # rows' fixed cells kept: a few screens' worth
 _NOT_BOLD = Style(bold=False)
 _NO_WARNINGS: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Gone:
+    """The selected lock left the table by itself (its holder let go, or it no
+    longer matches the filter): the cursor stays on no lock until the operator
+    moves, and the detail pane says what it was, never another lock's facts."""
+
+    lock_id: str
+    entry: Entry  # as last drawn
+    verdict: Verdict
+    at: datetime  # last seen
+    # Still on the board, hidden by the filter (its state changed): not gone
+    # from the host, only from the view.
+    filtered: bool = False
 
 
 # A row's marks: marked for a bulk action, held by you, root of a chain blocking N.
@@ -65,12 +84,7 @@ class LockTable(ScrollView, can_focus=True):
     """Locks, one per row, in the order `rows` keeps."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home,g", "jump(0)", "Top", show=False),
-        Binding("end,G", "jump(-1)", "Bottom", show=False),
+        Binding(keys, action, show=False) for keys, action in move_bindings()
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -120,6 +134,12 @@ class LockTable(ScrollView, can_focus=True):
         self.rows = rows
         self.now = now
         self.selected: str | None = None
+        # The selected lock, left by itself (None: the cursor is on `selected`);
+        # `cursor` is then where its row was.
+        self.gone: Gone | None = None
+        # The selected lock as last drawn, and the filter then: what `gone` says.
+        self._last: tuple[Entry, Verdict] | None = None
+        self._query: Query = rows.query
         # Rows marked for a bulk action, and locks lockwatch holds for the operator:
         # the app owns both sets and redraws the rows it changes.
         self.marked: set[str] = set()
@@ -138,13 +158,60 @@ class LockTable(ScrollView, can_focus=True):
     # -- data in ---------------------------------------------------------------
 
     def reload(self) -> None:
-        """The order or the set of rows changed: keep the cursor on its lock."""
-        self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows))
-        index = self.rows.index_of(self.selected)
+        """The order or the set of rows changed: keep the cursor on its lock, by
+        id; when that lock left by itself, on none (`gone`)."""
+        rows = self.rows
+        self.virtual_size = Size(self.scrollable_content_region.width, len(rows))
+        operator_filtered = rows.query is not self._query
+        self._query = rows.query
+        if self.gone is not None and rows.index_of(self.gone.lock_id) is not None:
+            # It came back (written again, matches the filter again): on it again.
+            self.selected, self.gone = self.gone.lock_id, None
+        index = rows.index_of(self.selected)
+        if index is None and self.selected is not None and self.gone is None:
+            gone = self._left(self.selected, operator_filtered)
+            if gone is not None:
+                self.gone, self.selected = gone, None
+                self.post_message(self.Highlighted(None))
+        if self.gone is not None:
+            # Where its row was: the rows after it moved up into the gap.
+            self.cursor = min(self.cursor, len(rows))
+            self.refresh()
+            return
         if index is None:
-            index = min(self.cursor, max(0, len(self.rows) - 1))
+            index = min(self.cursor, max(0, len(rows) - 1))
         self._set_cursor(index, scroll=False)
         self.refresh()
+
+    def _left(self, lock_id: str, operator_filtered: bool) -> Gone | None:
+        """The lock `lock_id`, selected and no longer in the rows, as it was last
+        seen, when it left by itself; None when the operator's filter hid it
+        (the cursor then moves to the nearest row, as they asked)."""
+        entry = self.board.entries.get(lock_id)
+        if entry is not None and operator_filtered:
+            return None
+        last = self._last
+        if last is None or last[0].lock.id != lock_id:
+            if entry is None:
+                return None  # never drawn: nothing to say of it
+            last = (entry, self.board.verdict(lock_id))
+        at = self.now
+        if entry is None:
+            # When its feed saw it go (the released event), not the last tick.
+            released = [
+                e.at for e in self.board.history.get(lock_id, ()) if e.kind is EventKind.RELEASED
+            ]
+            at = released[-1] if released else at
+        else:
+            last = (entry, self.board.verdict(lock_id))  # still known: as it is now
+        return Gone(lock_id, last[0], last[1], at, filtered=entry is not None)
+
+    def remember(self) -> None:
+        """Keep the selected lock as drawn now: what the pane says once it is gone."""
+        lock_id = self.selected
+        entry = None if lock_id is None else self.board.entries.get(lock_id)
+        if lock_id is not None and entry is not None:
+            self._last = (entry, self.board.verdict(lock_id))
 
     def redraw(self, lock_ids: list[str]) -> None:
         """Draw again the visible rows among `lock_ids`, nothing else."""
@@ -174,8 +241,9 @@ class LockTable(ScrollView, can_focus=True):
         count = len(self.rows)
         index = max(0, min(index, count - 1)) if count else 0
         selected = self.rows.ids[index] if count else None
-        changed = selected != self.selected
+        changed = selected != self.selected or self.gone is not None
         self.selected = selected
+        self.gone = None
         self.cursor = index
         if scroll and count:
             self.scroll_to_region(Region(0, index, 1, 1), animate=False, immediate=True)
@@ -184,18 +252,33 @@ class LockTable(ScrollView, can_focus=True):
             if not top <= index < top + max(1, self.size.height):
                 self.scroll_to_region(Region(0, index, 1, 1), animate=False, immediate=True)
         if changed:
+            self.remember()
             self.post_message(self.Highlighted(selected))
 
     def action_cursor(self, delta: int) -> None:
         self._set_cursor(self.cursor + delta)
         self.refresh()
 
-    def action_page(self, direction: int) -> None:
-        self._set_cursor(self.cursor + direction * max(1, self.size.height - 1))
-        self.refresh()
+    # -- the movement keys (ui/keys.py's MOVES) --------------------------------
 
-    def action_jump(self, index: int) -> None:
-        self._set_cursor(index if index >= 0 else len(self.rows) - 1)
+    @property
+    def position(self) -> int:
+        return self.cursor
+
+    @property
+    def positions(self) -> int:
+        return len(self.rows)
+
+    @property
+    def page(self) -> int:
+        return max(1, self.size.height)
+
+    def action_move(self, move: str) -> None:
+        step = Move(move)
+        start = self.cursor
+        if self.gone is not None and step in (Move.DOWN, Move.PAGE_DOWN):
+            start -= 1  # from the gap its row left: down is the row now there
+        self._set_cursor(moved(step, start, len(self.rows), self.page))
         self.refresh()
 
     def select(self, lock_id: str) -> None:
@@ -293,6 +376,8 @@ class LockTable(ScrollView, can_focus=True):
         if run:
             segments.append(Segment("".join(run), run_style))
         strip = Strip(segments).adjust_cell_length(width, row_style)
+        if self.gone is not None:
+            return strip  # the selected lock is gone: no row stands for it
         if index == self.cursor and self.has_focus_within_app():
             strip = Strip(Segment.apply_style(strip, post_style=styles["cursor"]), width)
         elif index == self.cursor:

@@ -22,22 +22,34 @@ from textual import events
 from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input, Static
+from textual.widgets._footer import FooterKey
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.events import EventKind
 from lockwatch.model.process import StaticProcesses
+from lockwatch.model.report import lock_record, ls_json_bytes, records_json_array
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import State
 from lockwatch.sources.files.decoders import decode_file
+from lockwatch.sources.remote.document import read_document
 from lockwatch.ui.app import LockwatchApp
+from lockwatch.ui.confirm import ConfirmScreen
+from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.keys import View
 from lockwatch.ui.panels import EmptyState, HelpScreen, SourcesBar
-from lockwatch.ui.table import LockTable, TableHeader
+from lockwatch.ui.table import Gone, LockTable, TableHeader
 from tests.conftest import LOCAL_HOST, NOW, alive, iso, lock_file
 from tests.facts_of import pg_of
 from tests.ui.fakes import (
+    INVOICES_XID,
+    PG_FEED,
+    PG_ROOT_ID,
+    XID_TARGET,
     StaticFeed,
+    _backend,
+    _pg_lock,
+    contention_view,
     empty_scenario,
     make_app,
     mixed_scenario,
@@ -46,6 +58,7 @@ from tests.ui.fakes import (
     until,
     view_of,
 )
+from tests.ui.test_actions_ui import Scene
 
 SIZE = (120, 36)
 FEED = "files"
@@ -817,7 +830,12 @@ async def test_a_lock_turning_stale_on_tick_moves_between_filters() -> None:
         app.tick()
         await pilot.pause()
         assert app.rows.ids == [MEMORY]
-        assert app.query_one("#table", LockTable).selected == MEMORY
+        # The selected lock left the filter by itself: said so, never swapped for MEMORY.
+        table = app.query_one("#table", LockTable)
+        assert selected(table) is None
+        assert "out of view: alpha-deploy no longer matches the filter" in gone_line(app)
+        await pilot.press("j")
+        assert selected(table) == MEMORY
         await pilot.press("slash", *"state:stale", "enter")
         await pilot.pause()
         assert app.rows.ids == [ZETA, MID, ALPHA]
@@ -1075,7 +1093,91 @@ async def test_a_change_that_keeps_the_order_redraws_the_row() -> None:
         assert [e.lock_id for e in changed] == [MID]
 
 
-async def test_removing_the_selected_lock_moves_the_selection() -> None:
+def selected(table: LockTable) -> str | None:
+    return table.selected
+
+
+def gone_of(table: LockTable) -> Gone | None:
+    return table.gone
+
+
+def tree_lock(tree: ContentionTree) -> str | None:
+    return tree.selected_lock
+
+
+def tree_gone(tree: ContentionTree) -> Text | None:
+    return tree.gone
+
+
+async def test_rows_coming_and_going_above_keep_the_selection_on_its_lock() -> None:
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.query_one("#table", LockTable)
+        await pilot.press("j", "j", "j")
+        assert (selected(table), table.cursor) == (ALPHA, 3)
+        feed = feed_of(app)
+        # A new stale lock above it: the cursor goes down with ALPHA.
+        new = entry(f"{ROOT}/new.pid", "4343\n", mtime=ago(9000))
+        feed.push(ChangeSet(FEED, NOW, upserts=(new,)))
+        await pilot.pause()
+        assert app.rows.ids[0] == new.lock.id
+        assert (selected(table), table.cursor) == (ALPHA, 4)
+        # Two rows above it go: the cursor goes up with ALPHA.
+        feed.push(ChangeSet(FEED, NOW, removed=(ZETA, new.lock.id)))
+        await pilot.pause()
+        assert (selected(table), table.cursor) == (ALPHA, 2)
+        assert gone_of(table) is None
+        await pilot.press("s", "s")  # by name: ALPHA first
+        assert (selected(table), table.cursor) == (ALPHA, 0)
+
+
+def gone_line(app: LockwatchApp) -> str:
+    line = app.query_one("#gone-line", Static)
+    return plain(line.content) if line.display else ""
+
+
+async def test_the_selected_lock_gone_is_said_gone_never_replaced_by_another() -> None:
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.query_one("#table", LockTable)
+        await pilot.press("j", "j", "enter")
+        assert selected(table) == OTHER
+        clock_of(app).advance(7)
+        app.tick()
+        feed_of(app).push(ChangeSet(FEED, clock_of(app).now(), removed=(OTHER,)))
+        await pilot.pause()
+        clock_of(app).advance(5)
+        app.tick()
+        await pilot.pause()
+        # No lock is selected, and the pane does not show the one that took its row.
+        assert selected(table) is None
+        gone = gone_of(table)
+        assert gone is not None and gone.lock_id == OTHER
+        assert app.locks.selected_lock() is None
+        detail = detail_text(app)
+        seen = (NOW + timedelta(seconds=7)).strftime("%H:%M:%S")
+        assert detail.startswith(
+            f"✖ gone: other — last seen {seen} (5s ago), was invalid held by 100@testhost"
+        ), detail
+        assert "lock_name" in detail  # its last facts: the reason it was invalid
+        assert "alpha-deploy" not in detail
+        assert f"gone: other — last seen {seen}" in gone_line(app)
+        # No row is drawn as the cursor.
+        cursor = table._styles()["cursor"]
+        drawn = [table.render_line(y) for y in range(len(app.rows))]
+        assert not any(
+            seg.style and cursor.bgcolor == seg.style.bgcolor for s in drawn for seg in s
+        )
+        # Until the operator moves: down is the row now where it was.
+        await pilot.press("j")
+        assert selected(table) == ALPHA and gone_of(table) is None
+        assert "alpha-deploy" in detail_text(app) and "gone" not in detail_text(app)
+        assert gone_line(app) == ""
+
+
+async def test_up_from_a_gone_lock_is_the_row_above_it() -> None:
     app = app_with()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -1084,9 +1186,62 @@ async def test_removing_the_selected_lock_moves_the_selection() -> None:
         await pilot.pause()
         feed_of(app).push(ChangeSet(FEED, NOW, removed=(OTHER,)))
         await pilot.pause()
-        assert OTHER not in app.rows.ids
-        assert table.selected in app.rows.ids
-        assert table.selected == app.rows.ids[table.cursor]
+        assert gone_of(table) is not None
+        assert "gone: other" in gone_line(app)  # the pane closed: the line says it
+        await pilot.press("k")
+        assert selected(table) == MID and gone_of(table) is None
+
+
+async def test_a_gone_lock_written_again_is_selected_again() -> None:
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.query_one("#table", LockTable)
+        table.select(MID)
+        await pilot.pause()
+        feed = feed_of(app)
+        feed.push(ChangeSet(FEED, NOW, removed=(MID,)))
+        await pilot.pause()
+        assert gone_of(table) is not None and selected(table) is None
+        feed.push(ChangeSet(FEED, NOW, upserts=(entry(f"{ROOT}/mid.pid", "4343\n"),)))
+        await pilot.pause()
+        assert selected(table) == MID and gone_of(table) is None
+
+
+async def test_a_selected_lock_that_leaves_the_filter_is_said_out_of_view() -> None:
+    app = app_with(filter_text="state:stale")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.query_one("#table", LockTable)
+        table.select(MID)
+        await pilot.pause()
+        # Its pid file now names a running process: active, no longer stale.
+        feed_of(app).push(
+            ChangeSet(FEED, NOW, upserts=(entry(f"{ROOT}/mid.pid", "100\n", mtime=ago(500)),))
+        )
+        await pilot.pause()
+        assert app.rows.ids == [ZETA]
+        assert selected(table) is None
+        assert (
+            "out of view: mid no longer matches the filter 'state:stale' — now active held by 100"
+            in (gone_line(app))
+        )
+        # The operator's own filter change is theirs: escape clears it, and the
+        # lock is there again, selected.
+        await pilot.press("escape")
+        assert selected(table) == MID and gone_of(table) is None
+
+
+async def test_the_operators_filter_hiding_the_selected_lock_moves_to_a_row() -> None:
+    app = app_with()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.query_one("#table", LockTable)
+        table.select(ALPHA)
+        await pilot.pause()
+        await pilot.press("slash", *"state:stale", "enter")
+        await until(pilot, lambda: app.rows.ids == [ZETA, MID], "the filter applied")
+        assert gone_of(table) is None and selected(table) in (ZETA, MID)
 
 
 # --- empty state and sources -----------------------------------------------------------------
@@ -1178,3 +1333,144 @@ async def test_filter_text_that_looks_like_markup_is_only_text() -> None:
         assert app.rows.query.text == "pid"  # the last good text; `pid:[/` is refused
         error = app.query_one("#filter-error", Static)
         assert shown(error) and "pid" in str(error.render())
+
+
+# --- what the footer and the palette offer, and actions on a lock gone ------------------------
+
+REMOTE_URL = "http://db7:9464"
+
+
+def remote_locks() -> ChangeSet:
+    """Another host's locks as the dashboard gets them from its `lockwatch serve`:
+    written by the real document writer (model/report.py), read by the real reader
+    (sources/remote/document.py)."""
+    records = [lock_record(e.lock, e.verdict, NOW) for e in five_entries()]
+    data = b"".join(ls_json_bytes(NOW, "db7", [records_json_array(records)], []))
+    listing = read_document(data, REMOTE_URL, local_host=LOCAL_HOST)
+    return ChangeSet(
+        "remote",
+        NOW,
+        (SourceStatus("remote", REMOTE_URL, "connected", updated_at=NOW),),
+        full=True,
+        upserts=tuple(judge(listing.locks, StaticProcesses(), NOW, LOCAL_HOST)),
+    )
+
+
+def footer_words(app: LockwatchApp) -> set[str]:
+    return {key.description for key in app.screen.query(FooterKey) if key.description}
+
+
+async def test_the_footer_and_palette_offer_only_what_the_selected_rows_source_provides(
+    tmp_path: Path,
+) -> None:
+    remote = remote_locks()
+    remote_id = remote.upserts[0].lock.id
+    app = app_with(five_locks(), remote, actions=Scene(tmp_path).session())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        table = app.query_one("#table", LockTable)
+        table.select(ZETA)  # a lock file here: break, steal, mark
+        await pilot.pause()
+        await until(pilot, lambda: {"Break", "Steal", "Mark"} <= footer_words(app), "file keys")
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Break lock", "Steal lock", "Mark or unmark"} <= titles
+        table.select(remote_id)  # another host's: acted on there, never here
+        await pilot.pause()
+        await until(pilot, lambda: not {"Break", "Steal", "Mark"} & footer_words(app), "none")
+        assert {"Help", "Filter", "Quit"} <= footer_words(app)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert not {"Break lock", "Steal lock", "Mark or unmark", "Release lock"} & titles
+        assert "Copy lock id" in titles
+        # Its keys do nothing here: no dialog, nothing audited.
+        await pilot.press("b", "S", "space")
+        await pilot.pause()
+        assert app.screen is app.locks and not app.marks
+        # With rows marked, b breaks the marked ones: offered on any row.
+        table.select(ZETA)
+        await pilot.press("space")
+        table.select(remote_id)
+        await pilot.pause()
+        await until(pilot, lambda: "Break" in footer_words(app), "b for the marked rows")
+
+
+async def test_an_action_on_a_gone_lock_is_refused_and_touches_nothing(tmp_path: Path) -> None:
+    scene = Scene(tmp_path)
+    app = app_with(actions=scene.session())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.query_one("#table", LockTable)
+        table.select(MID)  # stale: b would need no typed name
+        await pilot.pause()
+        feed_of(app).push(ChangeSet(FEED, NOW, removed=(MID,)))
+        await pilot.pause()
+        assert gone_of(table) is not None
+        # The keys stay (they said Break a moment ago), and say why nothing happens.
+        assert "Break" in footer_words(app)
+        await pilot.press("b")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        said = [f"{n.title}: {n.message}" for n in app._notifications]
+        assert any(
+            s.startswith("cannot break: gone: mid — last seen") and "Nothing done" in s
+            for s in said
+        ), said
+        await pilot.press("S")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert scene.records() == []  # nothing asked of the action core
+
+
+def contention_tree(app: LockwatchApp) -> ContentionTree:
+    return contention_view(app).sessions
+
+
+async def test_the_contention_cursor_follows_its_session_and_says_when_it_is_gone(
+    tmp_path: Path,
+) -> None:
+    app = make_app(mixed_scenario(), actions=Scene(tmp_path).session())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        app.show_view(View.CONTENTION)
+        await until(pilot, lambda: view_of(app) is View.CONTENTION, "the contention view")
+        tree = contention_tree(app)
+        await until(pilot, lambda: tree_lock(tree) == PG_ROOT_ID, "on the root blocker")
+        await pilot.press("j")  # pid 5101, blocking 5300
+        chosen = tree_lock(tree)
+        assert chosen is not None and ":5101:" in chosen
+        line = tree.cursor_line
+        # A new session waits on the root, listed before 5101: the cursor stays on 5101.
+        pg = app.feeds[1]
+        assert isinstance(pg, StaticFeed)
+        early = next(c for c in mixed_scenario() if c.feed == PG_FEED)
+        newcomer = _backend(
+            5000, user="billing", application="billing-cron", client="10.0.3.30",
+            state="active", query="UPDATE invoices SET x = 1 WHERE id = 1207",
+            state_for=3, xact_for=3, waiting=True,
+        )  # fmt: skip
+        waits = _pg_lock(
+            backend=newcomer, locktype="transactionid", mode="ShareLock", target=XID_TARGET,
+            name=INVOICES_XID, granted=False, wait_start=ago(3), blocked_by=(4242,),
+        )  # fmt: skip
+        (judged,) = judge([waits], StaticProcesses(), NOW, LOCAL_HOST)
+        pg.push(ChangeSet(PG_FEED, NOW, early.statuses, upserts=(judged,)))
+        await pilot.pause()
+        assert tree.get_node_at_line(line) is not None
+        assert tree_lock(tree) == chosen and tree.cursor_line == line + 1
+        # 5101's session ends: its line says gone, the cursor on no session.
+        pg.push(
+            ChangeSet(
+                PG_FEED, NOW, early.statuses,
+                removed=tuple(e.lock.id for e in early.upserts if ":5101:" in e.lock.id),
+            )
+        )  # fmt: skip
+        await pilot.pause()
+        assert tree_lock(tree) is None
+        said_gone = tree_gone(tree)
+        assert said_gone is not None and said_gone.plain.startswith("✖ gone: pid 5101")
+        await pilot.press("b")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        said = [f"{n.title}: {n.message}" for n in app._notifications]
+        assert any(s.startswith("cannot break: that session is gone") for s in said), said
+        await pilot.press("j")
+        assert tree_gone(tree) is None

@@ -4,15 +4,18 @@ footer, and one way to be brought up to date (`show`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Tab, Tabs
 
+from lockwatch.actions.plan import Kind, provider
 from lockwatch.model.board import Applied
-from lockwatch.ui.keys import Group, View, action_names, view_keys
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import Verdict
+from lockwatch.ui.keys import Group, View, action_kinds, action_names, view_keys
 from lockwatch.ui.panels import SourcesBar
 
 if TYPE_CHECKING:
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
 
 # The keys that change something: absent in read-only mode and in replays.
 ACTION_KEYS = frozenset(action_names(Group.ACTION))
+# The action keys that act on the selected lock, and what each asks of it.
+KINDS = {action: Kind(kind) for action, kind in action_kinds().items()}
 TITLES = {View.LOCKS: "Locks", View.CONTENTION: "Contention", View.EVENTS: "Events"}
 
 
@@ -51,6 +56,31 @@ def view_bindings(view: View) -> list[BindingType]:
     ]
 
 
+class Movable(Protocol):
+    """A view's list or tree, as the movement keys (ui/keys.py's MOVES) move in it."""
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def positions(self) -> int: ...
+
+    @property
+    def page(self) -> int: ...
+
+    def action_move(self, move: str) -> None: ...
+
+
+def offered(lock: Lock, verdict: Verdict) -> frozenset[Kind]:
+    """The actions `lock`'s source provides on it (another host's lock: none).
+    One it provides but refuses now (a steal of a live lock) stays offered: the
+    refusal says why."""
+    actions = provider(lock)
+    if actions is None:
+        return frozenset()
+    return frozenset(kind for kind in actions.kinds if actions.screen(kind, lock, verdict) is None)
+
+
 class ViewTabs(Tabs, can_focus=False):
     """The views, the one on screen lit; clicking one goes there."""
 
@@ -63,6 +93,8 @@ class ViewScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__(id=f"{self.VIEW.value}-view")
         self.sources = SourcesBar(id="sources")
+        # What the selected lock's source provides, as the footer last showed it.
+        self._offered: dict[str, bool] | None = None
 
     @property
     def dash(self) -> LockwatchApp:
@@ -87,6 +119,7 @@ class ViewScreen(Screen[None]):
             return
         self.show_header()
         self.show_body(refresh)
+        self.offers_changed()
 
     def show_header(self) -> None:
         dash = self.dash
@@ -113,6 +146,50 @@ class ViewScreen(Screen[None]):
         """The lock the action keys act on here."""
         return None
 
+    @property
+    def movable(self) -> Movable:
+        """The list or tree the movement keys move in, in this view."""
+        raise NotImplementedError
+
+    def selected_kinds(self) -> frozenset[Kind]:
+        """The actions the selected lock's source provides on it."""
+        dash = self.dash
+        lock_id = self.selected_lock()
+        entry = None if lock_id is None else dash.board.entries.get(lock_id)
+        if lock_id is None or entry is None:
+            return frozenset()
+        return offered(entry.lock, dash.board.verdict(lock_id))
+
+    def offers(self, action: str) -> bool:
+        """Whether `action` works here now: the footer and the palette offer
+        only those (a remote row's break is done on its host, not here)."""
+        if action not in ACTION_KEYS:
+            return True
+        if self._offered is None:
+            self._offered = self._offer_map()
+        return self._offered.get(action, True)
+
+    def _offer_map(self) -> dict[str, bool]:
+        if self.dash.flow is None:
+            # Read-only: the action keys are gone, not merely disabled.
+            return dict.fromkeys(ACTION_KEYS, False)
+        kinds = self.selected_kinds()
+        return {action: self.offered_here(action, kinds) for action in ACTION_KEYS}
+
+    def offered_here(self, action: str, kinds: frozenset[Kind]) -> bool:
+        """Whether the action key `action` works on this view's selection, which
+        `kinds` are offered on (a view may offer more: b with marked rows)."""
+        kind = KINDS.get(action)
+        return kind is None or kind in kinds
+
+    def offers_changed(self) -> None:
+        """The selection, or what it offers, may have changed: the footer shows
+        the action keys anew when they differ."""
+        before = self._offered
+        self._offered = self._offer_map()
+        if self.is_mounted and self._offered != before:
+            self.refresh_bindings()
+
     def on_mount(self) -> None:
         self.show()
 
@@ -123,8 +200,7 @@ class ViewScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.app.screen is not self:
             return False  # behind a dialog, the help or the palette: not offered
-        # Read-only: the action keys are gone, not merely disabled.
-        return not (action in ACTION_KEYS and self.dash.flow is None)
+        return self.offers(action)
 
     def on_tabs_tab_activated(self, message: Tabs.TabActivated) -> None:
         message.stop()

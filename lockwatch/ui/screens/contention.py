@@ -12,7 +12,7 @@ from textual.widgets import Tree
 from lockwatch.actions.plan import Kind
 from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.keys import View
-from lockwatch.ui.screens.base import Refresh, ViewScreen, view_bindings
+from lockwatch.ui.screens.base import Movable, Refresh, ViewScreen, view_bindings
 
 
 class ContentionScreen(ViewScreen):
@@ -36,6 +36,22 @@ class ContentionScreen(ViewScreen):
 
     def selected_lock(self) -> str | None:
         return self.sessions.selected_lock
+
+    @property
+    def movable(self) -> Movable:
+        return self.sessions
+
+    def offered_here(self, action: str, kinds: frozenset[Kind]) -> bool:
+        if (
+            self.sessions.gone is not None
+            and self.sessions.selected_lock is None
+            and action in ("break_lock", "cancel_query")
+        ):
+            return True  # pressed, they say the session is gone
+        return super().offered_here(action, kinds)
+
+    def on_tree_node_highlighted(self, message: Tree.NodeHighlighted[str | None]) -> None:
+        self.offers_changed()
 
     def on_tree_node_selected(self, message: Tree.NodeSelected[str | None]) -> None:
         if message.node.data is None:
@@ -62,10 +78,23 @@ class ContentionScreen(ViewScreen):
     def action_copy_id(self) -> None:
         self.dash.copy_id(self.sessions.selected_lock)
 
+    def _refuse_gone(self, kind: Kind) -> bool:
+        """True (and says why) when the cursor is on a session that left."""
+        if self.sessions.gone is None or self.sessions.selected_lock is not None:
+            return False
+        self.notify(
+            markup=False,
+            message="that session is gone: nothing done; move to pick another session",
+            title=f"cannot {kind}",
+            severity="warning",
+            timeout=8,
+        )
+        return True
+
     def action_break_lock(self) -> None:
-        if self.dash.flow is not None:
+        if self.dash.flow is not None and not self._refuse_gone(Kind.BREAK):
             self.dash.flow.act(Kind.BREAK, self.sessions.selected_lock)
 
     def action_cancel_query(self) -> None:
-        if self.dash.flow is not None:
+        if self.dash.flow is not None and not self._refuse_gone(Kind.CANCEL):
             self.dash.flow.act(Kind.CANCEL, self.sessions.selected_lock)

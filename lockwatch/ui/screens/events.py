@@ -10,7 +10,7 @@ from textual.binding import BindingType
 
 from lockwatch.ui.keys import View
 from lockwatch.ui.panels import Activity, EventLog
-from lockwatch.ui.screens.base import Refresh, ViewScreen, view_bindings
+from lockwatch.ui.screens.base import Movable, Refresh, ViewScreen, view_bindings
 
 
 class EventsScreen(ViewScreen):
@@ -32,6 +32,10 @@ class EventsScreen(ViewScreen):
             self.activity.add_events(refresh.applied.events)
         if refresh.everything or refresh.ticked:
             self.activity.update_counts(board)
+
+    @property
+    def movable(self) -> Movable:
+        return self.query_one("#events", EventLog)
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()

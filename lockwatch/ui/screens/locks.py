@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
@@ -12,14 +13,16 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Static
 
 from lockwatch.actions.plan import Kind
+from lockwatch.model.events import holder_text
+from lockwatch.model.humanize import duration
 from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.sources import registry
 from lockwatch.ui.detail import DetailPane
 from lockwatch.ui.keys import View
 from lockwatch.ui.panels import EmptyState
 from lockwatch.ui.safe import clean
-from lockwatch.ui.screens.base import Refresh, ViewScreen, view_bindings
-from lockwatch.ui.table import LockTable, TableHeader
+from lockwatch.ui.screens.base import Movable, Refresh, ViewScreen, offered, view_bindings
+from lockwatch.ui.table import Gone, LockTable, TableHeader
 
 WIDE = 150  # columns from which the detail pane sits beside the table
 FILTER_HINT = "filter: text state:stale source:pg !term (enter keeps, esc clears)"
@@ -37,6 +40,8 @@ class LocksScreen(ViewScreen):
         self.table.marked = dash.marks
         self.table.held = dash.held
         self.header = TableHeader(id="table-header")
+        # Says so while the selected lock is gone, detail pane open or not.
+        self.gone_line = Static("", id="gone-line")
         self.detail = DetailPane(id="detail")
         self.empty = EmptyState(id="empty")
         # Made in `body`: an Input given a value asks for the screen at once.
@@ -48,6 +53,7 @@ class LocksScreen(ViewScreen):
     def body(self) -> ComposeResult:
         with Horizontal(id="locks-body"):
             with Vertical(id="table-area"):
+                yield self.gone_line
                 yield self.header
                 yield self.table
                 yield self.empty
@@ -59,6 +65,7 @@ class LocksScreen(ViewScreen):
 
     def on_mount(self) -> None:
         self.detail.display = False
+        self.gone_line.display = False
         self.query_one("#filter-bar").display = bool(self.dash.rows.query.text)
         self.filter_input.cursor_blink = False
         self.table.focus()
@@ -89,6 +96,7 @@ class LocksScreen(ViewScreen):
             table.redraw([*applied.changed, *applied.added])
         if refresh.ticked:
             table.tick(dash.now)
+        table.remember()
         selected = table.selected
         if (
             applied is None
@@ -111,9 +119,18 @@ class LocksScreen(ViewScreen):
         self.show_detail()
 
     def show_detail(self) -> None:
+        gone = self.table.gone
+        self._show_gone(gone)
         if not self.detail.display:
             return
         dash = self.dash
+        if gone is not None:
+            state = gone.verdict.state.value
+            style = dash.theme_variables.get(f"lw-{state}", "")
+            self.detail.show_gone(
+                gone, gone_words(gone, dash.rows.query.text, dash.now), dash.board, dash.now, style
+            )
+            return
         selected = self.table.selected
         state = (
             dash.board.verdict(selected).state.value
@@ -128,11 +145,56 @@ class LocksScreen(ViewScreen):
         self.table.theme_changed()
         self.show_detail()
 
+    def _show_gone(self, gone: Gone | None) -> None:
+        line = self.gone_line
+        if gone is None:
+            if line.display:
+                line.display = False
+            return
+        words = gone_words(gone, self.dash.rows.query.text, self.dash.now)
+        text = Text(f"✖ {words}", style="bold")
+        text.append(" · move to pick another lock", style="not bold")
+        line.update(text)
+        line.display = True
+
     def on_lock_table_highlighted(self, message: LockTable.Highlighted) -> None:
         self.show_detail()
+        self.offers_changed()
 
     def selected_lock(self) -> str | None:
         return self.table.selected
+
+    @property
+    def movable(self) -> Movable:
+        return self.table
+
+    def selected_kinds(self) -> frozenset[Kind]:
+        gone = self.table.gone
+        if gone is not None:
+            # What it offered: its keys stay, and say it is gone when pressed.
+            return offered(gone.entry.lock, gone.verdict)
+        return super().selected_kinds()
+
+    def offered_here(self, action: str, kinds: frozenset[Kind]) -> bool:
+        if action == "break_lock" and self.dash.marks:
+            return True  # b breaks the marked locks, whatever the cursor is on
+        return super().offered_here(action, kinds)
+
+    def _refuse_gone(self, kind: Kind | str) -> bool:
+        """True (and says why) when the selected lock is gone: nothing is done to
+        it, and nothing to the lock that took its row."""
+        gone = self.table.gone
+        if gone is None:
+            return False
+        words = gone_words(gone, self.dash.rows.query.text, self.dash.now)
+        self.notify(
+            markup=False,
+            message=f"{words}. Nothing done; move to pick another lock.",
+            title=f"cannot {kind}",
+            severity="warning",
+            timeout=8,
+        )
+        return True
 
     def reveal(self, lock_id: str) -> bool:
         """Select `lock_id` and open its details; False when the filter hides it."""
@@ -205,9 +267,12 @@ class LocksScreen(ViewScreen):
         self.show_detail()
 
     def action_copy_id(self) -> None:
-        self.dash.copy_id(self.table.selected)
+        gone = self.table.gone
+        self.dash.copy_id(gone.lock_id if gone is not None else self.table.selected)
 
     def action_mark(self) -> None:
+        if self._refuse_gone("mark"):
+            return
         selected = self.table.selected
         if selected is None:
             return
@@ -218,6 +283,7 @@ class LocksScreen(ViewScreen):
             marks.add(selected)
         self.table.action_cursor(1)
         self.show_rows([selected])
+        self.offers_changed()  # b now breaks the marked locks, or the selected one
 
     def action_clear_marks(self) -> None:
         marks = self.dash.marks
@@ -239,7 +305,8 @@ class LocksScreen(ViewScreen):
             key=lambda lock_id: (order.get(lock_id, len(order)), lock_id),
         )
         if not marked:
-            dash.flow.act(Kind.BREAK, self.table.selected)
+            if not self._refuse_gone(Kind.BREAK):
+                dash.flow.act(Kind.BREAK, self.table.selected)
             return
 
         def done() -> None:
@@ -249,13 +316,32 @@ class LocksScreen(ViewScreen):
         dash.flow.act_on_marked(marked, set(dash.rows.ids), done)
 
     def action_steal_lock(self) -> None:
-        if self.dash.flow is not None:
+        if self.dash.flow is not None and not self._refuse_gone(Kind.STEAL):
             self.dash.flow.act(Kind.STEAL, self.table.selected)
 
     def action_cancel_query(self) -> None:
-        if self.dash.flow is not None:
+        if self.dash.flow is not None and not self._refuse_gone(Kind.CANCEL):
             self.dash.flow.act(Kind.CANCEL, self.table.selected)
 
     def action_release_lock(self) -> None:
-        if self.dash.flow is not None:
+        if self.dash.flow is not None and not self._refuse_gone(Kind.RELEASE):
             self.dash.flow.act(Kind.RELEASE, self.table.selected)
+
+
+def gone_words(gone: Gone, filter_text: str, now: datetime) -> str:
+    """`gone: deploy.lock — last seen 12:00:03 (5s ago), was stale held by 4242@db7`:
+    what the selected lock was, since no row stands for it any more."""
+    lock = gone.entry.lock
+    name = clean(lock.name)
+    ago = duration(max(0.0, (now - gone.at).total_seconds()))
+    holder = holder_text(lock)
+    held = f" held by {clean(holder)}" if holder else ""
+    if gone.filtered:
+        return (
+            f"out of view: {name} no longer matches the filter {clean(filter_text)!r}"
+            f" — now {gone.verdict.state.value}{held} (escape clears the filter)"
+        )
+    return (
+        f"gone: {name} — last seen {gone.at.strftime('%H:%M:%S')} ({ago} ago),"
+        f" was {gone.verdict.state.value}{held}"
+    )
