@@ -79,8 +79,9 @@ def connections_allowed(wanted: int = 4096) -> int:
     and room left for the sources' own files and sockets."""
     import resource
 
-    spare = 512  # lock trees' watches, servers' connections, the listen backlog's burst
+    spare = 512  # lock trees' watches, servers' connections
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # Twice: a burst is accepted (up to the backlog) before the cap makes room.
     needed = wanted * 2 + spare
     if soft != resource.RLIM_INFINITY and soft < needed:
         raised = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
