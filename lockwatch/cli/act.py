@@ -165,7 +165,7 @@ class Request:
 @click.command(
     "break",
     short_help="Break a lock: move the file aside, end the Postgres holder, signal a kernel"
-    " lock's holder.",
+    " lock's holders.",
     epilog=ACT_EPILOG,
 )
 @_common
@@ -183,8 +183,10 @@ def break_(**options: Any) -> None:
     deleted); a Postgres lock's holder session is ended with
     pg_terminate_backend(pid), which rolls back its transaction and frees its
     locks. A kernel lock (flock, fcntl, OFD) cannot be released from outside:
-    its holder process is sent SIGTERM (--signal KILL if that was not enough),
-    and the kernel frees the lock when it exits. A Redis lock's key is deleted
+    every process holding it (all that share its open file) is sent SIGTERM,
+    then SIGKILL if still holding it after --grace (--no-kill: SIGTERM only;
+    --signal KILL: SIGKILL at once); done only once the kernel no longer lists
+    the lock, else it fails naming who holds it. A Redis lock's key is deleted
     only if it still holds the token you saw (one Lua script); an etcd lock's
     key only if its revision is the one you saw, and its lease is revoked. A
     lock that is not stale (or free) needs --force; a kernel lock always does.

@@ -43,8 +43,12 @@ class Plan:
     refusal: tuple[str, str] | None = None
     # The bytes a steal writes.
     new_content: bytes | None = None
-    # A kernel lock's break: the signal sent to its holder (TERM, KILL).
+    # A kernel lock's break: the signal sent to its holders (TERM, KILL), the
+    # seconds they have to let go of it, and the signal sent after that to those
+    # still holding it (KILL; None: none, the break fails naming them).
     signal: str | None = None
+    grace: float | None = None
+    then_signal: str | None = None
     # Why the typed name is needed when the lock is stale all the same (staleness
     # only inferred): what the confirmation and the refusal say instead of "not stale".
     why_name: str | None = None

@@ -7,7 +7,9 @@ as major(st_dev) and minor(st_dev) give them (procfs writes them in hex).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from typing import Literal
 
@@ -45,6 +47,38 @@ def _device_name(st_dev: int) -> str:
     return f"{major}:{minor}"
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
+class KernelHolder:
+    """A process whose open file holds a kernel lock, as it was when seen: what
+    the table and the detail pane name it by, and what a break compares before
+    signalling it (its start, so that a recycled pid is never signalled)."""
+
+    pid: int
+    name: str = ""  # the kernel's name for it (/proc/<pid>/comm), as lslocks' COMMAND
+    cmdline: tuple[str, ...] = ()
+    user: str | None = None
+    started_at: datetime | None = None
+    # Its start in clock ticks since boot (/proc/<pid>/stat field 22): exact,
+    # where started_at is rounded through the boot time.
+    start_ticks: int | None = None
+
+    @property
+    def command(self) -> str:
+        """Its short name: the kernel's (as lslocks and ps -o comm say it), else
+        its program's base name."""
+        if self.name:
+            return self.name
+        if self.cmdline and self.cmdline[0]:
+            return os.path.basename(self.cmdline[0]) or self.cmdline[0]
+        return "?"
+
+    @property
+    def label(self) -> str:
+        """`sleep (pid 7642)`."""
+        return f"{self.command} (pid {self.pid})"
+
+
 @dataclass(frozen=True, slots=True)
 class KernelLock:
     """One line of /proc/locks, with what lockwatch found out about it."""
@@ -67,6 +101,9 @@ class KernelLock:
     # Waiters: the pids of the holders this waits for; holders: the pids waiting.
     blocked_by: tuple[int, ...] = ()
     blocking: tuple[int, ...] = ()
+    # The owners as processes (command, user, start), in `owners`' order, as
+    # they were when the table was read; an owner gone meanwhile is left out.
+    holders: tuple[KernelHolder, ...] = ()
 
     @property
     def format(self) -> str:

@@ -8,8 +8,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.blocking import KERNEL_GROUP
-from lockwatch.model.facts import Facts, Party
-from lockwatch.model.kernel import KernelLock
+from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.humanize import duration
+from lockwatch.model.kernel import KernelHolder, KernelLock
+from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.kernel.rules import evaluate_kernel
 
 if TYPE_CHECKING:
@@ -38,6 +40,64 @@ class KernelFacts(KernelLock, Facts):
         record["kernel"] = self.as_json()
         record["blocked_by"] = list(self.blocked_by)
         record["blocking"] = list(self.blocking)
+        # Every process sharing the lock's open file (lslocks' HOLDERS), in order;
+        # absent where nobody described them (a recording from before they were).
+        if self.holders:
+            record["holders"] = [_holder_json(pid, self.described(pid)) for pid in self.pids]
+
+    # --- who holds it ---------------------------------------------------------------
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """Its holders' pids (a waiter: its own), best first: every process whose
+        open file holds it, else the pid procfs gives."""
+        if self.owners:
+            return self.owners
+        return (self.pid,) if self.pid > 0 else ()
+
+    def described(self, pid: int) -> KernelHolder | None:
+        return next((holder for holder in self.holders if holder.pid == pid), None)
+
+    def holder_text(self, lock: Lock) -> str | None:
+        """`sleep (pid 7642) + 1 more`: the first holder by its command, and how
+        many more share the lock (the detail pane lists them)."""
+        pids = self.pids
+        if not pids:
+            return None
+        first = self.described(pids[0])
+        text = first.label if first is not None else f"pid {pids[0]}"
+        return text + (f" + {len(pids) - 1} more" if len(pids) > 1 else "")
+
+    def sections(self, lock: Lock, now: datetime) -> tuple[Section, ...]:
+        if self.waiting:
+            return ()
+        rows = []
+        for pid in self.pids:
+            holder = self.described(pid)
+            if holder is None:
+                rows.append((f"pid {pid}", "exited, or not readable here"))
+                continue
+            command = " ".join(holder.cmdline) or holder.name
+            started = ""
+            if holder.started_at is not None:
+                since = duration((now - holder.started_at).total_seconds())
+                started = f", started {holder.started_at:%Y-%m-%d %H:%M:%S} UTC ({since} ago)"
+            rows.append((holder.label, f"{command}; user {holder.user or '?'}{started}"))
+        count = len(rows)
+        title = (
+            f"Holders: {count} processes share its open file; it is freed when all have exited"
+            if count > 1
+            else "Holder process"
+        )
+        return (Section(title, tuple(rows)),)
+
+    def matches_text(self, needle: str) -> bool:
+        return any(
+            needle in holder.command.lower() or needle in str(holder.pid) for holder in self.holders
+        )
+
+    def matches_pid(self, pid: int) -> bool:
+        return pid in self.owners
 
     def group(self) -> str:
         # One graph per host: every process blocked on a kernel lock here.
@@ -64,3 +124,16 @@ class KernelFacts(KernelLock, Facts):
         if self.holder_pid is None:
             return None
         return Party(self.holder_pid, not self.waiting, f"{self.mode} {self.format} on {lock.name}")
+
+
+def _holder_json(pid: int, holder: KernelHolder | None) -> dict[str, Any]:
+    if holder is None:
+        return {"pid": pid, "command": None, "cmdline": [], "user": None, "started_at": None}
+    started = holder.started_at
+    return {
+        "pid": pid,
+        "command": holder.command,
+        "cmdline": list(holder.cmdline),
+        "user": holder.user,
+        "started_at": None if started is None else format_timestamp(started),
+    }

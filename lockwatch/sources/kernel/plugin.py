@@ -59,10 +59,10 @@ class KernelSource:
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
-        from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
+        from lockwatch.model.kernel import FileKey, KernelEvidence, KernelHolder, KernelLock
         from lockwatch.sources.kernel.facts import KernelFacts
 
-        return (FileKey, KernelLock, KernelEvidence, KernelFacts)
+        return (FileKey, KernelLock, KernelEvidence, KernelFacts, KernelHolder)
 
     @property
     def actions(self) -> ActionProvider:
@@ -81,9 +81,27 @@ class KernelSource:
                 default="TERM",
                 show_default=True,
                 callback=lambda ctx, param, value: value.upper(),
-                help="Kernel locks: the signal sent to the holder. KILL only when TERM was not"
-                " enough.",
-            )
+                help="Kernel locks: the signal sent to every process holding the lock. TERM asks"
+                " them to exit, and SIGKILL follows after --grace for those still holding it"
+                " (unless --no-kill); KILL ends them at once, with no clean-up.",
+            ),
+            click.option(
+                "--grace",
+                type=click.FloatRange(min=0, max=3600),
+                default=10.0,
+                show_default=True,
+                metavar="SECONDS",
+                help="Kernel locks: how long the holders have after SIGTERM to let go of it.",
+            ),
+            click.option(
+                "--kill/--no-kill",
+                "kill",
+                default=True,
+                show_default=True,
+                help="Kernel locks: SIGKILL the holders still holding it after --grace. With"
+                " --no-kill, SIGTERM only: a lock still held then is a failure naming who holds"
+                " it.",
+            ),
         ]
 
     def options(self) -> Sequence[Decorator]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from lockwatch.model.kernel import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
+from lockwatch.sources.kernel.holders import Describer
 
 __all__ = [
     "KernelTable",
@@ -188,6 +189,8 @@ class _Fd:
 def _files(proc: str, pid: int, names: Iterable[str], inodes: frozenset[int] | None) -> list[_Fd]:
     """The fds among `names` that are files (not sockets, pipes or anonymous
     inodes), restricted to those whose inode number is in `inodes` if given."""
+    if inodes is not None:
+        return _files_with(proc, pid, names, inodes)
     out = []
     base = f"{proc}/{pid}/fd/"
     for name in names:
@@ -204,7 +207,26 @@ def _files(proc: str, pid: int, names: Iterable[str], inodes: frozenset[int] | N
             st = os.stat(fd_path)
         except OSError:
             continue
-        if inodes is None or st.st_ino in inodes:
+        out.append(_Fd(fd_path, link, st))
+    return out
+
+
+def _files_with(proc: str, pid: int, names: Iterable[str], inodes: frozenset[int]) -> list[_Fd]:
+    """The fds among `names` whose inode number is in `inodes`: the inode first
+    (one stat, which a socket or a pipe answers too), the link only for those,
+    since a scan of every process's fds looks at thousands that never match."""
+    out = []
+    base = f"{proc}/{pid}/fd/"
+    for name in names:
+        fd_path = base + name
+        try:
+            st = os.stat(fd_path)
+            if st.st_ino not in inodes:
+                continue
+            link = os.readlink(fd_path)
+        except OSError:
+            continue  # closed since the listing
+        if link.startswith("/"):
             out.append(_Fd(fd_path, link, st))
     return out
 
@@ -315,14 +337,16 @@ class KernelTable:
 
 
 def read_table(proc: str = "/proc", known: Mapping[FileKey, str] | None = None) -> KernelTable:
-    """/proc/locks now, with each lock's owners and path.
+    """/proc/locks now, with each lock's owners (as processes too) and path.
 
-    Owners are looked up in the fds of the processes /proc/locks names; every
-    process's fds are looked through only when that leaves a lock without a
-    known holder (an OFD lock, or a flock/POSIX lock whose pid has exited or
-    does not have the file). So a flock's taker that still holds it is its
-    only owner unless such a scan happened and found children sharing it.
-    `known` gives paths (by inode, under watched roots) for files no fd names.
+    A flock or OFD lock belongs to an open file, which every process that
+    inherited it shares: its owners are all of them (lslocks' HOLDERS), so
+    with such a lock every process's fds are looked through, once, and only
+    the fds whose inode a lock is on are read further. With POSIX locks alone
+    the processes /proc/locks names are enough, unless one of them does not
+    have its file (exited): then every process's. Nothing is read beyond
+    /proc/locks while it lists no lock. `known` gives paths (by inode, under
+    watched roots) for files no fd names.
     """
     where = f"{proc}/locks"
     try:
@@ -333,10 +357,13 @@ def read_table(proc: str = "/proc", known: Mapping[FileKey, str] | None = None) 
     if not parsed:
         return KernelTable()
     finder = _OwnerFinder(proc, parsed)
-    finder.scan(_first_pids(parsed))
-    if finder.needs_full_scan():
+    if any(lock.type != "POSIX" and not lock.waiting for lock in parsed):
         finder.scan(_pids(proc))
-    locks = _link_waiters(finder.resolve(known or {}))
+    else:
+        finder.scan(_first_pids(parsed))
+        if finder.needs_full_scan():
+            finder.scan(_pids(proc))
+    locks = _with_holders(proc, _link_waiters(finder.resolve(known or {})))
     problem = None
     if finder.unreadable:
         n = finder.unreadable
@@ -451,6 +478,33 @@ class _OwnerFinder:
             path = self._path(lock, owners) or known.get(lock.file)
             out.append(replace(lock, owners=owners, path=path))
         return out
+
+
+def _with_holders(proc: str, locks: list[KernelLock]) -> list[KernelLock]:
+    """Each lock's owners described as processes, each process once."""
+    describe = Describer(proc)
+    out = []
+    for lock in locks:
+        found = (describe(pid) for pid in lock.owners)
+        holders = tuple(holder for holder in found if holder is not None)
+        out.append(replace(lock, holders=holders) if holders else lock)
+    return out
+
+
+def holds(proc: str, pid: int, lock: KernelLock) -> bool:
+    """Whether process `pid` holds `lock` (a granted lock as read_table gave
+    it) through one of its fds now: only that process's fds are read."""
+    finder = _OwnerFinder(proc, [replace(lock, owners=())])
+    finder.scan([pid])
+    return finder.state.get(pid) == "read" and pid in finder.resolve({})[0].owners
+
+
+def listed(proc: str = "/proc") -> list[KernelLock] | None:
+    """/proc/locks alone (no owners, no paths); None when it cannot be read."""
+    try:
+        return parse_proc_locks(_read_text(f"{proc}/locks"))
+    except OSError:
+        return None
 
 
 def _link_waiters(locks: list[KernelLock]) -> list[KernelLock]:

@@ -27,7 +27,7 @@ def evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) ->
             "waiting", f"{who} waits for {what} on {where}" + (f", blocked by {by}" if by else "")
         )
         return Verdict(State.WAITING, (reason,), alive=alive, process=process)
-    reasons = [Reason("kernel_lock", f"held with {what} by {who}")]
+    reasons = [Reason("kernel_lock", f"held with {what} by {who}{_sharing(kernel, pid)}")]
     if kernel.blocking:
         count = len(kernel.blocking)
         shown = ", ".join(str(p) for p in kernel.blocking[:5])
@@ -35,3 +35,16 @@ def evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) ->
         noun = "process" if count == 1 else "processes"
         reasons.append(Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
     return Verdict(State.ACTIVE, tuple(reasons), alive=alive, process=process)
+
+
+def _sharing(kernel: KernelLock, first: int | None) -> str:
+    """The other processes that hold it through the same open file (inherited
+    it: a command flock(1) runs, a daemon's children): the lock is theirs too,
+    and is freed only when all have let go."""
+    others = [pid for pid in kernel.owners if pid != first]
+    if not others:
+        return ""
+    named = {holder.pid: holder.label for holder in kernel.holders}
+    shown = [named.get(pid, f"pid {pid}") for pid in others[:5]]
+    more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+    return f", sharing its open file with {', '.join(shown)}{more}"
