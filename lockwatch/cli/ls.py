@@ -132,22 +132,33 @@ def ls(**values: Any) -> None:
         for line in table:
             click.echo(line, color=color)
         places = [place for part in parts for place in part.places]
+        # What could not be read (a server down) is said before the closing line.
+        said = _say_warnings(parts) if not assessed else []
         # A PATH that does not exist is said once, as the error below: not
         # also as "No locks under" it.
         if assessed or not any(part.usage_errors for part in parts):
-            click.echo(summary(assessed, places), color=color)
+            closing = summary(assessed, places, failed=bool(said))
+            if closing is not None:
+                click.echo(closing, color=color)
 
     for error in errors:
         click.echo(f"lockwatch: {printable(error.path)}: {printable(error.message)}", err=True)
     warnings = [warning for part in parts for warning in part.warnings]
-    for warning in warnings:
-        click.echo(f"lockwatch: {printable(warning)}", err=True)
+    if as_json or assessed:
+        _say_warnings(parts)
 
     if values["fail_on_stale"] and stale:
         finish(EXIT_STALE)
     if any(part.usage_errors for part in parts):
         finish(EXIT_BAD_PATH)
     finish(EXIT_PARTIAL if errors or warnings else 0)
+
+
+def _say_warnings(parts: list[Collected]) -> list[str]:
+    warnings = [warning for part in parts for warning in part.warnings]
+    for warning in warnings:
+        click.echo(f"lockwatch: {printable(warning)}", err=True)
+    return warnings
 
 
 def _write_all(data: bytes) -> None:

@@ -120,11 +120,18 @@ def render_table(
                 yield f"    {reason.code}: {printable(reason.message)}"
 
 
-def summary(assessed: Sequence[tuple[Lock, Verdict]], places: Sequence[str] = ()) -> str:
-    """The closing line: counts by state, or where nothing was found."""
+def summary(
+    assessed: Sequence[tuple[Lock, Verdict]], places: Sequence[str] = (), *, failed: bool = False
+) -> str | None:
+    """The closing line: counts by state, or where nothing was found. `failed`:
+    a source asked for could not be read (a server down), which its own line
+    says; with nothing found anywhere else there is nothing more to say (never
+    "Nothing to look at.", which reads as "no locks" when the news is "could
+    not connect")."""
     if not assessed:
-        found = f"No locks {' or '.join(places)}." if places else "Nothing to look at."
-        return printable(found)
+        if places:
+            return printable(f"No locks {' or '.join(places)}.")
+        return None if failed else "Nothing to look at."
     counts = Counter(verdict.state for _, verdict in assessed)
     parts = [f"{counts[s]} {s.value}" for s in State if counts[s]]
     noun = "lock" if len(assessed) == 1 else "locks"
