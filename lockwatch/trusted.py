@@ -196,11 +196,12 @@ def problem(path: str, st: os.stat_result, trust: Trust) -> str | None:
 def _open_regular(path: str, limit: int | None, trust: Trust | None) -> tuple[int, int]:
     """A descriptor of the regular file at `path`, checked, and its size."""
     st = os.stat(path)
-    # Whose it is first: a FIFO someone else planted is theirs before it is a FIFO.
-    why = file_problem(path, st, trust) if trust is not None else None
-    if why is not None:
-        raise Refused(path, why, untrusted=True)
     kind = special(st.st_mode)  # before opening: a tape device rewinds on open
+    # Whose it is first: a FIFO someone else planted is theirs before it is a FIFO
+    # (a config they planted is passed over, not an error).
+    why = file_problem(path, st, trust) if trust is not None else None
+    if why is not None and (kind is None or st.st_uid not in (os.geteuid(), 0)):
+        raise Refused(path, why, untrusted=True)
     if kind is not None:
         raise Refused(path, f"{kind}, not a regular file")
     fd = os.open(path, _OPEN)

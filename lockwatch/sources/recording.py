@@ -39,6 +39,7 @@ MIB = 1024 * 1024
 MAX_BYTES = 1024 * MIB
 MAX_LINE_BYTES = 256 * MIB  # one change set (a full 50,000-lock snapshot is ~30 MiB)
 MAX_HEADER_BYTES = 64 * 1024
+NOT_A_RECORDING = "not a lockwatch recording (write one with `lockwatch --record FILE`)"
 # Every source's own facts on its locks (pg_locks rows, /proc/locks lines) travel
 # in recordings: the registry says which types those are.
 codec.register(Entry, ChangeSet)
@@ -196,9 +197,9 @@ def read_lines(path: Path) -> list[bytes]:
             if not line:
                 return lines
             total += len(line)
+            if len(line) > bound and not lines:
+                raise RecordingError(f"{path}: {NOT_A_RECORDING}")
             if len(line) > bound:
-                if not lines:
-                    break  # no header: said below, as for any other file
                 raise RecordingError(
                     f"{path}: line {len(lines) + 1} is over {bound // MIB} MiB: not a change"
                     " set lockwatch writes"
@@ -207,7 +208,6 @@ def read_lines(path: Path) -> list[bytes]:
                 raise RecordingError(f"{path}: grew past {MAX_BYTES // MIB} MiB while read")
             if line.strip():
                 lines.append(line.rstrip(b"\r\n"))
-    return []
 
 
 def _header(line: bytes) -> dict[str, object] | None:
@@ -255,9 +255,7 @@ class ReplayFeed:
         lines = read_lines(path)
         header = _header(lines[0]) if lines else None
         if header is None:
-            raise RecordingError(
-                f"{path}: not a lockwatch recording (write one with `lockwatch --record FILE`)"
-            )
+            raise RecordingError(f"{path}: {NOT_A_RECORDING}")
         # Later headers stay: each starts a new session, whose first rescan
         # would otherwise leave the previous session's locks on screen.
         records = lines[1:]
