@@ -398,7 +398,7 @@ class Server:
                 raise _Ended(late) from None
             if not data:
                 eof = True
-                if started is not None and first and h.their_state is h11.IDLE and not _buffered(h):
+                if first and h.their_state is h11.IDLE and not _buffered(h):
                     return None  # connected and closed without a word: a port probe
             elif started is None:
                 started = loop.time()
