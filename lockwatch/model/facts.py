@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.lock import Lock
     from lockwatch.model.process import ProcessLookup
     from lockwatch.model.verdict import Verdict
@@ -112,6 +113,24 @@ class Facts:
         """Who holds it, as `lockwatch ls`'s HOLDER says it (None: pid@host actor):
         as the dashboard says it, unless a source keeps its table terse."""
         return self.holder_text(lock)
+
+    def holder_cell(self, lock: Lock) -> str | None:
+        """The table's HOLDER cell where it says more than `holder_text`: a
+        session's state and query, which change while the holder stays the same
+        (so they are no holder change in the events). None: `holder_text`."""
+        return None
+
+    def confirm_title(self, lock: Lock, kind: Kind, now: datetime) -> str | None:
+        """A confirmation's title for `kind` on this lock, naming what the action
+        ends ("Terminate report-job (pid 8527, idle in transaction 32s)?"); None:
+        the action and the lock's name."""
+        return None
+
+    def confirm_word(self, lock: Lock) -> str | None:
+        """What the operator types to confirm acting on this lock where the action
+        ends its holder (a session: its application as shown, else its pid);
+        None: the lock's name."""
+        return None
 
     def operation(self, lock: Lock) -> str | None:
         """The OPERATION column (None: the holder's operation, else its session)."""

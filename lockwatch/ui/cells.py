@@ -51,7 +51,9 @@ COLUMNS = (
 MIN_NAME_WIDTH = 16
 # NAME gets at most this much before NOTE and OPERATION grow (to these widths).
 NAME_ENOUGH = 24
-GROWS = (("flags", 44), ("operation", 30))
+# NOTE first to where a root blocker's "root · blocks N in total" reads, then
+# HOLDER (a session's name, state and query tell its rows apart), then the rest.
+GROWS = (("flags", 26), ("holder", 34), ("flags", 44), ("operation", 30))
 # Only while other hosts' locks are in view (--remote): the host each row is on.
 HOST_COLUMN = Column("host", "HOST", 12)
 
@@ -138,7 +140,9 @@ def ttl_cell(lock: Lock, now: datetime, width: int) -> str:
 
 
 def holder(lock: Lock) -> str:
-    return holder_text(lock) or "—"
+    facts = lock.facts
+    said = None if facts is None else facts.holder_cell(lock)
+    return said or holder_text(lock) or "—"
 
 
 def operation(lock: Lock) -> str:

@@ -1,12 +1,20 @@
 """Confirmations: what an action will do, in words, before it does it.
 
-"Do nothing" has the focus when a confirmation opens, so a stray enter does
-nothing (and says so). The action's button stays disabled until a reason is
-given and, where the action is risky (a lock that is not stale, many locks at
-once), until the operator has typed the lock's name or the count. Enter in a
-field moves on towards the action's button; it never confirms, and never
-silently cancels. What the dialog shows is computed again every second while
-it is open: ages tick, and a verdict that changes is said.
+The effect comes first and stays in view whatever the terminal (80x24
+included): the facts behind it (the lock, where, the holder, its state and
+reasons) scroll below it. The reason field has the focus when a confirmation
+opens; enter there moves to the next field (the name to type, where there is
+one) and enter on the last field confirms once what it asks is given. A stray
+enter confirms nothing: with no reason it says one is needed.
+
+Where the focus is shows in words, not only in colour (a theme, NO_COLOR, a
+plain text capture): the focused field's label starts with ▶, the focused
+button reads `[ Break ]`, and a line says what enter does now. Tab, shift+tab
+and enter move the focus the moment they are read, before the keys typed after
+them are handed out, so keys typed ahead (a paste of `reason`, tab, `name`)
+land in the field that had the focus when they were typed. What the dialog
+shows is computed again every second while it is open: ages tick, and a
+verdict that changes is said.
 """
 
 from __future__ import annotations
@@ -21,18 +29,29 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Button, Input, Static
 
+from lockwatch.ui.fold import Folded
 from lockwatch.ui.safe import clean
 
 # The facts as of now, and what changed since the dialog opened (None: nothing).
 Refresh = Callable[[], tuple[Sequence[tuple[str, str]], str | None]]
 REFRESH_SECONDS = 1.0
-# Rows for the facts: at least a few, whatever the terminal; at most what reads well.
-MIN_FACT_ROWS = 3
+# Rows for the facts: at least one, whatever the terminal (the effect comes
+# first); at most what reads well.
+MIN_FACT_ROWS = 1
 MAX_FACT_ROWS = 20
 DISMISS_LABEL = "Do nothing"
+# The row of `lines` that is the effect: shown first, never scrolled away.
+EFFECT = "effect"
+# The focus, in characters: what a plain text capture shows.
+FOCUS_MARK = "▶"
+# The cells the box keeps around the effect's text: border and padding each
+# side, and the effect's scrollbar gutter (kept, so its text never reflows).
+BOX_GUTTER = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +67,24 @@ def _facts(lines: Sequence[tuple[str, str]]) -> Table:
     grid.add_column(style="bold", no_wrap=True, justify="right")
     grid.add_column()
     for label, value in lines:
-        grid.add_row(label, Text(clean(value)))
+        if label != EFFECT:
+            grid.add_row(clean(label), Folded(value))
     return grid
+
+
+def _effect(lines: Sequence[tuple[str, str]]) -> Folded:
+    said = [value for label, value in lines if label == EFFECT]
+    return Folded("\n".join(said) or "nothing", lead="Effect: ")
+
+
+def button_label(text: str, focused: bool) -> str:
+    """A button's words with the focus marked around them: `[ Break ]`."""
+    return f"[ {text} ]" if focused else f"  {text}  "
+
+
+def _plain(text: str) -> Content:
+    # Plain content: a label's brackets are the focus mark, never markup.
+    return Content(text)
 
 
 class ConfirmScreen(ModalScreen[Confirmed | None]):
@@ -59,9 +94,13 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         Binding("escape", "cancel", "Do nothing"),
         Binding("pageup", "facts(-1)", "Scroll the facts up", show=False),
         Binding("pagedown", "facts(1)", "Scroll the facts down", show=False),
+        # Priority: acted on when read, before the keys typed after them are
+        # given to whichever widget has the focus (see the module's docstring).
+        Binding("enter", "enter", "Next / confirm", show=False, priority=True),
+        Binding("tab", "move(1)", "Next field", show=False, priority=True),
+        Binding("shift+tab", "move(-1)", "Previous field", show=False, priority=True),
     ]
-    # Not the first input: on_mount focuses Cancel, and leaves the box at its top.
-    AUTO_FOCUS = ""
+    AUTO_FOCUS = "#reason"
 
     def __init__(
         self,
@@ -70,7 +109,7 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         *,
         verb: str,
         must_type: str | None = None,
-        must_type_what: str = "the lock's name",
+        must_type_what: str = "the lock's name to confirm",
         warning: str | None = None,
         refresh: Refresh | None = None,
     ) -> None:
@@ -85,57 +124,80 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
-            yield Static(Text(clean(self._title), style="bold"), id="confirm-title")
-            # Not a Tab stop: Tab goes from Cancel straight to the reason.
+            yield Static(Folded(self._title, style="bold"), id="confirm-title")
+            effect = VerticalScroll(id="confirm-effect", can_focus=False)
+            with effect:
+                yield Static(_effect(self._lines), id="confirm-effect-text")
+            yield Static("", id="confirm-changed")
+            if self._warning:
+                yield Static(Folded(self._warning), id="confirm-warning")
+            # Not a Tab stop: Tab goes between the fields and the buttons.
             facts = VerticalScroll(id="confirm-facts", can_focus=False)
             with facts:
                 yield Static(_facts(self._lines), id="confirm-lines")
-            yield Static("", id="confirm-changed")
-            if self._warning:
-                yield Static(Text(clean(self._warning)), id="confirm-warning")
-            # No select-on-focus: the first letter typed on Cancel must stay typed.
-            yield Input(
-                placeholder="reason (required, goes to the audit log)",
-                id="reason",
-                select_on_focus=False,
-            )
+            with Horizontal(classes="confirm-field"):
+                yield Static("", id="reason-label", classes="field-label")
+                # No select-on-focus: what was typed stays typed when the focus returns.
+                yield Input(
+                    placeholder="why (required, goes to the audit log)",
+                    id="reason",
+                    select_on_focus=False,
+                )
             if self._must_type is not None:
                 yield Static(
-                    Text(f"Type {self._must_type_what} to confirm: ")
-                    + Text(clean(self._must_type), style="bold"),
+                    Folded(f"Type {self._must_type_what}: {self._must_type}"),
                     id="confirm-prompt",
                 )
-                yield Input(
-                    placeholder="type it here, exactly", id="must-type", select_on_focus=False
-                )
+                with Horizontal(id="must-type-row", classes="confirm-field"):
+                    yield Static("", id="must-type-label", classes="field-label")
+                    yield Input(
+                        placeholder=f"type {clean(self._must_type)} here, exactly",
+                        id="must-type",
+                        select_on_focus=False,
+                    )
             with Horizontal(id="confirm-buttons"):
-                yield Button(DISMISS_LABEL, id="cancel", variant="primary")
-                yield Button(self._verb, id="confirm", variant="error", disabled=True)
+                yield Static("", id="confirm-hint")
+                yield Button(
+                    _plain(button_label(DISMISS_LABEL, False)), id="cancel", variant="primary"
+                )
+                yield Button(
+                    _plain(button_label(self._verb, False)),
+                    id="confirm",
+                    variant="error",
+                    disabled=True,
+                )
 
     def on_mount(self) -> None:
         for field in self.query(Input):
             field.cursor_blink = False
-        # Without scrolling to it: on a small terminal the box opens at its top.
-        self.query_one("#cancel", Button).focus(scroll_visible=False)
         self.query_one("#confirm-changed", Static).display = False
+        self._mark_focus()
         if self._refresh is not None:
             self.set_interval(REFRESH_SECONDS, self.refresh_facts)
+
+    # -- the layout: the effect always in view, the facts in what is left ------------
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._fit)
 
     def _fit(self) -> None:
-        """The facts get the rows the rest leaves, so the reason, the name and
-        the buttons are always in view (80x24 included); the facts scroll."""
+        """The effect gets the rows it needs (all but one for the facts, on a very
+        small terminal); the facts get the rest and scroll, so the effect,
+        the reason, the name and the buttons are always in view (80x24 included)."""
         box = self.query_one("#confirm-box")
+        effect = self.query_one("#confirm-effect")
         facts = self.query_one("#confirm-facts")
         others = sum(
             w.outer_size.height + w.styles.margin.height
             for w in box.children
-            if w is not facts and w.display
+            if w is not facts and w is not effect and w.display
         )
         room = self.size.height - others - box.styles.gutter.height
-        facts.styles.max_height = max(MIN_FACT_ROWS, min(MAX_FACT_ROWS, room))
+        width = max(1, min(box.outer_size.width, self.size.width) - BOX_GUTTER)
+        wanted = len(_effect(self._lines).lines(width))
+        given = max(1, min(wanted, room - MIN_FACT_ROWS))
+        effect.styles.height = given
+        facts.styles.max_height = max(MIN_FACT_ROWS, min(MAX_FACT_ROWS, room - given - 1))
 
     def action_facts(self, pages: int) -> None:
         facts = self.query_one("#confirm-facts", VerticalScroll)
@@ -146,20 +208,98 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         if self._refresh is None:
             return
         lines, changed = self._refresh()
-        self.query_one("#confirm-lines", Static).update(_facts(lines))
+        self._lines = list(lines)
+        self.query_one("#confirm-lines", Static).update(_facts(self._lines))
+        self.query_one("#confirm-effect-text", Static).update(_effect(self._lines))
         note = self.query_one("#confirm-changed", Static)
         shown = changed is not None
         if note.display != shown:
             note.display = shown
-            self.call_after_refresh(self._fit)
         if changed is not None:
             note.update(Text(f"⚠ {clean(changed)}", style="bold"))
+        self.call_after_refresh(self._fit)
+
+    # -- the focus, in words -------------------------------------------------------
+
+    def _stops(self) -> list[Widget]:
+        """Where tab goes, in order: the fields, then the buttons that can be pressed."""
+        stops: list[Widget] = [self.query_one("#reason", Input)]
+        if self._must_type is not None:
+            stops.append(self.query_one("#must-type", Input))
+        stops.append(self.query_one("#cancel", Button))
+        confirm = self.query_one("#confirm", Button)
+        if not confirm.disabled:
+            stops.append(confirm)
+        return stops
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self._mark_focus()
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        self._mark_focus()
+
+    def _mark_focus(self) -> None:
+        focused = self.focused
+        labels = {"reason": "reason", "must-type": "name"}
+        for field, word in labels.items():
+            found = self.query(f"#{field}-label")
+            if not found:
+                continue
+            here = focused is not None and focused.id == field
+            found.first(Static).update(
+                Text(f"{FOCUS_MARK} {word}", style="bold") if here else Text(f"  {word}")
+            )
+        for button_id, words in (("cancel", DISMISS_LABEL), ("confirm", self._verb)):
+            button = self.query_one(f"#{button_id}", Button)
+            button.label = _plain(button_label(words, focused is button))
+        self.query_one("#confirm-hint", Static).update(Text(self._hint(), style="dim italic"))
+
+    def _hint(self) -> str:
+        """What enter does now, in words."""
+        focused = self.focused
+        then = " · esc: do nothing"
+        if focused is None:
+            return then.lstrip(" ·")
+        if focused.id == "cancel":
+            return "enter: do nothing"
+        if focused.id == "confirm":
+            return f"enter: {self._verb.lower()}" + then
+        missing = self._missing()
+        if focused.id == "reason":
+            if not self._reason():
+                return "type why, for the audit log" + then
+            if self._must_type is not None and self._typed() != self._must_type:
+                return "enter: on to the name" + then
+        if focused.id == "must-type" and self._typed() != self._must_type:
+            return f"type {clean(self._must_type or '')} exactly" + then
+        if missing:
+            return f"needs {missing}" + then
+        return f"enter: {self._verb.lower()}" + then
+
+    # -- fields and keys -----------------------------------------------------------
+
+    def _reason(self) -> str:
+        return " ".join(self.query_one("#reason", Input).value.split())
+
+    def _typed(self) -> str | None:
+        if self._must_type is None:
+            return None
+        return self.query_one("#must-type", Input).value
+
+    def _missing(self) -> str | None:
+        """What the action still needs before it may go ahead (None: nothing)."""
+        if not self._reason():
+            return "a reason"
+        if self._must_type is not None and self._typed() != self._must_type:
+            return clean(self._must_type) + " typed"
+        return None
+
+    def _ready(self) -> bool:
+        return self._missing() is None
 
     def on_key(self, event: events.Key) -> None:
-        # Cancel has the focus, yet an operator who starts typing means the reason:
-        # the first printable key moves there (enter still presses the button).
-        # Inputs consume what they type, so a printable key that reaches the screen was
-        # typed elsewhere, e.g. on Cancel, or queued for it before the focus moved.
+        # Inputs consume what they type, so a printable key that reaches the screen
+        # was typed on a button: it means the reason (the field enter never skips).
         if event.is_printable and event.character:
             event.stop()
             event.prevent_default()
@@ -168,36 +308,66 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             self.set_focus(reason)
             reason.insert_text_at_cursor(event.character)
 
-    def _ready(self) -> bool:
-        if not self.query_one("#reason", Input).value.strip():
-            return False
-        if self._must_type is not None:
-            return self.query_one("#must-type", Input).value == self._must_type
-        return True
-
     def on_input_changed(self, message: Input.Changed) -> None:
         message.stop()
         self.query_one("#confirm", Button).disabled = not self._ready()
+        self._mark_focus()
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
+        # Enter is the screen's (action_enter); a submit from elsewhere does the same.
         message.stop()
-        # Enter moves on towards the action's button: it never confirms by itself,
-        # and never lands on "Do nothing" (which enter would then press).
-        if self._ready():
-            self.query_one("#confirm", Button).focus()
+        self.action_enter()
+
+    def action_move(self, step: int) -> None:
+        stops = self._stops()
+        focused = self.focused
+        at = stops.index(focused) if focused in stops else (-1 if step > 0 else 0)
+        self.set_focus(stops[(at + step) % len(stops)])
+
+    def action_enter(self) -> None:
+        """Enter: on a button, press it; in a field, move to the next field, or
+        confirm from the last one once everything is given.
+
+        Keys typed before this enter may still be on their way into the field
+        (a paste is read faster than the field takes it): the move to the name
+        is made now, so what is typed next lands there, and what depends on the
+        field's text is decided once the field has taken those keys."""
+        focused = self.focused
+        if isinstance(focused, Button):
+            if focused.id == "confirm" and self._ready():
+                self._confirm()
+            elif focused.id == "cancel":
+                self.dismiss(None)
             return
         reason = self.query_one("#reason", Input)
-        if not reason.value.strip():
+        if focused is reason and self._must_type is not None:
+            self.set_focus(self.query_one("#must-type", Input), scroll_visible=False)
+        if focused is None:
+            self._entered(None)
+        else:
+            focused.call_later(self._entered, focused)
+
+    def _entered(self, field: Widget | None) -> None:
+        if not self.is_attached or self.app.screen is not self:
+            return  # already answered
+        reason = self.query_one("#reason", Input)
+        if not self._reason():
             self.set_focus(reason)
             self.notify("a reason is required: it goes to the audit log", timeout=3)
-        elif self._must_type is not None:
-            self.set_focus(self.query_one("#must-type", Input))
+        elif field is reason and self._must_type is not None:
+            return  # on to the name, already
+        elif self._ready():
+            self._confirm()
+        else:
+            self.notify(f"type {clean(self._must_type or '')} exactly to confirm", timeout=3)
+
+    def _confirm(self) -> None:
+        self.dismiss(Confirmed(self._reason(), forced=self._must_type is not None))
 
     def on_button_pressed(self, message: Button.Pressed) -> None:
         message.stop()
         if message.button.id == "confirm" and self._ready():
-            reason = " ".join(self.query_one("#reason", Input).value.split())
-            self.dismiss(Confirmed(reason, forced=self._must_type is not None))
+            self._confirm()
         else:
             self.dismiss(None)
 

@@ -11,6 +11,7 @@ notification and as an event. It also keeps the locks lockwatch holds alive.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,28 @@ VERBS = {Kind.CANCEL: "Cancel query"}
 BULK_LISTED = 20
 
 
+def facts_of(plan: Plan, now: datetime) -> list[tuple[str, str]]:
+    """The confirmation's lines, less the one saying a name must be typed: the
+    dialog's warning and prompt say that, right above the field."""
+    return [(label, value) for label, value in describe(plan, now) if label != "confirm"]
+
+
+def liveness(plan: Plan) -> str:
+    """Whether a lock's holder can wake, for a steal's confirmation: a holder that
+    is only hung comes back to a lock it thinks it still has."""
+    alive = plan.verdict.alive
+    pid = plan.lock.holder.pid
+    who = f"Its holder (pid {pid})" if pid is not None else "Its holder"
+    if alive is True:
+        return f"{who} is alive: it may wake and carry on as if it still held the lock."
+    if alive is False:
+        return f"{who} is not running: it cannot wake to use the lock."
+    return (
+        f"Whether {who[0].lower() + who[1:]} is alive is not known here: it may wake and"
+        " carry on as if it still held the lock."
+    )
+
+
 class ActionFlow:
     """Break, steal, release and cancel from any view, behind a confirmation."""
 
@@ -61,16 +84,25 @@ class ActionFlow:
             self._refused(plan)
             return
         lock = plan.lock
-        warning = None
+        facts = lock.facts
+        now = self.app.clock.now()
+        warning = liveness(plan) if kind is Kind.STEAL else None
         must_type = None
+        must_type_what = f"the lock's name to {kind.value} it anyway"
         if plan.needs_name:
-            must_type = lock.name
-            warning = (
-                f"{plan.why_name}. Type its name to {kind.value} it anyway."
+            # Its holder's session by name where the action ends a session; else the lock's.
+            word = facts.confirm_word(lock) if facts is not None else None
+            must_type = word or lock.name
+            if word:
+                must_type_what = f"the session's name to {kind.value} it anyway"
+            why = (
+                plan.why_name
                 if plan.why_name
-                else f"{lock.name} is {plan.verdict.state}, not stale: someone may be using it."
-                f" Type its name to {kind.value} it anyway."
+                else f"{lock.name} is {plan.verdict.state}, not stale: someone may be using it"
             )
+            # What to type is the prompt's: the warning says why.
+            warning = " ".join(part for part in (warning, f"{why}.") if part)
+        title = facts.confirm_title(lock, kind, now) if facts is not None else None
         # What the dialog shows now, which is what confirming acts on.
         shown = [plan]
 
@@ -78,7 +110,7 @@ class ActionFlow:
             board = self.app.board
             now = self.app.clock.now()
             if lock.id not in board:
-                return describe(shown[0], now), "the lock is gone since this opened"
+                return facts_of(shown[0], now), "the lock is gone since this opened"
             verdict = board.verdict_at(lock.id, now)
             peers = [entry.lock for entry in board.entries.values()]
             shown[0] = self.actions.plan(kind, board.entries[lock.id].lock, verdict, peers)
@@ -88,13 +120,14 @@ class ActionFlow:
                     f"changed while open: now {verdict.state.value}, was"
                     f" {plan.verdict.state.value} when this opened"
                 )
-            return describe(shown[0], now), changed
+            return facts_of(shown[0], now), changed
 
         screen = ConfirmScreen(
-            f"{kind.value.capitalize()} {lock.name}?",
-            describe(plan, self.app.clock.now()),
+            title or f"{kind.value.capitalize()} {lock.name}?",
+            facts_of(plan, now),
             verb=VERBS.get(kind, kind.value.capitalize()),
             must_type=must_type,
+            must_type_what=must_type_what,
             warning=warning,
             refresh=current,
         )
@@ -175,7 +208,7 @@ class ActionFlow:
             lines,
             verb="Break all",
             must_type=count,
-            must_type_what="the number of marked locks",
+            must_type_what="the number of marked locks to confirm",
             warning="Each lock is checked again (compare-and-swap) and audited on its own.",
         )
 

@@ -395,7 +395,7 @@ def test_effect_counts_the_holders_locks_and_names_its_waiters(acts: Acts) -> No
     the_plan = plan(Kind.BREAK, lock, judge(lock), peers=snapshot.locks)
     assert the_plan.effect == (
         f"call pg_terminate_backend({h}) on {where}: ends its session, releases all 3 locks it"
-        f" holds (3 advisory), waiter {w1} proceeds"
+        f" holds (3 advisory), waiter {w1} ({pg.application('first')}) proceeds"
     )
     # Any of its locks: ending the session releases them all.
     other = find(snapshot, h, key=pair(77, 3))
@@ -405,7 +405,10 @@ def test_effect_counts_the_holders_locks_and_names_its_waiters(acts: Acts) -> No
     snapshot = acts.poll()
     lock = find(snapshot, h, key=pair(77, 1))
     effect = plan(Kind.BREAK, lock, judge(lock), peers=snapshot.locks).effect
-    assert effect.endswith(f"(3 advisory), waiters {w1}, {w2} proceed")
+    assert effect.endswith(
+        f"(3 advisory), waiters {w1} ({pg.application('first')}),"
+        f" {w2} ({pg.application('second')}) proceed"
+    )
 
 
 def test_effect_of_an_idle_in_transaction_holder_counts_every_lock_with_all_rows(
@@ -433,7 +436,8 @@ def test_effect_of_an_idle_in_transaction_holder_counts_every_lock_with_all_rows
     )
     expected = (
         f"call pg_terminate_backend({h}) on {acts.server}: rolls back its open transaction,"
-        f" releases all {granted} locks it holds ({kinds}), waiter {w} proceeds"
+        f" releases all {granted} locks it holds ({kinds}),"
+        f" waiter {w} ({pg.application('waiter')}) proceeds"
     )
     # Every lock it holds, counted by the poll: not only the rows listed (the
     # uncontended table lock is not), and the same with every row listed.

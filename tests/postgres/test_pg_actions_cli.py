@@ -168,7 +168,7 @@ def test_break_an_active_lock_needs_force_then_terminates_the_holder(cli: Cli) -
     assert done["target"]["id"] == target and done["target"]["pid"] == h
     assert done["previous_lock"]["pid"] == h
     assert done["previous_lock_hash"].startswith("sha256:")
-    assert f"waiter {w} proceeds" in done["effect"]
+    assert f"waiter {w} ({pg.application('waiter')}) proceeds" in done["effect"]
 
 
 def test_break_a_stale_lock_by_the_ids_own_server_name(eager: Cli) -> None:

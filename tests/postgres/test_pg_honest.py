@@ -105,7 +105,7 @@ def test_a_dedicated_lock_connection_is_not_a_leak_while_its_program_lives(
     ((_, refused, _),) = list(read_records(log))
     assert refused is not None and refused["code"] == "not_stale"
     assert "releases all 2 locks it holds (1 advisory, 1 virtualxid)" in refused["effect"]
-    assert f"waiter {w} proceeds" in refused["effect"]
+    assert f"waiter {w} ({pg.application('waiter')}) proceeds" in refused["effect"]
     assert held_row(pg, lock_pid) and not blocked.done.is_set()
 
     # The program dies: its idle lock connection notices at once and lets go.

@@ -498,8 +498,8 @@ def test_terminating_counts_every_lock_the_backend_holds_and_who_proceeds() -> N
     ]
     effect = plan_for("break", rows, 100).effect
     assert "releases all 6 locks it holds (3 advisory, 2 relation, 1 virtualxid)" in effect
-    assert "waiter 200 proceeds" in effect
-    assert "300 still waits (on pid 200)" in effect
+    assert "waiter 200 (worker) proceeds" in effect
+    assert "300 (worker) still waits (on pid 200)" in effect
 
 
 def test_breaking_on_inferred_staleness_needs_the_typed_name() -> None:

@@ -5,7 +5,9 @@ holds a lock for the operator.
 The locks are the mixed scenario's (tests/ui/fakes.py), at fixed fake paths, so what the
 screens say (paths, effects, hashes) never depends on where the tests run; the action
 session's roots cover those paths. Nothing is executed: every snapshot is taken with
-the confirmation open, Cancel focused. The operator is named and lockwatch's pid is
+the confirmation open, the reason field focused (▶ reason) unless said otherwise. Each
+confirmation says its effect first, right under its title, at 80x24 too; the facts
+scroll below it. The operator is named and lockwatch's pid is
 fixed, since the steal's effect names both.
 
 The SVGs live in tests/ui/__snapshots__/test_action_snapshots/; after a deliberate change:
@@ -53,6 +55,7 @@ STALE = f"file:{TOWER}/home-portal-staging.lock"  # tower-fleet, heartbeat expir
 ACTIVE = f"file:{TOWER}/money-tracker-production.lock"  # tower-fleet, fresh heartbeat
 STALE_PIDFILE = "file:/run/report-gen.pid"  # generic, holder dead
 STALE_LOOP = "file:/home/dev/proj/.loops/.running/docs-sweep.lock"  # little-loops, loop dead
+PG_LEAKED_ID = "pg:monitor@db1:5432/app:3410:advisory/16384/////1/7/2:ExclusiveLock:held"
 
 
 @pytest.fixture
@@ -97,8 +100,9 @@ def on(lock_id: str, *pressed: str, expect: type = ConfirmScreen) -> RunBefore:
 def test_break_confirmation_of_a_stale_lock(
     snap_compare: SnapCompare, size: tuple[int, int], actions: Any
 ) -> None:
-    """b on a tower-fleet lock whose heartbeat expired: the lock, holder, state, reasons,
-    the rename into the tombstone; a reason to give, Cancel focused, Break disabled."""
+    """b on a tower-fleet lock whose heartbeat expired: the effect (the rename into the
+    tombstone, its paths folded after a `/`) first, then the lock, holder, state and
+    reasons; a reason to give (focused), Break not yet pressable."""
     app = app_with(actions)
     assert snap_compare(app, terminal_size=size, run_before=on(STALE, "b"))
 
@@ -114,7 +118,8 @@ def test_break_confirmation_of_an_active_lock(
 
 @SIZES
 def test_steal_confirmation(snap_compare: SnapCompare, size: tuple[int, int], actions: Any) -> None:
-    """S on a stale tower-fleet lock: the new lock written for the operator."""
+    """S on a stale tower-fleet lock: the new lock written for the operator, and whether
+    its holder is alive (a hung holder may wake)."""
     app = app_with(actions)
     assert snap_compare(app, terminal_size=size, run_before=on(STALE, "S"))
 
@@ -220,6 +225,40 @@ def test_cancel_query_confirmation(
     query it cancels, and the buttons "Do nothing" and "Cancel query"."""
     app = app_with(pg_actions)
     assert snap_compare(app, terminal_size=size, run_before=on(PG_ROOT_ID, "c"))
+
+
+@SIZES
+def test_break_of_a_session_with_the_focus_on_its_name(
+    snap_compare: SnapCompare, size: tuple[int, int], pg_actions: ActionSession
+) -> None:
+    """tab, b, a reason, enter: the root blocker's terminate dialog titled by its session
+    (billing-api, pid 4242, idle in transaction 7m12s), its effect naming every session
+    of the chain (who proceeds, who still waits), the reason given and the focus on the
+    name to type (▶ name), which is its application."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await pilot.press("tab")
+        await settle(pilot)
+        await pilot.press("b")
+        await settle(pilot)
+        await pilot.press(*"blocks billing", "enter")
+        await settle(pilot)
+        assert isinstance(pilot.app.screen, ConfirmScreen)
+
+    app = app_with(pg_actions)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@SIZES
+def test_steal_of_a_leaked_advisory_lock(
+    snap_compare: SnapCompare, size: tuple[int, int], pg_actions: ActionSession
+) -> None:
+    """S on the advisory lock a pooled session leaked (idle 26m): titled by the session,
+    whether its holder is alive (it may wake), and its application to type (stale only
+    by inference), with the focus on "Do nothing" ([ Do nothing ])."""
+    app = app_with(pg_actions)
+    assert snap_compare(app, terminal_size=size, run_before=on(PG_LEAKED_ID, "S", "shift+tab"))
 
 
 @SIZES

@@ -325,9 +325,8 @@ async def test_break_a_stale_lock(scene: Scene) -> None:
         await settle(pilot)
         await open_action(pilot, scene.id("deploy.lock"))
         screen = confirm_screen(app)
-        # Cancel has the focus: a stray enter cancels.
-        assert isinstance(app.focused, Button)
-        assert app.focused.id == "cancel"
+        # The reason has the focus: typing is the reason, a stray enter confirms nothing.
+        assert app.focused is not None and app.focused.id == "reason"
         text = screen_text(screen)
         assert "Break deploy?" in text
         assert str(path) in text
@@ -343,11 +342,9 @@ async def test_break_a_stale_lock(scene: Scene) -> None:
         assert confirm_button(app).disabled
         await type_into(pilot, "#reason", REASON)
         assert not confirm_button(app).disabled
-        # Enter in the reason moves on, it never confirms by itself.
+        # Enter in the last field (here the reason: no name to type) confirms.
         await pilot.press("enter")
-        await pilot.pause()
-        assert showing(app, ConfirmScreen)
-        await press_confirm(pilot)
+        await acted(pilot)
         assert not showing(app, ConfirmScreen)
 
     assert not path.exists()
@@ -364,7 +361,7 @@ async def test_break_a_stale_lock(scene: Scene) -> None:
     assert any("broke" in n and str(path) in n for n in notes(app))
 
 
-async def test_enter_right_away_cancels_and_touches_nothing(scene: Scene) -> None:
+async def test_enter_right_away_confirms_nothing_and_escape_cancels(scene: Scene) -> None:
     path = scene.write("deploy.lock", tower("deploy", heartbeat=600))
     before = path.read_bytes()
     app = scene.app()
@@ -372,13 +369,10 @@ async def test_enter_right_away_cancels_and_touches_nothing(scene: Scene) -> Non
         await settle(pilot)
         await open_action(pilot, scene.id("deploy.lock"))
         assert showing(app, ConfirmScreen)
-        await pilot.press("enter")
+        await pilot.press("enter")  # no reason yet: it stays, and says why
         await acted(pilot)
-        assert not showing(app, ConfirmScreen)
-        # escape cancels too
-        await pilot.press("b")
-        await pilot.pause()
         assert showing(app, ConfirmScreen)
+        assert any("reason is required" in n for n in notes(app))
         await pilot.press("escape")
         await acted(pilot)
         assert not showing(app, ConfirmScreen)
@@ -387,21 +381,26 @@ async def test_enter_right_away_cancels_and_touches_nothing(scene: Scene) -> Non
     assert scene.records() == []
 
 
-async def test_tab_reaches_the_reason_from_cancel(scene: Scene) -> None:
+async def test_tab_goes_round_the_fields_and_the_buttons(scene: Scene) -> None:
     scene.write("deploy.lock", tower("deploy", heartbeat=600))
     app = scene.app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await open_action(pilot, scene.id("deploy.lock"))
         focused = []
+        for _ in range(2):  # the action's button is no stop while it cannot be pressed
+            await pilot.press("tab")
+            await pilot.pause()
+            assert app.focused is not None
+            focused.append(app.focused.id)
+        assert focused == ["cancel", "reason"], focused
+        await type_into(pilot, "#reason", REASON)
         for _ in range(3):
             await pilot.press("tab")
             await pilot.pause()
             assert app.focused is not None
             focused.append(app.focused.id)
-            if app.focused.id == "reason":
-                break
-        assert "reason" in focused, focused
+        assert focused[2:] == ["cancel", "confirm", "reason"], focused
         # Tab is the confirmation's, not the dashboard's view switch.
         assert showing(app, ConfirmScreen)
 
@@ -415,6 +414,8 @@ async def test_typing_with_cancel_focused_goes_to_the_reason_and_q_never_quits(
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await open_action(pilot, scene.id("deploy.lock"))
+        await pilot.press("shift+tab")  # back from the reason to "Do nothing"
+        await pilot.pause()
         assert app.focused is not None and app.focused.id == "cancel"
         # "quit…": the q is the reason's first letter, not the dashboard's quit.
         await pilot.press(*"quiet holder")
@@ -444,10 +445,10 @@ async def test_break_an_active_lock_needs_its_name(scene: Scene) -> None:
         assert app.board.verdict(lock).state.value == "active"
         await open_action(pilot, lock)
         screen = confirm_screen(app)
-        assert app.focused is not None and app.focused.id == "cancel"
+        assert app.focused is not None and app.focused.id == "reason"
         text = screen_text(screen)
         assert "deploy is active, not stale" in text
-        assert "Type the lock's name to confirm: deploy" in text
+        assert "Type the lock's name to break it anyway: deploy" in text
         await type_into(pilot, "#reason", REASON)
         assert confirm_button(app).disabled  # the name is still missing
         await type_into(pilot, "#must-type", "deplo")
@@ -504,7 +505,7 @@ async def test_steal_heartbeat_and_release(scene: Scene) -> None:
         await settle(pilot)
         await open_action(pilot, lock, "S")
         screen = confirm_screen(app)
-        assert app.focused is not None and app.focused.id == "cancel"
+        assert app.focused is not None and app.focused.id == "reason"
         text = screen_text(screen)
         assert "Steal deploy?" in text
         assert f"write a new tower-fleet/v1 lock there held by {OPERATOR}" in text
@@ -692,7 +693,7 @@ async def test_bulk_break_of_marked_rows(scene: Scene) -> None:
         await pilot.press("b")
         await pilot.pause()
         screen = confirm_screen(app)
-        assert app.focused is not None and app.focused.id == "cancel"
+        assert app.focused is not None and app.focused.id == "reason"
         text = screen_text(screen)
         assert "Break 3 marked locks?" in text
         assert "3 lock(s)" in text
@@ -738,7 +739,7 @@ async def test_bulk_break_cancelled_keeps_the_marks(scene: Scene) -> None:
         await pilot.press("b")
         await pilot.pause()
         assert "Break 1 marked locks?" in screen_text(confirm_screen(app))
-        await pilot.press("enter")  # Cancel
+        await pilot.press("escape")
         await acted(pilot)
         assert app.locks.table.marked == {scene.id("alpha.lock")}
     assert path.exists()
@@ -1004,7 +1005,14 @@ async def test_a_small_terminal_shows_the_fields_and_buttons_at_once(scene: Scen
             region = screen.query_one(widget_id).region
             return region.height > 0 and box.region.contains_region(region)
 
-        for widget_id in ("#confirm-title", "#reason", "#must-type", "#cancel", "#confirm"):
+        for widget_id in (
+            "#confirm-title",
+            "#confirm-effect",
+            "#reason",
+            "#must-type",
+            "#cancel",
+            "#confirm",
+        ):
             assert on_screen(widget_id), widget_id
         assert box.max_scroll_y == 0  # nothing of the box itself is out of view
         assert facts.max_scroll_y > 0  # the facts are what scrolls

@@ -30,6 +30,7 @@ from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase, SourceError, Wanted
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import dsn_from_name
+from lockwatch.sources.postgres.effect import session_effect as _session_effect
 from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.postgres.held import held_text
 from lockwatch.sources.postgres.terms import prepared_commands
@@ -43,68 +44,6 @@ NAME = "postgres"
 def _pg(lock: Lock) -> PgLock:
     assert isinstance(lock.facts, PgLock)
     return lock.facts
-
-
-def _session_effect(lock: Lock, peers: Sequence[Lock]) -> str:
-    """What ending the holder's session does: its transaction, every lock it holds
-    (as pg_locks counted them at the poll, not only the rows on screen), and which
-    of the sessions waiting on it go ahead."""
-    pg = _pg(lock)
-    pid = pg.backend.pid
-    same = [
-        peer.facts
-        for peer in peers
-        if isinstance(peer.facts, PgLock)
-        and peer.facts.server == pg.server
-        and peer.facts.backend.pid is not None
-    ]
-    parts = []
-    if pg.backend.state in ("idle in transaction", "idle in transaction (aborted)"):
-        parts.append("rolls back its open transaction")
-    elif pg.backend.xact_start is not None:
-        parts.append("ends its transaction (rolled back)")
-    else:
-        parts.append("ends its session")
-    held = pg.backend.held
-    if held:
-        total = sum(count for _, count in held)
-        kinds = ", ".join(f"{count} {locktype}" for locktype, count in held)
-        parts.append(f"releases all {total} lock{'s' if total != 1 else ''} it holds ({kinds})")
-    else:
-        count = sum(1 for peer in same if peer.backend.pid == pid and peer.granted) or (
-            1 if pg.granted else 0
-        )
-        parts.append(f"releases its {count} lock{'s' if count != 1 else ''}")
-    parts.append(_who_proceeds(pid, [w for w in pg.blocking if w], same))
-    return ", ".join(parts)
-
-
-def _who_proceeds(pid: int | None, waiters: Sequence[int], same: Sequence[PgLock]) -> str:
-    """Which waiters go ahead once `pid` is gone: those it alone holds up. One also
-    queued behind another waiter (pg_blocking_pids names both) waits on."""
-    if not waiters:
-        return "nobody waits on it"
-    blockers: dict[int, set[int | str]] = {}
-    for peer in same:
-        waiter = peer.backend.pid
-        if not peer.granted and waiter is not None and waiter in waiters:
-            others = blockers.setdefault(waiter, set())
-            others.update(p for p in peer.blocked_by if p and p != pid)
-            others.update(f"prepared transaction {gid}" for gid in peer.blocked_by_prepared)
-    go = [w for w in waiters if not blockers.get(w)]
-    stay = [w for w in waiters if blockers.get(w)]
-    said = []
-    if len(go) == 1:
-        said.append(f"waiter {go[0]} proceeds")
-    elif go:
-        said.append(f"waiters {', '.join(map(str, go))} proceed")
-    for waiter in stay:
-        on = ", ".join(
-            f"pid {who}" if isinstance(who, int) else who
-            for who in sorted(blockers[waiter], key=str)
-        )
-        said.append(f"{waiter} still waits (on {on})")
-    return "; ".join(said)
 
 
 def _plan(

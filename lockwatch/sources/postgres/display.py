@@ -1,7 +1,12 @@
-"""How a PostgreSQL lock reads in the detail pane: its session, its lock and
-what ends it, as labelled rows (`PgLock.sections`).
+"""How a PostgreSQL lock reads: its session by name (its application, else its
+pid) with its user, state and the start of its query, in the table's HOLDER,
+a confirmation's title and the detail pane (its session, its lock and what
+ends it, as labelled rows: `PgLock.sections`).
 
-Pure text: the views render the rows through their one sanitiser.
+The role is the same on every row of a server more often than not: the
+application and what the session is doing tell sessions apart. Pure text: the
+views render it through their one sanitiser; query text is scrubbed of secrets
+where the backend is built (`PgBackend`).
 """
 
 from __future__ import annotations
@@ -10,16 +15,100 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from lockwatch.model.action import Kind
 from lockwatch.model.facts import Row, Section
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
+from lockwatch.model.text import terminal_safe
 from lockwatch.sources.postgres.held import held_text
 from lockwatch.sources.postgres.terms import prepared_commands
 
 if TYPE_CHECKING:
-    from lockwatch.sources.postgres.facts import PgClient, PgLock
+    from lockwatch.sources.postgres.facts import PgBackend, PgClient, PgLock
 
 TITLE = "PostgreSQL"
+# How much of a query the HOLDER cell keeps: its start says what it is.
+QUERY_SHOWN = 60
+
+
+def session_name(backend: PgBackend) -> str:
+    """A session as the operator names it: its application, else its pid (a
+    prepared transaction: its gid). What a confirmation asks to be typed."""
+    if backend.prepared_gid is not None:
+        return backend.label
+    application = terminal_safe(" ".join((backend.application or "").split()))
+    return application or f"pid {backend.pid}"
+
+
+def confirm_word(backend: PgBackend) -> str:
+    """What the operator types to confirm ending the session: its application as
+    shown, else its pid (the number alone)."""
+    name = session_name(backend)
+    return name if backend.application and name.strip() else str(backend.pid)
+
+
+def one_line(query: str | None, most: int = QUERY_SHOWN) -> str:
+    """The start of a query on one line (whitespace folded), cut with an ellipsis."""
+    text = " ".join((query or "").split())
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def state_words(backend: PgBackend, now: datetime | None) -> str:
+    """`idle in transaction 32s`: its state and for how long (when known)."""
+    state = backend.state or ""
+    if state and now is not None and backend.state_since is not None:
+        return f"{state} {duration(max(0.0, (now - backend.state_since).total_seconds()))}"
+    return state
+
+
+def holder_text(backend: PgBackend) -> str:
+    """Who holds it, as events and confirmations name the holder: its session by
+    name, pid and user. Steady while the session works (no state, no query)."""
+    if backend.prepared_gid is not None:
+        return backend.label
+    name = session_name(backend)
+    about = [] if name.startswith("pid ") else [f"pid {backend.pid}"]
+    about += [backend.user] if backend.user else []
+    return f"{name} ({', '.join(about)})" if about else name
+
+
+def holder_cell(backend: PgBackend) -> str:
+    """The HOLDER cell: the session by name, its state and the start of its
+    query, then its user (often the same on every row, so last, where a narrow
+    column cuts): `report-job idle in transaction: UPDATE jobs SET … · reports`."""
+    if backend.prepared_gid is not None:
+        return backend.label
+    state = backend.state or ""
+    query = "" if backend.hidden else one_line(backend.query)
+    doing = f"{state}: {query}" if state and query else state or query
+    said = " ".join(part for part in (session_name(backend), doing) if part)
+    return f"{said} · {backend.user}" if backend.user else said
+
+
+def session_title(backend: PgBackend, now: datetime) -> str:
+    """`report-job (pid 8527, idle in transaction 32s)`: a session by name, with
+    what it is doing."""
+    name = session_name(backend)
+    about = [] if name.startswith("pid ") else [f"pid {backend.pid}"]
+    if name.startswith("pid ") and backend.user:
+        about.append(backend.user)
+    state = state_words(backend, now)
+    about += [state] if state else []
+    return f"{name} ({', '.join(about)})" if about else name
+
+
+def confirm_title(lock: Lock, backend: PgBackend, kind: Kind, now: datetime) -> str | None:
+    """A confirmation's title: what ending the session does, to whom."""
+    if backend.pid is None:
+        return None
+    session = session_title(backend, now)
+    if kind is Kind.BREAK:
+        return f"Terminate {session}?"
+    if kind is Kind.CANCEL:
+        return f"Cancel the query of {session}?"
+    if kind is Kind.STEAL:
+        return f"Steal {lock.name} from {session}?"
+    return None
 
 
 def when(at: datetime | None, now: datetime) -> str | None:
@@ -64,11 +153,12 @@ def sections(lock: Lock, pg: PgLock, now: datetime) -> tuple[Section, ...]:
     backend = pg.backend
     rows = _rows(
         [
+            ("session", None if backend.pid is None else session_title(backend, now)),
             ("server", pg.server),
             ("lock", f"{pg.locktype} {pg.mode} ({'granted' if pg.granted else 'waiting'})"),
             ("database", pg.database),
             ("advisory key", None if pg.advisory_key is None else str(pg.advisory_key)),
-            ("session", backend.label),
+            ("session", backend.label if backend.pid is None else None),
             ("user", backend.user),
             ("application", backend.application),
             ("client", backend.client),

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.text import scrub_arguments, scrub_secrets
+from lockwatch.sources.postgres import display
 from lockwatch.sources.postgres.display import sections
 from lockwatch.sources.postgres.held import held_cell
 from lockwatch.sources.postgres.report import pg_record
 from lockwatch.sources.postgres.rules import evaluate_pg
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.lock import Lock
     from lockwatch.model.process import ProcessLookup
     from lockwatch.model.verdict import Verdict
@@ -297,8 +299,21 @@ class PgLock(Facts):
         return pg_record(lock, self, verdict, now, memo)
 
     def holder_text(self, lock: Lock) -> str:
-        backend = self.backend
-        return f"{backend.label} ({backend.user})" if backend.user else backend.label
+        # By name, pid and user: steady while the session works (events compare it).
+        return display.holder_text(self.backend)
+
+    def holder_cell(self, lock: Lock) -> str:
+        # The role alone is the same on every row: the application, the state
+        # and the start of the query tell the sessions apart.
+        return display.holder_cell(self.backend)
+
+    def confirm_title(self, lock: Lock, kind: Kind, now: datetime) -> str | None:
+        return display.confirm_title(lock, self.backend, kind, now)
+
+    def confirm_word(self, lock: Lock) -> str | None:
+        if self.backend.pid is None:
+            return None
+        return display.confirm_word(self.backend)
 
     def holder_label(self, lock: Lock) -> None:
         # `ls` shows a session's pid and role as any holder's (pid, actor).
@@ -335,8 +350,9 @@ class PgLock(Facts):
         backend = self.backend
         if backend.pid is None:
             return None
+        name = display.session_name(backend)
         about = [part for part in (backend.user, backend.state) if part]
-        label = f"pid {backend.pid}"
+        label = f"pid {backend.pid}" + ("" if name.startswith("pid ") else f" {name}")
         return backend.pid, f"{label} ({', '.join(about)})" if about else label
 
     # --- the views ----------------------------------------------------------------
@@ -364,7 +380,10 @@ class PgLock(Facts):
             f"{self.mode} on {lock.name}",
             waiting_since=self.waiting_since(lock),
             session=True,
-            who=", ".join(x for x in (backend.user, backend.application) if x),
+            # Its application (its user where it has none): at 80 columns the
+            # tree keeps the name and "idle in transaction 32s"; the role, often the
+            # same on every line, is in the table and the detail pane.
+            who=backend.application or backend.user or "",
             state=backend.state or "",
             state_since=backend.state_since,
         )
