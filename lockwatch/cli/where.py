@@ -102,7 +102,11 @@ def resolve_targets(values: Mapping[str, Any], config_path: str | None) -> Targe
     the config file read here, with each source's tables read by the registry."""
     from lockwatch.config import ConfigError
     from lockwatch.sources.registry import load_config
+    from lockwatch.sources.secrets import hide_url_passwords
 
+    # A URL's password in any option (--remote refuses them, and says so) leaves
+    # `ps` before anything else; the sources' own options have hidden theirs.
+    hide_url_passwords([str(v) for value in values.values() for v in _each(value)])
     try:
         os.getcwd()
     except FileNotFoundError:
@@ -112,6 +116,10 @@ def resolve_targets(values: Mapping[str, Any], config_path: str | None) -> Targe
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     return select_targets(values, config, os.environ)
+
+
+def _each(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, tuple | list) else (value,)
 
 
 def select_targets(

@@ -4,7 +4,14 @@ password given on the command line hidden from `ps` once it has been read."""
 from __future__ import annotations
 
 import os
+import re
 import stat
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+from urllib.parse import unquote
 
 
 class PasswordFileError(ValueError):
@@ -50,9 +57,10 @@ def read_password_file(path: str) -> str:
 # names the ways that never show it.
 
 
-def hide_in_arguments(secrets: set[str]) -> bool:
+def hide_in_arguments(secrets: set[str], within: Sequence[str] = ()) -> bool:
     """Overwrite each of `secrets` with `*` in this process's argument memory, the
-    bytes /proc/<pid>/cmdline (and so `ps`) shows. False where it cannot be done."""
+    bytes /proc/<pid>/cmdline (and so `ps`) shows: in every argument, or only in
+    those that hold one of `within`. False where it cannot be done."""
     import ctypes
 
     try:
@@ -69,13 +77,119 @@ def hide_in_arguments(secrets: set[str]) -> bool:
     area = ctypes.string_at(start, end - start)
     if not shown or not area.startswith(shown.rstrip(b"\0")):
         return False  # not the bytes the kernel shows: touch nothing
-    changed = area
-    for secret in sorted(secrets, key=len, reverse=True):
-        raw = os.fsencode(secret)
-        changed = changed.replace(raw, b"*" * len(raw))
-    if changed == area:
-        return True
+    raws = [os.fsencode(secret) for secret in sorted(secrets, key=len, reverse=True)]
+    holders = [os.fsencode(value) for value in within if value]
+    arguments = area.split(b"\0")
+    for number, argument in enumerate(arguments):
+        if holders and not any(holder in argument for holder in holders):
+            continue
+        for raw in raws:
+            argument = argument.replace(raw, b"*" * len(raw))
+        arguments[number] = argument
+    changed = b"\0".join(arguments)
     for offset, (old, new) in enumerate(zip(area, changed, strict=True)):
         if old != new:
             ctypes.memset(start + offset, new, 1)
     return True
+
+
+def hide_where_given(secrets: set[str], values: Iterable[str]) -> bool:
+    """`hide_in_arguments`, touching only the arguments that hold one of `values`
+    (an option's values: `--redis URL` or `--redis=URL`), so a short password
+    does not star out every other argument that happens to contain it."""
+    return hide_in_arguments(secrets, tuple(values))
+
+
+# -- which options carry passwords: each source declares its own ----------------
+
+
+@dataclass(frozen=True)
+class InArguments:
+    """An option whose values may carry a password (`--redis redis://:pw@h`): how
+    to find it in a value, and where the operator should keep it instead."""
+
+    flag: str  # as the warning names it: "--redis"
+    find: Callable[[str], set[str]]  # every form of the password in one value
+    instead: str  # the ways that never show it: the warning's advice
+
+
+_warned: set[str] = set()
+
+
+def hide_from_arguments(values: Sequence[str], carries: InArguments) -> set[str]:
+    """The passwords in `values` (an option's values as given on the command line):
+    hidden from the process's arguments, and said once per flag on stderr."""
+    secrets = {secret for value in values for secret in carries.find(value) if secret}
+    if not secrets:
+        return secrets
+    hidden = hide_where_given(secrets, values)
+    if carries.flag not in _warned:
+        _warned.add(carries.flag)
+        sys.stderr.write(
+            f"lockwatch: warning: a password in {carries.flag} is readable by every local user"
+            f" (ps) while lockwatch starts{'' if hidden else ' and runs'}; use {carries.instead}\n"
+        )
+        sys.stderr.flush()
+    return secrets
+
+
+def secret_option(*decls: str, carries: InArguments, **attrs: Any) -> Callable[[Any], Any]:
+    """`click.option(*decls, **attrs)` whose values, when given on the command
+    line, have their passwords hidden from `ps` as soon as they are parsed."""
+    import click
+
+    return click.option(*decls, cls=_secret_option_class(), carries=carries, **attrs)
+
+
+@lru_cache(maxsize=1)
+def _secret_option_class() -> type[Any]:
+    import click
+    from click.core import ParameterSource
+
+    class SecretOption(click.Option):
+        def __init__(self, *args: Any, carries: InArguments, **attrs: Any) -> None:
+            super().__init__(*args, **attrs)
+            self.carries = carries
+
+        def process_value(self, ctx: click.Context, value: Any) -> Any:
+            if (
+                not ctx.resilient_parsing
+                and self.name is not None
+                and ctx.get_parameter_source(self.name) is ParameterSource.COMMANDLINE
+            ):
+                given = value if isinstance(value, tuple | list) else (value,)
+                hide_from_arguments([v for v in given if isinstance(v, str)], self.carries)
+            return super().process_value(ctx, value)
+
+    return SecretOption
+
+
+# -- the usual places of a password in a URL -------------------------------------
+
+# user:password@ (up to the last @ before the path: a password may hold an
+# unencoded @), and password= or token= in a query string.
+_URL_USERINFO = re.compile(r"://[^:/@\s]*:([^\s/?#]*)@")
+_URL_QUERY = re.compile(r"[?&;](?:password|passwd|pwd|token|access_token)=([^&#\s]*)", re.I)
+
+
+def url_passwords(value: str) -> set[str]:
+    """Each password a URL (or several, comma-separated) carries, as written and
+    percent-decoded: its user info's, and a `password=` in its query."""
+    found: set[str] = set()
+    for pattern in (_URL_USERINFO, _URL_QUERY):
+        for match in pattern.finditer(value):
+            raw = match.group(1)
+            # Several comma-separated URLs (--redlock): one URL's password stops at
+            # the next URL.
+            for piece in (raw, raw.split(",")[0].rpartition("@")[0] or raw):
+                found.update({piece, unquote(piece)})
+    return {secret for secret in found if secret}
+
+
+def hide_url_passwords(arguments: Sequence[str]) -> None:
+    """Any URL's password in any of `arguments` hidden from `ps`, without a word:
+    for options whose source refuses credentials in a URL (and says so)."""
+    for argument in arguments:
+        secrets = url_passwords(argument)
+        if secrets:
+            hide_where_given(secrets, (argument,))

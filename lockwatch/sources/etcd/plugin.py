@@ -29,7 +29,9 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.etcd import ids
+from lockwatch.sources.etcd.endpoint import IN_ARGUMENTS
 from lockwatch.sources.polled import StoreSelection
+from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -108,9 +110,10 @@ class EtcdSource:
         if kind is not None:
             return ()
         return [
-            click.option(
+            secret_option(
                 "--etcd",
                 "etcd_urls",
+                carries=IN_ARGUMENTS,
                 multiple=True,
                 metavar="URL",
                 help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
@@ -119,9 +122,10 @@ class EtcdSource:
 
     def options(self) -> Sequence[Decorator]:
         return [
-            click.option(
+            secret_option(
                 "--etcd",
                 "etcd_urls",
+                carries=IN_ARGUMENTS,
                 multiple=True,
                 metavar="URL",
                 help="An etcd v3 server (http:// or https://, its JSON gateway) to read locks"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from lockwatch.sources.contract import SourceError
+from lockwatch.sources.secrets import InArguments, hide_from_arguments, url_passwords
 from lockwatch.sources.urls import host_port, scrub
 
 DEFAULT_PORT = 3306
@@ -176,33 +176,30 @@ def server_for(name: str) -> str | None:
 
 # -- a password on the command line ------------------------------------------------
 
-_noted = False
+
+def _passwords(dsn: str) -> set[str]:
+    found = url_passwords(dsn)
+    try:
+        password = urlsplit(dsn).password
+    except ValueError:
+        return found
+    return found | {password, unquote(password)} if password else found
+
+
+# --mysql's values may carry a password: hidden from `ps` as soon as they are parsed.
+IN_ARGUMENTS = InArguments(
+    "--mysql",
+    _passwords,
+    "an option file (~/.my.cnf, or option_file in the config's [mysql] table), password_file"
+    " in the config's [mysql] table, or MYSQL_PWD (which MySQL calls insecure: some systems"
+    " show a process's environment to other users; Linux shows it to its owner and root only)",
+)
 
 
 def note_command_line(dsns: Sequence[str]) -> None:
     """For DSNs given as flags: hide their passwords from the process's arguments
     (`ps`, /proc/<pid>/cmdline), and say once on stderr that they were seen."""
-    global _noted
-    secrets: set[str] = set()
-    for dsn in dsns:
-        try:
-            password = urlsplit(dsn).password
-        except ValueError:
-            continue
-        if password:
-            secrets.update({password, unquote(password)})
-    if not secrets or _noted:
-        return
-    _noted = True
-    from lockwatch.sources.secrets import hide_in_arguments
-
-    hidden = hide_in_arguments(secrets)
-    sys.stderr.write(
-        "lockwatch: warning: a password in --mysql is readable by every local user (ps) while"
-        f" lockwatch starts{'' if hidden else ' and runs'}; use MYSQL_PWD, an option file"
-        " (~/.my.cnf), or password_file in the config's [mysql] table\n"
-    )
-    sys.stderr.flush()
+    hide_from_arguments(dsns, IN_ARGUMENTS)
 
 
 # Servers this run was told about: actions reconnect to them as listed.

@@ -33,6 +33,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.mysql.dsn import IN_ARGUMENTS
 from lockwatch.sources.mysql.settings import (
     DEFAULT_IDLE_AFTER,
     DEFAULTS,
@@ -41,6 +42,7 @@ from lockwatch.sources.mysql.settings import (
     resolve,
 )
 from lockwatch.sources.polled import PolledFeed, StoreSelection
+from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -80,9 +82,10 @@ class MysqlSource:
         if kind is not None:
             return ()
         return [
-            click.option(
+            secret_option(
                 "--mysql",
                 "mysql_dsns",
+                carries=IN_ARGUMENTS,
                 multiple=True,
                 metavar="DSN",
                 help="The server a MySQL TARGET lives on (repeatable).",
@@ -91,9 +94,10 @@ class MysqlSource:
 
     def options(self) -> Sequence[Decorator]:
         return [
-            click.option(
+            secret_option(
                 "--mysql",
                 "mysql_dsns",
+                carries=IN_ARGUMENTS,
                 multiple=True,
                 metavar="DSN",
                 help="A MySQL or MariaDB server: mysql://user@host:port/db or a unix socket's"

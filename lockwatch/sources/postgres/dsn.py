@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Mapping, Sequence
 
 from lockwatch.model.text import scrub_secrets
-from lockwatch.sources.secrets import hide_in_arguments, read_password_file
+from lockwatch.sources.secrets import InArguments, hide_from_arguments, read_password_file
 
 # Any of these in the environment means "libpq knows a server": the empty DSN uses them.
 LIBPQ_SERVER_VARS = ("PGHOST", "PGHOSTADDR", "PGSERVICE", "PGDATABASE", "PGPORT")
@@ -61,24 +60,12 @@ def with_password(dsn: str, password: str) -> str:
     return conninfo.make_conninfo(dsn, password=password)
 
 
-_noted = False
-
-
 def note_command_line(flags: Sequence[str]) -> None:
     """For DSNs given as command-line flags: hide their passwords from the
-    process title, and say once (one line on stderr) that they were seen."""
-    global _noted
-    secrets = {secret for dsn in flags for secret in _secrets(dsn)}
-    if not secrets or _noted:
-        return
-    _noted = True
-    hidden = hide_in_arguments(secrets)
-    sys.stderr.write(
-        "lockwatch: warning: a password in --pg is readable by every local user (ps) while"
-        f" lockwatch starts{'' if hidden else ' and runs'}; use PGPASSFILE or ~/.pgpass,"
-        " PGPASSWORD, or password_file in the config's [postgres] table\n"
-    )
-    sys.stderr.flush()
+    process's arguments, and say once (one line on stderr) that they were seen.
+    (The --pg option does it as it is parsed; this is for callers that were
+    handed the flags some other way.)"""
+    hide_from_arguments(flags, IN_ARGUMENTS)
 
 
 def _secrets(dsn: str) -> set[str]:
@@ -103,6 +90,14 @@ def _secrets(dsn: str) -> set[str]:
         raw = match.group(2)
         found.update({raw, raw.strip("'")})
     return {secret for secret in found if secret}
+
+
+# --pg's values may carry a password: hidden from `ps` as soon as they are parsed.
+IN_ARGUMENTS = InArguments(
+    "--pg",
+    _secrets,
+    "PGPASSFILE or ~/.pgpass, PGPASSWORD, or password_file in the config's [postgres] table",
+)
 
 
 def scrub(text: str, dsn: str = "") -> str:

@@ -43,6 +43,7 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.postgres import ids
+from lockwatch.sources.postgres.dsn import IN_ARGUMENTS
 from lockwatch.sources.postgres.facts import (
     DEFAULT_IDLE_AFTER,
     AdvisoryKey,
@@ -51,6 +52,7 @@ from lockwatch.sources.postgres.facts import (
     PgLock,
 )
 from lockwatch.sources.postgres.settings import DEFAULTS, PgSettings, read_settings
+from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -83,9 +85,10 @@ class PostgresSource:
         if kind is not None:
             return ()
         return [
-            click.option(
+            secret_option(
                 "--pg",
                 "pg_dsns",
+                carries=IN_ARGUMENTS,
                 multiple=True,
                 metavar="DSN",
                 help="The server a Postgres TARGET lives on (repeatable).",
@@ -94,9 +97,10 @@ class PostgresSource:
 
     def options(self) -> Sequence[Decorator]:
         return [
-            click.option(
+            secret_option(
                 "--pg",
                 "pg_dsns",
+                carries=IN_ARGUMENTS,
                 multiple=True,
                 metavar="DSN",
                 help="A PostgreSQL server to read pg_locks from (repeatable).",

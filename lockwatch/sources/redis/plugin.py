@@ -31,6 +31,8 @@ from lockwatch.sources.contract import (
 )
 from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.redis import ids
+from lockwatch.sources.redis.endpoint import IN_ARGUMENTS, REDLOCK_IN_ARGUMENTS
+from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -118,9 +120,10 @@ class RedisSource:
         if kind is not None:
             return ()
         return [
-            click.option(
+            secret_option(
                 "--redis",
                 "redis_urls",
+                carries=IN_ARGUMENTS,
                 multiple=True,
                 metavar="URL",
                 help="The Redis server (with its password) a redis: TARGET lives on (repeatable).",
@@ -129,9 +132,10 @@ class RedisSource:
 
     def options(self) -> Sequence[Decorator]:
         return [
-            click.option(
+            secret_option(
                 "--redis",
                 "redis_urls",
+                carries=IN_ARGUMENTS,
                 multiple=True,
                 metavar="URL",
                 help="A Redis server to read lock keys from: redis://, rediss:// or unix://"
@@ -144,9 +148,10 @@ class RedisSource:
                 metavar="GLOB",
                 help="SCAN pattern for lock keys (repeatable) [default: lock:*, redlock:*, *lock].",
             ),
-            click.option(
+            secret_option(
                 "--redlock",
                 "redlock_groups",
+                carries=REDLOCK_IN_ARGUMENTS,
                 multiple=True,
                 metavar="URL,URL,...",
                 help="The servers of one Redlock group, comma-separated: each lock shown once,"
