@@ -17,6 +17,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from lockwatch.model.sql_secrets import Span, secret_spans
+
 # Chosen by Unicode general category rather than by listing known-bad characters:
 # a list misses the next invisible character, a category does not.
 #   Cc      C0 and C1 controls, DEL: they drive the terminal (ESC, CSI U+009B, BEL).
@@ -112,32 +114,44 @@ _JSON_VALUE = re.compile(
     rf"""("(?:[a-z0-9_-]{{0,64}}[_-])?(?:{_SECRET_KEY})"\s*:\s*)"(?:[^"\\]|\\.)*(?:"|$)""",
     re.IGNORECASE | re.ASCII,
 )
-# SQL: CREATE/ALTER ROLE … [ENCRYPTED] PASSWORD '…'; a foreign server's
-# OPTIONS (password '…'). String constants: '…', E'…', $tag$…$tag$.
-_SQL_PASSWORD = re.compile(
-    r"\b(password\s+)(?:E?'(?:[^']|'')*(?:'|$)|\$(\w*)\$.*?(?:\$\2\$|$))",
-    re.IGNORECASE | re.DOTALL | re.ASCII,
-)
 # scheme://user:password@host: up to the last @ before the path, so a password
 # with an unencoded @ in it is hidden whole.
 _URL_USERINFO = re.compile(
     r"""(\b[a-z][a-z0-9+.-]*://[^\s:/@'"]*):[^\s/'"]*@""", re.IGNORECASE | re.ASCII
 )
 # Cheap first look: most query text has none of these, and is returned as is.
-_MAYBE = re.compile(r"pass|pwd|secret|token|api[_-]?key|://", re.IGNORECASE)
+_MAYBE = re.compile(r"pass|pwd|secret|token|api[_-]?key|identified|://", re.IGNORECASE)
 
 
 def scrub_secrets(text: str) -> str:
     """`text` with every password-looking value replaced by `***`: key=value
     (`password=…`, `PGPASSWORD=…`, `sslpassword=…`, `pass=…`, `client_secret=…`,
     `access_token=…`, `api_key=…`), JSON (`"password": "…"`, `"token": "…"`),
-    SQL (`PASSWORD '…'`) and URL user info (`scheme://user:…@host`)."""
+    URL user info (`scheme://user:…@host`), and SQL's literals after PASSWORD,
+    IDENTIFIED BY and their kin however they are quoted, and the same again
+    inside any literal or comment (model/sql_secrets.py)."""
     if not _MAYBE.search(text):
         return text
-    text = _URL_USERINFO.sub(rf"\1:{_MASK}@", text)
-    text = _KEY_VALUE.sub(rf"\1\2{_MASK}", text)
-    text = _JSON_VALUE.sub(rf'\1"{_MASK}"', text)
-    return _SQL_PASSWORD.sub(rf"\1'{_MASK}'", text)
+    pieces: list[str] = []
+    at = 0
+    for span in secret_spans(text, _other_secrets, _maybe):
+        pieces += (text[at : span.start], span.mask)
+        at = span.end
+    return "".join(pieces) + text[at:] if pieces else text
+
+
+def _maybe(text: str) -> bool:
+    return bool(_MAYBE.search(text))
+
+
+def _other_secrets(text: str) -> list[Span]:
+    """The secrets that are not SQL's own: URL user info, key=value, JSON."""
+    if not _MAYBE.search(text):
+        return []
+    spans = [Span(m.end(1) + 1, m.end() - 1, _MASK) for m in _URL_USERINFO.finditer(text)]
+    spans += (Span(m.end(2), m.end(), _MASK) for m in _KEY_VALUE.finditer(text))
+    spans += (Span(m.end(1), m.end(), f'"{_MASK}"') for m in _JSON_VALUE.finditer(text))
+    return spans
 
 
 # Options whose next argument is a password (`--password hunter2`).
