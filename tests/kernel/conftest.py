@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.kernel.flock_tree import FlockTree
 from tests.kernel.holders import Holders, unavailable
 
 
@@ -23,6 +24,18 @@ def holders() -> Iterator[Holders]:
         yield factory
     finally:
         factory.close()
+
+
+@pytest.fixture
+def trees() -> Iterator[list[FlockTree]]:
+    """Where a test puts the `flock_tree.start`ed trees it wants SIGKILLed and
+    reaped at teardown, pass or fail."""
+    started: list[FlockTree] = []
+    try:
+        yield started
+    finally:
+        for tree in started:
+            tree.close()
 
 
 def need(kind: str) -> None:

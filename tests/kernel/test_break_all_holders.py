@@ -15,15 +15,10 @@ shell, once the lock is held, with a deadline: nothing waits on a guess.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import select
 import shutil
-import signal
 import subprocess
-import time
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,79 +36,13 @@ from lockwatch.sources.kernel.current import locks_now
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.holders import Describer
 from lockwatch.sources.kernel.procfs import read_table
-from tests.kernel.holders import locks_on, running
+from tests.kernel.flock_tree import SCRIPT, STUBBORN, FlockTree, listed, start
 from tests.kernel.test_kernel_break import audit, lockwatch
 
 pytestmark = pytest.mark.skipif(
     shutil.which("flock") is None or not os.path.exists("/proc/locks"),
     reason="needs util-linux flock(1) and Linux /proc/locks",
 )
-
-DEADLINE_S = 15.0
-
-# The shell says its pid and sleep's once both exist (flock(1) took the lock
-# before it ran the shell), then waits for sleep, as `sh -c 'sleep 900 & wait'`.
-SCRIPT = "echo $$; sleep 900 & echo $!; wait"
-STUBBORN = "trap '' TERM; " + SCRIPT  # ignores SIGTERM, and sleep inherits that
-
-
-class FlockTree:
-    """`flock PATH sh -c SCRIPT`: three processes holding one flock."""
-
-    def __init__(self, path: Path, script: str = SCRIPT) -> None:
-        self.path = path
-        self.proc = subprocess.Popen(
-            ["flock", str(path), "sh", "-c", script],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # one killpg ends the tree at teardown
-        )
-        self.flock = self.proc.pid
-        self.sh, self.sleep = int(self._line()), int(self._line())
-
-    @property
-    def pids(self) -> set[int]:
-        return {self.flock, self.sh, self.sleep}
-
-    def _line(self) -> str:
-        stdout = self.proc.stdout
-        assert stdout is not None
-        deadline = time.monotonic() + DEADLINE_S
-        line = b""
-        while not line.endswith(b"\n"):
-            ready, _, _ = select.select([stdout], [], [], deadline - time.monotonic())
-            assert ready, "the flock tree did not start in time"
-            byte = os.read(stdout.fileno(), 1)
-            assert byte, "the flock tree exited before holding its lock"
-            line += byte
-        return line.decode().strip()
-
-    def running(self) -> set[int]:
-        """Which of the three still run (flock(1), the test's child, is reaped)."""
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=0)
-        return {pid for pid in self.pids if running(pid)}
-
-    def close(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.flock, signal.SIGKILL)
-        self.proc.wait(timeout=DEADLINE_S)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
-@pytest.fixture
-def trees() -> Iterator[list[FlockTree]]:
-    started: list[FlockTree] = []
-    yield started
-    for tree in started:
-        tree.close()
-
-
-def start(trees: list[FlockTree], path: Path, script: str = SCRIPT) -> FlockTree:
-    tree = FlockTree(path, script)
-    trees.append(tree)
-    return tree
 
 
 def record_of(tmp_path: Path, path: Path) -> dict[str, Any]:
@@ -130,10 +59,6 @@ def break_(tmp_path: Path, lock_id: str, *options: str) -> subprocess.CompletedP
         "break", lock_id, "--reason", "INC-7 hung deploy", "--yes", "--force", "--json",
         "--audit-log", str(tmp_path / "audit.jsonl"), *options, cwd=tmp_path,
     )  # fmt: skip
-
-
-def listed(path: Path) -> bool:
-    return any(not lock.waiting for lock in locks_on(path))
 
 
 def kernel_lock(path: Path) -> Lock:

@@ -1,0 +1,111 @@
+"""The dashboard's break (b) of a real `flock LOCK sh -c 'sleep 900 & wait'`:
+the real kernel feed in the app, the real confirmation, the real action
+session and audit log (issue 37, item 1).
+
+The dialog shows every holder, the signal and the grace before anything is
+sent; the break is reported done only once /proc/locks no longer lists the
+lock, and flock(1), sh and sleep were all signalled. Every wait is bounded,
+never a sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from lockwatch.actions.session import ActionSession
+from lockwatch.clock import SystemClock
+from lockwatch.model.kernel import FileKey
+from lockwatch.sources.kernel.facts import KernelFacts
+from lockwatch.sources.kernel.feed import KernelFeed
+from lockwatch.ui.app import LockwatchApp
+from tests.conftest import LOCAL_HOST
+from tests.kernel.flock_tree import FlockTree, listed, start
+from tests.ui.fakes import make_app
+from tests.ui.fakes import until as until_within
+from tests.ui.test_actions_ui import (
+    confirm_screen,
+    notes,
+    open_action,
+    press_confirm,
+    screen_text,
+    type_into,
+)
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/proc/locks"), reason="kernel locks are read from /proc/locks"
+)
+
+SIZE = (160, 45)
+WAIT_S = 15.0
+FAST = 0.2
+REASON = "INC-7: deploy hung holding LOCK"
+
+
+async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> None:
+    await until_within(pilot, condition, what, WAIT_S)
+
+
+def kernel_row(app: LockwatchApp, path: Path) -> str | None:
+    """The id of the kernel's lock on `path` on the board, if it is there."""
+    st = path.stat()
+    key = FileKey(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino)
+    for lock_id, entry in app.board.entries.items():
+        facts = entry.lock.facts
+        if isinstance(facts, KernelFacts) and facts.file == key and not facts.waiting:
+            return lock_id
+    return None
+
+
+async def test_a_flock_tree_broken_from_the_dashboard(
+    trees: list[FlockTree], tmp_path: Path
+) -> None:
+    tree = start(trees, tmp_path / "LOCK")
+    audit_log = tmp_path / "audit.jsonl"
+    session = ActionSession(
+        clock=SystemClock(),
+        host=LOCAL_HOST,
+        roots=[str(tmp_path)],
+        audit_log=audit_log,
+        operator="alice",
+    )
+    feed = KernelFeed([str(tmp_path)], host=LOCAL_HOST, interval=FAST)
+    app = make_app(feeds=[feed], clock=SystemClock(), actions=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: kernel_row(app, tree.path) is not None, "the kernel's row")
+        lock_id = kernel_row(app, tree.path)
+        assert lock_id is not None
+        await open_action(pilot, lock_id)
+        text = " ".join(screen_text(confirm_screen(app)).split())
+        # Who is signalled, with what, and when SIGKILL follows: before anything is sent.
+        for holder in (f"flock (pid {tree.flock})", f"sh (pid {tree.sh})"):
+            assert holder in text, text
+        assert f"sleep (pid {tree.sleep})" in text, text
+        assert "SIGTERM" in text and "SIGKILL" in text and "after 10 s" in text, text
+        assert "done only once the kernel no longer lists LOCK" in text, text
+        await type_into(pilot, "#reason", REASON)
+        await type_into(pilot, "#must-type", "LOCK")
+        await press_confirm(pilot)
+        await until(
+            pilot,
+            lambda: any("the kernel no longer lists LOCK" in note for note in notes(app)),
+            "the break's report",
+        )
+
+    assert not listed(tree.path)
+    assert tree.running() == set()
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    last = records[-1]
+    assert (last["event"], last["result"], last["reason"]) == (
+        "holder_signalled",
+        "success",
+        REASON,
+    )
+    assert {holder["pid"] for holder in last["signalled"]} == tree.pids
+    assert last["forced"] is True  # the typed name
