@@ -50,7 +50,8 @@ def _judge(
     from lockwatch.sources.files.evidence import Evidence
 
     candidates, errors = find_in(areas)
-    loaded = load_all(candidates, ScanResult(errors=errors))
+    # Rendered and dropped: nothing keeps the records' content, so none is compacted.
+    loaded = load_all(candidates, ScanResult(errors=errors), compact=False)
     locks = Evidence(table).attach(loaded.locks)
     # Processes are looked at after the files were read (see PsutilProcesses).
     processes, clock = PsutilProcesses(), FrozenClock(now)

@@ -18,8 +18,15 @@ from typing import Any
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError
-from lockwatch.sources.files.decoders import decode_file, decode_native, invalid, wanted_by_format
+from lockwatch.sources.files.decoders import (
+    decode_file,
+    decode_native,
+    generic,
+    invalid,
+    wanted_by_format,
+)
 from lockwatch.sources.files.decoders.base import LockFile
+from lockwatch.sources.files.mounts import pseudo_mounts
 from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 
 MAX_LOCK_BYTES = 64 * 1024
@@ -71,6 +78,8 @@ class Candidate:
     is_special: bool = False
     # A directory that is a lock (`x.lock/`, the mkdir idiom): listed, not walked.
     is_dir: bool = False
+    # Named by the operator (not found by a walk): listed whatever it turns out to be.
+    named: bool = False
 
 
 def never_a_lock(name: str) -> bool:
@@ -117,7 +126,7 @@ def _placeholder(path: str, st: os.stat_result | None) -> LockFile:
 
 
 def load(
-    path: str, *, is_symlink: bool | None = None, is_special: bool = False
+    path: str, *, is_symlink: bool | None = None, is_special: bool = False, compact: bool = True
 ) -> Lock | ScanError | None:
     """Read and decode the lock at absolute `path`: a Lock (maybe invalid), a
     ScanError when it cannot be read, or None when it vanished."""
@@ -171,7 +180,7 @@ def load(
         os.close(fd)
     digest = hashlib.sha256(raw).hexdigest()
     links = _links(path, st) if st.st_nlink > 1 else ()
-    return decode_file(_as_read(path, st, digest, raw=raw, links=links))
+    return decode_file(_as_read(path, st, digest, raw=raw, links=links), compact=compact)
 
 
 def _as_read(path: str, st: os.stat_result, sha256: str | None, **facts: Any) -> LockFile:
@@ -304,17 +313,36 @@ def _directory(path: str) -> Lock | ScanError | None:
     )
 
 
+_PSEUDO: list[frozenset[str]] = []
+
+
+def _pseudo_mounts() -> frozenset[str]:
+    """Where pseudo filesystems are mounted, read once per run (mountinfo)."""
+    if not _PSEUDO:
+        _PSEUDO.append(pseudo_mounts())
+    return _PSEUDO[0]
+
+
+def walks_into(name: str, path: str) -> bool:
+    """Whether a walk goes into the directory `name` at `path`: never lockwatch's
+    tombstones, never a pseudo filesystem (a watch's walk asks this too)."""
+    return name not in SKIP_DIRS and path not in _pseudo_mounts()
+
+
 def _list_dir(
     directory: str, found: list[Candidate], subdirs: list[str], errors: list[ScanError]
 ) -> None:
-    """One level: lock files go to `found`, directories to walk go to `subdirs`."""
+    """One level: lock files go to `found`, directories to walk go to `subdirs`.
+    A pseudo filesystem's mount point (/proc, /sys, …) is never walked into: only
+    a root named as such is (`_named_roots`)."""
+    pseudo = _pseudo_mounts()
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
                 name = entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if name in SKIP_DIRS:
+                        if name in SKIP_DIRS or entry.path in pseudo:
                             continue
                         if _is_candidate(name, entry.path, "dir"):
                             found.append(Candidate(entry.path, False, is_dir=True))
@@ -368,13 +396,14 @@ def _named_roots(roots: Iterable[str]) -> tuple[list[str], list[Candidate], list
         if any(real == d or real.startswith(d.rstrip("/") + "/") for d in real_dirs):
             continue
         if stat.S_ISDIR(st.st_mode) and is_candidate(root, "dir") and not os.path.islink(root):
-            files.append(Candidate(root, False, is_dir=True))  # a lock directory, named
+            files.append(Candidate(root, False, is_dir=True, named=True))  # a lock directory
         elif stat.S_ISDIR(st.st_mode):
             dirs.append(root)
             real_dirs.append(real)
         else:
             link = os.path.islink(root)
-            files.append(Candidate(root, link, not link and not stat.S_ISREG(st.st_mode)))
+            special = not link and not stat.S_ISREG(st.st_mode)
+            files.append(Candidate(root, link, special, named=True))
     return dirs, files, errors
 
 
@@ -439,19 +468,35 @@ def partition(
     return [areas[i : i + size] for i in range(0, len(areas), size)], errors
 
 
-def load_candidate(candidate: Candidate) -> Lock | ScanError | None:
+def load_candidate(candidate: Candidate, *, compact: bool = True) -> Lock | ScanError | None:
     """The lock the walk found at `candidate` (see `load`)."""
     if candidate.is_dir:
         return _directory(candidate.path)
-    return load(candidate.path, is_symlink=candidate.is_symlink, is_special=candidate.is_special)
+    return load(
+        candidate.path,
+        is_symlink=candidate.is_symlink,
+        is_special=candidate.is_special,
+        compact=compact,
+    )
 
 
-def load_all(candidates: Iterable[Candidate], result: ScanResult) -> ScanResult:
+def _unclaimed(candidate: Candidate, lock: Lock) -> bool:
+    """A file a walk found only because a tool names its locks so (a `.x.swp`)
+    that this tool did not recognise: not a lock, and not listed (named, it is)."""
+    if candidate.named or candidate.is_dir or lock.format != generic.FORMAT:
+        return False
+    return not is_lock_name(candidate.path.rpartition("/")[2])
+
+
+def load_all(
+    candidates: Iterable[Candidate], result: ScanResult, *, compact: bool = True
+) -> ScanResult:
+    """`result` with every candidate's lock or error added (`compact`: see `load`)."""
     for candidate in candidates:
-        loaded = load_candidate(candidate)
+        loaded = load_candidate(candidate, compact=compact)
         if isinstance(loaded, ScanError):
             result.errors.append(loaded)
-        elif loaded is not None:
+        elif loaded is not None and not _unclaimed(candidate, loaded):
             result.locks.append(loaded)
     return result
 

@@ -31,14 +31,18 @@ from lockwatch.sources.files.decoders import (
     generic,
     git,
     gitclaw,
+    liblockfile,
     libreoffice,
     little_loops,
     lockdir,
     loops_queue,
+    mercurial,
+    procmail,
     pylockfile,
     softfilelock,
     terraform,
     tower_fleet,
+    vim_swap,
     zc_lockfile,
 )
 from lockwatch.sources.files.decoders.base import LockFile, file_lock
@@ -48,12 +52,16 @@ from lockwatch.sources.files.decoders.base import LockFile, file_lock
 NATIVE: tuple[ModuleType, ...] = (
     git,
     terraform,
+    mercurial,
+    vim_swap,
     loops_queue,
     clawdbot_session,
     clawdbot_gateway,
     flufl,
     softfilelock,
     zc_lockfile,
+    liblockfile,
+    procmail,
     pylockfile,
     emacs,
     libreoffice,
@@ -84,6 +92,7 @@ def wanted_by_format(path: str, kind: str) -> bool:
 
 
 _PREVIEW_CHARS = 4096
+lock_named = generic.lock_named
 
 
 def writer(format: str) -> ModuleType | None:
@@ -129,8 +138,10 @@ def decode_native(file: LockFile) -> Lock | None:
     return None
 
 
-def decode_file(file: LockFile) -> Lock:
-    """Never raises: whatever the bytes, the answer is a Lock (maybe an invalid one)."""
+def decode_file(file: LockFile, *, compact: bool = True) -> Lock:
+    """Never raises: whatever the bytes, the answer is a Lock (maybe an invalid one).
+    `compact`: keep a record's content compacted (`_kept_as_read`), for a board that
+    holds it; a one-shot listing, which never shows it, skips that work."""
     native = decode_native(file)
     if native is not None:
         return native
@@ -148,6 +159,8 @@ def decode_file(file: LockFile) -> Lock:
     if raw.startswith(_BOM):  # Windows tools (PowerShell 5) write one before JSON
         raw = raw[len(_BOM) :]
     if b"\x00" in raw:
+        if not lock_named(file):
+            return generic.not_a_lock(file, "binary content, and its name is not a lock's")
         return invalid(file, "unparseable", "binary content, not a lock record")
     try:
         # orjson is strict where it matters: no NaN/Infinity, no numbers that
@@ -156,10 +169,14 @@ def decode_file(file: LockFile) -> Lock:
     except orjson.JSONDecodeError:
         return _decode_text(raw, file)
     if isinstance(doc, dict):
-        return _kept_as_read(_decode_record(doc, file), doc, raw)
+        decoded = _decode_record(doc, file)
+        return _kept_as_read(decoded, doc, raw) if compact else decoded
     hint = _hinted(file)
     if type(doc) is int and hint is None:
         return generic.decode_pid_value(doc, file)
+    if hint is None and not lock_named(file):
+        what = f"JSON {type(doc).__name__}, not a lock record"
+        return generic.not_a_lock(file, f"{what}, and its name is not a lock's", doc)
     if type(doc) is float and hint is None:  # orjson reads integers past 64 bits as floats
         return invalid(file, "unparseable", f"{doc!r} is a number but not a process id", doc)
     return invalid(
@@ -179,6 +196,12 @@ def _decode_record(doc: dict[str, Any], file: LockFile) -> Lock:
     if hint is not None:
         hinted_lock: Lock = hint.decode(doc, file)
         return hinted_lock
+    if not lock_named(file) and not generic.has_lock_keys(doc):
+        why = (
+            "a JSON object with none of a lock's keys (pid, host, times), and its name"
+            " is not a lock's"
+        )
+        return generic.not_a_lock(file, why, doc)
     return generic.decode(doc, file)
 
 
@@ -200,9 +223,12 @@ def _kept_as_read(lock: Lock, doc: dict[str, Any], raw: bytes) -> Lock:
 
 def _decode_text(raw: bytes, file: LockFile) -> Lock:
     """Content that is not JSON: a pid file, an empty file, or garbage."""
+    named_so = lock_named(file)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
+        if not named_so:
+            return generic.not_a_lock(file, "not text, and its name is not a lock's")
         return invalid(file, "unparseable", "content is not UTF-8 text")
     hint = _hinted(file)
     if not text.strip():
@@ -214,6 +240,14 @@ def _decode_text(raw: bytes, file: LockFile) -> Lock:
         from_text = generic.decode_text(text, file)
         if from_text is not None:
             return from_text
+        if not named_so:
+            lines = text.count("\n") + (not text.endswith("\n"))
+            said = "1 line" if lines == 1 else f"{lines} lines"
+            why = f"{said} of text, no lock record, and its name is not a lock's"
+            return generic.not_a_lock(file, why, text[:_PREVIEW_CHARS])
+        note = generic.decode_note(text, file)
+        if note is not None:
+            return note
     return invalid(
         file,
         "unparseable",
