@@ -123,7 +123,10 @@ def ls(**values: Any) -> None:
         trees = [tree for part in parts for tree in part.blocking]
         document = b"".join(ls_json_bytes(request.now, host, arrays, errors, statuses, trees))
         if sys.stdout.isatty():
-            document = orjson.dumps(orjson.loads(document), option=orjson.OPT_INDENT_2)
+            from lockwatch.model.report import unprintable_escaped
+
+            indented = orjson.dumps(orjson.loads(document), option=orjson.OPT_INDENT_2)
+            document = unprintable_escaped(indented)  # re-dumping undid the escapes
         _write_all(document + b"\n")
     else:
         assessed = [pair for part in parts for pair in part.assessed]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -135,8 +136,36 @@ def lock_json_bytes(lock: Lock, verdict: Verdict) -> bytes:
 
 def records_json_array(records: list[dict[str, Any]]) -> bytes:
     """A JSON array of lock records, in one call: orjson's cost per call is several
-    times its cost per record, so never serialise 10,000 locks one by one."""
-    return orjson.dumps(records, option=_OPTIONS)
+    times its cost per record, so never serialise 10,000 locks one by one.
+
+    Every character a terminal would act on or hide (C1 controls such as U+009B,
+    bidi and invisible format characters such as U+202E) is written as a `\\uXXXX`
+    escape: JSON that decodes to the same strings, and that `ls --json` (or a
+    `curl` of serve's /v1/locks) can print to a terminal. orjson escapes only what
+    JSON must. All-ASCII output, the usual case, is passed through as is."""
+    return unprintable_escaped(orjson.dumps(records, option=_OPTIONS))
+
+
+def unprintable_escaped(data: bytes) -> bytes:
+    """JSON `data` with every unprintable character spelt as a `\\uXXXX` escape."""
+    if data.isascii():
+        return data
+    return _NON_ASCII.sub(_escape, data.decode("utf-8")).encode("utf-8")
+
+
+# Non-ASCII characters: the few that could be unprintable are looked at one by one.
+_NON_ASCII = re.compile(r"[^\x20-\x7e]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # outside the BMP: JSON spells it as a surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def lock_json(lock: Lock, verdict: Verdict) -> dict[str, Any]:

@@ -186,27 +186,7 @@ def _named(value: Any, path: str, depth: int) -> None:
                 _named(item, path, depth + 1)
 
 
-# Non-ASCII characters: the few that could be unprintable are looked at one by one.
-_NON_ASCII = re.compile(r"[^\x20-\x7e]")
-
-
 def json_array(records: list[dict[str, Any]]) -> bytes:
-    """Records as a JSON array (`records_json_array`), every character a terminal
-    would act on or hide (C1 controls, bidi and invisible format characters)
-    written as a `\\uXXXX` escape: JSON that decodes to the same strings, and that
-    `ls --json` can print to a terminal. (orjson escapes only what JSON must.)"""
-    data = records_json_array(records)
-    if data.isascii():
-        return data
-    return _NON_ASCII.sub(_escape, data.decode("utf-8")).encode("utf-8")
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    if char.isprintable():
-        return char
-    code = ord(char)
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    code -= 0x10000  # outside the BMP: JSON spells it as a surrogate pair
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    """Records as a JSON array, every character a terminal would act on or hide
+    escaped (`records_json_array` does it for every JSON lock array)."""
+    return records_json_array(records)

@@ -1,0 +1,47 @@
+"""Hostile characters in lock names reach no terminal through the JSON either.
+
+A file name may carry C1 controls (U+009B is CSI: a terminal acts on what
+follows) or bidi overrides (U+202E turns the line around). `ls --json` and
+serve's /v1/locks write them as `\\uXXXX` escapes: the same strings to a JSON
+reader, nothing raw on a screen that `cat`s or `curl`s the document.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from lockwatch.model.report import records_json_array
+
+HOSTILE = "evil\u009b31m\u202egnp.lock"
+RAW = ("\u009b", "\u202e")
+
+
+def test_records_json_array_escapes_what_a_terminal_would_act_on() -> None:
+    records = [{"name": HOSTILE, "path": "/x/caf\u00e9.lock", "n": 1}]
+    data = records_json_array(records)
+    text = data.decode("utf-8")
+    assert not any(char in text for char in RAW), text
+    assert "\\u009b" in text and "\\u202e" in text
+    assert "caf\u00e9" in text  # printable non-ASCII stays as it is
+    assert orjson.loads(data) == records  # the same strings to a JSON reader
+
+
+def test_ls_json_of_a_hostile_file_name_prints_no_raw_control(tmp_path: Path) -> None:
+    (tmp_path / HOSTILE).write_text(f"{os.getpid()}\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "lockwatch", "ls", "--json", str(tmp_path)],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    text = out.stdout.decode("utf-8")
+    assert not any(char in text for char in RAW)
+    names = [lock["name"] for lock in json.loads(text)["locks"]]
+    assert any("\u202e" in name for name in names)  # decoded back, whole
