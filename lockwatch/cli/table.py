@@ -28,7 +28,11 @@ STATE_COLOURS = {
 printable = terminal_safe
 
 HEADERS = ("STATE", "FORMAT", "NAME", "HOLDER", "AGE", "REASONS", "WHERE")
-_NAME_WIDTH = 32
+# The widest each column gets: one odd lock (a 10,000-character name or holder)
+# never widens every other line. A cell cut to fit ends in "…" (WHERE keeps the
+# file's own name: cut in the middle); `-l` prints it whole beneath its row, and
+# `--json` always has it whole.
+WIDTHS = (7, 24, 32, 40, 16, 48, 120)
 
 
 def _holder(lock: Lock, verdict: Verdict) -> str:
@@ -64,6 +68,14 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _clip_middle(text: str, width: int) -> str:
+    """`text` cut in its middle: a path keeps its start and its file's name."""
+    if len(text) <= width:
+        return text
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
+
+
 def _age(lock: Lock, verdict: Verdict, now: datetime | None) -> str:
     if verdict.age_seconds is not None:
         return duration(verdict.age_seconds)
@@ -84,13 +96,13 @@ def render_table(
 ) -> Iterator[str]:
     if not assessed:
         return
-    rows = [
+    whole = [
         tuple(
             printable(cell)
             for cell in (
                 verdict.state.value,
                 lock.format,
-                _clip(lock.name, _NAME_WIDTH),
+                lock.name,
                 _holder(lock, verdict),
                 _age(lock, verdict, now),
                 ",".join(dict.fromkeys(verdict.codes)) or "-",
@@ -98,6 +110,13 @@ def render_table(
             )
         )
         for lock, verdict in assessed
+    ]
+    last = len(HEADERS) - 1
+    rows = [
+        tuple(
+            (_clip_middle if i == last else _clip)(cell, WIDTHS[i]) for i, cell in enumerate(cells)
+        )
+        for cells in whole
     ]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
 
@@ -109,13 +128,16 @@ def render_table(
         )
 
     yield line(HEADERS)
-    for row, (_, verdict) in zip(rows, assessed, strict=True):
+    for row, cells, (_, verdict) in zip(rows, whole, assessed, strict=True):
         state = click.style(
             row[0], fg=STATE_COLOURS[verdict.state], bold=verdict.state is State.STALE
         )
         # Style only the word, after padding, so escape codes cannot skew the columns.
         yield state + line(row)[len(row[0]) :]
         if long:
+            for header, cut, cell in zip(HEADERS, row, cells, strict=True):
+                if cut != cell:
+                    yield f"    {header.lower()}: {cell}"
             for reason in verdict.reasons:
                 yield f"    {reason.code}: {printable(reason.message)}"
 

@@ -74,6 +74,8 @@ class StalenessPolicy:
       heartbeat: heartbeat, heartbeat_late_fraction;
       lease_expiry: expiry_grace;
       waiter: waiter;
+      undecided, foreign_unknown: holder_checks (unknown); sentinel_unproven:
+        kernel_unheld; expiry_code: lease_expiry;
       idle_after: PostgreSQL's own rules (its facts' judge), not a lock file's.
     """
 
@@ -122,6 +124,20 @@ class StalenessPolicy:
     # The file records a waiter, not a holder (little-loops' --queue entries):
     # `waiting` while its pid lives, stale once it is gone.
     waiter: bool = False
+    # Nothing here can tell whether it is held (a file that is no lock; an
+    # existence lock whose staleness rule its caller keeps): unknown, and the
+    # decoder's first note says why (issue 33).
+    undecided: bool = False
+    # Another host's lock is unknown, not active: its tool checks the pid on the
+    # writer's own host only (Mercurial, vim).
+    foreign_unknown: bool = False
+    # An empty file is a kernel lock's sentinel and an existence lock alike (npm's
+    # `lockfile`: created O_EXCL, then closed): with no kernel lock held on it and
+    # nobody having it open, it is free only where the kernel was seen holding it.
+    sentinel_unproven: bool = False
+    # The reason code of `lease_expiry`: a lease its holder renews
+    # (heartbeat_expired), or a record's own deadline (expired).
+    expiry_code: str = "heartbeat_expired"
 
 
 NO_POLICY = StalenessPolicy()

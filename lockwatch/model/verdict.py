@@ -105,6 +105,7 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
     deadlines: list[datetime | None] = []
     foreign = is_foreign(lock.holder, local_host)
     unknown, facts, alive = holder_checks(lock, foreign, processes, local_host, info, stale)
+    unknown = unknown or undecided(lock, foreign, info)
     age_limit(lock, foreign, age, stale, deadlines)
     heartbeat(lock, now, info, stale, deadlines)
     lease_expiry(lock, now, stale, deadlines)
@@ -221,6 +222,22 @@ def is_foreign(holder: Holder, local_host: str) -> bool:
     return holder.host is not None and not same_host(holder.host, local_host)
 
 
+def undecided(lock: Lock, foreign: bool, info: list[Reason]) -> Reason | None:
+    """Unknown by its format's rule: another host's lock where its tool checks the
+    pid on the writer's host only (its `foreign_host` note is the reason), or a
+    lock nothing here can judge (the decoder's first note says why)."""
+    policy = lock.policy
+    if policy.foreign_unknown and foreign:
+        reason = next((r for r in info if r.code == "foreign_host"), None)
+    elif policy.undecided and lock.notes:
+        reason = lock.notes[0]
+    else:
+        return None
+    if reason is not None and reason in info:
+        info.remove(reason)
+    return reason
+
+
 def age_limit(
     lock: Lock,
     foreign: bool,
@@ -303,7 +320,10 @@ def lease_expiry(
             f"; its tool breaks it {limit_text(grace_seconds)} after that" if grace_seconds else ""
         )
         stale.append(
-            Reason("heartbeat_expired", f"its lease expired {duration(expired_for)} ago{grace}")
+            Reason(
+                lock.policy.expiry_code,
+                f"its lease expired {duration(expired_for)} ago{grace}",
+            )
         )
     else:
         deadlines.append(breaks_at)
@@ -419,6 +439,9 @@ def _kernel_unheld(
                 )
                 return Verdict(State.ACTIVE, (reason, *info), age, alive=True, process=facts)
         unseen = " (other users' open files could not be checked)" if evidence.open_unknown else ""
+        # A kernel_only file is only ever a sentinel (its tool says so): free.
+        if policy.sentinel_unproven and not policy.kernel_only and not evidence.was_held:
+            return Verdict(State.UNKNOWN, (_existence_unknown(unseen), *info), age_seconds=age)
         reason = Reason("not_held", f"no process holds a kernel lock on it or has it open{unseen}")
         return Verdict(State.FREE, (reason, *info), age_seconds=age)
     if pid is not None and (
@@ -432,6 +455,16 @@ def _kernel_unheld(
         )
         return Verdict(State.FREE, (reason, *info), age_seconds=age)
     return None
+
+
+def _existence_unknown(unseen: str) -> Reason:
+    return Reason(
+        "existence_unknown",
+        f"no process holds a kernel lock on it or has it open{unseen}, and none was seen"
+        " holding one: free if it is only a kernel lock's sentinel (filelock, portalocker,"
+        " flock(1)), held for as long as it exists if its existence is the lock (npm's"
+        " lockfile, O_EXCL); an empty file does not say which",
+    )
 
 
 # Limits come from a handful of policies and ttls: format each once.

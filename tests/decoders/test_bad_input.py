@@ -223,5 +223,7 @@ def test_bad_input_survives_assess_together(fmt: str) -> None:
     expected = [State.INVALID] * len(raws)
     if fmt == "generic":
         expected[raws.index("")] = State.ACTIVE  # an empty generic file is a pid-less lock
+        # A few words are a note (issue 33): a pid-less lock, its words its holder's.
+        expected[raws.index("junk junk junk")] = State.ACTIVE
     assert [v.state for _, v in assessed] == expected
     assert [lock for lock, _ in assessed] == locks

@@ -208,10 +208,7 @@ def test_empty_file_ages_from_mtime(text: str) -> None:
 # --- garbage ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "text",
-    ["hello", "locked by alice on tuesday", "pid=12345", "12345 host extra", "{oops", "abc def"],
-)
+@pytest.mark.parametrize("text", ["hello", "pid=12345", "12345 host extra", "{oops", "NaN"])
 def test_non_pid_text_is_unparseable(text: str) -> None:
     lock = decode(text, mtime=ago(5))
     assert lock.format == "generic"

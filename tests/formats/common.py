@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +29,22 @@ WAIT_S = 30.0
 LS_TIMEOUT = 60.0
 
 Record = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- the real tools
+
+
+def need_tools(*commands: str) -> None:
+    """Skip unless every command is installed; in CI (LOCKWATCH_REQUIRE_TOOLS, set
+    by .ci/run, which installs them) fail instead: a test of a real tool never
+    passes by not running it."""
+    missing = [command for command in commands if shutil.which(command) is None]
+    if not missing:
+        return
+    why = f"not installed: {', '.join(missing)}"
+    if os.environ.get("LOCKWATCH_REQUIRE_TOOLS"):
+        pytest.fail(f"{why} (LOCKWATCH_REQUIRE_TOOLS is set)", pytrace=False)
+    pytest.skip(why)
 
 
 # --------------------------------------------------------------------------- running lockwatch

@@ -93,7 +93,9 @@ def test_a_shared_posix_hold_with_waiters_says_so() -> None:
 
 
 def test_an_unheld_sentinel_is_free_and_never_stale() -> None:
-    _, verdict = judge(lock_file(), KernelEvidence())
+    # Free once the kernel was seen holding it (issue 33: else an empty file may
+    # be an existence lock, unknown; tests/decoders/test_existence_locks.py).
+    _, verdict = judge(lock_file(), KernelEvidence(was_held=True))
     assert verdict.state is State.FREE
     assert verdict.codes == ("not_held",)
 
@@ -106,7 +108,8 @@ def test_an_unheld_sentinel_a_live_process_has_open_is_active_open_by() -> None:
 
 
 def test_only_dead_openers_leave_it_free_and_unreadable_fds_are_admitted() -> None:
-    _, verdict = judge(lock_file(), KernelEvidence(open_by=(DEAD,), open_unknown=True))
+    evidence = KernelEvidence(open_by=(DEAD,), open_unknown=True, was_held=True)
+    _, verdict = judge(lock_file(), evidence)
     assert verdict.state is State.FREE
     assert "could not be checked" in verdict.reasons[0].message
 

@@ -50,7 +50,7 @@ from lockwatch.sources.files.inotify_kernel import (
     Inotify,
     Kernel,
 )
-from lockwatch.sources.files.scanner import SKIP_DIRS, is_candidate, never_a_lock
+from lockwatch.sources.files.scanner import SKIP_DIRS, is_candidate, never_a_lock, walks_into
 
 EVENTS = (
     IN_CREATE
@@ -587,7 +587,7 @@ def _subdirectories(directory: str) -> list[str]:
         with os.scandir(directory) as entries:
             for entry in entries:
                 with contextlib.suppress(OSError):
-                    if entry.is_dir(follow_symlinks=False) and entry.name not in SKIP_DIRS:
+                    if entry.is_dir(follow_symlinks=False) and walks_into(entry.name, entry.path):
                         found.append(entry.path)
     except OSError:
         return []

@@ -50,3 +50,73 @@ def remote_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
         if fstype in REMOTE_FILESYSTEMS and len(fields) > 2:
             found.add(fields[2])
     return frozenset(found)
+
+
+# Filesystems that hold no lock files, only the kernel's own views (processes,
+# devices, cgroups, tracing): a scan never walks into one nobody named. Walked,
+# /proc alone is hundreds of thousands of entries and "Permission denied" lines.
+PSEUDO_FILESYSTEMS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "devtmpfs",
+        "devpts",
+        "cgroup",
+        "cgroup2",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "pstore",
+        "bpf",
+        "configfs",
+        "fusectl",
+        "mqueue",
+        "hugetlbfs",
+        "autofs",
+        "binfmt_misc",
+        "efivarfs",
+        "rpc_pipefs",
+        "nsfs",
+        "selinuxfs",
+        "fuse.lxcfs",
+        "fuse.gvfsd-fuse",
+        "fuse.portal",
+    }
+)
+
+
+def _unescape(field: str) -> str:
+    r"""A mountinfo path: space, tab, newline and backslash are written as octal (`\040`)."""
+    if "\\" not in field:
+        return field
+    out = []
+    index = 0
+    while index < len(field):
+        char = field[index]
+        octal = field[index + 1 : index + 4]
+        if char == "\\" and len(octal) == 3 and all(c in "01234567" for c in octal):
+            out.append(chr(int(octal, 8)))
+            index += 4
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+def pseudo_mounts(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
+    """Mount points of pseudo filesystems (PSEUDO_FILESYSTEMS), from mountinfo."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return frozenset()
+    found = set()
+    for line in lines:
+        fields = line.split()
+        try:
+            fstype = fields[fields.index("-") + 1]
+        except (ValueError, IndexError):
+            continue
+        if fstype in PSEUDO_FILESYSTEMS and len(fields) > 4:
+            found.add(_unescape(fields[4]))
+    return frozenset(found)

@@ -1,7 +1,13 @@
-"""Any other `*.lock` / `*.pid` file: JSON with familiar keys, a bare pid, or nothing.
+"""Any other `*.lock` / `*.pid` file: JSON with familiar keys, a bare pid, a
+short note, or nothing.
 
-Stale iff the recorded pid is dead on this host. Without a recorded time the
-file's mtime stands for when the lock was taken.
+Stale iff the recorded pid is dead on this host, or past the record's own
+expiry (`expires_at`, ..., or a ttl from its recorded start: `expired`).
+Without a recorded time the file's mtime stands for when the lock was taken.
+A short plain-text note ("locked by bob, do not touch") is a lock with no pid,
+the note its holder's words. A file named directly that neither its name nor
+its content makes a lock (`/etc/shadow`, a binary) is "not a lock": unknown,
+`not_a_lock` saying why (never invalid, which a break takes for a broken lock).
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.model.timestamps import format_timestamp, parse_timestamp
+from lockwatch.model.timestamps import format_timestamp, parse_timestamp, plus_seconds
 from lockwatch.sources.files.decoders.base import (
+    MAX_INTEGER,
     MAX_PID,
     LockFile,
     dump,
@@ -25,10 +32,18 @@ from lockwatch.sources.files.decoders.base import (
 FORMAT = "generic"
 # A pid file may be a kernel lock's sentinel too (portalocker, a daemon's
 # lockf'd pid file): once a kernel lock is seen on it, the kernel decides.
-POLICY = StalenessPolicy(pid_liveness=True, kernel_pidfile=True)
-# An empty lock file records nothing: it is the sentinel of a kernel lock
-# (filelock, portalocker, fasteners, flock(1)), held while that lock is.
-SENTINEL = StalenessPolicy(pid_liveness=True, kernel_sentinel=True, sentinel_mtime_only=True)
+# A record's own expiry is a deadline, not a lease a holder renews: `expired`.
+POLICY = StalenessPolicy(pid_liveness=True, kernel_pidfile=True, expiry_code="expired")
+# An empty lock file records nothing: the sentinel of a kernel lock (filelock,
+# portalocker, fasteners, flock(1)), held while that lock is; or an existence
+# lock (npm's `lockfile`: O_EXCL, closed at once), held while it exists. Nobody
+# holding a kernel lock on it and nobody having it open, it is free only where
+# the kernel was seen holding it; else unknown (`existence_unknown`).
+SENTINEL = StalenessPolicy(
+    pid_liveness=True, kernel_sentinel=True, sentinel_mtime_only=True, sentinel_unproven=True
+)
+# A file that is no lock: unknown, its `not_a_lock` note says why.
+NOT_A_LOCK = StalenessPolicy(undecided=True)
 
 PID_KEYS = ("pid", "PID", "process_id", "processId", "owner_pid", "ownerPid")
 HOST_KEYS = ("hostname", "host", "host_id", "hostName", "node", "machine")
@@ -51,6 +66,24 @@ ACTOR_KEYS = ("actor", "owner", "user", "username")
 SESSION_KEYS = ("session_id", "session", "request_id", "run_id", "runId", "id")
 OPERATION_KEYS = ("operation", "op", "purpose", "command", "cmd", "reason")
 HEARTBEAT_KEYS = ("last_heartbeat_at", "heartbeat_at", "heartbeatAt", "updated_at", "updatedAt")
+# A record's own deadline: a time (ISO-8601 or epoch seconds/ms), or seconds
+# from its start where a number is too small to be a time.
+EXPIRY_KEYS = (
+    "expires_at",
+    "expiresAt",
+    "expires",
+    "expiry",
+    "deadline",
+    "valid_until",
+    "validUntil",
+)
+# Seconds it lasts from its recorded start (its last heartbeat, else its acquisition).
+TTL_KEYS = ("ttl_seconds", "ttlSeconds", "ttl")
+# Numbers below this (2001-09-09 as epoch seconds) are durations, not times.
+_EPOCH_FLOOR = 1e9
+# A note is a few short lines of text; more is a document, not a lock's words.
+NOTE_MAX_CHARS = 1024
+NOTE_MAX_LINES = 8
 
 _NO_PID = Reason("no_pid", "the lock names no process; lockwatch can only show its age")
 
@@ -94,7 +127,12 @@ def _generic(
     heartbeat_at: datetime | None = None,
     defects: tuple[Reason, ...] = (),
     policy: StalenessPolicy = POLICY,
+    expires_at: datetime | None = None,
+    ttl_seconds: float | None = None,
+    notes: tuple[Reason, ...] | None = None,
 ) -> Lock:
+    if notes is None:
+        notes = () if holder.pid is not None or defects else (_NO_PID,)
     return file_lock(
         file,
         format=FORMAT,
@@ -104,9 +142,61 @@ def _generic(
         holder=holder,
         acquired_at=acquired_at or file.modified_at,
         heartbeat_at=heartbeat_at,
+        expires_at=expires_at,
+        ttl_seconds=ttl_seconds,
         defects=defects,
-        notes=() if holder.pid is not None or defects else (_NO_PID,),
+        notes=notes,
     )
+
+
+# Words in a name that make its file a lock whatever it holds (`x.lock`,
+# `db.lck`, `LOCK`, `lockfile`, `app.pid`); anything else named directly is a
+# lock only by its content.
+_LOCK_WORDS = ("lock", "lck", ".pid")
+
+
+def lock_named(file: LockFile) -> bool:
+    """Whether the file's name says it is a lock (or a pid file)."""
+    name = file.name.lower()
+    return any(word in name for word in _LOCK_WORDS)
+
+
+_LOCK_KEYS = frozenset(
+    (*PID_KEYS, *HOST_KEYS, *TIME_KEYS, *HEARTBEAT_KEYS, *EXPIRY_KEYS, *TTL_KEYS, *ACTOR_KEYS)
+)
+
+
+def has_lock_keys(doc: Mapping[str, Any]) -> bool:
+    """Whether a JSON object has any key a lock record has."""
+    return any(key in _LOCK_KEYS for key in doc)
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value <= MAX_INTEGER else None
+
+
+def _expiry(
+    doc: Mapping[str, Any], start: datetime | None
+) -> tuple[datetime | None, float | None, Reason | None]:
+    """(when the record says it expires, its ttl, a defect): an expiry key's time,
+    or its ttl (a number of seconds under an expiry or ttl key) from `start`."""
+    key = next((k for k in (*EXPIRY_KEYS, *TTL_KEYS) if doc.get(k) is not None), None)
+    if key is None:
+        return None, None, None
+    value = doc[key]
+    ttl = _seconds(value)
+    if key in EXPIRY_KEYS and (ttl is None or ttl >= _EPOCH_FLOOR):
+        at = parse_timestamp(value)
+        if at is None:
+            return None, None, schema_violation(f"{key} {shown(value)} is not a time")
+        return at, None, None
+    if ttl is None:
+        return None, None, schema_violation(f"{key} {shown(value)} is not a number of seconds")
+    if start is None:
+        return None, ttl, None  # a ttl from no recorded start: shown, never judged
+    return plus_seconds(start, ttl), ttl, None
 
 
 def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
@@ -115,6 +205,11 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
     defects: tuple[Reason, ...] = ()
     if raw_pid is not None and pid is None:
         defects = (schema_violation(f"pid {shown(raw_pid)} is not a process id"),)
+    acquired_at = parse_timestamp(_first(doc, TIME_KEYS))
+    heartbeat_at = parse_timestamp(_first(doc, HEARTBEAT_KEYS))
+    expires_at, ttl, bad_expiry = _expiry(doc, heartbeat_at or acquired_at)
+    if bad_expiry is not None:
+        defects = (*defects, bad_expiry)
     holder = Holder(
         pid=pid,
         host=_as_text(_first(doc, HOST_KEYS)),
@@ -126,9 +221,11 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         file,
         doc,
         holder,
-        acquired_at=parse_timestamp(_first(doc, TIME_KEYS)),
-        heartbeat_at=parse_timestamp(_first(doc, HEARTBEAT_KEYS)),
+        acquired_at=acquired_at,
+        heartbeat_at=heartbeat_at,
         defects=defects,
+        expires_at=expires_at,
+        ttl_seconds=ttl,
     )
 
 
@@ -144,6 +241,39 @@ def decode_pid_value(value: int, file: LockFile) -> Lock:
 def decode_empty(text: str, file: LockFile) -> Lock:
     """A bare lock file: its existence and mtime are all it says."""
     return _generic(file, text, Holder(), policy=SENTINEL)
+
+
+def decode_note(text: str, file: LockFile) -> Lock | None:
+    """A few short lines of plain text ("locked by bob, do not touch"): a lock
+    with no pid, held while it exists, the text its holder's words. None when the
+    text is not that (longer, control characters, what looks like broken JSON or
+    a broken pid file)."""
+    note = text.strip()
+    if not note or len(note) > NOTE_MAX_CHARS or note[0] in "{[" or note[0].isdigit():
+        return None
+    lines = note.splitlines()
+    if len(lines) > NOTE_MAX_LINES or not all(line.isprintable() for line in lines):
+        return None
+    if len(note.split()) < 2:
+        return None  # one token (`NaN`, `pid=12`, `garbage`) is no sentence: broken content
+    first = lines[0].strip()
+    said = Reason(
+        "no_pid",
+        f"a note, not a record: {first[:80]!r}; it names no process, so it is held for as"
+        " long as it exists (ask its writer before removing it)",
+    )
+    return _generic(file, text, Holder(operation=first), notes=(said,))
+
+
+def not_a_lock(file: LockFile, why: str, content: Any = None) -> Lock:
+    """A file named directly that neither its name nor its content makes a lock."""
+    return _generic(
+        file,
+        content,
+        Holder(),
+        policy=NOT_A_LOCK,
+        notes=(Reason("not_a_lock", f"not a lock: {why}"),),
+    )
 
 
 def decode_text(text: str, file: LockFile) -> Lock | None:

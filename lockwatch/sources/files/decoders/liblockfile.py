@@ -1,0 +1,67 @@
+"""liblockfile's lock files with no pid: `dotlockfile` (without `-p`),
+`lockfile-create` (lockfile-progs, without `--use-pid`) and lockfile_create(3)
+write `0\\n`, "no process".
+
+The tools' own rule (lockfile_check, which `lockfile-check` and `dotlockfile`
+ask): a lock naming no process is valid while its mtime is under 5 minutes old
+(300 s: valid exactly while now < mtime + 300), stale from then on;
+`lockfile-touch` renews it every minute while its holder runs. With a pid
+(`-p`, `--use-pid`) the file is a plain pid file: the generic format, judged
+by the pid.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from lockwatch.model.handover import NewHolder
+from lockwatch.model.lock import Lock, Reason, StalenessPolicy
+from lockwatch.sources.files.decoders.base import LockFile, file_lock
+
+FORMAT = "liblockfile"
+# lockfile_check: "Without a pid in the lockfile, the lock is valid if it is newer than 5 mins".
+MAX_AGE_SECONDS = 300.0
+POLICY = StalenessPolicy(max_age=MAX_AGE_SECONDS, max_age_inclusive=True)
+CONTENT = b"0\n"
+_NO_PID = Reason(
+    "no_pid",
+    "liblockfile's `0`: no process recorded; its tools (lockfile-check, dotlockfile) hold it"
+    " valid for 5 min after its last touch (lockfile-touch renews it), stale after",
+)
+
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
+def wants(path: str, kind: str) -> bool:
+    return False  # any name: dotlockfile makes the file exactly as named
+
+
+def _lock_named(file: LockFile) -> bool:
+    """A lock's name (`x.lock`, `LCK..tty`); a pid file's `0` is a broken pid file."""
+    name = file.name.lower()
+    return ("lock" in name or "lck" in name) and not name.endswith(".pid")
+
+
+def read(file: LockFile) -> Lock | None:
+    if file.kind != "file" or file.raw != CONTENT or not _lock_named(file):
+        return None
+    return file_lock(
+        file,
+        format=FORMAT,
+        name=file.stem(),
+        policy=POLICY,
+        content=file.raw.decode(),
+        # Its last touch: the time the tools judge it by.
+        acquired_at=file.modified_at,
+        notes=(_NO_PID,),
+    )
+
+
+def handover(content: Any, new: NewHolder) -> bytes | None:
+    return None  # it names no holder to hand over: break it
+
+
+def refresh(content: Any, at: datetime) -> bytes | None:
+    return None

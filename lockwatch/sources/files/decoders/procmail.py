@@ -1,0 +1,62 @@
+"""procmail's `lockfile(1)`: a read-only file holding `0` (no newline), made
+with the name given (`lockfile important.lock`, `-ml` for the mailbox).
+
+Its rule: held until removed (`rm -f`); nothing in the file expires it. Only a
+caller that passes `-l N` forces a lock N seconds after its last change, and
+that N is the caller's, not the file's. Here: active, never stale by age, and
+the note says so (`no_expiry`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from lockwatch.model.handover import NewHolder
+from lockwatch.model.lock import Lock, Reason, StalenessPolicy
+from lockwatch.sources.files.decoders.base import LockFile, file_lock
+
+FORMAT = "procmail"
+POLICY = StalenessPolicy()
+CONTENT = b"0"
+_NO_EXPIRY = Reason(
+    "no_expiry",
+    "procmail's lockfile: no pid and no timeout; held until it is removed. Only a caller"
+    " that passes `lockfile -l N` forces it N s after its last change, which the file"
+    " does not record",
+)
+
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ()
+
+
+def wants(path: str, kind: str) -> bool:
+    return False  # any name: lockfile makes the file exactly as named
+
+
+def _lock_named(file: LockFile) -> bool:
+    """A lock's name (`x.lock`, `LCK..tty`); a pid file's `0` is a broken pid file."""
+    name = file.name.lower()
+    return ("lock" in name or "lck" in name) and not name.endswith(".pid")
+
+
+def read(file: LockFile) -> Lock | None:
+    if file.kind != "file" or file.raw != CONTENT or not _lock_named(file):
+        return None
+    return file_lock(
+        file,
+        format=FORMAT,
+        name=file.stem(),
+        policy=POLICY,
+        content=file.raw.decode(),
+        acquired_at=file.modified_at,
+        notes=(_NO_EXPIRY,),
+    )
+
+
+def handover(content: Any, new: NewHolder) -> bytes | None:
+    return None  # it names no holder to hand over: break it
+
+
+def refresh(content: Any, at: datetime) -> bytes | None:
+    return None
