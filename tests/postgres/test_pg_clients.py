@@ -5,6 +5,7 @@ a client is gone, and where nothing may be said."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from lockwatch.sources.postgres.clients import (
     Session,
     _address,
+    dump_tcp,
     find_clients,
     read_sockets,
     read_tcp,
@@ -84,6 +86,49 @@ def test_addresses_as_the_kernel_writes_them() -> None:
     assert _address("00000000000000000000000001000000:1538") == ("::1", 5432)
     # A v4 client on a dual-stack socket: the address pg_stat_activity shows.
     assert _address("0000000000000000FFFF00000100007F:C3CB") == ("127.0.0.1", 50123)
+
+
+def test_the_kernels_sock_diag_answer_is_its_tcp_tables() -> None:
+    """dump_tcp (netlink, what a poll reads) sees what /proc/net/tcp* show, with
+    real connections open: v4, v6 and v4 on a dual-stack socket, each end."""
+    opened: list[socket.socket] = []
+    pairs: set[tuple[tuple[str, int], tuple[str, int]]] = set()
+    try:
+        for family, bind, targets in (
+            (socket.AF_INET, "127.0.0.1", ["127.0.0.1"]),
+            (socket.AF_INET6, "::", ["::1", "127.0.0.1"]),
+        ):
+            listener = socket.socket(family, socket.SOCK_STREAM)
+            opened.append(listener)
+            if family == socket.AF_INET6:
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            listener.bind((bind, 0))
+            listener.listen()
+            for target in targets:
+                client = socket.create_connection((target, listener.getsockname()[1]))
+                server = listener.accept()[0]
+                opened += [client, server]
+                for sock in (client, server):
+                    local, remote = sock.getsockname()[:2], sock.getpeername()[:2]
+                    pairs.add(((_v4(local[0]), local[1]), (_v4(remote[0]), remote[1])))
+        dumped = dump_tcp()
+        assert dumped is not None, "sock_diag could not be asked"
+        read = read_tcp()
+        # Other sockets come and go on a shared host between the two reads: ours stay.
+        seen = {
+            (e.local, e.remote, e.state, e.inode) for e in dumped if (e.local, e.remote) in pairs
+        }
+        told = {(e.local, e.remote, e.state, e.inode) for e in read if (e.local, e.remote) in pairs}
+        assert len(seen) == len(pairs) == 6
+        assert seen == told
+        assert all(e.state != LISTEN for e in dumped)
+    finally:
+        for sock in opened:
+            sock.close()
+
+
+def _v4(address: str) -> str:
+    return address.removeprefix("::ffff:")
 
 
 def test_which_clients_are_on_the_servers_host() -> None:

@@ -540,3 +540,37 @@ def test_a_prepared_transactions_refusal_names_both_commands() -> None:
     assert code == "prepared_transaction"
     assert "COMMIT PREPARED 'batch-7'" in message and "ROLLBACK PREPARED 'batch-7'" in message
     assert "database app" in message and "billing" in message
+
+
+def test_compact_rows_in_any_column_order_read_as_their_dicts() -> None:
+    """to_locks reads a poll's compact rows by position (one call per row): rows
+    whose columns come in another order, or a result without some column, read
+    exactly as the same rows as dicts do."""
+    from lockwatch.model.compact import Columns
+    from lockwatch.model.compact import Row as CompactRow
+
+    rows = [row(pid=100, objid=n, objsubid=1 + n % 2, classid=n) for n in range(4)]
+    rows += [
+        row(pid=200, granted=False, objid=1, classid=1, objsubid=2, blocked_by=[100], wait_age=3.0)
+    ]
+    rows += [row(pid=100, locktype="relation", relation=9, schema_name="public",
+                 relation_name="t", database_name=None, classid=None, objid=None,
+                 objsubid=None, mode="RowExclusiveLock")]  # fmt: skip
+    names = sorted(rows[0], reverse=True)
+    shuffled = Columns(names)
+    compact = [CompactRow(shuffled, [r[k] for k in names]) for r in rows]
+    fewer = Columns([k for k in names if k != "wait_age"])
+    partial = [CompactRow(fewer, [r[k] for k in fewer.names]) for r in rows[:1]]
+    options: dict[str, Any] = {"server": SERVER, "polled_at": NOW, "idle_after": 60.0}
+    sessions = sessions_of(rows)
+    plain = to_locks(rows, sessions, all_rows=True, **options)
+    read = to_locks(compact, sessions, all_rows=True, **options)
+    assert [lock.id for lock in read] == [lock.id for lock in plain]
+    assert [lock.name for lock in read] == [lock.name for lock in plain]
+    assert [lock.facts for lock in read] == [lock.facts for lock in plain]
+    assert {lock.name for lock in read} == {"0", "1:1", "3:3", str(2 << 32 | 2), "public.t"}
+    # A column the result lacks reads as NULL, as a dict without it does.
+    lacking = [{k: v for k, v in rows[0].items() if k != "wait_age"}]
+    assert [lock.facts for lock in to_locks(partial, sessions, all_rows=True, **options)] == [
+        lock.facts for lock in to_locks(lacking, sessions, all_rows=True, **options)
+    ]

@@ -109,6 +109,78 @@ def read_tcp(
     return entries
 
 
+def dump_tcp() -> list[_TcpEntry] | None:
+    """`read_tcp()`'s answer from the kernel's sock_diag interface (NETLINK_INET_DIAG):
+    the same sockets as /proc/net/tcp*, in this network namespace, without the
+    kernel writing and this process parsing a line of text per socket (a busy
+    host has thousands); None where that cannot be asked."""
+    entries: list[_TcpEntry] = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        if not _dump_tcp_family(family, entries):
+            return None
+    return entries
+
+
+_INET_DIAG_MSG = struct.Struct("=BBBBHH16s16s")  # family, state, timer, retrans, id...
+_ALL_BUT_LISTEN = 0xFFFFFFFF & ~(1 << _LISTEN)
+
+
+def _dump_tcp_family(family: int, entries: list[_TcpEntry]) -> bool:
+    netlink_sock_diag, sock_diag_by_family = 4, 20
+    request_flags = 0x1 | 0x300  # NLM_F_REQUEST | NLM_F_DUMP
+    done, error = 3, 2
+    # inet_diag_req_v2: family, protocol, ext, pad, states, then a zeroed sockid.
+    request = struct.pack("=BBBxI48x", family, socket.IPPROTO_TCP, 0, _ALL_BUT_LISTEN)
+    header = struct.pack("=IHHII", 16 + len(request), sock_diag_by_family, request_flags, 1, 0)
+    v4 = family == socket.AF_INET
+    names: dict[bytes, str] = {}  # a host's few addresses, each written once
+
+    def name(raw: bytes) -> str:
+        text = names.get(raw)
+        if text is None:
+            if v4:
+                text = socket.inet_ntop(socket.AF_INET, raw[:4])
+            elif raw.startswith(_MAPPED):
+                text = socket.inet_ntop(socket.AF_INET, raw[12:])
+            else:
+                text = socket.inet_ntop(socket.AF_INET6, raw)
+            names[raw] = text
+        return text
+
+    unpack_msg, unpack_inode = _INET_DIAG_MSG.unpack_from, struct.Struct("=I").unpack_from
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, netlink_sock_diag) as nl:
+            nl.settimeout(2.0)
+            nl.sendto(header + request, (0, 0))
+            while True:
+                data = nl.recv(1 << 20)
+                if not data:
+                    return False
+                offset = 0
+                while offset + 16 <= len(data):
+                    length, kind, _, _, _ = struct.unpack_from("=IHHII", data, offset)
+                    if length < 16:
+                        return False
+                    if kind == done:
+                        return True
+                    if kind == error:
+                        return False
+                    if length >= 16 + 72:  # an inet_diag_msg
+                        _, state, _, _, sport, dport, src, dst = unpack_msg(data, offset + 16)
+                        if state != _LISTEN:
+                            entries.append(
+                                _TcpEntry(
+                                    (name(src), socket.ntohs(sport)),
+                                    (name(dst), socket.ntohs(dport)),
+                                    state,
+                                    unpack_inode(data, offset + 16 + 68)[0],
+                                )
+                            )
+                    offset += (length + 3) & ~3
+    except (OSError, struct.error):
+        return False
+
+
 class _Owners:
     """Which processes hold which sockets open, from one pass over /proc/*/fd."""
 
@@ -180,7 +252,8 @@ class Sockets:
 def read_sockets(proc: str = "/proc") -> Sockets:
     owners = _Owners(proc)
     owners.scan(None)
-    return Sockets(read_tcp(), owners)
+    tcp = dump_tcp()
+    return Sockets(read_tcp() if tcp is None else tcp, owners)
 
 
 def _cmdline(pid: int, proc: str = "/proc") -> tuple[str, ...]:
@@ -280,22 +353,30 @@ def find_clients(
     if tcp_sessions and server_port:
         ports = {server_port, *(s.client_port for s in tcp_sessions if s.client_port)}
         table = read_tcp(ports=ports) if tcp is None else tcp
-        by_port: dict[int, list[_TcpEntry]] = {}
+        # Each end by its (local, remote) pair: one look-up per session, not a
+        # walk of every connection to the server (a pooler has hundreds).
+        ends: dict[tuple[Address, Address], list[_TcpEntry]] = {}
         for entry in table:
-            if entry.state != _LISTEN:
-                by_port.setdefault(entry.local[1], []).append(entry)
+            if entry.state != _LISTEN and entry.local[1] in ports:
+                ends.setdefault((entry.local, entry.remote), []).append(entry)
+        servers: dict[Address, list[Address]] = {}
+        for here, there in ends:
+            if here[1] == server_port:
+                servers.setdefault(there, []).append(here)
+        texts: dict[str, str] = {}
         for session in tcp_sessions:
             assert session.client is not None and session.client_port is not None
-            client_end: Address = (canonical(session.client), session.client_port)
-            server_ends = [e for e in by_port.get(server_port, ()) if e.remote == client_end]
+            address = texts.get(session.client)
+            if address is None:
+                address = texts[session.client] = canonical(session.client)
+            client_end: Address = (address, session.client_port)
+            server_ends = [
+                entry for here in servers.get(client_end, ()) for entry in ends[(here, client_end)]
+            ]
             if len(server_ends) != 1:
                 continue  # the server is not on this host (or not in this namespace)
             server_end = server_ends[0].local
-            mine = [
-                e
-                for e in by_port.get(client_end[1], ())
-                if e.local == client_end and e.remote == server_end
-            ]
+            mine = ends.get((client_end, server_end), [])
             if all(e.inode == 0 for e in mine):
                 # The server still has its end; the client's is closed, or left to
                 # the kernel by a process that died: nobody is there any more.

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
+from lockwatch.model.compact import Row as CompactRow
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.postgres.facts import (
@@ -244,6 +246,43 @@ def _bounds(
     return known, after, level
 
 
+# What to_locks reads of every row, in one call per row: a poll's rows are
+# thousands, and a `Row` read key by key is a Python call per key.
+_PER_ROW = (
+    "pid", "target", "granted", "locktype", "mode", "classid", "objid", "objsubid",
+    "wait_age", "database_name",
+)  # fmt: skip
+_by_name = itemgetter(*_PER_ROW)
+
+
+def _row_reader() -> Callable[[Row], tuple[Any, ...]]:
+    """A reader of `_PER_ROW` from a row: by position from a compact `Row`'s
+    values (its columns shared by its result's rows), else key by key; a column
+    the result lacks reads as NULL."""
+    columns: Any = None
+    by_position: Callable[[Any], tuple[Any, ...]] = _by_name
+
+    def lenient(row: Row) -> tuple[Any, ...]:
+        return tuple(row.get(name) for name in _PER_ROW)
+
+    def read(row: Row) -> tuple[Any, ...]:
+        nonlocal columns, by_position
+        if type(row) is not CompactRow:
+            try:
+                return _by_name(row)  # type: ignore[no-any-return]
+            except KeyError:
+                return lenient(row)
+        if row._columns is not columns:
+            index = row._columns.index
+            if not all(name in index for name in _PER_ROW):
+                return lenient(row)
+            columns = row._columns
+            by_position = itemgetter(*(index[name] for name in _PER_ROW))
+        return by_position(row._values)
+
+    return read
+
+
 def to_locks(
     rows: Sequence[Row],
     sessions: Mapping[int, Row],
@@ -283,12 +322,13 @@ def to_locks(
     # its backend, holder and blockers are built once and shared by its records.
     built: dict[int | str, tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]] = {}
     locks: list[Lock] = []
+    read = _row_reader()
     for row in rows:
-        pid = row["pid"]
+        (pid, target, granted, locktype, mode, classid, objid, objsubid, wait_age, database) = read(
+            row
+        )
         holder_key = pid if pid is not None else _holder_key(row)
-        target = row["target"]
-        granted = bool(row["granted"])
-        locktype = row["locktype"]
+        granted = bool(granted)
         found = waits_here.get((holder_key, target))
         here = tuple(sorted(set(found))) if found else ()
         if not (all_rows or not granted or locktype == "advisory" or here):
@@ -301,14 +341,13 @@ def to_locks(
             )
         backend, holder, blocked_by, blocking = session
         key = None
-        if locktype == "advisory" and row["classid"] is not None:
-            key = AdvisoryKey.from_pg_locks(row["classid"], row["objid"], row["objsubid"])
+        if locktype == "advisory" and classid is not None:
+            key = AdvisoryKey.from_pg_locks(classid, objid, objsubid)
         wait_start = acquired_at = known = after = None
         level: Literal["session", "transaction"] | None = None
         if not granted:
             # Before PostgreSQL 14 there is no waitstart: the query's start bounds it.
             # waitstart is also NULL for a moment after a wait begins.
-            wait_age = row["wait_age"]
             if wait_age is not None:
                 acquired_at = wait_start = _ago(polled_at, wait_age)
             elif pid is not None:
@@ -320,7 +359,7 @@ def to_locks(
             if first is None:
                 first = since_of[holder_key] = held_since(row, activity, polled_at)
             if seen and pid is not None:
-                earlier = seen.get((pid, activity.get("backend_started"), target, row["mode"]))
+                earlier = seen.get((pid, activity.get("backend_started"), target, mode))
                 if earlier is not None and earlier < first:
                     first = earlier
             bounds_key = (holder_key, locktype == "advisory", first)
@@ -334,10 +373,10 @@ def to_locks(
         pg = PgLock(
             server=server,
             locktype=locktype,
-            mode=row["mode"],
+            mode=mode,
             granted=granted,
             # pg_locks has no database for transaction ids: the holder's session has.
-            database=row["database_name"] or _session_database(sessions, row),
+            database=database or _session_database(sessions, row),
             backend=backend,
             advisory_key=key,
             wait_start=wait_start,
@@ -352,10 +391,11 @@ def to_locks(
         state = "held" if granted else "wait"
         locks.append(
             Lock(
-                id=pg_id(server, holder_key, target, row["mode"], state),
+                id=pg_id(server, holder_key, target, mode, state),
                 source="postgres",
                 format=FORMAT,
-                name=_name(row, key, names),
+                # An advisory lock is named by its key alone: no other column to read.
+                name=names.name(key) if key is not None else _name(row, key, names),
                 path=None,
                 holder=holder,
                 acquired_at=acquired_at,
