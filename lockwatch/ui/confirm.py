@@ -198,6 +198,7 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         given = max(1, min(wanted, room - MIN_FACT_ROWS))
         effect.styles.height = given
         facts.styles.max_height = max(MIN_FACT_ROWS, min(MAX_FACT_ROWS, room - given - 1))
+        self._mark_focus()  # the hint, to the width it now has
 
     def action_facts(self, pages: int) -> None:
         facts = self.query_one("#confirm-facts", VerticalScroll)
@@ -252,12 +253,15 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         for button_id, words in (("cancel", DISMISS_LABEL), ("confirm", self._verb)):
             button = self.query_one(f"#{button_id}", Button)
             button.label = _plain(button_label(words, focused is button))
-        self.query_one("#confirm-hint", Static).update(Text(self._hint(), style="dim italic"))
+        hint = self.query_one("#confirm-hint", Static)
+        said = self._hint(" · esc: do nothing")
+        if hint.size.width and len(said) > hint.size.width:
+            said = self._hint("")  # what enter does matters most: it alone, whole
+        hint.update(Text(said, style="dim italic"))
 
-    def _hint(self) -> str:
-        """What enter does now, in words."""
+    def _hint(self, then: str) -> str:
+        """What enter does now, in words; `then`: what else to say after it."""
         focused = self.focused
-        then = " · esc: do nothing"
         if focused is None:
             return then.lstrip(" ·")
         if focused.id == "cancel":

@@ -21,9 +21,12 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
+from lockwatch.model.changes import ChangeSet
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.table import LockTable
 from tests.ui.fakes import (
+    FILES_FEED,
+    NOW,
     PG_ROOT_ID,
     TOWER,
     StaticFeed,
@@ -92,6 +95,29 @@ def test_detail_pane_of_a_postgres_blocker(
     """enter on the session idle in transaction that holds everybody up."""
     app = make_app(mixed_scenario())
     assert snap_compare(app, terminal_size=size, run_before=keys("enter", select=PG_ROOT_ID))
+
+
+def gone(lock_id: str) -> RunBefore:
+    """A run_before: `lock_id` selected, its details open, then its file removed."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await keys("enter", select=lock_id)(pilot)
+        app = pilot.app
+        assert isinstance(app, LockwatchApp)
+        files = next(f for f in app.feeds if isinstance(f, StaticFeed) and f.name == FILES_FEED)
+        files.push(ChangeSet(FILES_FEED, NOW, removed=(lock_id,)))
+        await settle(pilot)
+        assert app.locks.table.gone is not None
+
+    return run_before
+
+
+@SIZES
+def test_detail_pane_of_a_lock_gone(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
+    """The selected lock's file removed: no row is selected, the line above the
+    table and the pane say it is gone, with its last facts, not another lock's."""
+    app = make_app(mixed_scenario())
+    assert snap_compare(app, terminal_size=size, run_before=gone(STALE_HEARTBEAT_ID))
 
 
 @SIZES

@@ -147,7 +147,7 @@ class LocksScreen(ViewScreen):
 
     def _show_gone(self, gone: Gone | None) -> None:
         line = self.gone_line
-        if gone is None:
+        if gone is None or self.detail.display:  # the open pane says it, first
             if line.display:
                 line.display = False
             return
@@ -254,6 +254,7 @@ class LocksScreen(ViewScreen):
             self.show()
         elif self.detail.display:
             self.detail.display = False
+            self.show_detail()  # a lock gone: the line above the table says it now
 
     # -- keys ----------------------------------------------------------------------
 
