@@ -42,8 +42,13 @@ def poll_once(sources: Sequence[PgSource]) -> None:
         asyncio.run(run())
 
 
-# Below this many rows per worker, forking costs more than it saves.
-MIN_ROWS_PER_JOB = 1500
+# Below this many rows per worker, forking costs more than it saves. A forked
+# worker pays for the pages it copies on write (every shared row and session it
+# reads moves a refcount) and its records come back pickled: at 4,800 rows on 2
+# cores (bench_postgres) the forked run took 620 ms of CPU against 490 ms in
+# one process, for a render that itself takes about 100 ms. Past 20,000 rows the
+# render is long enough for a second core to win back its cost.
+MIN_ROWS_PER_JOB = 10_000
 
 
 class Rendered(NamedTuple):

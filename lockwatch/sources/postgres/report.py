@@ -33,14 +33,17 @@ def pg_record(
             list(pg.blocking),
         )
     holder, blocked_by, blocking = session
-    waited = rounded_age(pg.wait_start, now)
-    least, most = _bounds(pg, now, memo)
-    # Verdicts are shared among a session's alike locks (evaluate_all): so are their reasons.
-    reasons = memo.get(id(verdict))
-    if reasons is None:
-        reasons = memo[id(verdict)] = [
-            {"code": r.code, "message": r.message} for r in verdict.reasons
-        ]
+    waited = None if pg.wait_start is None else rounded_age(pg.wait_start, now)
+    least, most = _bounds(pg, now, memo) if pg.granted and now is not None else (None, None)
+    # Verdicts are shared among a session's alike locks (evaluate_all): so are their parts.
+    judged = memo.get(id(verdict))
+    if judged is None:
+        judged = memo[id(verdict)] = (
+            verdict.state.value,
+            [{"code": r.code, "message": r.message} for r in verdict.reasons],
+            None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
+        )
+    state, reasons, age = judged
     return {
         # Server text is UTF-8 already: no need for text() here.
         "id": lock.id,
@@ -48,13 +51,13 @@ def pg_record(
         "format": lock.format,
         "name": lock.name,
         "path": None,
-        "state": verdict.state.value,
+        "state": state,
         "reasons": reasons,
         "holder": holder if waited is None else {**holder, "wait_seconds": waited},
         "acquired_at": lock.acquired_at,
         "heartbeat_at": None,
         "ttl_seconds": None,
-        "age_seconds": None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
+        "age_seconds": age,
         "next_change_at": verdict.next_change_at,
         "scope": NOTHING,
         "conflicts_with": NOTHING,
