@@ -83,6 +83,17 @@ class FileActions(ActionsBase):
                 " holder in while it still holds the old one; signal the holder instead"
                 f" (lockwatch break '{kernel_lock_id(hold)}')",
             )
+        module = writer(lock.format)
+        if module is not None and not getattr(module, "MOVABLE", True):
+            # A database, dpkg's lock: its tool's own file, which it expects to stay.
+            return refused(
+                kind,
+                lock,
+                verdict,
+                "never_moved",
+                f"{lock.path} is {module.WHAT}: its tool expects it to stay, so lockwatch"
+                " never moves it (a holder is signalled instead)",
+            )
         # Free (nobody holds it) counts as stale: clearing it needs no typed name.
         stale = verdict.state in (State.STALE, State.FREE)
         if kind is Kind.BREAK:
@@ -124,7 +135,6 @@ class FileActions(ActionsBase):
                 kind, lock, verdict, "not_stale", f"{lock.name} is {verdict.state}: {why}"
             )
         new_holder = asked.new_holder
-        module = writer(lock.format)
         content = (
             module.handover(lock.content, new_holder)
             if module is not None and new_holder is not None

@@ -9,15 +9,29 @@ invisible here and "nobody holds it" would be a guess.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from lockwatch.model.kernel import FileKey, KernelEvidence
+from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Lock, Reason, amended
+from lockwatch.sources.files import kernel_found
+from lockwatch.sources.files.decoders import kernel_file
 from lockwatch.sources.files.mounts import remote_devices
 from lockwatch.sources.files.users import GitProcesses, attach_users, scan_git_processes
 from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, open_files, read_table
+
+# A format's reading of the kernel's locks (sqlite.explain): the lock and its
+# evidence, given the locks on any file and who has a file open.
+Explain = Callable[
+    [
+        Lock,
+        KernelEvidence,
+        Callable[[FileKey], tuple[KernelLock, ...]],
+        Callable[[FileKey], tuple[int, ...]],
+    ],
+    tuple[Lock, KernelEvidence],
+]
 
 
 @lru_cache(maxsize=1)
@@ -48,9 +62,21 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
 
 def kernel_table() -> KernelTable | None:
     """/proc/locks as it is now, or None where it cannot be read (not Linux, or
-    procfs hidden): lock files are then judged by their content alone."""
+    procfs hidden): lock files are then judged by their content alone. The files
+    its locks are on are what later walks list whatever their names."""
     table = read_table()
-    return table if table.readable else None
+    if not table.readable:
+        return None
+    kernel_found.remember(lock.file for lock in table.locks)
+    return table
+
+
+@lru_cache(maxsize=1)
+def _explainers() -> dict[str, Explain]:
+    """The formats that read the kernel's locks in their tool's words, by name."""
+    from lockwatch.sources.files.decoders import NATIVE
+
+    return {m.FORMAT: m.explain for m in NATIVE if hasattr(m, "explain")}
 
 
 class Evidence:
@@ -79,6 +105,9 @@ class Evidence:
             self._open = open_files()
         return self._open
 
+    def _open_pids(self, key: FileKey) -> tuple[int, ...]:
+        return self._open_files().pids(key)
+
     def attach(self, locks: Sequence[Lock]) -> list[Lock]:
         """The kernel's word, and who works on what each lock guards (users)."""
         return attach_users(self._attach_kernel(locks), self._git_processes)
@@ -106,14 +135,28 @@ class Evidence:
             path = lock.path or ""
             if held:
                 self.held_seen[key] = path
+            # Found because a kernel lock was on it (even one released since).
+            kernel_locked = held or table.waiters_on(key) or kernel_found.is_locked(key)
+            if kernel_locked and kernel_file.replaces(lock):
+                lock = kernel_file.of(lock)  # no lock format of its own: the kernel's
+            explain = _explainers().get(lock.format)
             # Who has the file open is only worth a look through every process's
             # fds for a sentinel that no kernel lock covers.
-            needs_open = lock.policy.kernel_sentinel and lock.holder.pid is None and not held
+            needs_open = (
+                lock.policy.kernel_sentinel
+                and lock.holder.pid is None
+                and not held
+                and explain is None
+            )
             evidence = table.evidence(
                 key,
                 self._open_files() if needs_open else None,
                 was_held=held or self._was_held.get(key) == path,
             )
+            if explain is not None:
+                # A format that reads the kernel's locks in its tool's words
+                # (SQLite's byte ranges): its holder first, its words as notes.
+                lock, evidence = explain(lock, evidence, table.held_on, self._open_pids)
             out.append(with_evidence(lock, evidence))
         return out
 

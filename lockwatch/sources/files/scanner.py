@@ -18,6 +18,7 @@ from typing import Any
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError
+from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import (
     decode_file,
     decode_native,
@@ -353,6 +354,9 @@ def _list_dir(
                     if _is_candidate(name, entry.path, "symlink" if link else "file"):
                         special = not link and not entry.is_file(follow_symlinks=False)
                         found.append(Candidate(entry.path, link, special))
+                    elif kernel_found.INODES and not link and kernel_found.locked(entry):
+                        # Any name: the kernel holds a lock on it (listed as named).
+                        found.append(Candidate(entry.path, False, named=True))
                 except OSError as exc:
                     errors.append(_error(entry.path, exc))
     except FileNotFoundError:

@@ -26,11 +26,14 @@ from lockwatch.sources.files.decoders import (
     clawdbot,
     clawdbot_gateway,
     clawdbot_session,
+    dpkg,
     emacs,
     flufl,
     generic,
     git,
     gitclaw,
+    kernel_file,
+    leveldb,
     liblockfile,
     libreoffice,
     little_loops,
@@ -40,6 +43,7 @@ from lockwatch.sources.files.decoders import (
     procmail,
     pylockfile,
     softfilelock,
+    sqlite,
     terraform,
     tower_fleet,
     vim_swap,
@@ -54,6 +58,9 @@ NATIVE: tuple[ModuleType, ...] = (
     terraform,
     mercurial,
     vim_swap,
+    dpkg,
+    leveldb,
+    sqlite,
     loops_queue,
     clawdbot_session,
     clawdbot_gateway,
@@ -73,6 +80,7 @@ FORMATS: tuple[str, ...] = (
     *tuple(d.FORMAT for d in NATIVE),
     *tuple(d.FORMAT for d in DECODERS),
     generic.FORMAT,
+    kernel_file.FORMAT,
 )
 
 
@@ -97,7 +105,7 @@ lock_named = generic.lock_named
 
 def writer(format: str) -> ModuleType | None:
     """The module that writes locks of `format` (handover, refresh)."""
-    for module in (*NATIVE, *DECODERS, generic):
+    for module in (*NATIVE, *DECODERS, generic, kernel_file):
         if format == module.FORMAT:
             return module
     return None

@@ -1,0 +1,117 @@
+"""SQLite databases as the real SQLite library (Python's sqlite3 module) locks
+them: found under a PATH whatever their names, their kernel locks read in
+SQLite's words, one row per database (the kernel's facts on its record)."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.formats.common import Holder, codes, hold_in, holder_script, killed_at_teardown, ls
+
+Record = dict[str, object]
+
+
+@pytest.fixture
+def holders() -> Iterator[list[Holder]]:
+    yield from killed_at_teardown()
+
+
+def _database(directory: Path, *, wal: bool = False) -> Path:
+    path = directory / "app.db"  # not a lock's name: found because it is locked
+    with sqlite3.connect(path) as db:
+        if wal:
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE t (x)")
+    return path
+
+
+def _connection(path: Path, then: str) -> list[str]:
+    take = (
+        "import sqlite3\n"
+        f"db = sqlite3.connect({str(path)!r}, isolation_level=None, timeout=0)\n"
+        f"{then}"
+    )
+    return [sys.executable, "-c", holder_script(take, "db.execute('ROLLBACK')")]
+
+
+def _row(directory: Path, name: str) -> dict[str, object]:
+    listing = ls(directory)
+    rows = [lock for lock in listing["locks"] if Path(lock["path"]).name == name]
+    assert len(rows) == 1, [(lock["source"], lock["path"]) for lock in listing["locks"]]
+    row: dict[str, object] = rows[0]
+    return row
+
+
+def _messages(row: Record) -> str:
+    reasons = row["reasons"]
+    assert isinstance(reasons, list)
+    return " | ".join(reason["message"] for reason in reasons)
+
+
+def test_a_write_transaction_is_reserved_held_by_its_process(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    path = _database(tmp_path)
+    writer = hold_in(
+        holders,
+        _connection(path, "db.execute('BEGIN IMMEDIATE')\ndb.execute('INSERT INTO t VALUES (1)')"),
+    )
+    row = _row(tmp_path, "app.db")
+    assert row["source"] == "file" and row["format"] == "sqlite", row
+    assert row["state"] == "active", row
+    holder = row["holder"]
+    assert isinstance(holder, dict) and holder["pid"] == writer.proc.pid, row
+    assert "sqlite_write" in codes(row), row
+    assert "RESERVED" in _messages(row) and "write transaction" in _messages(row), row
+    # SQLite's own answer: another connection cannot write now.
+    other = sqlite3.connect(path, timeout=0)
+    with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+        other.execute("BEGIN IMMEDIATE")
+    other.close()
+
+
+def test_a_reader_is_shared_and_a_writer_comes_first(tmp_path: Path, holders: list[Holder]) -> None:
+    path = _database(tmp_path)
+    reader = hold_in(
+        holders, _connection(path, "db.execute('BEGIN')\ndb.execute('SELECT * FROM t').fetchall()")
+    )
+    row = _row(tmp_path, "app.db")
+    assert row["state"] == "active", row
+    assert "sqlite_read" in codes(row), row
+    assert f"(pid {reader.proc.pid}): SHARED (reading)" in _messages(row), row
+    writer = hold_in(holders, _connection(path, "db.execute('BEGIN IMMEDIATE')"))
+    row = _row(tmp_path, "app.db")
+    holder = row["holder"]
+    assert isinstance(holder, dict) and holder["pid"] == writer.proc.pid, row
+    assert "sqlite_write" in codes(row) and "sqlite_read" in codes(row), row
+
+
+def test_wal_mode_names_the_shm_write_lock_on_the_database_row(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    path = _database(tmp_path, wal=True)
+    idle = hold_in(holders, _connection(path, "db.execute('SELECT * FROM t').fetchall()"))
+    writer = hold_in(
+        holders,
+        _connection(path, "db.execute('BEGIN IMMEDIATE')\ndb.execute('INSERT INTO t VALUES (1)')"),
+    )
+    row = _row(tmp_path, "app.db")
+    holder = row["holder"]
+    assert isinstance(holder, dict) and holder["pid"] == writer.proc.pid, row
+    said = _messages(row)
+    assert "the WAL write lock (a write transaction) in WAL mode" in said, row
+    assert f"(pid {idle.proc.pid}): open in WAL mode (no transaction)" in said, row
+
+
+def test_a_database_nobody_locks_is_not_listed_and_named_is_free(tmp_path: Path) -> None:
+    _database(tmp_path)
+    names = [Path(lock["path"]).name for lock in ls(tmp_path)["locks"]]
+    assert "app.db" not in names
+    listing = ls(tmp_path / "app.db")
+    (row,) = listing["locks"]
+    assert row["format"] == "sqlite" and row["state"] == "free", row
