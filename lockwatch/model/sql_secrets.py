@@ -23,6 +23,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 MASK = "'***'"
 # A literal holding a statement holding a literal...: deeper than this is not
@@ -50,10 +51,21 @@ class Span:
 @dataclass(frozen=True, slots=True)
 class _Dialect:
     # One token at a time, after any space: its group says which kind it is, and
-    # a literal's or comment's body is its `…body` group.
-    tokens: re.Pattern[str]
+    # a literal's or comment's body is its `…body` group. Compiled on first use
+    # (`tokens`): most text has nothing that could be a secret and is never read
+    # here, and compiling costs every process that imports this ~10 ms.
+    source: str
     escapes: dict[str, re.Pattern[str] | None]  # a literal kind's escapes
     nested_comments: bool
+
+    @property
+    def tokens(self) -> re.Pattern[str]:
+        return _compiled(self.source)
+
+
+@cache
+def _compiled(source: str) -> re.Pattern[str]:
+    return re.compile(source, re.VERBOSE | re.DOTALL)
 
 
 # The words that matter: a secret's name, and the words of IDENTIFIED BY and SET
@@ -67,7 +79,7 @@ _KEYWORD = (
 # Bodies run to the closing quote, or to the end of the text (a query cut short
 # for display). Possessive: a megabyte of quotes is read once.
 _PG = _Dialect(
-    tokens=re.compile(
+    source=(
         r"""\s*(?:
         (?P<line>--(?P<linebody>[^\n]*))
         |(?P<block>/\*)
@@ -86,14 +98,13 @@ _PG = _Dialect(
         )++)
         |(?P<bare>\w[\w$]*)
         |(?P<any>.)
-        )""".replace("KEYWORD", _KEYWORD),
-        re.VERBOSE | re.DOTALL,
+        )""".replace("KEYWORD", _KEYWORD)
     ),
     escapes={"e": re.compile(r"''|\\.", re.DOTALL), "s": re.compile("''"), "dollar": None},
     nested_comments=True,
 )
 _MYSQL = _Dialect(
-    tokens=re.compile(
+    source=(
         r"""\s*(?:
         (?P<line>(?:\#|--(?=\s|\Z))(?P<linebody>[^\n]*))
         |(?P<exec>/\*[!+][0-9]*)
@@ -112,8 +123,7 @@ _MYSQL = _Dialect(
         )++)
         |(?P<bare>\w[\w$]*)
         |(?P<any>.)
-        )""".replace("KEYWORD", _KEYWORD),
-        re.VERBOSE | re.DOTALL,
+        )""".replace("KEYWORD", _KEYWORD)
     ),
     escapes={"e": re.compile(r"''|\\.", re.DOTALL), "q": re.compile(r'""|\\.', re.DOTALL)},
     nested_comments=False,

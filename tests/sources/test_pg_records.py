@@ -574,3 +574,22 @@ def test_compact_rows_in_any_column_order_read_as_their_dicts() -> None:
     assert [lock.facts for lock in to_locks(partial, sessions, all_rows=True, **options)] == [
         lock.facts for lock in to_locks(lacking, sessions, all_rows=True, **options)
     ]
+
+
+def test_queries_with_nothing_secret_compile_no_sql_tokenizer() -> None:
+    """Every session's query is scrubbed; one without a word that could name a
+    secret is not read token by token, so no process pays to compile the
+    tokenizers for it (a fresh interpreter: this one may have compiled them)."""
+    import subprocess
+    import sys
+
+    script = (
+        "from lockwatch.sources.postgres.records import trim_query\n"
+        "from lockwatch.model import sql_secrets\n"
+        "assert trim_query('SELECT pg_advisory_lock(42)') == 'SELECT pg_advisory_lock(42)'\n"
+        "assert sql_secrets._compiled.cache_info().currsize == 0\n"
+        "assert trim_query(\"ALTER ROLE a PASSWORD 'x'\") == \"ALTER ROLE a PASSWORD '***'\"\n"
+        "assert sql_secrets._compiled.cache_info().currsize == 1\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
