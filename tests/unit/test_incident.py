@@ -405,12 +405,12 @@ def test_needs_attention_lists_stale_invalid_waiting_then_remarkable_active_ones
         ("stale", "docs-sweep", "200 (dead)"),
         ("stale", "old-deploy", f"{LIVE}@{LOCAL_HOST} deployer"),
         ("invalid", "broken", "—"),
-        ("waiting", "1:42", "pid 4243 (batch)"),  # waiting for 12 s
-        ("waiting", "1:42", "pid 4244 (batch)"),  # for 5 s
+        ("waiting", "1:42", "worker (pid 4243, batch)"),  # waiting for 12 s
+        ("waiting", "1:42", "worker (pid 4244, batch)"),  # for 5 s
         ("active", "late-deploy", f"{LIVE}@{LOCAL_HOST} deployer"),  # heartbeat late
         ("active", "fix-bugs", "100"),  # scope conflicts
         ("active", "refactor", "100"),
-        ("active", "1:42", "pid 4242 (app)"),  # blocks the waiters
+        ("active", "1:42", "worker (pid 4242, app)"),  # blocks the waiters
     ]
     by_name = {r[2]: r for r in rows}
     assert by_name["docs-sweep"][1:] == [
@@ -432,9 +432,9 @@ def test_blocking_tree_as_nested_bullets() -> None:
     start = report.index("## Blocking")
     section = report[start : report.index("## Scope conflicts")].splitlines()
     assert section[4:7] == [
-        "- pid 4242 (app, idle in transaction) blocks 2 directly, 2 in total",
-        "  - pid 4243 (batch, active) blocks 1 directly, 1 in total",
-        "  - pid 4244 (batch, active)",  # shown once, under the first who blocks it
+        "- pid 4242 (worker, app, idle in transaction) blocks 2 directly, 2 in total",
+        "  - pid 4243 (worker, batch, active) blocks 1 directly, 1 in total",
+        "  - pid 4244 (worker, batch, active)",  # shown once, under the first who blocks it
     ]
 
 

@@ -350,9 +350,9 @@ class PgLock(Facts):
         backend = self.backend
         if backend.pid is None:
             return None
-        name = display.session_name(backend)
-        about = [part for part in (backend.user, backend.state) if part]
-        label = f"pid {backend.pid}" + ("" if name.startswith("pid ") else f" {name}")
+        # Its application first: the role is often the same on every line.
+        about = [part for part in (backend.application, backend.user, backend.state) if part]
+        label = f"pid {backend.pid}"
         return backend.pid, f"{label} ({', '.join(about)})" if about else label
 
     # --- the views ----------------------------------------------------------------
