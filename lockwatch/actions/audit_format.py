@@ -73,11 +73,17 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, bytes
             yield number, record if isinstance(record, dict) else None, line
 
 
+_HEAD_LIMIT = 64 * 1024
+
+
 def read_head(path: Path) -> dict[str, Any] | None:
     """The head beside the log at `path`: None when there is none, {} when it
     cannot be read as one (not JSON, not an object, unreadable)."""
+    from lockwatch.trusted import read_file
+
     try:
-        data = json.loads(head_path(path).read_bytes())
+        # A head is one short line: a FIFO or a device in its place is no head.
+        data = json.loads(read_file(head_path(path), _HEAD_LIMIT, None))
     except FileNotFoundError:
         return None
     except (OSError, ValueError):

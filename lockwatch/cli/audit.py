@@ -161,7 +161,7 @@ def _print_table(records: list[tuple[int, dict[str, Any] | None, bytes]]) -> Non
 @click.option(
     "--anchors",
     "anchors_file",
-    type=click.File("r", encoding="utf-8", errors="replace"),
+    type=click.Path(allow_dash=True),
     default=None,
     metavar="FILE",
     help="Lines --audit-syslog sent (e.g. `journalctl -t lockwatch-audit -o cat > FILE`):"
@@ -173,7 +173,7 @@ def verify(
     audit_log: Path | None,
     audit_key: Path | None,
     config_path: str | None,
-    anchors_file: Any,
+    anchors_file: str | None,
 ) -> None:
     """Check every record's hash and MAC, the hash chain, the sequence, and the
     head: exit 1 naming the first record that was edited, removed or reordered;
@@ -203,7 +203,7 @@ def verify(
         if audit_key or parent_key or isinstance(exc, UnsafeKey):
             click.echo(f"lockwatch: {printable(str(exc))}", err=True)
             sys.exit(EXIT_CANNOT)
-    anchors = anchors_file.read().splitlines() if anchors_file is not None else None
+    anchors = _anchor_lines(anchors_file) if anchors_file is not None else None
     try:
         result = check(path, key=key, key_file=key_file, anchors=anchors)
     except OSError as exc:
@@ -235,6 +235,28 @@ def verify(
         click.echo(f"  {result.anchored} records match their syslog anchors")
     for note in result.notes:
         click.echo(f"  note: {printable(note)}")
+
+
+# journalctl's lines for a million records fit many times over; /dev/zero does not.
+MAX_ANCHORS_BYTES = 512 * 1024 * 1024
+
+
+def _anchor_lines(name: str) -> list[str]:
+    """The lines of the anchors file (`-`: standard input), read bounded from a
+    regular file or the pipe it was given as."""
+    from lockwatch.trusted import read_file
+
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read(MAX_ANCHORS_BYTES + 1)
+            if len(data) > MAX_ANCHORS_BYTES:
+                raise OSError(0, f"more than the {MAX_ANCHORS_BYTES // 2**20} MiB allowed")
+        else:
+            data = read_file(name, MAX_ANCHORS_BYTES, None)
+    except OSError as exc:
+        click.echo(f"lockwatch: --anchors {printable(name)}: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_CANNOT)
+    return data.decode("utf-8", "replace").splitlines()
 
 
 def _keying(result: Any, key_file: Path) -> str:

@@ -199,3 +199,41 @@ def test_settings_trust_refuses_a_file_others_can_write(tmp_path: Path) -> None:
     with pytest.raises(Refused, match=r"every user can write it \(mode 0606\)") as refused:
         read_file(path, 10, SETTINGS)
     assert refused.value.untrusted
+
+
+# -- the audit log's own files -------------------------------------------------------
+
+
+def test_audit_verify_anchors_that_are_no_file_are_refused_fast(tmp_path: Path, fifo: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    from lockwatch.actions.audit import AuditLog, Operator
+    from lockwatch.clock import SystemClock
+
+    key = tmp_path / "keys" / "audit.key"
+    AuditLog(
+        log, clock=SystemClock(), host="h", operator=Operator("a", "a", None), key_path=key
+    ).append("lock_broken", {"reason": "r"})
+    for anchors in ("/dev/zero", str(fifo)):
+        done, rss = run(
+            tmp_path, "audit", "verify", "--audit-log", str(log), "--audit-key", str(key),
+            "--anchors", anchors,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert f"--anchors {anchors}:" in done.stderr and "not a regular file" in done.stderr
+        assert rss < RSS_LIMIT_KB, rss
+
+
+def test_an_audit_head_that_is_a_fifo_is_no_head_not_a_hang(tmp_path: Path) -> None:
+    from lockwatch.actions.audit import AuditLog, Operator, head_path
+    from lockwatch.clock import SystemClock
+
+    log = tmp_path / "audit.jsonl"
+    key = tmp_path / "keys" / "audit.key"
+    AuditLog(
+        log, clock=SystemClock(), host="h", operator=Operator("a", "a", None), key_path=key
+    ).append("lock_broken", {"reason": "r"})
+    head_path(log).unlink()
+    os.mkfifo(head_path(log))
+    done, _ = run(tmp_path, "audit", "verify", "--audit-log", str(log), "--audit-key", str(key))
+    assert done.returncode == 1, done.stderr  # tampered: its head is no head
+    assert "head" in done.stdout + done.stderr
