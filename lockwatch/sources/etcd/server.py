@@ -12,8 +12,10 @@ from datetime import datetime, timedelta
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
 from lockwatch.sources.etcd.endpoint import EtcdEndpoint
 from lockwatch.sources.etcd.gateway import Gateway, GatewayError, KeyValue
+from lockwatch.sources.polled import DEFAULT_DEADLINE
 
 # Keys read per prefix: a prefix that holds far more than locks must not make
 # lockwatch hold the whole keyspace; past it, the status says so.
@@ -39,14 +41,18 @@ class EtcdServer:
         clock: Clock | None = None,
         timeout: float = 2.0,
         exact: str | None = None,
+        deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         """`exact`: read this key alone instead of the prefixes (an action's lookup):
-        with the mutex it belongs to, the keys beside it."""
+        with the mutex it belongs to, the keys beside it. `timeout`: for connecting
+        and each read; `deadline`: for a poll's whole answer (every request of it)."""
         self.endpoint = endpoint
         self.name = endpoint.name
         self.prefixes = prefixes
         self.clock = clock or SystemClock()
         self._timeout = timeout
+        self.deadline = deadline
+        self._deadline = Deadline()
         self._exact = exact
         self._gateway: Gateway | None = None
         self.failures = 0
@@ -62,15 +68,18 @@ class EtcdServer:
                 self.status = SourceStatus(
                     "etcd", self.name, "connecting", updated_at=self._updated_at()
                 )
-                self._gateway = Gateway(self.endpoint, self._timeout)
+                self._gateway = Gateway(
+                    self.endpoint, self._timeout, transport=deadline_transport(self._deadline)
+                )
             gateway = self._gateway
-            revision, keys, truncated = self._read(gateway)
-            polled_at = self.clock.now()
-            leases = {
-                lease: gateway.time_to_live(lease)
-                for lease in sorted({kv.lease for kv in keys if kv.lease})
-            }
-        except (httpx.HTTPError, GatewayError, OSError, ValueError) as exc:
+            with self._deadline.running(self.deadline):
+                revision, keys, truncated = self._read(gateway)
+                polled_at = self.clock.now()
+                leases = {
+                    lease: gateway.time_to_live(lease)
+                    for lease in sorted({kv.lease for kv in keys if kv.lease})
+                }
+        except (httpx.HTTPError, GatewayError, OSError, ValueError, DeadlineMissed) as exc:
             self._fail(exc)
             return None
         self.failures = 0
@@ -111,7 +120,7 @@ class EtcdServer:
         self.failures += 1
         self.close()
         delay = backoff_seconds(self.failures, random.uniform(-1.0, 1.0))
-        away = isinstance(exc, httpx.TransportError | OSError)
+        away = isinstance(exc, httpx.TransportError | OSError | DeadlineMissed)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         self.status = SourceStatus(
             "etcd",

@@ -20,13 +20,14 @@ import pymysql
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
 from lockwatch.sources.mysql import queries
 from lockwatch.sources.mysql.clients import UnixClients, cmdline, start_time, unix_clients
 from lockwatch.sources.mysql.dsn import Endpoint
 from lockwatch.sources.mysql.facts import MyClient, MyLock
 from lockwatch.sources.mysql.records import Poll, build, name_of
 from lockwatch.sources.mysql.settings import DEFAULT_IDLE_AFTER
-from lockwatch.sources.polled import Polled
+from lockwatch.sources.polled import DEFAULT_DEADLINE, Polled
 
 KIND = "mysql"
 # MySQL's "access denied; you need the PROCESS privilege" and "table access denied".
@@ -107,7 +108,10 @@ class MyServer:
         names: Sequence[str] = (),
         timeout: float = 3.0,
         client_finder: ClientFinder | None = find_clients,
+        deadline: float = DEFAULT_DEADLINE,
     ) -> None:
+        """`timeout`: for connecting, each read and write, and each statement on the
+        server (max_statement_time); `deadline`: for a poll's whole answer."""
         self.endpoint = endpoint
         self.server = endpoint.name
         self.name = f"mysql:{endpoint.name}"
@@ -115,8 +119,10 @@ class MyServer:
         self.idle_after = idle_after
         self.names = tuple(names)
         self.timeout = timeout
+        self.deadline = deadline
         self.client_finder = client_finder
         self._conn: pymysql.connections.Connection[Any] | None = None
+        self._connecting: pymysql.connections.Connection[Any] | None = None
         self._mariadb = True
         self._port = endpoint.port
         self._user: str | None = None
@@ -135,14 +141,25 @@ class MyServer:
     def connect(self) -> pymysql.connections.Connection[Any]:
         if self._conn is not None and self._conn.open:
             return self._conn
+        # Connected apart from made: the handshake's socket is the deadline's to cut too.
         conn: pymysql.connections.Connection[Any] = pymysql.connect(
-            **self.endpoint.connect_args(self.timeout)
+            **self.endpoint.connect_args(self.timeout), defer_connect=True
         )
-        with conn.cursor() as cursor:
-            cursor.execute(
-                "SELECT VERSION(), @@port, CURRENT_USER(), @@performance_schema, @@socket"
-            )
-            version, port, user, ps, sock = cursor.fetchone() or ("", None, None, 0, None)
+        self._connecting = conn
+        try:
+            conn.connect()
+            with conn.cursor() as cursor:
+                cursor.execute(
+                    "SELECT VERSION(), @@port, CURRENT_USER(), @@performance_schema, @@socket"
+                )
+                version, port, user, ps, sock = cursor.fetchone() or ("", None, None, 0, None)
+                self._limit_statements(cursor, "mariadb" in str(version).lower())
+        except BaseException:
+            with contextlib.suppress(pymysql.Error, OSError):
+                conn.close()
+            raise
+        finally:
+            self._connecting = None
         self._mariadb = "mariadb" in str(version).lower()
         self._port = int(port) if port else self.endpoint.port
         self._user = str(user).rpartition("@")[0] if user else None
@@ -151,10 +168,27 @@ class MyServer:
         self._conn = conn
         return conn
 
+    def _limit_statements(self, cursor: Any, mariadb: bool) -> None:
+        """The server ends any statement of this session that runs past `timeout`
+        itself (MariaDB's max_statement_time, MySQL's max_execution_time for
+        SELECT), rather than go on working for a poll given up on."""
+        seconds = max(1, round(self.timeout))
+        setting = (
+            f"SET SESSION max_statement_time = {seconds}"
+            if mariadb
+            else f"SET SESSION max_execution_time = {seconds * 1000}"
+        )
+        with contextlib.suppress(pymysql.err.OperationalError, pymysql.err.ProgrammingError):
+            cursor.execute(setting)  # (a server too old for it: the deadline still holds)
+
+    def _sockets(self) -> list[SocketLike]:
+        return [getattr(conn, "_sock", None) for conn in (self._conn, self._connecting) if conn]
+
     def poll(self) -> Polled:
         try:
-            return self._poll()
-        except (pymysql.Error, OSError) as exc:
+            with whole_answer(self.deadline, self._sockets):
+                return self._poll()
+        except (pymysql.Error, OSError, DeadlineMissed) as exc:
             return self._fail(exc)
 
     def _rows(self, cursor: Any, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
@@ -395,7 +429,7 @@ class MyServer:
         now = self.clock.now()
         code = exc.args[0] if isinstance(exc, pymysql.Error) and exc.args else None
         lost = (
-            isinstance(exc, OSError)
+            isinstance(exc, OSError | DeadlineMissed)
             or code in _CLIENT_LOST
             or (isinstance(code, int) and 2000 <= code < 2100)
         )
@@ -419,6 +453,8 @@ class MyServer:
 def describe(exc: BaseException, endpoint: Endpoint) -> str:
     """A one-line reason an operator can act on, never with a password in it."""
     args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    if isinstance(exc, DeadlineMissed):
+        return str(exc)
     if len(args) >= 2 and isinstance(args[0], int):
         text = f"({args[0]}) {args[1]}"
     else:

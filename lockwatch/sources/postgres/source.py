@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -24,6 +25,8 @@ from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.compact import Columns, Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
+from lockwatch.sources.polled import DEFAULT_DEADLINE
 from lockwatch.sources.postgres.clients import Session, Sockets, find_clients, read_sockets
 from lockwatch.sources.postgres.dsn import display_name, problem, scrub
 from lockwatch.sources.postgres.facts import (
@@ -156,7 +159,12 @@ class PgSource:
         connect_timeout_s: int = 5,
         query: str | None = None,
         client_finder: ClientFinder | None = find_clients,
+        deadline_s: float = DEFAULT_DEADLINE,
     ) -> None:
+        """Timeouts: `connect_timeout_s` for connecting (libpq's, the whole of it),
+        `statement_timeout_ms` for each statement on the server, and `deadline_s`
+        for a poll's whole answer here (connect, query, every row of it): a server
+        that answers a byte at a time trips none of the others."""
         self._dsn = dsn
         self.name = display_name(dsn)
         self.idle_after = idle_after
@@ -166,10 +174,13 @@ class PgSource:
         self._statement_timeout_ms = statement_timeout_ms
         self._lock_timeout_ms = lock_timeout_ms
         self._connect_timeout_s = connect_timeout_s
+        self.deadline_s = deadline_s
         self._query = query  # tests replace the poll to simulate a slow server
         # None: never look for clients (as if every client were on another host).
         self._client_finder = client_finder
         self._conn: psycopg.AsyncConnection[dict[str, object]] | None = None
+        # Connected, and still asking its port: the deadline's to cut too.
+        self._connecting: psycopg.AsyncConnection[dict[str, object]] | None = None
         self._server_port: int | None = None
         # Whether the last poll had sessions with clients on the server's host: if
         # so, this host's sockets are read while the next poll's query runs.
@@ -189,17 +200,32 @@ class PgSource:
             self._dsn,
             autocommit=True,
             application_name=APPLICATION_NAME,
-            connect_timeout=self._connect_timeout_s,
+            # Within the poll's deadline too: the connection's socket is not the
+            # deadline's to cut until connect() has given it (libpq waits 2 s at least).
+            connect_timeout=max(1, min(self._connect_timeout_s, math.ceil(self.deadline_s))),
             row_factory=dict_row,
             options=self._options(),
         )
         # The port the server listens on, as it says: a session's connection to it
         # is what client lookups find in this host's socket table.
         self._server_port = None
-        with contextlib.suppress(psycopg.Error, ValueError, TypeError):
-            row = await (await conn.execute("SELECT current_setting('port') AS port")).fetchone()
-            self._server_port = int(str(row["port"])) if row else None
+        self._connecting = conn
+        try:
+            with contextlib.suppress(psycopg.Error, ValueError, TypeError):
+                query = "SELECT current_setting('port') AS port"
+                row = await (await conn.execute(query)).fetchone()
+                self._server_port = int(str(row["port"])) if row else None
+        finally:
+            self._connecting = None
         return conn
+
+    def _sockets(self) -> list[SocketLike]:
+        found: list[SocketLike] = []
+        for conn in (self._conn, self._connecting):
+            if conn is not None and not conn.closed:
+                with contextlib.suppress(psycopg.Error):
+                    found.append(conn.pgconn.socket)
+        return found
 
     def _options(self) -> str:
         """The session's settings, sent with the connection (no extra round trip),
@@ -226,21 +252,25 @@ class PgSource:
             return None
         ahead: asyncio.Future[Sockets] | None = None
         try:
-            if self._conn is None or self._conn.closed:
-                self.status = SourceStatus(
-                    "postgres", self.name, "connecting", updated_at=self._updated_at()
-                )
-                self._conn = await self._connect()
-            conn = self._conn
-            version = conn.info.server_version
-            if self._client_finder is find_clients and self._local_clients:
-                ahead = asyncio.ensure_future(asyncio.to_thread(read_sockets))
-            # Rows as compact `Row`s: the locks keep them (see model/compact.py).
-            cursor = conn.cursor(row_factory=compact_rows)
-            await cursor.execute(self._query or lock_query(version, self.all_rows))
-            activity = await cursor.fetchall()
-            rows = await cursor.fetchall() if cursor.nextset() else []
-        except (psycopg.Error, OSError) as exc:
+            # At the deadline the connection's socket is shut down: the wait on it
+            # ends at once (cancelling would first ask the server to cancel, and
+            # wait up to 10 s for a server that may be the one not answering).
+            with whole_answer(self.deadline_s, self._sockets):
+                if self._conn is None or self._conn.closed:
+                    self.status = SourceStatus(
+                        "postgres", self.name, "connecting", updated_at=self._updated_at()
+                    )
+                    self._conn = await self._connect()
+                conn = self._conn
+                version = conn.info.server_version
+                if self._client_finder is find_clients and self._local_clients:
+                    ahead = asyncio.ensure_future(asyncio.to_thread(read_sockets))
+                # Rows as compact `Row`s: the locks keep them (see model/compact.py).
+                cursor = conn.cursor(row_factory=compact_rows)
+                await cursor.execute(self._query or lock_query(version, self.all_rows))
+                activity = await cursor.fetchall()
+                rows = await cursor.fetchall() if cursor.nextset() else []
+        except (psycopg.Error, OSError, DeadlineMissed) as exc:
             if ahead is not None:
                 ahead.cancel()
             await self._fail(exc)
@@ -331,8 +361,9 @@ class PgSource:
 
     async def _fail(self, exc: BaseException) -> None:
         self.failures += 1
-        broken = isinstance(exc, psycopg.OperationalError | OSError) and (
-            self._conn is None or self._conn.closed or self._conn.broken
+        broken = isinstance(exc, DeadlineMissed) or (
+            isinstance(exc, psycopg.OperationalError | OSError)
+            and (self._conn is None or self._conn.closed or self._conn.broken)
         )
         if self._conn is not None:
             # Closing a broken connection may itself fail; it is gone either way.

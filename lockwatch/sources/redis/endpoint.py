@@ -57,9 +57,22 @@ class RedisEndpoint:
     def scrub(self, text: str) -> str:
         return scrub(text, self.secrets())
 
-    def connect(self, timeout: float = 2.0) -> redis.Redis:
-        """A client on one connection, opened at its first command. No retries
-        inside redis-py: a server that is away is the poller's backoff's business."""
+    def connect(
+        self, timeout: float = 2.0, pool: redis.ConnectionPool | None = None
+    ) -> redis.Redis:
+        """A client on one connection, opened now (redis-py connects a single
+        connection client as it is made): `pool`'s, where the caller wants to see
+        its sockets while it connects (a deadline's watchdog). No retries inside
+        redis-py: a server that is away is the poller's backoff's business."""
+        import redis
+
+        return redis.Redis(
+            connection_pool=pool or self.pool(timeout), single_connection_client=True
+        )
+
+    def pool(self, timeout: float = 2.0) -> redis.ConnectionPool:
+        """The connection pool a client is made on: its connections' settings,
+        `timeout` for connecting and for each read; nothing opened yet."""
         import redis
         from redis.backoff import NoBackoff
         from redis.retry import Retry
@@ -67,7 +80,6 @@ class RedisEndpoint:
         options: dict[str, object] = {
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
-            "single_connection_client": True,
             "client_name": "lockwatch",
             "retry": Retry(NoBackoff(), 0),
             # RESP2: every server speaks it, and a missing password is then
@@ -76,7 +88,7 @@ class RedisEndpoint:
         }
         if self.password_from != "url" and self.password is not None:
             options["password"] = self.password
-        return redis.Redis.from_url(self.url, **options)
+        return redis.ConnectionPool.from_url(self.url, **options)
 
 
 def parse(url: str, environ: Mapping[str, str], password_file: str | None = None) -> RedisEndpoint:

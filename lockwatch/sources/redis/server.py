@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
+from lockwatch.sources.polled import DEFAULT_DEADLINE
 from lockwatch.sources.redis.endpoint import RedisEndpoint
 from lockwatch.sources.redis.patterns import scan_plan
 
@@ -80,8 +82,11 @@ class RedisServer:
         clock: Clock | None = None,
         timeout: float = 2.0,
         exact: tuple[str, ...] = (),
+        deadline: float = DEFAULT_DEADLINE,
     ) -> None:
-        """`exact`: read these keys instead of scanning (an action's lookup)."""
+        """`exact`: read these keys instead of scanning (an action's lookup).
+        `timeout`: for connecting and for each read; `deadline`: for a poll's
+        whole answer (connect, SCAN, values, CLIENT LIST)."""
         self.endpoint = endpoint
         self.name = endpoint.name
         self.patterns = patterns
@@ -89,7 +94,9 @@ class RedisServer:
         self.exact = exact
         self.clock = clock or SystemClock()
         self._timeout = timeout
+        self.deadline = deadline
         self._client: redis.Redis | None = None
+        self._pool: redis.ConnectionPool | None = None
         self.failures = 0
         self.retry_in = 0.0
         self.last: RedisSnapshot | None = None
@@ -105,15 +112,18 @@ class RedisServer:
                 self.status = SourceStatus(
                     "redis", self.name, "connecting", updated_at=self._updated_at()
                 )
-                self._client = self.endpoint.connect(self._timeout)
-            client = self._client
-            names, truncated = (
-                ([raw(key) for key in self.exact], False) if self.exact else self._scan(client)
-            )
-            polled_at = self.clock.now()
-            keys = self._read(client, names)
-            blocked, problem = self._blocked(client)
-        except (redis.RedisError, OSError) as exc:
+                self._pool = self.endpoint.pool(self._timeout)
+            with whole_answer(self.deadline, self._sockets):
+                if self._client is None:
+                    self._client = self.endpoint.connect(self._timeout, self._pool)
+                client = self._client
+                names, truncated = (
+                    ([raw(key) for key in self.exact], False) if self.exact else self._scan(client)
+                )
+                polled_at = self.clock.now()
+                keys = self._read(client, names)
+                blocked, problem = self._blocked(client)
+        except (redis.RedisError, OSError, DeadlineMissed) as exc:
             self._fail(exc)
             return None
         self.failures = 0
@@ -132,6 +142,18 @@ class RedisServer:
             updated_at=polled_at,
         )
         return self.last
+
+    def _sockets(self) -> list[SocketLike]:
+        """Every socket of the pool: the client's own connection (connecting, too),
+        and a pipeline's."""
+        pool = self._pool
+        if pool is None:
+            return []
+        connections = [
+            *getattr(pool, "_in_use_connections", ()),
+            *getattr(pool, "_available_connections", ()),
+        ]
+        return [getattr(connection, "_sock", None) for connection in connections]
 
     def _scan(self, client: redis.Redis) -> tuple[list[bytes], bool]:
         found: dict[bytes, None] = {}
@@ -204,9 +226,9 @@ class RedisServer:
         self.failures += 1
         self.close()
         delay = backoff_seconds(self.failures, random.uniform(-1.0, 1.0))
-        away = isinstance(exc, redis.ConnectionError | redis.TimeoutError | OSError) and not (
-            isinstance(exc, redis.AuthenticationError)
-        )
+        away = isinstance(
+            exc, redis.ConnectionError | redis.TimeoutError | OSError | DeadlineMissed
+        ) and not isinstance(exc, redis.AuthenticationError)
         self.status = SourceStatus(
             "redis",
             self.name,
@@ -219,10 +241,14 @@ class RedisServer:
 
     def close(self) -> None:
         client, self._client = self._client, None
+        pool, self._pool = self._pool, None
+        # A broken connection is gone either way.
         if client is not None:
-            # A broken connection is gone either way.
             with contextlib.suppress(Exception):
                 client.close()
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.disconnect()
 
 
 def describe(exc: BaseException, endpoint: RedisEndpoint) -> str:
@@ -230,6 +256,8 @@ def describe(exc: BaseException, endpoint: RedisEndpoint) -> str:
     import redis
 
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, DeadlineMissed):
+        return first
     if isinstance(exc, redis.AuthenticationError) or "WRONGPASS" in first or "NOAUTH" in first:
         hint = f" (the password came from {endpoint.password_from})" if endpoint.password else ""
         first = (
