@@ -25,11 +25,14 @@ def status(table: KernelTable, at: datetime) -> SourceStatus:
 
 def locks_now(roots: Sequence[str]) -> tuple[KernelTable, list[Lock]]:
     """/proc/locks read now, as lock records; files no holder's fds name are
-    looked for by inode under `roots`."""
+    looked for by inode under `roots`. With `roots`, only the locks on files
+    under them."""
+    from lockwatch.sources.kernel.narrow import narrowed
     from lockwatch.sources.kernel.procfs import read_table
     from lockwatch.sources.kernel.records import known_files, to_locks
 
     table = read_table()
     unplaced = {lock.file for lock in table.locks if lock.path is None}
     known = known_files(roots, unplaced) if unplaced and roots else {}
-    return table, to_locks(table, known)
+    # With PATHs, only the locks on files under them (narrow.py).
+    return table, narrowed(to_locks(table, known), roots)
