@@ -39,6 +39,8 @@ REPAIR = "dpkg --configure -a"
 # The most of `status` read to look for half-done packages: a big host's is a few MB.
 _MAX_STATUS_BYTES = 32 * 1024 * 1024
 _HALF = (b"half-installed", b"half-configured")
+# Journal entries read at most (dpkg writes one per status change of a run).
+_MAX_JOURNAL = 64
 
 # (parents, name) -> what the lock is, in words.
 _LOCKS: dict[tuple[tuple[str, ...], str], str] = {
@@ -94,12 +96,16 @@ def read(file: LockFile) -> Lock | None:
 
 def _interrupted(admindir: str) -> Reason | None:
     """dpkg's own word that a run died mid-way: its journal left in `updates/`
-    (what apt checks), or packages half-installed/half-configured in `status`."""
+    (what apt checks), or packages half-installed/half-configured in `status`
+    as the journal updates it."""
     try:
         journal = sorted(n for n in os.listdir(f"{admindir}/updates") if n.isdigit())
     except OSError:
         journal = []
-    half = _half_done(f"{admindir}/status")
+    states: dict[str, bytes] = {}
+    for part in ("status", *(f"updates/{name}" for name in journal[:_MAX_JOURNAL])):
+        states.update(_states(f"{admindir}/{part}"))
+    half = [f"{package} ({state.decode()})" for package, state in states.items() if state in _HALF]
     if not journal and not half:
         return None
     found = []
@@ -108,7 +114,7 @@ def _interrupted(admindir: str) -> Reason | None:
         found.append(f"its journal in {admindir}/updates/ ({entries})")
     if half:
         shown = ", ".join(half[:5]) + (f" and {len(half) - 5} more" if len(half) > 5 else "")
-        found.append(f"half-done packages: {shown}")
+        found.append(f"half-done: {shown}")
     return Reason(
         "dpkg_interrupted",
         f"dpkg was interrupted mid-run ({'; '.join(found)}): apt and dpkg refuse to go on"
@@ -116,36 +122,37 @@ def _interrupted(admindir: str) -> Reason | None:
     )
 
 
-def _half_done(status: str) -> list[str]:
+def _states(path: str) -> dict[str, bytes]:
     try:
-        st = os.stat(status)
+        st = os.stat(path)
     except OSError:
-        return []
-    return list(_half_done_in(status, st.st_mtime_ns, st.st_size))
+        return {}
+    return _states_in(path, st.st_mtime_ns, st.st_size)
 
 
-@lru_cache(maxsize=4)
-def _half_done_in(status: str, mtime_ns: int, size: int) -> tuple[str, ...]:
-    """The packages `status` says are half-installed or half-configured (read
-    once per version of the file: a scan asks for each of dpkg's two locks)."""
+@lru_cache(maxsize=16)
+def _states_in(path: str, mtime_ns: int, size: int) -> dict[str, bytes]:
+    """Each package's state (the last word of its `Status:`) in a status file or
+    a journal entry, read once per version of the file (a scan asks for each of
+    dpkg's two locks). Only what it says of half-done packages is kept."""
     try:
-        with open(status, "rb") as f:
+        with open(path, "rb") as f:
             text = f.read(_MAX_STATUS_BYTES)
     except OSError:
-        return ()
-    if not any(word in text for word in _HALF):
-        return ()
-    found = []
+        return {}
+    states: dict[str, bytes] = {}
+    if "updates/" not in path and not any(word in text for word in _HALF):
+        return states  # the status of a healthy host: nothing half-done to find
     for stanza in text.split(b"\n\n"):
         package = state = None
         for line in stanza.splitlines():
             if line.startswith(b"Package:"):
                 package = line[8:].strip().decode("utf-8", "replace")
-            elif line.startswith(b"Status:"):
-                state = line.split()[-1] if line.split() else None
-        if package and state in _HALF:
-            found.append(f"{package} ({state.decode()})")
-    return tuple(found)
+            elif line.startswith(b"Status:") and line.split():
+                state = line.split()[-1]
+        if package is not None and state is not None:
+            states[package] = state
+    return states
 
 
 def explain(

@@ -1,0 +1,164 @@
+"""dpkg's and apt's locks as the real tools take them, on a scratch dpkg
+database (`dpkg --root`, apt-get's Dir::State::status) so that no real apt is
+ever blocked: a real dpkg holds them while a package's preinst waits, and a
+real second apt-get names the holder; lockwatch names the same process. Killed
+mid-install, the locks are free and the tools' own repair is told."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.formats.common import WAIT_S, codes, ls, need_tools, wait_until
+
+CONTROL = """\
+Package: lockwatch-probe
+Version: 1.0
+Architecture: all
+Maintainer: lockwatch tests <tests@example.invalid>
+Description: a package whose preinst waits on a FIFO
+"""
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # dpkg and its maintainer script
+            proc.wait(timeout=WAIT_S)
+
+
+def _scratch(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(the scratch root, its admindir, a .deb whose preinst blocks on `tmp_path/go`)."""
+    root = tmp_path / "root"
+    admindir = root / "var/lib/dpkg"
+    for sub in ("updates", "info", "triggers", "alternatives"):
+        (admindir / sub).mkdir(parents=True)
+    (admindir / "status").touch()
+    (admindir / "available").touch()
+    package = tmp_path / "pkg"
+    (package / "DEBIAN").mkdir(parents=True)
+    (package / "DEBIAN/control").write_text(CONTROL)
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    preinst = package / "DEBIAN/preinst"
+    preinst.write_text(f"#!/bin/sh\nread x < {go}\nexit 0\n")
+    preinst.chmod(0o755)
+    deb = tmp_path / "probe.deb"
+    subprocess.run(["dpkg-deb", "-b", str(package), str(deb)], check=True, capture_output=True)
+    return root, admindir, deb
+
+
+def _dpkg_installing(
+    root: Path, admindir: Path, deb: Path, started: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        ["dpkg", f"--root={root}", "--force-script-chrootless", "--force-not-root", "-i", str(deb)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    started.append(proc)
+    # Its preinst runs (and waits) once dpkg holds both locks and has marked the
+    # package half-installed.
+    wait_until("dpkg to run the preinst", lambda: _preinst_runs(proc.pid), proc=proc)
+    return proc
+
+
+def _preinst_runs(session: int) -> bool:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if comm == "preinst" and int(fields[3]) == session:
+            return True
+    return False
+
+
+def _apt_get_says(admindir: Path) -> str:
+    done = subprocess.run(
+        [
+            "apt-get",
+            "-o",
+            f"Dir::State::status={admindir}/status",
+            "-o",
+            "DPkg::Lock::Timeout=0",
+            "install",
+            "lockwatch-probe-absent",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "LC_ALL": "C"},
+    )
+    assert done.returncode != 0, done.stdout
+    return done.stderr
+
+
+def test_held_by_dpkg_as_a_second_apt_get_says(
+    tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    need_tools("dpkg", "dpkg-deb", "apt-get")
+    root, admindir, deb = _scratch(tmp_path)
+    dpkg = _dpkg_installing(root, admindir, deb, started)
+    said = _apt_get_says(admindir)
+    match = re.search(r"Could not get lock (\S+)\. It is held by process (\d+) \((\S+)\)", said)
+    assert match is not None, said
+    assert match[1] == str(admindir / "lock-frontend") and match[3] == "dpkg", said
+    rows = {Path(row["path"]).name: row for row in ls(admindir)["locks"]}
+    assert set(rows) == {"lock", "lock-frontend"}, rows
+    for row in rows.values():
+        assert row["format"] == "dpkg" and row["state"] == "active", row
+        assert row["holder"]["pid"] == int(match[2]) == dpkg.pid, (row, said)
+        assert "dpkg_running" in codes(row) and "dpkg_interrupted" not in codes(row), row
+        assert row["age_seconds"] is not None, row  # since its holder started
+
+
+def test_killed_mid_install_free_with_the_tools_repair(
+    tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    need_tools("dpkg", "dpkg-deb", "apt-get")
+    root, admindir, deb = _scratch(tmp_path)
+    dpkg = _dpkg_installing(root, admindir, deb, started)
+    os.killpg(dpkg.pid, signal.SIGKILL)
+    dpkg.wait(timeout=WAIT_S)
+    said = _apt_get_says(admindir)
+    assert "dpkg was interrupted, you must manually run 'dpkg --configure -a'" in said, said
+    rows = {Path(row["path"]).name: row for row in ls(admindir)["locks"]}
+    for name in ("lock", "lock-frontend"):
+        row = rows[name]
+        assert row["state"] == "free", row
+        assert "dpkg_interrupted" in codes(row), row
+        message = next(r["message"] for r in row["reasons"] if r["code"] == "dpkg_interrupted")
+        assert "`dpkg --configure -a`" in message and "lockwatch-probe (half-installed)" in message
+
+
+def test_apt_locks_are_named_by_place(tmp_path: Path) -> None:
+    archives = tmp_path / "var/cache/apt/archives"
+    lists = tmp_path / "var/lib/apt/lists"
+    archives.mkdir(parents=True)
+    lists.mkdir(parents=True)
+    (archives / "lock").touch()
+    (lists / "lock").touch()
+    (tmp_path / "var/lock").mkdir()
+    (tmp_path / "var/lock/lock").touch()  # no dpkg's or apt's place: not one of theirs
+    rows = {row["path"]: row for row in ls(tmp_path)["locks"]}
+    assert set(rows) == {str(archives / "lock"), str(lists / "lock")}, rows
+    for row in rows.values():
+        assert row["format"] == "dpkg" and row["state"] == "free", row
