@@ -13,6 +13,8 @@ rows down to those someone actually waits on.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 _SESSIONS = """
 SELECT a.pid, a.datname, a.usename, a.application_name,
        -- client_port is -1 for a unix socket, NULL when hidden from our role.
@@ -66,8 +68,8 @@ held AS (
 
 _SELECT = """
 SELECT l.locktype, l.mode, l.granted, l.pid, l.virtualtransaction,
-       -- What the lock is on, as one key: rows with the same target compete.
-       {target} AS target,
+       -- What the lock is on (TARGET) is put together here from these columns
+       -- (target_of): a tenth of the rows' bytes, and of the server's work, less.
        l.database, d.datname AS database_name,
        l.relation, n.nspname AS schema_name, c.relname AS relation_name,
        l.page, l.tuple, l.virtualxid, l.transactionid::text AS transactionid,
@@ -104,6 +106,19 @@ TARGET = (
     "format('%s/%s/%s/%s/%s/%s/%s/%s/%s/%s', l.locktype, l.database, l.relation, l.page,"
     " l.tuple, l.virtualxid, l.transactionid, l.classid, l.objid, l.objsubid)"
 )
+# The poll's columns TARGET is made of, in its order.
+TARGET_COLUMNS = (
+    "locktype", "database", "relation", "page", "tuple", "virtualxid", "transactionid",
+    "classid", "objid", "objsubid",
+)  # fmt: skip
+
+
+def target_of(values: Iterable[object]) -> str:
+    """TARGET of a poll's row, from its TARGET_COLUMNS values, as the server writes
+    it (NULL as nothing). No value can spell `None`: the lock types are words
+    without it and the rest are numbers (virtualxid `3/45`), so writing each with
+    str() and dropping `None` is format()'s answer, in three C calls per row."""
+    return "/".join(map(str, values)).replace("None", "")
 
 
 def lock_query(server_version: int, all_rows: bool) -> str:
@@ -117,5 +132,5 @@ def lock_query(server_version: int, all_rows: bool) -> str:
     return (
         _SESSIONS
         + _LOCKS_WITH
-        + _SELECT.format(wait_age=wait_age, all_rows="true" if all_rows else "false", target=TARGET)
+        + _SELECT.format(wait_age=wait_age, all_rows="true" if all_rows else "false")
     )

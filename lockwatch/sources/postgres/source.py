@@ -15,6 +15,7 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any, cast
 
 import psycopg
@@ -36,7 +37,7 @@ from lockwatch.sources.postgres.facts import (
     AdvisoryNames,
     PgClient,
 )
-from lockwatch.sources.postgres.query import lock_query
+from lockwatch.sources.postgres.query import TARGET_COLUMNS, lock_query, target_of
 from lockwatch.sources.postgres.records import SeenKey, Waits, holds_seen, index_waits, to_locks
 from lockwatch.sources.postgres.terms import local_client
 
@@ -130,7 +131,13 @@ def compact_rows(cursor: psycopg.AsyncCursor[Any]) -> RowMaker[Row]:
     description = cursor.description
     if description is None:
         return no_result
-    columns = Columns([column.name for column in description])
+    names = [column.name for column in description]
+    # The locks' rows get their `target` here, from its columns (query.target_of).
+    parts = None
+    if "target" not in names and all(name in names for name in TARGET_COLUMNS):
+        parts = itemgetter(*(names.index(name) for name in TARGET_COLUMNS))
+        names.append("target")
+    columns = Columns(names)
     repeating = [i for i, name in enumerate(columns.names) if name in _REPEATING]
     seen: dict[object, object] = {}
 
@@ -140,6 +147,8 @@ def compact_rows(cursor: psycopg.AsyncCursor[Any]) -> RowMaker[Row]:
             value = kept[i]
             if type(value) is str or type(value) is int:
                 kept[i] = seen.setdefault(value, value)
+        if parts is not None:
+            kept.append(target_of(parts(kept)))
         return Row(columns, kept)
 
     return make
