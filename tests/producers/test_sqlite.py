@@ -8,12 +8,21 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.formats.common import Holder, codes, hold_in, holder_script, killed_at_teardown, ls
+from tests.formats.common import (
+    Holder,
+    codes,
+    hold_in,
+    holder_script,
+    killed_at_teardown,
+    ls,
+    run_break,
+)
 
-Record = dict[str, object]
+Record = dict[str, Any]
 
 
 @pytest.fixture
@@ -39,11 +48,11 @@ def _connection(path: Path, then: str) -> list[str]:
     return [sys.executable, "-c", holder_script(take, "db.execute('ROLLBACK')")]
 
 
-def _row(directory: Path, name: str) -> dict[str, object]:
+def _row(directory: Path, name: str) -> Record:
     listing = ls(directory)
     rows = [lock for lock in listing["locks"] if Path(lock["path"]).name == name]
     assert len(rows) == 1, [(lock["source"], lock["path"]) for lock in listing["locks"]]
-    row: dict[str, object] = rows[0]
+    row: Record = rows[0]
     return row
 
 
@@ -68,6 +77,7 @@ def test_a_write_transaction_is_reserved_held_by_its_process(
     assert isinstance(holder, dict) and holder["pid"] == writer.proc.pid, row
     assert "sqlite_write" in codes(row), row
     assert "RESERVED" in _messages(row) and "write transaction" in _messages(row), row
+    assert " more" not in row["reasons"][0]["message"], row  # one process, two ranges
     # SQLite's own answer: another connection cannot write now.
     other = sqlite3.connect(path, timeout=0)
     with pytest.raises(sqlite3.OperationalError, match="database is locked"):
@@ -115,3 +125,8 @@ def test_a_database_nobody_locks_is_not_listed_and_named_is_free(tmp_path: Path)
     listing = ls(tmp_path / "app.db")
     (row,) = listing["locks"]
     assert row["format"] == "sqlite" and row["state"] == "free", row
+    # Free, but a database: a break never moves it.
+    home = tmp_path / "home"
+    done = run_break(row["id"], home, tmp_path / "audit.jsonl")
+    assert done.returncode != 0 and "never moves it" in done.stderr + done.stdout, done
+    assert (tmp_path / "app.db").exists()

@@ -174,6 +174,16 @@ def _by_process(locks: Sequence[KernelLock]) -> dict[int, list[KernelLock]]:
     return out
 
 
+def _one_each(locks: Sequence[KernelLock]) -> tuple[KernelLock, ...]:
+    seen: set[int | None] = set()
+    out = []
+    for lock in locks:
+        if lock.holder_pid not in seen:
+            seen.add(lock.holder_pid)
+            out.append(lock)
+    return tuple(out)
+
+
 def _label(pid: int, locks: Sequence[KernelLock]) -> str:
     for lock in locks:
         for holder in lock.holders:
@@ -246,12 +256,10 @@ def explain(
     elif others:
         listed = ", ".join(f"pid {pid}" for pid in others[:8])
         notes.append(Reason("sqlite_open", f"open in {listed}, no SQLite lock held there"))
-    if writers:
-        first = tuple(writers[:1])
-        rest = tuple(hold for hold in evidence.holds if hold not in first)
-        evidence = replace(evidence, holds=(*first, *rest))
-    elif shm_locks and not evidence.holds:
-        evidence = replace(evidence, holds=shm_locks)
+    # One hold per process, the writer's first: "held by X and N more" counts processes.
+    holds = _one_each((*writers[:1], *evidence.holds, *shm_locks))
+    if holds != evidence.holds:
+        evidence = replace(evidence, holds=holds)
     return amended(lock, notes=(*lock.notes, *notes)), evidence
 
 
