@@ -7,7 +7,6 @@ as major(st_dev) and minor(st_dev) give them (procfs writes them in hex).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -70,7 +69,7 @@ class KernelHolder:
         if self.name:
             return self.name
         if self.cmdline and self.cmdline[0]:
-            return os.path.basename(self.cmdline[0]) or self.cmdline[0]
+            return self.cmdline[0].rpartition("/")[2] or self.cmdline[0]
         return "?"
 
     @property

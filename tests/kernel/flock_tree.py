@@ -31,7 +31,9 @@ STUBBORN = "trap '' TERM; " + SCRIPT  # ignores SIGTERM, and sleep inherits that
 class FlockTree:
     """`flock PATH sh -c SCRIPT`: three processes holding one flock."""
 
-    def __init__(self, path: Path, script: str = SCRIPT) -> None:
+    def __init__(self, path: Path, script: str = SCRIPT, *, blocks: bool = False) -> None:
+        """`blocks`: the lock is held already, so flock(1) waits for it: returns
+        once /proc/locks shows it waiting (`wait_held` then waits for the lock)."""
         self.path = path
         self.proc = subprocess.Popen(
             ["flock", str(path), "sh", "-c", script],
@@ -40,7 +42,24 @@ class FlockTree:
             start_new_session=True,  # one killpg ends the tree at teardown
         )
         self.flock = self.proc.pid
+        self.sh = self.sleep = -1
+        if blocks:
+            self._await_waiting()
+        else:
+            self.wait_held()
+
+    def wait_held(self) -> None:
+        """Until the shell says it runs (flock(1) holds the lock), with a deadline."""
         self.sh, self.sleep = int(self._line()), int(self._line())
+
+    def _await_waiting(self) -> None:
+        # The kernel gives no event for a process starting to wait: its `->`
+        # line in /proc/locks is polled, with a deadline.
+        deadline = time.monotonic() + DEADLINE_S
+        while not any(lock.waiting and lock.pid == self.flock for lock in locks_on(self.path)):
+            assert time.monotonic() < deadline, "the waiting flock never showed in /proc/locks"
+            assert self.proc.poll() is None, "the waiting flock exited"
+            time.sleep(0.01)
 
     @property
     def pids(self) -> set[int]:
@@ -73,8 +92,10 @@ class FlockTree:
             self.proc.stdout.close()
 
 
-def start(trees: list[FlockTree], path: Path, script: str = SCRIPT) -> FlockTree:
-    tree = FlockTree(path, script)
+def start(
+    trees: list[FlockTree], path: Path, script: str = SCRIPT, *, blocks: bool = False
+) -> FlockTree:
+    tree = FlockTree(path, script, blocks=blocks)
     trees.append(tree)
     return tree
 

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from lockwatch.model.action import ActionRefused, Asked, Kind
+from lockwatch.model.blocking import from_locks
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
@@ -37,6 +38,7 @@ from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.holders import Describer
 from lockwatch.sources.kernel.procfs import read_table
 from tests.kernel.flock_tree import SCRIPT, STUBBORN, FlockTree, listed, start
+from tests.kernel.holders import locks_on
 from tests.kernel.test_kernel_break import audit, lockwatch
 
 pytestmark = pytest.mark.skipif(
@@ -49,7 +51,11 @@ def record_of(tmp_path: Path, path: Path) -> dict[str, Any]:
     done = lockwatch("ls", "--json", "--kernel", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     locks = json.loads(done.stdout)["locks"]
-    [record] = [lock for lock in locks if lock["source"] == "kernel" and lock["path"] == str(path)]
+    [record] = [
+        lock
+        for lock in locks
+        if lock["source"] == "kernel" and lock["path"] == str(path) and lock["state"] != "waiting"
+    ]
     assert isinstance(record, dict)
     return record
 
@@ -281,3 +287,43 @@ def test_a_holder_is_described_from_its_procfs_files(tmp_path: Path) -> None:
     assert holder.label == "we(ird) name (pid 42)"
     assert describe(43) is None  # a zombie's files are closed: it holds nothing
     assert describe(44) is None  # gone
+
+
+# -- a waiter behind the tree -----------------------------------------------------------------
+
+
+def test_a_waiter_waits_on_the_lock_and_may_take_it_once_broken(
+    trees: list[FlockTree], tmp_path: Path
+) -> None:
+    tree = start(trees, tmp_path / "LOCK")
+    # A second `flock LOCK …` blocks in the kernel until the tree lets go.
+    waiter = start(trees, tmp_path / "LOCK", blocks=True)
+    lock = kernel_lock(tree.path)
+    facts = lock.facts
+    assert isinstance(facts, KernelFacts)
+    assert facts.blocking == (waiter.flock,)
+    _, locks = locks_now([])
+    [waiting] = [
+        other
+        for other in locks
+        if isinstance(other.facts, KernelFacts) and other.facts.waiting
+        and other.facts.file == facts.file
+    ]  # fmt: skip
+    assert isinstance(waiting.facts, KernelFacts)
+    assert set(waiting.facts.blocked_by) == tree.pids  # all three hold what it waits for
+    # In the wait-for graph it waits on the lock's node, not on three roots.
+    [root] = [node for node in from_locks(locks).roots if node.id in tree.pids]
+    assert root.id == tree.flock and [w.id for w in root.waiters] == [waiter.flock]
+    assert (
+        "and then 1 waiting process may take it"
+        in ACTIONS.plan(Kind.BREAK, lock, Verdict(State.ACTIVE), Asked()).effect
+    )
+
+    lock_id = record_of(tmp_path, tree.path)["id"]
+    done = break_(tmp_path, lock_id, "--grace", "60")
+    assert done.returncode == 0, done.stderr
+    # The waiter has it now: a new lock on the same file, never the broken one.
+    waiter.wait_held()
+    now = [held for held in locks_on(tree.path) if not held.waiting]
+    assert [held.pid for held in now] == [waiter.flock]
+    assert tree.running() == set()

@@ -109,9 +109,13 @@ class Breaker:
                 " fds cannot be read here); nothing done",
             )
         sent = self._signal(first, signame)
-        waited = grace if signame == "TERM" else KILL_WAIT
-        self._wait(first, waited)
+        if sent:
+            self._wait(first, grace if signame == "TERM" else KILL_WAIT)
         now = self._current()
+        if not sent and now is None:
+            raise ActionRefused(
+                "gone", f"the holders of {self.name} exited before any signal; nothing done"
+            )
         killed: list[KernelHolder] = []
         if now is not None and then is not None and signame != then:
             second = self._take(now, refuse_changed=False)
@@ -121,12 +125,16 @@ class Breaker:
                 now = self._current()
         if now is not None:
             self._still_held(now, sent, killed, signame, grace, then)
-        message = f"sent SIG{signame} to {_named(sent)}"
+        message = (
+            f"sent SIG{signame} to {_named(sent)}"
+            if sent
+            else f"SIG{signame} reached nobody (its holders exited meanwhile)"
+        )
         if killed:
             message += f"; SIGKILL after {grace:g} s to {_named(killed)}"
         message += f"; the kernel no longer lists {self.name}"
         details: dict[str, Any] = {
-            "pid": sent[0].pid,
+            "pid": sent[0].pid if sent else None,
             "signal": f"SIG{signame}",
             "signalled": _listing(sent),
             "grace_seconds": grace,

@@ -65,7 +65,9 @@ class KernelFacts(KernelLock, Facts):
         if not pids:
             return None
         first = self.described(pids[0])
-        text = first.label if first is not None else f"pid {pids[0]}"
+        if first is None and len(pids) == 1:
+            return None  # nothing known beyond the pid: the generic actor says it
+        text = first.label if first is not None else str(pids[0])
         return text + (f" + {len(pids) - 1} more" if len(pids) > 1 else "")
 
     def sections(self, lock: Lock, now: datetime) -> tuple[Section, ...]:
@@ -107,10 +109,12 @@ class KernelFacts(KernelLock, Facts):
         return None if self.waiting else self.holder_pid
 
     def waits(self) -> tuple[int, tuple[int, ...]] | None:
-        # A process blocked on a kernel lock waits on the processes holding it.
+        # A process blocked on a kernel lock waits on the lock's holder: the node
+        # that lock has in the graph (`holds_as`: its first holder), not each
+        # process sharing its open file, which would make each a root of its own.
         if not self.waiting or self.holder_pid is None:
             return None
-        return self.holder_pid, tuple(pid for pid in self.blocked_by if pid > 0)
+        return self.holder_pid, tuple(pid for pid in self.blocked_by[:1] if pid > 0)
 
     # --- the views ----------------------------------------------------------------
 
