@@ -73,7 +73,11 @@ def normalise(text: str) -> str:
     if not parts.hostname:
         raise EndpointError(f"{text!r}: no host")
     if "?" in raw or "#" in raw:
-        raise EndpointError(f"{text!r}: a remote URL has no query or fragment")
+        # Not echoed: `?token=…` is where a secret would be.
+        raise EndpointError(
+            f"{scheme}://{parts.netloc}{parts.path}: a remote URL has no query or fragment"
+            " (not shown); give a token in a token file (--remote-token-file)"
+        )
     path = parts.path.rstrip("/")
     if path.endswith(LOCKS_PATH):
         path = path[: -len(LOCKS_PATH)]
