@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -19,24 +18,16 @@ class PasswordFileError(ValueError):
 
 
 def read_password_file(path: str) -> str:
-    """The password in `path`: its first line. Refused when others may read it, as
-    libpq refuses a ~/.pgpass that group or others can read."""
+    """The password in `path`: its first line. Refused when others may read or
+    write it (as libpq refuses a ~/.pgpass that group or others can read), when
+    it is owned by another user, or sits where another user could replace it;
+    read bounded, and a FIFO or device is refused unopened (lockwatch.trusted)."""
+    from lockwatch.trusted import SECRET, read_file
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_file(path, 4096, SECRET)
     except OSError as exc:
-        raise PasswordFileError(f"password_file {path}: {exc.strerror}") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise PasswordFileError(f"password_file {path}: not a regular file")
-        if st.st_mode & 0o077:
-            raise PasswordFileError(
-                f"password_file {path}: group or others can read it (mode"
-                f" {stat.S_IMODE(st.st_mode):o}); chmod 600 it"
-            )
-        data = os.read(fd, 4096)
-    finally:
-        os.close(fd)
+        raise PasswordFileError(f"password_file {path}: {exc.strerror or exc}") from exc
     password = data.decode("utf-8", "replace").splitlines()[0] if data.strip() else ""
     if not password:
         raise PasswordFileError(f"password_file {path}: empty")

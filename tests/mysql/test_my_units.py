@@ -3,6 +3,7 @@ the verdict rules, the source's shape, and that `ls` on files never loads PyMySQ
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -173,3 +174,20 @@ def test_recordings_carry_mysql_locks() -> None:
     )
     lock = _lock(my)
     assert codec.decode(codec.encode(lock)) == lock
+
+
+def test_password_file_of_another_user_or_a_fifo_is_refused(tmp_path: Path) -> None:
+    """A password file is a secret: another user's (here `nobody`'s, 0600) is not
+    believed, and a FIFO is refused unopened (no hang), as lockwatch.trusted has it."""
+    if os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    theirs = tmp_path / "theirs"
+    theirs.write_text("s3cret\n")
+    theirs.chmod(0o600)
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(SourceError, match="theirs"):
+        parse("mysql://u@h/", {}, password_file=str(theirs))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)
+    with pytest.raises(SourceError, match="FIFO"):
+        parse("mysql://u@h/", {}, password_file=str(fifo))
