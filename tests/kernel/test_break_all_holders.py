@@ -37,8 +37,8 @@ from lockwatch.sources.kernel.current import locks_now
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.holders import Describer
 from lockwatch.sources.kernel.procfs import read_table
-from tests.kernel.flock_tree import SCRIPT, STUBBORN, FlockTree, listed, start
-from tests.kernel.holders import locks_on
+from tests.kernel.flock_tree import DEADLINE_S, SCRIPT, STUBBORN, FlockTree, listed, start
+from tests.kernel.holders import Holders, locks_on
 from tests.kernel.test_kernel_break import audit, lockwatch
 
 pytestmark = pytest.mark.skipif(
@@ -327,3 +327,26 @@ def test_a_waiter_waits_on_the_lock_and_may_take_it_once_broken(
     now = [held for held in locks_on(tree.path) if not held.waiting]
     assert [held.pid for held in now] == [waiter.flock]
     assert tree.running() == set()
+
+
+# -- every kind of kernel lock ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["lockf", "lockf_range", "ofd", "flock_fd", "flock_shared"])
+def test_each_kind_of_lock_is_broken_and_gone(kind: str, holders: Holders, tmp_path: Path) -> None:
+    """POSIX (its owner only), OFD (pid -1 in /proc/locks: its holders from
+    fdinfo), and a shell's flock taken by a flock(1) that exited (a dead pid in
+    /proc/locks): each holder found, signalled, and the lock gone."""
+    holder = holders.start(kind, tmp_path / f"{kind}.lock")
+    lock = kernel_lock(holder.lock_path)
+    facts = lock.facts
+    assert isinstance(facts, KernelFacts)
+    assert facts.pids == (holder.pid,), facts.pids
+    notes: list[tuple[str, dict[str, Any]]] = []
+    done = Breaker(lock.name, facts, lambda event, fields: notes.append((event, fields))).run(
+        "TERM", 60.0, "KILL"
+    )
+    assert [h["pid"] for h in done.details["signalled"]] == [holder.pid]
+    assert not listed(holder.lock_path)
+    assert notes == [("kernel_holders_signalled", notes[0][1])]
+    holder.proc.wait(timeout=DEADLINE_S)
