@@ -254,8 +254,10 @@ def decode_note(text: str, file: LockFile) -> Lock | None:
     lines = note.splitlines()
     if len(lines) > NOTE_MAX_LINES or not all(line.isprintable() for line in lines):
         return None
-    if len(note.split()) < 2:
-        return None  # one token (`NaN`, `pid=12`, `garbage`) is no sentence: broken content
+    if len(lines[0].split()) < 2:
+        # A first line of one token (`NaN`, `pid=12`, a SoftFileLock's `abc` above its
+        # host) is no sentence: broken content.
+        return None
     first = lines[0].strip()
     said = Reason(
         "no_pid",
