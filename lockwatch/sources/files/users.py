@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from lockwatch.model.lock import Lock
-from lockwatch.sources.files.decoders import git
+from lockwatch.sources.files.decoders import git, pacman
 from lockwatch.sources.files.mounts import remote_devices
 
 PROC = "/proc"
@@ -69,7 +69,12 @@ def attach_users(
     """`locks` with `users` filled in for those whose policy is held_while_used.
     `processes` gives the git processes (one /proc pass, which a caller making
     several calls at one moment may share); by default, a fresh pass."""
-    wanted = [i for i, lock in enumerate(locks) if lock.policy.held_while_used and lock.path]
+    # pacman's users are who has its file open, found with the kernel's word (its `explain`).
+    wanted = [
+        i
+        for i, lock in enumerate(locks)
+        if lock.policy.held_while_used and lock.path and lock.format != pacman.FORMAT
+    ]
     out = list(locks)
     if not wanted:
         return out

@@ -1,0 +1,79 @@
+"""pacman's `db.lck` (libalpm, lib/libalpm/handle.c): an existence lock.
+
+libalpm creates it with O_CREAT|O_EXCL, empty, and keeps it open for as long
+as it holds the database (pacman, and the frontends built on libalpm: yay,
+paru, pamac); it closes and unlinks it when done. So it is held exactly while
+a process has it open; one that nobody has open was left by a run that died,
+and pacman's own answer to it is "could not lock database: File exists / if
+you're sure a package manager is not already running, you can remove …/db.lck"
+(a break here moves it aside, kept). Its mtime is when it was taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from lockwatch.model.handover import NewHolder
+from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
+from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy, amended
+from lockwatch.sources.files.decoders.base import LockFile, file_lock
+
+FORMAT = "pacman"
+# Held while some process has it open (`users`, found by `explain`); with
+# nobody, stale once past the moment between its creation and being seen open.
+POLICY = StalenessPolicy(
+    pid_liveness=True,
+    held_while_used=True,
+    users_grace=5.0,
+    users_label="process has it open (pacman, or another libalpm tool)",
+)
+NOTE = Reason(
+    "pacman_lock",
+    "pacman's database lock (libalpm): held while pacman (or yay, paru, pamac) has it open;"
+    " pacman says to remove it only if sure no package manager runs",
+)
+
+# The kinds of entry `wants` can say yes to (the scanner asks no other).
+WANTS_KINDS: tuple[str, ...] = ("file",)
+
+
+def wants(path: str, kind: str) -> bool:
+    return kind == "file" and path.endswith("/db.lck")
+
+
+def read(file: LockFile) -> Lock | None:
+    if file.kind != "file" or file.name != "db.lck" or file.raw:
+        return None
+    return file_lock(
+        file,
+        format=FORMAT,
+        name=f"{file.parents(1)[0] or '/'}/db.lck",
+        policy=POLICY,
+        content=None,
+        acquired_at=file.modified_at,  # created (O_EXCL) when taken
+        notes=(NOTE,),
+    )
+
+
+def explain(
+    lock: Lock,
+    evidence: KernelEvidence,
+    held_on: Callable[[FileKey], tuple[KernelLock, ...]],
+    open_by: Callable[[FileKey], tuple[int, ...]],
+) -> tuple[Lock, KernelEvidence]:
+    """Who has it open: its holder (there is no other sign of one)."""
+    if lock.file_key is None:
+        return lock, evidence
+    users = open_by(lock.file_key)
+    holder = Holder(pid=users[0]) if users else lock.holder
+    return amended(lock, users=users, holder=holder), evidence
+
+
+def handover(content: Any, new: NewHolder) -> bytes | None:
+    return None  # held by an open file, not by content
+
+
+def refresh(content: Any, at: datetime) -> bytes | None:
+    return None
