@@ -42,6 +42,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
+from lockwatch.sources.locktables.facts import TableLock
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS
 from lockwatch.sources.postgres.facts import (
@@ -68,7 +69,7 @@ class PostgresSource:
     id_prefix = ids.PG
     summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
     config_tables: tuple[str, ...] = ("postgres", "advisory")
-    record_types: tuple[type, ...] = (AdvisoryKey, PgBackend, PgClient, PgLock)
+    record_types: tuple[type, ...] = (AdvisoryKey, PgBackend, PgClient, PgLock, TableLock)
     title = "PostgreSQL"
     status_word = "pg "
     sees_waits = True
@@ -77,9 +78,9 @@ class PostgresSource:
     @property
     def actions(self) -> ActionProvider:
         # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.postgres.actions import ACTIONS
+        from lockwatch.sources.postgres.locktables import actions
 
-        return ACTIONS
+        return actions()
 
     def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
         if kind is not None:
@@ -210,6 +211,12 @@ class SelectedServers:
                 out.arrays.append(rendered.array)
                 out.blocking.append((server.name, from_locks(rendered.waiting)))
                 out.stale += rendered.stale
+                if last.tables:
+                    from lockwatch.sources.postgres.locktables import render_tables
+
+                    array, stale = render_tables(last.tables, now, request.host)
+                    out.arrays.append(array)
+                    out.stale += stale
             else:
                 # A session's liveness is the server's word, not this host's processes.
                 assessed = assess(last.locks, StaticProcesses(), FrozenClock(now), request.host)

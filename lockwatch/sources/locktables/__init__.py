@@ -1,0 +1,1 @@
+"""Lock tables: the rows migration tools keep their lock in (knex, Liquibase, configured ones)."""

@@ -1,0 +1,254 @@
+"""Lock tables on a PostgreSQL server: found by one catalog query per poll (an
+index lookup in pg_class by name), and only the tables that exist are read (one
+more statement, all of them in it). Breaking one is its tool's own unlock as a
+compare-and-swap: the UPDATE matches the whole row the operator saw.
+
+Flyway keeps no lock row on PostgreSQL (it takes advisory locks since 5.1:
+they show as advisory locks), so there is none to find here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from lockwatch.model.action import ActionFailed, ActionRefused
+from lockwatch.model.lock import Lock
+from lockwatch.sources.contract import ActionProvider
+from lockwatch.sources.locktables.facts import KNEX, TableLock
+from lockwatch.sources.locktables.rows import Found, liquibase_jvms, to_locks, tool_of, wants_jvms
+from lockwatch.sources.postgres import ids
+
+# The tables looked for by name (knex's default, Liquibase's as it creates it on
+# PostgreSQL, and quoted upper case).
+KNOWN = ("knex_migrations_lock", "databasechangeloglock", "DATABASECHANGELOGLOCK")
+
+_CATALOG = """
+SELECT n.nspname AS schema_name, c.relname AS table_name,
+       pg_catalog.current_database() AS database_name,
+       ARRAY(SELECT a.attname::text FROM pg_catalog.pg_attribute AS a
+             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
+       -- Sessions holding the table or its tool's other table (knex_migrations,
+       -- databasechangelog) open: the tool at work now.
+       (SELECT json_agg(json_build_object('pid', l.pid, 'mode', l.mode,
+                                          'own', l.relation = c.oid,
+                                          'table', CASE WHEN l.relation = c.oid
+                                                        THEN c.relname ELSE s.relname END))
+        FROM pg_catalog.pg_locks AS l
+        WHERE l.locktype = 'relation' AND l.granted
+          AND l.pid <> pg_catalog.pg_backend_pid()
+          AND l.database = (SELECT oid FROM pg_catalog.pg_database
+                            WHERE datname = pg_catalog.current_database())
+          AND l.relation IN (c.oid, s.oid)) AS lockers,
+       s.relname AS other_table
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+LEFT JOIN pg_catalog.pg_class AS s
+       ON s.relnamespace = c.relnamespace
+      AND s.relname = CASE WHEN lower(c.relname) = 'databasechangeloglock'
+                           THEN left(c.relname, -4) ELSE left(c.relname, -5) END
+WHERE c.relname = ANY(%(names)s) AND c.relkind IN ('r', 'p')
+  AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
+"""
+# Row locks an UPDATE or SELECT … FOR UPDATE of the lock row takes on its table.
+_ROW_MODES = ("RowShareLock", "RowExclusiveLock")
+
+
+@dataclass(frozen=True)
+class TablesRead:
+    database: str = ""
+    found: Sequence[Found] = ()
+    ages: Mapping[tuple[str, int], float | None] = field(default_factory=dict)
+    jvms: tuple[int, ...] | None = None
+
+
+NOTHING = TablesRead()
+
+
+async def read_tables(
+    conn: psycopg.AsyncConnection[Any],
+    sessions: Sequence[Mapping[str, Any]],
+    names: Sequence[str] = (),
+) -> TablesRead:
+    """The lock tables of the connection's database, read. A table that cannot be
+    read now (locked by DDL past lock_timeout) is left for the next poll."""
+    cursor = conn.cursor(row_factory=psycopg.rows.dict_row)
+    await cursor.execute(_CATALOG, {"names": [*KNOWN, *names]})
+    catalog = await cursor.fetchall()
+    if not catalog:
+        return NOTHING
+    database = str(catalog[0]["database_name"])
+    parts: list[sql.Composable] = []
+    tables: list[tuple[str, str, Any]] = []
+    for index, entry in enumerate(catalog):
+        tool = tool_of(entry["table_name"])
+        if tool is None:
+            continue
+        name = f"{entry['schema_name']}.{entry['table_name']}"
+        tables.append((tool, name, entry))
+        columns = {str(c).lower(): str(c) for c in entry["columns"] or ()}
+        since = columns.get("lockgranted")
+        age: sql.Composable = (
+            sql.SQL("EXTRACT(epoch FROM now() - t.{})::float8").format(sql.Identifier(since))
+            if since
+            else sql.SQL("NULL::float8")
+        )
+        parts.append(
+            sql.SQL("SELECT {} AS n, to_jsonb(t) AS row, {} AS age FROM {}.{} AS t").format(
+                sql.Literal(index),
+                age,
+                sql.Identifier(entry["schema_name"]),
+                sql.Identifier(entry["table_name"]),
+            )
+        )
+    if not parts:
+        return NOTHING
+    try:
+        await cursor.execute(sql.SQL(" UNION ALL ").join(parts))
+        rows = await cursor.fetchall()
+    except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
+        return NOTHING
+    by_table: dict[int, list[Mapping[str, Any]]] = {}
+    ages: dict[tuple[str, int], float | None] = {}
+    for row in rows:
+        n = int(row["n"])
+        kept = by_table.setdefault(n, [])
+        entry = catalog[n]
+        ages[(f"{entry['schema_name']}.{entry['table_name']}", len(kept))] = row["age"]
+        kept.append(row["row"] if isinstance(row["row"], dict) else {})
+    found: list[Found] = []
+    for tool, name, entry in tables:
+        index = catalog.index(entry)
+        at_work, in_transaction = _evidence(tool, entry, sessions, database)
+        found.append(Found(tool, name, by_table.get(index, []), at_work, in_transaction))
+    jvms = await asyncio.to_thread(liquibase_jvms) if wants_jvms(found) else None
+    return TablesRead(database, found, ages, jvms)
+
+
+def _evidence(
+    tool: str, entry: Mapping[str, Any], sessions: Sequence[Mapping[str, Any]], database: str
+) -> tuple[tuple[str, ...], int | None]:
+    """What shows the tool at work: sessions holding its tables open, and sessions
+    of this database whose current (or last) statement names them."""
+    lines: list[str] = []
+    in_transaction = None
+    seen: set[int] = set()
+    for locker in entry["lockers"] or ():
+        pid = int(locker["pid"])
+        lines.append(f"pid {pid} holds {locker['mode']} on {locker['table']}")
+        seen.add(pid)
+        if tool == KNEX and locker["own"] and locker["mode"] in _ROW_MODES:
+            in_transaction = pid
+    names = [str(entry["table_name"]).lower()]
+    if entry["other_table"]:
+        names.append(str(entry["other_table"]).lower())
+    for session in sessions:
+        pid = session["pid"]
+        if pid in seen or session.get("datname") != database:
+            continue
+        # lockwatch's own sessions read and break these tables: no tool at work.
+        if str(session.get("application_name") or "").startswith("lockwatch"):
+            continue
+        query = str(session.get("query") or "").lower()
+        if any(name in query for name in names):
+            state = session.get("state") or "unknown"
+            lines.append(f"pid {pid} ({state}) ran a statement on {names[0]}")
+            seen.add(pid)
+    return tuple(lines), in_transaction
+
+
+def table_locks(read: TablesRead, server: str, polled_at: datetime) -> list[Lock]:
+    if not read.found:
+        return []
+    return to_locks(
+        read.found,
+        engine="postgres",
+        source="postgres",
+        server=server,
+        database=read.database,
+        polled_at=polled_at,
+        ages=read.ages,
+        jvms=read.jvms,
+        make_id=lambda tool, table, key: ids.pg_id(server, tool, f"{table}/{key}", "row", "held"),
+    )
+
+
+def unlock_row(dsn: str, facts: TableLock, *, lock_timeout_ms: int = 2000) -> int:
+    """Its tool's unlock, only where the row is still what the operator saw: the
+    rows changed (0: nothing, it changed since they looked)."""
+    from psycopg import conninfo
+
+    from lockwatch.sources.postgres.actor import ACTION_APPLICATION
+    from lockwatch.sources.postgres.dsn import scrub
+
+    schema, _, table = facts.table.partition(".")
+    assignments = sql.SQL(", ").join(
+        sql.SQL("{} = {}").format(sql.Identifier(column), sql.SQL(_literal(value)))
+        for column, value in facts.unlock
+    )
+    statement = sql.SQL("UPDATE {}.{} AS t SET {} WHERE to_jsonb(t) = %s::jsonb").format(
+        sql.Identifier(schema), sql.Identifier(table), assignments
+    )
+    try:
+        with psycopg.connect(
+            conninfo.make_conninfo(dsn, dbname=facts.database),
+            application_name=ACTION_APPLICATION,
+            connect_timeout=5,
+        ) as conn:
+            # A runner's open transaction holds the row: waiting on it would be to
+            # take the lock after the migration, not to free a stuck one.
+            conn.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
+            changed = conn.execute(statement, (json.dumps(facts.seen),)).rowcount
+    except psycopg.errors.LockNotAvailable as exc:
+        raise ActionRefused(
+            "in_use",
+            f"{facts.table}'s row is held by an open transaction (a run at work): nothing done",
+        ) from exc
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ActionFailed("server_error", scrub(first, dsn)) from exc
+    return changed
+
+
+def _literal(value: str) -> str:
+    # The unlocks are lockwatch's own constants (facts.UNLOCKS), never a row's text.
+    if value not in ("0", "1", "true", "false", "null"):
+        raise ValueError(f"not an unlock value: {value!r}")
+    return value.upper()
+
+
+def _unlock(reach: Mapping[str, Any], facts: TableLock) -> int:
+    dsn_for = reach.get("dsn_for")
+    dsn = dsn_for(facts.server) if dsn_for is not None else None
+    if dsn is None:
+        raise ActionRefused("no_dsn", f"no DSN for {facts.server}: name the server with --pg")
+    return unlock_row(dsn, facts)
+
+
+def actions() -> ActionProvider:
+    """The postgres source's actions, lock rows' breaks included."""
+    from lockwatch.sources.locktables.actions import WithTables
+    from lockwatch.sources.postgres.actions import ACTIONS
+
+    return WithTables(ACTIONS, _unlock)
+
+
+def render_tables(locks: Sequence[Lock], now: datetime, host: str) -> tuple[bytes, int]:
+    """`ls --json`'s records of a poll's lock rows (a JSON array), and how many are stale."""
+    from lockwatch.clock import FrozenClock
+    from lockwatch.model.process import StaticProcesses
+    from lockwatch.model.report import lock_record, records_json_array
+    from lockwatch.model.verdict import State, evaluate_all
+
+    verdicts = evaluate_all(list(locks), StaticProcesses(), FrozenClock(now), host)
+    memo: dict[int, dict[str, Any]] = {}
+    records = [lock_record(lock, v, now, memo) for lock, v in zip(locks, verdicts, strict=True)]
+    stale = sum(v.state is State.STALE for v in verdicts)
+    return records_json_array(records), stale
