@@ -593,3 +593,49 @@ def test_queries_with_nothing_secret_compile_no_sql_tokenizer() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_listing_renders_alike_locks_once_and_says_the_same() -> None:
+    """`ls --json` builds one lock of a session's alike ones and gives the others
+    its record with their own id, name, mode, database and key: the document is,
+    byte for byte, the one built lock by lock, whatever the sessions are (idle
+    past the limit, blocking, blocked by a prepared transaction, in another
+    database, holding other kinds of lock) and whatever the names say."""
+    from lockwatch.model.verdict import evaluate_all
+    from lockwatch.sources.postgres.listing import render
+    from lockwatch.sources.postgres.source import PgSnapshot
+
+    xid = {"locktype": "transactionid", "transactionid": "900", "classid": None,
+           "objid": None, "objsubid": None}  # fmt: skip
+    relation = {"locktype": "relation", "relation": 9, "schema_name": "public",
+                "relation_name": "t", "classid": None, "objid": None, "objsubid": None}  # fmt: skip
+    rows = [row(pid=100, objid=n, state="idle", state_age=70.0) for n in range(5)]
+    rows += [row(pid=100, objid=n, objsubid=1, mode="ShareLock", database_name=None)
+             for n in range(3)]  # fmt: skip
+    rows += [row(pid=200, objid=n, state="idle in transaction", state_age=5.0) for n in range(4)]
+    rows += [row(pid=200, objid=9, classid=2, blocked_by=[0])]
+    rows += [row(pid=300, granted=False, objid=3, blocked_by=[100], wait_age=2.0)]
+    rows += [row(pid=400, **relation), row(pid=400, mode="RowExclusiveLock", **relation)]
+    # An idle session's relation lock is not an idle holder's advisory lock.
+    rows += [row(pid=100, state="idle", state_age=70.0, **relation)]
+    rows += [row(pid=None, prepared_gid="batch-7", usename=None, application_name=None,
+                 client=None, backend_type=None, state=None, query=None, xact_age=None,
+                 query_age=None, state_age=None, **xid),
+             row(pid=500, granted=False, blocked_by=[0], mode="ShareLock", **xid)]  # fmt: skip
+    names = AdvisoryNames.build(namespaces={1: "agent"}, keys={4294967297: "nightly"})
+    snapshot = PgSnapshot(SERVER, NOW, rows, sessions_of(rows), 160000, 60.0, names, all_rows=True)
+    rendered = render(snapshot, NOW, "here", 1)
+    locks = snapshot.locks
+    verdicts = evaluate_all(locks, StaticProcesses(), FrozenClock(NOW), "here")
+    memo: dict[Any, Any] = {}
+    one_by_one = [lock_record(lock, v, NOW, memo) for lock, v in zip(locks, verdicts, strict=True)]
+    assert rendered.array == records_json_array(one_by_one)
+    assert rendered.stale == sum(v.state is State.STALE for v in verdicts) > 0
+    assert [lock.id for lock in rendered.waiting] == [
+        lock.id for lock, v in zip(locks, verdicts, strict=True) if v.state is State.WAITING
+    ]
+    # Some were followers indeed, and what tells them apart came through.
+    records = orjson.loads(rendered.array)
+    assert len(records) == len(locks) == len(rows)
+    assert {r["name"] for r in records} >= {"agent:0", "agent:4", "nightly", "public.t"}
+    assert {r["database"] for r in records if r["holder"]["pid"] == 100} == {"app", None}

@@ -13,6 +13,7 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.verdict import State, evaluate_all
+from lockwatch.sources.postgres.records import Entry, Follower
 from lockwatch.sources.postgres.settings import PgSettings
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
 
@@ -70,20 +71,42 @@ def render(snapshot: PgSnapshot, now: datetime, host: str, jobs: int) -> Rendere
     bounds = [(start, start + size) for start in range(0, len(rows), size)] or [(0, 0)]
 
     def work(bound: tuple[int, int]) -> Rendered:
-        locks = snapshot.to_locks(rows[bound[0] : bound[1]], waits)
+        # A session's alike locks (80 advisory locks of a pooled connection) are
+        # built, judged and rendered once: the others' records are that one's with
+        # their own id, name, mode, database and key (records.Follower).
+        entries: list[Entry] = []
+        locks = snapshot.to_locks(rows[bound[0] : bound[1]], waits, entries)
         memo: dict[int, dict[str, Any]] = {}
-        records: list[dict[str, Any]] = []
+        built: list[dict[str, Any]] = []
         waiting: list[Lock] = []
-        stale = 0
         # A session's liveness is the server's word, not this host's process table.
         verdicts = evaluate_all(locks, StaticProcesses(), FrozenClock(now), host)
+        stale = [verdict.state is State.STALE for verdict in verdicts]
         for lock, verdict in zip(locks, verdicts, strict=True):
-            records.append(lock_record(lock, verdict, now, memo))
-            if verdict.state is State.STALE:
-                stale += 1
-            elif verdict.state is State.WAITING:
+            built.append(lock_record(lock, verdict, now, memo))
+            if verdict.state is State.WAITING:
                 waiting.append(lock)
-        return Rendered(records_json_array(records), stale, waiting)
+        records: list[dict[str, Any]] = []
+        stales = 0
+        for entry in entries:
+            if type(entry) is int:
+                records.append(built[entry])
+                stales += stale[entry]
+                continue
+            assert isinstance(entry, Follower)
+            key = entry.advisory_key
+            records.append(
+                {
+                    **built[entry.leader],
+                    "id": entry.id,
+                    "name": entry.name,
+                    "mode": entry.mode,
+                    "database": entry.database,
+                    "advisory_key": None if key is None else key.as_json(),
+                }
+            )
+            stales += stale[entry.leader]
+        return Rendered(records_json_array(records), stales, waiting)
 
     parts = fan_out(bounds, work)
     if len(parts) == 1:

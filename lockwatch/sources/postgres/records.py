@@ -283,6 +283,21 @@ def _row_reader() -> Callable[[Row], tuple[Any, ...]]:
     return read
 
 
+class Follower(NamedTuple):
+    """A lock of a listing that is an earlier one's (`leader`, an index into
+    to_locks' answer) but for these: its record is the leader's with them."""
+
+    leader: int
+    id: str
+    name: str
+    mode: str
+    database: str | None
+    advisory_key: AdvisoryKey | None
+
+
+Entry = int | Follower
+
+
 def to_locks(
     rows: Sequence[Row],
     sessions: Mapping[int, Row],
@@ -296,6 +311,7 @@ def to_locks(
     seen: Mapping[SeenKey, datetime] | None = None,
     clients: Mapping[int, PgClient | None] | None = None,
     monitor_role: str | None = None,
+    entries: list[Entry] | None = None,
 ) -> list[Lock]:
     """One Lock per row of interest, in the rows' order.
 
@@ -305,6 +321,12 @@ def to_locks(
     poll's rows when `rows` is only a slice of them. `seen`: when the source first
     saw each hold (earlier polls; `polled_at` for one it had not seen); `clients`:
     the client processes found on this host, by backend pid.
+
+    `entries` (a listing's records): a granted lock that only its id, name, mode,
+    database and key tell from an earlier one of its session (nobody waits on
+    it; same lock type, same bounds: the same verdict, `evaluate_all`'s
+    share_key) is not built; `entries` gets, for each row of interest in order,
+    its lock's index in the answer, or a `Follower` of such a lock.
     """
     seen = seen or {}
     clients = clients or {}
@@ -322,6 +344,7 @@ def to_locks(
     # its backend, holder and blockers are built once and shared by its records.
     built: dict[int | str, tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]] = {}
     locks: list[Lock] = []
+    leaders: dict[tuple[Any, ...], int] = {}
     read = _row_reader()
     for row in rows:
         (pid, target, granted, locktype, mode, classid, objid, objsubid, wait_age, database) = read(
@@ -369,6 +392,24 @@ def to_locks(
             known, after, level = bounds
             # Only a prepared transaction's time is known exactly.
             acquired_at = backend.prepared_at
+        if entries is not None and granted and not here and 0 not in blocked_by:
+            alike = (holder_key, locktype, first)
+            leader = leaders.get(alike)
+            if leader is not None:
+                entries.append(
+                    Follower(
+                        leader,
+                        pg_id(server, holder_key, target, mode, "held"),
+                        names.name(key) if key is not None else _name(row, key, names),
+                        mode,
+                        database or _session_database(sessions, row),
+                        key,
+                    )
+                )
+                continue
+            leaders[alike] = len(locks)
+        if entries is not None:
+            entries.append(len(locks))
         prepared = prepared_by_target.get(target, ()) if 0 in blocked_by else ()
         pg = PgLock(
             server=server,
