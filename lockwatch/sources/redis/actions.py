@@ -27,6 +27,9 @@ from lockwatch.model.action import (
 )
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.redis.redisson import RedissonFacts
+from lockwatch.sources.redis.semaphore import SemaphoreFacts
+from lockwatch.sources.redis.subscription import SubscriptionFacts, digest
 from lockwatch.sources.stores.actions import StoreActions
 from lockwatch.sources.stores.facts import StoreLock
 
@@ -49,6 +52,17 @@ return {1, value, ttl}
 def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
     store = lock.facts
     assert isinstance(store, StoreLock)
+    if isinstance(store, SubscriptionFacts) and kind is Kind.BREAK:
+        return plan_kill(kind, lock, verdict, store)
+    if isinstance(store, RedissonFacts | SemaphoreFacts):
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "unsupported",
+            f"{lock.format} locks are not broken by lockwatch yet: its key is shared with"
+            " the library's own bookkeeping (reentrancy, other holders); it expires by itself",
+        )
     if kind is not Kind.BREAK:
         return refused(
             kind,
@@ -85,6 +99,78 @@ def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock])
     return Plan(
         kind, lock, verdict, "lock_broken", effect, needs_name=verdict.state is not State.STALE
     )
+
+
+def plan_kill(kind: Kind, lock: Lock, verdict: Verdict, store: SubscriptionFacts) -> Plan:
+    effect = (
+        f"kill connection {store.client_id} ({store.addr}) on {store.server} with CLIENT KILL"
+        f" ID, only if that id still names {store.name} (CLIENT LIST ID, read just before):"
+        f" Redis drops its subscription to {store.channel}, which frees the lock. Its holder"
+        " sees its connection lost (portalocker 4.2+: LockLostError); nothing to put back"
+    )
+    return Plan(
+        kind, lock, verdict, "lock_broken", effect, needs_name=verdict.state is not State.STALE
+    )
+
+
+def kill(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+    """CLIENT KILL ID of the subscription lock's connection, compared first on its id
+    and name. Client ids are never reused while a server runs, so the id is the
+    connection; the name guards against it having become something else."""
+    import redis
+
+    from lockwatch.sources.redis.endpoint import endpoint_for
+    from lockwatch.sources.redis.server import describe
+
+    lock = plan.lock
+    store = lock.facts
+    assert isinstance(store, SubscriptionFacts)
+    if expect_sha256 is not None and expect_sha256 != lock.sha256:
+        raise ActionRefused(
+            "changed", f"{lock.id} is not the connection you saw (sha256 differs); nothing done"
+        )
+    endpoint = endpoint_for(store.server, os.environ)
+    if endpoint is None:
+        raise ActionFailed("unreachable", f"{store.server}: no URL for it (name it with --redis)")
+    client = endpoint.connect()
+    try:
+        listed = client.client_list(client_id=[store.client_id])
+        now = listed[0] if listed else None
+        if now is None:
+            raise ActionRefused(
+                "gone",
+                f"connection {store.client_id} is gone (the lock was released); nothing done",
+            )
+        name = str(now.get("name", ""))
+        if digest(store.client_id, name) != lock.sha256:
+            raise ActionRefused(
+                "changed",
+                f"connection {store.client_id} is now named {name!r}, not {store.name!r};"
+                " nothing done",
+            )
+        killed = client.client_kill_filter(_id=str(store.client_id))
+    except (redis.RedisError, OSError) as exc:
+        raise ActionFailed("unreachable", f"{store.server}: {describe(exc, endpoint)}") from None
+    finally:
+        client.close()
+    if not killed:
+        raise ActionRefused(
+            "gone", f"connection {store.client_id} closed before the kill; nothing done"
+        )
+    details: dict[str, Any] = {
+        "channel": store.channel,
+        "client_id": store.client_id,
+        "client_name": name,
+        "addr": str(now.get("addr", "")),
+        "age_seconds": now.get("age"),
+        "idle_seconds": now.get("idle"),
+        "killed": int(killed),
+    }
+    message = (
+        f"killed connection {store.client_id} ({details['addr']}, {name}) on {store.server}:"
+        f" its subscription to {store.channel} is gone, so the lock is free"
+    )
+    return details, message
 
 
 def _restore(key: str, value: str, ttl_ms: int) -> str:
@@ -181,6 +267,8 @@ class RedisActions(StoreActions):
         return plan_action(kind, lock, verdict, peers)
 
     def execute(self, plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+        if isinstance(plan.lock.facts, SubscriptionFacts):
+            return kill(plan, expect_sha256)
         return execute(plan, expect_sha256)
 
 

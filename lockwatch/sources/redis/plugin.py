@@ -105,9 +105,21 @@ class RedisSource:
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.sources.redis.redisson import RedissonFacts, RedissonOwner
+        from lockwatch.sources.redis.semaphore import SemaphoreFacts
+        from lockwatch.sources.redis.subscription import SubscriptionFacts
         from lockwatch.sources.stores.facts import Quorum, QuorumMember, StoreClient, StoreLock
 
-        return (StoreLock, Quorum, QuorumMember, StoreClient)
+        return (
+            StoreLock,
+            Quorum,
+            QuorumMember,
+            StoreClient,
+            RedissonFacts,
+            RedissonOwner,
+            SemaphoreFacts,
+            SubscriptionFacts,
+        )
 
     @property
     def actions(self) -> ActionProvider:
@@ -251,7 +263,7 @@ def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
         if endpoint is None:
             raise SourceError(f"no Redis server {name} among --redis/--redlock/config")
         endpoints.append(endpoint)
-    key = parsed.key.partition("#client=")[0]
+    key, _ = ids.key_of(parsed.key)
     poller = RedisPoller.of(
         tuple(endpoints), (), SystemClock(), group=len(endpoints) > 1, exact=(key,)
     )

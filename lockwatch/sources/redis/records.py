@@ -8,6 +8,10 @@ Formats, by what each library writes:
 - pottery's Redlock: `redlock:<name>` = a uuid4, on every server of the group;
 - redis-py's `Lock`: the name as given = `uuid1().hex` (32 hex digits, version 1);
 - anything else a pattern matched: `redis`.
+
+Keys that are not strings, and locks with no key, have format modules of
+their own: redisson.py (hashes), semaphore.py (sorted sets), subscription.py
+(portalocker's subscriptions, from CLIENT LIST).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from lockwatch.model.lock import Holder, Lock
-from lockwatch.sources.redis import ids
+from lockwatch.sources.redis import ids, redisson, semaphore, subscription
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot, raw
 from lockwatch.sources.stores.facts import REDIS, Quorum, QuorumMember, StoreClient, StoreLock
 
@@ -28,7 +32,17 @@ PY_REDIS_LOCK = "python-redis-lock"
 REDLOCK = "redlock"
 REDIS_PY = "redis-py"
 GENERIC = "redis"
-FORMATS = (REDIS_PY, PY_REDIS_LOCK, REDLOCK, GENERIC)
+FORMATS = (
+    REDIS_PY,
+    PY_REDIS_LOCK,
+    REDLOCK,
+    GENERIC,
+    *redisson.FORMATS,
+    *semaphore.FORMATS,
+    *subscription.FORMATS,
+)
+# Redisson's own bookkeeping beside a fair lock (its queue's timeouts): not a lock.
+_REDISSON_INTERNAL = "redisson_"
 
 PY_REDIS_LOCK_PREFIX = "lock:"
 SIGNAL_PREFIX = "lock-signal:"
@@ -74,6 +88,14 @@ def to_locks(snapshot: RedisSnapshot, *, skip_redlock: bool = False) -> list[Loc
         locks.append(_lock(snapshot, found, fmt, name))
     if waiting_for and snapshot.blocked:
         locks.extend(_waiters(snapshot, locks, waiting_for))
+    for collection in snapshot.collections:
+        if collection.kind == "hash":
+            held = redisson.to_lock(snapshot, collection)
+            if held is not None:
+                locks.append(held)
+        elif not collection.key.startswith(_REDISSON_INTERNAL):
+            locks.extend(semaphore.to_locks(snapshot, collection))
+    locks.extend(subscription.to_locks(snapshot))
     return locks
 
 

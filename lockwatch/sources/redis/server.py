@@ -4,13 +4,17 @@ A poll finds the lock keys with SCAN over the patterns (never KEYS: it would
 stop the server on a large keyspace; patterns that share a literal run are
 walked once, see patterns.py), reads each key's value and TTL in
 pipelined batches, and asks CLIENT LIST for clients blocked waiting (for
-python-redis-lock's signal lists). It writes nothing.
+python-redis-lock's signal lists) and for connections named as portalocker's
+subscription locks name theirs. Matching keys that are hashes or sorted sets
+(Redisson's locks, redis-semaphore's semaphores) are read too, at most
+MAX_MEMBERS entries each. It writes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -33,6 +37,13 @@ BATCH = 1000
 MAX_KEYS = 100_000
 # Commands a client waits in when it blocks on a list (python-redis-lock: BLPOP).
 BLOCKING_COMMANDS = frozenset({"blpop", "brpop", "blmove", "brpoplpush", "blmpop"})
+# Entries read of a matching hash or sorted set: a lock has one (Redisson) or a
+# semaphore's limit of them; a huge collection a pattern happens to match must
+# not cost a poll its size.
+MAX_MEMBERS = 100
+# portalocker's RedisLock names its subscription connection `<channel>-lock-<holder
+# id, uuid4 hex>` (`<channel>-lock` up to portalocker 3.2).
+SUBSCRIBER_NAME = re.compile(r"(?P<channel>.+)-lock(?:-(?P<holder>[0-9a-f]{32}))?", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +64,33 @@ class BlockedClient:
     idle: int | None  # seconds since its last command: how long it has been blocked
 
 
+@dataclass(frozen=True, slots=True)
+class RedisCollection:
+    """A matching key that is a hash or a sorted set: its first entries."""
+
+    key: str
+    kind: str  # "hash" or "zset"
+    pttl: int
+    size: int  # HLEN / ZCARD
+    # (field, value) of a hash; (member, score as Redis prints it) of a sorted
+    # set, lowest score first. At most MAX_MEMBERS.
+    entries: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscriber:
+    """A connection in subscribe mode whose name is a subscription lock's."""
+
+    id: int
+    addr: str
+    name: str
+    channel: str
+    holder: str | None  # portalocker's holder id (None: a pre-4.0 holder)
+    age: int | None  # seconds since the connection was opened
+    idle: int | None  # seconds since its last command
+    channels: int | None  # how many channels it subscribes to (CLIENT LIST's sub)
+
+
 @dataclass(frozen=True)
 class RedisSnapshot:
     server: str
@@ -63,6 +101,11 @@ class RedisSnapshot:
     # Why waiters cannot be shown (CLIENT LIST refused), if they cannot.
     clients_problem: str | None = None
     truncated: bool = False
+    collections: tuple[RedisCollection, ...] = ()
+    subscribers: tuple[Subscriber, ...] = ()
+    # PUBSUB NUMSUB of each subscriber's channel: how many connections Redis
+    # counts on it (portalocker's own test of whether the lock is free).
+    numsub: tuple[tuple[str, int], ...] = ()
 
 
 def text(raw: bytes) -> str:
@@ -121,15 +164,25 @@ class RedisServer:
                     ([raw(key) for key in self.exact], False) if self.exact else self._scan(client)
                 )
                 polled_at = self.clock.now()
-                keys = self._read(client, names)
-                blocked, problem = self._blocked(client)
+                keys, collections = self._read(client, names)
+                blocked, subscribers, problem = self._clients(client)
+                numsub = self._numsub(client, subscribers)
         except (redis.RedisError, OSError, DeadlineMissed) as exc:
             self._fail(exc)
             return None
         self.failures = 0
         self.retry_in = 0.0
         self.last = RedisSnapshot(
-            self.name, self.endpoint.db, polled_at, keys, blocked, problem, truncated
+            self.name,
+            self.endpoint.db,
+            polled_at,
+            keys,
+            blocked,
+            problem,
+            truncated,
+            tuple(collections),
+            tuple(subscribers),
+            numsub,
         )
         notes = [note for note in (problem,) if note]
         if truncated:
@@ -172,11 +225,17 @@ class RedisServer:
                     break
         return list(found), False
 
-    def _read(self, client: redis.Redis, names: list[bytes]) -> list[RedisKey]:
-        """Each key's value and TTL. Keys that are not strings (hashes, lists such
-        as python-redis-lock's signal lists) are not locks; keys gone since the
-        SCAN are gone."""
+    def _read(
+        self, client: redis.Redis, names: list[bytes]
+    ) -> tuple[list[RedisKey], list[RedisCollection]]:
+        """Each key's value and TTL. Hashes and sorted sets are read as
+        collections; other keys that are not strings (lists such as
+        python-redis-lock's signal lists) are not locks; keys gone since the SCAN
+        are gone."""
+        import redis
+
         keys: list[RedisKey] = []
+        others: list[tuple[bytes, int]] = []
         for start in range(0, len(names), BATCH):
             chunk = names[start : start + BATCH]
             pipe = client.pipeline(transaction=False)
@@ -186,23 +245,94 @@ class RedisServer:
             answers = pipe.execute(raise_on_error=False)
             for number, name in enumerate(chunk):
                 value, pttl = answers[2 * number], answers[2 * number + 1]
-                if not isinstance(value, bytes) or not isinstance(pttl, int) or pttl == -2:
+                if not isinstance(pttl, int) or pttl == -2:
                     continue
-                keys.append(RedisKey(text(name), text(value), pttl))
-        return keys
+                if isinstance(value, redis.ResponseError) and "WRONGTYPE" in str(value):
+                    others.append((name, pttl))
+                elif isinstance(value, bytes):
+                    keys.append(RedisKey(text(name), text(value), pttl))
+        return keys, self._collections(client, others)
 
-    def _blocked(self, client: redis.Redis) -> tuple[list[BlockedClient], str | None]:
+    def _collections(
+        self, client: redis.Redis, others: list[tuple[bytes, int]]
+    ) -> list[RedisCollection]:
+        """Hashes' and sorted sets' sizes and first MAX_MEMBERS entries: TYPE in
+        one pipelined batch, then the reads in another."""
+        found: list[RedisCollection] = []
+        for start in range(0, len(others), BATCH):
+            chunk = others[start : start + BATCH]
+            pipe = client.pipeline(transaction=False)
+            for name, _ in chunk:
+                pipe.type(name)
+            types = pipe.execute(raise_on_error=False)
+            wanted = [
+                (name, pttl, kind)
+                for (name, pttl), kind in zip(chunk, types, strict=True)
+                if kind in (b"hash", b"zset")
+            ]
+            if not wanted:
+                continue
+            pipe = client.pipeline(transaction=False)
+            for name, _, kind in wanted:
+                if kind == b"hash":
+                    pipe.hlen(name)
+                    pipe.hscan(name, 0, count=MAX_MEMBERS)
+                else:
+                    pipe.zcard(name)
+                    pipe.zrange(name, 0, MAX_MEMBERS - 1, withscores=True, score_cast_func=bytes)
+            answers = pipe.execute(raise_on_error=False)
+            for number, (name, pttl, kind) in enumerate(wanted):
+                size, read = answers[2 * number], answers[2 * number + 1]
+                if not isinstance(size, int) or size == 0:
+                    continue  # gone since
+                if kind == b"hash" and isinstance(read, tuple | list) and len(read) == 2:
+                    pairs = list(read[1].items()) if isinstance(read[1], dict) else []
+                elif kind == b"zset" and isinstance(read, list):
+                    pairs = list(read)
+                else:
+                    continue
+                entries = tuple(
+                    (text(field), text(value))
+                    for field, value in pairs[:MAX_MEMBERS]
+                    if isinstance(field, bytes) and isinstance(value, bytes)
+                )
+                found.append(RedisCollection(text(name), kind.decode(), pttl, size, entries))
+        return found
+
+    def _clients(
+        self, client: redis.Redis
+    ) -> tuple[list[BlockedClient], list[Subscriber], str | None]:
+        """One CLIENT LIST: clients blocked on a list, and subscription locks'
+        connections (in subscribe mode, named `<channel>-lock-<id>`)."""
         import redis
 
         try:
-            listed = client.client_list(_type="normal")
+            listed = client.client_list()
         except redis.ResponseError as exc:
             reason = self.endpoint.scrub(str(exc).splitlines()[0] if str(exc) else "refused")
-            return [], f"CLIENT LIST refused ({reason}): waiters cannot be shown"
+            return [], [], f"CLIENT LIST refused ({reason}): waiters cannot be shown"
         blocked = []
+        subscribers = []
         for entry in listed:
             command = str(entry.get("cmd", ""))
-            if "b" not in str(entry.get("flags", "")) or command not in BLOCKING_COMMANDS:
+            flags = str(entry.get("flags", ""))
+            if "P" in flags and (_int(entry.get("sub")) or 0) > 0:
+                named = SUBSCRIBER_NAME.fullmatch(str(entry.get("name", "")))
+                if named is not None:
+                    subscribers.append(
+                        Subscriber(
+                            id=_int(entry.get("id")) or 0,
+                            addr=str(entry.get("addr", "")),
+                            name=named.group(0),
+                            channel=named["channel"],
+                            holder=named["holder"],
+                            age=_int(entry.get("age")),
+                            idle=_int(entry.get("idle")),
+                            channels=_int(entry.get("sub")),
+                        )
+                    )
+                continue
+            if "b" not in flags or command not in BLOCKING_COMMANDS:
                 continue
             blocked.append(
                 BlockedClient(
@@ -215,7 +345,20 @@ class RedisServer:
                     idle=_int(entry.get("idle")),
                 )
             )
-        return blocked, None
+        return blocked, subscribers, None
+
+    def _numsub(
+        self, client: redis.Redis, subscribers: list[Subscriber]
+    ) -> tuple[tuple[str, int], ...]:
+        channels = list(dict.fromkeys(subscriber.channel for subscriber in subscribers))
+        if not channels:
+            return ()
+        answer = client.pubsub_numsub(*[raw(channel) for channel in channels])
+        return tuple(
+            (text(channel), int(count))
+            for channel, count in answer
+            if isinstance(channel, bytes) and isinstance(count, int)
+        )
 
     def _updated_at(self) -> datetime | None:
         return self.last.polled_at if self.last else None
@@ -265,7 +408,10 @@ def describe(exc: BaseException, endpoint: RedisEndpoint) -> str:
             f" redis.password_file{hint}"
         )
     elif "NOPERM" in first:
-        first = f"{first} — lockwatch needs SCAN, GET, PTTL and CLIENT LIST"
+        first = (
+            f"{first} — lockwatch needs SCAN, GET, PTTL, TYPE, HLEN, HSCAN, ZCARD, ZRANGE,"
+            " CLIENT LIST and PUBSUB"
+        )
     return endpoint.scrub(first)
 
 

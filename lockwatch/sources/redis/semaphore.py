@@ -1,0 +1,230 @@
+"""redis-semaphore's (npm) `Semaphore` and `MultiSemaphore`: a sorted set
+`semaphore:<key>` whose members are the holders' identifiers, each scored by the
+time (ms since the epoch, on the holder's clock) it acquired or last refreshed.
+
+As the library's Lua keeps it (`acquireLua`, `refreshLua`): every acquire and
+refresh first removes the members older than its `lockTimeout`
+(ZREMRANGEBYSCORE -inf now-lockTimeout), admits a holder while ZCARD (plus its
+permits) stays within the limit, scores it `now` and re-arms the key's PEXPIRE
+to `lockTimeout`. A `MultiSemaphore` holder of N permits is N members
+`<identifier>_0` … `<identifier>_<N-1>`.
+
+So a holder is one record here (id `…#holder=<identifier>`). The limit is an
+argument of each call, never stored in Redis: it is unknown to lockwatch. The
+lockTimeout is not stored either; the last writer's is what is left of the
+key's TTL plus the time since its newest score, and a member older than that
+is expired by the library's rule (`semaphore_expired`): it no longer counts, and
+the next acquirer removes it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from lockwatch.model.humanize import duration
+from lockwatch.model.lock import Holder, Lock, Reason
+from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.redis import ids
+from lockwatch.sources.redis.server import RedisCollection, RedisSnapshot
+from lockwatch.sources.stores.facts import REDIS, StoreLock
+
+if TYPE_CHECKING:
+    from lockwatch.model.process import ProcessLookup
+
+SEMAPHORE = "redis-semaphore"
+PREFIX = "semaphore:"
+FORMATS = (SEMAPHORE,)
+
+# Scores that are times in ms since the epoch: 2001 to 2286.
+_MS_RANGE = (1e12, 1e13)
+_PERMIT = re.compile(r"(?P<identifier>.+)_(?P<index>\d+)", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreHolder:
+    identifier: str
+    permits: int  # members it holds (a MultiSemaphore's permits; 1 for a Semaphore)
+    score_ms: float  # acquired or last refreshed, on the holder's clock
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreFacts(StoreLock):
+    identifier: str = ""
+    permits: int = 1
+    refreshed_at: datetime | None = None
+    # The key's members (all of them, ZCARD) and this holder's place by score.
+    members: int = 0
+    holders: int = 0
+    # The last writer's lockTimeout in seconds, as inferred; None: no TTL to tell.
+    lock_timeout: float | None = None
+    expired: bool = False
+
+    def judge(
+        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
+    ) -> Verdict:
+        age = None if self.refreshed_at is None else (now - self.refreshed_at).total_seconds()
+        held = (
+            f"{self.identifier} holds {self.permits} of the {self.members} permits taken"
+            f" ({self.holders} holder{'s' if self.holders != 1 else ''});"
+            " the limit is an argument of each call, not stored in Redis"
+        )
+        info = Reason("semaphore", held)
+        if self.expired and self.lock_timeout is not None and age is not None:
+            reason = Reason(
+                "semaphore_expired",
+                f"last acquired or refreshed {duration(age)} ago, over its lockTimeout of"
+                f" {self.lock_timeout:g} s (the key's TTL plus the time since its newest"
+                " member): by redis-semaphore's rule it no longer counts, and the next"
+                " acquirer removes it",
+            )
+            return Verdict(State.STALE, (reason, info), age_seconds=age)
+        if self.lock_timeout is None:
+            reason = Reason(
+                "no_expiry",
+                "the key has no TTL, so its lockTimeout cannot be told: redis-semaphore"
+                " always sets one, so something else wrote it",
+            )
+            return Verdict(State.ACTIVE, (reason, info), age_seconds=age)
+        return Verdict(State.ACTIVE, (info,), age_seconds=age, next_change_at=self.expires_at)
+
+    def holder_text(self, lock: Lock) -> str:
+        permits = f" x{self.permits}" if self.permits != 1 else ""
+        return f"holder {self.identifier}{permits}"
+
+    def as_json(self) -> dict[str, Any]:
+        record = StoreLock.as_json(self)
+        record["semaphore"] = {
+            "identifier": self.identifier,
+            "permits": self.permits,
+            "refreshed_at": None
+            if self.refreshed_at is None
+            else self.refreshed_at.isoformat().replace("+00:00", "Z"),
+            "members": self.members,
+            "holders": self.holders,
+            "limit": None,
+            "lock_timeout_seconds": self.lock_timeout,
+            "expired": self.expired,
+        }
+        return record
+
+    def fields(self) -> list[tuple[str, str | None]]:
+        rows = StoreLock.fields(self)
+        rows[2:3] = [
+            ("holder", self.identifier),
+            ("permits", str(self.permits)),
+            ("refreshed", None if self.refreshed_at is None else self.refreshed_at.isoformat()),
+            ("taken", f"{self.members} by {self.holders} holders; limit not stored in Redis"),
+            (
+                "lockTimeout",
+                None if self.lock_timeout is None else f"{self.lock_timeout:g} s (inferred)",
+            ),
+        ]
+        return rows
+
+
+def holders(found: RedisCollection) -> list[SemaphoreHolder] | None:
+    """The holders, when the sorted set is laid out as redis-semaphore keeps one."""
+    if found.kind != "zset" or not found.entries:
+        return None
+    scored: list[tuple[str, float]] = []
+    for member, score in found.entries:
+        try:
+            value = float(score)
+        except ValueError:
+            return None
+        if not _MS_RANGE[0] <= value < _MS_RANGE[1]:
+            return None
+        scored.append((member, value))
+    # A MultiSemaphore's holder is its `<identifier>_<i>` members, scored alike.
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for member, value in scored:
+        permit = _PERMIT.fullmatch(member)
+        groups.setdefault(permit["identifier"] if permit else member, []).append((member, value))
+    found_holders: list[SemaphoreHolder] = []
+    for identifier, members in groups.items():
+        if len(members) > 1 and any(_PERMIT.fullmatch(m) is None for m, _ in members):
+            # A plain identifier and a permit sharing a prefix: separate holders.
+            found_holders.extend(SemaphoreHolder(m, 1, v) for m, v in members)
+            continue
+        single = len(members) == 1 and _PERMIT.fullmatch(members[0][0]) is None
+        found_holders.append(
+            SemaphoreHolder(
+                members[0][0] if single else identifier,
+                len(members),
+                max(v for _, v in members),
+            )
+        )
+    return found_holders
+
+
+def is_semaphore(key: str) -> bool:
+    return key.startswith(PREFIX)
+
+
+def to_locks(snapshot: RedisSnapshot, found: RedisCollection) -> list[Lock]:
+    held = holders(found)
+    if held is None:
+        return []
+    polled_ms = snapshot.polled_at.timestamp() * 1000
+    newest = max(holder.score_ms for holder in held)
+    lock_timeout_ms = None if found.pttl < 0 else found.pttl + max(0.0, polled_ms - newest)
+    name = found.key[len(PREFIX) :] if is_semaphore(found.key) else found.key
+    locks = []
+    for holder in held:
+        refreshed = datetime.fromtimestamp(holder.score_ms / 1000, UTC)
+        expired = False
+        ttl = None
+        if lock_timeout_ms is not None:
+            left_ms = holder.score_ms + lock_timeout_ms - polled_ms
+            expired = left_ms < 0
+            ttl = max(0.0, min(left_ms, float(found.pttl))) / 1000
+        facts = SemaphoreFacts(
+            REDIS,
+            snapshot.server,
+            found.key,
+            snapshot.polled_at,
+            value=holder.identifier,
+            ttl_left=ttl,
+            session=holder.identifier,
+            identifier=holder.identifier,
+            permits=holder.permits,
+            refreshed_at=refreshed,
+            members=found.size,
+            holders=len(held),
+            lock_timeout=None if lock_timeout_ms is None else round(lock_timeout_ms) / 1000,
+            expired=expired,
+        )
+        locks.append(
+            Lock(
+                id=ids.redis_id(snapshot.server, found.key, holder=holder.identifier),
+                source=REDIS,
+                format=SEMAPHORE,
+                name=name,
+                path=None,
+                holder=Holder(session=holder.identifier),
+                acquired_at=refreshed,
+                heartbeat_at=refreshed,
+                ttl_seconds=ttl,
+                expires_at=None if ttl is None else snapshot.polled_at + timedelta(seconds=ttl),
+                content={
+                    "server": snapshot.server,
+                    "key": found.key,
+                    "members": dict(found.entries),
+                    "pttl_ms": found.pttl,
+                },
+                sha256=_digest(found.key, holder),
+                facts=facts,
+            )
+        )
+    return locks
+
+
+def _digest(key: str, holder: SemaphoreHolder) -> str:
+    import hashlib
+
+    from lockwatch.sources.redis.server import raw
+
+    return hashlib.sha256(raw(f"{key}\0{holder.identifier}\0{holder.score_ms!r}")).hexdigest()
