@@ -7,7 +7,11 @@ Config table it owns:
 
     [etcd]
     url = ["http://etcd1:2379"]        # a string or a list
-    prefixes = ["/locks", "/app/mutex"]  # /locks always, plus these
+    prefixes = ["/app/mutex/", "/tooz/locks"]  # /locks/ always, plus these
+
+A prefix is a key prefix, as etcd's ranges have them, not a directory:
+`/tooz/locks` reads tooz's `/tooz/locks<name>` (and `/tooz/locksmith`); end it
+with `/` to read one directory.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
     from lockwatch.sources.etcd.poller import EtcdPoller
 
 DEFAULT_REFRESH = 2.0
-DEFAULT_PREFIXES = ("/locks",)
+DEFAULT_PREFIXES = ("/locks/",)
 
 
 @dataclass(frozen=True)
@@ -74,11 +78,9 @@ def read_settings(data: Mapping[str, Any], where: str) -> EtcdSettings:
 
 
 def range_prefixes(given: Sequence[str]) -> tuple[str, ...]:
-    """The key prefixes read: /locks and those given, each as a directory
-    (`/locks` reads `/locks/...`, not `/locksmith`)."""
-    return tuple(
-        dict.fromkeys(p if p.endswith("/") else p + "/" for p in (*DEFAULT_PREFIXES, *given))
-    )
+    """The key prefixes read: /locks/ and those given, as given: a prefix of
+    keys, not a directory (tooz keeps its locks at `/tooz/locks<name>`)."""
+    return tuple(dict.fromkeys((*DEFAULT_PREFIXES, *given)))
 
 
 class EtcdSource:
@@ -136,7 +138,9 @@ class EtcdSource:
                 "etcd_prefixes",
                 multiple=True,
                 metavar="PREFIX",
-                help="A key prefix holding locks, beside /locks (repeatable).",
+                help="A key prefix holding locks, beside /locks/ (repeatable). A prefix of"
+                " keys, not a directory: /tooz/locks reads /tooz/locks<name> (and"
+                " /tooz/locksmith); end it with / for a directory.",
             ),
         ]
 

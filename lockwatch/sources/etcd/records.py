@@ -1,10 +1,12 @@
 """etcd keys as lock records.
 
-The v3 concurrency mutex (`etcdctl lock`, the Go client's concurrency.Mutex
-and the clients modelled on it) puts one key per contender at
-`<name>/<lease id in hex>`, attached to the contender's session lease: the key
-with the lowest create revision holds the lock, the others wait in that order.
-Any other key under the prefixes (python-etcd3's `Lock` writes `<prefix><name>`
+The v3 concurrency mutex and election (`etcdctl lock`/`elect`, the Go
+client's concurrency.Mutex and Election and the clients modelled on them) put
+one key per contender at `<name>/<lease id in hex>`, attached to the
+contender's session lease; the etcd3 npm client's Election writes
+`election/<name>/<lease id in decimal>`. Either way the key with the lowest
+create revision holds the lock (leads), the others wait in that order. Any
+other key under the prefixes (python-etcd3's `Lock` writes `<prefix><name>`
 with a token as its value) is a lock of its own, held while the key exists.
 """
 
@@ -31,9 +33,11 @@ def digest(kv: KeyValue) -> str:
 
 
 def mutex_name(kv: KeyValue) -> str | None:
-    """The mutex `kv` contends for, when it is a mutex key (`<name>/<its lease in hex>`)."""
+    """The mutex or election `kv` contends for, when it is a contender's key:
+    `<name>/<its lease>`, the lease in hex (Go's concurrency package, etcdctl)
+    or in decimal (the etcd3 npm client)."""
     parent, sep, last = kv.key.rpartition("/")
-    if sep and kv.lease and last == format(kv.lease, "x"):
+    if sep and kv.lease and last in (format(kv.lease, "x"), str(kv.lease)):
         return parent
     return None
 
