@@ -268,6 +268,30 @@ class Activity(Vertical):
             )
 
 
+class HelpScroll(VerticalScroll):
+    """The help's keys, moved in with the movement keys of every list."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(keys, action, show=False) for keys, action in move_bindings()
+    ]
+
+    @property
+    def position(self) -> int:
+        return round(self.scroll_y)
+
+    @property
+    def positions(self) -> int:
+        return round(self.max_scroll_y) + 1
+
+    @property
+    def page(self) -> int:
+        return max(1, self.scrollable_content_region.height)
+
+    def action_move(self, move: str) -> None:
+        target = moved(Move(move), self.position, self.positions, self.page)
+        self.scroll_to(y=target, animate=False, immediate=True)
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark", "dismiss", "Close"),
@@ -286,8 +310,13 @@ class HelpScreen(ModalScreen[None]):
         self._actions = actions
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with HelpScroll():
             yield Static(self._text())
+
+    @property
+    def movable(self) -> HelpScroll:
+        """What the movement keys move in here."""
+        return self.query_one(HelpScroll)
 
     def _text(self) -> Table:
         grid = Table.grid(padding=(0, 2))

@@ -336,29 +336,48 @@ async def _to_middle(widget: Movable) -> None:
         widget.action_move(Move.DOWN.value)
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
-@pytest.mark.parametrize("view", list(View))
-async def test_every_movement_key_moves_in_every_view(view: View, size: tuple[int, int]) -> None:
+# Every view at both sizes; the help, at the size where it is longer than a page.
+LISTS = [
+    pytest.param(where, size, id=f"{where}-{size[0]}x{size[1]}")
+    for where, sizes in [*((view, [(80, 24), (160, 45)]) for view in View), ("help", [(80, 24)])]
+    for size in sizes
+]
+
+
+@pytest.mark.parametrize(("where", "size"), LISTS)
+async def test_every_movement_key_moves_in_every_list(
+    where: View | str, size: tuple[int, int]
+) -> None:
     """Generated from the key table: a new view or a new movement key is covered
-    without a word here (the Contention tree once ignored j, k, g and G)."""
+    without a word here (the Contention tree once ignored j, k, g and G). Each
+    view's list or tree, and the help's list of keys."""
     app = make_app(_long_lists())
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
-        screen = app.show_view(view)
+        if isinstance(where, View):
+            view = app.show_view(where)
+            await until(pilot, lambda: app.screen is view, "the view on screen")
+            await pilot.pause()
+            widget: Movable = view.movable
+        else:
+            await pilot.press("question_mark")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+            screen = app.screen
+            assert isinstance(screen, HelpScreen)
+            widget = screen.movable
         await pilot.pause()
-        widget = screen.movable
-        assert isinstance(widget, Widget) and app.focused is widget, (view, app.focused)
+        assert isinstance(widget, Widget) and app.focused is widget, (where, app.focused)
         count, page = widget.positions, widget.page
-        # Every move lands somewhere of its own from the middle: none passes by luck.
-        assert count > 2 * page > 4, (view, count, page)
+        # A page moves by less than there is: page keys are told from home and end.
+        assert count > page + 2 and page > 2, (where, count, page)
         for key, move in MOVE_KEYS:
             await _to_middle(widget)
             await pilot.pause()
             start = widget.position
             wanted = _expected(move, start, count, page)
-            assert wanted != start
+            assert wanted != start  # every key must move: none passes by standing still
             await pilot.press(key)
-            assert widget.position == wanted, (view, key, start, widget.position, wanted)
+            assert widget.position == wanted, (where, key, start, widget.position, wanted)
 
 
 def test_the_help_names_every_movement_key() -> None:

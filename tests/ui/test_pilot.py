@@ -1384,10 +1384,14 @@ async def test_the_footer_and_palette_offer_only_what_the_selected_rows_source_p
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert not {"Break lock", "Steal lock", "Mark or unmark", "Release lock"} & titles
         assert "Copy lock id" in titles
-        # Its keys do nothing here: no dialog, nothing audited.
+        # Pressed anyway, its keys open no dialog and mark nothing; b and S say
+        # where to act (the command to run on its host).
         await pilot.press("b", "S", "space")
         await pilot.pause()
         assert app.screen is app.locks and not app.marks
+        said = [f"{n.title}: {n.message}" for n in app._notifications]
+        assert any(s.startswith("cannot break") and "lockwatch break" in s for s in said), said
+        assert any(s.startswith("cannot steal") for s in said), said
         # With rows marked, b breaks the marked ones: offered on any row.
         table.select(ZETA)
         await pilot.press("space")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -95,6 +96,14 @@ class ViewScreen(Screen[None]):
         self.sources = SourcesBar(id="sources")
         # What the selected lock's source provides, as the footer last showed it.
         self._offered: dict[str, bool] | None = None
+        # This view's keys that ask an action of the selected lock (not mark: it
+        # asks nothing of the lock yet), by key name.
+        self._action_keys = {
+            name: key.action
+            for key in view_keys(self.VIEW, Group.ACTION)
+            if key.action in KINDS and key.action != "mark"
+            for name in key.keys.split(",")
+        }
 
     @property
     def dash(self) -> LockwatchApp:
@@ -189,6 +198,20 @@ class ViewScreen(Screen[None]):
         self._offered = self._offer_map()
         if self.is_mounted and self._offered != before:
             self.refresh_bindings()
+
+    def on_key(self, event: events.Key) -> None:
+        """An action key the selected row's source does not provide: not offered
+        (footer, palette), yet pressed it says why, as its refusal (another
+        host's lock: the command to run there), never silence."""
+        action = self._action_keys.get(event.key)
+        if action is None or self.dash.flow is None or self.app.screen is not self:
+            return
+        lock_id = self.selected_lock()
+        if lock_id is None or self.offers(action):
+            return  # nothing selected, or the binding acts
+        event.stop()
+        event.prevent_default()
+        self.dash.flow.act(KINDS[action], lock_id)
 
     def on_mount(self) -> None:
         self.show()
