@@ -17,6 +17,8 @@ from collections.abc import Iterable
 
 from lockwatch.model.kernel import FileKey
 
+# /proc/locks in one read (as procfs.py reads it): a host with more is unusual.
+_MAX_READ = 1 << 20
 # Inode -> devices ("major:minor") a kernel lock is on with that inode number.
 INODES: dict[int, frozenset[str]] = {}
 
@@ -45,3 +47,18 @@ def locked(entry: os.DirEntry[str]) -> bool:
 
 def is_locked(key: FileKey | None) -> bool:
     return key is not None and key.device in INODES.get(key.inode, ())
+
+
+def refresh(proc: str = "/proc") -> None:
+    """The files kernel locks are on now, from /proc/locks alone (no process's
+    fds: that is the evidence's work): for a walk about to start (the dashboard's
+    scans). Where it cannot be read, nothing is listed for it."""
+    from lockwatch.sources.kernel.procfs import parse_proc_locks
+
+    try:
+        with open(f"{proc}/locks", "rb") as f:
+            text = f.read(_MAX_READ).decode("ascii", errors="replace")
+    except OSError:
+        remember(())
+        return
+    remember(lock.file for lock in parse_proc_locks(text))

@@ -13,6 +13,7 @@ from lockwatch.model.changes import Entry
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError
+from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoded import worth_keeping
 from lockwatch.sources.files.evidence import Evidence, kernel_table
 from lockwatch.sources.files.listing import MIN_AREAS_PER_JOB
@@ -57,6 +58,8 @@ def read_pieces(
     worker too: it changes nothing of the feed's. `judge_now`
     judges locks at this moment (with the feed's process table and host)."""
     evidence: Evidence | None = None
+    if kernel_evidence:
+        kernel_found.refresh()  # files of any name a kernel lock is on: this walk lists them
     for chunk in scan_chunks(areas, first=CHUNK_FIRST, most=CHUNK_MOST):
         if evidence is None:
             # Once per scan, as the whole scan did: /proc/locks is read after the
