@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,8 @@ class TableLock(Facts):
     key: str  # the row's key (knex's index, Liquibase's ID), "" where it has none
     # The whole row as read, canonical JSON: what a break compares before it writes.
     row: str
-    polled_at: datetime
+    # When it was read: not part of what it is (a row seen again is the same lock).
+    polled_at: datetime = field(compare=False)
     # What a break sets (column, SQL value: a number, true/false, null).
     unlock: tuple[tuple[str, str], ...] = ()
     holder: str | None = None  # as the row records it (Liquibase's LOCKEDBY)

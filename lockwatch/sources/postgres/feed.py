@@ -109,6 +109,10 @@ class PgFeed:
             entries = judge(locks, StaticProcesses(), snapshot.polled_at, self.host)
             changed.extend(differ.changed(entries))
             found.update(entry.lock.id for entry in entries)
+        if snapshot.tables:  # lock tables' rows (locktables.py): a few at most
+            entries = judge(snapshot.tables, StaticProcesses(), snapshot.polled_at, self.host)
+            changed.extend(differ.changed(entries))
+            found.update(entry.lock.id for entry in entries)
         # What this poll saw held, for the next polls' bounds.
         self.source.remember(snapshot, held)
         return differ.partial(changed, [i for i in differ.entries if i not in found])
