@@ -27,6 +27,7 @@ from lockwatch.ui.table import LockTable
 from tests.ui.fakes import (
     FILES_FEED,
     NOW,
+    PG_FEED,
     PG_ROOT_ID,
     TOWER,
     StaticFeed,
@@ -125,6 +126,26 @@ def test_contention_tree(snap_compare: SnapCompare, size: tuple[int, int]) -> No
     """tab: the three-deep blocking chain and the little-loops scope conflict."""
     app = make_app(mixed_scenario())
     assert snap_compare(app, terminal_size=size, run_before=keys("tab"))
+
+
+async def _session_gone(pilot: Pilot[Any]) -> None:
+    """tab, j j j (pid 5102, waiting on the root blocker), then its session ends."""
+    await keys("tab", "j", "j", "j")(pilot)
+    app = pilot.app
+    assert isinstance(app, LockwatchApp)
+    pg = next(f for f in app.feeds if isinstance(f, StaticFeed) and f.name == PG_FEED)
+    ended = tuple(e.lock.id for e in pg.emitted[0].upserts if ":5102:" in e.lock.id)
+    assert ended
+    pg.push(ChangeSet(PG_FEED, NOW, removed=ended))
+    await settle(pilot)
+
+
+@SIZES
+def test_contention_session_gone(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
+    """The selected session ended: its line on top, said gone, the cursor on it
+    (never on the session that took its line) until the operator moves."""
+    app = make_app(mixed_scenario())
+    assert snap_compare(app, terminal_size=size, run_before=_session_gone)
 
 
 @SIZES
