@@ -37,6 +37,7 @@ from lockwatch.sources.postgres.facts import (
     AdvisoryNames,
     PgClient,
 )
+from lockwatch.sources.postgres.locktables import NOTHING, read_tables, table_locks
 from lockwatch.sources.postgres.query import TARGET_COLUMNS, lock_query, target_of
 from lockwatch.sources.postgres.records import (
     Entry,
@@ -76,6 +77,8 @@ class PgSnapshot:
     # Sessions' client processes on this host, by backend pid.
     clients: dict[int, PgClient | None] = field(default_factory=dict)
     monitor_role: str | None = None
+    # Rows of migration tools' lock tables that hold their lock (locktables.py).
+    tables: list[Lock] = field(default_factory=list)
     _locks: list[Lock] | None = None
 
     def waits(self) -> Waits:
@@ -102,7 +105,7 @@ class PgSnapshot:
     @property
     def locks(self) -> list[Lock]:
         if self._locks is None:
-            self._locks = self.to_locks(self.rows, self.waits())
+            self._locks = self.to_locks(self.rows, self.waits()) + self.tables
         return self._locks
 
 
@@ -289,6 +292,7 @@ class PgSource:
                 await cursor.execute(self._query or lock_query(version, self.all_rows))
                 activity = await cursor.fetchall()
                 rows = await cursor.fetchall() if cursor.nextset() else []
+                tables = await read_tables(conn, activity) if self._query is None else NOTHING
         except (psycopg.Error, OSError, DeadlineMissed) as exc:
             if ahead is not None:
                 ahead.cancel()
@@ -314,6 +318,7 @@ class PgSource:
             seen=self._seen,
             clients=clients,
             monitor_role=str(conn.info.user) if conn.info.user else None,
+            tables=table_locks(tables, self.name, polled_at),
         )
         hidden = any(s["query"] == INSUFFICIENT_PRIVILEGE for s in activity)
         self.status = SourceStatus(
