@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock
+from lockwatch.sources.locktables.config import TableSpec
 from lockwatch.sources.locktables.facts import KNEX, LIQUIBASE, UNLOCKS, TableLock
 
 FORMAT = "lock-table"
@@ -31,6 +32,8 @@ class Found:
     at_work: tuple[str, ...] = ()
     # A session holding the lock row itself in an open transaction (row locks).
     in_transaction: int | None = None
+    # The config's word on a table of its naming ([[locktables]]).
+    spec: TableSpec | None = None
 
 
 def tool_of(table_name: str) -> str | None:
@@ -68,8 +71,15 @@ def _canonical(row: Mapping[str, Any]) -> str:
     return json.dumps({k: plain(v) for k, v in row.items()}, sort_keys=True, default=str)
 
 
-def _unlock(tool: str, row: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+def _unlock(
+    tool: str, row: Mapping[str, Any], spec: TableSpec | None
+) -> tuple[tuple[str, str], ...]:
     """The tool's unlock, with the columns spelled as the table spells them."""
+    if spec is not None:
+        if spec.unlocked is None:
+            return ()
+        cleared = tuple((column, "null") for column in (spec.holder, spec.since) if column)
+        return ((spec.locked, spec.unlocked), *cleared)
     spelled = {name.lower(): name for name in row}
     return tuple((spelled.get(col, col), value) for col, value in UNLOCKS.get(tool, ()))
 
@@ -92,7 +102,11 @@ def to_locks(
     for table in found:
         for position, row in enumerate(table.rows):
             tool = table.tool
-            if tool == KNEX:
+            spec = table.spec
+            if spec is not None:
+                locked = _truthy(row.get(spec.locked))
+                key = row.get(spec.key) if spec.key else None
+            elif tool == KNEX:
                 locked = _truthy(_get(row, "is_locked"))
                 key = _get(row, "index")
             else:
@@ -103,7 +117,10 @@ def to_locks(
                 continue
             holder_text = holder_host = holder_ip = None
             holder = NO_HOLDER
-            if tool == LIQUIBASE:
+            if spec is not None and spec.holder and row.get(spec.holder) is not None:
+                holder_text = str(row.get(spec.holder))
+                holder = Holder(actor=holder_text)
+            elif tool == LIQUIBASE:
                 lockedby = _get(row, "lockedby")
                 holder_text = None if lockedby is None else str(lockedby)
                 match = _LOCKEDBY.fullmatch(holder_text or "")
@@ -124,7 +141,7 @@ def to_locks(
                 key=key_text,
                 row=_canonical(row),
                 polled_at=polled_at,
-                unlock=_unlock(tool, row),
+                unlock=_unlock(tool, row, spec),
                 holder=holder_text,
                 holder_host=holder_host,
                 holder_ip=holder_ip,

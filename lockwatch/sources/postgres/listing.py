@@ -25,6 +25,7 @@ def make_sources(dsns: Sequence[str], settings: PgSettings) -> list[PgSource]:
             idle_after=settings.idle_after,
             all_rows=settings.all_rows,
             names=settings.advisory,
+            locktables=settings.locktables,
         )
         for dsn in dsns
     ]

@@ -22,7 +22,8 @@ from psycopg import sql
 from lockwatch.model.action import ActionFailed, ActionRefused
 from lockwatch.model.lock import Lock
 from lockwatch.sources.contract import ActionProvider
-from lockwatch.sources.locktables.facts import KNEX, TableLock
+from lockwatch.sources.locktables.config import TableSpec, spec_for
+from lockwatch.sources.locktables.facts import CONFIGURED, KNEX, TableLock
 from lockwatch.sources.locktables.rows import Found, liquibase_jvms, to_locks, tool_of, wants_jvms
 from lockwatch.sources.postgres import ids
 
@@ -53,7 +54,8 @@ JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
 LEFT JOIN pg_catalog.pg_class AS s
        ON s.relnamespace = c.relnamespace
       AND s.relname = CASE WHEN lower(c.relname) = 'databasechangeloglock'
-                           THEN left(c.relname, -4) ELSE left(c.relname, -5) END
+                           THEN left(c.relname, -4)
+                           WHEN right(c.relname, 5) = '_lock' THEN left(c.relname, -5) END
 WHERE c.relname = ANY(%(names)s) AND c.relkind IN ('r', 'p')
   AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
 """
@@ -75,26 +77,27 @@ NOTHING = TablesRead()
 async def read_tables(
     conn: psycopg.AsyncConnection[Any],
     sessions: Sequence[Mapping[str, Any]],
-    names: Sequence[str] = (),
+    specs: Sequence[TableSpec] = (),
 ) -> TablesRead:
     """The lock tables of the connection's database, read. A table that cannot be
     read now (locked by DDL past lock_timeout) is left for the next poll."""
     cursor = conn.cursor(row_factory=psycopg.rows.dict_row)
-    await cursor.execute(_CATALOG, {"names": [*KNOWN, *names]})
+    await cursor.execute(_CATALOG, {"names": [*KNOWN, *(spec.name for spec in specs)]})
     catalog = await cursor.fetchall()
     if not catalog:
         return NOTHING
     database = str(catalog[0]["database_name"])
     parts: list[sql.Composable] = []
-    tables: list[tuple[str, str, Any]] = []
+    tables: list[tuple[str, str, Any, TableSpec | None]] = []
     for index, entry in enumerate(catalog):
-        tool = tool_of(entry["table_name"])
+        spec = spec_for(specs, entry["schema_name"], entry["table_name"])
+        tool = CONFIGURED if spec is not None else tool_of(entry["table_name"])
         if tool is None:
             continue
         name = f"{entry['schema_name']}.{entry['table_name']}"
-        tables.append((tool, name, entry))
+        tables.append((tool, name, entry, spec))
         columns = {str(c).lower(): str(c) for c in entry["columns"] or ()}
-        since = columns.get("lockgranted")
+        since = spec.since if spec is not None else columns.get("lockgranted")
         age: sql.Composable = (
             sql.SQL("EXTRACT(epoch FROM now() - t.{})::float8").format(sql.Identifier(since))
             if since
@@ -113,7 +116,14 @@ async def read_tables(
     try:
         await cursor.execute(sql.SQL(" UNION ALL ").join(parts))
         rows = await cursor.fetchall()
-    except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
+    except (
+        psycopg.errors.LockNotAvailable,
+        psycopg.errors.QueryCanceled,
+        # A configured column that is not there, or `since` not a time.
+        psycopg.errors.UndefinedColumn,
+        psycopg.errors.UndefinedFunction,
+        psycopg.errors.DatatypeMismatch,
+    ):
         return NOTHING
     by_table: dict[int, list[Mapping[str, Any]]] = {}
     ages: dict[tuple[str, int], float | None] = {}
@@ -124,10 +134,11 @@ async def read_tables(
         ages[(f"{entry['schema_name']}.{entry['table_name']}", len(kept))] = row["age"]
         kept.append(row["row"] if isinstance(row["row"], dict) else {})
     found: list[Found] = []
-    for tool, name, entry in tables:
+    for tool, name, entry, spec in tables:
         index = catalog.index(entry)
         at_work, in_transaction = _evidence(tool, entry, sessions, database)
-        found.append(Found(tool, name, by_table.get(index, []), at_work, in_transaction))
+        rows_of = by_table.get(index, [])
+        found.append(Found(tool, name, rows_of, at_work, in_transaction, spec))
     jvms = await asyncio.to_thread(liquibase_jvms) if wants_jvms(found) else None
     return TablesRead(database, found, ages, jvms)
 

@@ -68,7 +68,7 @@ class PostgresSource:
     label = "pg"
     id_prefix = ids.PG
     summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
-    config_tables: tuple[str, ...] = ("postgres", "advisory")
+    config_tables: tuple[str, ...] = ("postgres", "advisory", "locktables")
     record_types: tuple[type, ...] = (AdvisoryKey, PgBackend, PgClient, PgLock, TableLock)
     title = "PostgreSQL"
     status_word = "pg "
@@ -142,6 +142,7 @@ class PostgresSource:
                 settings.idle_after if idle_after is None else float(idle_after),
                 bool(wanted.values.get("pg_all")) or settings.all_rows,
                 settings.advisory,
+                locktables=settings.locktables,
             ),
             float(wanted.values.get("refresh") or DEFAULT_REFRESH),
         )
@@ -257,7 +258,13 @@ def find_pg(target: str, dsns: Sequence[str], settings: PgSettings, host: str) -
         if derived is None:
             raise SourceError(f"no server {server} among --pg/LOCKWATCH_PG/config")
         chosen = [derived]
-    every_row = PgSettings(tuple(chosen[:1]), settings.idle_after, True, settings.advisory)
+    every_row = PgSettings(
+        tuple(chosen[:1]),
+        settings.idle_after,
+        True,
+        settings.advisory,
+        locktables=settings.locktables,
+    )
     sources = make_sources(chosen[:1], every_row)
     for source in sources:
         source.name = server  # ids name the server as the operator's listing did

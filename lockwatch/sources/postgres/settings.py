@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lockwatch.sources.locktables.config import TableSpec, read_specs
 from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryNames
 
 
@@ -19,6 +20,7 @@ class PgSettings:
     all_rows: bool = False
     advisory: AdvisoryNames = field(default_factory=lambda: AdvisoryNames.build())
     password_file: str | None = None
+    locktables: tuple[TableSpec, ...] = ()  # [[locktables]]: lock tables the config names
 
 
 DEFAULTS = PgSettings()
@@ -98,4 +100,5 @@ def read_settings(data: Mapping[str, Any], where: str) -> PgSettings:
         pg_all,
         names,
         os.path.expanduser(password_file) if password_file else None,
+        read_specs(data.get("locktables"), where),
     )

@@ -27,6 +27,7 @@ from lockwatch.model.compact import Columns, Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
+from lockwatch.sources.locktables.config import TableSpec
 from lockwatch.sources.polled import DEFAULT_DEADLINE
 from lockwatch.sources.postgres.clients import Session, Sockets, find_clients, read_sockets
 from lockwatch.sources.postgres.dsn import display_name, problem, scrub
@@ -182,6 +183,7 @@ class PgSource:
         query: str | None = None,
         client_finder: ClientFinder | None = find_clients,
         deadline_s: float = DEFAULT_DEADLINE,
+        locktables: Sequence[TableSpec] = (),
     ) -> None:
         """Timeouts: `connect_timeout_s` for connecting (libpq's, the whole of it),
         `statement_timeout_ms` for each statement on the server, and `deadline_s`
@@ -192,6 +194,7 @@ class PgSource:
         self.idle_after = idle_after
         self.all_rows = all_rows
         self.names = names
+        self.locktables = tuple(locktables)  # the config's [[locktables]]
         self.clock = clock or SystemClock()
         self._statement_timeout_ms = statement_timeout_ms
         self._lock_timeout_ms = lock_timeout_ms
@@ -292,7 +295,9 @@ class PgSource:
                 await cursor.execute(self._query or lock_query(version, self.all_rows))
                 activity = await cursor.fetchall()
                 rows = await cursor.fetchall() if cursor.nextset() else []
-                tables = await read_tables(conn, activity) if self._query is None else NOTHING
+                tables = NOTHING
+                if self._query is None:
+                    tables = await read_tables(conn, activity, self.locktables)
         except (psycopg.Error, OSError, DeadlineMissed) as exc:
             if ahead is not None:
                 ahead.cancel()
