@@ -19,6 +19,10 @@ Config tables it owns:
     strings = ["billing-sync"]  # bigint keys hashed from strings (BLAKE2b, 8 bytes)
     [advisory.pair_strings]     # pair keys (namespace, int32 hashed from a string:
     1 = ["agent-sync"]          #   BLAKE2b, 4 bytes, big-endian)
+
+    [[locktables]]              # a table whose rows are locks (sources/locktables/config.py)
+    table = "ops.deploy_lock"
+    locked = "held"
 """
 
 from __future__ import annotations
