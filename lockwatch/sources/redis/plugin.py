@@ -6,7 +6,7 @@ Config table it owns:
 
     [redis]
     url = ["redis://monitor@cache1:6379/0"]       # a string or a list
-    patterns = ["lock:*", "redlock:*", "*lock"]   # SCAN patterns (these are the default)
+    patterns = ["lock:*", "redlock:*", "*lock", "*Lock"]  # SCAN patterns (the default)
     password_file = "~/.config/lockwatch/redis-password"  # if neither URL nor REDISCLI_AUTH has one
     redlock = ["redis://r1", "redis://r2", "redis://r3"]  # one group (or a list of groups)
 """
@@ -41,8 +41,11 @@ if TYPE_CHECKING:
     from lockwatch.sources.redis.poll import RedisPoller
 
 DEFAULT_REFRESH = 2.0
-# python-redis-lock, pottery's Redlock, and names ending in lock, .lock or :lock.
-DEFAULT_PATTERNS = ("lock:*", "redlock:*", "*lock")
+# python-redis-lock, pottery's Redlock, names ending in lock, .lock or :lock, and
+# Java's camel case (Redisson's `getLock("orderLock")`). Any type: hashes (Redisson)
+# and sorted sets (redis-semaphore's `semaphore:<name>`) are read too. One SCAN walk
+# (MATCH *ock*, see patterns.py).
+DEFAULT_PATTERNS = ("lock:*", "redlock:*", "*lock", "*Lock")
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,10 @@ class RedisSource:
     name = "redis"
     label = "rds"
     id_prefix = ids.REDIS
-    summary = "Redis lock keys (redis-py, python-redis-lock, Redlock): tokens, TTLs, waiters"
+    summary = (
+        "Redis locks (redis-py, python-redis-lock, Redlock, Redisson, redis-semaphore,"
+        " portalocker): tokens, TTLs, waiters"
+    )
     config_tables: tuple[str, ...] = ("redis",)
     title = "Redis"
     status_word = ""
@@ -158,7 +164,8 @@ class RedisSource:
                 "redis_patterns",
                 multiple=True,
                 metavar="GLOB",
-                help="SCAN pattern for lock keys (repeatable) [default: lock:*, redlock:*, *lock].",
+                help="SCAN pattern for lock keys (repeatable)"
+                " [default: lock:*, redlock:*, *lock, *Lock].",
             ),
             secret_option(
                 "--redlock",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Holder, Lock, Reason
+from lockwatch.model.timestamps import format_timestamp
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.redis import ids
 from lockwatch.sources.redis.server import RedisCollection, RedisSnapshot
@@ -101,7 +102,7 @@ class SemaphoreFacts(StoreLock):
             "permits": self.permits,
             "refreshed_at": None
             if self.refreshed_at is None
-            else self.refreshed_at.isoformat().replace("+00:00", "Z"),
+            else format_timestamp(self.refreshed_at),
             "members": self.members,
             "holders": self.holders,
             "limit": None,
