@@ -195,7 +195,9 @@ def to_locks(snapshot: RedisSnapshot, found: RedisCollection) -> list[Lock]:
             refreshed_at=refreshed,
             members=found.size,
             holders=len(held),
-            lock_timeout=None if lock_timeout_ms is None else round(lock_timeout_ms) / 1000,
+            # To 0.1 s: the inference moves by the milliseconds between the poll's
+            # clock and PTTL, which is no change of the lock.
+            lock_timeout=None if lock_timeout_ms is None else round(lock_timeout_ms / 100) / 10,
             expired=expired,
         )
         locks.append(

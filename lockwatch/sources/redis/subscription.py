@@ -18,8 +18,8 @@ as portalocker itself reaps a holder that stopped answering.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
@@ -43,8 +43,10 @@ class SubscriptionFacts(StoreLock):
     addr: str = ""
     name: str = ""  # the connection's name, compared before a break
     holder_id: str | None = None
-    age: int | None = None  # seconds the connection has been open
-    idle: int | None = None
+    # Seconds the connection has been open, and since its last command: they move
+    # at every poll, which is no change of the lock (the dashboard's events).
+    age: int | None = field(default=None, compare=False)
+    idle: int | None = field(default=None, compare=False)
     # Connections subscribed to the channel (NUMSUB), and how many of them are named
     # as this lock's holders.
     subscribed: int | None = None
@@ -150,10 +152,9 @@ def _lock(
         format=SUBSCRIPTION,
         name=subscriber.channel,
         path=None,
+        # No acquired_at: the connection's age is in whole seconds, so now minus it
+        # would move by a second from poll to poll. The verdict's age is the age.
         holder=Holder(host=host, session=session),
-        acquired_at=None
-        if subscriber.age is None
-        else snapshot.polled_at - timedelta(seconds=subscriber.age),
         content={
             "server": snapshot.server,
             "channel": subscriber.channel,
