@@ -67,16 +67,17 @@ class MysqlSource:
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.sources.locktables.facts import TableLock
         from lockwatch.sources.mysql.facts import MyClient, MyLock, MySession
 
-        return (MyLock, MySession, MyClient)
+        return (MyLock, MySession, MyClient, TableLock)
 
     @property
     def actions(self) -> ActionProvider:
         # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.mysql.actions import ACTIONS
+        from lockwatch.sources.mysql.locktables import actions
 
-        return ACTIONS
+        return actions()
 
     def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
         if kind is not None:

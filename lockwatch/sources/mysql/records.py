@@ -51,7 +51,7 @@ def lock_id(server: str, kind: str, thread: int, held: bool, target: str) -> str
 
 _ID = re.compile(
     r"mysql:(?P<server>(?:[^@:/]+@)?(?:unix:/[^:]*|(?:\[[0-9A-Fa-f:.]+\]|[^:/@\[\]]+):\d+))"
-    r":(?P<kind>get_lock|innodb_row|metadata_lock):(?P<thread>\d+):(?P<state>held|wait):(?P<target>.*)",
+    r":(?P<kind>get_lock|innodb_row|metadata_lock|lock_table):(?P<thread>\d+):(?P<state>held|wait):(?P<target>.*)",
     re.DOTALL,
 )
 

@@ -25,6 +25,7 @@ from lockwatch.sources.mysql import queries
 from lockwatch.sources.mysql.clients import UnixClients, cmdline, start_time, unix_clients
 from lockwatch.sources.mysql.dsn import Endpoint
 from lockwatch.sources.mysql.facts import MyClient, MyLock
+from lockwatch.sources.mysql.locktables import read_tables
 from lockwatch.sources.mysql.records import Poll, build, name_of
 from lockwatch.sources.mysql.settings import DEFAULT_IDLE_AFTER
 from lockwatch.sources.polled import DEFAULT_DEADLINE, Polled
@@ -239,6 +240,7 @@ class MyServer:
                 mdl = self._denied(cursor, queries.METADATA_LOCKS_MYSQL)
                 pending, mdl_from = True, "metadata_locks"
             used = self._used(cursor, processes, mdl)
+            tables = read_tables(cursor, processes, server=self.server, polled_at=polled_at)
         offset = timedelta(0)
         if isinstance(server_now, datetime):
             offset = server_now - (before + (after - before) / 2).replace(tzinfo=None)
@@ -265,7 +267,7 @@ class MyServer:
         if mdl is None and any(row[6] in queries.MDL_STATES for row in processes):
             holders.update(int(row[0]) for row in trx or () if row[0])
         poll.clients = self._clients(processes, holders)
-        locks = build(poll)
+        locks = build(poll) + tables
         self._seen = {}
         for lock in locks:
             facts = lock.facts

@@ -1,0 +1,187 @@
+"""Lock tables on a MySQL or MariaDB server (knex's `knex_migrations_lock`,
+Liquibase's `DATABASECHANGELOGLOCK`, in any database): found by one
+information_schema query per poll, and only the tables that exist are read.
+Breaking one is its tool's own unlock as a compare-and-swap: the UPDATE matches
+every column of the row as the operator saw it.
+
+PROCESSLIST shows a statement only while it runs: an idle connection of a run
+at work shows nothing, so a row with nothing visibly running is `unknown`.
+Flyway keeps no lock row on MySQL (it takes GET_LOCK named locks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from lockwatch.model.action import ActionFailed, ActionRefused
+from lockwatch.model.lock import Lock
+from lockwatch.sources.contract import ActionProvider
+from lockwatch.sources.locktables.facts import TableLock
+from lockwatch.sources.locktables.rows import Found, liquibase_jvms, to_locks, tool_of, wants_jvms
+
+# Marks lockwatch's own statements: another lockwatch's read is no tool at work.
+MARK = "/* lockwatch */"
+_CATALOG = f"""{MARK}
+SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES
+WHERE TABLE_NAME IN ('knex_migrations_lock', 'DATABASECHANGELOGLOCK', 'databasechangeloglock')
+  AND TABLE_TYPE = 'BASE TABLE'
+"""
+# Not there, not ours to read, or the statement's time ran out: left for the next poll.
+_SKIP = (1142, 1143, 1146, 1205, 1969, 3024)
+# Row locks of a run in one transaction keep a break waiting no longer than this.
+LOCK_WAIT_S = 2
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def read_tables(
+    cursor: Any,
+    processes: Sequence[Sequence[Any]],
+    *,
+    server: str,
+    polled_at: datetime,
+) -> list[Lock]:
+    """The poll's lock rows. `processes`: PROCESSLIST rows (ID, USER, HOST, DB,
+    COMMAND, TIME_MS, STATE, INFO, QUERY_ID)."""
+    import pymysql
+
+    cursor.execute(_CATALOG)
+    catalog = [(str(schema), str(table)) for schema, table in cursor.fetchall()]
+    if not catalog:
+        return []
+    found: list[Found] = []
+    ages: dict[tuple[str, int], float | None] = {}
+    for schema, table in catalog:
+        tool = tool_of(table)
+        if tool is None:
+            continue
+        name = f"{schema}.{table}"
+        try:
+            cursor.execute(
+                f"{MARK} SELECT t.*, NOW(6) AS lockwatch_now FROM"
+                f" {_quoted(schema)}.{_quoted(table)} AS t"
+            )
+            columns = [column[0] for column in cursor.description or ()]
+            rows = [dict(zip(columns, values, strict=True)) for values in cursor.fetchall()]
+        except (pymysql.err.OperationalError, pymysql.err.ProgrammingError) as exc:
+            if exc.args and exc.args[0] in _SKIP:
+                continue
+            raise
+        kept: list[Mapping[str, Any]] = []
+        for position, row in enumerate(rows):
+            now = row.pop("lockwatch_now", None)
+            granted = next((v for k, v in row.items() if k.lower() == "lockgranted"), None)
+            age = None
+            if isinstance(now, datetime) and isinstance(granted, datetime):
+                age = (now - granted).total_seconds()
+            ages[(name, position)] = age
+            kept.append(row)
+        found.append(Found(tool, name, kept, _evidence(schema, table, processes)))
+    if not found:
+        return []
+    jvms = liquibase_jvms() if wants_jvms(found) else None
+    return to_locks(
+        found,
+        engine="mysql",
+        source="mysql",
+        server=server,
+        database="",
+        polled_at=polled_at,
+        ages=ages,
+        jvms=jvms,
+        make_id=lambda tool, table, key: f"mysql:{server}:lock_table:0:held:{table}/{key}",
+    )
+
+
+def _evidence(schema: str, table: str, processes: Sequence[Sequence[Any]]) -> tuple[str, ...]:
+    names = [table.lower()]
+    if table.lower().endswith("_lock"):
+        names.append(table.lower()[: -len("_lock")])
+    elif table.lower() == "databasechangeloglock":
+        names.append("databasechangelog")
+    lines: list[str] = []
+    for row in processes:
+        statement = str(row[7] or "")
+        if not statement or MARK in statement:
+            continue
+        if any(name in statement.lower() for name in names) and (
+            row[3] == schema or schema.lower() in statement.lower()
+        ):
+            lines.append(f"thread {row[0]} ({row[4]}) runs a statement on {table}")
+    return tuple(lines)
+
+
+def unlock_row(endpoint: Any, facts: TableLock) -> int:
+    """Its tool's unlock where the row is still every value the operator saw: the
+    rows changed (0: it changed since they looked)."""
+    import pymysql
+
+    schema, _, table = facts.table.partition(".")
+    sets = ", ".join(f"{_quoted(column)} = {_literal(value)}" for column, value in facts.unlock)
+    seen = facts.seen
+    where = " AND ".join(f"{_quoted(column)} <=> %s" for column in seen)
+    statement = f"UPDATE {_quoted(schema)}.{_quoted(table)} SET {sets} WHERE {where}"
+    try:
+        conn = pymysql.connect(**endpoint.connect_args(5.0))
+    except pymysql.Error as exc:
+        raise ActionFailed("connect_failed", f"cannot connect: {_first(exc)}") from exc
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(f"SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}")
+            changed = int(cursor.execute(statement, [_value(v) for v in seen.values()]))
+        conn.commit()
+    except pymysql.err.OperationalError as exc:
+        if exc.args and exc.args[0] == 1205:
+            raise ActionRefused(
+                "in_use",
+                f"{facts.table}'s row is held by an open transaction (a run at work): nothing done",
+            ) from exc
+        raise ActionFailed("server_error", _first(exc)) from exc
+    except pymysql.Error as exc:
+        raise ActionFailed("server_error", _first(exc)) from exc
+    finally:
+        conn.close()
+    return changed
+
+
+def _value(value: object) -> object:
+    # The row's times were read as datetimes and kept as ISO text: the server's form.
+    if isinstance(value, str) and len(value) >= 19 and value[10:11] == "T":
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _literal(value: str) -> str:
+    # The unlocks are lockwatch's own constants (facts.UNLOCKS, config's checked
+    # values), never a row's text.
+    if value not in ("0", "1", "true", "false", "null"):
+        raise ValueError(f"not an unlock value: {value!r}")
+    return value.upper()
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _unlock(reach: Mapping[str, Any], facts: TableLock) -> int:
+    find = reach.get("mysql_endpoint")
+    endpoint = find(facts.server) if find is not None else None
+    if endpoint is None:
+        raise ActionRefused("no_dsn", f"no DSN for {facts.server}: name the server with --mysql")
+    return unlock_row(endpoint, facts)
+
+
+def actions() -> ActionProvider:
+    """The mysql source's actions, lock rows' breaks included."""
+    from lockwatch.sources.locktables.actions import WithTables
+    from lockwatch.sources.mysql.actions import ACTIONS
+
+    return WithTables(ACTIONS, _unlock)
