@@ -8,6 +8,31 @@ median ratio of at most 1.5. lockwatch reports far more than the baseline: every
 advisory lock with its key, verdicts and the blocking tree, where pg_activity's
 blocking query does not see advisory locks at all.
 
+Where the time goes (issue 31; cProfile of one run, CPU time min-of-N, on a
+2-core machine shared by other work, so wall times there move by 2x): both
+processes pay ~250 ms of CPU for the interpreter and `import psycopg`; the
+baseline's two queries cost it ~50 ms more. lockwatch's own share was:
+- forking a second worker for the render: ~130 ms of CPU (pages copied on write,
+  7 MB of records pickled back) against a render of ~100 ms: at 4,800 rows one
+  process renders (listing.MIN_ROWS_PER_JOB);
+- the client-process lookup: /proc/net/tcp* parsed line by line (~14 ms) and
+  each session's ends found by walking every connection; now sock_diag
+  (netlink, ~2 ms) and one look-up per session; /proc/*/fd is still read once
+  per poll (~10 ms on a host with ~200 processes);
+- the render: ~46 of to_locks' ~59 ms was building Lock and PgLock objects; a
+  session's alike granted locks (same verdict: evaluate_all's share_key) are
+  now built and rendered once, the others' records copied with their own id,
+  name, mode, database and key: the same bytes, the render ~40% cheaper;
+- the server's format() of each row's target (~20 ms of its ~70 ms, a sixth of
+  the rows' bytes): put together by the poll instead (query.target_of);
+- compiling the SQL secret tokenizers at import (~10 ms): on first use now.
+Measured side by side in one run (HEAD against HEAD without those changes,
+11 rounds, load average ~17): CPU min 617 -> 507 ms (the baseline 271),
+median wall ratio 1.69 -> 1.51. What is left is mostly start-up: lockwatch's
+imports for `ls` (every source's plugin and settings, the table renderer)
+~100 ms of CPU beyond psycopg's, then ~60 ms to render and ~20 ms to write
+7 MB of JSON.
+
 The load is built by this process (80 connections; max_connections must leave
 room for them, the monitor and the measured process) and torn down at exit.
 Needs pg_activity installed (`pip install -e '.[bench]'`).
