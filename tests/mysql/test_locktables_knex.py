@@ -1,0 +1,158 @@
+"""knex's migration lock on a real MySQL/MariaDB, with the real knex CLI and the
+mysql2 driver from npm: a run SIGKILLed mid-way leaves `is_locked = 1`, knex
+refuses every run, lockwatch lists it (unknown, no holder recorded), and its
+break (what `knex migrate:unlock` does) lets the next `knex migrate:latest` through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.formats.common import need_tools
+from tests.mysql.conftest import GROUP, WAIT_S, connect, endpoint_of, wait_until
+
+pytestmark = [pytest.mark.mysql, GROUP]
+
+KNEXFILE = """
+module.exports = {
+  client: 'mysql2',
+  connection: process.env.KNEX_URL,
+  migrations: { directory: __dirname + '/migrations' },
+};
+"""
+# Outside a transaction: knex commits is_locked = 1 before the migration runs.
+MIGRATION = """
+exports.config = { transaction: false };
+exports.up = async () => {
+  process.stdout.write('migrating\\n');
+  await new Promise((resolve) => setTimeout(resolve, Number(process.env.SLEEP_MS)));
+};
+exports.down = async () => {};
+"""
+
+
+@pytest.fixture(scope="module")
+def knex_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    need_tools("node", "npm")
+    directory = tmp_path_factory.mktemp("knex-mysql")
+    done = subprocess.run(
+        ["npm", "install", "--prefer-offline", "--no-audit", "--no-fund", "knex@3", "mysql2@3"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        why = f"npm could not install knex: {done.stderr[-300:]}"
+        if os.environ.get("LOCKWATCH_REQUIRE_TOOLS"):
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    return directory
+
+
+@pytest.fixture
+def scratch(my_dsn: str) -> Iterator[str]:
+    """A database of this test's own: knex's tables live in it."""
+    name = f"lw_knex_{uuid.uuid4().hex[:10]}"
+    endpoint = endpoint_of(my_dsn)
+    with connect(endpoint) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}`")
+    parts = urlsplit(my_dsn)
+    try:
+        yield urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        with connect(endpoint) as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def _lw(*args: str, dsn: str) -> tuple[int, str, str]:
+    env = cast(dict[str, str], {"MYSQL_PWD": "", "LOCKWATCH_READONLY": "", "LOCKWATCH_MYSQL": None})
+    return run_cli(*args, "--mysql", dsn, env=env)
+
+
+def table_locks(dsn: str) -> list[dict[str, Any]]:
+    code, out, err = _lw("ls", "--json", dsn=dsn)
+    assert code in (0, 3), err
+    return [lock for lock in json.loads(out)["locks"] if lock["format"] == "lock-table"]
+
+
+def is_locked(dsn: str) -> int:
+    with connect(endpoint_of(dsn)) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT is_locked FROM `{urlsplit(dsn).path[1:]}`.knex_migrations_lock")
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def others_in(dsn: str) -> list[int]:
+    with connect(endpoint_of(dsn)) as conn, conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND ID <> CONNECTION_ID()",
+            (urlsplit(dsn).path[1:],),
+        )
+        return [int(row[0]) for row in cursor.fetchall()]
+
+
+def test_a_killed_knex_run_is_unknown_and_a_break_lets_knex_run(
+    knex_dir: Path, scratch: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "project"
+    (root / "migrations").mkdir(parents=True)
+    (root / "knexfile.js").write_text(KNEXFILE)
+    (root / "migrations" / "001_work.js").write_text(MIGRATION)
+    (root / "node_modules").symlink_to(knex_dir / "node_modules")
+    cli = str(knex_dir / "node_modules" / "knex" / "bin" / "cli.js")
+
+    def knex(sleep_ms: int) -> subprocess.Popen[str]:
+        env = {**os.environ, "KNEX_URL": scratch, "SLEEP_MS": str(sleep_ms)}
+        return subprocess.Popen(
+            ["node", cli, "migrate:latest", "--knexfile", "knexfile.js"],
+            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    runner = knex(600_000)
+    try:
+        assert runner.stdout is not None
+        assert runner.stdout.readline().strip() == "migrating"
+        assert is_locked(scratch) == 1
+    finally:
+        runner.kill()
+        runner.wait(WAIT_S)
+    wait_until(lambda: not others_in(scratch), "the killed runner's connections to end")
+
+    def latest() -> tuple[int, str]:
+        proc = knex(0)
+        _, err = proc.communicate(timeout=WAIT_S * 6)
+        return proc.returncode, err
+
+    code, err = latest()
+    assert code != 0 and "Migration table is already locked" in err  # knex's own answer
+
+    (lock,) = table_locks(scratch)
+    assert lock["state"] == "unknown", lock
+    assert [r["code"] for r in lock["reasons"]] == ["nothing_running", "no_holder_recorded"]
+    assert lock["lock_table"]["row"] == {"index": 1, "is_locked": 1}
+    log = tmp_path / "audit.jsonl"
+    code, _, err = _lw(
+        "break", lock["id"], "--yes", "--force", "--audit-log", str(log), "--reason", "killed",
+        dsn=scratch,
+    )  # fmt: skip
+    assert code == 0, err
+    assert is_locked(scratch) == 0
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert events[-1] == "lock_broken"
+
+    code, err = latest()
+    assert code == 0, err  # knex's own answer: unlocked
+    assert table_locks(scratch) == []
