@@ -3,7 +3,7 @@ index lookup in pg_class by name), and only the tables that exist are read (one
 more statement, all of them in it). Breaking one is its tool's own unlock as a
 compare-and-swap: the UPDATE matches the whole row the operator saw.
 
-Flyway keeps no lock row on PostgreSQL (it takes advisory locks since 5.1:
+Flyway keeps no lock row on PostgreSQL (current releases take advisory locks:
 they show as advisory locks), so there is none to find here.
 """
 
