@@ -151,6 +151,11 @@ class WithTables:
             return rows
         return self._base.confirm_rows(lock, verdict, now)
 
+    def choices(self, kind: Kind, lock: Lock) -> Any:
+        # Rows are broken one way; the source's own locks as it offers them.
+        choose = None if _row(lock) else getattr(self._base, "choices", None)
+        return None if choose is None else choose(kind, lock)
+
     def rejudge(self, lock: Lock, clock: Any, host: str) -> Verdict:
         return self._base.rejudge(lock, clock, host)
 

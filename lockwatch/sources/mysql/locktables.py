@@ -17,7 +17,6 @@ from typing import Any
 
 from lockwatch.model.action import ActionFailed, ActionRefused
 from lockwatch.model.lock import Lock
-from lockwatch.sources.contract import ActionProvider
 from lockwatch.sources.locktables.facts import TableLock
 from lockwatch.sources.locktables.rows import Found, liquibase_jvms, to_locks, tool_of, wants_jvms
 
@@ -169,19 +168,3 @@ def _literal(value: str) -> str:
 def _first(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _unlock(reach: Mapping[str, Any], facts: TableLock) -> int:
-    find = reach.get("mysql_endpoint")
-    endpoint = find(facts.server) if find is not None else None
-    if endpoint is None:
-        raise ActionRefused("no_dsn", f"no DSN for {facts.server}: name the server with --mysql")
-    return unlock_row(endpoint, facts)
-
-
-def actions() -> ActionProvider:
-    """The mysql source's actions, lock rows' breaks included."""
-    from lockwatch.sources.locktables.actions import WithTables
-    from lockwatch.sources.mysql.actions import ACTIONS
-
-    return WithTables(ACTIONS, _unlock)

@@ -75,7 +75,7 @@ class MysqlSource:
     @property
     def actions(self) -> ActionProvider:
         # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.mysql.locktables import actions
+        from lockwatch.sources.mysql.tableactions import actions
 
         return actions()
 
