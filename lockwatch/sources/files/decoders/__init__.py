@@ -23,6 +23,7 @@ import orjson
 from lockwatch.model.compact import Document
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy, amended
 from lockwatch.sources.files.decoders import (
+    cargo,
     clawdbot,
     clawdbot_gateway,
     clawdbot_session,
@@ -64,6 +65,7 @@ NATIVE: tuple[ModuleType, ...] = (
     leveldb,
     pacman,
     rpm,
+    cargo,
     sqlite,
     loops_queue,
     clawdbot_session,
