@@ -100,7 +100,9 @@ class Look:
                 f"{path} is not a lock file lockwatch knows; the kernel's locks on it are above"
             )
             own = []
-        elif own and all(verdict.state is State.INVALID for _, verdict in own):
+        elif own and all(
+            verdict.state is State.INVALID or "not_a_lock" in verdict.codes for _, verdict in own
+        ):
             said = "; ".join(r.message for _, v in own for r in v.reasons[:1])
             self.notes.append(
                 f"{path} is not a lock file lockwatch knows ({said}); no kernel lock on it now"

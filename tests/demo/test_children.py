@@ -277,7 +277,7 @@ def listed(root: Path) -> dict[str, Any]:
     return {lock["path"].rsplit("/", 1)[-1]: lock for lock in json.loads(out.stdout)["locks"]}
 
 
-def test_a_build_holds_its_sentinel_with_flock_and_leaves_it_free(
+def test_a_build_holds_its_sentinel_with_flock_and_lets_it_go(
     supervisor: Supervisor,
 ) -> None:
     builds = supervisor.workspace.builds
@@ -292,9 +292,12 @@ def test_a_build_holds_its_sentinel_with_flock_and_leaves_it_free(
     assert held.read_bytes() == b"" and done.read_bytes() == b""  # the file says nothing
     assert locks["held.lock"]["state"] == "active", locks["held.lock"]
     assert locks["held.lock"]["holder"]["pid"] == holding.process.pid
-    assert locks["done.lock"]["state"] == "free", locks["done.lock"]
+    # Released: nobody holds a kernel lock on it or has it open, and a one-shot ls
+    # never saw one held: a sentinel and an existence lock (npm's lockfile) alike,
+    # unknown, never free (issue 33, item 3; the dashboard, which saw it, says free).
+    assert locks["done.lock"]["state"] == "unknown", locks["done.lock"]
     assert supervisor.stop() == []
-    assert listed(builds)["held.lock"]["state"] == "free"
+    assert listed(builds)["held.lock"]["state"] == "unknown"
 
 
 def test_memory_writers_back_off_and_break_a_dead_holders_lock(supervisor: Supervisor) -> None:

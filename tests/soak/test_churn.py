@@ -202,6 +202,13 @@ async def churn(
     return figures
 
 
+def _knows_more(feed: tuple[str, tuple[str, ...]], listed: tuple[str, tuple[str, ...]]) -> bool:
+    """An empty sentinel the feed saw the kernel hold is free there; a fresh ls never
+    saw it held, and an empty file is an existence lock (npm's lockfile) as much as a
+    sentinel: unknown there, never free (issue 33, item 3)."""
+    return feed[0] == "free" and listed == ("unknown", ("existence_unknown",))
+
+
 async def settled(
     root: Path, watched: Watched, writers: Fleet, feed: FileFeed, *, strict: bool
 ) -> list[str]:
@@ -229,7 +236,8 @@ async def settled(
     def agree() -> bool:
         mine = watched.states()
         return mine.keys() == listed_states.keys() and all(
-            mine[lock] == state for lock, state in listed_states.items()
+            mine[lock] == state or _knows_more(mine[lock], state)
+            for lock, state in listed_states.items()
         )
 
     if not await eventually(agree, timeout=30):
