@@ -130,3 +130,16 @@ def test_a_database_nobody_locks_is_not_listed_and_named_is_free(tmp_path: Path)
     done = run_break(row["id"], home, tmp_path / "audit.jsonl")
     assert done.returncode != 0 and "never moves it" in done.stderr + done.stdout, done
     assert (tmp_path / "app.db").exists()
+
+
+def test_who_else_has_it_open_is_told(tmp_path: Path, holders: list[Holder]) -> None:
+    path = _database(tmp_path)
+    writer = hold_in(holders, _connection(path, "db.execute('BEGIN IMMEDIATE')"))
+    # Open, no transaction (a rollback-journal connection holds no lock then): a
+    # writer that gets "database is locked" looks like this between its retries.
+    idle = hold_in(holders, _connection(path, "db.execute('SELECT 1').fetchall()"))
+    row = _row(tmp_path, "app.db")
+    assert row["holder"]["pid"] == writer.proc.pid, row
+    assert "sqlite_open" in codes(row), row
+    said = next(r["message"] for r in row["reasons"] if r["code"] == "sqlite_open")
+    assert f"pid {idle.proc.pid}" in said and "busy_timeout" in said, said
