@@ -121,13 +121,15 @@ def ls(**values: Any) -> None:
                 arrays.append(records_json_array(records))
         statuses = [status for part in parts for status in part.statuses]
         trees = [tree for part in parts for tree in part.blocking]
-        document = b"".join(ls_json_bytes(request.now, host, arrays, errors, statuses, trees))
+        pieces = [*ls_json_bytes(request.now, host, arrays, errors, statuses, trees), b"\n"]
         if sys.stdout.isatty():
             from lockwatch.model.report import unprintable_escaped
 
-            indented = orjson.dumps(orjson.loads(document), option=orjson.OPT_INDENT_2)
-            document = unprintable_escaped(indented)  # re-dumping undid the escapes
-        _write_all(document + b"\n")
+            document = orjson.loads(b"".join(pieces))
+            indented = orjson.dumps(document, option=orjson.OPT_INDENT_2)
+            pieces = [unprintable_escaped(indented), b"\n"]  # re-dumping undid the escapes
+        # Piece by piece: the whole document (megabytes at 10,000 locks) is never copied.
+        _write_all(*pieces)
     else:
         assessed = [pair for part in parts for pair in part.assessed]
         color = None if "NO_COLOR" not in os.environ else False
@@ -164,17 +166,18 @@ def _say_warnings(parts: list[Collected]) -> list[str]:
     return warnings
 
 
-def _write_all(data: bytes) -> None:
-    """Write `data` to stdout whole. A buffered write that the reader cuts short
+def _write_all(*pieces: bytes) -> None:
+    """Write `pieces` to stdout whole, in order. A buffered write that the reader cuts short
     (`| head`) returns how much went through instead of raising, which would
     make a closed pipe look like success: the rest is written until EPIPE
     raises BrokenPipeError, which click turns into exit 1."""
     sys.stdout.flush()
     out = sys.stdout.buffer
-    view = memoryview(data)
-    while view:
-        written = out.write(view)
-        if not written:  # a stream that takes nothing will never take the rest
-            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
-        view = view[written:]
+    for data in pieces:
+        view = memoryview(data)
+        while view:
+            written = out.write(view)
+            if not written:  # a stream that takes nothing will never take the rest
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+            view = view[written:]
     out.flush()
