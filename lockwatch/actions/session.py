@@ -18,13 +18,14 @@ from typing import Any
 
 from lockwatch.actions.audit import AuditLog, Operator, log_path
 from lockwatch.actions.audit_key import key_beside_log
-from lockwatch.actions.plan import Kind, Plan, plan
+from lockwatch.actions.plan import Kind, Plan, plan, provider
 from lockwatch.actions.run import Executor, Outcome, decoded
 from lockwatch.actions.targets import prepare
 from lockwatch.clock import Clock
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.contract import Choices
 from lockwatch.sources.files import cas as files
 from lockwatch.sources.files.decoders import writer
 from lockwatch.sources.files.scanner import load
@@ -126,7 +127,10 @@ class ActionSession:
 
     # -- planning (on the event loop: no I/O but the roots check) -----------------
 
-    def plan(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
+    def plan(
+        self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock], **given: Any
+    ) -> Plan:
+        """`given`: what the operator chose among the action's `choices`."""
         return prepare(
             kind,
             lock,
@@ -137,7 +141,14 @@ class ActionSession:
             held=lock.id in self.holdings.ids(),
             roots=self.roots,
             pg_applications=self.pg_applications,
+            **given,
         )
+
+    def choices(self, kind: Kind, lock: Lock) -> Choices | None:
+        """The ways `kind` may be carried out on `lock` that the operator picks from
+        (a kernel break's signal), as its source offers them; None: one way."""
+        actions = provider(lock)
+        return None if actions is None else actions.choices(kind, lock)
 
     def _new_holder(self, reason: str) -> NewHolder:
         """The operator as a stolen lock records them: lockwatch's own pid keeps it

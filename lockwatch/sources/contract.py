@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError, SourceStatus
@@ -101,6 +101,44 @@ class Collected:
     warnings: list[str] = field(default_factory=list)
     # Where the source looked, for "No locks under ..." (e.g. "under /srv").
     places: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One way an action may be carried out, offered in the dashboard's
+    confirmation as the CLI offers it by options (a kernel break's signal)."""
+
+    label: str  # in words, as the dialog shows it: "TERM, then KILL after 10 s"
+    # What the plan is given for it, by the names the provider reads (`Asked.given`).
+    given: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The ways an action on a lock may be carried out: the first is the default."""
+
+    what: str  # what is chosen, one word: "signal"
+    options: tuple[Choice, ...]
+
+
+@dataclass(frozen=True)
+class Hint:
+    """What a source tells a dashboard that shows no lock: what it looked for
+    and where (when it runs), and what it could show that is not shown, with
+    the flag that shows it. Cheap: no connection to anything."""
+
+    looked_for: str = ""  # "*.lock and *.pid files ... under /srv"
+    could_show: str = ""  # "2 kernel locks on files under /srv: --kernel shows them"
+
+
+@runtime_checkable
+class Hinting(Protocol):
+    """A source with something to say to an empty dashboard (most have none)."""
+
+    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
+        """What it tells an empty dashboard of this run (`running`: it was
+        selected); None: nothing. Reads only local files (/proc), never a server."""
+        ...
 
 
 # What `find` answers: the lock, its verdict now, and the locks around it (a
@@ -246,6 +284,11 @@ class ActionProvider(Protocol):
         """`lock`'s verdict as things are now (a plan's `recheck`)."""
         ...
 
+    def choices(self, kind: Kind, lock: Lock) -> Choices | None:
+        """The ways `kind` may be carried out on `lock` that the operator picks
+        from in a confirmation (each re-plans with its `given`); None: one way."""
+        ...
+
 
 class ActionsBase:
     """Defaults for an `ActionProvider`: a source overrides what its locks need."""
@@ -294,6 +337,9 @@ class ActionsBase:
 
     def confirm_rows(self, lock: Lock, verdict: Verdict, now: datetime) -> Sequence[Row]:
         return ()
+
+    def choices(self, kind: Kind, lock: Lock) -> Choices | None:
+        return None
 
     def rejudge(self, lock: Lock, clock: Clock, host: str) -> Verdict:
         from lockwatch.model.verdict import evaluate

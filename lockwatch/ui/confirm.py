@@ -30,6 +30,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Static
@@ -87,6 +88,63 @@ def _plain(text: str) -> Content:
     return Content(text)
 
 
+@dataclass(frozen=True)
+class Choosing:
+    """The ways an action may be carried out, picked in the dialog (a kernel
+    break's signal): `what` is chosen, among `labels` (the first is the
+    default); `chosen(index)` plans the action that way, before the dialog's
+    facts are computed again."""
+
+    what: str
+    labels: tuple[str, ...]
+    chosen: Callable[[int], None]
+
+
+class ChoiceRow(Static, can_focus=True):
+    """One line of options, the chosen one marked `(•)` (in characters, as the
+    focus is): ←/→ (or space, or its number) choose while it has the focus."""
+
+    class Chosen(Message):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+    def __init__(self, choosing: Choosing, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.choosing = choosing
+        self.index = 0
+
+    def on_mount(self) -> None:
+        self._show()
+
+    def _show(self) -> None:
+        parts = [
+            f"({'•' if at == self.index else ' '}) {label}"
+            for at, label in enumerate(self.choosing.labels)
+        ]
+        self.update(Text("  ".join(parts)))
+
+    def choose(self, index: int) -> None:
+        index %= len(self.choosing.labels)
+        if index != self.index:
+            self.index = index
+            self._show()
+            self.post_message(self.Chosen(index))
+
+    def on_key(self, event: events.Key) -> None:
+        # Its keys are its own: a printable key here is no reason typed ahead.
+        step = {"left": -1, "right": 1, "space": 1}.get(event.key)
+        number = event.character.isdigit() if event.character else False
+        if step is not None:
+            self.choose(self.index + step)
+        elif number and 1 <= int(event.key) <= len(self.choosing.labels):
+            self.choose(int(event.key) - 1)
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+
+
 class ConfirmScreen(ModalScreen[Confirmed | None]):
     """One action on one lock, or one action on several (bulk)."""
 
@@ -112,9 +170,11 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         must_type_what: str = "the lock's name to confirm",
         warning: str | None = None,
         refresh: Refresh | None = None,
+        choice: Choosing | None = None,
     ) -> None:
         super().__init__()
         self._refresh = refresh
+        self._choice = choice
         self._title = title
         self._lines = list(lines)
         self._verb = verb
@@ -135,6 +195,10 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             facts = VerticalScroll(id="confirm-facts", can_focus=False)
             with facts:
                 yield Static(_facts(self._lines), id="confirm-lines")
+            if self._choice is not None:
+                with Horizontal(id="choice-row", classes="confirm-field"):
+                    yield Static("", id="choice-label", classes="field-label")
+                    yield ChoiceRow(self._choice, id="choice")
             with Horizontal(classes="confirm-field"):
                 yield Static("", id="reason-label", classes="field-label")
                 # No select-on-focus: what was typed stays typed when the focus returns.
@@ -224,7 +288,8 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
 
     def _stops(self) -> list[Widget]:
         """Where tab goes, in order: the fields, then the buttons that can be pressed."""
-        stops: list[Widget] = [self.query_one("#reason", Input)]
+        stops: list[Widget] = [self.query_one(ChoiceRow)] if self._choice is not None else []
+        stops.append(self.query_one("#reason", Input))
         if self._must_type is not None:
             stops.append(self.query_one("#must-type", Input))
         stops.append(self.query_one("#cancel", Button))
@@ -242,6 +307,8 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
     def _mark_focus(self) -> None:
         focused = self.focused
         labels = {"reason": "reason", "must-type": "name"}
+        if self._choice is not None:
+            labels["choice"] = self._choice.what
         for field, word in labels.items():
             found = self.query(f"#{field}-label")
             if not found:
@@ -266,6 +333,8 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             return then.lstrip(" ·")
         if focused.id == "cancel":
             return "enter: do nothing"
+        if isinstance(focused, ChoiceRow):
+            return f"←/→: choose the {focused.choosing.what}" + then
         if focused.id == "confirm":
             return f"enter: {self._verb.lower()}" + then
         missing = self._missing()
@@ -337,6 +406,9 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         is made now, so what is typed next lands there, and what depends on the
         field's text is decided once the field has taken those keys."""
         focused = self.focused
+        if isinstance(focused, ChoiceRow):
+            self.set_focus(self.query_one("#reason", Input))
+            return
         if isinstance(focused, Button):
             if focused.id == "confirm" and self._ready():
                 self._confirm()
@@ -364,6 +436,13 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             self._confirm()
         else:
             self.notify(f"type {clean(self._must_type or '')} exactly to confirm", timeout=3)
+
+    def on_choice_row_chosen(self, message: ChoiceRow.Chosen) -> None:
+        """Another way chosen: planned again, the effect says what it now does."""
+        message.stop()
+        if self._choice is not None:
+            self._choice.chosen(message.index)
+        self.refresh_facts()
 
     def _confirm(self) -> None:
         self.dismiss(Confirmed(self._reason(), forced=self._must_type is not None))

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.notifications import SeverityLevel
 
 from lockwatch.actions.plan import Kind, Plan, describe, tombstone_place
 from lockwatch.model.events import Event, EventKind
-from lockwatch.ui.confirm import Confirmed, ConfirmScreen, QuitScreen
+from lockwatch.ui.confirm import Choosing, Confirmed, ConfirmScreen, QuitScreen
 from lockwatch.ui.safe import clean
 
 if TYPE_CHECKING:
@@ -76,7 +76,17 @@ class ActionFlow:
         if lock_id is None:
             self._say("no lock selected", severity="warning")
             return
-        plan = self.plan(kind, lock_id)
+        board = self.app.board
+        offered = (
+            self.actions.choices(kind, board.entries[lock_id].lock) if lock_id in board else None
+        )
+        # The way chosen in the dialog (the first, the default, until another is).
+        chosen = [0]
+
+        def given() -> dict[str, Any]:
+            return {} if offered is None else dict(offered.options[chosen[0]].given)
+
+        plan = self.plan(kind, lock_id, **given())
         if plan is None:
             self._say("that lock is gone", severity="warning")
             return
@@ -113,7 +123,9 @@ class ActionFlow:
                 return facts_of(shown[0], now), "the lock is gone since this opened"
             verdict = board.verdict_at(lock.id, now)
             peers = [entry.lock for entry in board.entries.values()]
-            shown[0] = self.actions.plan(kind, board.entries[lock.id].lock, verdict, peers)
+            shown[0] = self.actions.plan(
+                kind, board.entries[lock.id].lock, verdict, peers, **given()
+            )
             changed = None
             if verdict.state is not plan.verdict.state:
                 changed = (
@@ -130,6 +142,13 @@ class ActionFlow:
             must_type_what=must_type_what,
             warning=warning,
             refresh=current,
+            choice=None
+            if offered is None
+            else Choosing(
+                offered.what,
+                tuple(option.label for option in offered.options),
+                partial(chosen.__setitem__, 0),
+            ),
         )
 
         def done(result: Confirmed | None) -> None:
@@ -142,7 +161,8 @@ class ActionFlow:
 
         self.app.push_screen(screen, done)
 
-    def plan(self, kind: Kind, lock_id: str) -> Plan | None:
+    def plan(self, kind: Kind, lock_id: str, **given: Any) -> Plan | None:
+        """`given`: the way chosen among the action's choices (its source's names)."""
         board = self.app.board
         if lock_id not in board:
             return None
@@ -160,7 +180,7 @@ class ActionFlow:
         # Judged as of the dashboard's clock now, as the table shows it: the board
         # keeps a verdict until its deadline, and its age and messages with it.
         verdict = board.verdict_at(lock_id, self.app.clock.now())
-        return self.actions.plan(kind, lock, verdict, peers)
+        return self.actions.plan(kind, lock, verdict, peers, **given)
 
     # -- the marked locks ----------------------------------------------------------
 

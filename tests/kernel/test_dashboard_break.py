@@ -26,7 +26,7 @@ from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.feed import KernelFeed
 from lockwatch.ui.app import LockwatchApp
 from tests.conftest import LOCAL_HOST
-from tests.kernel.flock_tree import FlockTree, listed, start
+from tests.kernel.flock_tree import STUBBORN, FlockTree, listed, start
 from tests.ui.fakes import make_app
 from tests.ui.fakes import until as until_within
 from tests.ui.test_actions_ui import (
@@ -109,3 +109,57 @@ async def test_a_flock_tree_broken_from_the_dashboard(
     )
     assert {holder["pid"] for holder in last["signalled"]} == tree.pids
     assert last["forced"] is True  # the typed name
+
+
+async def test_term_only_chosen_in_the_dialog_says_who_still_holds_it(
+    trees: list[FlockTree], tmp_path: Path
+) -> None:
+    """The signal chosen in the dialog (shift+tab to it, → to TERM only) against a
+    tree whose shell traps SIGTERM (sleep inherits that): flock(1) exits, sh and
+    sleep hold on, and the outcome names them, never "done"."""
+    tree = start(trees, tmp_path / "LOCK", STUBBORN)
+    audit_log = tmp_path / "audit.jsonl"
+    session = ActionSession(
+        clock=SystemClock(),
+        host=LOCAL_HOST,
+        roots=[str(tmp_path)],
+        audit_log=audit_log,
+        operator="alice",
+    )
+    feed = KernelFeed([str(tmp_path)], host=LOCAL_HOST, interval=FAST)
+    app = make_app(feeds=[feed], clock=SystemClock(), actions=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: kernel_row(app, tree.path) is not None, "the kernel's row")
+        lock_id = kernel_row(app, tree.path)
+        assert lock_id is not None
+        await open_action(pilot, lock_id)
+        await pilot.press("shift+tab", "right")
+        await pilot.pause()
+        text = " ".join(screen_text(confirm_screen(app)).split())
+        assert "(•) TERM only" in text, text
+        assert "no SIGKILL: if it is still held after 10 s, the break fails naming who" in text
+        await type_into(pilot, "#reason", REASON)
+        await type_into(pilot, "#must-type", "LOCK")
+        await press_confirm(pilot)
+        survivors = f"sh (pid {tree.sh}), sleep (pid {tree.sleep})"
+        # The grace (10 s) passes before the outcome: bounded well beyond it.
+        await until_within(
+            pilot,
+            lambda: any(f"LOCK is still held by {survivors}" in note for note in notes(app)),
+            "the break's report naming who still holds it",
+            WAIT_S + 30.0,
+        )
+        (said,) = [note for note in notes(app) if "still held by" in note]
+        assert "no SIGKILL asked for" in said and not said.startswith("done:"), said
+
+    assert listed(tree.path)
+    assert tree.running() == {tree.sh, tree.sleep}  # flock(1) took SIGTERM
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    last = records[-1]
+    assert (last["event"], last["result"], last["code"]) == (
+        "action_failed",
+        "failed",
+        "still_held",
+    )
+    assert survivors in last["message"]
+    assert not any(record.get("signal") == "SIGKILL" for record in records)

@@ -36,6 +36,7 @@ from tests.ui.fakes import (
     TOWER,
     flow_of,
     frozen_clock,
+    kernel_scenario,
     make_app,
     mixed_scenario,
     settle,
@@ -311,4 +312,34 @@ def test_contention_view_with_actions(
         await settle(pilot)
 
     app = app_with(pg_actions)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@SIZES
+def test_break_of_a_kernel_lock_with_the_signal_chosen(
+    snap_compare: SnapCompare, size: tuple[int, int], actions: ActionSession
+) -> None:
+    """b on the kernel's lock on build.lock, shift+tab, →: the signal chosen in the
+    dialog (▶ signal, (•) TERM only) and the effect saying what that does: SIGTERM to
+    its holder, no SIGKILL, the break failing after 10 s naming who still holds it."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        app = pilot.app
+        assert isinstance(app, LockwatchApp)
+        (kernel_id,) = [
+            lock_id
+            for lock_id, entry in app.board.entries.items()
+            if entry.lock.source == "kernel"
+            and entry.lock.name == "build.lock"
+            and entry.lock.holder.pid == 5501
+        ]
+        await _select(pilot, kernel_id)
+        await pilot.press("b")
+        await settle(pilot)
+        await pilot.press("shift+tab", "right")
+        await settle(pilot)
+        assert isinstance(pilot.app.screen, ConfirmScreen)
+
+    app = make_app(kernel_scenario(), actions=actions)
     assert snap_compare(app, terminal_size=size, run_before=run_before)

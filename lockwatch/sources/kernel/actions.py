@@ -13,7 +13,7 @@ from typing import Any
 from lockwatch.model.action import Asked, Doing, Done, Kind, Plan, refused
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
-from lockwatch.sources.contract import ActionsBase
+from lockwatch.sources.contract import ActionsBase, Choice, Choices
 from lockwatch.sources.kernel.facts import KernelFacts
 
 SIGNAL_NAMES = ("TERM", "KILL")
@@ -64,6 +64,21 @@ def effect(lock: Lock, kernel: KernelFacts, signame: str, grace: float, then: st
     return text
 
 
+# The dashboard's choice, as the CLI's --signal/--grace/--no-kill give it (htop's
+# signal choice, cut to the three that matter for a lock): the default first.
+SIGNAL_CHOICES = Choices(
+    "signal",
+    (
+        Choice(
+            f"TERM, then KILL after {DEFAULT_GRACE:g} s",
+            (("signal", "TERM"), ("grace", DEFAULT_GRACE), ("kill", True)),
+        ),
+        Choice("TERM only", (("signal", "TERM"), ("grace", DEFAULT_GRACE), ("kill", False))),
+        Choice("KILL now", (("signal", "KILL"),)),
+    ),
+)
+
+
 class KernelActions(ActionsBase):
     """Only a break, and it signals the holders: nobody releases another process's
     kernel lock from outside. The kernel frees it when the last holder exits."""
@@ -108,6 +123,9 @@ class KernelActions(ActionsBase):
             grace=grace,
             then_signal=then,
         )
+
+    def choices(self, kind: Kind, lock: Lock) -> Choices | None:
+        return SIGNAL_CHOICES if kind is Kind.BREAK else None
 
     def run(self, plan: Plan, doing: Doing) -> Done:
         from lockwatch.sources.kernel.breaking import break_lock
