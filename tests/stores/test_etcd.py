@@ -215,3 +215,76 @@ def test_bad_etcd_urls_are_usage_errors_without_their_secrets(url: str, message:
     code, _, err = run_cli("ls", "--etcd", url)
     assert code == 2 and message in err
     assert "s3cret" not in err
+
+
+def test_many_leases_are_read_a_capped_batch_per_poll_the_rest_counted_down(
+    etcd: Etcd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35, item 6: 10,000 leases were 10,000 requests a poll. Past the cap a
+    poll lists the live leases once and reads a batch of their times to live,
+    those never read first, then those nearest their end; the others keep their
+    last reading counted down on the poller's clock, a revoked one is gone."""
+    from datetime import UTC, datetime
+
+    from lockwatch.clock import FrozenClock
+    from lockwatch.sources.etcd import server as etcd_server
+    from lockwatch.sources.etcd.endpoint import parse
+    from lockwatch.sources.etcd.gateway import Gateway
+
+    monkeypatch.setattr(etcd_server, "LEASE_READS", 10)
+    monkeypatch.setattr(etcd_server, "FEW_LEASES", 4)
+    reads: list[int] = []
+    time_to_live = Gateway.time_to_live
+
+    def counted(self: Gateway, lease: int) -> tuple[int, int]:
+        reads.append(lease)
+        return time_to_live(self, lease)
+
+    monkeypatch.setattr(Gateway, "time_to_live", counted)
+    leases = []
+    for number in range(25):
+        lease = int(etcd_json(etcd, "/lease/grant", {"TTL": 600})["ID"])
+        leases.append(lease)
+        etcd.ctl("put", "--lease", format(lease, "x"), f"/locks/job-{number}", "w")
+    clock = FrozenClock(datetime(2026, 1, 1, tzinfo=UTC))
+    server = etcd_server.EtcdServer(parse(etcd.url), ("/locks/",), clock=clock)
+    try:
+        first = server.poll()
+        assert first is not None and len(first.keys) == 25
+        assert len(reads) == 10  # the cap, not one request per lease
+        unread = [lease for lease, (left, _) in first.leases.items() if left is None]
+        assert len(unread) == 15
+        read_first = set(reads)
+
+        clock.advance(30)
+        reads.clear()
+        second = server.poll()
+        assert second is not None
+        assert len(reads) == 10 and not set(reads) & read_first  # never read: first
+        for lease in read_first:  # counted down from their reading, 30 s ago
+            left, granted = second.leases[lease]
+            was = first.leases[lease][0]
+            assert granted == 600 and was is not None and left == was - 30
+
+        etcd_json(etcd, "/lease/revoke", {"ID": str(leases[0])})
+        etcd_json(etcd, "/lease/revoke", {"ID": str(leases[1])})
+        clock.advance(30)
+        reads.clear()
+        for _ in range(2):
+            server.poll()
+        third = server.poll()
+        assert third is not None
+        assert len(third.keys) == 23 and leases[0] not in third.leases
+        assert all(left is not None for left, _ in third.leases.values())
+
+        from lockwatch.sources.etcd.records import to_locks
+        from lockwatch.sources.stores.facts import StoreLock
+
+        locks = to_locks(first)
+        blank = next(lock for lock in locks if first.leases[lock.facts.lease][0] is None)  # type: ignore[union-attr]
+        assert isinstance(blank.facts, StoreLock)
+        verdict = blank.facts.judge(blank, None, clock.now(), "h")  # type: ignore[arg-type]
+        assert verdict.state.value == "active"
+        assert [r.code for r in verdict.reasons] == ["lease_unread"]
+    finally:
+        server.close()

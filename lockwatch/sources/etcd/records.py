@@ -87,7 +87,8 @@ def _lock(
     granted: float | None = None
     if kv.lease:
         ttl, granted_ttl = snapshot.leases.get(kv.lease, (-1, 0))
-        left = float(max(ttl, 0))  # -1: the lease is gone, and the key with it
+        # -1: the lease is gone, and the key with it; None: alive, not read lately.
+        left = None if ttl is None else float(max(ttl, 0))
         granted = float(granted_ttl) if granted_ttl > 0 else None
     store = StoreLock(
         ETCD,

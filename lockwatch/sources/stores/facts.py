@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.report import texts
+from lockwatch.model.slots import fast_init
 from lockwatch.sources.stores.rules import evaluate_store
 
 if TYPE_CHECKING:
@@ -94,6 +95,9 @@ class StoreClient:
         }
 
 
+# One per key a poll reads (10,000 on a busy etcd): dataclass's own __init__ was
+# a quarter of making its lock records (bench_etcd.py).
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StoreLock(Facts):
     """One lock key (or one waiter for one) in Redis or etcd, at one poll.

@@ -55,6 +55,17 @@ def evaluate_store(lock: Lock, store: StoreLock, now: datetime) -> Verdict:
         info.append(Reason("quorum", f"{held} ({quorum.needed} needed)"))
 
     expires_at = store.expires_at
+    if expires_at is None and store.lease:
+        # One of many leases, not read this poll (etcd/server.py): alive, its time left unknown.
+        info.insert(
+            0,
+            Reason(
+                "lease_unread",
+                f"its lease {store.lease_hex} is alive; its time to live was not read lately"
+                " (a poll reads a batch of the many leases)",
+            ),
+        )
+        return Verdict(State.ACTIVE, tuple(info))
     if expires_at is None:
         what = f"no {store.expiry_word}"
         info.insert(

@@ -1,0 +1,170 @@
+"""etcd benchmark: one poll of lockwatch's etcd source on a server holding 10,000
+lock keys, each on a lease of its own (etcdctl-style mutex keys
+`/locks/job-N/<lease hex>` and python-etcd3-style `/locks/app-N`), against a
+bare poller making the gateway calls any poller must: one range over the prefix
+and one listing of the leases (`/v3/lease/leases`).
+
+lockwatch's poll is what the dashboard does every --refresh seconds: the range,
+the lease listing, the time to live of a capped batch of leases (in parallel,
+on a few connections), then lock records and verdicts. Both run in this process
+on their own connections, alternating (who goes first rotates), after one poll
+that warms them; the targets (issue 35) are a median poll of at most 1 s and a
+median ratio of at most 1.5.
+
+The server is a throwaway etcd on free loopback ports, its data in a temporary
+directory, killed at exit.
+
+    python benchmarks/bench_etcd.py [--rounds 9] [--leases 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import httpx
+
+RATIO_TARGET = 1.5
+POLL_TARGET_S = 1.0
+TTL = 3600  # the leases outlive the run
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def throwaway_etcd() -> Iterator[str]:
+    binary = shutil.which("etcd")
+    if binary is None:
+        sys.exit("etcd is not installed (apt-get install etcd-server)")
+    workdir = tempfile.mkdtemp(prefix="lw-bench-etcd-")
+    client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    process = subprocess.Popen(
+        [
+            *(binary, "--name=lw", f"--data-dir={workdir}/data"),
+            *(f"--listen-client-urls={client}", f"--advertise-client-urls={client}"),
+            *(f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}"),
+            *(f"--initial-cluster=lw={peer}", "--log-level=error"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"{client}/health", timeout=0.5).json().get("health") == "true":
+                    break
+            except (httpx.HTTPError, ValueError):
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                sys.exit("etcd did not start")
+            time.sleep(0.05)
+        yield client
+    finally:
+        process.kill()
+        process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def fill(url: str, count: int) -> None:
+    """`count` leases, each with one lock key on it."""
+    from lockwatch.sources.etcd.gateway import encode
+
+    def one(chunk: range) -> None:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            for number in chunk:
+                lease = int(client.post("/v3/lease/grant", json={"TTL": TTL}).json()["ID"])
+                key = f"/locks/job-{number}/{lease:x}" if number % 2 else f"/locks/app-{number}"
+                body = {"key": encode(key), "value": encode(f"worker-{number}"), "lease": lease}
+                client.post("/v3/kv/put", json=body).raise_for_status()
+
+    workers = 48  # etcd syncs each write: many at once share its fsyncs
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, [range(w, count, workers) for w in range(workers)]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--leases", type=int, default=10_000)
+    args = parser.parse_args()
+
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.changes import judge
+    from lockwatch.model.process import StaticProcesses
+    from lockwatch.sources.etcd.endpoint import parse
+    from lockwatch.sources.etcd.gateway import Gateway
+    from lockwatch.sources.etcd.plugin import DEFAULT_PREFIXES
+    from lockwatch.sources.etcd.poller import EtcdPoller
+    from lockwatch.sources.etcd.server import MAX_KEYS, EtcdServer
+
+    with throwaway_etcd() as url:
+        started = time.perf_counter()
+        fill(url, args.leases)
+        took = time.perf_counter() - started
+        print(f"granted {args.leases:,} leases with a key each in {took:.1f} s")
+        endpoint = parse(url)
+        poller = EtcdPoller(EtcdServer(endpoint, DEFAULT_PREFIXES, clock=SystemClock()))
+        bare = Gateway(endpoint)
+
+        def lockwatch_poll() -> int:
+            polled = poller.poll()
+            assert polled.locks is not None, polled.statuses
+            return len(judge(polled.locks, StaticProcesses(), polled.at, "bench"))
+
+        def bare_poll() -> int:
+            found = 0
+            for prefix in DEFAULT_PREFIXES:
+                found += len(bare.range_prefix(prefix, MAX_KEYS)[1])
+            bare.call("/lease/leases", {})
+            return found
+
+        seen, keys = lockwatch_poll(), bare_poll()  # warm both connections
+        if seen != args.leases or keys != args.leases:
+            print(f"lockwatch saw {seen} locks, the bare poller {keys} keys", file=sys.stderr)
+            return 1
+        times: dict[str, list[float]] = {"lw": [], "bare": []}
+        runs = {"lw": lockwatch_poll, "bare": bare_poll}
+        for number in range(args.rounds):
+            order = list(runs)[number % 2 :] + list(runs)[: number % 2]
+            for label in order:
+                started = time.perf_counter()
+                runs[label]()
+                times[label].append(time.perf_counter() - started)
+        poller.close()
+        bare.close()
+    lw_times, bare_times = times["lw"], times["bare"]
+
+    ratio = statistics.median(a / b for a, b in zip(lw_times, bare_times, strict=True))
+    poll = statistics.median(lw_times)
+    print(f"leases: {args.leases:,}, one lock key each; rounds: {args.rounds}")
+    for label, measured in (
+        ("bare range + lease listing", bare_times),
+        ("lockwatch poll (records, verdicts)", lw_times),
+    ):
+        median, fastest = statistics.median(measured) * 1000, min(measured) * 1000
+        print(f"{label + ':':37s}median {median:8.1f} ms  (min {fastest:.1f})")
+    print(f"lockwatch poll, median:              {poll:8.2f} s    (target <= {POLL_TARGET_S:g} s)")
+    print(f"ratio, median of rounds:             {ratio:8.2f}     (target <= {RATIO_TARGET})")
+    print(f"load average at the end:             {os.getloadavg()[0]:8.2f}     (information)")
+    ok = ratio <= RATIO_TARGET and poll <= POLL_TARGET_S
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
