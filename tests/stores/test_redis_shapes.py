@@ -69,6 +69,54 @@ def test_redisson_lock_owner_reentrancy_and_a_late_watchdog(
     assert [r["code"] for r in lock["reasons"]] == ["watchdog_late", "redisson"]
 
 
+# What RedissonFairLock's tryLockInnerAsync does for a thread that cannot take the
+# lock (redisson/redisson, RedissonFairLock.java): queue it behind the last waiter,
+# its timeout that waiter's (or the lock's TTL) plus the fair-lock wait time.
+# KEYS: lock, queue, timeouts; ARGV: -, owner, wait ms, now ms. Written out here.
+REDISSON_FAIR_ENQUEUE = """
+local last = redis.call('lindex', KEYS[2], -1)
+local ttl
+if last ~= false and last ~= ARGV[2] and redis.call('zscore', KEYS[3], last) ~= false then
+  ttl = tonumber(redis.call('zscore', KEYS[3], last)) - tonumber(ARGV[4])
+else
+  ttl = redis.call('pttl', KEYS[1])
+end
+local timeout = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4])
+if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then
+  redis.call('rpush', KEYS[2], ARGV[2])
+end
+return ttl
+"""
+
+
+def test_redisson_fair_lock_queue_is_its_waiters(redis_harness: RedisHarness) -> None:
+    import time
+
+    h, client = redis_harness, redis_harness.client
+    key = f"{h.prefix}:fair-lock"
+    queue, timeouts = f"redisson_lock_queue:{{{key}}}", f"redisson_lock_timeout:{{{key}}}"
+    h.cleanups.append(lambda: client.delete(queue, timeouts))
+    owner, first, second = (f"{uuid.uuid4()}:{n}" for n in (1, 2, 3))
+    assert client.eval(REDISSON_TRY_LOCK, 1, key, 30_000, owner) is None
+    now_ms = int(time.time() * 1000)
+    for waiter in (first, second):
+        keys = (key, queue, timeouts)
+        assert client.eval(REDISSON_FAIR_ENQUEUE, 3, *keys, 0, waiter, 300_000, now_ms) > 0
+    # The second one's timeout has passed (its thread gave up): Redisson's next
+    # attempt drops it.
+    client.zadd(timeouts, {second: now_ms - 1_000})
+
+    locks = {lk["id"]: lk for lk in listing(h.url, *h.patterns())["locks"] if lk["key"] == key}
+    held = locks[lock_id(h, key)]
+    assert held["state"] == "active" and held["blocking"] == [first, second]
+    waiting = locks[lock_id(h, key) + f"#waiter={first}"]
+    assert waiting["state"] == "waiting" and waiting["blocked_by"] == [owner]
+    assert waiting["redisson"]["queue_position"] == 1
+    gone = locks[lock_id(h, key) + f"#waiter={second}"]
+    assert gone["state"] == "stale"
+    assert [r["code"] for r in gone["reasons"]] == ["fair_wait_expired"]
+
+
 def test_redisson_read_write_lock_and_hashes_that_are_not_locks(
     redis_harness: RedisHarness,
 ) -> None:

@@ -2,6 +2,7 @@
 
     redis:<host:port/db>[,<host:port/db>...]:<key>[#client=<id>]
     redis:<host:port/db>:<key>#holder=<member>      one holder of a semaphore
+    redis:<host:port/db>:<key>#waiter=<uuid:thread> a Redisson fair lock's queued waiter
     redis:<host:port/db>:<channel>#pubsub=<id>      a subscription lock's connection
 
 An id names one lock for as long as it is the same lock: across polls, in the
@@ -24,7 +25,7 @@ _REDIS = re.compile(rf"redis:(?P<server>(?:{_REDIS_SERVER})(?:,(?:{_REDIS_SERVER
 
 
 # What follows a key in an id that names one party of it, not the key's lock.
-_PARTY = re.compile(r"#(?:client|holder|pubsub)=[^#]*\Z")
+_PARTY = re.compile(r"#(?:client|holder|waiter|pubsub)=[^#]*\Z")
 
 
 def redis_id(
@@ -33,16 +34,20 @@ def redis_id(
     client: int | None = None,
     *,
     holder: str | None = None,
+    waiter: str | None = None,
     pubsub: int | None = None,
 ) -> str:
     """`client`: a client waiting for the lock at `key`, not the lock itself;
     `holder`: one holder (a sorted set's member) of the semaphore at `key`;
+    `waiter`: a waiter queued for the Redisson fair lock at `key`;
     `pubsub`: the connection holding the subscription lock on channel `key`."""
     base = f"{REDIS}:{server}:{key}"
     if client is not None:
         return f"{base}#client={client}"
     if holder is not None:
         return f"{base}#holder={holder}"
+    if waiter is not None:
+        return f"{base}#waiter={waiter}"
     if pubsub is not None:
         return f"{base}#pubsub={pubsub}"
     return base
@@ -50,7 +55,7 @@ def redis_id(
 
 def key_of(key: str) -> tuple[str, str | None]:
     """A parsed id's key without its party, and the party's kind (`client`,
-    `holder`, `pubsub`) if it names one."""
+    `holder`, `waiter`, `pubsub`) if it names one."""
     match = _PARTY.search(key)
     if match is None:
         return key, None

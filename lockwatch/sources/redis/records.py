@@ -90,9 +90,7 @@ def to_locks(snapshot: RedisSnapshot, *, skip_redlock: bool = False) -> list[Loc
         locks.extend(_waiters(snapshot, locks, waiting_for))
     for collection in snapshot.collections:
         if collection.kind == "hash":
-            held = redisson.to_lock(snapshot, collection)
-            if held is not None:
-                locks.append(held)
+            locks.extend(redisson.to_locks(snapshot, collection))
         elif not collection.key.startswith(_REDISSON_INTERNAL):
             locks.extend(semaphore.to_locks(snapshot, collection))
     locks.extend(subscription.to_locks(snapshot))

@@ -12,18 +12,24 @@ TTL stays between 20 and 30 s. A TTL well below that went a whole rhythm without
 renewal: `watchdog_late` (its JVM may be stuck or gone; the key still expires by
 itself). A lock taken with a leaseTime is never renewed, so its TTL runs down
 the same way: the reason says so, and the lock stays `active`.
+
+`RFairLock` queues its waiters in the list `redisson_lock_queue:{<name>}`, each
+with a timeout (ms since the epoch, the waiter's clock) in the sorted set
+`redisson_lock_timeout:{<name>}`: a waiter whose timeout has passed has stopped
+waiting, and the next attempt on the lock drops it (`fair_wait_expired`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Holder, Lock, Reason
-from lockwatch.model.verdict import Verdict
+from lockwatch.model.timestamps import format_timestamp
+from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.redis import ids
 from lockwatch.sources.redis.server import RedisCollection, RedisSnapshot
 from lockwatch.sources.stores.facts import REDIS, WARNING_CODES, StoreLock
@@ -101,11 +107,28 @@ def owners(found: RedisCollection) -> tuple[str | None, tuple[RedissonOwner, ...
 class RedissonFacts(StoreLock):
     mode: str | None = None  # a read-write lock's `mode` field
     owners: tuple[RedissonOwner, ...] = ()
+    # A fair lock's queued waiter: until when it waits (its timeout score).
+    wait_until: datetime | None = None
 
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
     ) -> Verdict:
         verdict = evaluate_store(lock, self, now)
+        if self.waiting:
+            if self.wait_until is not None and self.wait_until <= now:
+                reason = Reason(
+                    "fair_wait_expired",
+                    f"{self.session} stopped waiting for {lock.name}"
+                    f" {duration((now - self.wait_until).total_seconds())} ago (its timeout in"
+                    " the fair lock's queue): Redisson drops it at the next attempt on the lock",
+                )
+                return Verdict(State.STALE, (reason,), age_seconds=verdict.age_seconds)
+            return Verdict(
+                verdict.state,
+                verdict.reasons,
+                age_seconds=verdict.age_seconds,
+                next_change_at=self.wait_until,
+            )
         reasons = list(verdict.reasons)
         first = self.owners[0]
         more = f" (and {len(self.owners) - 1} more)" if len(self.owners) > 1 else ""
@@ -140,6 +163,8 @@ class RedissonFacts(StoreLock):
         return WARNING_CODES | {"watchdog_late"}
 
     def holder_text(self, lock: Lock) -> str:
+        if self.waiting or not self.owners:
+            return f"redisson {self.session} queued"
         first = self.owners[0]
         more = f" +{len(self.owners) - 1}" if len(self.owners) > 1 else ""
         return f"redisson {first.client}:{first.thread} x{first.count}{more}"
@@ -151,6 +176,8 @@ class RedissonFacts(StoreLock):
             "owners": [owner.as_json() for owner in self.owners],
             "watchdog_seconds": WATCHDOG_S,
             "late_below_seconds": LATE_BELOW_S,
+            "queue_position": self.position if self.waiting else None,
+            "wait_until": None if self.wait_until is None else format_timestamp(self.wait_until),
         }
         return record
 
@@ -163,13 +190,16 @@ class RedissonFacts(StoreLock):
         return rows
 
 
-def to_lock(snapshot: RedisSnapshot, found: RedisCollection) -> Lock | None:
+def to_locks(snapshot: RedisSnapshot, found: RedisCollection) -> list[Lock]:
+    """The lock, and a fair lock's queued waiters; none when the hash is not
+    laid out as Redisson keeps a lock."""
     layout = owners(found)
     if layout is None:
-        return None
+        return []
     mode, held = layout
     ttl = None if found.pttl < 0 else found.pttl / 1000
     session = held[0].field
+    waiters = [entry for entry, _ in found.queue if entry != session]
     facts = RedissonFacts(
         REDIS,
         snapshot.server,
@@ -178,27 +208,67 @@ def to_lock(snapshot: RedisSnapshot, found: RedisCollection) -> Lock | None:
         value=session,
         ttl_left=ttl,
         session=session,
+        blocking=tuple(waiters),
         mode=mode,
         owners=held,
     )
-    return Lock(
-        id=ids.redis_id(snapshot.server, found.key),
-        source=REDIS,
-        format=REDISSON if mode is None else REDISSON_RW,
-        name=found.key,
-        path=None,
-        holder=Holder(session=session),
-        ttl_seconds=ttl,
-        expires_at=facts.expires_at,
-        content={
-            "server": snapshot.server,
-            "key": found.key,
-            "hash": dict(found.entries),
-            "pttl_ms": found.pttl,
-        },
-        sha256=_digest(found),
-        facts=facts,
-    )
+    fmt = REDISSON if mode is None else REDISSON_RW
+    locks = [
+        Lock(
+            id=ids.redis_id(snapshot.server, found.key),
+            source=REDIS,
+            format=fmt,
+            name=found.key,
+            path=None,
+            holder=Holder(session=session),
+            ttl_seconds=ttl,
+            expires_at=facts.expires_at,
+            content={
+                "server": snapshot.server,
+                "key": found.key,
+                "hash": dict(found.entries),
+                "queue": [entry for entry, _ in found.queue],
+                "pttl_ms": found.pttl,
+            },
+            sha256=_digest(found),
+            facts=facts,
+        )
+    ]
+    position = 0
+    for entry, timeout in found.queue:
+        if entry == session:
+            continue
+        position += 1
+        locks.append(
+            Lock(
+                id=ids.redis_id(snapshot.server, found.key, waiter=entry),
+                source=REDIS,
+                format=fmt,
+                name=found.key,
+                path=None,
+                holder=Holder(session=entry, operation="waiting"),
+                facts=RedissonFacts(
+                    REDIS,
+                    snapshot.server,
+                    found.key,
+                    snapshot.polled_at,
+                    position=position,
+                    waiting=True,
+                    session=entry,
+                    blocked_by=(session,),
+                    mode=mode,
+                    wait_until=_ms(timeout),
+                ),
+            )
+        )
+    return locks
+
+
+def _ms(score: str | None) -> datetime | None:
+    try:
+        return None if score is None else datetime.fromtimestamp(float(score) / 1000, UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _digest(found: RedisCollection) -> str:

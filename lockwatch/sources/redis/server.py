@@ -75,6 +75,16 @@ class RedisCollection:
     # (field, value) of a hash; (member, score as Redis prints it) of a sorted
     # set, lowest score first. At most MAX_MEMBERS.
     entries: tuple[tuple[str, str], ...]
+    # A hash's Redisson fair-lock queue, in order: (entry, its timeout score or
+    # None), from `redisson_lock_queue:{key}` and `redisson_lock_timeout:{key}`.
+    queue: tuple[tuple[str, str | None], ...] = ()
+
+
+def redisson_names(key: str) -> tuple[str, str]:
+    """A Redisson fair lock's queue and timeout-set names (its prefixName: the
+    lock's name in braces, unless it has a hash tag already)."""
+    tagged = key if "{" in key else "{" + key + "}"
+    return f"redisson_lock_queue:{tagged}", f"redisson_lock_timeout:{tagged}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,14 +285,22 @@ class RedisServer:
             pipe = client.pipeline(transaction=False)
             for name, _, kind in wanted:
                 if kind == b"hash":
+                    queue, timeouts = redisson_names(text(name))
                     pipe.hlen(name)
                     pipe.hscan(name, 0, count=MAX_MEMBERS)
+                    pipe.lrange(raw(queue), 0, MAX_MEMBERS - 1)
+                    pipe.zrange(
+                        raw(timeouts), 0, MAX_MEMBERS - 1, withscores=True, score_cast_func=bytes
+                    )
                 else:
                     pipe.zcard(name)
                     pipe.zrange(name, 0, MAX_MEMBERS - 1, withscores=True, score_cast_func=bytes)
-            answers = pipe.execute(raise_on_error=False)
-            for number, (name, pttl, kind) in enumerate(wanted):
-                size, read = answers[2 * number], answers[2 * number + 1]
+            answers = iter(pipe.execute(raise_on_error=False))
+            for name, pttl, kind in wanted:
+                size, read = next(answers), next(answers)
+                queued: tuple[tuple[str, str | None], ...] = ()
+                if kind == b"hash":
+                    queued = _queue(next(answers), next(answers))
                 if not isinstance(size, int) or size == 0:
                     continue  # gone since
                 if kind == b"hash" and isinstance(read, tuple | list) and len(read) == 2:
@@ -296,7 +314,9 @@ class RedisServer:
                     for field, value in pairs[:MAX_MEMBERS]
                     if isinstance(field, bytes) and isinstance(value, bytes)
                 )
-                found.append(RedisCollection(text(name), kind.decode(), pttl, size, entries))
+                found.append(
+                    RedisCollection(text(name), kind.decode(), pttl, size, entries, queued)
+                )
         return found
 
     def _clients(
@@ -413,6 +433,21 @@ def describe(exc: BaseException, endpoint: RedisEndpoint) -> str:
             " CLIENT LIST and PUBSUB"
         )
     return endpoint.scrub(first)
+
+
+def _queue(entries: object, timeouts: object) -> tuple[tuple[str, str | None], ...]:
+    if not isinstance(entries, list) or not entries:
+        return ()
+    scores = (
+        {m: v for m, v in timeouts if isinstance(m, bytes) and isinstance(v, bytes)}
+        if isinstance(timeouts, list)
+        else {}
+    )
+    return tuple(
+        (text(entry), None if entry not in scores else text(scores[entry]))
+        for entry in entries
+        if isinstance(entry, bytes)
+    )
 
 
 def _int(value: object) -> int | None:
