@@ -5,15 +5,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from lockwatch.model.blocking import BlockingTree
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import Verdict
+
+if TYPE_CHECKING:
+    from lockwatch.model.blocking import BlockingTree
 
 LS_SCHEMA = "lockwatch.ls/1"
 _OPTIONS = orjson.OPT_UTC_Z

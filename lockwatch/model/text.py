@@ -16,8 +16,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from lockwatch.model.sql_secrets import Span, secret_spans
+if TYPE_CHECKING:
+    from lockwatch.model.sql_secrets import Span
+
 
 # Chosen by Unicode general category rather than by listing known-bad characters:
 # a list misses the next invisible character, a category does not.
@@ -132,6 +135,10 @@ def scrub_secrets(text: str) -> str:
     inside any literal or comment (model/sql_secrets.py)."""
     if not _MAYBE.search(text):
         return text
+    # Loaded for the text that may hold one: a dashboard or `ls` of lock files
+    # never pays for SQL's lexers.
+    from lockwatch.model.sql_secrets import secret_spans
+
     pieces: list[str] = []
     at = 0
     for span in secret_spans(text, _other_secrets, _maybe):
@@ -146,6 +153,8 @@ def _maybe(text: str) -> bool:
 
 def _other_secrets(text: str) -> list[Span]:
     """The secrets that are not SQL's own: URL user info, key=value, JSON."""
+    from lockwatch.model.sql_secrets import Span
+
     if not _MAYBE.search(text):
         return []
     spans = [Span(m.end(1) + 1, m.end() - 1, _MASK) for m in _URL_USERINFO.finditer(text)]

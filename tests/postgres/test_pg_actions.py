@@ -34,7 +34,8 @@ from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.postgres.actor import HOLD_APPLICATION, HeldAdvisory, PgActor
 from lockwatch.sources.postgres.dsn import display_name
-from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey
+from lockwatch.sources.postgres.facts import AdvisoryKey
+from lockwatch.sources.postgres.settings import DEFAULT_IDLE_AFTER
 from lockwatch.sources.postgres.source import PgSnapshot
 from tests.facts_of import PgLock, pg_of
 from tests.postgres.conftest import (

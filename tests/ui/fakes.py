@@ -37,7 +37,8 @@ from lockwatch.sources.files.evidence import with_evidence
 from lockwatch.sources.files.users import with_users
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.ids import kernel_lock_id
-from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey, PgBackend, PgLock
+from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgLock
+from lockwatch.sources.postgres.settings import DEFAULT_IDLE_AFTER
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.flow import ActionFlow
 from lockwatch.ui.keys import View

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from lockwatch.config import Config, ConfigError
-from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryKey, string_key
+from lockwatch.sources.postgres.facts import AdvisoryKey, string_key
+from lockwatch.sources.postgres.settings import DEFAULT_IDLE_AFTER
 from lockwatch.sources.registry import configured
 from lockwatch.sources.registry import load_config as load
 

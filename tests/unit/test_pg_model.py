@@ -113,6 +113,7 @@ def test_config_reads_both_hash_forms_and_rejects_bad_ones() -> None:
         {"advisory": {"strings": ["billing"], "pair_strings": {"1": ["agent-sync"]}}}, "t.toml"
     )
     names = settings.advisory
+    assert names is not None
     assert names.name(AdvisoryKey("bigint", key=string_key("billing"))) == "billing"
     key2 = string_key_int32("agent-sync")
     assert names.name(AdvisoryKey("pair", key1=1, key2=key2)) == "1:agent-sync"

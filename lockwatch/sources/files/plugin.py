@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model.action import Kind
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
     Decorator,
     Found,
+    Hint,
     ListingRequest,
     Selected,
     SourceError,
@@ -27,8 +27,16 @@ from lockwatch.sources.files import ids
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
+
+
+# What a scan finds, in words (the empty dashboard says it).
+LOOKED_FOR = (
+    "*.lock, *.pid, lock directories and files tools name their own way,"
+    " and files the kernel holds a lock on"
+)
 
 
 class FilesSource:
@@ -74,6 +82,13 @@ class FilesSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_file(target, host)
+
+    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
+        if not running:
+            return None
+        roots = wanted.paths or (".",)
+        where = ", ".join(os.path.abspath(root) for root in roots)
+        return Hint(looked_for=f"{LOOKED_FOR}, under {where}")
 
     def clues(self, text: str) -> Sequence[Clue]:
         from lockwatch.sources.files.messages import clues

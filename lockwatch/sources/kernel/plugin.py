@@ -12,18 +12,19 @@ Config table it owns:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
     Decorator,
     Found,
+    Hint,
     ListingRequest,
     Selected,
     SourceError,
@@ -34,6 +35,7 @@ from lockwatch.sources.kernel.current import locks_now, status
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
 
@@ -72,6 +74,8 @@ class KernelSource:
         return ACTIONS
 
     def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        from lockwatch.model.action import Kind  # not at the top: `ls` never asks
+
         if kind is not Kind.BREAK:
             return ()
         return [
@@ -137,6 +141,32 @@ class KernelSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_kernel(target, wanted.paths, host)
+
+    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
+        """Off, the kernel's locks on files under the PATHs that it would list: one
+        read of /proc/locks and the holders' fds (no walk of the trees)."""
+        if running:
+            return None
+        from lockwatch.sources.kernel.narrow import narrowed
+        from lockwatch.sources.kernel.procfs import read_table
+        from lockwatch.sources.kernel.records import to_locks
+
+        roots = wanted.paths or (() if wanted.others_asked else (".",))
+        if not roots:
+            return None  # no tree looked at: the host's every lock is not the point
+        table = read_table()
+        if not table.readable:
+            return None
+        files = {
+            lock.path for lock in narrowed(to_locks(table, {}), [os.path.abspath(r) for r in roots])
+        }
+        if not files:
+            return None
+        count = f"{len(files)} file{'s' if len(files) != 1 else ''}"
+        return Hint(
+            could_show=f"kernel locks on {count} under {', '.join(roots)} not shown:"
+            " --kernel shows them (and who waits for them)"
+        )
 
     def clues(self, text: str) -> Sequence[Clue]:
         # Its ids are the registry's to recognise (kernel:...); its locks are found

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
-from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
     ActionProvider,
     Decorator,
     Found,
+    Hint,
     LookupFailed,
     Selected,
     SourceError,
@@ -46,11 +46,16 @@ from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.mysql.dsn import Endpoint
     from lockwatch.sources.mysql.server import MyServer
 
 DEFAULT_REFRESH = 2.0
+
+
+# Where a local server's socket is by default (Debian's and the upstream builds').
+LOCAL_SOCKETS = ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/tmp/mysql.sock")
 
 
 class MysqlSource:
@@ -145,6 +150,25 @@ class MysqlSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_mysql(target, wanted, host)
+
+    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
+        """Not watching any: a server on this host, seen by its port or socket
+        (nothing connects), and the flag that would watch it."""
+        if running:
+            return None
+        from lockwatch.sources.listening import existing_sockets, listening_ports
+
+        sockets = existing_sockets(LOCAL_SOCKETS)
+        if listening_ports([3306]):
+            seen = "listens on port 3306"
+        elif sockets:
+            seen = f"listens on {sockets[0]}"
+        else:
+            return None
+        return Hint(
+            could_show=f"a MySQL/MariaDB server {seen} on this host, not watched:"
+            " --mysql mysql://USER@127.0.0.1:3306 shows its locks"
+        )
 
     def clues(self, text: str) -> Sequence[Clue]:
         from lockwatch.sources.mysql.messages import clues

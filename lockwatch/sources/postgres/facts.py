@@ -30,7 +30,6 @@ _2_31, _2_32, _2_63, _2_64 = 2**31, 2**32, 2**63, 2**64
 
 INSUFFICIENT_PRIVILEGE = "<insufficient privilege>"
 # Seconds a holder may sit idle (in a transaction) before its locks count as stale.
-DEFAULT_IDLE_AFTER = 60.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.verdict import State, evaluate_all
+from lockwatch.sources.postgres.facts import NO_NAMES
 from lockwatch.sources.postgres.records import Entry, Follower
 from lockwatch.sources.postgres.settings import PgSettings
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
@@ -24,7 +25,7 @@ def make_sources(dsns: Sequence[str], settings: PgSettings) -> list[PgSource]:
             dsn,
             idle_after=settings.idle_after,
             all_rows=settings.all_rows,
-            names=settings.advisory,
+            names=NO_NAMES if settings.advisory is None else settings.advisory,
             locktables=settings.locktables,
         )
         for dsn in dsns

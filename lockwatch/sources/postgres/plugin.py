@@ -34,37 +34,39 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
     Decorator,
     Found,
+    Hint,
     ListingRequest,
     LookupFailed,
     Selected,
     SourceError,
     Wanted,
 )
-from lockwatch.sources.locktables.facts import TableLock
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS
-from lockwatch.sources.postgres.facts import (
+from lockwatch.sources.postgres.settings import (
     DEFAULT_IDLE_AFTER,
-    AdvisoryKey,
-    PgBackend,
-    PgClient,
-    PgLock,
+    PgSettings,
+    defaults,
+    read_settings,
 )
-from lockwatch.sources.postgres.settings import DEFAULTS, PgSettings, read_settings
 from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
 
 DEFAULT_REFRESH = 2.0
+
+
+# Where a local server's socket is by default (Debian's and the upstream builds').
+LOCAL_SOCKETS = ("/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432")
 
 
 class PostgresSource:
@@ -73,11 +75,19 @@ class PostgresSource:
     id_prefix = ids.PG
     summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
     config_tables: tuple[str, ...] = ("postgres", "advisory", "locktables")
-    record_types: tuple[type, ...] = (AdvisoryKey, PgBackend, PgClient, PgLock, TableLock)
     title = "PostgreSQL"
     status_word = "pg "
     sees_waits = True
     wait_metrics: str | None = "pg"
+
+    @property
+    def record_types(self) -> tuple[type, ...]:
+        # Its facts' types, for recordings: loaded when asked, not at the CLI's start
+        # (`ls` of lock files never loads this source's facts, display and rules).
+        from lockwatch.sources.locktables.facts import TableLock
+        from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgClient, PgLock
+
+        return (AdvisoryKey, PgBackend, PgClient, PgLock, TableLock)
 
     @property
     def actions(self) -> ActionProvider:
@@ -132,7 +142,7 @@ class PostgresSource:
         return read_settings(tables, where)
 
     def select(self, wanted: Wanted) -> Selected | None:
-        settings: PgSettings = wanted.settings(self.name) or DEFAULTS
+        settings: PgSettings = wanted.settings(self.name) or defaults()
         idle_after = wanted.values.get("pg_idle_after")
         if idle_after is not None and not math.isfinite(idle_after):
             raise SourceError("--pg-idle-after: must be a finite number of seconds")
@@ -152,9 +162,28 @@ class PostgresSource:
         )
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
-        settings: PgSettings = wanted.settings(self.name) or DEFAULTS
+        settings: PgSettings = wanted.settings(self.name) or defaults()
         dsns = _resolve(wanted, settings)
         return find_pg(target, dsns, settings, host)
+
+    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
+        """Not watching any: a server on this host, seen by its port or socket
+        (nothing connects), and the flag that would watch it."""
+        if running:
+            return None
+        from lockwatch.sources.listening import existing_sockets, listening_ports
+
+        sockets = existing_sockets(LOCAL_SOCKETS)
+        if listening_ports([5432]):
+            seen = "listens on port 5432"
+        elif sockets:
+            seen = f"listens on {sockets[0]}"
+        else:
+            return None
+        return Hint(
+            could_show=f"a PostgreSQL server {seen} on this host, not watched:"
+            " --pg postgresql://USER@127.0.0.1:5432/postgres (or LOCKWATCH_PG) shows its locks"
+        )
 
     def clues(self, text: str) -> Sequence[Clue]:
         from lockwatch.sources.postgres.messages import clues

@@ -6,11 +6,19 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from lockwatch.sources.locktables.config import TableSpec, read_specs
-from lockwatch.sources.postgres.facts import DEFAULT_IDLE_AFTER, AdvisoryNames
+
+if TYPE_CHECKING:
+    from lockwatch.sources.postgres.facts import AdvisoryNames
+
+# Seconds a session may sit idle in a transaction holding locks before it is
+# suspect (facts.py names it too). Here, so that the CLI's options and the config
+# need not load the source's facts, display and rules: `ls` of lock files never does.
+DEFAULT_IDLE_AFTER = 60.0
 
 
 @dataclass(frozen=True)
@@ -18,12 +26,16 @@ class PgSettings:
     dsns: tuple[str, ...] = ()
     idle_after: float = DEFAULT_IDLE_AFTER
     all_rows: bool = False
-    advisory: AdvisoryNames = field(default_factory=lambda: AdvisoryNames.build())
+    # None: the config names no advisory keys (nothing to load for that).
+    advisory: AdvisoryNames | None = None
     password_file: str | None = None
     locktables: tuple[TableSpec, ...] = ()  # [[locktables]]: lock tables the config names
 
 
-DEFAULTS = PgSettings()
+@lru_cache(maxsize=1)
+def defaults() -> PgSettings:
+    """The settings without a config (made when first asked, not at import)."""
+    return PgSettings()
 
 
 def _error(message: str) -> Exception:
@@ -88,12 +100,16 @@ def read_settings(data: Mapping[str, Any], where: str) -> PgSettings:
     for table in (namespaces, keys):
         if not all(isinstance(v, str) for v in table.values()):
             raise _error(f"{where}: advisory names must be strings")
-    names = AdvisoryNames.build(
-        namespaces={_int32_key(k, where): v for k, v in namespaces.items()},
-        keys={_int_key(k, where): v for k, v in keys.items()},
-        strings=strings,
-        pair_strings={_int32_key(k, where): v for k, v in pair_strings.items()},
-    )
+    names: AdvisoryNames | None = None
+    if namespaces or keys or strings or pair_strings:
+        from lockwatch.sources.postgres.facts import AdvisoryNames
+
+        names = AdvisoryNames.build(
+            namespaces={_int32_key(k, where): v for k, v in namespaces.items()},
+            keys={_int_key(k, where): v for k, v in keys.items()},
+            strings=strings,
+            pair_strings={_int32_key(k, where): v for k, v in pair_strings.items()},
+        )
     return PgSettings(
         tuple(dsns),
         float(idle_after),

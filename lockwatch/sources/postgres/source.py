@@ -32,7 +32,6 @@ from lockwatch.sources.polled import DEFAULT_DEADLINE
 from lockwatch.sources.postgres.clients import Session, Sockets, find_clients, read_sockets
 from lockwatch.sources.postgres.dsn import display_name, problem, scrub
 from lockwatch.sources.postgres.facts import (
-    DEFAULT_IDLE_AFTER,
     INSUFFICIENT_PRIVILEGE,
     NO_NAMES,
     AdvisoryNames,
@@ -48,6 +47,7 @@ from lockwatch.sources.postgres.records import (
     index_waits,
     to_locks,
 )
+from lockwatch.sources.postgres.settings import DEFAULT_IDLE_AFTER
 from lockwatch.sources.postgres.terms import local_client
 
 APPLICATION_NAME = "lockwatch"
