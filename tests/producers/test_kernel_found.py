@@ -85,3 +85,24 @@ def test_kernel_with_paths_lists_only_locks_under_them(holders: Holders, tmp_pat
     assert kernel_paths == {str(inside / "a.db")}, kernel_paths
     file_paths = {lock["path"] for lock in locks if lock["source"] == "file"}
     assert file_paths == {str(inside / "a.db")}, file_paths
+
+
+def test_a_state_file_whose_lock_info_tells_its_lock_is_one_row(
+    holders: Holders, tmp_path: Path
+) -> None:
+    """Terraform's state file is locked while `.terraform.tfstate.lock.info` beside
+    it says who holds it: that file's row tells the lock, the state file gets none.
+    (The lockf holder imitates terraform's fcntl lock: tests/formats/test_terraform.py
+    runs the real terraform.)"""
+    need("lockf")
+    state = tmp_path / "terraform.tfstate"
+    state.write_text('{"version": 4}\n')
+    info = tmp_path / ".terraform.tfstate.lock.info"
+    info.write_text(
+        '{"ID": "1", "Operation": "OperationTypeApply", "Info": "", "Who": "me@h",'
+        ' "Version": "1.5.0", "Created": "2026-01-02T03:04:05Z", "Path": "terraform.tfstate"}'
+    )
+    holder = holders.start("lockf", state)
+    (row,) = _rows(tmp_path)
+    assert row["path"] == str(info) and row["state"] == "active", row
+    assert row["holder"]["pid"] in holder.holder_pids, row

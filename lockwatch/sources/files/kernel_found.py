@@ -42,7 +42,16 @@ def locked(entry: os.DirEntry[str]) -> bool:
         st = entry.stat(follow_symlinks=False)
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and FileKey.of(st.st_dev, st.st_ino).device in devices
+    if not stat.S_ISREG(st.st_mode) or FileKey.of(st.st_dev, st.st_ino).device not in devices:
+        return False
+    return not _told_elsewhere(entry.path)
+
+
+def _told_elsewhere(path: str) -> bool:
+    """A file whose kernel lock another lock file's row tells: Terraform's state
+    file, locked while `.<state>.lock.info` beside it says who holds it."""
+    directory, _, name = path.rpartition("/")
+    return os.path.lexists(f"{directory}/.{name}.lock.info")
 
 
 def is_locked(key: FileKey | None) -> bool:
