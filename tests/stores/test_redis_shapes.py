@@ -259,7 +259,10 @@ def semaphore_holders(h: RedisHarness, key: str) -> list[dict[str, Any]]:
 
 
 def test_full_semaphore_lists_both_holders(
-    redis_harness: RedisHarness, node_modules: Path, node_holders: list[NodeHolder]
+    redis_harness: RedisHarness,
+    node_modules: Path,
+    node_holders: list[NodeHolder],
+    tmp_path: Path,
 ) -> None:
     h = redis_harness
     name = f"{h.prefix}-jobs-lock"
@@ -281,6 +284,24 @@ def test_full_semaphore_lists_both_holders(
         score = h.client.zscore(f"semaphore:{name}", lk["holder"]["session"])
         assert lk["acquired_at"] is not None and score is not None
         assert [r["code"] for r in lk["reasons"]] == ["semaphore"]
+        assert "not stored in Redis" in lk["reasons"][0]["message"]
+
+    # Where the operator names the limit, it is known, and the semaphore is full.
+    config = tmp_path / "lockwatch.toml"
+    config.write_text(f'[redis]\nsemaphore_limits = {{ "{name}" = 2 }}\n')
+    document = listing(
+        h.url,
+        "--config",
+        str(config),
+        *h.patterns(),
+        "--redis-pattern",
+        f"semaphore:{h.prefix}*",
+    )
+    configured = [lk for lk in document["locks"] if lk["key"] == f"semaphore:{name}"]
+    assert len(configured) == 2
+    for lk in configured:
+        assert lk["semaphore"]["limit"] == 2
+        assert "full" in lk["reasons"][0]["message"]
 
 
 def test_semaphore_holder_past_its_lock_timeout_is_stale_as_the_library_says(

@@ -9,6 +9,7 @@ Config table it owns:
     patterns = ["lock:*", "redlock:*", "*lock", "*Lock"]  # SCAN patterns (the default)
     password_file = "~/.config/lockwatch/redis-password"  # if neither URL nor REDISCLI_AUTH has one
     redlock = ["redis://r1", "redis://r2", "redis://r3"]  # one group (or a list of groups)
+    semaphore_limits = { "jobs-lock" = 2 }  # redis-semaphore limits (Redis does not keep them)
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class RedisSettings:
     patterns: tuple[str, ...] = DEFAULT_PATTERNS
     password_file: str | None = None
     redlock: tuple[tuple[str, ...], ...] = field(default=())
+    # redis-semaphore's limits by semaphore name: an argument of each call, never in Redis.
+    semaphore_limits: tuple[tuple[str, int], ...] = ()
 
 
 DEFAULTS = RedisSettings()
@@ -91,7 +94,15 @@ def read_settings(data: Mapping[str, Any], where: str) -> RedisSettings:
     for group in groups:
         if len(group) < 2:
             raise _error(f"{where}: a redis.redlock group needs at least two servers")
-    return RedisSettings(urls, patterns, password_file, groups)
+    limits = table.get("semaphore_limits", {})
+    if not isinstance(limits, dict) or not all(
+        isinstance(name, str) and isinstance(limit, int) and limit > 0
+        for name, limit in limits.items()
+    ):
+        raise _error(
+            f"{where}: redis.semaphore_limits must map semaphore names to limits (numbers > 0)"
+        )
+    return RedisSettings(urls, patterns, password_file, groups, tuple(sorted(limits.items())))
 
 
 class RedisSource:
@@ -205,6 +216,7 @@ class RedisSource:
             grouped,
             patterns,
             float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+            settings.semaphore_limits,
         )
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
@@ -234,13 +246,19 @@ class SelectedRedis(StoreSelection):
     groups: tuple[tuple[RedisEndpoint, ...], ...]
     patterns: tuple[str, ...]
     refresh: float = DEFAULT_REFRESH
+    semaphore_limits: tuple[tuple[str, int], ...] = ()
 
     def pollers(self, clock: Clock) -> list[RedisPoller]:
         from lockwatch.sources.redis.poll import RedisPoller
 
-        pollers = [RedisPoller.of((endpoint,), self.patterns, clock) for endpoint in self.endpoints]
+        limits = self.semaphore_limits
+        pollers = [
+            RedisPoller.of((endpoint,), self.patterns, clock, limits=limits)
+            for endpoint in self.endpoints
+        ]
         pollers += [
-            RedisPoller.of(group, self.patterns, clock, group=True) for group in self.groups
+            RedisPoller.of(group, self.patterns, clock, group=True, limits=limits)
+            for group in self.groups
         ]
         return pollers
 
@@ -272,7 +290,12 @@ def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
         endpoints.append(endpoint)
     key, _ = ids.key_of(parsed.key)
     poller = RedisPoller.of(
-        tuple(endpoints), (), SystemClock(), group=len(endpoints) > 1, exact=(key,)
+        tuple(endpoints),
+        (),
+        SystemClock(),
+        group=len(endpoints) > 1,
+        exact=(key,),
+        limits=settings.semaphore_limits,
     )
     try:
         polled = poller.poll()

@@ -19,9 +19,16 @@ _SLACK = timedelta(milliseconds=200)
 class RedisPoller:
     """A server on its own (`group` False), or the servers of one Redlock group."""
 
-    def __init__(self, servers: list[RedisServer], *, group: bool = False) -> None:
+    def __init__(
+        self,
+        servers: list[RedisServer],
+        *,
+        group: bool = False,
+        limits: tuple[tuple[str, int], ...] = (),
+    ) -> None:
         self.servers = servers
         self.group = group
+        self.limits = dict(limits)
         self.server = group_name([s.name for s in servers]) if group else servers[0].name
         self.name = f"redis:{self.server}"
 
@@ -33,11 +40,13 @@ class RedisPoller:
         *,
         group: bool = False,
         exact: tuple[str, ...] = (),
+        limits: tuple[tuple[str, int], ...] = (),
     ) -> RedisPoller:
+        """`limits`: redis-semaphore's limits by semaphore name, where configured."""
         servers = [
             RedisServer(endpoint, patterns, clock=clock, exact=exact) for endpoint in endpoints
         ]
-        return RedisPoller(servers, group=group)
+        return RedisPoller(servers, group=group, limits=limits)
 
     @property
     def clock(self) -> Clock:
@@ -67,7 +76,7 @@ class RedisPoller:
             # (its status says since when); its Redlock copies count as unknown.
             snapshot = snapshot or server.last
             if snapshot is not None:
-                locks.extend(to_locks(snapshot, skip_redlock=self.group))
+                locks.extend(to_locks(snapshot, skip_redlock=self.group, limits=self.limits))
         return Polled(max(snapshot.polled_at for snapshot in answered), statuses, locks)
 
     def close(self) -> None:

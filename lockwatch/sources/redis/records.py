@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
@@ -74,9 +74,15 @@ def _ttl(pttl: int) -> float | None:
     return None if pttl < 0 else pttl / 1000
 
 
-def to_locks(snapshot: RedisSnapshot, *, skip_redlock: bool = False) -> list[Lock]:
+def to_locks(
+    snapshot: RedisSnapshot,
+    *,
+    skip_redlock: bool = False,
+    limits: Mapping[str, int] | None = None,
+) -> list[Lock]:
     """One record per lock key, and one per client found waiting for one.
-    `skip_redlock`: leave `redlock:` keys to the group this server is in."""
+    `skip_redlock`: leave `redlock:` keys to the group this server is in;
+    `limits`: redis-semaphore's limits by semaphore name, where known."""
     locks: list[Lock] = []
     waiting_for: list[tuple[int, str]] = []  # (index in locks, name) of python-redis-lock's
     for found in snapshot.keys:
@@ -92,7 +98,7 @@ def to_locks(snapshot: RedisSnapshot, *, skip_redlock: bool = False) -> list[Loc
         if collection.kind == "hash":
             locks.extend(redisson.to_locks(snapshot, collection))
         elif not collection.key.startswith(_REDISSON_INTERNAL):
-            locks.extend(semaphore.to_locks(snapshot, collection))
+            locks.extend(semaphore.to_locks(snapshot, collection, limits or {}))
     locks.extend(subscription.to_locks(snapshot))
     return locks
 

@@ -33,6 +33,8 @@ from lockwatch.sources.redis.server import RedisCollection, RedisSnapshot
 from lockwatch.sources.stores.facts import REDIS, StoreLock
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from lockwatch.model.process import ProcessLookup
 
 SEMAPHORE = "redis-semaphore"
@@ -62,6 +64,8 @@ class SemaphoreFacts(StoreLock):
     # The last writer's lockTimeout in seconds, as inferred; None: no TTL to tell.
     lock_timeout: float | None = None
     expired: bool = False
+    # The limit, where configured ([redis] semaphore_limits): Redis does not keep it.
+    limit: int | None = None
 
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
@@ -69,9 +73,16 @@ class SemaphoreFacts(StoreLock):
         age = None if self.refreshed_at is None else (now - self.refreshed_at).total_seconds()
         held = (
             f"{self.identifier} holds {self.permits} of the {self.members} permits taken"
-            f" ({self.holders} holder{'s' if self.holders != 1 else ''});"
-            " the limit is an argument of each call, not stored in Redis"
+            f" ({self.holders} holder{'s' if self.holders != 1 else ''})"
         )
+        if self.limit is None:
+            held += (
+                "; the limit is an argument of each call, not stored in Redis"
+                " ([redis] semaphore_limits can name it)"
+            )
+        else:
+            full = ": full, acquirers wait" if self.members >= self.limit else ""
+            held += f" of a limit of {self.limit} (as configured){full}"
         info = Reason("semaphore", held)
         if self.expired and self.lock_timeout is not None and age is not None:
             reason = Reason(
@@ -105,7 +116,7 @@ class SemaphoreFacts(StoreLock):
             else format_timestamp(self.refreshed_at),
             "members": self.members,
             "holders": self.holders,
-            "limit": None,
+            "limit": self.limit,
             "lock_timeout_seconds": self.lock_timeout,
             "expired": self.expired,
         }
@@ -117,7 +128,11 @@ class SemaphoreFacts(StoreLock):
             ("holder", self.identifier),
             ("permits", str(self.permits)),
             ("refreshed", None if self.refreshed_at is None else self.refreshed_at.isoformat()),
-            ("taken", f"{self.members} by {self.holders} holders; limit not stored in Redis"),
+            (
+                "taken",
+                f"{self.members} by {self.holders} holders; limit "
+                + ("not stored in Redis" if self.limit is None else f"{self.limit} (configured)"),
+            ),
             (
                 "lockTimeout",
                 None if self.lock_timeout is None else f"{self.lock_timeout:g} s (inferred)",
@@ -165,7 +180,11 @@ def is_semaphore(key: str) -> bool:
     return key.startswith(PREFIX)
 
 
-def to_locks(snapshot: RedisSnapshot, found: RedisCollection) -> list[Lock]:
+def to_locks(
+    snapshot: RedisSnapshot, found: RedisCollection, limits: Mapping[str, int]
+) -> list[Lock]:
+    """One record per holder; `limits`: the configured limits by semaphore name
+    (`[redis] semaphore_limits`), for Redis does not keep them."""
     held = holders(found)
     if held is None:
         return []
@@ -199,6 +218,7 @@ def to_locks(snapshot: RedisSnapshot, found: RedisCollection) -> list[Lock]:
             # clock and PTTL, which is no change of the lock.
             lock_timeout=None if lock_timeout_ms is None else round(lock_timeout_ms / 100) / 10,
             expired=expired,
+            limit=limits.get(name),
         )
         locks.append(
             Lock(
