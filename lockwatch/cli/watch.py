@@ -269,7 +269,15 @@ def build_app(
             audit_key=key_path(audit_key, targets.config.audit_key),
             audit_anchor=syslog_anchor(audit_syslog or targets.config.audit_syslog),
         )
-    return LockwatchApp(live, clock=clock, host=host, actions=actions, readonly=readonly, **view)
+    return LockwatchApp(
+        live,
+        clock=clock,
+        host=host,
+        actions=actions,
+        readonly=readonly,
+        hints=targets.hints,
+        **view,
+    )
 
 
 def _abandon(feeds: list[Feed]) -> None:

@@ -12,7 +12,7 @@ import click
 
 if TYPE_CHECKING:
     from lockwatch.config import Config
-    from lockwatch.sources.contract import Selected, Source
+    from lockwatch.sources.contract import Hint, Selected, Source, Wanted
 
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -77,6 +77,31 @@ def target_options(func: F) -> F:
 class Targets(NamedTuple):
     sources: list[tuple[Source, Selected]]  # what this run looks at, configured
     config: Config
+    wanted: Wanted | None = None  # what was asked (None: built by hand)
+
+    def hints(self) -> list[Hint]:
+        """What the sources tell an empty dashboard (contract.Hinting): what they
+        looked for, and what they could show that is not shown, with its flag."""
+        from dataclasses import replace
+
+        from lockwatch.sources.contract import Hinting
+        from lockwatch.sources.files.plugin import SOURCE as FILES
+        from lockwatch.sources.registry import SOURCES
+
+        if self.wanted is None:
+            return []
+        running = {source.name for source, _ in self.sources}
+        # As the registry's select sees it: PATHs default to "." only when no other
+        # source was asked for.
+        others = any(s.asked(self.wanted.values) for s in SOURCES if s is not FILES)
+        wanted = replace(self.wanted, others_asked=others)
+        said = []
+        for source in SOURCES:
+            if isinstance(source, Hinting):
+                hint = source.hint(wanted, source.name in running)
+                if hint is not None:
+                    said.append(hint)
+        return said
 
     def roots(self) -> tuple[str, ...]:
         """The lock trees looked at ((): none)."""
@@ -131,7 +156,7 @@ def select_targets(
 
     wanted = Wanted(tuple(values.get("paths") or ()), values, config, environ)
     try:
-        return Targets(select(wanted), config)
+        return Targets(select(wanted), config, wanted)
     except SourceError as exc:
         raise click.UsageError(str(exc)) from exc
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -30,6 +30,7 @@ from lockwatch.model.query import EVERYTHING, QueryError, parse
 from lockwatch.model.rows import Rows
 from lockwatch.model.status import SourceStatus, failure_cause
 from lockwatch.sources import registry
+from lockwatch.sources.contract import Hint
 from lockwatch.sources.feed import Feed
 from lockwatch.tty import exit_soon
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
@@ -132,9 +133,12 @@ class LockwatchApp(App[None]):
         tick_seconds: float = TICK_SECONDS,
         actions: ActionSession | None = None,
         readonly: bool = False,
+        hints: Callable[[], Sequence[Hint]] | None = None,
     ) -> None:
+        """`hints`: what the sources tell an empty dashboard (asked off the loop)."""
         super().__init__()
         self.readonly = readonly
+        self.hints = hints
         # Break, steal, release and cancel; None (read-only, replays): no action keys.
         self.actions = None if readonly else actions
         self.flow = None if self.actions is None else ActionFlow(self, self.actions)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from time import monotonic
 from typing import ClassVar
 
 from rich.table import Table
@@ -22,6 +23,7 @@ from lockwatch.model.query import fields
 from lockwatch.model.status import LIVE_STATES, SourceStatus
 from lockwatch.model.verdict import State
 from lockwatch.sources import registry
+from lockwatch.sources.contract import Hint
 from lockwatch.ui.keys import Group, Move, help_rows, move_bindings, moved
 from lockwatch.ui.safe import clean
 
@@ -129,14 +131,33 @@ class SourcesBar(Static):
         self._shown, self._lines = line, lines
 
 
+# What the sources tell an empty dashboard is asked again at most this often
+# (seconds; /proc is read for it, off the event loop).
+HINT_SECONDS = 5.0
+
+
 class EmptyState(Static):
+    """No row to show: why (a filter), or what was looked for and where, each
+    watched place's state, and what the sources say they could show that is
+    not shown (kernel locks under the roots, a local server), with the flag
+    that shows it (contract.Hint)."""
+
     DEFAULT_CSS = """
     EmptyState {
         height: 1fr; content-align: center middle; text-align: center; color: $text-muted;
+        padding: 0 2;
     }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._hints: Sequence[Hint] = ()
+        self._asked_at: float | None = None
+        self._asking = False
+        self._last: tuple[Board, str] | None = None
+
     def explain(self, board: Board, filter_text: str) -> None:
+        self._last = (board, filter_text)
         if len(board) and filter_text:
             self.update(
                 Text(
@@ -145,23 +166,57 @@ class EmptyState(Static):
                 )
             )
             return
+        self._ask()
         watched = [s for s in board.all_statuses()]
         if not watched:
             self.update("Looking for locks…")
             return
-        lines = ["No locks right now.", ""]
+        # Nothing could be read: the news is the failure, not "no locks" (the
+        # reasons follow, one line each).
+        live = any(status.state in LIVE_STATES for status in watched)
+        lines = ["No locks right now." if live else "Could not look for locks:", ""]
+        looked = [hint.looked_for for hint in self._hints if hint.looked_for]
+        lines += [clean(f"Looked for {what}.") for what in looked]
+        if looked:
+            lines.append("")
         for status in watched:
             source = registry.by_name(status.kind)
             where = source.title if source is not None else status.kind
             extra = f": {status.reason}" if status.reason else ""
             lines.append(clean(f"{where} {status.name} — {status.state}{extra}"))
-        lines += [
-            "",
-            "lockwatch shows *.lock and *.pid files (clawdbot, gitclaw, tower-fleet/v1,",
-            "little-loops, pid files, bare lock files) and pg_locks rows that matter.",
-            "New locks appear here as soon as they are written.",
-        ]
+        more = [hint.could_show for hint in self._hints if hint.could_show]
+        if more:
+            lines.append("")
+            lines += [clean(f"• {what}") for what in more]
+        lines += ["", "New locks appear here as soon as they are written."]
         self.update(Text("\n".join(lines)))
+
+    def _ask(self) -> None:
+        """What the sources tell an empty dashboard, asked off the event loop
+        (they read /proc), at most every HINT_SECONDS; shown once answered."""
+        hints = getattr(self.app, "hints", None)
+        now = monotonic()
+        if hints is None or self._asking:
+            return
+        if self._asked_at is not None and now - self._asked_at < HINT_SECONDS:
+            return
+        self._asking, self._asked_at = True, now
+
+        def ask() -> None:
+            try:
+                said = tuple(hints())
+            except Exception:  # noqa: BLE001 - a hint is a courtesy: never the dashboard's end
+                said = ()
+            self.app.call_from_thread(self._answered, said)
+
+        self.run_worker(ask, thread=True, group="hints", exit_on_error=False)
+
+    def _answered(self, hints: Sequence[Hint]) -> None:
+        self._asking = False
+        if tuple(hints) != tuple(self._hints):
+            self._hints = hints
+            if self._last is not None and self.display:
+                self.explain(*self._last)
 
 
 class EventLog(RichLog):

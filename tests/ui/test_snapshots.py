@@ -20,8 +20,11 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from lockwatch.model.changes import ChangeSet
+from lockwatch.sources.contract import Hint
+from lockwatch.sources.files.plugin import LOOKED_FOR
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.table import LockTable
 from tests.ui.fakes import (
@@ -39,6 +42,7 @@ from tests.ui.fakes import (
     make_app,
     mixed_scenario,
     settle,
+    until,
 )
 
 SnapCompare = Callable[..., bool]
@@ -168,11 +172,33 @@ def test_theme(snap_compare: SnapCompare, theme: str) -> None:
     assert snap_compare(app, terminal_size=LARGE, run_before=keys())
 
 
+# What the sources say to an empty dashboard, as the files, kernel and postgres
+# plugins word it (tests/ui/test_empty_state.py asks the real ones).
+EMPTY_HINTS = (
+    Hint(looked_for=f"{LOOKED_FOR}, under /srv/locks"),
+    Hint(
+        could_show="kernel locks on 2 files under /srv/locks not shown: --kernel shows them"
+        " (and who waits for them)"
+    ),
+    Hint(
+        could_show="a PostgreSQL server listens on port 5432 on this host, not watched:"
+        " --pg postgresql://USER@127.0.0.1:5432/postgres (or LOCKWATCH_PG) shows its locks"
+    ),
+)
+
+
 @SIZES
 def test_empty_state(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
-    """A watched root with no lock: say what is watched and what would show."""
-    app = make_app(empty_scenario())
-    assert snap_compare(app, terminal_size=size, run_before=keys())
+    """A watched root with no lock: what was looked for and where, the root's state,
+    and what is not shown with the flags that show it."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await keys()(pilot)
+        empty = pilot.app.query_one("#empty", Static)
+        await until(pilot, lambda: "--kernel" in str(empty.content), "the hints shown")
+
+    app = make_app(empty_scenario(), hints=lambda: EMPTY_HINTS)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 @SIZES
