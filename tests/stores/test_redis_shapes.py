@@ -15,13 +15,13 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 
-from tests.stores.conftest import WAIT_S, RedisHarness, unavailable, until
+from tests.stores.conftest import WAIT_S, RedisHarness, Throwaway, unavailable, until
 from tests.stores.test_redis_break import audit_records, break_cli, lock_id
 from tests.stores.test_redis_source import listing
 
@@ -454,3 +454,32 @@ def test_default_patterns_find_redisson_s_and_redis_semaphore_s_keys(
         (f"semaphore:{h.prefix}-jobs-lock", "redis-semaphore"),
         (f"mutex:{h.prefix}-jobs-lock", "redis"),
     }
+
+
+def test_subscription_lock_shown_where_pubsub_is_refused(
+    throwaway_redis: Callable[..., Throwaway],
+) -> None:
+    # A monitoring user that may not run PUBSUB: the holder is still CLIENT LIST's.
+    server = throwaway_redis("--user", "monitor", "on", "nopass", "~*", "&*", "+@all", "-pubsub")
+    where = {"host": "127.0.0.1", "port": server.port, "db": 0}
+    process = subprocess.Popen(
+        [sys.executable, "-c", PORTALOCKER_HOLDER, "nightly",
+         "127.0.0.1", str(server.port), "0"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        name = process.stdout.readline().strip()
+        import portalocker
+
+        with pytest.raises(portalocker.AlreadyLocked):
+            portalocker.RedisLock("nightly", redis_kwargs=where, fail_when_locked=True).acquire(
+                timeout=0
+            )
+        url = f"redis://monitor@127.0.0.1:{server.port}/0"
+        (lock,) = [lk for lk in listing(url)["locks"] if lk["name"] == "nightly"]
+        assert lock["subscription"]["name"] == name
+        assert lock["subscription"]["subscribers"] is None
+    finally:
+        process.kill()
+        process.wait(timeout=WAIT_S)

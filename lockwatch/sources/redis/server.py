@@ -373,7 +373,12 @@ class RedisServer:
         channels = list(dict.fromkeys(subscriber.channel for subscriber in subscribers))
         if not channels:
             return ()
-        answer = client.pubsub_numsub(*[raw(channel) for channel in channels])
+        import redis
+
+        try:
+            answer = client.pubsub_numsub(*[raw(channel) for channel in channels])
+        except redis.ResponseError:
+            return ()  # PUBSUB refused (an ACL): the holders are still CLIENT LIST's
         return tuple(
             (text(channel), int(count))
             for channel, count in answer
