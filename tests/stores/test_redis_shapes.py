@@ -483,3 +483,33 @@ def test_subscription_lock_shown_where_pubsub_is_refused(
     finally:
         process.kill()
         process.wait(timeout=WAIT_S)
+
+
+def test_members_read_are_capped_per_key_and_per_poll(
+    redis_harness: RedisHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lockwatch.sources.redis import server as redis_server
+    from lockwatch.sources.redis.endpoint import parse
+    from lockwatch.sources.redis.records import to_locks
+
+    h, client = redis_harness, redis_harness.client
+    base = 1_700_000_000_000
+    for number in range(3):
+        key = f"semaphore:{h.prefix}-{number}-lock"
+        client.zadd(key, {f"holder-{i}": base + i for i in range(150)})
+        client.pexpire(key, 60_000)
+    # A batch per key, and room for a key and a half.
+    monkeypatch.setattr(redis_server, "BATCH", 1)
+    monkeypatch.setattr(redis_server, "MAX_ENTRIES", 150)
+    server = redis_server.RedisServer(parse(h.url, {}), (f"semaphore:{h.prefix}*",))
+    try:
+        snapshot = server.poll()
+    finally:
+        server.close()
+    assert snapshot is not None
+    read = {found.key: found for found in snapshot.collections}
+    assert len(read) == 2 and snapshot.entries_truncated
+    assert all(found.size == 150 and len(found.entries) == 100 for found in read.values())
+    assert server.status.reason is not None and "150 entries" in server.status.reason
+    holders = [lock for lock in to_locks(snapshot) if lock.format == "redis-semaphore"]
+    assert len(holders) == 200

@@ -146,7 +146,7 @@ class RedissonFacts(StoreLock):
                 0,
                 Reason(
                     "watchdog_late",
-                    f"{ttl:g} s of TTL left: Redisson's watchdog re-arms it to {WATCHDOG_S:g} s"
+                    f"{ttl:.1f} s of TTL left: Redisson's watchdog re-arms it to {WATCHDOG_S:g} s"
                     f" every {RENEW_EVERY_S:g} s, so it went over {duration(RENEW_EVERY_S)}"
                     " without renewal: its JVM may be stuck or gone (unless it was taken with a"
                     " leaseTime, which is never renewed). It still expires by itself",

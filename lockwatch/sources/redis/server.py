@@ -17,7 +17,7 @@ import random
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
@@ -41,6 +41,9 @@ BLOCKING_COMMANDS = frozenset({"blpop", "brpop", "blmove", "brpoplpush", "blmpop
 # semaphore's limit of them; a huge collection a pattern happens to match must
 # not cost a poll its size.
 MAX_MEMBERS = 100
+# And at most this many entries in all, per poll (a semaphore's holder is a lock
+# record each): past it, the remaining collections are not read, and the status says so.
+MAX_ENTRIES = 100_000
 # portalocker's RedisLock names its subscription connection `<channel>-lock-<holder
 # id, uuid4 hex>` (`<channel>-lock` up to portalocker 3.2).
 SUBSCRIBER_NAME = re.compile(r"(?P<channel>.+)-lock(?:-(?P<holder>[0-9a-f]{32}))?", re.DOTALL)
@@ -116,6 +119,8 @@ class RedisSnapshot:
     # PUBSUB NUMSUB of each subscriber's channel: how many connections Redis
     # counts on it (portalocker's own test of whether the lock is free).
     numsub: tuple[tuple[str, int], ...] = ()
+    # Whether MAX_ENTRIES stopped the reading of hashes and sorted sets.
+    entries_truncated: bool = False
 
 
 def text(raw: bytes) -> str:
@@ -174,7 +179,7 @@ class RedisServer:
                     ([raw(key) for key in self.exact], False) if self.exact else self._scan(client)
                 )
                 polled_at = self.clock.now()
-                keys, collections = self._read(client, names)
+                keys, collections, capped = self._read(client, names)
                 blocked, subscribers, problem = self._clients(client)
                 numsub = self._numsub(client, subscribers)
         except (redis.RedisError, OSError, DeadlineMissed) as exc:
@@ -193,10 +198,16 @@ class RedisServer:
             tuple(collections),
             tuple(subscribers),
             numsub,
+            capped,
         )
         notes = [note for note in (problem,) if note]
         if truncated:
             notes.append(f"over {MAX_KEYS} keys match the patterns: only the first are listed")
+        if capped:
+            notes.append(
+                f"over {MAX_ENTRIES} entries in matching hashes and sorted sets: only the"
+                " first are read"
+            )
         self.status = SourceStatus(
             "redis",
             self.name,
@@ -237,7 +248,7 @@ class RedisServer:
 
     def _read(
         self, client: redis.Redis, names: list[bytes]
-    ) -> tuple[list[RedisKey], list[RedisCollection]]:
+    ) -> tuple[list[RedisKey], list[RedisCollection], bool]:
         """Each key's value and TTL. Hashes and sorted sets are read as
         collections; other keys that are not strings (lists such as
         python-redis-lock's signal lists) are not locks; keys gone since the SCAN
@@ -261,15 +272,23 @@ class RedisServer:
                     others.append((name, pttl))
                 elif isinstance(value, bytes):
                     keys.append(RedisKey(text(name), text(value), pttl))
-        return keys, self._collections(client, others)
+        collections, capped = self._collections(client, others)
+        return keys, collections, capped
 
     def _collections(
         self, client: redis.Redis, others: list[tuple[bytes, int]]
-    ) -> list[RedisCollection]:
-        """Hashes' and sorted sets' sizes and first MAX_MEMBERS entries: TYPE in
-        one pipelined batch, then the reads in another."""
+    ) -> tuple[list[RedisCollection], bool]:
+        """Hashes' and sorted sets' first MAX_MEMBERS entries, in pipelined
+        batches: TYPE; then HSCAN (a hash's whole, when it is small: its size is
+        then what came back) and the LRANGE of a Redisson fair lock's queue, or
+        ZCARD and ZRANGE; then, only for queues that are not empty, their timeouts.
+        A hash costs five commands with its GET and PTTL, a string lock two.
+        Stops at MAX_ENTRIES entries in all (True: it did)."""
         found: list[RedisCollection] = []
+        total = 0
         for start in range(0, len(others), BATCH):
+            if total >= MAX_ENTRIES:
+                return found, True
             chunk = others[start : start + BATCH]
             pipe = client.pipeline(transaction=False)
             for name, _ in chunk:
@@ -285,39 +304,60 @@ class RedisServer:
             pipe = client.pipeline(transaction=False)
             for name, _, kind in wanted:
                 if kind == b"hash":
-                    queue, timeouts = redisson_names(text(name))
-                    pipe.hlen(name)
                     pipe.hscan(name, 0, count=MAX_MEMBERS)
-                    pipe.lrange(raw(queue), 0, MAX_MEMBERS - 1)
-                    pipe.zrange(
-                        raw(timeouts), 0, MAX_MEMBERS - 1, withscores=True, score_cast_func=bytes
-                    )
+                    pipe.lrange(raw(redisson_names(text(name))[0]), 0, MAX_MEMBERS - 1)
                 else:
                     pipe.zcard(name)
                     pipe.zrange(name, 0, MAX_MEMBERS - 1, withscores=True, score_cast_func=bytes)
-            answers = iter(pipe.execute(raise_on_error=False))
-            for name, pttl, kind in wanted:
-                size, read = next(answers), next(answers)
-                queued: tuple[tuple[str, str | None], ...] = ()
-                if kind == b"hash":
-                    queued = _queue(next(answers), next(answers))
-                if not isinstance(size, int) or size == 0:
+            answers = pipe.execute(raise_on_error=False)
+            read: list[tuple[bytes, int, str, int, list[Any], list[bytes]]] = []
+            for number, (name, pttl, kind) in enumerate(wanted):
+                first, second = answers[2 * number], answers[2 * number + 1]
+                if kind == b"hash" and isinstance(first, tuple | list) and len(first) == 2:
+                    cursor, fields = first
+                    pairs = list(fields.items()) if isinstance(fields, dict) else []
+                    # A hash HSCAN did not return whole is no lock's: say it is bigger.
+                    size = len(pairs) if cursor == 0 else max(len(pairs), MAX_MEMBERS) + 1
+                    queue = (
+                        [e for e in second if isinstance(e, bytes)]
+                        if isinstance(second, list)
+                        else []
+                    )
+                    read.append((name, pttl, "hash", size, pairs, queue))
+                elif kind == b"zset" and isinstance(first, int) and isinstance(second, list):
+                    read.append((name, pttl, "zset", first, list(second), []))
+            timeouts = self._timeouts(client, [name for name, *_, queue in read if queue])
+            for name, pttl, kind, size, pairs, queue in read:
+                if size == 0:
                     continue  # gone since
-                if kind == b"hash" and isinstance(read, tuple | list) and len(read) == 2:
-                    pairs = list(read[1].items()) if isinstance(read[1], dict) else []
-                elif kind == b"zset" and isinstance(read, list):
-                    pairs = list(read)
-                else:
-                    continue
                 entries = tuple(
                     (text(field), text(value))
                     for field, value in pairs[:MAX_MEMBERS]
                     if isinstance(field, bytes) and isinstance(value, bytes)
                 )
-                found.append(
-                    RedisCollection(text(name), kind.decode(), pttl, size, entries, queued)
+                scores = timeouts.get(name, {})
+                queued = tuple(
+                    (text(entry), None if entry not in scores else text(scores[entry]))
+                    for entry in queue
                 )
-        return found
+                found.append(RedisCollection(text(name), kind, pttl, size, entries, queued))
+                total += len(entries) + len(queued)
+        return found, False
+
+    def _timeouts(self, client: redis.Redis, names: list[bytes]) -> dict[bytes, dict[bytes, bytes]]:
+        """Each Redisson fair lock's waiters' timeouts, for the locks with a queue."""
+        if not names:
+            return {}
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            timeouts = raw(redisson_names(text(name))[1])
+            pipe.zrange(timeouts, 0, MAX_MEMBERS - 1, withscores=True, score_cast_func=bytes)
+        answers = pipe.execute(raise_on_error=False)
+        return {
+            name: {m: v for m, v in answer if isinstance(m, bytes) and isinstance(v, bytes)}
+            for name, answer in zip(names, answers, strict=True)
+            if isinstance(answer, list)
+        }
 
     def _clients(
         self, client: redis.Redis
@@ -438,21 +478,6 @@ def describe(exc: BaseException, endpoint: RedisEndpoint) -> str:
             " CLIENT LIST and PUBSUB"
         )
     return endpoint.scrub(first)
-
-
-def _queue(entries: object, timeouts: object) -> tuple[tuple[str, str | None], ...]:
-    if not isinstance(entries, list) or not entries:
-        return ()
-    scores = (
-        {m: v for m, v in timeouts if isinstance(m, bytes) and isinstance(v, bytes)}
-        if isinstance(timeouts, list)
-        else {}
-    )
-    return tuple(
-        (text(entry), None if entry not in scores else text(scores[entry]))
-        for entry in entries
-        if isinstance(entry, bytes)
-    )
 
 
 def _int(value: object) -> int | None:
