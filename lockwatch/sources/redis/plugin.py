@@ -1,6 +1,8 @@
 """The redis source: lock keys in Redis (redis-py's Lock, python-redis-lock,
 pottery's Redlock, and keys named like locks), their holders' tokens and TTLs,
-python-redis-lock's waiters, and Redlock groups' quorums.
+python-redis-lock's waiters, and Redlock groups' quorums; Redisson's hash locks,
+redis-semaphore's sorted-set semaphores and portalocker's subscription locks
+(format modules redisson.py, semaphore.py, subscription.py).
 
 Config table it owns:
 

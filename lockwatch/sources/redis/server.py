@@ -474,7 +474,7 @@ def describe(exc: BaseException, endpoint: RedisEndpoint) -> str:
         )
     elif "NOPERM" in first:
         first = (
-            f"{first} — lockwatch needs SCAN, GET, PTTL, TYPE, HLEN, HSCAN, ZCARD, ZRANGE,"
+            f"{first} — lockwatch needs SCAN, GET, PTTL, TYPE, HSCAN, LRANGE, ZCARD, ZRANGE,"
             " CLIENT LIST and PUBSUB"
         )
     return endpoint.scrub(first)
