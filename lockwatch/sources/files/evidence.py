@@ -19,7 +19,7 @@ from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import kernel_file
 from lockwatch.sources.files.mounts import remote_devices
 from lockwatch.sources.files.users import GitProcesses, attach_users, scan_git_processes
-from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, open_files, read_table
+from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, listed, open_files, read_table
 
 # A format's reading of the kernel's locks (sqlite.explain): the lock and its
 # evidence, given the locks on any file and who has a file open.
@@ -69,6 +69,38 @@ def kernel_table() -> KernelTable | None:
         return None
     kernel_found.remember(lock.file for lock in table.locks)
     return table
+
+
+def kernel_listed() -> frozenset[FileKey] | None:
+    """The files /proc/locks names now, read without looking at any process (or
+    None where it cannot be read): what a one-shot scan's walks list whatever
+    their names, and what `kernel_table_for` narrows the full read to."""
+    locks = listed()
+    if locks is None:
+        return None
+    keys = frozenset(lock.file for lock in locks)
+    kernel_found.remember(keys)
+    return keys
+
+
+def kernel_table_for(
+    listed_keys: frozenset[FileKey] | None, locks: Sequence[Lock]
+) -> KernelTable | None:
+    """The kernel's word on `locks` alone: /proc/locks read with owners and
+    holders for the files among `locks` that it lists. Every process's fds are
+    looked through only when one of them is locked, never for the host's other
+    locks (a host may have thousands that no scanned file is concerned with)."""
+    if listed_keys is None:
+        return None
+    wanted: set[FileKey] = set()
+    for lock in locks:
+        key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
+        if key is not None and key in listed_keys:
+            wanted.add(key)
+    if not wanted:
+        return KernelTable()
+    table = read_table(only=wanted)
+    return table if table.readable else None
 
 
 @lru_cache(maxsize=1)

@@ -26,7 +26,7 @@ from lockwatch.sources.files.scanner import Area, ScanResult, find_in, load_all,
 from lockwatch.sources.processes import PsutilProcesses
 
 if TYPE_CHECKING:
-    from lockwatch.sources.kernel.procfs import KernelTable
+    from lockwatch.model.kernel import FileKey
 
 # Share the work only with at least this many directories or files per worker:
 # below that, forking costs more than it saves.
@@ -45,14 +45,15 @@ class Judged:
 
 
 def _judge(
-    areas: Sequence[Area], now: datetime, host: str, table: KernelTable | None = None
+    areas: Sequence[Area], now: datetime, host: str, listed: frozenset[FileKey] | None = None
 ) -> Judged:
-    from lockwatch.sources.files.evidence import Evidence
+    from lockwatch.sources.files.evidence import Evidence, kernel_table_for
 
     candidates, errors = find_in(areas)
     # Rendered and dropped: nothing keeps the records' content, so none is compacted.
     loaded = load_all(candidates, ScanResult(errors=errors), compact=False)
-    locks = Evidence(table).attach(loaded.locks)
+    # The kernel's word on this slice's files alone (`listed`: what /proc/locks names).
+    locks = Evidence(kernel_table_for(listed, loaded.locks)).attach(loaded.locks)
     # Processes are looked at after the files were read (see PsutilProcesses).
     processes, clock = PsutilProcesses(), FrozenClock(now)
     records = []
@@ -98,12 +99,13 @@ def json_listing(
     now: datetime,
     host: str,
     jobs: int,
-    table: KernelTable | None = None,
+    listed: frozenset[FileKey] | None = None,
 ) -> Listing:
     """The file locks under `roots`, rendered, identical whatever `jobs` is.
-    `table` is /proc/locks, read once here and shared by every worker."""
+    `listed`: the files /proc/locks names (evidence.kernel_listed), read once here;
+    each worker reads the kernel's word on its own files."""
     slices, find_errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
-    parts = fan_out(slices, lambda part: _judge(part, now, host, table))
+    parts = fan_out(slices, lambda part: _judge(part, now, host, listed))
     _add_scope_conflicts(parts)
     errors = sorted(
         find_errors + [error for part in parts for error in part.errors], key=lambda e: e.path

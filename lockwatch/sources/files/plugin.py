@@ -102,16 +102,18 @@ class SelectedFiles:
     roots: tuple[str, ...]
 
     def collect(self, request: ListingRequest) -> Collected:
-        from lockwatch.sources.files.evidence import Evidence, kernel_table
+        from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
 
-        table = kernel_table()
+        # /proc/locks' files, no process looked at yet: the full read is narrowed to
+        # the scanned lock files (a host's other locks cost nothing).
+        listed = kernel_listed()
         out = Collected(
             places=[f"under {', '.join(self.roots)} (looked for *.lock and *.pid files)"]
         )
         if request.as_json:
             from lockwatch.sources.files.listing import json_listing
 
-            listing = json_listing(self.roots, request.now, request.host, request.jobs, table)
+            listing = json_listing(self.roots, request.now, request.host, request.jobs, listed)
             out.arrays, out.errors, out.stale = listing.arrays, listing.errors, listing.stale
         else:
             from lockwatch.clock import FrozenClock
@@ -121,7 +123,7 @@ class SelectedFiles:
             from lockwatch.sources.processes import PsutilProcesses
 
             result = scan(self.roots)
-            locks = Evidence(table).attach(result.locks)
+            locks = Evidence(kernel_table_for(listed, result.locks)).attach(result.locks)
             out.assessed = assess(locks, PsutilProcesses(), FrozenClock(request.now), request.host)
             out.errors = result.errors
             out.stale = sum(verdict.state is State.STALE for _, verdict in out.assessed)

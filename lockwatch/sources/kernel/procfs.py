@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -336,7 +337,11 @@ class KernelTable:
         return KernelEvidence(holds, waiters, open_by, open_unknown, was_held)
 
 
-def read_table(proc: str = "/proc", known: Mapping[FileKey, str] | None = None) -> KernelTable:
+def read_table(
+    proc: str = "/proc",
+    known: Mapping[FileKey, str] | None = None,
+    only: AbstractSet[FileKey] | None = None,
+) -> KernelTable:
     """/proc/locks now, with each lock's owners (as processes too) and path.
 
     A flock or OFD lock belongs to an open file, which every process that
@@ -346,7 +351,9 @@ def read_table(proc: str = "/proc", known: Mapping[FileKey, str] | None = None) 
     the processes /proc/locks names are enough, unless one of them does not
     have its file (exited): then every process's. Nothing is read beyond
     /proc/locks while it lists no lock. `known` gives paths (by inode, under
-    watched roots) for files no fd names.
+    watched roots) for files no fd names. `only`: the files that matter (a
+    scan's lock files); the locks on others are left out before any process
+    is looked at, so a host's thousands of other locks cost a scan nothing.
     """
     where = f"{proc}/locks"
     try:
@@ -354,6 +361,8 @@ def read_table(proc: str = "/proc", known: Mapping[FileKey, str] | None = None) 
     except OSError as exc:
         return KernelTable(readable=False, problem=f"{where} unreadable: {exc.strerror or exc}")
     parsed = parse_proc_locks(text)
+    if only is not None:
+        parsed = [lock for lock in parsed if lock.file in only]
     if not parsed:
         return KernelTable()
     finder = _OwnerFinder(proc, parsed)
