@@ -238,9 +238,6 @@ class StoreLock(Facts):
             record["token"] = self.value
             record["quorum"] = None if self.quorum is None else self.quorum.as_json()
             record["client"] = None if self.client is None else self.client.as_json()
-            # The Redis shapes' own objects (sources/redis: redisson.py, semaphore.py,
-            # subscription.py fill theirs in): null on every other Redis record.
-            record.update(redisson=None, semaphore=None, subscription=None)
         else:
             record.update(
                 value=self.value,
