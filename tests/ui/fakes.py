@@ -868,7 +868,7 @@ def error_scenario(last_locks: bool = True) -> list[ChangeSet]:
 # --- the kernel's locks ----------------------------------------------------------------------
 
 BUILDS = "/srv/builds"
-KERNEL_FREE_ID = f"file:{BUILDS}/cache.lock"
+KERNEL_FREE_ID = f"file:{BUILDS}/cache.lock"  # held by nobody now (judged unknown)
 KERNEL_PROCESSES = StaticProcesses(
     _running(5501, "python3 -m pip wheel . --lock build.lock", started_seconds_ago=300.0),
     _running(5502, "python3 worker.py --queue builds", started_seconds_ago=120.0),
@@ -909,7 +909,8 @@ def kernel_scenario() -> list[ChangeSet]:
     judged with the kernel's evidence, and the kernel's own records:
 
         build.lock   held with flock by pid 5501, pid 5503 (flock(1)) waits for it
-        cache.lock   nobody holds it: free
+        cache.lock   nobody holds it, an empty file: unknown (existence_unknown) until the
+                     kernel is seen holding it (npm's lockfile is never free)
         queue.lock   no kernel lock, but pid 5502 has it open: open_by
         .terraform.tfstate.lock.info  a POSIX lock held by terraform
 

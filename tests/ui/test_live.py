@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,23 @@ from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.panels import EmptyState
 from lockwatch.ui.table import LockTable
 from tests.conftest import LOCAL_HOST
-from tests.ui.fakes import make_app, row_text, until
+from tests.ui.fakes import make_app, row_text
+from tests.ui.fakes import until as until_within
 
 SIZE = (120, 36)
-WAIT_S = 5.0
+# A bound on each wait, only so that a broken run fails rather than hangs: generous,
+# since two cores shared with other test runs deliver inotify events late (5 s was
+# missed under load, with the dashboard right).
+WAIT_S = 30.0
 STEP_S = 0.05
 HOUR = 3600.0
 PROBE = "zz-probe.lock"
 ME = os.getpid()
 PARENT = os.getppid()
+
+
+async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> None:
+    await until_within(pilot, condition, what, WAIT_S)
 
 
 def content(owner: str, pid: int = ME) -> str:

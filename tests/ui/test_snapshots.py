@@ -226,7 +226,7 @@ def test_filter_applied(snap_compare: SnapCompare, size: tuple[int, int]) -> Non
 
 @SIZES
 def test_kernel_locks(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
-    """Lock files judged by the kernel (held, free and dimmed, open_by) beside
+    """Lock files judged by the kernel (held, an empty one nobody holds unknown, open_by) beside
     the kernel's own flock/POSIX records, a waiter among them."""
     app = make_app(kernel_scenario())
     assert snap_compare(app, terminal_size=size, run_before=keys())
