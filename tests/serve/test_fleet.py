@@ -23,7 +23,7 @@ from lockwatch.ui.panels import SourcesBar
 from lockwatch.ui.table import TableHeader
 from tests.serve.conftest import Served, serving, stale_tree
 from tests.ui.fakes import row_text, until
-from tests.ui.test_pilot import plain
+from tests.ui.test_pilot import footer_words, plain
 
 HOST = os.uname().nodename
 
@@ -131,8 +131,14 @@ async def test_one_dashboard_watches_both_hosts(
         row = row_text(app, east_id)
         assert HOST[:11] in row and "east-deploy" in row and "stale" in row
 
-        # Read-only: an action on another host's row names the command to run there.
+        # Read-only: another host's row offers no action; pressed anyway, b names
+        # the command to run there (the remote's refusal), and nothing is touched.
         app.locks.table.select(east_id)
+        await until(
+            pilot,
+            lambda: not {"Break", "Steal", "Mark"} & footer_words(app),
+            "no action offered on a remote row",
+        )
         await pilot.press("b")
         await until(pilot, lambda: any("lockwatch break" in n for n in notes(app)), "a refusal")
         (refusal,) = [n for n in notes(app) if "lockwatch break" in n]
