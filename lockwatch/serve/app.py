@@ -121,11 +121,12 @@ def run(
     from lockwatch.serve.document import Documents
     from lockwatch.serve.http import Endpoints, Limits, Server
     from lockwatch.serve.metrics import BoardCollector
+    from lockwatch.serve.pace import Pace
     from lockwatch.serve.watcher import Watcher
 
     the_plan = plan(settings)
     clock = clock or SystemClock()
-    watcher = Watcher(feeds, host=host, clock=clock)
+    watcher = Watcher(feeds, host=host, clock=clock, pace=Pace())
     registry = CollectorRegistry(auto_describe=False)
     collector = BoardCollector(watcher, max_series=settings.max_lock_series)
     registry.register(collector)
@@ -134,12 +135,14 @@ def run(
     ProcessCollector(registry=registry)
 
     def metrics(accept: str | None) -> tuple[bytes, str]:
+        watcher.asked()
         encoder, content_type = choose_encoder(accept or "")
         return encoder(registry), content_type
 
     documents = Documents(watcher, host)
 
     def locks() -> bytes:
+        watcher.asked()
         return documents.get(clock.now())
 
     endpoints = Endpoints(the_plan.access, metrics, locks, watcher.health)

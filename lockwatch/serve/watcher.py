@@ -31,6 +31,7 @@ from lockwatch.model.board import Board
 from lockwatch.model.changes import ChangeSet
 from lockwatch.model.status import LIVE_STATES, SourceStatus, backoff_seconds, failure_cause
 from lockwatch.model.text import terminal_safe
+from lockwatch.serve.pace import WAKE_WAIT, Pace
 from lockwatch.sources.feed import Feed
 
 TICK_SECONDS = 1.0
@@ -50,8 +51,11 @@ class Watcher:
         clock: Clock | None = None,
         tick_seconds: float = TICK_SECONDS,
         stall_seconds: float = STALL_SECONDS,
+        pace: Pace | None = None,
     ) -> None:
-        """`feeds`: each feed with the name of the source (registry) it belongs to."""
+        """`feeds`: each feed with the name of the source (registry) it belongs to.
+        `pace`: how often the feeds that take one poll (pace.py); None: their own
+        interval always."""
         self.clock = clock or SystemClock()
         self.board = Board(host)
         self.tick_seconds = tick_seconds
@@ -59,6 +63,10 @@ class Watcher:
         self._source_of = {feed.name: source for source, feed in self._feeds}
         self.sources = tuple(dict.fromkeys(source for source, _ in self._feeds))
         self._guard = threading.Lock()
+        self._heard_anew = threading.Condition(self._guard)
+        self.pace = pace
+        # The feeds that take a pace: they wait between polls with `sleep`.
+        self._paced = [feed for _, feed in self._feeds if hasattr(feed, "sleep")]
         # By source: how long its last collection took, from its start to its
         # change set being applied.
         self.durations: dict[str, float] = {}
@@ -96,6 +104,10 @@ class Watcher:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        if self.pace is not None:
+            self.pace.bind(self._loop)
+            for feed in self._paced:
+                feed.sleep = self.pace.sleep
         self._started.set()
         tasks = [asyncio.create_task(self._keep(feed)) for _, feed in self._feeds]
         tasks.append(asyncio.create_task(self._ticker()))
@@ -152,6 +164,7 @@ class Watcher:
                 print(f"lockwatch serve: {message}", file=sys.stderr, flush=True)
                 return
             self._heard[change.feed] = applied_at
+            self._heard_anew.notify_all()
             if change.statuses and all(s.state != "connecting" for s in change.statuses):
                 self._reported.add(change.feed)
             source = self._source_of.get(change.feed)
@@ -167,6 +180,26 @@ class Watcher:
         with self._guard:
             self.board.tick(now)
         self._beat = time.monotonic()
+
+    def asked(self, wait: float = WAKE_WAIT) -> None:
+        """Someone asked for what was collected (a scrape, the document): an idle
+        serve's feeds are woken, and this waits (`wait` at most) until each of
+        them has handed over a fresh look."""
+        if self.pace is None or not self.pace.asked():
+            return
+        since = self.clock.now()
+        until = time.monotonic() + wait
+        with self._heard_anew:
+            while True:
+                stale = [
+                    feed
+                    for feed in self._paced
+                    if (heard := self._heard.get(feed.name)) is None or heard < since
+                ]
+                left = until - time.monotonic()
+                if not stale or left <= 0:
+                    return
+                self._heard_anew.wait(left)
 
     # -- reading --------------------------------------------------------------------
 
@@ -214,6 +247,9 @@ class Watcher:
         if health is not None and getattr(health, "up", True) is False:
             return quiet
         interval = getattr(feed, "interval", None)
+        if isinstance(interval, int | float) and self.pace is not None and feed in self._paced:
+            # Idle, it polls at the idle pace; just woken, its last look was at that pace.
+            interval = max(interval, self.pace.idle_seconds)
         if isinstance(interval, int | float) and quiet > interval + self.stall_seconds:
             return quiet
         return None

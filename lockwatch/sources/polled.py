@@ -18,7 +18,7 @@ is the same fact for `serve` (`lockwatch_source_up`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar, Protocol
@@ -107,6 +107,8 @@ class PolledFeed:
         # Replaced whole, never changed in place: a reader in another thread
         # sees one answer or the next, not half of each.
         self.health = PollHealth(reason="not polled yet")
+        # Its wait between polls: `serve` slows it while nobody reads (serve/pace.py).
+        self.sleep: Callable[[float], Awaitable[bool | None]] | None = None
 
     async def run(self, emit: Emit) -> None:
         # asyncio is imported where a feed runs: `ls` imports this module (for
@@ -123,7 +125,7 @@ class PolledFeed:
             change, wait = await poll
             self._note(change)  # after a stall, the answer's word is the last
             emit(change)
-            await asyncio.sleep(max(wait, MIN_WAIT))
+            await (self.sleep or asyncio.sleep)(max(wait, MIN_WAIT))
 
     def _stall(self) -> ChangeSet:
         at = self.clock.now()
