@@ -4,9 +4,11 @@ SQLite's words, one row per database (the kernel's facts on its record)."""
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +145,27 @@ def test_who_else_has_it_open_is_told(tmp_path: Path, holders: list[Holder]) -> 
     assert "sqlite_open" in codes(row), row
     said = next(r["message"] for r in row["reasons"] if r["code"] == "sqlite_open")
     assert f"pid {idle.proc.pid}" in said and "busy_timeout" in said, said
+
+
+def test_a_slice_holding_the_database_alone_still_reads_its_shm(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    """`ls --json` judges slices of a tree in workers, each with the kernel's word
+    on its own files: the database's slice need not hold its -shm, whose write
+    lock names the WAL writer."""
+    import orjson
+
+    from lockwatch.sources.files.evidence import kernel_listed
+    from lockwatch.sources.files.listing import _judge
+    from lockwatch.sources.files.scanner import Candidate
+
+    path = _database(tmp_path, wal=True)
+    writer = hold_in(
+        holders,
+        _connection(path, "db.execute('BEGIN IMMEDIATE')\ndb.execute('INSERT INTO t VALUES (1)')"),
+    )
+    slice_ = [Candidate(str(path), False, named=True)]  # the database, not its -shm
+    judged = _judge(slice_, datetime.now(UTC), socket.gethostname(), kernel_listed())
+    (row,) = orjson.loads(judged.locks)
+    assert row["holder"]["pid"] == writer.proc.pid, row
+    assert "sqlite_write" in codes(row), row

@@ -97,10 +97,35 @@ def kernel_table_for(
         key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
         if key is not None and key in listed_keys:
             wanted.add(key)
+            # Files whose locks its format reads too (an SQLite database's -shm).
+            for path in _companions(lock):
+                other = _key_of(path)
+                if other is not None and other in listed_keys:
+                    wanted.add(other)
     if not wanted:
         return KernelTable()
     table = read_table(only=wanted)
     return table if table.readable else None
+
+
+def _companions(lock: Lock) -> tuple[str, ...]:
+    """The other files whose kernel locks `lock`'s format reads (its `explain`)."""
+    if lock.format not in _explainers():
+        return ()
+    from lockwatch.sources.files.decoders import writer
+
+    module = writer(lock.format)
+    companions = getattr(module, "companions", None)
+    return () if companions is None else tuple(companions(lock))
+
+
+@lru_cache(maxsize=1)
+def _own_openers() -> frozenset[str]:
+    """Formats for which having the file open is no holding (an idle SQLite
+    connection): their `explain` tells who has it open in its own words."""
+    from lockwatch.sources.files.decoders import NATIVE
+
+    return frozenset(m.FORMAT for m in NATIVE if getattr(m, "OWN_OPENERS", False))
 
 
 @lru_cache(maxsize=1)
@@ -178,7 +203,7 @@ class Evidence:
                 lock.policy.kernel_sentinel
                 and lock.holder.pid is None
                 and not held
-                and explain is None
+                and lock.format not in _own_openers()
             )
             evidence = table.evidence(
                 key,

@@ -37,6 +37,9 @@ from lockwatch.sources.files.decoders.base import LockFile, file_lock
 FORMAT = "sqlite"
 POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True, sentinel_mtime_only=True)
 MOVABLE = False
+# An open connection with no transaction holds nothing: who has it open is told
+# in SQLite's words (`explain`), never taken for a holder.
+OWN_OPENERS = True
 WHAT = "an SQLite database (or one of its -wal, -shm, -journal files)"
 
 MAGIC = b"SQLite format 3\x00"
@@ -198,6 +201,13 @@ def _key_of(path: str) -> FileKey | None:
     except OSError:
         return None
     return FileKey.of(st.st_dev, st.st_ino)
+
+
+def companions(lock: Lock) -> tuple[str, ...]:
+    """The files besides the database whose locks `explain` reads: its -shm."""
+    if lock.path is None or not isinstance(lock.content, dict) or "part" in lock.content:
+        return ()
+    return (lock.path + "-shm",)
 
 
 def explain(
