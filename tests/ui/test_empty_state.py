@@ -94,3 +94,27 @@ async def test_when_nothing_could_be_read_the_failure_comes_first() -> None:
         assert said.startswith("Could not look for locks:"), said
         assert "No locks right now" not in said
         assert "does not exist" in said and "Connection refused" in said
+
+
+@pytest.mark.parametrize(
+    ("source", "port", "flag"),
+    [("postgres", 5432, "--pg postgresql://"), ("mysql", 3306, "--mysql mysql://")],
+)
+def test_a_local_server_not_watched_names_the_flag(
+    monkeypatch: pytest.MonkeyPatch, source: str, port: int, flag: str
+) -> None:
+    """The port table is imitated here (what /proc/net/tcp would say): which server
+    listens is the machine's business; what the hint says of it is the plugin's."""
+    from lockwatch.sources import listening, registry
+    from lockwatch.sources.contract import Hinting, Wanted
+
+    plugin: object = registry.by_name(source)
+    assert isinstance(plugin, Hinting)
+    wanted = Wanted((), {}, Config(), {})
+    monkeypatch.setattr(listening, "listening_ports", lambda ports: {port} & set(ports))
+    hint = plugin.hint(wanted, running=False)
+    assert hint is not None and flag in hint.could_show and f"port {port}" in hint.could_show
+    assert plugin.hint(wanted, running=True) is None  # watched already: nothing to add
+    monkeypatch.setattr(listening, "listening_ports", lambda ports: set())
+    monkeypatch.setattr(listening, "existing_sockets", lambda paths: [])
+    assert plugin.hint(wanted, running=False) is None  # nothing here to watch
