@@ -18,6 +18,7 @@ from lockwatch.serve.access import Access
 from lockwatch.serve.settings import ServeSettings
 
 if TYPE_CHECKING:
+    from lockwatch.serve.document import Stream
     from lockwatch.sources.feed import Feed
 
 EXIT_USAGE = 2
@@ -141,7 +142,7 @@ def run(
 
     documents = Documents(watcher, host)
 
-    def locks() -> bytes:
+    def locks() -> bytes | Stream:
         watcher.asked()
         return documents.get(clock.now())
 

@@ -1,18 +1,22 @@
 """The Board as the `lockwatch.ls/1` document: what `lockwatch ls --json`
 prints, rendered by the same code (model/report.py) from the locks the feeds
 keep, with ages as of the request. Other hosts' locks (a serve that merges
-remotes) go out as those hosts wrote them, with `host` and `remote`.
+remotes) go out as those hosts wrote them, with `host` and `remote`. A large
+one is streamed: its records rendered a batch at a time as it is written.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.blocking import BlockingTree
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, ls_json_bytes, records_json_array
+from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import Verdict
 from lockwatch.serve.watcher import Watcher
 from lockwatch.sources import registry
@@ -21,7 +25,36 @@ from lockwatch.sources.remote.document import aged_record
 _NO_TREE = BlockingTree((), ())
 
 
-def document(watcher: Watcher, now: datetime, host: str) -> bytes:
+# From this many locks the document is streamed (rendered a batch at a time as
+# it is written) instead of made whole and kept: 100,000 Redis keys made an 86 MB
+# document, held whole in memory (and once more gzipped) while it went out.
+STREAM_FROM = 5_000
+# Records rendered (and written) at a time.
+BATCH = 1_000
+
+# A streamed document: each call renders it anew, a batch at a time.
+Stream = Callable[[], Iterator[bytes]]
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """What the document says, taken from the Board at one instant; the locks'
+    records are rendered from it later, outside the Board's lock."""
+
+    now: datetime
+    host: str
+    local: list[tuple[Lock, Verdict]]
+    remote: list[dict[str, Any]]
+    statuses: list[SourceStatus]
+    errors: list[ScanError]
+    trees: list[tuple[str, BlockingTree]]
+
+    @property
+    def count(self) -> int:
+        return len(self.local) + len(self.remote)
+
+
+def _gather(watcher: Watcher, now: datetime, host: str) -> _Gathered:
     local: list[tuple[Lock, Verdict]] = []
     remote: list[dict[str, Any]] = []
     with watcher.reading(now) as board:
@@ -37,24 +70,48 @@ def document(watcher: Watcher, now: datetime, host: str) -> bytes:
         statuses = watcher.statuses(board, now)
         errors = sorted(board.all_errors(), key=lambda error: error.path)
         trees = dict(board.blocking_trees())
-    # Rendered outside the lock: the feeds need not wait for the bytes.
     local.sort(key=lambda pair: pair[0].id)
-    memo: dict[int, dict[str, Any]] = {}
-    records = []
-    for lock, verdict in local:
-        record = lock_record(lock, verdict, now, memo)
-        if lock.acquired_at is not None:
-            # The verdict's age is its judgement's; the document's is now.
-            record["age_seconds"] = round(max(0.0, (now - lock.acquired_at).total_seconds()), 3)
-        records.append(record)
     # As `ls --json` has it: a tree for every connected server, empty or not.
     for status in statuses:
         source = registry.by_name(status.kind)
         waits = source is not None and source.wait_metrics is not None
         if waits and status.state == "connected":
             trees.setdefault(status.name, _NO_TREE)
-    arrays = [records_json_array(records), records_json_array(remote)]
-    return b"".join(ls_json_bytes(now, host, arrays, errors, statuses, sorted(trees.items())))
+    return _Gathered(now, host, local, remote, statuses, errors, sorted(trees.items()))
+
+
+def _arrays(gathered: _Gathered) -> Iterator[bytes]:
+    now = gathered.now
+    memo: dict[int, dict[str, Any]] = {}
+    local = gathered.local
+    for at in range(0, len(local), BATCH):
+        records = []
+        for lock, verdict in local[at : at + BATCH]:
+            record = lock_record(lock, verdict, now, memo)
+            if lock.acquired_at is not None:
+                # The verdict's age is its judgement's; the document's is now.
+                age = max(0.0, (now - lock.acquired_at).total_seconds())
+                record["age_seconds"] = round(age, 3)
+            records.append(record)
+        yield records_json_array(records)
+    for at in range(0, len(gathered.remote), BATCH):
+        yield records_json_array(gathered.remote[at : at + BATCH])
+
+
+def _render(gathered: _Gathered) -> Iterator[bytes]:
+    return ls_json_bytes(
+        gathered.now,
+        gathered.host,
+        _arrays(gathered),
+        gathered.errors,
+        gathered.statuses,
+        gathered.trees,
+    )
+
+
+def document(watcher: Watcher, now: datetime, host: str) -> bytes:
+    # Rendered outside the Board's lock: the feeds need not wait for the bytes.
+    return b"".join(_render(_gather(watcher, now, host)))
 
 
 class Documents:
@@ -74,7 +131,8 @@ class Documents:
             statuses = tuple(self.watcher.statuses(board, now))
             return (board.generation, statuses, len(board.all_errors()))
 
-    def get(self, now: datetime) -> bytes:
+    def get(self, now: datetime) -> bytes | Stream:
+        """The document whole, or from STREAM_FROM locks on, a Stream of it."""
         with self._guard:
             version = self._version(now)
             kept = self._kept
@@ -84,6 +142,10 @@ class Documents:
                 and 0 <= (now - kept[1]).total_seconds() < self.keep
             ):
                 return kept[2]
-            body = document(self.watcher, now, self.host)
+            gathered = _gather(self.watcher, now, self.host)
+            if gathered.count >= STREAM_FROM:
+                self._kept = None
+                return lambda: _render(gathered)
+            body = b"".join(_render(gathered))
             self._kept = (version, now, body)
             return body

@@ -25,7 +25,8 @@ import gzip
 import socket
 import sys
 import threading
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from http import HTTPStatus
@@ -56,6 +57,10 @@ THREAD_NAME = "lockwatch-http"
 _PIECE = 256 * 1024
 
 
+# An answer's body made as it is written: each call renders it anew, in pieces.
+Stream = Callable[[], Iterator[bytes]]
+
+
 @dataclass(frozen=True)
 class Response:
     status: int
@@ -63,6 +68,9 @@ class Response:
     content_type: str = "text/plain; charset=utf-8"
     headers: dict[str, str] = field(default_factory=dict)
     compressible: bool = False
+    # Instead of `body`: the body in pieces, each made in a worker and written
+    # before the next is made (chunked: the length is not known beforehand).
+    stream: Stream | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,7 @@ class Endpoints:
 
     access: Access
     metrics: Callable[[str | None], tuple[bytes, str]]  # Accept header -> body, content type
-    locks: Callable[[], bytes]
+    locks: Callable[[], bytes | Stream]
     health: Callable[[], tuple[bool, str]]
 
     def answer(self, path: str, authorization: str | None, accept: str | None) -> Response:
@@ -90,7 +98,10 @@ class Endpoints:
             body, content_type = self.metrics(accept)
             return Response(200, body, content_type, compressible=True)
         if path == LOCKS:
-            return Response(200, self.locks(), "application/json", compressible=True)
+            document = self.locks()
+            if isinstance(document, bytes):
+                return Response(200, document, "application/json", compressible=True)
+            return Response(200, b"", "application/json", compressible=True, stream=document)
         return Response(
             200,
             b"lockwatch serve (read-only)\n"
@@ -140,22 +151,43 @@ def _prepared(response: Response, gzip_ok: bool) -> Response:
     if not response.compressible:
         return response
     headers = {**response.headers, "Vary": "Accept-Encoding"}
+    stream = response.stream
+    if stream is not None:
+        if not gzip_ok:
+            return replace(response, headers=headers)
+        return replace(
+            response,
+            stream=lambda: _gzipped(stream()),
+            headers={**headers, "Content-Encoding": "gzip"},
+        )
     if gzip_ok and len(response.body) >= _GZIP_FROM:
         body = gzip.compress(response.body, compresslevel=1)
         return replace(response, body=body, headers={**headers, "Content-Encoding": "gzip"})
     return replace(response, headers=headers)
 
 
+def _gzipped(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """`pieces` as one gzip stream, compressed as they come."""
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: gzip's header and trailer
+    for piece in pieces:
+        packed = packer.compress(piece)
+        if packed:
+            yield packed
+    yield packer.flush()
+
+
 def _answer_bytes(
     conn: h11.Connection, response: Response, *, head: bool, close: bool
 ) -> list[bytes]:
-    """The whole answer on the wire: its status line and headers, and its body."""
+    """The whole answer on the wire: its status line and headers, and its body
+    (a streamed one's head only: its pieces follow, then its end)."""
     body = response.body
+    streamed = response.stream is not None
     headers: list[tuple[bytes, bytes]] = [
         (b"Server", _SERVER),
         (b"Date", email.utils.formatdate(usegmt=True).encode()),
         (b"Content-Type", response.content_type.encode()),
-        (b"Content-Length", str(len(body)).encode()),
+        *(() if streamed else ((b"Content-Length", str(len(body)).encode()),)),
         (b"Cache-Control", b"no-store"),
         (b"X-Content-Type-Options", b"nosniff"),
     ]
@@ -170,6 +202,8 @@ def _answer_bytes(
     except ValueError:
         reason = b""
     out = [conn.send(h11.Response(status_code=response.status, headers=headers, reason=reason))]
+    if streamed and not head:
+        return [piece for piece in out if piece]
     if not head and body:
         out.extend(conn.send_with_data_passthrough(h11.Data(data=body)) or ())
     out.append(conn.send(h11.EndOfMessage()))
@@ -419,9 +453,35 @@ class Server:
             if answered is None:
                 raise _Ended(CLOSED_EARLY)
             response = answered
-        pieces = _answer_bytes(h, response, head=method == b"HEAD", close=has_body)
+        head = method == b"HEAD"
+        pieces = _answer_bytes(h, response, head=head, close=has_body)
         await self._write(conn, pieces)
+        if response.stream is not None and not head:
+            if not await self._stream(conn, h, response.stream):
+                return True
+            await self._write(conn, [piece for piece in [h.send(h11.EndOfMessage())] if piece])
         return has_body
+
+    async def _stream(self, conn: _Connection, h: h11.Connection, stream: Stream) -> bool:
+        """A streamed body's pieces, each made in a worker and written (the
+        client taking it) before the next is made; False when making one
+        failed: the connection is cut, so the client sees a broken answer, never
+        a short one it could take for whole."""
+        assert self._pool is not None
+        loop = asyncio.get_running_loop()
+        pieces = stream()
+        while True:
+            try:
+                piece = await loop.run_in_executor(self._pool, next, pieces, None)
+            except Exception as exc:  # noqa: BLE001 - a bug cuts this answer, the server goes on
+                said = terminal_safe(f"a streamed answer: {type(exc).__name__}: {exc}")[:500]
+                print(f"lockwatch serve: {said}", file=sys.stderr, flush=True)
+                conn.writer.transport.abort()
+                return False
+            if piece is None:
+                return True
+            if piece:
+                await self._write(conn, [h.send(h11.Data(data=piece)) or b""])
 
     async def _answer(
         self, conn: _Connection, path: str, headers: dict[str, str]
