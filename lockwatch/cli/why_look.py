@@ -91,8 +91,16 @@ class Look:
                 (own if source.name == clue.source else others).append((lock, verdict))
         looked = f"{path} and the kernel's locks on it" if len(wanted_sources) > 1 else path
         self.looked_at.append(looked)
-        if clue.lock_file:
-            others = []  # a lock file's kernel lock is in its own record
+        judged = [
+            pair
+            for pair in own
+            if pair[1].state is not State.INVALID and "not_a_lock" not in pair[1].codes
+        ]
+        if clue.lock_file or judged:
+            # A lock file's kernel lock is in its own record, and so is a file
+            # whose tool's locks lockwatch reads in that tool's words (an SQLite
+            # database, dpkg's lock-frontend, any file the kernel holds a lock on).
+            others = []
         elif others:
             # A file locks are taken on (a database): the kernel's locks on it are
             # its story, not the file judged as if it were a lock file.

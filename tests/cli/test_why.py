@@ -135,16 +135,20 @@ def test_sqlite_database_is_no_lock_file_but_its_kernel_locks_are_named(
         # SQLite names no file: the advice says to name it.
         code, out, err = run_cli("why", f"sqlite3.OperationalError: {said}")
         assert code == 1 and "on the database file" in out
+        # The database's own row, in SQLite's words, its kernel locks in it: the
+        # writer (RESERVED, a write transaction) named, one row, no kernel rows.
         code, out, err = run_cli("why", "app.db")
         assert code == 0, err
-        assert f"{db} is not a lock file lockwatch knows" in out
-        assert out.startswith("kernel:")
-        assert f"pid {writer.pid}" in out and "fcntl/lockf" in out
+        assert out.startswith(f"file:{db}"), out
+        assert "state:  active" in out and f"pid {writer.pid}" in out, out
+        assert "RESERVED" in out, out
+        assert "\nkernel:" not in out
         code, out, _ = run_cli("why", "--json", f"{said}: {db}")
         doc = json.loads(out)
-        assert {lock["source"] for lock in doc["locks"]} == {"kernel"}
-        assert all(lock["holder"]["pid"] == writer.pid for lock in doc["locks"])
-        assert doc["locks"][0]["next_step"]["action"] == "wait"
+        mine = [lock for lock in doc["locks"] if lock["path"] == str(db)]
+        assert [lock["source"] for lock in mine] == ["file"]
+        assert mine[0]["holder"]["pid"] == writer.pid
+        assert mine[0]["next_step"]["action"] == "wait"
     finally:
         writer.kill()
         writer.wait()
@@ -159,14 +163,31 @@ time.sleep(30)
 """
 
 
+HOLDER = """
+import fcntl, sys, time
+handle = open(sys.argv[1], "r+")
+fcntl.lockf(handle, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(30)
+"""
+
+
 def test_dpkg_style_lock_held_with_fcntl(tmp_path: Path) -> None:
-    # apt's literal message, pointed at a lock file of this test's own.
+    # apt's literal message, pointed at a lock file of this test's own, held by a
+    # process of its own as apt's is (not this one: reading a file closes a
+    # descriptor of it, which drops the reader's own POSIX locks on it).
     path = tmp_path / "lock-frontend"
     path.write_text("")
-    with path.open("r+") as handle:
-        fcntl.lockf(handle, fcntl.LOCK_EX)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         said = f"E: Could not get lock {path}. It is held by process 1 (apt-get)"
         code, out, err = run_cli("why", said)
+    finally:
+        holder.kill()
+        holder.wait()
     assert code == 0, err
     assert out.splitlines()[0] == f"file:{path}"
     assert "state:  active (kernel_lock" in out
