@@ -3,7 +3,6 @@ a lock id) to the lock, its verdict as `ls` gives it, and the next step."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
