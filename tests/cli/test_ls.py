@@ -161,7 +161,10 @@ def test_missing_path_in_the_table_is_said_once(tmp_path: Path) -> None:
 def test_empty_directory_says_what_was_looked_for(tmp_path: Path) -> None:
     code, out, _ = run("ls", str(tmp_path))
     assert code == 0
-    assert out.strip() == f"No locks under {tmp_path} (looked for *.lock and *.pid files)."
+    assert out.strip() == (
+        f"No locks under {tmp_path} (looked for *.lock, *.pid, lock directories and files"
+        " tools name their own way, and files the kernel holds a lock on)."
+    )
 
 
 @pytest.mark.parametrize(("typo", "meant"), [("lss", "ls"), ("brake", "break"), ("auidt", "audit")])

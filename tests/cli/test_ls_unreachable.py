@@ -60,7 +60,10 @@ def test_nothing_found_beside_a_source_down_says_where_it_looked(
 ) -> None:
     code, out, err = run_cli("ls", str(tmp_path), *_asked("remote", closed_port))
     assert code == 1
-    assert out.strip() == f"No locks under {tmp_path} (looked for *.lock and *.pid files)."
+    assert out.strip() == (
+        f"No locks under {tmp_path} (looked for *.lock, *.pid, lock directories and files"
+        " tools name their own way, and files the kernel holds a lock on)."
+    )
     assert "unreachable" in err
 
 

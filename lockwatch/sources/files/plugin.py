@@ -107,9 +107,7 @@ class SelectedFiles:
         # /proc/locks' files, no process looked at yet: the full read is narrowed to
         # the scanned lock files (a host's other locks cost nothing).
         listed = kernel_listed()
-        out = Collected(
-            places=[f"under {', '.join(self.roots)} (looked for *.lock and *.pid files)"]
-        )
+        out = Collected(places=[f"under {', '.join(self.roots)} (looked for {LOOKED_FOR})"])
         if request.as_json:
             from lockwatch.sources.files.listing import json_listing
 
