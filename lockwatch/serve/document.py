@@ -44,14 +44,14 @@ class _Gathered:
     now: datetime
     host: str
     local: list[tuple[Lock, Verdict]]
-    remote: list[dict[str, Any]]
+    others: list[dict[str, Any]]  # other hosts' records, as they wrote them
     statuses: list[SourceStatus]
     errors: list[ScanError]
     trees: list[tuple[str, BlockingTree]]
 
     @property
     def count(self) -> int:
-        return len(self.local) + len(self.remote)
+        return len(self.local) + len(self.others)
 
 
 def _gather(watcher: Watcher, now: datetime, host: str) -> _Gathered:
@@ -94,8 +94,8 @@ def _arrays(gathered: _Gathered) -> Iterator[bytes]:
                 record["age_seconds"] = round(age, 3)
             records.append(record)
         yield records_json_array(records)
-    for at in range(0, len(gathered.remote), BATCH):
-        yield records_json_array(gathered.remote[at : at + BATCH])
+    for at in range(0, len(gathered.others), BATCH):
+        yield records_json_array(gathered.others[at : at + BATCH])
 
 
 def _render(gathered: _Gathered) -> Iterator[bytes]:
