@@ -9,6 +9,7 @@ from datetime import datetime
 
 import click
 
+from lockwatch.model.events import kernel_holders
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.text import terminal_safe
@@ -38,6 +39,8 @@ WIDTHS = (7, 24, 32, 40, 16, 48, 120)
 def _holder(lock: Lock, verdict: Verdict) -> str:
     facts = lock.facts
     said = None if facts is None else facts.holder_label(lock)
+    if said is None and facts is None:
+        said = kernel_holders(lock)  # a kernel lock on the file: who, by command
     if said is not None:
         return said
     holder = lock.holder

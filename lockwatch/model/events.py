@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from lockwatch.model.humanize import duration
+from lockwatch.model.kernel import holders_label
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 
@@ -61,6 +62,9 @@ def holder_text(lock: Lock) -> str:
         said = facts.holder_text(lock)
         if said is not None:
             return said
+    kernel = kernel_holders(lock)
+    if kernel is not None:
+        return kernel
     holder = lock.holder
     parts = []
     if holder.pid is not None:
@@ -70,6 +74,15 @@ def holder_text(lock: Lock) -> str:
     if holder.actor:
         parts.append(holder.actor)
     return " ".join(parts)
+
+
+def kernel_holders(lock: Lock) -> str | None:
+    """A lock file a kernel lock is held on: its holders by command, as lslocks
+    names them (`sqlite3 (pid 4242)`, `flock (pid 7472) + 2 more`), not a bare pid."""
+    evidence = lock.evidence
+    if evidence is None or not evidence.holds:
+        return None
+    return holders_label(evidence.holds[0])
 
 
 def waiters(lock: Lock) -> int:

@@ -78,6 +78,20 @@ class KernelHolder:
         return f"{self.command} (pid {self.pid})"
 
 
+def holders_label(lock: KernelLock) -> str | None:
+    """`sleep (pid 7642) + 1 more`: a kernel lock's first holder by its command
+    (as lslocks names it), and how many more share its open file; None where
+    nothing is known beyond a pid (the generic pid says it then)."""
+    pids = lock.owners or ((lock.pid,) if lock.pid > 0 else ())
+    if not pids:
+        return None
+    first = next((holder for holder in lock.holders if holder.pid == pids[0]), None)
+    if first is None and len(pids) == 1:
+        return None
+    text = first.label if first is not None else str(pids[0])
+    return text + (f" + {len(pids) - 1} more" if len(pids) > 1 else "")
+
+
 @dataclass(frozen=True, slots=True)
 class KernelLock:
     """One line of /proc/locks, with what lockwatch found out about it."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lockwatch.model.blocking import KERNEL_GROUP
 from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import KernelHolder, KernelLock
+from lockwatch.model.kernel import KernelHolder, KernelLock, holders_label
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.kernel.rules import evaluate_kernel
 
@@ -61,14 +61,7 @@ class KernelFacts(KernelLock, Facts):
     def holder_text(self, lock: Lock) -> str | None:
         """`sleep (pid 7642) + 1 more`: the first holder by its command, and how
         many more share the lock (the detail pane lists them)."""
-        pids = self.pids
-        if not pids:
-            return None
-        first = self.described(pids[0])
-        if first is None and len(pids) == 1:
-            return None  # nothing known beyond the pid: the generic actor says it
-        text = first.label if first is not None else str(pids[0])
-        return text + (f" + {len(pids) - 1} more" if len(pids) > 1 else "")
+        return holders_label(self)
 
     def sections(self, lock: Lock, now: datetime) -> tuple[Section, ...]:
         if self.waiting:
