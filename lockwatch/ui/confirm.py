@@ -145,6 +145,28 @@ class ChoiceRow(Static, can_focus=True):
         event.prevent_default()
 
 
+class EnterHint(Widget):
+    """What enter does, with more after it where the line has room: chosen when
+    drawn, at the width the line has then (a width read earlier, before the
+    layout settled, could drop what fits)."""
+
+    DEFAULT_CSS = "EnterHint { height: 1; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._long = self._short = ""
+
+    def say(self, long: str, short: str) -> None:
+        if (long, short) != (self._long, self._short):
+            self._long, self._short = long, short
+            self.refresh()
+
+    def render(self) -> Text:
+        width = self.size.width
+        said = self._short if width and len(self._long) > width else self._long
+        return Text(said, style="dim italic")
+
+
 class ConfirmScreen(ModalScreen[Confirmed | None]):
     """One action on one lock, or one action on several (bulk)."""
 
@@ -220,7 +242,7 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
                         select_on_focus=False,
                     )
             with Horizontal(id="confirm-buttons"):
-                yield Static("", id="confirm-hint")
+                yield EnterHint(id="confirm-hint")
                 yield Button(
                     _plain(button_label(DISMISS_LABEL, False)), id="cancel", variant="primary"
                 )
@@ -320,11 +342,9 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         for button_id, words in (("cancel", DISMISS_LABEL), ("confirm", self._verb)):
             button = self.query_one(f"#{button_id}", Button)
             button.label = _plain(button_label(words, focused is button))
-        hint = self.query_one("#confirm-hint", Static)
-        said = self._hint(" · esc: do nothing")
-        if hint.size.width and len(said) > hint.size.width:
-            said = self._hint("")  # what enter does matters most: it alone, whole
-        hint.update(Text(said, style="dim italic"))
+        hint = self.query_one("#confirm-hint", EnterHint)
+        # What enter does matters most: it alone, whole, where both do not fit.
+        hint.say(self._hint(" · esc: do nothing"), self._hint(""))
 
     def _hint(self, then: str) -> str:
         """What enter does now, in words; `then`: what else to say after it."""

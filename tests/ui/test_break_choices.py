@@ -19,7 +19,7 @@ from textual.widgets import Input
 from lockwatch.actions.session import ActionSession
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.ui.app import LockwatchApp
-from lockwatch.ui.confirm import ChoiceRow
+from lockwatch.ui.confirm import ChoiceRow, EnterHint
 from tests.ui.fakes import (
     KERNEL_FREE_ID,
     LOCAL_HOST,
@@ -80,7 +80,8 @@ async def test_the_signal_is_chosen_in_the_dialog_and_the_effect_follows(
         await pilot.press("shift+tab")
         assert focus_of(screen) == row.id == "choice"
         assert "▶ signal" in effect(app)
-        assert "←/→: choose the signal · esc: do nothing" in effect(app)
+        hint = screen.query_one(EnterHint).render().plain
+        assert hint == "←/→: choose the signal · esc: do nothing", hint
         await pilot.press("right")
         await pilot.pause()
         assert str(row.content).startswith("( ) TERM, then KILL"), row.content
