@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
-from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
     ActionProvider,
     Decorator,
@@ -39,6 +38,7 @@ from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.etcd.endpoint import EtcdEndpoint
     from lockwatch.sources.etcd.poller import EtcdPoller

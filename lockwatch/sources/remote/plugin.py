@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model.action import Kind
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
@@ -47,6 +46,7 @@ from lockwatch.sources.remote.ids import REMOTE as REMOTE_KIND
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
     from lockwatch.sources.remote.document import RemoteListing
