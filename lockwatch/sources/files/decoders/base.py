@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,14 +46,16 @@ class LockFile:
     # For `x.lock` (a file or directory): whether `x` exists beside it (npm's
     # proper-lockfile locks an existing file); None when not looked up.
     unlocked_exists: bool | None = None
+    # The entry's own name, cut from `path` once: every format asks for it (a
+    # scan asks some twenty formats about each file).
+    name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.path.rpartition("/")[2])
 
     @property
     def modified_at(self) -> datetime:
         return datetime.fromtimestamp(self.mtime, tz=UTC)
-
-    @property
-    def name(self) -> str:
-        return self.path.rpartition("/")[2]
 
     def parents(self, depth: int) -> tuple[str, ...]:
         """Names of the `depth` nearest directories, nearest first ("" above the root)."""
