@@ -54,4 +54,6 @@ def test_one_rendering_is_shared_until_something_changes() -> None:
     watcher.receive(ChangeSet(FILES_FEED, NOW, full=True))  # every lock file gone
     emptier = documents.get(NOW + timedelta(seconds=1.7))
     assert emptier is not again
+    # A few locks: each is the document whole (a Stream only from STREAM_FROM on).
+    assert isinstance(emptier, bytes) and isinstance(again, bytes)
     assert len(orjson.loads(emptier)["locks"]) < len(orjson.loads(again)["locks"])
