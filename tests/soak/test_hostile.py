@@ -351,7 +351,9 @@ async def test_a_directory_named_like_a_pid_file_is_no_lock_to_the_watcher(tmp_p
         digest = write(inner, body("inner"))
         probe = root / "zz-after.lock"
         write(probe, body("after"))
-        assert await eventually(lambda: lock_id(probe) in seen.current)
+        # A bound that only keeps a broken run from hanging: under the whole suite the
+        # feed's kernel look (every process's fds, while other tests hold flocks) is slow.
+        assert await eventually(lambda: lock_id(probe) in seen.current, timeout=60.0)
         await eventually(lambda: seen.sha(lock_id(inner)) == digest, timeout=1.0)
         shown = set(seen.current) - {lock_id(probe)}
         assert shown == set(scanned(root)) - {lock_id(probe)} == {lock_id(inner)}
