@@ -6,7 +6,7 @@ could watch, never a connection attempt."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 # /proc/net/tcp's `st` column for a listening socket.
 LISTEN = "0A"
@@ -44,3 +44,12 @@ def existing_sockets(paths: Iterable[str]) -> list[str]:
         except OSError:
             continue
     return found
+
+
+def server_seen(port: int, sockets: Sequence[str]) -> str | None:
+    """How a local server shows itself ("listens on port 5432", or on its
+    socket), or None when nothing listens: the words of a source's hint."""
+    if listening_ports([port]):
+        return f"listens on port {port}"
+    found = existing_sockets(sockets)
+    return f"listens on {found[0]}" if found else None

@@ -156,14 +156,10 @@ class MysqlSource:
         (nothing connects), and the flag that would watch it."""
         if running:
             return None
-        from lockwatch.sources.listening import existing_sockets, listening_ports
+        from lockwatch.sources.listening import server_seen
 
-        sockets = existing_sockets(LOCAL_SOCKETS)
-        if listening_ports([3306]):
-            seen = "listens on port 3306"
-        elif sockets:
-            seen = f"listens on {sockets[0]}"
-        else:
+        seen = server_seen(3306, LOCAL_SOCKETS)
+        if seen is None:
             return None
         return Hint(
             could_show=f"a MySQL/MariaDB server {seen} on this host, not watched:"

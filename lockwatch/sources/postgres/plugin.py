@@ -171,14 +171,10 @@ class PostgresSource:
         (nothing connects), and the flag that would watch it."""
         if running:
             return None
-        from lockwatch.sources.listening import existing_sockets, listening_ports
+        from lockwatch.sources.listening import server_seen
 
-        sockets = existing_sockets(LOCAL_SOCKETS)
-        if listening_ports([5432]):
-            seen = "listens on port 5432"
-        elif sockets:
-            seen = f"listens on {sockets[0]}"
-        else:
+        seen = server_seen(5432, LOCAL_SOCKETS)
+        if seen is None:
             return None
         return Hint(
             could_show=f"a PostgreSQL server {seen} on this host, not watched:"
