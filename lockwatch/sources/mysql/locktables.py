@@ -1,8 +1,9 @@
 """Lock tables on a MySQL or MariaDB server (knex's `knex_migrations_lock`,
-Liquibase's `DATABASECHANGELOGLOCK`, in any database): found by one
+Liquibase's `DATABASECHANGELOGLOCK`, in any database, and the tables the config
+names in [[locktables]], its `schema` being the database): found by one
 information_schema query per poll, and only the tables that exist are read.
-Breaking one is its tool's own unlock as a compare-and-swap: the UPDATE matches
-every column of the row as the operator saw it.
+Breaking one is its tool's own unlock (or the config's `unlocked`) as a
+compare-and-swap: the UPDATE matches every column of the row as the operator saw it.
 
 PROCESSLIST shows a statement only while it runs: an idle connection of a run
 at work shows nothing, so a row with nothing visibly running is `unknown`.
@@ -12,20 +13,25 @@ Flyway keeps no lock row on MySQL (it takes GET_LOCK named locks).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.action import ActionFailed, ActionRefused
 from lockwatch.model.lock import Lock
-from lockwatch.sources.locktables.facts import TableLock
+from lockwatch.sources.locktables.config import TableSpec, spec_for
+from lockwatch.sources.locktables.facts import CONFIGURED, TableLock
 from lockwatch.sources.locktables.rows import Found, liquibase_jvms, to_locks, tool_of, wants_jvms
 
 # Marks lockwatch's own statements: another lockwatch's read is no tool at work.
 MARK = "/* lockwatch */"
+# The tables looked for by name (MySQL 8's information_schema compares them as
+# bytes on Linux: Liquibase's in both cases).
+KNOWN = ("knex_migrations_lock", "DATABASECHANGELOGLOCK", "databasechangeloglock")
+_KNOWN_LOWER = frozenset(name.lower() for name in KNOWN)
 _CATALOG = f"""{MARK}
 SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES
-WHERE TABLE_NAME IN ('knex_migrations_lock', 'DATABASECHANGELOGLOCK', 'databasechangeloglock')
-  AND TABLE_TYPE = 'BASE TABLE'
+WHERE TABLE_NAME IN ({{names}}) AND TABLE_TYPE = 'BASE TABLE'
 """
 # Not there, not ours to read, or the statement's time ran out: left for the next poll.
 _SKIP = (1142, 1143, 1146, 1205, 1969, 3024)
@@ -43,19 +49,24 @@ def read_tables(
     *,
     server: str,
     polled_at: datetime,
+    specs: Sequence[TableSpec] = (),
 ) -> list[Lock]:
     """The poll's lock rows. `processes`: PROCESSLIST rows (ID, USER, HOST, DB,
-    COMMAND, TIME_MS, STATE, INFO, QUERY_ID)."""
+    COMMAND, TIME_MS, STATE, INFO, QUERY_ID); `specs`: the config's [[locktables]]."""
     import pymysql
 
-    cursor.execute(_CATALOG)
+    names = list(dict.fromkeys([*KNOWN, *(spec.name for spec in specs)]))
+    cursor.execute(_CATALOG.format(names=", ".join(["%s"] * len(names))), names)
     catalog = [(str(schema), str(table)) for schema, table in cursor.fetchall()]
     if not catalog:
         return []
     found: list[Found] = []
     ages: dict[tuple[str, int], float | None] = {}
     for schema, table in catalog:
-        tool = tool_of(table)
+        spec = _spec(specs, schema, table)
+        # A name the config gave for another database's table is no lock table here.
+        known = spec is None and table.lower() in _KNOWN_LOWER
+        tool = CONFIGURED if spec is not None else tool_of(table) if known else None
         if tool is None:
             continue
         name = f"{schema}.{table}"
@@ -70,16 +81,22 @@ def read_tables(
             if exc.args and exc.args[0] in _SKIP:
                 continue
             raise
+        if spec is not None:
+            spec = _spelled(spec, columns)
+            if spec is None:
+                continue  # a configured column is not in this table: not the one meant
+        since = spec.since if spec is not None else _column(columns, "lockgranted")
         kept: list[Mapping[str, Any]] = []
         for position, row in enumerate(rows):
             now = row.pop("lockwatch_now", None)
-            granted = next((v for k, v in row.items() if k.lower() == "lockgranted"), None)
+            granted = next((v for k, v in row.items() if since and k == since), None)
             age = None
             if isinstance(now, datetime) and isinstance(granted, datetime):
                 age = (now - granted).total_seconds()
             ages[(name, position)] = age
             kept.append(row)
-        found.append(Found(tool, name, kept, _evidence(schema, table, processes)))
+        at_work = _evidence(schema, table, processes, configured=spec is not None)
+        found.append(Found(tool, name, kept, at_work, spec=spec))
     if not found:
         return []
     jvms = liquibase_jvms() if wants_jvms(found) else None
@@ -96,11 +113,47 @@ def read_tables(
     )
 
 
-def _evidence(schema: str, table: str, processes: Sequence[Sequence[Any]]) -> tuple[str, ...]:
+def _spec(specs: Sequence[TableSpec], schema: str, table: str) -> TableSpec | None:
+    """The config's entry for `schema.table`. Where the server compares table
+    names without regard to case (lower_case_table_names, MariaDB's
+    information_schema), an entry matching only that way is still the table."""
+    exact = spec_for(specs, schema, table)
+    if exact is not None:
+        return exact
+    return spec_for(
+        [replace(spec, table=spec.table.lower()) for spec in specs], schema.lower(), table.lower()
+    )
+
+
+def _spelled(spec: TableSpec, columns: Sequence[str]) -> TableSpec | None:
+    """`spec` with its columns spelled as the table spells them (MySQL's column
+    names are not case-sensitive); None when one of them is not there."""
+    locked = _column(columns, spec.locked)
+    named = {field: _column(columns, getattr(spec, field)) for field in ("holder", "since", "key")}
+    if locked is None or any(
+        getattr(spec, field) is not None and named[field] is None for field in named
+    ):
+        return None
+    return replace(
+        spec, locked=locked, holder=named["holder"], since=named["since"], key=named["key"]
+    )
+
+
+def _column(columns: Sequence[str], name: str | None) -> str | None:
+    """`name` as the table spells it, or None."""
+    wanted = None if name is None else name.lower()
+    return next((column for column in columns if column.lower() == wanted), None)
+
+
+def _evidence(
+    schema: str, table: str, processes: Sequence[Sequence[Any]], *, configured: bool = False
+) -> tuple[str, ...]:
     names = [table.lower()]
-    if table.lower().endswith("_lock"):
+    # knex's and Liquibase's other table (the migrations they record) shows them at
+    # work too; a configured table has no other that lockwatch knows.
+    if not configured and table.lower().endswith("_lock"):
         names.append(table.lower()[: -len("_lock")])
-    elif table.lower() == "databasechangeloglock":
+    elif not configured and table.lower() == "databasechangeloglock":
         names.append("databasechangelog")
     lines: list[str] = []
     for row in processes:

@@ -11,6 +11,9 @@ Config table it owns:
     password_file = "~/.config/lockwatch/mysql.password"  # for DSNs without one
     option_file = "~/.my.cnf"  # its [client] password (the default where it exists)
 
+It reads [[locktables]] too (sources/locktables/config.py; PostgreSQL's source owns
+it): a configured table is looked for in every database, `schema` being the database.
+
 PyMySQL is imported only when a server is polled or acted on.
 """
 
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
+    from lockwatch.sources.locktables.config import TableSpec
     from lockwatch.sources.mysql.dsn import Endpoint
     from lockwatch.sources.mysql.server import MyServer
 
@@ -146,6 +150,7 @@ class MysqlSource:
             settings.idle_after if idle_after is None else float(idle_after),
             tuple(wanted.values.get("mysql_locks") or ()) + settings.named_locks,
             float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+            settings.locktables,
         )
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
@@ -179,12 +184,19 @@ class SelectedMysql(StoreSelection):
     idle_after: float = DEFAULT_IDLE_AFTER
     names: tuple[str, ...] = ()
     refresh: float = DEFAULT_REFRESH
+    locktables: tuple[TableSpec, ...] = ()  # [[locktables]]
 
     def pollers(self, clock: Clock) -> list[MyServer]:
         from lockwatch.sources.mysql.server import MyServer
 
         return [
-            MyServer(endpoint, clock=clock, idle_after=self.idle_after, names=self.names)
+            MyServer(
+                endpoint,
+                clock=clock,
+                idle_after=self.idle_after,
+                names=self.names,
+                locktables=self.locktables,
+            )
             for endpoint in self.endpoints
         ]
 
@@ -224,6 +236,7 @@ def find_mysql(target: str, wanted: Wanted, host: str) -> Found | str:
         endpoint,
         idle_after=settings.idle_after if idle_after is None else float(idle_after),
         names=names,
+        locktables=settings.locktables,
     )
     try:
         polled = server.poll()

@@ -21,6 +21,7 @@ import pymysql
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
+from lockwatch.sources.locktables.config import TableSpec
 from lockwatch.sources.mysql import queries
 from lockwatch.sources.mysql.clients import UnixClients, cmdline, start_time, unix_clients
 from lockwatch.sources.mysql.dsn import Endpoint
@@ -110,6 +111,7 @@ class MyServer:
         timeout: float = 3.0,
         client_finder: ClientFinder | None = find_clients,
         deadline: float = DEFAULT_DEADLINE,
+        locktables: Sequence[TableSpec] = (),
     ) -> None:
         """`timeout`: for connecting, each read and write, and each statement on the
         server (max_statement_time); `deadline`: for a poll's whole answer."""
@@ -119,6 +121,7 @@ class MyServer:
         self.clock = clock or SystemClock()
         self.idle_after = idle_after
         self.names = tuple(names)
+        self.locktables = tuple(locktables)  # the config's [[locktables]]
         self.timeout = timeout
         self.deadline = deadline
         self.client_finder = client_finder
@@ -240,7 +243,13 @@ class MyServer:
                 mdl = self._denied(cursor, queries.METADATA_LOCKS_MYSQL)
                 pending, mdl_from = True, "metadata_locks"
             used = self._used(cursor, processes, mdl)
-            tables = read_tables(cursor, processes, server=self.server, polled_at=polled_at)
+            tables = read_tables(
+                cursor,
+                processes,
+                server=self.server,
+                polled_at=polled_at,
+                specs=self.locktables,
+            )
         offset = timedelta(0)
         if isinstance(server_now, datetime):
             offset = server_now - (before + (after - before) / 2).replace(tzinfo=None)

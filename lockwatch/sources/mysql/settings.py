@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lockwatch.sources.locktables.config import TableSpec, read_specs
+
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Wanted
     from lockwatch.sources.mysql.dsn import Endpoint
@@ -25,6 +27,8 @@ class MySettings:
     named_locks: tuple[str, ...] = ()
     password_file: str | None = None
     option_file: str | None = None
+    # [[locktables]]: lock tables the config names (shared with PostgreSQL's source).
+    locktables: tuple[TableSpec, ...] = ()
 
 
 DEFAULTS = MySettings()
@@ -70,6 +74,7 @@ def read_settings(data: Mapping[str, Any], where: str) -> MySettings:
         _strings(table.get("named_locks", []), "mysql.named_locks", where),
         _path(table, "password_file", where),
         _path(table, "option_file", where),
+        read_specs(data.get("locktables"), where),
     )
 
 
