@@ -152,6 +152,10 @@ class Deadline:
     def stop(self) -> None:
         self._at = None
 
+    def missed(self) -> bool:
+        """Whether it has passed (a timeout this close to it was its doing)."""
+        return self._at is not None and time.monotonic() >= self._at - _SLACK
+
     def left(self, timeout: float | None) -> float | None:
         """The timeout for one operation: `timeout`, or less when the deadline is
         nearer; DeadlineMissed once it has passed."""
@@ -174,7 +178,7 @@ class Deadline:
             yield
         except (httpx.TimeoutException, httpcore.TimeoutException) as exc:
             # (a timeout the deadline cut short: what is left of it had run out)
-            if self._at is not None and time.monotonic() >= self._at - _SLACK:
+            if self.missed():
                 raise DeadlineMissed(seconds) from exc
             raise
         finally:

@@ -6,7 +6,8 @@ The deadline covers everything from the connection to the last byte of the
 body. httpx's own timeouts are per operation (connect, each read): a remote
 that sends one byte a second never trips them. So every network operation of
 the request is given what is left of the deadline, at most, by the network
-backend under httpx (`_DeadlineBackend`); no thread waits on a socket past it.
+backend under httpx (sources/deadline.py's transport, shared with etcd's
+client); no thread waits on a socket past it.
 
 What goes wrong is a `RemoteProblem` in words fit for the header: `disconnected`
 when the remote cannot be reached (unreachable: refused, no answer) or misses
@@ -16,20 +17,16 @@ would (a refused token, HTTP 500, not the JSON contract).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 # Loaded only when a remote is asked for: nothing imports this module at start.
 import httpcore
 import httpx
 
 from lockwatch import __version__
+from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
 from lockwatch.sources.polled import stalled
 from lockwatch.sources.remote.endpoints import DEFAULT_TIMEOUT, Remote
-
-if TYPE_CHECKING:
-    import ssl
 
 # A 10,000-lock document is about 10 MB: this leaves room, and bounds a hostile one.
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
@@ -53,7 +50,7 @@ class Fetcher:
         self.remote = remote
         self.timeout = timeout
         self._client: httpx.Client | None = None
-        self._deadline = _Deadline()
+        self._deadline = Deadline()
 
     def _connection(self) -> httpx.Client:
         if self._client is None:
@@ -68,7 +65,7 @@ class Fetcher:
                 timeout=httpx.Timeout(silence),
                 follow_redirects=False,
                 trust_env=False,
-                transport=_DeadlineTransport(self._deadline),
+                transport=deadline_transport(self._deadline),
             )
         return self._client
 
@@ -90,9 +87,9 @@ class Fetcher:
                     self._deadline.left(None)
                     chunks.append(chunk)
                 return b"".join(chunks)
-        except (httpx.TimeoutException, httpcore.TimeoutException):
+        except (httpx.TimeoutException, httpcore.TimeoutException, DeadlineMissed) as exc:
             self._reset()
-            if self._deadline.missed():
+            if isinstance(exc, DeadlineMissed) or self._deadline.missed():
                 got = f" ({size:,} bytes of its answer in)" if size else ""
                 raise RemoteProblem(
                     "disconnected", f"{stalled(self.timeout)}: no whole answer in time{got}"
@@ -146,153 +143,3 @@ def _words(exc: Exception) -> str:
     if text.startswith("[Errno"):
         text = text.partition("] ")[2] or text
     return (text or type(exc).__name__)[:200]
-
-
-# -- the deadline, under httpx --------------------------------------------------------
-
-# A socket's timeout ends a little after it was due, never much before: an
-# operation that was given the rest of the deadline and timed out this close to
-# it timed out because of it.
-_SLACK = 0.05
-
-
-class _Deadline:
-    """The monotonic instant the answer being fetched must be whole by."""
-
-    def __init__(self) -> None:
-        self._at: float | None = None
-
-    def start(self, seconds: float) -> None:
-        self._at = time.monotonic() + seconds
-
-    def stop(self) -> None:
-        self._at = None
-
-    def missed(self) -> bool:
-        return self._at is not None and time.monotonic() >= self._at - _SLACK
-
-    def left(self, timeout: float | None) -> float | None:
-        """The timeout for one operation: `timeout`, or less when the deadline is
-        nearer. Raises a timeout once it has passed."""
-        if self._at is None:
-            return timeout
-        remaining = self._at - time.monotonic()
-        if remaining <= 0:
-            raise httpcore.ReadTimeout("the deadline for the whole answer has passed")
-        return remaining if timeout is None else min(timeout, remaining)
-
-
-class _Stream(httpcore.NetworkStream):
-    """A connection whose every read and write ends by the deadline."""
-
-    def __init__(self, inner: httpcore.NetworkStream, deadline: _Deadline) -> None:
-        self._inner = inner
-        self._deadline = deadline
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, self._deadline.left(timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, self._deadline.left(timeout))
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        inner = self._inner.start_tls(ssl_context, server_hostname, self._deadline.left(timeout))
-        return _Stream(inner, self._deadline)
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _Backend(httpcore.NetworkBackend):
-    """httpcore's own sockets, each connection wrapped in a `_Stream`."""
-
-    def __init__(self, deadline: _Deadline) -> None:
-        self._inner = httpcore.SyncBackend()
-        self._deadline = deadline
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        inner = self._inner.connect_tcp(
-            host, port, self._deadline.left(timeout), local_address, socket_options
-        )
-        return _Stream(inner, self._deadline)
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        inner = self._inner.connect_unix_socket(path, self._deadline.left(timeout), socket_options)
-        return _Stream(inner, self._deadline)
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-
-class _DeadlineTransport(httpx.BaseTransport):
-    """httpx over an httpcore pool whose network backend keeps the deadline
-    (httpx's HTTPTransport takes no backend): one connection, kept alive."""
-
-    def __init__(self, deadline: _Deadline) -> None:
-        self._pool = httpcore.ConnectionPool(
-            # The CA bundle httpx uses; SSL_CERT_FILE from the environment is not read.
-            ssl_context=httpx.create_ssl_context(trust_env=False),
-            max_connections=1,
-            max_keepalive_connections=1,
-            network_backend=_Backend(deadline),
-        )
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.SyncByteStream)
-        answer = self._pool.handle_request(
-            httpcore.Request(
-                method=request.method,
-                url=httpcore.URL(
-                    scheme=request.url.raw_scheme,
-                    host=request.url.raw_host,
-                    port=request.url.port,
-                    target=request.url.raw_path,
-                ),
-                headers=request.headers.raw,
-                content=request.stream,
-                extensions=request.extensions,
-            )
-        )
-        assert isinstance(answer.stream, Iterable)
-        return httpx.Response(
-            status_code=answer.status,
-            headers=answer.headers,
-            stream=_Body(answer.stream),
-            extensions=answer.extensions,
-        )
-
-    def close(self) -> None:
-        self._pool.close()
-
-
-class _Body(httpx.SyncByteStream):
-    def __init__(self, inner: Iterable[bytes]) -> None:
-        self._inner = inner
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._inner
-
-    def close(self) -> None:
-        close = getattr(self._inner, "close", None)
-        if close is not None:
-            close()
