@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from lockwatch.model.action import (
 from lockwatch.model.facts import Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.contract import ActionsBase, SourceError, Wanted
+from lockwatch.sources.contract import ActionsBase, Choice, Choices, SourceError, Wanted
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import dsn_from_name
 from lockwatch.sources.postgres.effect import session_effect as _session_effect
@@ -82,8 +83,11 @@ def _plan(
         if inferred
         else None
     )
+    vacuum = _vacuum_note(pg)
     if kind is Kind.BREAK:
-        effect = f"call pg_terminate_backend({pid}) on {where}: {_session_effect(lock, peers)}"
+        effect = (
+            f"call pg_terminate_backend({pid}) on {where}: {_session_effect(lock, peers)}{vacuum}"
+        )
         return Plan(
             kind,
             lock,
@@ -103,7 +107,15 @@ def _plan(
         else:
             query = f" ({pg.backend.query})" if pg.backend.query else ""
             what = f"cancels its current query{query}; its session stays connected"
-        effect = f"call pg_cancel_backend({pid}) on {where}: {what}"
+            if pg.queued_behind:
+                count = pg.queued_behind
+                shown = ", ".join(str(p) for p in pg.blocking_here[:10])
+                more = f" and {count - 10} more" if count > 10 else ""
+                what += (
+                    f"; its waiting {pg.mode} request leaves the queue, and the {count}"
+                    f" session(s) queued behind it (pid {shown}{more}) no longer wait on it"
+                )
+        effect = f"call pg_cancel_backend({pid}) on {where}: {what}{vacuum}"
         return Plan(kind, lock, verdict, "backend_cancelled", effect)
     key = pg.advisory_key
     if kind is Kind.RELEASE:
@@ -166,6 +178,87 @@ def _plan(
     return Plan(kind, lock, verdict, "lock_stolen", effect, needs_name=inferred, why_name=why_name)
 
 
+def _vacuum_note(pg: PgLock) -> str:
+    """What ending an autovacuum worker's work does: it is started again."""
+    if pg.backend.autovacuum == "wraparound":
+        return (
+            "; it is an anti-wraparound autovacuum: autovacuum starts it again while the table"
+            " needs it, so this only delays it (it will not yield; letting it finish is the way)"
+        )
+    if pg.backend.autovacuum == "plain":
+        return "; it is an autovacuum worker: it would have yielded to a conflicting lock request"
+    return ""
+
+
+# What the dialog's choices give the plan (Asked.given), by name.
+WAY = "pg_way"
+ROOT = "pg_root"
+# Roots offered for a queue head, at most: a queue has one holder more often than not.
+ROOTS_OFFERED = 3
+
+
+def roots(pg: PgLock) -> tuple[int, ...]:
+    """The sessions holding the lock a waiter waits for (not those queued ahead of it)."""
+    return tuple(pid for pid in pg.blocked_by if pid and pid not in pg.queue_heads)
+
+
+def queue_choices(lock: Lock) -> Choices | None:
+    """A queue head's break, the low-risk way first: cancel its statement (its
+    request leaves the queue and those behind it go on), then terminate the
+    session holding the lock it waits for (its transaction is rolled back)."""
+    pg = lock.facts
+    if not isinstance(pg, PgLock) or not pg.queued_behind or pg.backend.pid is None:
+        return None
+    options = [Choice("cancel its statement", ((WAY, "cancel"),))]
+    options += [
+        Choice(f"terminate root pid {root}", ((WAY, "terminate_root"), (ROOT, root)))
+        for root in roots(pg)[:ROOTS_OFFERED]
+    ]
+    return Choices("action", tuple(options))
+
+
+def _root_plan(lock: Lock, verdict: Verdict, peers: Sequence[Lock], root: object) -> Plan:
+    """Terminate `root`, holding the lock that queue head `lock` waits for: its
+    granted row among `peers` is what the action re-checks and signals."""
+    pg = _pg(lock)
+    kind = Kind.BREAK
+    target = lock.content.get("target") if isinstance(lock.content, Mapping) else None
+    found = next(
+        (
+            peer
+            for peer in peers
+            if isinstance(peer.facts, PgLock)
+            and peer.facts.server == pg.server
+            and peer.facts.granted
+            and peer.facts.backend.pid == root
+            and isinstance(peer.content, Mapping)
+            and peer.content.get("target") == target
+        ),
+        None,
+    )
+    if found is None or not isinstance(root, int) or root not in roots(pg):
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "changed",
+            f"pid {root} is not seen holding {lock.name} now (it may have let go); nothing"
+            " done: look again",
+        )
+    planned = _plan(kind, found, verdict, peers, held=False)
+    if planned.refusal is not None:
+        return planned
+    # Judged as the queue head is (waiting): the root is another session, never
+    # ended without its name typed.
+    return replace(
+        planned,
+        needs_name=True,
+        why_name=f"pid {root} holds {found.name}, which queue head pid {pg.backend.pid} waits"
+        f" for: terminating it rolls back its transaction (cancelling pid"
+        f" {pg.backend.pid}'s statement is the lower-risk way)",
+    )
+
+
 class PgActions(ActionsBase):
     name = NAME
     kinds = frozenset({Kind.BREAK, Kind.STEAL, Kind.RELEASE, Kind.CANCEL})
@@ -222,7 +315,16 @@ class PgActions(ActionsBase):
                 f"only the demo's own sessions ({applications}…) can be acted on"
                 " here; this one belongs to someone else",
             )
+        way = asked.given.get(WAY)
+        if kind is Kind.BREAK and way == "cancel" and pg.queued_behind:
+            # A queue head's low-risk way: its statement cancelled, its session kept.
+            return _plan(Kind.CANCEL, lock, verdict, asked.peers, asked.held)
+        if kind is Kind.BREAK and way == "terminate_root":
+            return _root_plan(lock, verdict, asked.peers, asked.given.get(ROOT))
         return _plan(kind, lock, verdict, asked.peers, asked.held, asked.held_elsewhere)
+
+    def choices(self, kind: Kind, lock: Lock) -> Choices | None:
+        return queue_choices(lock) if kind is Kind.BREAK else None
 
     def run(self, plan: Plan, doing: Doing) -> Done:
         from lockwatch.sources.postgres.actor import PgActor

@@ -37,6 +37,10 @@ def session_name(backend: PgBackend) -> str:
     if backend.prepared_gid is not None:
         return backend.label
     application = terminal_safe(" ".join((backend.application or "").split()))
+    if not application and backend.autovacuum is not None:
+        # Autovacuum names no application: what it is tells the operator most.
+        wraparound = " (to prevent wraparound)" if backend.autovacuum == "wraparound" else ""
+        return f"autovacuum{wraparound} pid {backend.pid}"
     return application or f"pid {backend.pid}"
 
 
@@ -97,11 +101,17 @@ def session_title(backend: PgBackend, now: datetime) -> str:
     return f"{name} ({', '.join(about)})" if about else name
 
 
-def confirm_title(lock: Lock, backend: PgBackend, kind: Kind, now: datetime) -> str | None:
-    """A confirmation's title: what ending the session does, to whom."""
+def confirm_title(
+    lock: Lock, backend: PgBackend, kind: Kind, now: datetime, queued: int = 0
+) -> str | None:
+    """A confirmation's title: what ending the session does, to whom. `queued`:
+    the sessions queued behind a waiting lock's request (a queue head)."""
     if backend.pid is None:
         return None
     session = session_title(backend, now)
+    if kind is Kind.BREAK and queued:
+        # A queue head's break offers cancelling its statement first (actions.py).
+        return f"Unblock the {queued} session(s) queued behind {session}?"
     if kind is Kind.BREAK:
         return f"Terminate {session}?"
     if kind is Kind.CANCEL:
@@ -144,6 +154,14 @@ def _prepared(gid: str | None, database: str | None) -> list[tuple[str, str | No
     return [("to keep it", f"{commit}{where}"), ("to undo it", f"{rollback}{where}")]
 
 
+def _autovacuum(backend: PgBackend) -> str | None:
+    if backend.autovacuum == "wraparound":
+        return "to prevent wraparound: will not yield; cancelling it only restarts it"
+    if backend.autovacuum == "plain":
+        return "yields: a conflicting lock request cancels it after deadlock_timeout"
+    return None
+
+
 def _rows(rows: Iterable[tuple[str, str | None]]) -> tuple[Row, ...]:
     return tuple((label, value) for label, value in rows if value)
 
@@ -174,6 +192,9 @@ def sections(lock: Lock, pg: PgLock, now: datetime) -> tuple[Section, ...]:
             ("locks held", _held(backend.held)),
             ("waiting since", when(pg.wait_start, now)),
             ("blocked by", ", ".join(str(w) for w in pg.waits_on())),
+            ("queued behind it", str(pg.queued_behind) if pg.queued_behind else None),
+            ("queued behind", ", ".join(f"pid {pid}" for pid in pg.queue_heads)),
+            ("autovacuum", _autovacuum(backend)),
             ("blocking", ", ".join(str(p) for p in pg.blocking)),
             ("query", backend.query),
         ]

@@ -18,7 +18,7 @@ from lockwatch.sources.postgres import display
 from lockwatch.sources.postgres.display import sections
 from lockwatch.sources.postgres.held import held_cell
 from lockwatch.sources.postgres.report import pg_record
-from lockwatch.sources.postgres.rules import evaluate_pg
+from lockwatch.sources.postgres.rules import WARNINGS, evaluate_pg
 
 if TYPE_CHECKING:
     from lockwatch.model.action import Kind
@@ -218,6 +218,16 @@ class PgBackend:
         return f"pid {self.pid}"
 
     @property
+    def autovacuum(self) -> Literal["wraparound", "plain"] | None:
+        """An autovacuum worker: `wraparound` when it vacuums to prevent transaction
+        ID wraparound (its query ends `(to prevent wraparound)`), which a conflicting
+        lock request does not cancel as it cancels a plain one."""
+        query = self.query or ""
+        if self.backend_type != "autovacuum worker" and not query.startswith("autovacuum:"):
+            return None
+        return "wraparound" if "(to prevent wraparound)" in query else "plain"
+
+    @property
     def hidden(self) -> bool:
         """Stats hidden from us: we lack pg_read_all_stats (or are not the same user)."""
         return self.query == INSUFFICIENT_PRIVILEGE
@@ -255,6 +265,17 @@ class PgLock(Facts):
     # "session" or "transaction" when that can be told (a lock that outlives its
     # session's transaction is session-level), else None.
     level: Literal["session", "transaction"] | None = None
+    # A waiter's blockers that hold nothing it needs but are queued ahead of it for
+    # the same lock (an ALTER TABLE waiting for its AccessExclusiveLock), with the
+    # first one's query: it waits on that request, not on a holder.
+    queue_heads: tuple[int, ...] = ()
+    queue_head_query: str | None = None
+
+    @property
+    def queued_behind(self) -> int:
+        """A waiter that others queue behind for the same lock (a queue head): how
+        many; 0 for a holder or a waiter nobody queues behind."""
+        return 0 if self.granted else len(self.blocking_here)
 
     def waits_on(self) -> tuple[int | str, ...]:
         """Whom this session waits on: pids, and `prepared:<gid>` for prepared
@@ -268,6 +289,9 @@ class PgLock(Facts):
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
     ) -> Verdict:
         return evaluate_pg(lock, self, now)
+
+    def warning_codes(self) -> frozenset[str]:
+        return WARNINGS
 
     def share_key(self, lock: Lock) -> tuple[int, str, float | None, datetime | None] | None:
         # Everything a granted, uncontended row's verdict reads: its session, its
@@ -307,7 +331,7 @@ class PgLock(Facts):
         return display.holder_cell(self.backend)
 
     def confirm_title(self, lock: Lock, kind: Kind, now: datetime) -> str | None:
-        return display.confirm_title(lock, self.backend, kind, now)
+        return display.confirm_title(lock, self.backend, kind, now, self.queued_behind)
 
     def confirm_word(self, lock: Lock) -> str | None:
         if self.backend.pid is None:
@@ -373,10 +397,13 @@ class PgLock(Facts):
     def party(self, lock: Lock) -> Party:
         backend = self.backend
         node = backend.pid if backend.pid is not None else f"prepared:{backend.prepared_gid}"
+        wants = f"{self.mode} on {lock.name}"
+        if self.queued_behind:
+            wants += f" (queue head: {self.queued_behind} queued behind it)"
         return Party(
             node,
             self.granted,
-            f"{self.mode} on {lock.name}",
+            wants,
             waiting_since=self.waiting_since(lock),
             session=True,
             # Its application (its user where it has none): at 80 columns the

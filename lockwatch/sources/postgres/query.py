@@ -63,8 +63,44 @@ held AS (
     FROM (SELECT pid, locktype, count(*) AS n FROM locks
           WHERE granted AND pid IS NOT NULL GROUP BY pid, locktype) AS c
     GROUP BY pid
-)
+){terraform}
 """
+
+# Terraform's pg backend locks a workspace with pg_try_advisory_lock(<id of its row
+# in <schema>.states>) (and -1 while it creates one). Its `states` tables (id, name,
+# data: any schema, its schema_name setting) are read once per poll, and only when
+# an advisory bigint key is held in this database and such a table exists that no
+# one locks exclusively (the poll must not queue behind a DDL); at most 1,000 rows.
+# A table that may not exist cannot be named in plain SQL: query_to_xml runs the
+# statement put together from the catalog, and XMLTABLE reads its rows back.
+_TERRAFORM = """,
+terraform_tables AS (
+    SELECT string_agg(format('SELECT id, name FROM %I.%I', n.nspname, c.relname),
+                      ' UNION ALL ') || ' LIMIT 1000' AS statement
+    FROM pg_catalog.pg_class AS c
+    JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE c.relname = 'states' AND c.relkind IN ('r', 'p')
+      AND EXISTS (SELECT 1 FROM locks WHERE locktype = 'advisory' AND objsubid = 1
+                  AND database = (SELECT oid FROM pg_catalog.pg_database
+                                  WHERE datname = pg_catalog.current_database()))
+      AND (SELECT count(*) FROM pg_catalog.pg_attribute AS a
+           WHERE a.attrelid = c.oid AND a.attname IN ('id', 'name', 'data')
+             AND NOT a.attisdropped) = 3
+      AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
+      AND NOT EXISTS (SELECT 1 FROM locks AS x WHERE x.locktype = 'relation'
+                      AND x.relation = c.oid AND x.mode = 'AccessExclusiveLock')
+),
+terraform AS MATERIALIZED (
+    SELECT t.id, 'terraform state ' || t.name AS label
+    FROM terraform_tables AS s,
+         XMLTABLE('/table/row'
+                  PASSING pg_catalog.query_to_xml(s.statement, false, false, '')
+                  COLUMNS id int8 PATH 'id', name text PATH 'name') AS t
+    WHERE s.statement IS NOT NULL
+    UNION ALL
+    SELECT -1, 'terraform state (a workspace being created)'
+    FROM terraform_tables AS s WHERE s.statement IS NOT NULL
+)"""
 
 _SELECT = """
 SELECT l.locktype, l.mode, l.granted, l.pid, l.virtualtransaction,
@@ -78,7 +114,7 @@ SELECT l.locktype, l.mode, l.granted, l.pid, l.virtualtransaction,
             THEN pg_catalog.pg_describe_object(l.classid, l.objid, l.objsubid) END AS object_name,
        {wait_age} AS wait_age,
        p.gid AS prepared_gid, p.owner AS prepared_owner, p.prepared_age,
-       w.blocked_by, h.kinds AS held_kinds
+       w.blocked_by, h.kinds AS held_kinds, {terraform_column} AS terraform_state
 FROM locks AS l
 CROSS JOIN (SELECT oid FROM pg_catalog.pg_database
             WHERE datname = pg_catalog.current_database()) AS me
@@ -88,7 +124,8 @@ LEFT JOIN pg_catalog.pg_database AS d ON d.oid = l.database
 -- Relation OIDs mean something only in the database they belong to (or 0: shared).
 LEFT JOIN pg_catalog.pg_class AS c ON c.oid = l.relation AND l.database IN (0, me.oid)
 LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-LEFT JOIN prepared AS p ON l.pid IS NULL AND p.virtualtransaction = l.virtualtransaction
+LEFT JOIN prepared AS p
+       ON l.pid IS NULL AND p.virtualtransaction = l.virtualtransaction{terraform_join}
 WHERE (l.pid IS NULL OR l.pid <> pg_catalog.pg_backend_pid())
   AND ({all_rows}
        OR l.locktype = 'advisory'
@@ -98,6 +135,12 @@ WHERE (l.pid IS NULL OR l.pid <> pg_catalog.pg_backend_pid())
 -- Grouped by session, so listings are repeatable and read naturally.
 ORDER BY l.pid NULLS LAST
 """
+
+# A bigint advisory key is classid (high half) and objid (low half), objsubid 1.
+_TERRAFORM_JOIN = """
+LEFT JOIN terraform AS tf
+       ON l.locktype = 'advisory' AND l.objsubid = 1 AND l.database = me.oid
+      AND tf.id = ((l.classid::int8 << 32) | l.objid::int8)"""
 
 
 # What a pg_locks row (alias l) is on, as one key: rows with the same target compete.
@@ -129,8 +172,15 @@ def lock_query(server_version: int, all_rows: bool) -> str:
         if server_version >= 140000
         else "NULL::float8"
     )
+    # XMLTABLE arrived in PostgreSQL 10.
+    terraform = server_version >= 100000
     return (
         _SESSIONS
-        + _LOCKS_WITH
-        + _SELECT.format(wait_age=wait_age, all_rows="true" if all_rows else "false")
+        + _LOCKS_WITH.format(terraform=_TERRAFORM if terraform else "")
+        + _SELECT.format(
+            wait_age=wait_age,
+            all_rows="true" if all_rows else "false",
+            terraform_column="tf.label" if terraform else "NULL::text",
+            terraform_join=_TERRAFORM_JOIN if terraform else "",
+        )
     )

@@ -118,7 +118,7 @@ def _name(row: Row, key: AdvisoryKey | None, names: AdvisoryNames) -> str:
             + (f" in {row['database_name']}" if row["database_name"] else "")
         )
     if locktype == "advisory" and key is not None:
-        return names.name(key)
+        return advisory_name(row, key, names)
     if locktype == "relation" and relation:
         return relation
     if locktype == "tuple" and relation:
@@ -134,6 +134,16 @@ def _name(row: Row, key: AdvisoryKey | None, names: AdvisoryNames) -> str:
     if locktype == "object" and row["object_name"]:
         return str(row["object_name"])
     return f"{locktype} {row['classid']}/{row['objid']}/{row['objsubid']}"
+
+
+def advisory_name(row: Row, key: AdvisoryKey, names: AdvisoryNames) -> str:
+    """An advisory lock's name: Terraform's pg backend's workspace when the poll
+    found the key in its `states` table (query.py), else the configured name, else
+    the key."""
+    terraform = row.get("terraform_state")
+    if terraform is not None and key.form == "bigint":
+        return str(terraform)
+    return names.name(key)
 
 
 _NO_SESSION: Row = {}
@@ -196,12 +206,15 @@ class Waits(NamedTuple):
     of: dict[int | str, set[int]]
     # target -> gids of prepared transactions holding it
     prepared: dict[str, list[str]]
+    # target -> sessions waiting for it (a blocker among them is queued ahead, not holding)
+    queued: dict[str, set[int]] | None = None
 
 
 def index_waits(rows: Sequence[Row]) -> Waits:
     here: dict[tuple[int | str, str], list[int]] = defaultdict(list)
     of: dict[int | str, set[int]] = defaultdict(set)
     prepared: dict[str, list[str]] = defaultdict(list)
+    queued: dict[str, set[int]] = defaultdict(set)
     for row in rows:
         if row["pid"] is None and row["prepared_gid"] is not None:
             prepared[_target(row)].append(str(row["prepared_gid"]))
@@ -209,6 +222,7 @@ def index_waits(rows: Sequence[Row]) -> Waits:
         if row["granted"] or row["pid"] is None:
             continue
         waiter, target = int(row["pid"]), _target(row)
+        queued[target].add(waiter)
         for blocker in row["blocked_by"] or ():
             holders: list[int | str] = [int(blocker)]
             if blocker == 0:  # a prepared transaction: pg_blocking_pids cannot say which
@@ -216,7 +230,7 @@ def index_waits(rows: Sequence[Row]) -> Waits:
             for holder_id in holders:
                 here[(holder_id, target)].append(waiter)
                 of[holder_id].add(waiter)
-    return Waits(dict(here), dict(of), dict(prepared))
+    return Waits(dict(here), dict(of), dict(prepared), dict(queued))
 
 
 def _bounds(
@@ -338,6 +352,7 @@ def to_locks(
     if waits is None:
         waits = index_waits(rows)
     waits_here, waiters_of, prepared_by_target = waits.here, waits.of, waits.prepared
+    queued_for = waits.queued
 
     policy = StalenessPolicy(idle_after=idle_after)
     # A session often holds many locks (80 advisory locks on a pooled connection):
@@ -400,7 +415,9 @@ def to_locks(
                     Follower(
                         leader,
                         pg_id(server, holder_key, target, mode, "held"),
-                        names.name(key) if key is not None else _name(row, key, names),
+                        advisory_name(row, key, names)
+                        if key is not None
+                        else _name(row, key, names),
                         mode,
                         database or _session_database(sessions, row),
                         key,
@@ -411,6 +428,14 @@ def to_locks(
         if entries is not None:
             entries.append(len(locks))
         prepared = prepared_by_target.get(target, ()) if 0 in blocked_by else ()
+        heads: tuple[int, ...] = ()
+        head_query = None
+        if not granted and blocked_by and queued_for:
+            # Its blockers that wait for this very lock themselves: queued ahead of it.
+            waiting_here = queued_for.get(target, ())
+            heads = tuple(pid for pid in blocked_by if pid in waiting_here)
+            if heads:
+                head_query = trim_query(sessions.get(heads[0], _NO_SESSION).get("query"))
         pg = PgLock(
             server=server,
             locktype=locktype,
@@ -428,6 +453,8 @@ def to_locks(
             known_held_at=known,
             acquired_after=after,
             level=level,
+            queue_heads=heads,
+            queue_head_query=head_query,
         )
         state = "held" if granted else "wait"
         locks.append(
@@ -436,7 +463,7 @@ def to_locks(
                 source="postgres",
                 format=FORMAT,
                 # An advisory lock is named by its key alone: no other column to read.
-                name=names.name(key) if key is not None else _name(row, key, names),
+                name=advisory_name(row, key, names) if key is not None else _name(row, key, names),
                 path=None,
                 holder=holder,
                 acquired_at=acquired_at,

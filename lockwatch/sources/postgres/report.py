@@ -76,6 +76,10 @@ def pg_record(
         "held_at_least_seconds": least,
         "held_at_most_seconds": most,
         "level": pg.level,
+        # A lock queue (an ALTER TABLE waiting behind a holder, SELECTs behind it):
+        # how many queue behind this waiting request, and whom a waiter queues behind.
+        "queued_behind": pg.queued_behind,
+        "queue_head": pg.queue_heads[0] if pg.queue_heads else None,
     }
 
 
@@ -107,6 +111,7 @@ def _session(
         "state": backend.state,
         "query": backend.query,
         "backend_type": backend.backend_type,
+        "autovacuum": backend.autovacuum,
         "prepared_transaction": backend.prepared_gid,
         "xact_age_seconds": rounded_age(backend.xact_start, now),
         "query_age_seconds": rounded_age(backend.query_start, now),

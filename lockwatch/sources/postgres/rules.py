@@ -18,6 +18,75 @@ if TYPE_CHECKING:
     from lockwatch.sources.postgres.facts import PgBackend, PgLock
 
 _IDLE_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")
+# Reason codes that are warnings about a live lock (its NOTE stands out).
+WARNINGS = frozenset({"ddl_queue", "autovacuum_wraparound"})
+
+
+def _pids(pids: tuple[int, ...]) -> str:
+    shown = ", ".join(str(pid) for pid in pids[:5])
+    more = f" and {len(pids) - 5} more" if len(pids) > 5 else ""
+    return f"pid {shown}{more}"
+
+
+def queue_reason(pg: PgLock, name: str) -> Reason | None:
+    """`ddl_queue` for a waiter at the head of a lock queue (others queue behind its
+    request) or queued behind such a waiter: while the head waits, every later
+    request that conflicts with it waits too, even one the holder alone would let
+    through (a SELECT behind an ALTER TABLE behind an idle transaction)."""
+    count = pg.queued_behind
+    if count:
+        noun = "session queues" if count == 1 else "sessions queue"
+        holders = [pid for pid in pg.blocked_by if pid and pid not in pg.queue_heads]
+        root = (
+            f", not on {_pids(tuple(holders))}, which holds the lock it waits for"
+            if holders
+            else ""
+        )
+        return Reason(
+            "ddl_queue",
+            f"queue head: {count} {noun} behind its waiting {pg.mode} request on {name}"
+            f" ({_pids(pg.blocking_here)}): they wait on this statement{root}; cancelling"
+            " its statement (pg_cancel_backend) lets those that wait on nothing else through at"
+            " once, and the statement can be run again later",
+        )
+    if pg.queue_heads:
+        head = pg.queue_heads[0]
+        query = f" ({pg.queue_head_query})" if pg.queue_head_query else ""
+        others = tuple(pid for pid in pg.blocked_by if pid not in pg.queue_heads)
+        then = f"cancelling pid {head}'s statement lets it through"
+        if others:
+            who = _pids(tuple(p for p in others if p)) if any(others) else "a prepared transaction"
+            then = f"it also waits on {who}, which holds the lock"
+        elif len(pg.queue_heads) > 1:
+            then = f"it goes on once {_pids(pg.queue_heads)} no longer wait ahead of it"
+        return Reason(
+            "ddl_queue",
+            f"queued behind pid {head}{query}, which itself waits for {name}: this session"
+            f" waits on that queued request, not on a holder of the lock; {then}",
+        )
+    return None
+
+
+def autovacuum_reason(backend: PgBackend) -> Reason | None:
+    """What an autovacuum worker holding a lock will do: a plain one yields (the
+    deadlock check of a conflicting request cancels it after deadlock_timeout); an
+    anti-wraparound one does not, and cancelling it only has it started again."""
+    kind = backend.autovacuum
+    if kind is None:
+        return None
+    what = f" ({backend.query})" if backend.query else ""
+    if kind == "wraparound":
+        return Reason(
+            "autovacuum_wraparound",
+            f"held by an autovacuum worker vacuuming to prevent transaction ID wraparound{what}:"
+            " it will not yield to a conflicting lock request, and cancelling it only restarts"
+            " it (autovacuum starts it again while the table still needs it); let it finish",
+        )
+    return Reason(
+        "autovacuum",
+        f"held by an autovacuum worker{what}: it yields, a conflicting lock request cancels"
+        " it after deadlock_timeout, and it runs again later",
+    )
 
 
 def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
@@ -66,9 +135,11 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
         how_long = f" for {duration(waited)}" if waited is not None else ""
         by = f", blocked by {', '.join(blockers)}" if blockers else ""
         extra = [*info, hidden] if hidden is not None else info
+        queue = queue_reason(pg, lock.name)
+        waiting = Reason("waiting", f"waiting{how_long} for {pg.mode} on {lock.name}{by}")
         return Verdict(
             State.WAITING,
-            (Reason("waiting", f"waiting{how_long} for {pg.mode} on {lock.name}{by}"), *extra),
+            (waiting, queue, *extra) if queue is not None else (waiting, *extra),
             age_seconds=age,
             alive=True,
         )
@@ -79,6 +150,10 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
         more = f" and {count - 5} more" if count > 5 else ""
         noun = "session" if count == 1 else "sessions"
         info.insert(0, Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
+
+    vacuum = autovacuum_reason(backend)
+    if vacuum is not None:
+        info.insert(0, vacuum)
 
     if gid is not None:
         if limit is not None and age is not None and lock.acquired_at is not None:
