@@ -288,3 +288,68 @@ def test_many_leases_are_read_a_capped_batch_per_poll_the_rest_counted_down(
         assert [r.code for r in verdict.reasons] == ["lease_unread"]
     finally:
         server.close()
+
+
+def test_after_a_whole_read_a_poll_reads_what_was_written_since_and_sees_deletions(
+    etcd: Etcd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a poll after a whole read asks etcd, in one transaction, for the
+    keys written since and each prefix's count; what it lists is what a whole read
+    lists, after puts, re-puts, a key deleted and made again, a lease revoked;
+    a deletion (the count short) makes it read the prefixes whole."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.sources.etcd.endpoint import parse
+    from lockwatch.sources.etcd.gateway import Gateway
+    from lockwatch.sources.etcd.server import EtcdServer
+
+    whole: list[str] = []
+    range_prefix = Gateway.range_prefix
+
+    def counted(self: Gateway, prefix: str, limit: int) -> tuple[int, list[Any], bool]:
+        whole.append(prefix)
+        return range_prefix(self, prefix, limit)
+
+    monkeypatch.setattr(Gateway, "range_prefix", counted)
+    prefixes = ("/locks/", "/locks/b", "/app/")  # overlapping, as operators may give them
+    lease = int(etcd_json(etcd, "/lease/grant", {"TTL": 600})["ID"])
+    etcd.ctl("put", "/locks/a", "1")
+    etcd.ctl("put", "--lease", format(lease, "x"), "/locks/b/leased", "2")
+    etcd.ctl("put", "/app/c", "3")
+    server = EtcdServer(parse(etcd.url), prefixes, clock=SystemClock())
+
+    def same_as_a_whole_read(deleted: bool) -> None:
+        whole.clear()
+        polled = server.poll()
+        assert polled is not None, server.status
+        assert whole == (list(prefixes) if deleted else [])
+        fresh = EtcdServer(parse(etcd.url), prefixes, clock=SystemClock())
+        try:
+            read = fresh.poll()
+        finally:
+            fresh.close()
+        assert read is not None and read.revision == polled.revision
+        assert polled.keys == read.keys  # in the order a whole read gives them
+        assert set(polled.leases) == set(read.leases)
+
+    try:
+        first = server.poll()
+        assert first is not None and len(first.keys) == 3
+        same_as_a_whole_read(deleted=False)  # nothing written
+        etcd.ctl("put", "/locks/a", "1 again")  # a new value, the same key
+        etcd.ctl("put", "/locks/new", "4")
+        etcd.ctl("put", "/locks/b/new", "5")  # under two of the prefixes
+        same_as_a_whole_read(deleted=False)
+        etcd.ctl("del", "/locks/new")
+        etcd.ctl("put", "/locks/new", "made again")
+        same_as_a_whole_read(deleted=False)  # deleted and made again: written since
+        etcd.ctl("del", "/app/c")
+        same_as_a_whole_read(deleted=True)
+        etcd.ctl("del", "/locks/a")  # one gone, one new: as many keys as before the two
+        etcd.ctl("put", "/locks/z", "7")
+        same_as_a_whole_read(deleted=True)
+        etcd_json(etcd, "/lease/revoke", {"ID": str(lease)})  # etcd deletes its key
+        same_as_a_whole_read(deleted=True)
+        etcd.ctl("put", "/unwatched/x", "6")  # outside the prefixes: nothing to read
+        same_as_a_whole_read(deleted=False)
+    finally:
+        server.close()
