@@ -8,6 +8,9 @@ token, answering with the value and the TTL it had. Those go to the audit log
 can be undone by hand. For a Redlock group the script runs on every server of
 the group: each copy with that token goes; any other holder's copy stays.
 
+Redisson's hash locks and redis-semaphore's holders are broken as their
+libraries' own unlocks do it (librarybreaks.py), each in one Lua script too.
+
 A deleted lock's holder is not told: it may go on as if it held the lock,
 which is why a lock that is not stale (`no_quorum`) needs its name typed.
 """
@@ -27,6 +30,12 @@ from lockwatch.model.action import (
 )
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.redis.librarybreaks import (
+    execute_redisson,
+    execute_semaphore,
+    plan_redisson,
+    plan_semaphore,
+)
 from lockwatch.sources.redis.redisson import RedissonFacts
 from lockwatch.sources.redis.semaphore import SemaphoreFacts
 from lockwatch.sources.redis.subscription import SubscriptionFacts, digest
@@ -54,15 +63,12 @@ def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock])
     assert isinstance(store, StoreLock)
     if isinstance(store, SubscriptionFacts) and kind is Kind.BREAK:
         return plan_kill(kind, lock, verdict, store)
-    if isinstance(store, RedissonFacts | SemaphoreFacts):
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
-            f"{lock.format} locks are not broken by lockwatch yet: its key is shared with"
-            " the library's own bookkeeping (reentrancy, other holders); it expires by itself",
-        )
+    # The libraries' own unlocks (librarybreaks.py): Redisson's forceUnlock, and
+    # redis-semaphore's release of one holder.
+    if isinstance(store, RedissonFacts):
+        return plan_redisson(kind, lock, verdict, store)
+    if isinstance(store, SemaphoreFacts):
+        return plan_semaphore(kind, lock, verdict, store)
     if kind is not Kind.BREAK:
         return refused(
             kind,
@@ -269,6 +275,10 @@ class RedisActions(StoreActions):
     def execute(self, plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
         if isinstance(plan.lock.facts, SubscriptionFacts):
             return kill(plan, expect_sha256)
+        if isinstance(plan.lock.facts, RedissonFacts):
+            return execute_redisson(plan, expect_sha256)
+        if isinstance(plan.lock.facts, SemaphoreFacts):
+            return execute_semaphore(plan, expect_sha256)
         return execute(plan, expect_sha256)
 
 

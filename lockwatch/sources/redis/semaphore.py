@@ -51,6 +51,8 @@ class SemaphoreHolder:
     identifier: str
     permits: int  # members it holds (a MultiSemaphore's permits; 1 for a Semaphore)
     score_ms: float  # acquired or last refreshed, on the holder's clock
+    # Its members and their scores as Redis prints them: what a break compares.
+    entries: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,9 @@ class SemaphoreFacts(StoreLock):
     expired: bool = False
     # The limit, where configured ([redis] semaphore_limits): Redis does not keep it.
     limit: int | None = None
+    # This holder's members and their scores as Redis printed them (a break's
+    # compare-and-swap: actions.py).
+    entries: tuple[tuple[str, str], ...] = ()
 
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
@@ -146,6 +151,7 @@ def holders(found: RedisCollection) -> list[SemaphoreHolder] | None:
     if found.kind != "zset" or not found.entries:
         return None
     scored: list[tuple[str, float]] = []
+    printed = dict(found.entries)
     for member, score in found.entries:
         try:
             value = float(score)
@@ -163,7 +169,7 @@ def holders(found: RedisCollection) -> list[SemaphoreHolder] | None:
     for identifier, members in groups.items():
         if len(members) > 1 and any(_PERMIT.fullmatch(m) is None for m, _ in members):
             # A plain identifier and a permit sharing a prefix: separate holders.
-            found_holders.extend(SemaphoreHolder(m, 1, v) for m, v in members)
+            found_holders.extend(SemaphoreHolder(m, 1, v, ((m, printed[m]),)) for m, v in members)
             continue
         single = len(members) == 1 and _PERMIT.fullmatch(members[0][0]) is None
         found_holders.append(
@@ -171,6 +177,7 @@ def holders(found: RedisCollection) -> list[SemaphoreHolder] | None:
                 members[0][0] if single else identifier,
                 len(members),
                 max(v for _, v in members),
+                tuple((m, printed[m]) for m, _ in members),
             )
         )
     return found_holders
@@ -219,6 +226,7 @@ def to_locks(
             lock_timeout=None if lock_timeout_ms is None else round(lock_timeout_ms / 100) / 10,
             expired=expired,
             limit=limits.get(name),
+            entries=holder.entries,
         )
         locks.append(
             Lock(

@@ -1,0 +1,303 @@
+"""Breaking a Redisson lock or a redis-semaphore holder: what the library's own
+unlock does, as a compare-and-swap in one Lua script, so nothing can come
+between the compare and the write.
+
+- Redisson (`RLock.forceUnlock`, redisson/redisson RedissonLock.java and its
+  fair and read-write kin): delete the lock's hash, then publish the unlock
+  message on its channel, `redisson_lock__channel:{<name>}` (a read-write lock:
+  `redisson_rwlock:{<name>}`), so its waiters try at once. The message is 0
+  (LockPubSub.UNLOCK_MESSAGE: one waiter wakes), and 1 for a write lock
+  (READ_UNLOCK_MESSAGE: all wake). A fair lock (`redisson_lock_queue:{<name>}`
+  holds its waiters) first drops the waiters whose wait timed out, then tells
+  the first one left on its own channel `<channel>:<waiter>`. Only if the hash
+  still holds exactly the fields (owners, their counts, a read-write lock's
+  `mode`) the operator saw. Redisson 3.21+ on a Redis 7 cluster with sharded
+  pub/sub publishes with SPUBLISH: there a PUBLISH does not reach the waiters,
+  which then try when their own wait times out. A read lock's per-reader
+  timeout keys are left to expire, as forceUnlock leaves them.
+- redis-semaphore (`releaseSemaphore`, swarthy/redis-semaphore): ZREM of the
+  holder's member (a MultiSemaphore's: its `<identifier>_<i>` members), only if
+  each still has the score the operator saw. Nobody is told (the library
+  publishes nothing): acquirers find the permit free at their next attempt.
+
+Neither holder is told its lock went: a Redisson holder's watchdog finds no
+field at its next renewal and stops, and its unlock() fails; a semaphore holder's
+next refresh finds it gone and calls its onLockLost. So a lock that is not
+stale needs its name typed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from lockwatch.model.action import ActionFailed, ActionRefused, Kind, Plan, refused
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.redis.redisson import REDISSON_RW, RedissonFacts
+from lockwatch.sources.redis.semaphore import SemaphoreFacts
+
+# Redisson's LockPubSub messages.
+UNLOCK_MESSAGE = "0"
+READ_UNLOCK_MESSAGE = "1"
+
+# KEYS: the lock's hash, a fair lock's queue (list) and its waiters' timeouts (zset).
+# ARGV: the channel, the message, now (ms since the epoch), then the hash's
+# fields and values as seen. Answers {1, pttl, channel published on ('' when
+# none), receivers, waiters dropped} when done; {0} when the hash differs; {-1}
+# when there is none.
+REDISSON_FORCE_UNLOCK = """
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' then
+  return {-1}
+end
+if kind ~= 'hash' or redis.call('HLEN', KEYS[1]) * 2 ~= #ARGV - 3 then
+  return {0}
+end
+for i = 4, #ARGV, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then
+    return {0}
+  end
+end
+local ttl = redis.call('PTTL', KEYS[1])
+local fair = redis.call('EXISTS', KEYS[2]) == 1
+local dropped = 0
+while fair do
+  local first = redis.call('LINDEX', KEYS[2], 0)
+  if not first then
+    break
+  end
+  local timeout = redis.call('ZSCORE', KEYS[3], first)
+  if not timeout or tonumber(timeout) > tonumber(ARGV[3]) then
+    break
+  end
+  redis.call('ZREM', KEYS[3], first)
+  redis.call('LPOP', KEYS[2])
+  dropped = dropped + 1
+end
+redis.call('DEL', KEYS[1])
+local channel = ARGV[1]
+if fair then
+  local waiter = redis.call('LINDEX', KEYS[2], 0)
+  if not waiter then
+    return {1, ttl, '', 0, dropped}
+  end
+  channel = channel .. ':' .. waiter
+end
+local receivers = redis.call('PUBLISH', channel, ARGV[2])
+return {1, ttl, channel, receivers, dropped}
+"""
+
+# KEYS[1]: the semaphore's sorted set. ARGV: the holder's members and their
+# scores as seen. Answers {1, members removed, pttl, members left} when done;
+# {0, a member that differs, its score now ('' when gone), how many of the
+# holder's members are left}.
+SEMAPHORE_RELEASE = """
+local left = 0
+local differs, now = nil, ''
+for i = 1, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score then
+    left = left + 1
+  end
+  if not differs and (not score or tonumber(score) ~= tonumber(ARGV[i + 1])) then
+    differs, now = ARGV[i], score or ''
+  end
+end
+if differs then
+  return {0, differs, now, left}
+end
+local ttl = redis.call('PTTL', KEYS[1])
+local removed = 0
+for i = 1, #ARGV, 2 do
+  removed = removed + redis.call('ZREM', KEYS[1], ARGV[i])
+end
+return {1, removed, ttl, redis.call('ZCARD', KEYS[1])}
+"""
+
+
+def prefixed(prefix: str, name: str) -> str:
+    """Redisson's prefixName: the name in braces (one hash slot with the lock),
+    unless it has a hash tag already."""
+    return f"{prefix}:{name}" if "{" in name else f"{prefix}:{{{name}}}"
+
+
+def channel_of(facts: RedissonFacts, fmt: str) -> tuple[str, str]:
+    """The channel Redisson's waiters listen on, and the message its forceUnlock sends."""
+    if fmt == REDISSON_RW:
+        message = READ_UNLOCK_MESSAGE if facts.mode == "write" else UNLOCK_MESSAGE
+        return prefixed("redisson_rwlock", facts.key), message
+    return prefixed("redisson_lock__channel", facts.key), UNLOCK_MESSAGE
+
+
+def seen_hash(facts: RedissonFacts) -> list[tuple[str, str]]:
+    """The hash's fields and values as the operator saw them."""
+    fields = [(owner.field, str(owner.count)) for owner in facts.owners]
+    return fields if facts.mode is None else [("mode", facts.mode), *fields]
+
+
+def plan_redisson(kind: Kind, lock: Lock, verdict: Verdict, facts: RedissonFacts) -> Plan:
+    if kind is not Kind.BREAK:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "unsupported",
+            f"a Redisson lock can only be broken (its forceUnlock), not {kind.value}",
+        )
+    if facts.waiting or not facts.owners:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "not_held",
+            f"{facts.session} waits for {lock.name}; it holds nothing",
+        )
+    channel, message = channel_of(facts, lock.format)
+    fields = ", ".join(f"{field}={value}" for field, value in seen_hash(facts))
+    tell = (
+        f"tell its first waiter (fair lock: {channel}:<waiter>, after dropping the waiters"
+        " whose wait timed out)"
+        if facts.blocking
+        else f"publish {message} on {channel}"
+    )
+    effect = (
+        f"delete the hash {facts.key} on {facts.server} and {tell}, as Redisson's forceUnlock"
+        f" does: one Lua script, only if the hash is still exactly {fields}. Its fields and TTL"
+        " go to the audit log so it can be put back by hand. Its holder is not told: its"
+        " watchdog stops at the next renewal and its unlock() fails"
+    )
+    return Plan(
+        kind, lock, verdict, "lock_broken", effect, needs_name=verdict.state is not State.STALE
+    )
+
+
+def plan_semaphore(kind: Kind, lock: Lock, verdict: Verdict, facts: SemaphoreFacts) -> Plan:
+    if kind is not Kind.BREAK:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "unsupported",
+            f"a redis-semaphore holder can only be broken (its release), not {kind.value}",
+        )
+    if not facts.entries:
+        return refused(kind, lock, verdict, "unsupported", f"{lock.id}: its members were not read")
+    members = ", ".join(f"{member} (score {score})" for member, score in facts.entries)
+    effect = (
+        f"ZREM {members} from {facts.key} on {facts.server}, what redis-semaphore's release"
+        " does: one Lua script, only if each still has the score seen (its last acquire or"
+        " refresh). Members and scores go to the audit log (a ZADD puts them back). Its holder"
+        " is not told: its next refresh finds itself gone (onLockLost); acquirers take the"
+        " permit at their next attempt"
+    )
+    return Plan(
+        kind, lock, verdict, "lock_broken", effect, needs_name=verdict.state is not State.STALE
+    )
+
+
+def _run(
+    lock: Lock, expect_sha256: str | None, script: str, keys: list[str], argv: list[str]
+) -> Any:
+    import redis
+
+    from lockwatch.sources.redis.endpoint import endpoint_for
+    from lockwatch.sources.redis.server import describe, raw
+
+    facts = lock.facts
+    assert isinstance(facts, RedissonFacts | SemaphoreFacts)
+    if expect_sha256 is not None and expect_sha256 != lock.sha256:
+        raise ActionRefused(
+            "changed", f"{facts.key} is not what you saw (sha256 {expect_sha256}); nothing done"
+        )
+    endpoint = endpoint_for(facts.server, os.environ)
+    if endpoint is None:
+        raise ActionFailed("unreachable", f"{facts.server}: no URL for it (name it with --redis)")
+    client = endpoint.connect()
+    try:
+        return client.eval(script, len(keys), *(raw(v) for v in [*keys, *argv]))
+    except (redis.RedisError, OSError) as exc:
+        message = f"{facts.server}: {describe(exc, endpoint)}; nothing done"
+        raise ActionFailed("unreachable", message) from None
+    finally:
+        client.close()
+
+
+def execute_redisson(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+    from lockwatch.sources.redis.server import redisson_names, text
+
+    lock = plan.lock
+    facts = lock.facts
+    assert isinstance(facts, RedissonFacts)
+    channel, message = channel_of(facts, lock.format)
+    queue, timeouts = redisson_names(facts.key)
+    fields = seen_hash(facts)
+    argv = [channel, message, str(int(time.time() * 1000))]
+    argv += [part for pair in fields for part in pair]
+    answer = _run(lock, expect_sha256, REDISSON_FORCE_UNLOCK, [facts.key, queue, timeouts], argv)
+    if answer[0] == -1:
+        raise ActionRefused("gone", f"{facts.key} is gone (unlocked or expired); nothing done")
+    if answer[0] != 1:
+        raise ActionRefused(
+            "changed",
+            f"{facts.key} is no longer the hash you saw (another owner, or its holder locked or"
+            " unlocked it again since): nothing done",
+        )
+    _, ttl, told, receivers, dropped = answer
+    told = text(told) if isinstance(told, bytes) else str(told)
+    restore = f"HSET {facts.key!r} " + " ".join(f"{f!r} {v!r}" for f, v in fields)
+    if int(ttl) > 0:
+        restore += f"; PEXPIRE {facts.key!r} {int(ttl)}"
+    details: dict[str, Any] = {
+        "key": facts.key,
+        "previous_hash": dict(fields),
+        "ttl_ms": int(ttl),
+        "channel": told or None,
+        "message": message if told else None,
+        "receivers": int(receivers),
+        "fair_waiters_dropped": int(dropped),
+        "restore": restore,
+    }
+    said = f"; told {receivers} listener(s) on {told}" if told else ""
+    return details, f"deleted {facts.key} on {facts.server}{said}; to put it back: {restore}"
+
+
+def execute_semaphore(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+    from lockwatch.sources.redis.server import text
+
+    lock = plan.lock
+    facts = lock.facts
+    assert isinstance(facts, SemaphoreFacts)
+    argv = [part for pair in facts.entries for part in pair]
+    answer = _run(lock, expect_sha256, SEMAPHORE_RELEASE, [facts.key], argv)
+    if answer[0] != 1:
+        _, member, now, left = answer
+        member = text(member) if isinstance(member, bytes) else str(member)
+        now = text(now) if isinstance(now, bytes) else str(now)
+        if int(left) == 0:
+            raise ActionRefused(
+                "gone",
+                f"{facts.identifier} is no longer in {facts.key} (released, or removed as"
+                " expired); nothing done",
+            )
+        raise ActionRefused(
+            "changed",
+            f"{member} in {facts.key} now has score {now or 'none'}, not the one you saw"
+            " (its holder refreshed it: it is alive): nothing done",
+        )
+    _, removed, ttl, remaining = answer
+    restore = f"ZADD {facts.key!r} " + " ".join(f"{s} {m!r}" for m, s in facts.entries)
+    details: dict[str, Any] = {
+        "key": facts.key,
+        "identifier": facts.identifier,
+        "removed": [{"member": m, "score": s} for m, s in facts.entries],
+        "ttl_ms": int(ttl),
+        "members_left": int(remaining),
+        "restore": restore,
+    }
+    message = (
+        f"removed holder {facts.identifier} ({int(removed)} member{'s' * (int(removed) != 1)})"
+        f" from {facts.key} on {facts.server}; to put it back: {restore}"
+    )
+    return details, message
