@@ -37,10 +37,12 @@ class Found:
 
 
 def tool_of(table_name: str) -> str | None:
+    """The tool whose lock table this is by its default name. Only those: a table
+    the config names (deploy_lock, say) found in another schema is no knex table."""
     name = table_name.lower()
     if name == "databasechangeloglock":
         return LIQUIBASE
-    if name.endswith("_lock"):
+    if name == "knex_migrations_lock":
         return KNEX
     return None
 
