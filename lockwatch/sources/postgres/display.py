@@ -40,7 +40,7 @@ def session_name(backend: PgBackend) -> str:
     if not application and backend.autovacuum is not None:
         # Autovacuum names no application: what it is tells the operator most.
         wraparound = " (to prevent wraparound)" if backend.autovacuum == "wraparound" else ""
-        return f"autovacuum{wraparound} pid {backend.pid}"
+        return f"autovacuum{wraparound}"
     return application or f"pid {backend.pid}"
 
 
@@ -159,6 +159,8 @@ def _autovacuum(backend: PgBackend) -> str | None:
         return "to prevent wraparound: will not yield; cancelling it only restarts it"
     if backend.autovacuum == "plain":
         return "yields: a conflicting lock request cancels it after deadlock_timeout"
+    if backend.autovacuum == "hidden":
+        return "its query is hidden: whether it is an anti-wraparound one is not known"
     return None
 
 

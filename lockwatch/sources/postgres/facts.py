@@ -218,13 +218,19 @@ class PgBackend:
         return f"pid {self.pid}"
 
     @property
-    def autovacuum(self) -> Literal["wraparound", "plain"] | None:
+    def autovacuum(self) -> Literal["wraparound", "plain", "hidden"] | None:
         """An autovacuum worker: `wraparound` when it vacuums to prevent transaction
         ID wraparound (its query ends `(to prevent wraparound)`), which a conflicting
         lock request does not cancel as it cancels a plain one."""
         query = self.query or ""
-        if self.backend_type != "autovacuum worker" and not query.startswith("autovacuum:"):
+        # Any client may write `autovacuum:` in a query: the backend's type decides,
+        # and only where it is not known (before PostgreSQL 10) does the query.
+        if self.backend_type is not None and self.backend_type != "autovacuum worker":
             return None
+        if self.backend_type is None and not query.startswith("autovacuum:"):
+            return None
+        if not query.startswith("autovacuum:"):
+            return "hidden"  # its query hidden from our role: which kind is not known
         return "wraparound" if "(to prevent wraparound)" in query else "plain"
 
     @property

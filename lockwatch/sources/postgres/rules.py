@@ -82,6 +82,12 @@ def autovacuum_reason(backend: PgBackend) -> Reason | None:
             " it will not yield to a conflicting lock request, and cancelling it only restarts"
             " it (autovacuum starts it again while the table still needs it); let it finish",
         )
+    if kind == "hidden":
+        return Reason(
+            "autovacuum",
+            "held by an autovacuum worker whose query is hidden from lockwatch's role: whether"
+            " it vacuums to prevent wraparound (and will not yield) cannot be told",
+        )
     return Reason(
         "autovacuum",
         f"held by an autovacuum worker{what}: it yields, a conflicting lock request cancels"
