@@ -11,7 +11,6 @@ untouched for over 10 s, saying that this is the default stale time.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.formats.common import WAIT_S, age, codes, reap, record, run_break, run_ls, start_ready
+from tests.npm import npm_packages
 
 HOLDER = r"""
 const lf = require('proper-lockfile');
@@ -41,19 +41,7 @@ lf.check(process.argv[2]).then((held) => console.log(held ? 'locked' : 'unlocked
 
 @pytest.fixture(scope="module")
 def npm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are needed to run proper-lockfile")
-    directory = tmp_path_factory.mktemp("proper-lockfile")
-    done = subprocess.run(
-        ["npm", "install", "--prefer-offline", "--no-audit", "--no-fund", "proper-lockfile@4"],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"proper-lockfile is not in npm's cache: {done.stderr[-300:]}")
+    directory = npm_packages(tmp_path_factory, "proper-lockfile@4")
     (directory / "holder.js").write_text(HOLDER)
     (directory / "check.js").write_text(CHECK)
     return directory

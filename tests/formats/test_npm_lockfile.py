@@ -11,7 +11,6 @@ holder): it is unknown, `existence_unknown` saying why.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,12 +21,12 @@ from tests.formats.common import (
     WAIT_S,
     codes,
     locks_dir,
-    need_tools,
     reap,
     records,
     say,
     start_ready,
 )
+from tests.npm import npm_packages
 
 HOLDER = r"""
 const lockFile = require('lockfile');
@@ -52,21 +51,7 @@ lockFile.check(process.argv[2], {}, (er, locked) => {
 
 @pytest.fixture(scope="module")
 def npm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    need_tools("node", "npm")
-    directory = tmp_path_factory.mktemp("npm-lockfile")
-    done = subprocess.run(
-        ["npm", "install", "--prefer-offline", "--no-audit", "--no-fund", "lockfile@1"],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    if done.returncode != 0:
-        why = f"npm could not install lockfile: {done.stderr[-300:]}"
-        if os.environ.get("LOCKWATCH_REQUIRE_TOOLS"):
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
+    directory = npm_packages(tmp_path_factory, "lockfile@1")
     (directory / "holder.js").write_text(HOLDER)
     (directory / "check.js").write_text(CHECK)
     return directory

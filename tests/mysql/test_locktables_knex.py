@@ -18,8 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from tests.conftest import run_cli
-from tests.formats.common import need_tools
 from tests.mysql.conftest import GROUP, WAIT_S, connect, endpoint_of, wait_until
+from tests.npm import npm_packages
 
 pytestmark = [pytest.mark.mysql, GROUP]
 
@@ -43,22 +43,7 @@ exports.down = async () => {};
 
 @pytest.fixture(scope="module")
 def knex_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    need_tools("node", "npm")
-    directory = tmp_path_factory.mktemp("knex-mysql")
-    done = subprocess.run(
-        ["npm", "install", "--prefer-offline", "--no-audit", "--no-fund", "knex@3", "mysql2@3"],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if done.returncode != 0:
-        why = f"npm could not install knex: {done.stderr[-300:]}"
-        if os.environ.get("LOCKWATCH_REQUIRE_TOOLS"):
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
-    return directory
+    return npm_packages(tmp_path_factory, "knex@3", "mysql2@3")
 
 
 @pytest.fixture

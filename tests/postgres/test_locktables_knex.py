@@ -20,7 +20,7 @@ import pytest
 from psycopg import conninfo, sql
 
 from tests.conftest import run_cli
-from tests.formats.common import need_tools
+from tests.npm import npm_packages
 from tests.postgres.conftest import WAIT_S, connect, wait_until
 
 pytestmark = pytest.mark.postgres
@@ -58,22 +58,7 @@ CLEAN_ENV = {
 
 @pytest.fixture(scope="module")
 def knex_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    need_tools("node", "npm")
-    directory = tmp_path_factory.mktemp("knex")
-    done = subprocess.run(
-        ["npm", "install", "--prefer-offline", "--no-audit", "--no-fund", "knex@3", "pg@8"],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if done.returncode != 0:
-        why = f"npm could not install knex: {done.stderr[-300:]}"
-        if os.environ.get("LOCKWATCH_REQUIRE_TOOLS"):
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
-    return directory
+    return npm_packages(tmp_path_factory, "knex@3", "pg@8")
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ items 3 and 4), each judged against the library's own answer:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
+from tests.npm import npm_packages
 from tests.stores.conftest import WAIT_S, Etcd, until
 
 CANDIDATE = r"""
@@ -50,23 +50,7 @@ def listing(etcd: Etcd, *args: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def etcd3_js(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("etcd3-npm")
-    try:
-        done = subprocess.run(
-            ["npm", "install", "--prefer-offline", "--no-audit", "--no-fund", "etcd3@1"],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        why = f"npm could not install etcd3: {done.stderr[-300:]}" if done.returncode else ""
-    except FileNotFoundError:
-        why = "npm is not installed"
-    if why:
-        if os.environ.get("LOCKWATCH_REQUIRE_TOOLS"):
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
+    directory = npm_packages(tmp_path_factory, "etcd3@1")
     (directory / "candidate.js").write_text(CANDIDATE)
     (directory / "leader.js").write_text(LEADER)
     return directory

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +19,8 @@ from typing import IO, Any
 
 import pytest
 
-from tests.stores.conftest import WAIT_S, RedisHarness, Throwaway, unavailable, until
+from tests.npm import npm_packages
+from tests.stores.conftest import WAIT_S, RedisHarness, Throwaway, until
 from tests.stores.test_redis_break import audit_records, break_cli, lock_id
 from tests.stores.test_redis_source import listing
 
@@ -162,24 +161,9 @@ say({ ready: true });
 
 
 @pytest.fixture(scope="session")
-def node_modules() -> Path:
-    """redis-semaphore and ioredis from npm, installed once in a scratch directory."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        unavailable("node and npm are needed for redis-semaphore")
-    where = Path(tempfile.gettempdir()) / "lockwatch-test-npm-redis-semaphore"
-    if not (where / "node_modules" / "redis-semaphore").is_dir():
-        where.mkdir(exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "redis-semaphore@5", "ioredis@5"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if done.returncode != 0:
-            unavailable(f"npm install redis-semaphore failed: {done.stderr.strip()[-300:]}")
-    return where
+def node_modules(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """redis-semaphore and ioredis from npm."""
+    return npm_packages(tmp_path_factory, "redis-semaphore@5", "ioredis@5")
 
 
 class NodeHolder:
