@@ -353,3 +353,36 @@ def test_after_a_whole_read_a_poll_reads_what_was_written_since_and_sees_deletio
         same_as_a_whole_read(deleted=False)
     finally:
         server.close()
+
+
+def test_records_kept_across_polls_are_the_records_made_afresh() -> None:
+    """A poller keeps what each key alone decides (its id, digest, holder) while
+    the key is unchanged; a changed value, a new holder after a release, a key
+    read again as a new object: each poll's records are those made from nothing."""
+    from datetime import UTC, datetime, timedelta
+
+    from lockwatch.sources.etcd.gateway import KeyValue
+    from lockwatch.sources.etcd.records import Records, to_locks
+    from lockwatch.sources.etcd.server import EtcdSnapshot
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    app = KeyValue("/locks/app", "token-1", 5, 5, 1, 0)
+    holder = KeyValue("/locks/m/1f", "", 6, 6, 1, 0x1F)
+    waiter = KeyValue("/locks/m/2a", "", 7, 7, 1, 0x2A)
+    first = EtcdSnapshot("e:2379", at, 7, [app, holder, waiter], {0x1F: (30, 60), 0x2A: (None, 0)})
+    changed = KeyValue("/locks/app", "token-2", 5, 8, 2, 0)  # the same key, written again
+    again = KeyValue(*(getattr(waiter, name) for name in KeyValue.__slots__))  # read again
+    second = EtcdSnapshot(
+        "e:2379", at + timedelta(seconds=2), 9, [changed, again], {0x2A: (12, 60)}
+    )
+    records = Records()
+    for snapshot in (first, second, first):
+        kept, fresh = records.to_locks(snapshot), to_locks(snapshot)
+        assert kept == fresh
+        assert [lock.content for lock in kept] == [lock.content for lock in fresh]
+        assert [lock.facts for lock in kept] == [lock.facts for lock in fresh]
+    before = {lock.id: lock for lock in to_locks(first)}
+    after = {lock.id: lock for lock in to_locks(second)}
+    assert before["etcd:e:2379:/locks/app"].sha256 != after["etcd:e:2379:/locks/app"].sha256
+    promoted = after["etcd:e:2379:/locks/m/2a"]  # the waiter holds it once the holder is gone
+    assert promoted.facts.position == 0 and promoted.facts.blocked_by == ()  # type: ignore[union-attr]

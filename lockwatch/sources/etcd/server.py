@@ -23,6 +23,7 @@ poll (till then its time left is unknown, not zero).
 
 from __future__ import annotations
 
+import heapq
 import random
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -67,6 +68,11 @@ class LeaseReading:
     left: int  # as etcd said, -1: gone
     granted: int
     read_at: datetime
+
+    @property
+    def ends(self) -> float:
+        """When it runs out as read (a POSIX time), to order readings by."""
+        return self.read_at.timestamp() + self.left
 
 
 @dataclass(frozen=True)
@@ -241,7 +247,11 @@ class EtcdServer:
     def _leases(
         self, gateway: Gateway, wanted: set[int], now: datetime, early: Early | None
     ) -> dict[int, LeaseTTL]:
-        readings = {lease: self._readings[lease] for lease in wanted if lease in self._readings}
+        last = self._readings
+        if len(last) < len(wanted):
+            readings = {lease: reading for lease, reading in last.items() if lease in wanted}
+        else:
+            readings = {lease: last[lease] for lease in wanted if lease in last}
         alive: set[int] | None = None
         known = wanted  # leases the listing can tell gone: those known before it
         if early is not None:
@@ -259,20 +269,21 @@ class EtcdServer:
         for lease in fresh:
             readings[lease] = LeaseReading(*read[lease], now)
         self._readings, self._wanted = readings, wanted
-        answer: dict[int, LeaseTTL] = {}
-        for lease in wanted:
-            reading = readings.get(lease)
-            if lease in fresh:
-                answer[lease] = read[lease]
-            elif alive is not None and lease not in alive and lease in known:
-                answer[lease] = (-1, 0)
-            elif reading is None:
-                answer[lease] = (None, 0)
-            elif reading.left < 0:
+        # Each lease's answer, the later overriding: not read lately; counted down
+        # from its last reading; gone, as the listing says; read this poll. Built
+        # so, not lease by lease, as most of 10,000 leases are in the first.
+        answer: dict[int, LeaseTTL] = dict.fromkeys(wanted, (None, 0))
+        for lease, reading in readings.items():
+            if reading.left < 0:
                 answer[lease] = (reading.left, reading.granted)
             else:
                 counted = _left(reading, now)
                 answer[lease] = (counted if counted > 0 else None, reading.granted)
+        if alive is not None:
+            for lease in (known - alive) & wanted:
+                answer[lease] = (-1, 0)
+        for lease in fresh:
+            answer[lease] = read[lease]
         return answer
 
     def _submit(
@@ -295,15 +306,19 @@ class EtcdServer:
             futures = self._submit(due, listing=False)
             futures.insert(0, _done((alive, {})))
             return futures
-        count = min(LEASE_READERS, max(1, len(due) // 8))
-        shares = [due[n::count] for n in range(count)]
+        # The listing (10,000 leases: the longest read) on a connection of its
+        # own, the times to live shared among the others.
+        first = 1 if listing else 0
+        count = min(LEASE_READERS - first, max(1, len(due) // 8))
+        shares: list[list[int]] = [[] for _ in range(first)]
+        shares += [due[n::count] for n in range(count)]
         pool, readers = self._pool, self._readers
 
         def read(n: int) -> Read:
             alive = readers[n].leases() if listing and n == 0 else None
             return alive, {lease: readers[n].time_to_live(lease) for lease in shares[n]}
 
-        return [pool.submit(read, n) for n in range(count)]
+        return [pool.submit(read, n) for n in range(first + count)]
 
     def _updated_at(self) -> datetime | None:
         return self.last.polled_at if self.last else None
@@ -345,12 +360,12 @@ def _left(reading: LeaseReading, now: datetime) -> float:
 
 def _due(leases: set[int], readings: dict[int, LeaseReading], now: datetime) -> list[int]:
     """The LEASE_READS of `leases` to read first: never read, then nearest their end."""
-
-    def runs_out(lease: int) -> float:
-        reading = readings.get(lease)
-        return float("-inf") if reading is None else _left(reading, now)
-
-    return sorted(leases, key=runs_out)[:LEASE_READS]
+    unread = [lease for lease in leases if lease not in readings]
+    if len(unread) >= LEASE_READS:
+        return heapq.nsmallest(LEASE_READS, unread)
+    # Nearest their end at `now`: the earliest end, as each reading counts down alike.
+    ends = ((readings[lease].ends, lease) for lease in leases if lease in readings)
+    return sorted(unread) + [lease for _, lease in heapq.nsmallest(LEASE_READS - len(unread), ends)]
 
 
 def _gathered(futures: list[Future[Read]]) -> Early:
