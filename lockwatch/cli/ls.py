@@ -13,10 +13,10 @@ import orjson
 
 from lockwatch.cli import ending
 from lockwatch.cli.ending import finish
-from lockwatch.cli.table import printable, render_table, summary
 from lockwatch.cli.where import resolve_targets, target_options
 from lockwatch.clock import SystemClock
 from lockwatch.fanout import available_cpus
+from lockwatch.model.text import terminal_safe as printable
 from lockwatch.sources.contract import Collected, ListingRequest
 
 EXIT_PARTIAL = 1
@@ -131,6 +131,9 @@ def ls(**values: Any) -> None:
         # Piece by piece: the whole document (megabytes at 10,000 locks) is never copied.
         _write_all(*pieces)
     else:
+        # The table's code is imported for a table only: `--json` in cron never renders one.
+        from lockwatch.cli.table import render_table, summary
+
         assessed = [pair for part in parts for pair in part.assessed]
         color = None if "NO_COLOR" not in os.environ else False
         table = render_table(assessed, long=values["long_"], cwd=os.getcwd(), now=request.now)

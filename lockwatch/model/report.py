@@ -25,6 +25,8 @@ def text(value: str) -> str:
     """`value` as JSON can carry it. File names are bytes on Linux: one that is not
     UTF-8 arrives as a str with surrogate escapes, which no JSON encoder accepts;
     its odd bytes are written as `\\xff` instead (as `ls -b` would)."""
+    if value.isascii():  # the usual case, told without encoding a copy
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

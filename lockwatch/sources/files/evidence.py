@@ -177,6 +177,7 @@ class Evidence:
 
     def _attach_kernel(self, locks: Sequence[Lock]) -> list[Lock]:
         table = self.table
+        explainers, own_openers = _explainers(), _own_openers()
         out = []
         for lock in locks:
             key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
@@ -196,14 +197,14 @@ class Evidence:
             kernel_locked = held or table.waiters_on(key) or kernel_found.is_locked(key)
             if kernel_locked and kernel_file.replaces(lock):
                 lock = kernel_file.of(lock)  # no lock format of its own: the kernel's
-            explain = _explainers().get(lock.format)
+            explain = explainers.get(lock.format)
             # Who has the file open is only worth a look through every process's
             # fds for a sentinel that no kernel lock covers.
             needs_open = (
                 lock.policy.kernel_sentinel
                 and lock.holder.pid is None
                 and not held
-                and lock.format not in _own_openers()
+                and lock.format not in own_openers
             )
             evidence = table.evidence(
                 key,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import operator
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -25,6 +26,7 @@ from lockwatch.sources.files.decoders import (
     generic,
     invalid,
     wanted_by_format,
+    wanters,
 )
 from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.mounts import pseudo_mounts
@@ -109,7 +111,12 @@ def _is_candidate(name: str, path: str, kind: str) -> bool:
         return False
     if kind == "dir":
         return is_lock_dir(name) or wanted_by_format(path, kind)
-    return is_lock_name(name) or wanted_by_format(path, kind)
+    return name.endswith(LOCK_SUFFIXES) or wanted_by_format(path, kind)
+
+
+# Whether some format names lock directories its own way (beyond `x.lock/`): if
+# none does, a walk asks nothing about the directories it passes.
+_DIRS_WANTED = bool(wanters("dir"))
 
 
 def _error(path: str, exc: OSError) -> ScanError:
@@ -343,12 +350,15 @@ def _list_dir(
                 name = entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if name in SKIP_DIRS or entry.path in pseudo:
+                        path = entry.path
+                        if name in SKIP_DIRS or path in pseudo:
                             continue
-                        if _is_candidate(name, entry.path, "dir"):
-                            found.append(Candidate(entry.path, False, is_dir=True))
+                        if (_DIRS_WANTED or name.endswith(".lock")) and _is_candidate(
+                            name, path, "dir"
+                        ):
+                            found.append(Candidate(path, False, is_dir=True))
                         else:
-                            subdirs.append(entry.path)
+                            subdirs.append(path)
                         continue
                     link = entry.is_symlink()
                     if _is_candidate(name, entry.path, "symlink" if link else "file"):
@@ -413,6 +423,7 @@ def _named_roots(roots: Iterable[str]) -> tuple[list[str], list[Candidate], list
 
 # What a worker is handed: directories to walk whole, and files found on the way.
 Area = str | Candidate
+_PATH = operator.attrgetter("path")
 
 
 def find_in(areas: Iterable[Area]) -> tuple[list[Candidate], list[ScanError]]:
@@ -425,7 +436,7 @@ def find_in(areas: Iterable[Area]) -> tuple[list[Candidate], list[ScanError]]:
         else:
             _walk(area, found, errors)
     unique = {candidate.path: candidate for candidate in found}
-    return sorted(unique.values(), key=lambda c: c.path), errors
+    return sorted(unique.values(), key=_PATH), errors
 
 
 def find(roots: Iterable[str]) -> tuple[list[Candidate], list[ScanError]]:

@@ -53,6 +53,7 @@ from lockwatch.sources.files.decoders import (
     zc_lockfile,
 )
 from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.dispatch import Dispatch
 
 # Tools' own formats, most specific place or shape first; lockdir (any `x.lock/`)
 # is the fallback for directories.
@@ -99,12 +100,18 @@ _WANTERS: dict[str, tuple[ModuleType, ...]] = {
 }
 
 
+def wanters(kind: str) -> tuple[ModuleType, ...]:
+    """The formats whose `wants` may say yes for an entry of `kind`."""
+    return _WANTERS.get(kind, NATIVE)
+
+
 def wanted_by_format(path: str, kind: str) -> bool:
     """Whether some tool names its locks like `path` (beyond `*.lock`/`*.pid`)."""
     wanters = _WANTERS.get(kind, NATIVE)
     return bool(wanters) and any(module.wants(path, kind) for module in wanters)
 
 
+_DISPATCH = Dispatch(NATIVE)
 _PREVIEW_CHARS = 4096
 lock_named = generic.lock_named
 
@@ -144,8 +151,9 @@ def invalid(file: LockFile, code: str, message: str, content: Any = None) -> Loc
 
 
 def decode_native(file: LockFile) -> Lock | None:
-    """The lock, if a tool's own format claims the entry; else None."""
-    for module in NATIVE:
+    """The lock, if a tool's own format claims the entry; else None. Only the
+    formats whose CLAIMS the entry meets are asked, in NATIVE's order."""
+    for module in _DISPATCH.offered(file):
         native: Lock | None = module.read(file)
         if native is not None:
             return native

@@ -73,6 +73,30 @@ class LockFile:
         return name or self.parents(1)[0] or self.name
 
 
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """Which entries a tool's format (NATIVE) can claim at all, declared in its
+    module as `CLAIMS`: a scan offers an entry only to the formats whose claims
+    it meets (one table, built once, decoders.dispatch), not to all twenty.
+    A superset of what `read` takes: `read` still decides. An entry of one of
+    `kinds` is offered when its name is one of `names`, ends with one of
+    `suffixes` or starts with one of `prefixes`, when a file's first byte is
+    one of `leading`, or always (`anything`: its content or place decides)."""
+
+    kinds: tuple[str, ...] = ("file",)
+    names: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+    leading: bytes = b""
+    anything: bool = False
+
+
+# Claims.leading for text that `str.strip()` may start with: a first byte of the
+# UTF-8 of any whitespace character (all are below U+3001).
+STRIPPED_LEADS = bytes(sorted({chr(c).encode()[0] for c in range(0x3001) if chr(c).isspace()}))
+DIGITS = b"0123456789"
+
+
 def shown(value: object, limit: int = 40) -> str:
     """A short repr for messages; containers by type only, since a deeply nested
     value that JSON just managed to parse can exhaust the stack in repr()."""

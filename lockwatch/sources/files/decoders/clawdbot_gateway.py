@@ -21,6 +21,7 @@ from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders.base import (
     MAX_INTEGER,
+    Claims,
     Fields,
     LockFile,
     Unreadable,
@@ -46,6 +47,8 @@ _KEYS = frozenset({"pid", "createdAt", "configPath", "startTime"})
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims): `gateway.<hex>.lock`.
+CLAIMS = Claims(prefixes=("gateway.",))
 
 
 def wants(path: str, kind: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders.base import (
+    Claims,
     Fields,
     LockFile,
     Unreadable,
@@ -36,6 +37,8 @@ _KEYS = frozenset({"pid", "createdAt"})
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims): `<session>.jsonl.lock`.
+CLAIMS = Claims(suffixes=(_SUFFIX,))
 
 
 def wants(path: str, kind: str) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy, amended
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "dpkg"
 # Free whenever no kernel lock is on it (the file always stays); its age is the
@@ -56,6 +56,8 @@ _LOCKS: dict[tuple[tuple[str, ...], str], str] = {
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ("file",)
+# The only entries `read` may claim (base.Claims): `lock`, `lock-frontend`.
+CLAIMS = Claims(names=frozenset(name for _, name in _LOCKS))
 
 
 def _what(path: str) -> str | None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
 
 FORMAT = "emacs"
 POLICY = StalenessPolicy(pid_liveness=True)
@@ -35,6 +35,8 @@ _CIFS_COLON = "\uf022"
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ("symlink",)
+# The only entries `read` may claim (base.Claims): `.#x` symlinks.
+CLAIMS = Claims(kinds=("symlink",), prefixes=(_PREFIX,))
 
 
 def wants(path: str, kind: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
 
 FORMAT = "flufl.lock"
 SEPARATOR = "|"
@@ -38,6 +38,9 @@ _MAX_RANDOM = 2**63 - 1
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims):
+# any name: the lock file is named as its user chose (content decides).
+CLAIMS = Claims(anything=True)
 
 
 def wants(path: str, kind: str) -> bool:

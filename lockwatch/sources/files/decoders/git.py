@@ -26,7 +26,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
 
 FORMAT = "git"
 # Between git's O_EXCL create and the process scan that finds the git at work
@@ -116,6 +116,8 @@ def named_pid(path: str) -> int | None:
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims): `*.lock` and `gc.pid`.
+CLAIMS = Claims(names=frozenset({"gc.pid"}), suffixes=(".lock",))
 
 
 def wants(path: str, kind: str) -> bool:
@@ -129,6 +131,9 @@ def read(file: LockFile) -> Lock | None:
         return None
     name = file.name
     if name != "gc.pid" and not name.endswith(".lock"):
+        return None
+    # Every git directory's name ends in `.git`: most lock files' paths hold none.
+    if ".git" not in file.path:
         return None
     place = anchor(file.path)
     if place is None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "liblockfile"
 # lockfile_check: "Without a pid in the lockfile, the lock is valid if it is newer than 5 mins".
@@ -32,6 +32,8 @@ _NO_PID = Reason(
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims): any name; `0\n` exactly.
+CLAIMS = Claims(leading=CONTENT[:1])
 
 
 def wants(path: str, kind: str) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "libreoffice"
 POLICY = StalenessPolicy()
@@ -36,6 +36,8 @@ _NO_PID = Reason(
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ("file",)
+# The only entries `read` may claim (base.Claims): `.~lock.x#`.
+CLAIMS = Claims(prefixes=(_PREFIX,))
 
 
 def wants(path: str, kind: str) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "mkdir"
 POLICY = StalenessPolicy()
@@ -43,6 +43,8 @@ _PROPER_LOCKFILE = Reason(
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims): any lock directory.
+CLAIMS = Claims(kinds=("dir",), anything=True)
 
 
 def wants(path: str, kind: str) -> bool:

@@ -22,7 +22,13 @@ import orjson
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders import little_loops
-from lockwatch.sources.files.decoders.base import Fields, LockFile, file_lock, schema_violation
+from lockwatch.sources.files.decoders.base import (
+    Claims,
+    Fields,
+    LockFile,
+    file_lock,
+    schema_violation,
+)
 
 FORMAT = "little-loops-queue"
 # A waiter, not a holder: waiting while its pid lives, stale once it is gone,
@@ -40,6 +46,9 @@ def _queued(path: str) -> bool:
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ("file",)
+# The only entries `read` may claim (base.Claims):
+# the runner's `.acquire.lock` and `.pid`, queue entries `.json`.
+CLAIMS = Claims(names=frozenset({little_loops.ACQUIRE_SENTINEL}), suffixes=(".pid", ".json"))
 
 
 def wants(path: str, kind: str) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
 
 FORMAT = "mercurial"
 POLICY = StalenessPolicy(pid_liveness=True, foreign_unknown=True)
@@ -34,6 +34,8 @@ _MAX_TEXT = 1024
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ("symlink", "file")
+# The only entries `read` may claim (base.Claims): `.hg/wlock`, `.hg/lock`, `.hg/store/lock`.
+CLAIMS = Claims(kinds=WANTS_KINDS, names=frozenset({"wlock", "lock"}))
 
 
 def _which(path: str) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy, amended
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "pacman"
 # Held while some process has it open (`users`, found by `explain`); with
@@ -37,6 +37,8 @@ NOTE = Reason(
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ("file",)
+# The only entries `read` may claim (base.Claims): `db.lck`.
+CLAIMS = Claims(names=frozenset({"db.lck"}))
 
 
 def wants(path: str, kind: str) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "procmail"
 POLICY = StalenessPolicy()
@@ -28,6 +28,8 @@ _NO_EXPIRY = Reason(
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims): any name; `0` exactly.
+CLAIMS = Claims(leading=CONTENT[:1])
 
 
 def wants(path: str, kind: str) -> bool:

@@ -36,7 +36,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "lockfile"
 POLICY = StalenessPolicy(pid_liveness=True)
@@ -134,6 +134,9 @@ def parse_mkdir_entry(name: str) -> UniqueName | None:
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims):
+# `x.lock` (a hard-linked file, a symlink or a directory).
+CLAIMS = Claims(kinds=("file", "symlink", "dir"), suffixes=(".lock",))
 
 
 def wants(path: str, kind: str) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "rpm"
 POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True, sentinel_mtime_only=True)
@@ -29,6 +29,8 @@ NOTE = Reason(
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims): `.rpm.lock`.
+CLAIMS = Claims(names=frozenset({".rpm.lock"}))
 
 
 def wants(path: str, kind: str) -> bool:

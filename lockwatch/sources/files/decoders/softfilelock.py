@@ -20,7 +20,13 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import (
+    DIGITS,
+    STRIPPED_LEADS,
+    Claims,
+    LockFile,
+    file_lock,
+)
 
 FORMAT = "filelock-soft"
 # time_by_writer: filelock proves reuse by the start token alone; without one,
@@ -38,6 +44,8 @@ _TICKS_MASK = 2**64 - 1
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims): any name; a pid first, maybe after blanks.
+CLAIMS = Claims(leading=DIGITS + STRIPPED_LEADS)
 
 
 def wants(path: str, kind: str) -> bool:

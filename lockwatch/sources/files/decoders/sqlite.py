@@ -32,7 +32,7 @@ from typing import Any
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy, amended
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "sqlite"
 POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True, sentinel_mtime_only=True)
@@ -73,6 +73,9 @@ _LEVEL_WORDS = {
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims):
+# a database (its header), its -wal, -shm, -journal.
+CLAIMS = Claims(suffixes=tuple(PARTS), leading=MAGIC[:1])
 
 
 def wants(path: str, kind: str) -> bool:

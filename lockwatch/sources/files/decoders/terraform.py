@@ -22,7 +22,13 @@ import orjson
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import Fields, LockFile, file_lock, schema_violation
+from lockwatch.sources.files.decoders.base import (
+    Claims,
+    Fields,
+    LockFile,
+    file_lock,
+    schema_violation,
+)
 
 FORMAT = "terraform"
 POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True)
@@ -42,6 +48,8 @@ def _state_name(name: str) -> str | None:
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ("file",)
+# The only entries `read` may claim (base.Claims): `.<state>.lock.info`.
+CLAIMS = Claims(suffixes=(_SUFFIX,))
 
 
 def wants(path: str, kind: str) -> bool:

@@ -21,12 +21,13 @@ dead Vim's swap file with unsaved changes says so: `vim -r` recovers them.
 from __future__ import annotations
 
 import re
+import string
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "vim-swap"
 POLICY = StalenessPolicy(pid_liveness=True, foreign_unknown=True)
@@ -46,6 +47,10 @@ _PREFIXES = frozenset(f".s{c}" for c in "abcdefghijklmnopqrstuvw")
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ("file",)
+# The only entries `read` may claim (base.Claims): `.swp` … `.saa`.
+CLAIMS = Claims(
+    suffixes=tuple(f"{p}{c}" for p in sorted(_PREFIXES) for c in string.ascii_lowercase)
+)
 
 
 def wants(path: str, kind: str) -> bool:

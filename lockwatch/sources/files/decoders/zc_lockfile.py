@@ -14,7 +14,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
-from lockwatch.sources.files.decoders.base import MAX_PID, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
 
 FORMAT = "zc.lockfile"
 POLICY = StalenessPolicy(pid_liveness=True, kernel_sentinel=True)
@@ -26,6 +26,8 @@ _MAX_TOKENS = 4
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ()
+# The only entries `read` may claim (base.Claims): any name; a space first.
+CLAIMS = Claims(leading=b" ")
 
 
 def wants(path: str, kind: str) -> bool:
