@@ -290,17 +290,9 @@ def test_many_leases_are_read_a_capped_batch_per_poll_the_rest_counted_down(
         server.close()
 
 
-def test_after_a_whole_read_a_poll_reads_what_was_written_since_and_sees_deletions(
-    etcd: Etcd, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Issue 35: a poll after a whole read asks etcd, in one transaction, for the
-    keys written since and each prefix's count; what it lists is what a whole read
-    lists, after puts, re-puts, a key deleted and made again, a lease revoked;
-    a deletion (the count short) makes it read the prefixes whole."""
-    from lockwatch.clock import SystemClock
-    from lockwatch.sources.etcd.endpoint import parse
+def whole_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The prefixes read whole (Gateway.range_prefix), from now on."""
     from lockwatch.sources.etcd.gateway import Gateway
-    from lockwatch.sources.etcd.server import EtcdServer
 
     whole: list[str] = []
     range_prefix = Gateway.range_prefix
@@ -310,30 +302,60 @@ def test_after_a_whole_read_a_poll_reads_what_was_written_since_and_sees_deletio
         return range_prefix(self, prefix, limit)
 
     monkeypatch.setattr(Gateway, "range_prefix", counted)
+    return whole
+
+
+def as_a_whole_read(etcd: Etcd, prefixes: tuple[str, ...], polled: Any) -> None:
+    """`polled` lists what a poll reading the prefixes whole lists now."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.sources.etcd.endpoint import parse
+    from lockwatch.sources.etcd.server import EtcdServer
+
+    fresh = EtcdServer(parse(etcd.url), prefixes, clock=SystemClock())
+    try:
+        read = fresh.poll()
+    finally:
+        fresh.close()
+    assert read is not None and read.revision == polled.revision
+    assert polled.keys == read.keys  # in the order a whole read gives them
+    assert set(polled.leases) == set(read.leases)
+
+
+@pytest.mark.parametrize(("spans", "short_spans"), [(64, 32), (2, 32), (64, 0)])
+def test_after_a_whole_read_a_poll_reads_what_was_written_since_and_sees_deletions(
+    etcd: Etcd, monkeypatch: pytest.MonkeyPatch, spans: int, short_spans: int
+) -> None:
+    """Issue 35: a poll after a whole read asks etcd, in one transaction, for the
+    keys written since and the count of keys in each span of a prefix, and lists
+    a span's keys where its count is short; what it lists is what a whole read
+    lists, after puts, re-puts, a key deleted and made again, a lease revoked.
+    Past `SHORT_SPANS` spans short, it reads the prefixes whole."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.sources.etcd import since
+    from lockwatch.sources.etcd.endpoint import parse
+    from lockwatch.sources.etcd.server import EtcdServer
+
+    monkeypatch.setattr(since, "SPANS", spans)
+    monkeypatch.setattr(since, "SHORT_SPANS", short_spans)
+    whole = whole_reads(monkeypatch)
     prefixes = ("/locks/", "/locks/b", "/app/")  # overlapping, as operators may give them
     lease = int(etcd_json(etcd, "/lease/grant", {"TTL": 600})["ID"])
     etcd.ctl("put", "/locks/a", "1")
     etcd.ctl("put", "--lease", format(lease, "x"), "/locks/b/leased", "2")
     etcd.ctl("put", "/app/c", "3")
+    etcd.ctl("put", "/app/d", "3")
     server = EtcdServer(parse(etcd.url), prefixes, clock=SystemClock())
 
     def same_as_a_whole_read(deleted: bool) -> None:
         whole.clear()
         polled = server.poll()
         assert polled is not None, server.status
-        assert whole == (list(prefixes) if deleted else [])
-        fresh = EtcdServer(parse(etcd.url), prefixes, clock=SystemClock())
-        try:
-            read = fresh.poll()
-        finally:
-            fresh.close()
-        assert read is not None and read.revision == polled.revision
-        assert polled.keys == read.keys  # in the order a whole read gives them
-        assert set(polled.leases) == set(read.leases)
+        assert whole == (list(prefixes) if deleted and not short_spans else [])
+        as_a_whole_read(etcd, prefixes, polled)
 
     try:
         first = server.poll()
-        assert first is not None and len(first.keys) == 3
+        assert first is not None and len(first.keys) == 4
         same_as_a_whole_read(deleted=False)  # nothing written
         etcd.ctl("put", "/locks/a", "1 again")  # a new value, the same key
         etcd.ctl("put", "/locks/new", "4")
@@ -345,12 +367,67 @@ def test_after_a_whole_read_a_poll_reads_what_was_written_since_and_sees_deletio
         etcd.ctl("del", "/app/c")
         same_as_a_whole_read(deleted=True)
         etcd.ctl("del", "/locks/a")  # one gone, one new: as many keys as before the two
-        etcd.ctl("put", "/locks/z", "7")
+        etcd.ctl("put", "/locks/0", "7")
         same_as_a_whole_read(deleted=True)
         etcd_json(etcd, "/lease/revoke", {"ID": str(lease)})  # etcd deletes its key
         same_as_a_whole_read(deleted=True)
         etcd.ctl("put", "/unwatched/x", "6")  # outside the prefixes: nothing to read
         same_as_a_whole_read(deleted=False)
+        etcd.ctl("del", "--prefix", "/app/")  # a prefix left with no key
+        same_as_a_whole_read(deleted=True)
+        etcd.ctl("put", "/app/e", "8")
+        same_as_a_whole_read(deleted=False)
+    finally:
+        server.close()
+
+
+def test_releases_and_acquisitions_between_polls_are_listed_as_a_whole_read(
+    etcd: Etcd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300 keys in spans of 20, then polls with keys deleted, made and written
+    again between them at random (a fixed seed): every poll lists what a whole
+    read lists, and none reads a prefix whole."""
+    import random
+
+    from lockwatch.clock import SystemClock
+    from lockwatch.sources.etcd import since
+    from lockwatch.sources.etcd.endpoint import parse
+    from lockwatch.sources.etcd.gateway import encode
+    from lockwatch.sources.etcd.server import EtcdServer
+
+    def txn(operations: list[dict[str, Any]]) -> None:
+        for start in range(0, len(operations), 100):
+            etcd_json(etcd, "/kv/txn", {"success": operations[start : start + 100]})
+
+    def put(key: str, value: str) -> dict[str, Any]:
+        return {"request_put": {"key": encode(key), "value": encode(value)}}
+
+    def delete(key: str) -> dict[str, Any]:
+        return {"request_delete_range": {"key": encode(key)}}
+
+    monkeypatch.setattr(since, "SPANS", 15)
+    whole = whole_reads(monkeypatch)
+    chance = random.Random(35)
+    keys = [f"/locks/job-{number:03d}" for number in range(300)]
+    txn([put(key, "v0") for key in keys])
+    server = EtcdServer(parse(etcd.url), ("/locks/",), clock=SystemClock())
+    try:
+        assert server.poll() is not None
+        for round_ in range(8):
+            whole.clear()
+            gone = chance.sample(keys, chance.randint(1, 12))
+            keys = [key for key in keys if key not in gone]
+            made = [f"/locks/job-{chance.randrange(1000):03d}x{round_}" for _ in range(5)]
+            changed = chance.sample(keys, 5)
+            again = gone[:1]  # deleted, then made again
+            txn([delete(key) for key in gone] + [put(key, f"v{round_}") for key in made])
+            txn([put(key, f"v{round_}") for key in changed + again])
+            keys = sorted(set(keys + made + again))
+            polled = server.poll()
+            assert polled is not None, server.status
+            assert whole == [], round_
+            assert [kv.key for kv in polled.keys] == keys
+            as_a_whole_read(etcd, ("/locks/",), polled)
     finally:
         server.close()
 

@@ -3,12 +3,8 @@
 A poll reads every key under the prefixes (one range each) and the time to
 live of the leases those keys are on. It writes nothing.
 
-A range of 10,000 keys is 1.6 MB of JSON etcd takes ~90 ms to write; so after
-one whole read a poll asks, in one transaction (one revision), for the keys
-written since (min_mod_revision) and each prefix's count. A key there now was
-either written since or is as it was, so when the count matches the keys known
-nothing was deleted and the keys are exact; when it falls short (a release, a
-lease run out) the poll reads the prefixes whole, as the first did.
+After one whole read a poll reads only what changed since (since.py); when
+that cannot tell, it reads the prefixes whole again.
 
 etcd answers one lease's time to live per request, and a fleet's etcd can hold
 10,000 locks on as many leases: read one by one that was 9 s a poll. So a poll
@@ -28,21 +24,18 @@ import random
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
 from lockwatch.sources.etcd.endpoint import EtcdEndpoint
-from lockwatch.sources.etcd.gateway import Gateway, GatewayError, KeyValue, encode, prefix_end
+from lockwatch.sources.etcd.gateway import Gateway, GatewayError, KeyValue
+from lockwatch.sources.etcd.since import Known, read_since
 from lockwatch.sources.polled import DEFAULT_DEADLINE
 
 # Keys read per prefix: a prefix that holds far more than locks must not make
 # lockwatch hold the whole keyspace; past it, the status says so.
 MAX_KEYS = 100_000
-# Prefixes read in one transaction after the first poll (two ranges each; etcd
-# takes 128 operations a transaction by default).
-MAX_TXN_RANGES = 64
 # Leases whose time to live a poll reads, at most, and on how many connections:
 # bench_etcd.py (10,000 leases) keeps a poll within 1.5 times a bare range and
 # lease listing with these.
@@ -110,10 +103,9 @@ class EtcdServer:
         self._gateway: Gateway | None = None
         self._readers: list[Gateway] = []  # the extra connections reading leases
         self._readings: dict[int, LeaseReading] = {}
-        # Every key under the prefixes at a revision (each prefix's, by key) and
-        # the cluster's id, when the last read was whole: the next reads only
-        # what was written since (a restored cluster, with a new id, is read whole).
-        self._known: tuple[int, dict[str, dict[str, KeyValue]], str] | None = None
+        # Every key under the prefixes at a revision, when the last read could
+        # tell them all: the next poll reads what changed since (since.py).
+        self._known: Known | None = None
         self._wanted: set[int] = set()  # the leases of the last poll's keys
         self._pool: ThreadPoolExecutor | None = None
         self.failures = 0
@@ -168,72 +160,25 @@ class EtcdServer:
             parent, sep, _ = self._exact.rpartition("/")
             prefixes = (parent + sep,) if sep else (self._exact,)
         elif self._known is not None:
-            changed = self._read_changes(gateway, prefixes, *self._known)
-            if changed is not None:
-                return changed
+            known = read_since(gateway, prefixes, self._known, MAX_KEYS)
+            if known is not None:
+                self._known = known
+                return known.revision, _together(known.keys), False
         self._known = None
         found: dict[str, KeyValue] = {}
         each: dict[str, dict[str, KeyValue]] = {}
-        revision, truncated = 0, False
+        revision, truncated, first = 0, False, 0
         for prefix in prefixes:
             revision, kvs, more = gateway.range_prefix(prefix, MAX_KEYS)
+            first = first or revision
             truncated = truncated or more
             each[prefix] = {kv.key: kv for kv in kvs}
             for kv in kvs:
                 found.setdefault(kv.key, kv)
-        if self._exact is None and not truncated and len(prefixes) <= MAX_TXN_RANGES:
-            self._known = (revision, each, gateway.cluster)
+        if self._exact is None and not truncated:
+            # Each prefix as of its own range: changes since the first are read next.
+            self._known = Known(first, each, gateway.cluster)
         return revision, list(found.values()), truncated
-
-    def _read_changes(
-        self,
-        gateway: Gateway,
-        prefixes: tuple[str, ...],
-        since: int,
-        known: dict[str, dict[str, KeyValue]],
-        cluster: str,
-    ) -> tuple[int, list[KeyValue], bool] | None:
-        """The keys under `prefixes` as of now, from `known` (all of them at
-        revision `since`) and one transaction: each prefix's keys written since
-        (created or changed: their mod revision is later) and its count of keys.
-        Every key there now is in `known` unchanged or among those written, so
-        the count says whether any of the rest was deleted; then (None) the
-        caller reads the prefixes whole, as it does when the revision went back
-        or the cluster is another."""
-        if tuple(known) != prefixes:
-            return None
-        ranges: list[dict[str, Any]] = []
-        for prefix in prefixes:
-            span = {"key": encode(prefix), "range_end": prefix_end(prefix)}
-            ranges.append({**span, "limit": MAX_KEYS, "min_mod_revision": str(since + 1)})
-            ranges.append({**span, "count_only": True})
-        answer = gateway.ranges(ranges)
-        if answer is None:
-            return None
-        revision, ranged = answer
-        each: dict[str, dict[str, KeyValue]] = {}
-        for number, prefix in enumerate(prefixes):
-            (written, more, _), (_, _, count) = ranged[2 * number], ranged[2 * number + 1]
-            keys = known[prefix]
-            if written:
-                keys = dict(keys)
-                added = False
-                for kv in written:
-                    added = added or kv.key not in keys
-                    keys[kv.key] = kv
-                if added:  # in key order, as a range answers
-                    keys = dict(sorted(keys.items()))
-            if more or len(keys) != count or revision < since or gateway.cluster != cluster:
-                return None
-            each[prefix] = keys
-        self._known = (revision, each, cluster)
-        if len(prefixes) == 1:
-            return revision, list(each[prefixes[0]].values()), False
-        found: dict[str, KeyValue] = {}
-        for keys in each.values():
-            for key, kv in keys.items():
-                found.setdefault(key, kv)
-        return revision, list(found.values()), False
 
     def _read_ahead(self) -> list[Future[Read]] | None:
         """With many leases known from the last poll: the lease listing and the
@@ -366,6 +311,17 @@ def _due(leases: set[int], readings: dict[int, LeaseReading], now: datetime) -> 
     # Nearest their end at `now`: the earliest end, as each reading counts down alike.
     ends = ((readings[lease].ends, lease) for lease in leases if lease in readings)
     return sorted(unread) + [lease for _, lease in heapq.nsmallest(LEASE_READS - len(unread), ends)]
+
+
+def _together(each: dict[str, dict[str, KeyValue]]) -> list[KeyValue]:
+    """Each prefix's keys, one list, a key under two prefixes once."""
+    if len(each) == 1:
+        return list(next(iter(each.values())).values())
+    found: dict[str, KeyValue] = {}
+    for keys in each.values():
+        for key, kv in keys.items():
+            found.setdefault(key, kv)
+    return list(found.values())
 
 
 def _gathered(futures: list[Future[Read]]) -> Early:
