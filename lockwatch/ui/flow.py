@@ -156,6 +156,10 @@ class ActionFlow:
                 self._nothing_done()
             elif shown[0].refusal is not None:
                 self._refused(shown[0])
+            elif shown[0].needs_name and not result.forced and shown[0].lock.id != lock.id:
+                # The way chosen acts on another lock (the root a waiter queues behind),
+                # whose name this dialog did not ask for: its own confirmation asks.
+                self.act(shown[0].kind, shown[0].lock.id)
             else:
                 self._execute([shown[0]], result.reason, result.forced)
 
