@@ -13,6 +13,7 @@ import pytest
 from lockwatch.sources.postgres.clients import (
     Session,
     _address,
+    _Owners,
     dump_tcp,
     find_clients,
     read_sockets,
@@ -244,4 +245,35 @@ def test_sockets_read_ahead_of_the_query_serve_the_lookup(tmp_path: Path, proc: 
     ahead.tcp = table
     newer = Session(pid=4243, client="127.0.0.1", client_port=50999)
     found = find_clients([SESSION, newer], SERVER_PORT, proc=str(proc.root), ahead=ahead)
+    assert found == {4242: PgClient(pid=4321, cmdline=("python", "worker.py"), alive=True)}
+
+
+def test_a_scan_reads_processes_only_as_far_as_it_must(proc: FakeProc) -> None:
+    """Processes are read lowest pid first and only until each wanted socket has a
+    holder; a later look-up goes on from there and still finds the rest."""
+    proc.process(100, ("a",), 901)
+    proc.process(200, ("b",), 902, 901)
+    proc.process(300, ("c",), 903)
+    owners = _Owners(str(proc.root))
+    owners.scan({901})
+    assert owners.by_inode == {901: [100]}  # 200 and 300 not read
+    owners.scan({903})
+    assert owners.by_inode == {901: [100, 200], 902: [200], 903: [300]}
+    owners.scan({904})  # nobody holds it: every process read, each once
+    assert owners.by_inode[901] == [100, 200]
+
+
+def test_sockets_read_ahead_find_the_clients_of_the_servers_port(
+    tmp_path: Path, proc: FakeProc
+) -> None:
+    """Read ahead with the server's port: the processes holding the client ends of
+    connections to it are found before the sessions are known, and no further."""
+    proc.process(4321, ("python", "worker.py"), 901)
+    proc.process(4400, ("python", "other.py"), 777)
+    table = tcp_table(
+        tmp_path, line(SERVER, CLIENT, ESTABLISHED, 900), line(CLIENT, SERVER, ESTABLISHED, 901)
+    )
+    ahead = read_sockets(str(proc.root), server_port=SERVER_PORT, tcp=table)
+    assert ahead.owners.by_inode == {901: [4321]}  # 4400 not read
+    found = find_clients([SESSION], SERVER_PORT, proc=str(proc.root), ahead=ahead)
     assert found == {4242: PgClient(pid=4321, cmdline=("python", "worker.py"), alive=True)}

@@ -182,28 +182,42 @@ def _dump_tcp_family(family: int, entries: list[_TcpEntry]) -> bool:
 
 
 class _Owners:
-    """Which processes hold which sockets open, from one pass over /proc/*/fd."""
+    """Which processes hold which sockets open, from /proc/*/fd: each process read
+    at most once, in ascending pid order, and only as far as a look-up needs."""
 
     def __init__(self, proc: str = "/proc") -> None:
         self._proc = proc
         self.by_inode: dict[int, list[int]] = {}
         self.unreadable = 0  # processes whose open files could not be listed
-        self._scanned = False
+        self._left: list[int] | None = None  # pids not read yet, the lowest last
 
-    def scan(self, wanted: set[int] | None) -> None:
-        """Find the holders of the `wanted` socket inodes (None: of every socket)."""
-        if self._scanned or (wanted is not None and not wanted):
+    def scan(self, wanted: Collection[int] | None) -> None:
+        """Find the holders of the `wanted` socket inodes (None: of every socket).
+        Reading stops once each wanted inode has a holder: a host has thousands of
+        open files, a poll's clients are often in a few processes. Stopping there
+        changes no answer: processes are read lowest pid first, and the lowest pid
+        is the holder a look-up names (`_found`); every socket of each process read
+        is kept, so a later scan goes on from where this one stopped."""
+        if wanted is not None and not wanted:
             return
-        self._scanned = True
-        try:
-            pids = [int(e.name) for e in os.scandir(self._proc) if e.name.isdigit()]
-        except OSError:
-            self.unreadable += 1
-            return
-        for pid in pids:
+        left = self._pids()
+        missing = None if wanted is None else {i for i in wanted if i not in self.by_inode}
+        while left and (missing is None or missing):
+            pid = left.pop()
             for inode in self._sockets(pid, count_unreadable=True):
-                if wanted is None or inode in wanted:
-                    self.by_inode.setdefault(inode, []).append(pid)
+                self.by_inode.setdefault(inode, []).append(pid)
+                if missing:
+                    missing.discard(inode)
+
+    def _pids(self) -> list[int]:
+        if self._left is None:
+            try:
+                pids = [int(e.name) for e in os.scandir(self._proc) if e.name.isdigit()]
+            except OSError:
+                self.unreadable += 1
+                pids = []
+            self._left = sorted(pids, reverse=True)
+        return self._left
 
     def _sockets(self, pid: int, count_unreadable: bool = False) -> list[int]:
         found: list[int] = []
@@ -249,11 +263,22 @@ class Sockets:
     owners: _Owners
 
 
-def read_sockets(proc: str = "/proc") -> Sockets:
+def read_sockets(
+    proc: str = "/proc", server_port: int | None = None, tcp: list[_TcpEntry] | None = None
+) -> Sockets:
+    """This host's TCP table, and the processes holding the client ends of its
+    connections to `server_port` found (`_Owners.scan`): the sessions a poll
+    looks up are among them. Not this process's own ends: lockwatch's own
+    connection is no session of interest, and this process, usually the newest,
+    would be read last, after every other one. `tcp`: the table, already read."""
     owners = _Owners(proc)
-    owners.scan(None)
-    tcp = dump_tcp()
-    return Sockets(read_tcp() if tcp is None else tcp, owners)
+    table = tcp if tcp is not None else dump_tcp()
+    if table is None:
+        table = read_tcp()
+    if server_port:
+        ends = {e.inode for e in table if e.remote[1] == server_port and e.inode}
+        owners.scan(ends.difference(owners.sockets_of(os.getpid()) or ()))
+    return Sockets(table, owners)
 
 
 def _cmdline(pid: int, proc: str = "/proc") -> tuple[str, ...]:
