@@ -7,6 +7,7 @@ formats look at, and over hypothesis' names and bytes built from the same parts.
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lockwatch.sources.files.decoders import NATIVE, decode_native, sqlite, vim_swap
-from lockwatch.sources.files.decoders.base import Claims, LockFile
+from lockwatch.sources.files.decoders.base import STRIPPED_LEADS, Claims, LockFile
 from lockwatch.sources.files.decoders.dispatch import Dispatch
 
 DISPATCH = Dispatch(NATIVE)
@@ -228,3 +229,8 @@ def test_endings_and_beginnings_of_any_length() -> None:
     for name in ("xlock", ".~lock", "x.lock.x", "lock"):
         assert table.offered(LockFile(f"/a/{name}", b"", 0.0, None)) == (short,)
     assert table.offered(LockFile("/a/b", b"{}", 0.0, None)) == (short, long)
+
+
+def test_stripped_leads_are_every_whitespace_characters_first_byte() -> None:
+    spaces = (chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
+    assert bytes(sorted({space.encode()[0] for space in spaces})) == STRIPPED_LEADS

@@ -9,11 +9,11 @@ invisible here and "nobody holds it" would be a guess.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
+from lockwatch.model.kernel import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Lock, Reason, amended
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import kernel_file
@@ -93,9 +93,10 @@ def kernel_table_for(
     if listed_keys is None:
         return None
     wanted: set[FileKey] = set()
+    inodes = _inodes(listed_keys)
     for lock in locks:
         key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
-        if key is not None and key in listed_keys:
+        if key is not None and key.inode in inodes and key in listed_keys:
             wanted.add(key)
             # Files whose locks its format reads too (an SQLite database's -shm).
             for path in _companions(lock):
@@ -106,6 +107,13 @@ def kernel_table_for(
         return KernelTable()
     table = read_table(only=wanted)
     return table if table.readable else None
+
+
+def _inodes(keys: Iterable[FileKey]) -> frozenset[int]:
+    """The inodes of `keys`: a file is looked up by its FileKey, whose hash is
+    Python code (six a lock were a tenth of attaching), only when its inode is
+    among them; most lock files' are not."""
+    return frozenset(key.inode for key in keys)
 
 
 def _companions(lock: Lock) -> tuple[str, ...]:
@@ -178,6 +186,8 @@ class Evidence:
     def _attach_kernel(self, locks: Sequence[Lock]) -> list[Lock]:
         table = self.table
         explainers, own_openers = _explainers(), _own_openers()
+        locked = _inodes(lock.file for lock in table.locks) if table is not None else frozenset()
+        seen_held = _inodes(self._was_held)
         out = []
         for lock in locks:
             key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
@@ -189,12 +199,13 @@ class Evidence:
             if table is None or key is None or key.device in self._remote:
                 out.append(lock)
                 continue
-            held = bool(table.held_on(key))
+            on_it = key.inode in locked  # else no kernel lock, held or waiting, is on it
+            held = on_it and bool(table.held_on(key))
             path = lock.path or ""
             if held:
                 self.held_seen[key] = path
             # Found because a kernel lock was on it (even one released since).
-            kernel_locked = held or table.waiters_on(key) or kernel_found.is_locked(key)
+            kernel_locked = held or (on_it and table.waiters_on(key)) or kernel_found.is_locked(key)
             if kernel_locked and kernel_file.replaces(lock):
                 lock = kernel_file.of(lock)  # no lock format of its own: the kernel's
             explain = explainers.get(lock.format)
@@ -206,11 +217,14 @@ class Evidence:
                 and not held
                 and lock.format not in own_openers
             )
-            evidence = table.evidence(
-                key,
-                self._open_files() if needs_open else None,
-                was_held=held or self._was_held.get(key) == path,
-            )
+            was_held = held or (key.inode in seen_held and self._was_held.get(key) == path)
+            if on_it or needs_open or was_held or explain is not None:
+                evidence = table.evidence(
+                    key, self._open_files() if needs_open else None, was_held=was_held
+                )
+            else:
+                evidence = NO_EVIDENCE  # what table.evidence says of such a file
+
             if explain is not None:
                 # A format that reads the kernel's locks in its tool's words
                 # (SQLite's byte ranges): its holder first, its words as notes.
