@@ -297,3 +297,32 @@ def test_records_find_the_head_and_its_queue_from_the_poll_rows() -> None:
         assert by_pid[(pid, False)].queue_heads == (ALTER,)
         assert by_pid[(pid, False)].queue_head_query == "ALTER TABLE orders ADD COLUMN x int"
     assert by_pid[(ROOT, True)].blocking_here == (ALTER,)
+
+
+def test_a_waiter_blocked_by_autovacuum_is_told_whether_it_will_yield() -> None:
+    vacuum, plain_vacuum, client = 600, 601, 602
+    rows = [
+        _row(vacuum, "ShareUpdateExclusiveLock", True, None),
+        _row(ALTER, "AccessExclusiveLock", False, [vacuum, plain_vacuum, client]),
+    ]
+    sessions = {
+        vacuum: {
+            "backend_type": "autovacuum worker",
+            "query": "autovacuum: VACUUM public.orders (to prevent wraparound)",
+        },
+        plain_vacuum: {"backend_type": "autovacuum worker", "query": "autovacuum: ANALYZE t"},
+        # A client calling its query "autovacuum:" is not one.
+        client: {"backend_type": "client backend", "query": "autovacuum: (to prevent wraparound)"},
+    }
+    locks = to_locks(rows, sessions, server=SERVER, polled_at=NOW, idle_after=60.0)
+    (waiter,) = [lk for lk in locks if not _facts(lk).granted]
+    assert _facts(waiter).blocked_by_autovacuum == ((vacuum, "wraparound"), (plain_vacuum, "plain"))
+    verdict = evaluate_pg(waiter, _facts(waiter), NOW)
+    assert verdict.codes == ("waiting", "autovacuum_wraparound", "autovacuum")
+    assert verdict.reasons[1].message.startswith(
+        f"blocked by an anti-wraparound autovacuum (pid {vacuum}): it will not yield"
+    )
+    assert "cancels it after deadlock_timeout" in verdict.reasons[2].message
+    (holder,) = [lk for lk in locks if _facts(lk).granted]
+    assert _facts(holder).backend.autovacuum == "wraparound"
+    assert evaluate_pg(holder, _facts(holder), NOW).codes[0] == "autovacuum_wraparound"

@@ -141,6 +141,26 @@ class AdvisoryNames:
 NO_NAMES = AdvisoryNames.build()
 
 
+Autovacuum = Literal["wraparound", "plain", "hidden"]
+
+
+def autovacuum_kind(backend_type: str | None, query: str | None) -> Autovacuum | None:
+    """An autovacuum worker (pg_stat_activity's backend_type and query): `wraparound`
+    when it vacuums to prevent transaction ID wraparound (its query ends `(to prevent
+    wraparound)`), which a conflicting lock request does not cancel as it cancels a
+    `plain` one; `hidden` when its query is hidden from lockwatch's role."""
+    text = query or ""
+    # Any client may write `autovacuum:` in a query: the backend's type decides,
+    # and only where it is not known (before PostgreSQL 10) does the query.
+    if backend_type is not None and backend_type != "autovacuum worker":
+        return None
+    if backend_type is None and not text.startswith("autovacuum:"):
+        return None
+    if not text.startswith("autovacuum:"):
+        return "hidden"  # its query hidden from our role: which kind is not known
+    return "wraparound" if "(to prevent wraparound)" in text else "plain"
+
+
 @dataclass(frozen=True, slots=True)
 class PgClient:
     """The process at the client end of a session, found on this host (through the
@@ -218,20 +238,8 @@ class PgBackend:
         return f"pid {self.pid}"
 
     @property
-    def autovacuum(self) -> Literal["wraparound", "plain", "hidden"] | None:
-        """An autovacuum worker: `wraparound` when it vacuums to prevent transaction
-        ID wraparound (its query ends `(to prevent wraparound)`), which a conflicting
-        lock request does not cancel as it cancels a plain one."""
-        query = self.query or ""
-        # Any client may write `autovacuum:` in a query: the backend's type decides,
-        # and only where it is not known (before PostgreSQL 10) does the query.
-        if self.backend_type is not None and self.backend_type != "autovacuum worker":
-            return None
-        if self.backend_type is None and not query.startswith("autovacuum:"):
-            return None
-        if not query.startswith("autovacuum:"):
-            return "hidden"  # its query hidden from our role: which kind is not known
-        return "wraparound" if "(to prevent wraparound)" in query else "plain"
+    def autovacuum(self) -> Autovacuum | None:
+        return autovacuum_kind(self.backend_type, self.query)
 
     @property
     def hidden(self) -> bool:
@@ -276,6 +284,9 @@ class PgLock(Facts):
     # first one's query: it waits on that request, not on a holder.
     queue_heads: tuple[int, ...] = ()
     queue_head_query: str | None = None
+    # A waiter's blockers that are autovacuum workers, with what kind (they differ
+    # in whether they yield to its request).
+    blocked_by_autovacuum: tuple[tuple[int, Autovacuum], ...] = ()
 
     @property
     def queued_behind(self) -> int:

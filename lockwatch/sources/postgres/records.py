@@ -15,9 +15,11 @@ from lockwatch.sources.postgres.facts import (
     NO_NAMES,
     AdvisoryKey,
     AdvisoryNames,
+    Autovacuum,
     PgBackend,
     PgClient,
     PgLock,
+    autovacuum_kind,
 )
 from lockwatch.sources.postgres.ids import pg_id
 
@@ -147,6 +149,21 @@ def advisory_name(row: Row, key: AdvisoryKey, names: AdvisoryNames) -> str:
 
 
 _NO_SESSION: Row = {}
+
+
+def _vacuums(
+    blocked_by: tuple[int, ...], sessions: Mapping[int, Row]
+) -> tuple[tuple[int, Autovacuum], ...]:
+    """The autovacuum workers among a waiter's blockers, with what kind."""
+    found = []
+    for pid in blocked_by:
+        session = sessions.get(pid)
+        if session is None:
+            continue
+        kind = autovacuum_kind(session.get("backend_type"), session.get("query"))
+        if kind is not None:
+            found.append((pid, kind))
+    return tuple(found)
 
 
 def _session(
@@ -430,6 +447,9 @@ def to_locks(
         prepared = prepared_by_target.get(target, ()) if 0 in blocked_by else ()
         heads: tuple[int, ...] = ()
         head_query = None
+        vacuums: tuple[tuple[int, Autovacuum], ...] = ()
+        if not granted and blocked_by:
+            vacuums = _vacuums(blocked_by, sessions)
         if not granted and blocked_by and queued_for:
             # Its blockers that wait for this very lock themselves: queued ahead of it.
             waiting_here = queued_for.get(target, ())
@@ -455,6 +475,7 @@ def to_locks(
             level=level,
             queue_heads=heads,
             queue_head_query=head_query,
+            blocked_by_autovacuum=vacuums,
         )
         state = "held" if granted else "wait"
         locks.append(

@@ -67,6 +67,27 @@ def queue_reason(pg: PgLock, name: str) -> Reason | None:
     return None
 
 
+def blocker_vacuum(pid: int, kind: str) -> Reason:
+    """What a waiter blocked by an autovacuum worker can expect of it."""
+    if kind == "wraparound":
+        return Reason(
+            "autovacuum_wraparound",
+            f"blocked by an anti-wraparound autovacuum (pid {pid}): it will not yield to this"
+            " request, and cancelling it only restarts it; this waits until it finishes",
+        )
+    if kind == "plain":
+        return Reason(
+            "autovacuum",
+            f"blocked by an autovacuum worker (pid {pid}): it yields, this request cancels it"
+            " after deadlock_timeout",
+        )
+    return Reason(
+        "autovacuum",
+        f"blocked by an autovacuum worker (pid {pid}) whose query is hidden: whether it will"
+        " yield (it will not if it vacuums to prevent wraparound) cannot be told",
+    )
+
+
 def autovacuum_reason(backend: PgBackend) -> Reason | None:
     """What an autovacuum worker holding a lock will do: a plain one yields (the
     deadlock check of a conflicting request cancels it after deadlock_timeout); an
@@ -143,9 +164,11 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
         extra = [*info, hidden] if hidden is not None else info
         queue = queue_reason(pg, lock.name)
         waiting = Reason("waiting", f"waiting{how_long} for {pg.mode} on {lock.name}{by}")
+        said = [waiting] if queue is None else [waiting, queue]
+        said += [blocker_vacuum(pid, kind) for pid, kind in pg.blocked_by_autovacuum]
         return Verdict(
             State.WAITING,
-            (waiting, queue, *extra) if queue is not None else (waiting, *extra),
+            (*said, *extra),
             age_seconds=age,
             alive=True,
         )
