@@ -75,7 +75,11 @@ def kernel_listed() -> frozenset[FileKey] | None:
     """The files /proc/locks names now, read without looking at any process (or
     None where it cannot be read): what a one-shot scan's walks list whatever
     their names, and what `kernel_table_for` narrows the full read to."""
-    locks = listed()
+    return listed_keys(listed())
+
+
+def listed_keys(locks: Sequence[KernelLock] | None) -> frozenset[FileKey] | None:
+    """`kernel_listed` from /proc/locks as `procfs.listed` read it."""
     if locks is None:
         return None
     keys = frozenset(lock.file for lock in locks)

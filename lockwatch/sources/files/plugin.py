@@ -4,10 +4,11 @@ directory), each judged by its format's rules and the kernel's word."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
 
+
+T = TypeVar("T")
 
 # What a scan finds, in words (the empty dashboard says it).
 LOOKED_FOR = (
@@ -102,15 +105,22 @@ class SelectedFiles:
     roots: tuple[str, ...]
 
     def collect(self, request: ListingRequest) -> Collected:
-        from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
+        from lockwatch.sources.kernel.procfs import listed as read_listed
 
         # /proc/locks' files, no process looked at yet: the full read is narrowed to
-        # the scanned lock files (a host's other locks cost nothing).
-        listed = kernel_listed()
+        # the scanned lock files (a host's other locks cost nothing). Its first read
+        # in a process sleeps through an RCU grace period (the kernel's reader takes
+        # file_rwsem for writing), some 10 ms with no CPU: it is read in a thread
+        # while the scan's code is imported. Joined before any walk: the walks list
+        # the files it names whatever their names (kernel_found).
+        reading = _Background(read_listed)
+        from lockwatch.sources.files.evidence import Evidence, kernel_table_for, listed_keys
+
         out = Collected(places=[f"under {', '.join(self.roots)} (looked for {LOOKED_FOR})"])
         if request.as_json:
             from lockwatch.sources.files.listing import json_listing
 
+            listed = listed_keys(reading.result())
             listing = json_listing(self.roots, request.now, request.host, request.jobs, listed)
             out.arrays, out.errors, out.stale = listing.arrays, listing.errors, listing.stale
         else:
@@ -120,6 +130,7 @@ class SelectedFiles:
             from lockwatch.sources.files.scanner import scan
             from lockwatch.sources.processes import PsutilProcesses
 
+            listed = listed_keys(reading.result())
             result = scan(self.roots)
             locks = Evidence(kernel_table_for(listed, result.locks)).attach(result.locks)
             out.assessed = assess(locks, PsutilProcesses(), FrozenClock(request.now), request.host)
@@ -140,6 +151,31 @@ class SelectedFiles:
         # The first scan starts now, in workers, while the dashboard starts up.
         feed.prefetch()
         return [feed]
+
+
+class _Background(Generic[T]):
+    """`work()` in a thread from now on; `result()` waits for it (and raises what
+    it raised). Nothing else runs meanwhile but the caller: join it before a fork."""
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        self._work = work
+        self._value: T | None = None
+        self._error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, name="lockwatch-proc-locks")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._work()
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, raised there
+            self._error = exc
+
+    def result(self) -> T | None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def find_file(target: str, host: str) -> Found | str:
