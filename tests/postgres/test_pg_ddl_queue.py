@@ -331,3 +331,19 @@ def test_no_states_table_no_terraform_name(pg: PgHarness) -> None:
     snapshot = poll(pg.dsn)
     (held,) = _advisory(snapshot, session.info.backend_pid)
     assert held.name == "-1"
+
+
+def test_an_application_table_called_states_is_not_terraforms(pg: PgHarness) -> None:
+    """A `states` table of the same columns, neither indexed by name as Terraform
+    indexes it nor numbered from its sequence, names nothing."""
+    pg.admin.execute("CREATE TABLE states (id bigserial PRIMARY KEY, name text, data text)")
+    pg.defer(lambda: pg.admin.execute("DROP TABLE IF EXISTS states"))
+    row = pg.admin.execute(
+        "INSERT INTO states (name, data) VALUES ('texas', '') RETURNING id"
+    ).fetchone()
+    assert row is not None
+    session = pg.session("app")
+    session.execute("SELECT pg_advisory_lock(%s)", (row[0],))
+    snapshot = poll(pg.dsn)
+    (held,) = _advisory(snapshot, session.info.backend_pid)
+    assert held.name == str(row[0])

@@ -68,7 +68,8 @@ held AS (
 
 # Terraform's pg backend locks a workspace with pg_try_advisory_lock(<id of its row
 # in <schema>.states>) (and -1 while it creates one). Its `states` tables (id, name,
-# data: any schema, its schema_name setting) are read once per poll, and only when
+# data, with its states_by_name index or ids from its global_states_id_seq: any
+# schema, its schema_name setting) are read once per poll, and only when
 # an advisory bigint key is held in this database and such a table exists that no
 # one locks exclusively (the poll must not queue behind a DDL); at most 1,000 rows.
 # A table that may not exist cannot be named in plain SQL: query_to_xml runs the
@@ -86,6 +87,17 @@ terraform_tables AS (
       AND (SELECT count(*) FROM pg_catalog.pg_attribute AS a
            WHERE a.attrelid = c.oid AND a.attname IN ('id', 'name', 'data')
              AND NOT a.attisdropped) = 3
+      -- Terraform's own, not any table called `states`: its index by name, or ids
+      -- from its global sequence.
+      AND (EXISTS (SELECT 1 FROM pg_catalog.pg_index AS i
+                   JOIN pg_catalog.pg_class AS ic ON ic.oid = i.indexrelid
+                   WHERE i.indrelid = c.oid AND ic.relname = 'states_by_name')
+           OR EXISTS (SELECT 1 FROM pg_catalog.pg_attrdef AS d
+                      JOIN pg_catalog.pg_attribute AS a
+                        ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+                      WHERE d.adrelid = c.oid AND a.attname = 'id'
+                        AND pg_catalog.pg_get_expr(d.adbin, d.adrelid)
+                            LIKE '%global_states_id_seq%'))
       AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
       AND NOT EXISTS (SELECT 1 FROM locks AS x WHERE x.locktype = 'relation'
                       AND x.relation = c.oid AND x.mode = 'AccessExclusiveLock')
