@@ -50,7 +50,11 @@ def wants(path: str, kind: str) -> bool:
 def _fields(file: LockFile) -> tuple[str, str, int, str] | None:
     """(lock path, host, pid, claim name) from the content, else None."""
     raw = file.raw
-    if file.kind != "file" or not raw or len(raw) > _MAX_BYTES or b"\n" in raw.rstrip():
+    # A claim is `lockpath|host|pid|random`: bytes without the separator are none
+    # (told without a copy; most files a scan reads are JSON records or pids).
+    if file.kind != "file" or b"|" not in raw:
+        return None
+    if len(raw) > _MAX_BYTES or b"\n" in raw.rstrip():
         return None
     try:
         claim = raw.decode("utf-8").strip()
