@@ -187,6 +187,10 @@ def test_the_break_of_a_queue_head_offers_cancel_first_and_the_root_second() -> 
     # Without a way chosen (the CLI), a break is what it always was.
     plain = ACTIONS.plan(Kind.BREAK, head, verdict, Asked(peers=peers))
     assert plain.kind is Kind.BREAK and plain.lock is head
+    assert plain.effect.endswith(
+        "; cancelling only its statement (c, lockwatch cancel) would free the 2 session(s)"
+        " queued behind it and keep its session"
+    )
 
 
 def test_a_root_not_among_the_peers_or_not_a_root_is_refused() -> None:

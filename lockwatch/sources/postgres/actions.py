@@ -88,6 +88,12 @@ def _plan(
         effect = (
             f"call pg_terminate_backend({pid}) on {where}: {_session_effect(lock, peers)}{vacuum}"
         )
+        if pg.queued_behind:
+            # A queue head: the lower-risk way, for a CLI break that did not choose it.
+            effect += (
+                f"; cancelling only its statement (c, lockwatch cancel) would free the"
+                f" {pg.queued_behind} session(s) queued behind it and keep its session"
+            )
         return Plan(
             kind,
             lock,
