@@ -1,24 +1,26 @@
 """etcd benchmark: one poll of lockwatch's etcd source on a server holding 10,000
 lock keys, each on a lease of its own (etcdctl-style mutex keys
 `/locks/job-N/<lease hex>` and python-etcd3-style `/locks/app-N`), against a
-bare poller making the gateway calls any poller must: one range over the prefix
-and one listing of the leases (`/v3/lease/leases`), each parsed into keys and
-lease ids.
+bare poller making the calls issue 35 names as the floor: one range over the
+prefix and one listing of the leases (`/v3/lease/leases`), parsed into keys
+and lease ids by lockwatch's gateway code, nothing kept between polls.
 
 lockwatch's poll is what the dashboard does every --refresh seconds: its reads
-(after the first poll's whole range, the keys written since and the prefix's
-count in one transaction, the whole range again when a key was deleted; beside
-it the lease listing and the time to live of a capped batch of leases, on a
-few connections), its lock records, and their verdicts. Both run in this
-process on their own connections, alternating (who goes first rotates), after
-one poll that warms them. The targets (issue 35): a median whole poll of at
-most 1 s, and a median ratio of the whole poll to the bare poller's of at most
-1.5. The ratio of lockwatch's reads alone is printed for information.
+(after the first poll's whole range, what changed since: etcd/since.py; beside
+them the time to live of a capped batch of leases, on a few connections; no
+lease listing, which the keys make needless), its lock records, and their
+verdicts. Both run in this process on their own connections, alternating (who
+goes first rotates), after one poll that warms them. The targets (issue 35): a
+median whole poll of at most 1 s, and a median ratio of the whole poll to the
+bare poller's of at most 1.5. The ratio of lockwatch's reads alone is printed
+for information.
 
-`--churn N`: before every round, N lock keys are deleted and N new ones put,
-each on a new lease (releases and acquisitions between two polls), outside
-the timings: every lockwatch poll then finds a key deleted and reads the
-prefix whole, the worst case of its reads; it has no target of its own.
+The bare poller is stateless, and lockwatch's reads after the first are not
+(they need what the last poll read): `--churn N` deletes N lock keys and puts
+N new ones, each on a new lease, before every round (releases and
+acquisitions between two polls, outside the timings), so that each lockwatch
+poll has keys to find gone, new leases to read, records to make anew; the
+same targets hold.
 
 The server is a throwaway etcd on free loopback ports, its data in a temporary
 directory, killed at exit.
@@ -199,7 +201,7 @@ def main() -> int:
     print(f"leases: {args.leases:,}, one lock key each; rounds: {args.rounds}{churned}")
     for label, measured in (
         ("bare range + lease listing", bare_times),
-        ("lockwatch's reads (range, leases)", reads),
+        ("lockwatch's reads (keys, leases)", reads),
         ("lockwatch poll (records, verdicts)", lw_times),
     ):
         median, fastest = statistics.median(measured) * 1000, min(measured) * 1000

@@ -1,20 +1,22 @@
 """One etcd server: one quiet HTTP connection, polled.
 
-A poll reads every key under the prefixes (one range each) and the time to
-live of the leases those keys are on. It writes nothing.
-
-After one whole read a poll reads only what changed since (since.py); when
-that cannot tell, it reads the prefixes whole again.
+A poll lists every key under the prefixes and the time to live of the
+leases those keys are on. It writes nothing. The first poll reads the
+prefixes whole (one range each); the next ones read what changed since
+(since.py: a few hundred bytes where the whole is megabytes), and whole again
+only when that cannot tell.
 
 etcd answers one lease's time to live per request, and a fleet's etcd can hold
 10,000 locks on as many leases: read one by one that was 9 s a poll. So a poll
-reads at most LEASE_READS of them, on LEASE_READERS connections at once, and
-when there are more, lists the live leases (one request) and reads those whose
-last reading runs out first (never read, then nearest their end). The others
-keep their last reading counted down since: exact for a holder that stopped
-renewing its lease (the case that matters), short for one that renews it; a
-live lease whose countdown has run out was renewed and is read first next
-poll (till then its time left is unknown, not zero).
+reads at most LEASE_READS of them, on LEASE_READERS connections at once, those
+whose last reading runs out first (never read, then nearest their end), and
+when the last poll had more than that, beside the keys rather than after them.
+The others keep their last reading counted down since: exact for a holder that
+stopped renewing its lease (the case that matters), short for one that renews
+it; a live lease whose countdown has run out was renewed and is read first
+next poll (till then its time left is unknown, not zero). Which leases are
+alive needs no listing of them: etcd deletes a lease's keys with it, in the
+same revision, so the lease of every key read was alive at that revision.
 """
 
 from __future__ import annotations
@@ -49,11 +51,9 @@ FEW_LEASES = 16
 LeaseTTL = tuple[float | None, int]
 
 
-# One reader's answer: the live leases (when it listed them), and what it read
-# of each lease it was given: (seconds left, -1: gone; seconds granted).
-Read = tuple[set[int] | None, dict[int, tuple[int, int]]]
-# All readers' answers together: the live leases (None: not listed) and each read.
-Early = tuple[set[int] | None, dict[int, tuple[int, int]]]
+# What readers read of each lease they were given: (seconds left, -1: gone;
+# seconds granted).
+Read = dict[int, tuple[int, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,42 +181,34 @@ class EtcdServer:
         return revision, list(found.values()), truncated
 
     def _read_ahead(self) -> list[Future[Read]] | None:
-        """With many leases known from the last poll: the lease listing and the
-        batch of them due, read on the readers' connections while the range is
-        read on the main one (the poll takes the longer of the two, not both)."""
+        """With many leases known from the last poll: the batch of them due,
+        read on the readers' connections while the keys are read on the main
+        one (the poll takes the longer of the two, not both)."""
         if len(self._wanted) <= LEASE_READS:
             return None
-        due = _due(self._wanted, self._readings, self.clock.now())
-        return self._submit(due, listing=True)
+        return self._submit(_due(self._wanted, self._readings, self.clock.now()))
 
     def _leases(
-        self, gateway: Gateway, wanted: set[int], now: datetime, early: Early | None
+        self, gateway: Gateway, wanted: set[int], now: datetime, early: Read | None
     ) -> dict[int, LeaseTTL]:
         last = self._readings
         if len(last) < len(wanted):
             readings = {lease: reading for lease, reading in last.items() if lease in wanted}
         else:
             readings = {lease: last[lease] for lease in wanted if lease in last}
-        alive: set[int] | None = None
-        known = wanted  # leases the listing can tell gone: those known before it
         if early is not None:
-            alive, read = early
-            known = self._wanted
+            read = early
         elif len(wanted) < FEW_LEASES:
             read = {lease: gateway.time_to_live(lease) for lease in sorted(wanted)}
-        elif len(wanted) <= LEASE_READS:
-            read = _gathered(self._submit(sorted(wanted), listing=False))[1]
         else:
-            alive, read = _gathered(
-                self._submit(_due(wanted, readings, now), listing=True, then_due_of=wanted)
-            )
+            read = _gathered(self._submit(_due(wanted, readings, now)))
         fresh = set(read) & wanted
         for lease in fresh:
             readings[lease] = LeaseReading(*read[lease], now)
         self._readings, self._wanted = readings, wanted
         # Each lease's answer, the later overriding: not read lately; counted down
-        # from its last reading; gone, as the listing says; read this poll. Built
-        # so, not lease by lease, as most of 10,000 leases are in the first.
+        # from its last reading; read this poll. Built so, not lease by lease, as
+        # most of 10,000 leases are in the first.
         answer: dict[int, LeaseTTL] = dict.fromkeys(wanted, (None, 0))
         for lease, reading in readings.items():
             if reading.left < 0:
@@ -224,46 +216,27 @@ class EtcdServer:
             else:
                 counted = _left(reading, now)
                 answer[lease] = (counted if counted > 0 else None, reading.granted)
-        if alive is not None:
-            for lease in (known - alive) & wanted:
-                answer[lease] = (-1, 0)
         for lease in fresh:
             answer[lease] = read[lease]
         return answer
 
-    def _submit(
-        self, due: list[int], *, listing: bool, then_due_of: set[int] | None = None
-    ) -> list[Future[Read]]:
-        """Read `due`'s times to live (and first, with `listing`, the live leases)
-        on up to LEASE_READERS connections of their own, at once.
-        `then_due_of`: the listing is needed to pick what is due: read it first,
-        then the due among `then_due_of` that it says are alive."""
+    def _submit(self, due: list[int]) -> list[Future[Read]]:
+        """Read `due`'s times to live on up to LEASE_READERS connections of their
+        own, at once."""
         while len(self._readers) < LEASE_READERS:
             self._readers.append(
                 Gateway(self.endpoint, self._timeout, transport=deadline_transport(self._deadline))
             )
         if self._pool is None:
             self._pool = ThreadPoolExecutor(LEASE_READERS, thread_name_prefix="etcd-leases")
-        if then_due_of is not None:
-            alive = self._readers[0].leases()
-            now = self.clock.now()
-            due = _due(alive & then_due_of, self._readings, now)
-            futures = self._submit(due, listing=False)
-            futures.insert(0, _done((alive, {})))
-            return futures
-        # The listing (10,000 leases: the longest read) on a connection of its
-        # own, the times to live shared among the others.
-        first = 1 if listing else 0
-        count = min(LEASE_READERS - first, max(1, len(due) // 8))
-        shares: list[list[int]] = [[] for _ in range(first)]
-        shares += [due[n::count] for n in range(count)]
+        count = min(LEASE_READERS, max(1, len(due) // 8))
+        shares = [due[n::count] for n in range(count)]
         pool, readers = self._pool, self._readers
 
         def read(n: int) -> Read:
-            alive = readers[n].leases() if listing and n == 0 else None
-            return alive, {lease: readers[n].time_to_live(lease) for lease in shares[n]}
+            return {lease: readers[n].time_to_live(lease) for lease in shares[n]}
 
-        return [pool.submit(read, n) for n in range(first + count)]
+        return [pool.submit(read, n) for n in range(count)]
 
     def _updated_at(self) -> datetime | None:
         return self.last.polled_at if self.last else None
@@ -324,17 +297,8 @@ def _together(each: dict[str, dict[str, KeyValue]]) -> list[KeyValue]:
     return list(found.values())
 
 
-def _gathered(futures: list[Future[Read]]) -> Early:
-    alive: set[int] | None = None
-    read: dict[int, tuple[int, int]] = {}
+def _gathered(futures: list[Future[Read]]) -> Read:
+    read: Read = {}
     for future in futures:
-        listed, answers = future.result()
-        alive = listed if listed is not None else alive
-        read.update(answers)
-    return alive, read
-
-
-def _done(value: Read) -> Future[Read]:
-    future: Future[Read] = Future()
-    future.set_result(value)
-    return future
+        read.update(future.result())
+    return read
