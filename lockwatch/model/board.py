@@ -172,12 +172,7 @@ class Board:
         """Each server's blocking tree (and the kernel's), built again only after
         a Postgres or kernel lock changed."""
         if self._trees is None or self._trees[0] != self._waits_generation:
-            by_group: dict[str, list[Lock]] = {}
-            for entry in self.entries.values():
-                group = blocking.group(entry.lock)
-                if group is not None:
-                    by_group.setdefault(group, []).append(entry.lock)
-            trees = {group: blocking.from_locks(locks) for group, locks in by_group.items()}
+            trees = blocking.trees(entry.lock for entry in self.entries.values())
             self._trees = (self._waits_generation, trees)
         return self._trees[1]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from lockwatch.model.blocking import BlockingTree, BlockNode, NodeId
+from lockwatch.model.blocking import BlockingTree, BlockNode, NodeId, tree_facts
 from lockwatch.model.board import Board
 from lockwatch.model.events import Event, holder_text
 from lockwatch.model.humanize import duration
@@ -382,7 +382,7 @@ def _trees(incident: Incident) -> list[str]:
         return []
     sessions_by_server: dict[str, dict[Hashable, str]] = {}
     for lock, _ in incident.entries:
-        facts = lock.facts
+        facts = tree_facts(lock)
         if facts is None:
             continue
         found = facts.tree_node()

@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from lockwatch.model.blocking import KERNEL_GROUP, BlockNode
+from lockwatch.model.blocking import KERNEL_GROUP, BlockNode, tree_facts
 from lockwatch.model.board import Board
 from lockwatch.model.facts import Party
 from lockwatch.model.humanize import duration
@@ -44,7 +44,8 @@ def _sessions(board: Board) -> dict[tuple[str, Hashable], _Session]:
     found: dict[tuple[str, Hashable], _Session] = {}
     for entry in board.entries.values():
         lock = entry.lock
-        facts = lock.facts
+        # A lock file a kernel lock is held on is that lock's node (one row per file).
+        facts = tree_facts(lock)
         where = None if facts is None else facts.group()
         if facts is None or where is None:
             continue

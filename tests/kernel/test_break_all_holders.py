@@ -48,7 +48,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def record_of(tmp_path: Path, path: Path) -> dict[str, Any]:
-    done = lockwatch("ls", "--json", "--kernel", str(tmp_path), cwd=tmp_path)
+    # No PATHs: the host's kernel locks, each a row (with PATHs, the file's row
+    # carries its held lock: one row per file).
+    done = lockwatch("ls", "--json", "--kernel", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     locks = json.loads(done.stdout)["locks"]
     [record] = [
@@ -104,8 +106,8 @@ def test_every_process_sharing_the_open_file_is_a_holder(
     assert all(h["user"] and h["started_at"] for h in record["holders"])
     # The table names the file and the holder's command, as lslocks does.
     table = lockwatch("ls", "--kernel", str(tmp_path), cwd=tmp_path)
-    # The kernel row, and the file's own row (a file of any name the kernel holds
-    # a lock on is a lock), both name them so.
+    # The file's own row (a file of any name the kernel holds a lock on is a lock,
+    # the kernel's facts in it) names them so.
     rows = [line for line in table.stdout.splitlines() if f"(pid {tree.flock})" in line]
     assert rows, table.stdout
     for row in rows:

@@ -25,7 +25,9 @@ def lockwatch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def kernel_record(tmp_path: Path, path: Path) -> dict[str, Any]:
-    done = lockwatch("ls", "--json", "--kernel", str(tmp_path), cwd=tmp_path)
+    # No PATHs: the host's kernel locks, each a row (with PATHs, the file's row
+    # carries its held lock: one row per file).
+    done = lockwatch("ls", "--json", "--kernel", cwd=tmp_path)
     locks = json.loads(done.stdout)["locks"]
     return next(lock for lock in locks if lock["source"] == "kernel" and lock["path"] == str(path))
 

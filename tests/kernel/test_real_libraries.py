@@ -15,10 +15,15 @@ The contract:
   it open (`active`, reason `open_by`, holder.pid that process);
 - a pid file that carries a kernel lock follows the kernel (released, or its
   holder killed: `free`);
-- `--kernel` adds one record per /proc/locks entry: source `kernel`, format
-  flock/posix/ofd, id `kernel:<maj:min>:<inode>:<TYPE>:<start>-<end|EOF>:<pid>`,
+- `--kernel` without PATHs lists one record per /proc/locks entry: source
+  `kernel`, format flock/posix/ofd, id
+  `kernel:<maj:min>:<inode>:<TYPE>:<start>-<end|EOF>:<pid>`,
   `kernel: {type, mode, start, end, device, inode}`; a blocked waiter is its own
   `waiting` record with `blocked_by`, its holder has `blocking`;
+- with PATHs, one row per file (issue 33): a held kernel lock on a file under
+  them is the file's record (its `kernel` field, its holder), never a kernel
+  record of its own; a waiter on it is still its own `waiting` record, under the
+  file's holder in the blocking tree;
 - `--fail-on-stale` exits 3 only on stale: free, active and waiting never count.
 """
 
@@ -117,12 +122,14 @@ def clean_env(home: Path) -> dict[str, str]:
     return env
 
 
-def run_ls(directory: Path, *flags: str) -> Listing:
-    """`lockwatch ls --json --fail-on-stale FLAGS DIRECTORY` as a real process."""
+def run_ls(directory: Path, *flags: str, host_wide: bool = False) -> Listing:
+    """`lockwatch ls --json --fail-on-stale FLAGS DIRECTORY` as a real process;
+    `host_wide`: no DIRECTORY named (with --kernel, the host's every kernel lock)."""
     home = directory.parent / "lockwatch-home"
     home.mkdir(exist_ok=True)
     argv = [sys.executable, "-m", "lockwatch", "ls", "--json", "--fail-on-stale", *flags]
-    argv.append(str(directory))
+    if not host_wide:
+        argv.append(str(directory))
     done = subprocess.run(
         argv,
         capture_output=True,
@@ -256,6 +263,28 @@ def expect_kernel_record(
     return record
 
 
+def expect_joined(
+    listing: Listing, holder: Holder, *, pids: frozenset[int] | None = None
+) -> Record:
+    """With PATHs, the kernel's held lock on the file is the file's own record (one
+    row per file): its `kernel` field and holder, and no kernel record of its own."""
+    pids = holder.holder_pids if pids is None else pids
+    spec = holder.kind
+    device, inode = file_key(holder.lock_path)
+    held = [lock for lock in listing.kernel_on(holder.lock_path) if lock["state"] != "waiting"]
+    assert held == [], [show(lock) for lock in held]
+    record = expect_held(listing, holder, pids=pids)
+    assert record["kernel"] == {
+        "type": spec.type,
+        "mode": spec.mode,
+        "start": spec.start,
+        "end": spec.end,
+        "device": device,
+        "inode": inode,
+    }, show(record)
+    return record
+
+
 def expect_no_kernel_record(listing: Listing, path: Path) -> None:
     if path.exists():
         assert listing.kernel_on(path) == [], [show(lock) for lock in listing.kernel_on(path)]
@@ -293,12 +322,13 @@ def test_held(kind: str, holders: Holders, tmp_path: Path) -> None:
         assert pid_record["holder"]["pid"] == holder.pid, show(pid_record)
 
     with_kernel = run_ls(directory, "--kernel")
-    expect_held(with_kernel, holder)
-    kernel = expect_kernel_record(with_kernel, holder)
-    assert not kernel.get("blocking"), show(kernel)
+    expect_joined(with_kernel, holder)
     assert any(t["server"] == "kernel" for t in with_kernel.doc["blocking"])
     assert not any(t["server"] == "kernel" for t in listing.doc["blocking"])
     expect_exit(with_kernel)
+    host = run_ls(directory, "--kernel", host_wide=True)
+    kernel = expect_kernel_record(host, holder)
+    assert not kernel.get("blocking"), show(kernel)
 
 
 def test_flock_fd_names_the_shell_not_the_flock_that_exited(
@@ -311,8 +341,9 @@ def test_flock_fd_names_the_shell_not_the_flock_that_exited(
     assert not running(line.pid)
 
     listing = run_ls(holder.path.parent, "--kernel")
-    assert expect_held(listing, holder)["holder"]["pid"] == holder.pid
-    assert expect_kernel_record(listing, holder)["holder"]["pid"] == holder.pid
+    assert expect_joined(listing, holder)["holder"]["pid"] == holder.pid
+    host = run_ls(holder.path.parent, "--kernel", host_wide=True)
+    assert expect_kernel_record(host, holder)["holder"]["pid"] == holder.pid
 
 
 def test_flock_cmd_killed_flock_its_command_still_holds(holders: Holders, tmp_path: Path) -> None:
@@ -328,9 +359,11 @@ def test_flock_cmd_killed_flock_its_command_still_holds(holders: Holders, tmp_pa
     record = expect_held(listing, holder)
     assert record["holder"]["pid"] == command != dead, show(record)
     expect_verdict_matches_library(listing, holder)
-    kernel = expect_kernel_record(listing, holder)
-    assert kernel["holder"]["pid"] == command, show(kernel)
+    expect_joined(listing, holder)
     expect_exit(listing)
+    host = run_ls(holder.path.parent, "--kernel", host_wide=True)
+    kernel = expect_kernel_record(host, holder)
+    assert kernel["holder"]["pid"] == command, show(kernel)
 
 
 # --------------------------------------------------------------------------- released
@@ -420,7 +453,9 @@ def test_blocked_waiter(kind: str, holders: Holders, tmp_path: Path) -> None:
     assert listing.code == EXIT_OK  # waiting is not stale
 
     with_kernel = run_ls(directory, "--kernel")
-    held = expect_kernel_record(with_kernel, holder)
+    expect_joined(with_kernel, holder)
+    host = run_ls(directory, "--kernel", host_wide=True)
+    held = expect_kernel_record(host, holder)
     assert waiter.pid in (held.get("blocking") or []), show(held)
     waiting = [
         lock for lock in with_kernel.kernel_on(holder.lock_path) if lock["state"] == "waiting"
@@ -449,9 +484,9 @@ def test_blocked_waiter(kind: str, holders: Holders, tmp_path: Path) -> None:
     free_it(holder)
     waiter.wait_acquired()
     after = run_ls(directory, "--kernel")
-    assert expect_held(after, waiter)["holder"]["pid"] == waiter.pid
+    assert expect_joined(after, waiter)["holder"]["pid"] == waiter.pid
     assert library_says_held(waiter.kind.name, waiter.path)
-    (now,) = after.kernel_on(holder.lock_path)
+    (now,) = run_ls(directory, "--kernel", host_wide=True).kernel_on(holder.lock_path)
     assert now["state"] == "active" and now["holder"]["pid"] == waiter.pid, show(now)
     assert not now.get("blocking") and not now.get("blocked_by"), show(now)
     expect_exit(after)

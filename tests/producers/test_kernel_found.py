@@ -66,8 +66,9 @@ def test_kernel_with_paths_lists_only_locks_under_them(holders: Holders, tmp_pat
     inside, outside = tmp_path / "inside", tmp_path / "outside"
     inside.mkdir()
     outside.mkdir()
-    holders.start("flock_cmd", inside / "a.db")
-    holders.start("flock_cmd", outside / "b.db")
+    for path in (inside / "a.db", outside / "b.db"):
+        held = holders.start("flock_cmd", path)
+        holders.start(held.kind.waiter, path)
     home = tmp_path / "home"
     home.mkdir()
     done = subprocess.run(
@@ -81,10 +82,12 @@ def test_kernel_with_paths_lists_only_locks_under_them(holders: Holders, tmp_pat
     )
     assert done.returncode == 0, done.stderr
     locks = json.loads(done.stdout)["locks"]
-    kernel_paths = {lock["path"] for lock in locks if lock["source"] == "kernel"}
-    assert kernel_paths == {str(inside / "a.db")}, kernel_paths
-    file_paths = {lock["path"] for lock in locks if lock["source"] == "file"}
-    assert file_paths == {str(inside / "a.db")}, file_paths
+    # The held lock is the file's row (one row per file); the waiter on it is the
+    # kernel's, and none outside the PATHs is listed.
+    kernel = {(lock["path"], lock["state"]) for lock in locks if lock["source"] == "kernel"}
+    assert kernel == {(str(inside / "a.db"), "waiting")}, kernel
+    files = {(lock["path"], lock["state"]) for lock in locks if lock["source"] == "file"}
+    assert files == {(str(inside / "a.db"), "active")}, files
 
 
 def test_a_state_file_whose_lock_info_tells_its_lock_is_one_row(

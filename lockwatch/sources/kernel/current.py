@@ -23,10 +23,12 @@ def status(table: KernelTable, at: datetime) -> SourceStatus:
     return SourceStatus("kernel", STATUS_NAME, "ok", reason=table.problem, updated_at=at)
 
 
-def locks_now(roots: Sequence[str]) -> tuple[KernelTable, list[Lock]]:
+def locks_now(roots: Sequence[str], *, joined: bool = False) -> tuple[KernelTable, list[Lock]]:
     """/proc/locks read now, as lock records; files no holder's fds name are
     looked for by inode under `roots`. With `roots`, only the locks on files
-    under them."""
+    under them; `joined` (the file source lists those files too), only those no
+    file's row carries (joined.py)."""
+    from lockwatch.sources.kernel.joined import joined as without_joined
     from lockwatch.sources.kernel.narrow import narrowed
     from lockwatch.sources.kernel.procfs import read_table
     from lockwatch.sources.kernel.records import known_files, to_locks
@@ -35,4 +37,5 @@ def locks_now(roots: Sequence[str]) -> tuple[KernelTable, list[Lock]]:
     unplaced = {lock.file for lock in table.locks if lock.path is None}
     known = known_files(roots, unplaced) if unplaced and roots else {}
     # With PATHs, only the locks on files under them (narrow.py).
-    return table, narrowed(to_locks(table, known), roots)
+    locks = narrowed(to_locks(table, known), roots)
+    return table, without_joined(locks) if joined and roots else locks

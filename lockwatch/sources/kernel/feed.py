@@ -39,9 +39,13 @@ class KernelFeed:
         clock: Clock | None = None,
         interval: float = DEFAULT_INTERVAL,
         processes: Callable[[], ProcessLookup] = PsutilProcesses,
+        joined: bool = False,
     ) -> None:
         self.name = "kernel"
         self.roots = tuple(roots)
+        # The file feed lists the files under `roots`: a lock one of their rows
+        # carries is not listed again (one row per file, joined.py).
+        self.joined = joined
         self.host = host
         self.clock = clock or SystemClock()
         self.interval = interval
@@ -73,7 +77,7 @@ class KernelFeed:
             self._cheap += 1
             return ChangeSet(self.name, now, (replace(seen[1], updated_at=now),))
         self._cheap = 0
-        table, locks = locks_now(self.roots)
+        table, locks = locks_now(self.roots, joined=self.joined)
         state: SourceStatus = status(table, now)
         entries: list[Entry] = []
         if table.readable:

@@ -137,7 +137,9 @@ class KernelSource:
         settings: KernelSettings = wanted.settings(self.name) or KernelSettings()
         if not (self.asked(wanted.values) or settings.enabled):
             return None
-        return SelectedKernel(wanted.paths)
+        # PATHs named are the file source's too: it lists every file under them a
+        # kernel lock is on, that lock in its row (one row per file, joined.py).
+        return SelectedKernel(wanted.paths, joined=bool(wanted.paths))
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_kernel(target, wanted.paths, host)
@@ -177,6 +179,9 @@ class KernelSource:
 @dataclass(frozen=True)
 class SelectedKernel:
     roots: tuple[str, ...]
+    # The file source lists the files under `roots`: only the locks no file's row
+    # carries are listed here (waiters, and locks on files no row tells).
+    joined: bool = False
 
     def collect(self, request: ListingRequest) -> Collected:
         from lockwatch.clock import FrozenClock
@@ -184,7 +189,7 @@ class SelectedKernel:
         from lockwatch.model.blocking import KERNEL_GROUP, from_locks
         from lockwatch.sources.processes import PsutilProcesses
 
-        table, locks = locks_now(self.roots)
+        table, locks = locks_now(self.roots, joined=self.joined)
         out = Collected(statuses=[status(table, request.now)], places=["in /proc/locks"])
         if not table.readable:
             out.warnings.append(f"kernel: {table.problem}")
@@ -196,7 +201,7 @@ class SelectedKernel:
     def feeds(self, clock: Clock, host: str) -> Sequence[Feed]:
         from lockwatch.sources.kernel.feed import KernelFeed
 
-        return [KernelFeed(self.roots, host=host, clock=clock)]
+        return [KernelFeed(self.roots, host=host, clock=clock, joined=self.joined)]
 
 
 def find_kernel(target: str, roots: Sequence[str], host: str) -> Found | str:

@@ -1,0 +1,45 @@
+"""Kernel locks whose facts join a lock file's row: one row per file (issue 33).
+
+With PATHs, the file source lists every file under them that the kernel holds
+a lock on, whatever its name (sources/files/kernel_found.py), and its row
+carries that lock as its evidence: its holder, the processes sharing it, how
+many wait. Listed by this source too, the file would be two rows. So with
+PATHs this source lists what no file's row tells: the waiters (each is a
+process blocked on the file's lock, and waits on the file's row in the
+blocking tree, whose node is the same holder), and the locks on files no row
+carries (a directory, a file replaced or deleted since it was locked, one on a
+network filesystem, where the file source asks the kernel nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+
+from lockwatch.model.kernel import FileKey
+from lockwatch.model.lock import Lock
+from lockwatch.sources.kernel.facts import KernelFacts
+
+
+def on_listed_file(lock: Lock, remote: frozenset[str]) -> bool:
+    """Whether `lock` is a granted kernel lock on a regular file its path still
+    names: the file whose row the file source lists with this lock in it."""
+    facts = lock.facts
+    if not isinstance(facts, KernelFacts) or facts.waiting or lock.path is None:
+        return False
+    if facts.file.device in remote:
+        return False
+    try:
+        st = os.stat(lock.path, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and FileKey.of(st.st_dev, st.st_ino) == facts.file
+
+
+def joined(locks: Sequence[Lock]) -> list[Lock]:
+    """`locks` (already narrowed to the PATHs) but those a file's row carries."""
+    from lockwatch.sources.files.mounts import remote_devices
+
+    remote = remote_devices()
+    return [lock for lock in locks if not on_listed_file(lock, remote)]
