@@ -465,3 +465,38 @@ def test_records_kept_across_polls_are_the_records_made_afresh() -> None:
     assert before["etcd:e:2379:/locks/app"].sha256 != after["etcd:e:2379:/locks/app"].sha256
     promoted = after["etcd:e:2379:/locks/m/2a"]  # the waiter holds it once the holder is gone
     assert promoted.facts.position == 0 and promoted.facts.blocked_by == ()  # type: ignore[union-attr]
+
+
+def test_a_lease_ended_between_the_keys_and_its_time_to_live_is_judged_unknown(
+    etcd: Etcd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keys say each lease was alive at their revision; one revoked right
+    after (here: just before its time to live is read) is read gone, and its lock
+    is `unknown` (expired), never `active` on a guess."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.process import StaticProcesses
+    from lockwatch.sources.etcd.endpoint import parse
+    from lockwatch.sources.etcd.gateway import Gateway
+    from lockwatch.sources.etcd.poller import EtcdPoller
+    from lockwatch.sources.etcd.server import EtcdServer
+
+    lease = int(etcd_json(etcd, "/lease/grant", {"TTL": 600})["ID"])
+    etcd.ctl("put", "--lease", format(lease, "x"), "/locks/job", "w")
+    time_to_live = Gateway.time_to_live
+
+    def revoked_first(self: Gateway, asked: int) -> tuple[int, int]:
+        etcd_json(etcd, "/lease/revoke", {"ID": str(asked)})
+        return time_to_live(self, asked)
+
+    monkeypatch.setattr(Gateway, "time_to_live", revoked_first)
+    poller = EtcdPoller(EtcdServer(parse(etcd.url), ("/locks/",), clock=SystemClock()))
+    try:
+        polled = poller.poll()
+        assert polled.locks is not None
+        (lock,) = polled.locks
+        assert lock.facts is not None
+        verdict = lock.facts.judge(lock, StaticProcesses(), polled.at, "h")
+        assert verdict is not None and verdict.state.value == "unknown"
+        assert [reason.code for reason in verdict.reasons] == ["expired"]
+    finally:
+        poller.close()
