@@ -500,3 +500,36 @@ def test_a_lease_ended_between_the_keys_and_its_time_to_live_is_judged_unknown(
         assert [reason.code for reason in verdict.reasons] == ["expired"]
     finally:
         poller.close()
+
+
+def test_a_kept_range_answers_the_same_keyvalue_only_for_a_key_answered_alike(
+    etcd: Etcd,
+) -> None:
+    """With `keep`, a key etcd answers field for field as in the last range of
+    its prefix is that range's very KeyValue; one written since (a new value, the
+    same value written again, deleted and made again) is read afresh."""
+    from lockwatch.sources.etcd.endpoint import parse
+    from lockwatch.sources.etcd.gateway import Gateway
+
+    for number in range(4):
+        etcd.ctl("put", f"/locks/k{number}", "v")
+    kept, plain = Gateway(parse(etcd.url), keep=True), Gateway(parse(etcd.url))
+    try:
+        _, first, _ = kept.range_prefix("/locks/", 100)
+        etcd.ctl("put", "/locks/k1", "w")
+        etcd.ctl("put", "/locks/k2", "v")  # the same value, written again
+        etcd.ctl("del", "/locks/k3")
+        etcd.ctl("put", "/locks/k3", "v")
+        _, second, _ = kept.range_prefix("/locks/", 100)
+        _, other, _ = kept.range_prefix("/app/", 100)  # another prefix keeps its own
+        _, fresh, _ = plain.range_prefix("/locks/", 100)
+        assert second == fresh and other == []
+        assert [a is b for a, b in zip(first, second, strict=True)] == [True, False, False, False]
+        assert (second[1].value, second[2].version, second[3].version) == ("w", 2, 1)
+        _, third, _ = kept.range_prefix("/locks/", 100)
+        assert all(a is b for a, b in zip(second, third, strict=True))
+        again = plain.range_prefix("/locks/", 100)[1]  # without `keep`: made afresh
+        assert not any(a is b for a, b in zip(fresh, again, strict=True))
+    finally:
+        kept.close()
+        plain.close()

@@ -122,7 +122,10 @@ class EtcdServer:
                     "etcd", self.name, "connecting", updated_at=self._updated_at()
                 )
                 self._gateway = Gateway(
-                    self.endpoint, self._timeout, transport=deadline_transport(self._deadline)
+                    self.endpoint,
+                    self._timeout,
+                    transport=deadline_transport(self._deadline),
+                    keep=self._exact is None,
                 )
             gateway = self._gateway
             with self._deadline.running(self.deadline):
