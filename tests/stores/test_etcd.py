@@ -242,7 +242,14 @@ def test_many_leases_are_read_a_capped_batch_per_poll_the_rest_counted_down(
         return time_to_live(self, lease)
 
     monkeypatch.setattr(Gateway, "time_to_live", counted)
-    monkeypatch.setattr(Gateway, "leases", lambda self: pytest.fail("listed the leases"))
+    paths: list[str] = []
+    call = Gateway.call
+
+    def recorded(self: Gateway, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        paths.append(path)
+        return call(self, path, body)
+
+    monkeypatch.setattr(Gateway, "call", recorded)
     leases = []
     for number in range(25):
         lease = int(etcd_json(etcd, "/lease/grant", {"TTL": 600})["ID"])
@@ -278,6 +285,7 @@ def test_many_leases_are_read_a_capped_batch_per_poll_the_rest_counted_down(
         assert third is not None
         assert len(third.keys) == 23 and leases[0] not in third.leases
         assert all(left is not None for left, _ in third.leases.values())
+        assert "/lease/leases" not in paths and "/lease/timetolive" in paths
 
         from lockwatch.sources.etcd.records import to_locks
         from lockwatch.sources.stores.facts import StoreLock

@@ -196,11 +196,6 @@ class Gateway:
         answer = self.call("/lease/timetolive", {"ID": str(lease)})
         return _int(answer.get("TTL")), _int(answer.get("grantedTTL"))
 
-    def leases(self) -> set[int]:
-        """Every lease the server has (etcd's LeaseLeases): one request for all."""
-        answer = self.call("/lease/leases", {})
-        return {_int(lease.get("ID")) for lease in answer.get("leases") or ()}
-
     def delete_if_unchanged(self, kv: KeyValue) -> dict[str, Any] | None:
         """Delete `kv.key` in one transaction, only if it is the very key seen:
         same create and mod revision, same lease. The deleted key (prev_kv) when
