@@ -15,7 +15,7 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoded import worth_keeping
-from lockwatch.sources.files.evidence import Evidence, kernel_table
+from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
 from lockwatch.sources.files.listing import MIN_AREAS_PER_JOB
 from lockwatch.sources.files.roots import PinnedRoots
 from lockwatch.sources.files.scanner import Area, partition, scan_chunks
@@ -57,16 +57,17 @@ def read_pieces(
     """The locks in `areas`, read and judged a chunk at a time. Runs in a forked
     worker too: it changes nothing of the feed's. `judge_now`
     judges locks at this moment (with the feed's process table and host)."""
-    evidence: Evidence | None = None
+    evidence = Evidence(None, was_held=was_held)  # one per scan: its /proc passes once
     if kernel_evidence:
         kernel_found.refresh()  # files of any name a kernel lock is on: this walk lists them
     for chunk in scan_chunks(areas, first=CHUNK_FIRST, most=CHUNK_MOST):
-        if evidence is None:
-            # Once per scan, as the whole scan did: /proc/locks is read after the
-            # first files were (their kernel locks were taken before they were
-            # written), and the liveness loop looks again every few seconds.
-            table = kernel_table() if kernel_evidence else None
-            evidence = Evidence(table, was_held=was_held)
+        if kernel_evidence:
+            # /proc/locks is read after the chunk's files were (their kernel locks
+            # were taken before they were written), its holders looked up for the
+            # chunk's files alone (as `ls` does): a host's other locks cost a read
+            # of /proc/locks, never a pass over every process's fds. A chunk with
+            # none of its files locked reads nothing more.
+            evidence.table = kernel_table_for(kernel_listed(), chunk.locks)
         attached = evidence.attach(chunk.locks)
         # Process facts are looked up after the files were read, afresh for
         # each chunk: a holder alive when it wrote its lock is then listed.

@@ -31,7 +31,7 @@ from lockwatch.sources.files.decoded import (
     DecodedLocks,
     worth_keeping,
 )
-from lockwatch.sources.files.evidence import Evidence, kernel_table
+from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
 from lockwatch.sources.files.inotify import Watcher
 from lockwatch.sources.files.inotify_kernel import Inotify, Kernel
 from lockwatch.sources.files.polling import Poller, polling_reason
@@ -441,8 +441,9 @@ class FileFeed:
             now = self.clock.now()
 
             def recheck() -> list[Entry]:
-                # One look at /proc/locks (and the fds) serves both checks.
-                evidence = self._evidence()
+                # One look at /proc/locks (and the fds) serves both checks: for the
+                # files of the feed's locks alone.
+                evidence = self._evidence([entry.lock for entry in entries])
                 decoded, judge_now = self.decoded, self._judge_now
                 kernel = {
                     e.lock.id: e for e in recheck_kernel(entries, evidence, decoded, judge_now)
@@ -548,7 +549,7 @@ class FileFeed:
         result, gone, looked = read_changes(changes, known, self.roots, self._files)
         for lock_id in gone:
             self.decoded.forget(lock_id)
-        evidence = self._evidence()
+        evidence = self._evidence(result.locks)
         locks = evidence.attach(result.locks)
         self._remember_held(evidence)
         # Process facts are looked up after the files were read: a holder alive
@@ -560,8 +561,12 @@ class FileFeed:
     def _judge_now(self, locks: Sequence[Lock]) -> list[Entry]:
         return judge(locks, self._processes(), self.clock.now(), self.host)
 
-    def _evidence(self) -> Evidence:
-        table = kernel_table() if self.kernel_evidence else None
+    def _evidence(self, locks: Sequence[Lock]) -> Evidence:
+        """The kernel's word for `locks`, the locks about to be judged: /proc/locks
+        read now, and its holders looked up for their files alone (as `ls` does,
+        evidence.kernel_table_for). A host's other kernel locks, thousands maybe,
+        cost a look at /proc/locks, never a pass over every process's fds."""
+        table = kernel_table_for(kernel_listed(), locks) if self.kernel_evidence else None
         return Evidence(table, was_held=self._was_held)
 
     def _remember_held(self, evidence: Evidence) -> None:
