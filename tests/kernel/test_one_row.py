@@ -103,6 +103,35 @@ def test_without_paths_kernel_lists_the_hosts_kernel_locks(
     }, on_file
 
 
+def test_kernel_from_the_config_without_paths_joins_the_current_directorys_files(
+    trees: list[FlockTree], tmp_path: Path
+) -> None:
+    """`[kernel] enabled = true` and no PATH: the file source looks at the current
+    directory, and the locks it lists there are its rows alone; the host's other
+    kernel locks are listed as ever."""
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    path, other = here / "app.lock", elsewhere / "other.lock"
+    holder, waiter = held_and_waiting(trees, path)
+    elsewhere.mkdir()
+    other.write_text("")
+    start(trees, other)
+    (here / "lockwatch.toml").write_text("[kernel]\nenabled = true\n")
+    done = lockwatch("ls", "--json", cwd=here)
+    assert done.returncode == 0, done.stderr
+    locks = json.loads(done.stdout)["locks"]
+    on_file = {
+        (lock["source"], lock["state"], lock["holder"]["pid"])
+        for lock in locks
+        if lock["path"] == str(path)
+    }
+    assert on_file == {
+        ("file", "active", holder.flock),
+        ("kernel", "waiting", waiter.flock),
+    }, on_file
+    on_other = {(lock["source"], lock["state"]) for lock in locks if lock["path"] == str(other)}
+    assert ("kernel", "active") in on_other, on_other
+
+
 # -- the dashboard -------------------------------------------------------------------
 
 

@@ -23,11 +23,13 @@ def status(table: KernelTable, at: datetime) -> SourceStatus:
     return SourceStatus("kernel", STATUS_NAME, "ok", reason=table.problem, updated_at=at)
 
 
-def locks_now(roots: Sequence[str], *, joined: bool = False) -> tuple[KernelTable, list[Lock]]:
+def locks_now(
+    roots: Sequence[str], *, joined: Sequence[str] = ()
+) -> tuple[KernelTable, list[Lock]]:
     """/proc/locks read now, as lock records; files no holder's fds name are
     looked for by inode under `roots`. With `roots`, only the locks on files
-    under them; `joined` (the file source lists those files too), only those no
-    file's row carries (joined.py)."""
+    under them; `joined`: where the file source lists files too, and the locks
+    a file's row there carries are not listed again (joined.py)."""
     from lockwatch.sources.kernel.joined import joined as without_joined
     from lockwatch.sources.kernel.narrow import narrowed
     from lockwatch.sources.kernel.procfs import read_table
@@ -38,4 +40,4 @@ def locks_now(roots: Sequence[str], *, joined: bool = False) -> tuple[KernelTabl
     known = known_files(roots, unplaced) if unplaced and roots else {}
     # With PATHs, only the locks on files under them (narrow.py).
     locks = narrowed(to_locks(table, known), roots)
-    return table, without_joined(locks) if joined and roots else locks
+    return table, without_joined(locks, joined) if joined else locks

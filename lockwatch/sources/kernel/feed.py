@@ -39,13 +39,13 @@ class KernelFeed:
         clock: Clock | None = None,
         interval: float = DEFAULT_INTERVAL,
         processes: Callable[[], ProcessLookup] = PsutilProcesses,
-        joined: bool = False,
+        joined: Sequence[str] = (),
     ) -> None:
         self.name = "kernel"
         self.roots = tuple(roots)
-        # The file feed lists the files under `roots`: a lock one of their rows
-        # carries is not listed again (one row per file, joined.py).
-        self.joined = joined
+        # Where the file feed lists files: a lock one of their rows carries is not
+        # listed again (one row per file, joined.py).
+        self.joined = tuple(joined)
         self.host = host
         self.clock = clock or SystemClock()
         self.interval = interval

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.sources.kernel.facts import KernelFacts
+from lockwatch.sources.kernel.narrow import narrowed
 
 
 def on_listed_file(lock: Lock, remote: frozenset[str]) -> bool:
@@ -37,9 +38,12 @@ def on_listed_file(lock: Lock, remote: frozenset[str]) -> bool:
     return stat.S_ISREG(st.st_mode) and FileKey.of(st.st_dev, st.st_ino) == facts.file
 
 
-def joined(locks: Sequence[Lock]) -> list[Lock]:
-    """`locks` (already narrowed to the PATHs) but those a file's row carries."""
+def joined(locks: Sequence[Lock], roots: Sequence[str]) -> list[Lock]:
+    """`locks` but those a file's row carries: the file source lists the files
+    under `roots` (the PATHs, or the current directory when no PATH is named
+    and no other source asked for by a flag)."""
     from lockwatch.sources.files.mounts import remote_devices
 
     remote = remote_devices()
-    return [lock for lock in locks if not on_listed_file(lock, remote)]
+    carried = {id(lock) for lock in narrowed(locks, roots) if on_listed_file(lock, remote)}
+    return [lock for lock in locks if id(lock) not in carried]

@@ -137,9 +137,11 @@ class KernelSource:
         settings: KernelSettings = wanted.settings(self.name) or KernelSettings()
         if not (self.asked(wanted.values) or settings.enabled):
             return None
-        # PATHs named are the file source's too: it lists every file under them a
-        # kernel lock is on, that lock in its row (one row per file, joined.py).
-        return SelectedKernel(wanted.paths, joined=bool(wanted.paths))
+        # Where the file source looks (the PATHs; without any, the current directory
+        # unless a flag asked for other sources) it lists every file a kernel lock
+        # is on, that lock in its row: not listed again (one row per file, joined.py).
+        files = wanted.paths or (() if wanted.others_asked else (".",))
+        return SelectedKernel(wanted.paths, joined=tuple(files))
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_kernel(target, wanted.paths, host)
@@ -179,9 +181,9 @@ class KernelSource:
 @dataclass(frozen=True)
 class SelectedKernel:
     roots: tuple[str, ...]
-    # The file source lists the files under `roots`: only the locks no file's row
-    # carries are listed here (waiters, and locks on files no row tells).
-    joined: bool = False
+    # Where the file source lists files: the locks a file's row there carries are
+    # not listed here (waiters are, and locks on files no row tells).
+    joined: tuple[str, ...] = ()
 
     def collect(self, request: ListingRequest) -> Collected:
         from lockwatch.clock import FrozenClock
