@@ -457,6 +457,13 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         else:
             self.notify(f"type {clean(self._must_type or '')} exactly to confirm", timeout=3)
 
+    def set_verb(self, verb: str) -> None:
+        """What the confirm button says, when the way chosen changes the action."""
+        if verb != self._verb:
+            self._verb = verb
+            if self.is_mounted:
+                self._mark_focus()
+
     def on_choice_row_chosen(self, message: ChoiceRow.Chosen) -> None:
         """Another way chosen: planned again, the effect says what it now does."""
         message.stop()

@@ -36,6 +36,13 @@ DONE_EVENTS = {
 }
 # The action button's words where the kind's name alone would be unclear.
 VERBS = {Kind.CANCEL: "Cancel query"}
+
+
+def verb_of(kind: Kind) -> str:
+    """The confirm button's word for an action."""
+    return VERBS.get(kind, kind.value.capitalize())
+
+
 # A bulk confirmation lists this many locks by name; the rest are counted.
 BULK_LISTED = 20
 
@@ -132,12 +139,15 @@ class ActionFlow:
                     f"changed while open: now {verdict.state.value}, was"
                     f" {plan.verdict.state.value} when this opened"
                 )
+            # The way chosen may be another action (a queue head's cancel): the
+            # button says what confirming does now.
+            screen.set_verb(verb_of(shown[0].kind))
             return facts_of(shown[0], now), changed
 
         screen = ConfirmScreen(
             title or f"{kind.value.capitalize()} {lock.name}?",
             facts_of(plan, now),
-            verb=VERBS.get(kind, kind.value.capitalize()),
+            verb=verb_of(plan.kind),
             must_type=must_type,
             must_type_what=must_type_what,
             warning=warning,

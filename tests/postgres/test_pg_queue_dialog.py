@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from textual.widgets import Button
+
 from lockwatch.actions.session import ActionSession
 from lockwatch.model.changes import ChangeSet, judge
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
@@ -138,14 +140,16 @@ async def test_cancel_is_the_default_and_the_root_opens_its_own_confirmation(
         assert "Unblock the 2 session(s) queued behind migrate" in said
         assert f"call pg_cancel_backend({ALTER})" in said
         assert "the 2 session(s) queued behind it" in said
-        # The low-risk way asks for no name.
+        # The low-risk way asks for no name, and its button says what it does.
         assert not screen.query("#must-type")
+        assert "Cancel query" in str(screen.query_one("#confirm", Button).label)
 
         # The root, chosen: the effect says so; confirming opens the root's own dialog.
         await pilot.press("shift+tab")
         await pilot.press("right")
         await pilot.pause()
         assert f"call pg_terminate_backend({ROOT})" in text(app)
+        assert "Break" in str(screen.query_one("#confirm", Button).label)
         await pilot.press("enter")  # from the choice row on to the reason
         assert screen.focused is not None and screen.focused.id == "reason"
         for key in "outage":
