@@ -171,7 +171,7 @@ def test_cancel_is_offered_first_and_running_it_unblocks_the_readers(
     )
     assert first.refusal is None and first.kind is Kind.CANCEL and not first.needs_name
     assert f"call pg_cancel_backend({alter})" in first.effect
-    assert "the 2 session(s) queued behind it" in first.effect
+    assert "the 2 sessions queued behind it" in first.effect
 
     log = tmp_path / "audit.jsonl"
     outcome = executor(pg, log).run(first, "migration outage")

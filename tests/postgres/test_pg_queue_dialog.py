@@ -137,9 +137,9 @@ async def test_cancel_is_the_default_and_the_root_opens_its_own_confirmation(
         assert str(row.content).startswith("(•) cancel its statement"), row.content
         assert f"( ) terminate root pid {ROOT}" in str(row.content)
         said = text(app)
-        assert "Unblock the 2 session(s) queued behind migrate" in said
+        assert "Unblock the 2 sessions queued behind migrate" in said
         assert f"call pg_cancel_backend({ALTER})" in said
-        assert "the 2 session(s) queued behind it" in said
+        assert "the 2 sessions queued behind it" in said
         # The low-risk way asks for no name, and its button says what it does.
         assert not screen.query("#must-type")
         assert "Cancel query" in str(screen.query_one("#confirm", Button).label)

@@ -174,7 +174,7 @@ def test_the_break_of_a_queue_head_offers_cancel_first_and_the_root_second() -> 
     assert first.kind is Kind.CANCEL and first.refusal is None and not first.needs_name
     assert first.lock is head
     assert first.effect.startswith(f"call pg_cancel_backend({ALTER}) on {SERVER}")
-    assert "the 2 session(s) queued behind it (pid 301, 302) no longer wait on it" in first.effect
+    assert "the 2 sessions queued behind it (pid 301, 302) no longer wait on it" in first.effect
 
     second = ACTIONS.plan(
         Kind.BREAK, head, verdict, Asked(peers=peers, given=dict(offered.options[1].given))
@@ -188,7 +188,7 @@ def test_the_break_of_a_queue_head_offers_cancel_first_and_the_root_second() -> 
     plain = ACTIONS.plan(Kind.BREAK, head, verdict, Asked(peers=peers))
     assert plain.kind is Kind.BREAK and plain.lock is head
     assert plain.effect.endswith(
-        "; cancelling only its statement (c, lockwatch cancel) would free the 2 session(s)"
+        "; cancelling only its statement (c, lockwatch cancel) would free the 2 sessions"
         " queued behind it and keep its session"
     )
 

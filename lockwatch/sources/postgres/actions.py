@@ -34,7 +34,7 @@ from lockwatch.sources.postgres.dsn import dsn_from_name
 from lockwatch.sources.postgres.effect import session_effect as _session_effect
 from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.postgres.held import held_text
-from lockwatch.sources.postgres.terms import prepared_commands
+from lockwatch.sources.postgres.terms import prepared_commands, sessions
 
 if TYPE_CHECKING:
     from lockwatch.sources.postgres.settings import PgSettings
@@ -92,7 +92,7 @@ def _plan(
             # A queue head: the lower-risk way, for a CLI break that did not choose it.
             effect += (
                 f"; cancelling only its statement (c, lockwatch cancel) would free the"
-                f" {pg.queued_behind} session(s) queued behind it and keep its session"
+                f" {sessions(pg.queued_behind)} queued behind it and keep its session"
             )
         return Plan(
             kind,
@@ -118,8 +118,8 @@ def _plan(
                 shown = ", ".join(str(p) for p in pg.blocking_here[:10])
                 more = f" and {count - 10} more" if count > 10 else ""
                 what += (
-                    f"; its waiting {pg.mode} request leaves the queue, and the {count}"
-                    f" session(s) queued behind it (pid {shown}{more}) no longer wait on it"
+                    f"; its waiting {pg.mode} request leaves the queue, and the"
+                    f" {sessions(count)} queued behind it (pid {shown}{more}) no longer wait on it"
                 )
         effect = f"call pg_cancel_backend({pid}) on {where}: {what}{vacuum}"
         return Plan(kind, lock, verdict, "backend_cancelled", effect)

@@ -21,7 +21,7 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.text import terminal_safe
 from lockwatch.sources.postgres.held import held_text
-from lockwatch.sources.postgres.terms import prepared_commands
+from lockwatch.sources.postgres.terms import prepared_commands, sessions
 
 if TYPE_CHECKING:
     from lockwatch.sources.postgres.facts import PgBackend, PgClient, PgLock
@@ -111,7 +111,7 @@ def confirm_title(
     session = session_title(backend, now)
     if kind is Kind.BREAK and queued:
         # A queue head's break offers cancelling its statement first (actions.py).
-        return f"Unblock the {queued} session(s) queued behind {session}?"
+        return f"Unblock the {sessions(queued)} queued behind {session}?"
     if kind is Kind.BREAK:
         return f"Terminate {session}?"
     if kind is Kind.CANCEL:

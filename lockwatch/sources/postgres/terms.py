@@ -10,6 +10,11 @@ def sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def sessions(count: int) -> str:
+    """ "1 session", "2 sessions"."""
+    return f"{count} session" if count == 1 else f"{count} sessions"
+
+
 def prepared_commands(gid: str) -> tuple[str, str]:
     """What ends a prepared transaction, one way or the other."""
     return f"COMMIT PREPARED {sql_literal(gid)}", f"ROLLBACK PREPARED {sql_literal(gid)}"
