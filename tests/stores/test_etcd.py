@@ -331,23 +331,24 @@ def as_a_whole_read(etcd: Etcd, prefixes: tuple[str, ...], polled: Any) -> None:
     assert set(polled.leases) == set(read.leases)
 
 
-@pytest.mark.parametrize(("spans", "short_spans"), [(64, 32), (2, 32), (64, 0)])
+@pytest.mark.parametrize(("spans", "listed"), [(64, 2000), (2, 2000), (2, 0)])
 def test_after_a_whole_read_a_poll_reads_what_was_written_since_and_sees_deletions(
-    etcd: Etcd, monkeypatch: pytest.MonkeyPatch, spans: int, short_spans: int
+    etcd: Etcd, monkeypatch: pytest.MonkeyPatch, spans: int, listed: int
 ) -> None:
     """Issue 35: a poll after a whole read asks etcd, in one transaction, for the
     keys written since and the count of keys in each span of a prefix, and lists
     a span's keys where its count is short; what it lists is what a whole read
     lists, after puts, re-puts, a key deleted and made again, a lease revoked.
-    Past `SHORT_SPANS` spans short, it reads the prefixes whole."""
+    With more keys to list than `LISTED`, it reads the prefixes whole."""
     from lockwatch.clock import SystemClock
     from lockwatch.sources.etcd import since
     from lockwatch.sources.etcd.endpoint import parse
     from lockwatch.sources.etcd.server import EtcdServer
 
     monkeypatch.setattr(since, "SPANS", spans)
-    monkeypatch.setattr(since, "SHORT_SPANS", short_spans)
+    monkeypatch.setattr(since, "LISTED", listed)
     whole = whole_reads(monkeypatch)
+    read_whole: list[str] = []
     prefixes = ("/locks/", "/locks/b", "/app/")  # overlapping, as operators may give them
     lease = int(etcd_json(etcd, "/lease/grant", {"TTL": 600})["ID"])
     etcd.ctl("put", "/locks/a", "1")
@@ -360,7 +361,8 @@ def test_after_a_whole_read_a_poll_reads_what_was_written_since_and_sees_deletio
         whole.clear()
         polled = server.poll()
         assert polled is not None, server.status
-        assert whole == (list(prefixes) if deleted and not short_spans else [])
+        assert whole == [] or (deleted and not listed), whole
+        read_whole.extend(whole)
         as_a_whole_read(etcd, prefixes, polled)
 
     try:
@@ -387,16 +389,19 @@ def test_after_a_whole_read_a_poll_reads_what_was_written_since_and_sees_deletio
         same_as_a_whole_read(deleted=True)
         etcd.ctl("put", "/app/e", "8")
         same_as_a_whole_read(deleted=False)
+        assert bool(read_whole) == (not listed)  # with none to list: some whole reads
     finally:
         server.close()
 
 
+@pytest.mark.parametrize(("small", "most_gone"), [(16, 12), (3, 60)])
 def test_releases_and_acquisitions_between_polls_are_listed_as_a_whole_read(
-    etcd: Etcd, monkeypatch: pytest.MonkeyPatch
+    etcd: Etcd, monkeypatch: pytest.MonkeyPatch, small: int, most_gone: int
 ) -> None:
     """300 keys in spans of 20, then polls with keys deleted, made and written
     again between them at random (a fixed seed): every poll lists what a whole
-    read lists, and none reads a prefix whole."""
+    read lists, and none reads a prefix whole; with up to 60 keys gone a poll and
+    spans cut again down to 3 keys, the spans short are cut in rounds."""
     import random
 
     from lockwatch.clock import SystemClock
@@ -416,6 +421,9 @@ def test_releases_and_acquisitions_between_polls_are_listed_as_a_whole_read(
         return {"request_delete_range": {"key": encode(key)}}
 
     monkeypatch.setattr(since, "SPANS", 15)
+    monkeypatch.setattr(since, "SMALL", small)
+    monkeypatch.setattr(since, "CUTS", 40)  # a round's parts in transactions of 128
+    monkeypatch.setattr(since, "TXN_OPS", 16)  # ... of 16 here, so several a round
     whole = whole_reads(monkeypatch)
     chance = random.Random(35)
     keys = [f"/locks/job-{number:03d}" for number in range(300)]
@@ -425,7 +433,7 @@ def test_releases_and_acquisitions_between_polls_are_listed_as_a_whole_read(
         assert server.poll() is not None
         for round_ in range(8):
             whole.clear()
-            gone = chance.sample(keys, chance.randint(1, 12))
+            gone = chance.sample(keys, chance.randint(1, most_gone))
             keys = [key for key in keys if key not in gone]
             made = [f"/locks/job-{chance.randrange(1000):03d}x{round_}" for _ in range(5)]
             changed = chance.sample(keys, 5)

@@ -5,16 +5,18 @@ A range of 10,000 keys is 1.6 MB of JSON that etcd takes ~90 ms to write. After
 one whole read (every key under each prefix at a revision, in etcd's order), a
 poll asks in one transaction (so at one revision) for each prefix's keys
 written since (min_mod_revision: created or changed) and how many keys each
-of a few spans of the prefix holds now (count_only), the spans cut at the keys
-known. A key there now was either written since or is as it was, so where a
-span's count is that of its keys known plus those new in it, none of them was
-deleted; where it falls short (a release, a lease run out), a second
-transaction lists that span's keys (keys_only, at the same revision), and the
-keys known that it lacks are gone.
+of up to 64 spans of the prefix holds now (count_only), the spans cut at the
+keys known. A key there now was either written since or is as it was, so where
+a span's count is that of its keys known plus those new in it, none of them
+was deleted; a span whose count is 0 lost them all. A span short otherwise (a
+release, a lease run out) is cut again and its parts counted at that revision,
+for a few rounds while they are large, and then the parts still short have
+their keys listed (keys_only, at that revision): the keys they lack are gone.
+With 10,000 keys and 100 gone anywhere, that is a few small transactions.
 
-Where that cannot be told (too many spans short, a gateway that does not do
-transactions, the revision gone back, another cluster answering), the answer
-is None, and the poll reads the prefixes whole.
+Where that cannot be told (too many keys gone, a gateway that does not do
+transactions, a revision compacted in between, the revision gone back, another
+cluster answering), the answer is None, and the poll reads the prefixes whole.
 """
 
 from __future__ import annotations
@@ -24,15 +26,30 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from lockwatch.sources.etcd.gateway import Gateway, GatewayError, KeyValue, encode, prefix_end
+from lockwatch.sources.etcd.gateway import (
+    Gateway,
+    GatewayError,
+    KeyValue,
+    Ranged,
+    encode,
+    prefix_end,
+)
 
 # etcd takes 128 operations a transaction unless told otherwise (--max-txn-ops).
 TXN_OPS = 128
 # Spans a prefix is cut into, at most: each one etcd counts in the first
-# transaction, and lists (its keys alone) in the second when it is short.
+# transaction.
 SPANS = 64
-# Spans short in one poll past which reading the prefixes whole is as cheap.
-SHORT_SPANS = 32
+# A span short is cut again (its parts counted, at most CUTS a round, in
+# transactions of TXN_OPS) while it holds more than SMALL keys, for up to
+# ROUNDS rounds; then the spans still short have their keys listed, LISTED at
+# most; past that, a whole read is as cheap.
+SMALL = 16
+CUTS = 4 * (TXN_OPS - 1)
+ROUNDS = 3
+LISTED = 2_000
+# Keys gone past which the spans left to list would hold more than LISTED.
+GONE = 200
 
 
 @dataclass(frozen=True)
@@ -59,7 +76,8 @@ class _Span:
     prefix: str
     start: str  # base64, as the gateway takes keys
     end: str
-    keys: list[str]  # those known in it, and those new in it since
+    keys: list[str]  # those known in it and those new in it since, in etcd's order
+    count: int  # how many etcd holds in it now
 
 
 def read_since(
@@ -110,9 +128,11 @@ def read_since(
                 new[bisect_right(cut_at, raw(kv.key))].append(kv.key)
             now[kv.key] = kv
         for number, (_, _, count) in enumerate(counts):
-            keys_in = keys[number * size : (number + 1) * size] + new[number]
+            keys_in = keys[number * size : (number + 1) * size]
+            if new[number]:
+                keys_in = sorted(keys_in + new[number], key=raw)
             if len(keys_in) != count:
-                short.append(_Span(prefix, bounds[number], bounds[number + 1], keys_in))
+                short.append(_Span(prefix, bounds[number], bounds[number + 1], keys_in, count))
         if len(now) > limit:
             return None
         found[prefix] = in_order(now) if any(new) else now
@@ -126,26 +146,66 @@ def _drop_deleted(
 ) -> bool:
     """Drop from `found` the keys of the `short` spans that etcd no longer has at
     `revision`; False when it cannot be told so."""
-    if len(short) > SHORT_SPANS:
+    if sum(len(span.keys) - span.count for span in short) > GONE:
         return False
     at = str(revision)
-    try:
-        answer = gateway.ranges(
-            [
-                {"key": span.start, "range_end": span.end, "keys_only": True, "revision": at}
-                for span in short
-            ]
-        )
-    except GatewayError:  # compacted past `revision` in between
+    for _ in range(ROUNDS):
+        big = [span for span in short if span.count and len(span.keys) > SMALL]
+        if not big:
+            break
+        parts = max(2, CUTS // len(big))
+        cut: list[_Span] = []
+        for span in big:
+            size = -(-len(span.keys) // parts)
+            bounds = [span.start, *map(encode, span.keys[size::size]), span.end]
+            for number, (start, end) in enumerate(pairwise(bounds)):
+                part = span.keys[number * size : (number + 1) * size]
+                cut.append(_Span(span.prefix, start, end, part, -1))
+        counts = _ranges(gateway, [_ask(span, "count_only", at) for span in cut])
+        if counts is None:
+            return False
+        for span, (_, _, count) in zip(cut, counts, strict=True):
+            span.count = count
+        short = [span for span in short if not span.count or len(span.keys) <= SMALL]
+        short += [span for span in cut if span.count != len(span.keys)]
+    if any(span.count > len(span.keys) for span in short):
+        return False  # a key neither known nor written since: not as etcd has them
+    for span in short:
+        if not span.count:  # all gone: nothing to list
+            for key in span.keys:
+                del found[span.prefix][key]
+    listed = [span for span in short if span.count]
+    if sum(len(span.keys) for span in listed) > LISTED:
         return False
-    if answer is None:
+    answers = _ranges(gateway, [_ask(span, "keys_only", at) for span in listed])
+    if answers is None:
         return False
-    for span, (kvs, more, _) in zip(short, answer[1], strict=True):
+    for span, (kvs, more, _) in zip(listed, answers, strict=True):
         there = {kv.key for kv in kvs}
-        if more or not there <= set(span.keys):
+        if more or len(there) != span.count or not there <= set(span.keys):
             return False
         keys = found[span.prefix]
         for key in span.keys:
             if key not in there:
                 del keys[key]
     return True
+
+
+def _ask(span: _Span, what: str, revision: str) -> dict[str, Any]:
+    """A range over `span` at `revision`, for its count or its keys alone."""
+    return {"key": span.start, "range_end": span.end, what: True, "revision": revision}
+
+
+def _ranges(gateway: Gateway, requests: list[dict[str, Any]]) -> list[Ranged] | None:
+    """Each request's answer, in transactions of TXN_OPS ranges; None when one
+    is refused (etcd compacted past their revision in between) or odd."""
+    answers: list[Ranged] = []
+    for start in range(0, len(requests), TXN_OPS):
+        try:
+            answer = gateway.ranges(requests[start : start + TXN_OPS])
+        except GatewayError:
+            return None
+        if answer is None:
+            return None
+        answers += answer[1]
+    return answers
