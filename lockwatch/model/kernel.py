@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from lockwatch.model.slots import fast_init
+from lockwatch.model.timestamps import format_timestamp
 
 KernelType = Literal["FLOCK", "POSIX", "OFDLCK"]
 KernelMode = Literal["READ", "WRITE"]
@@ -76,6 +77,33 @@ class KernelHolder:
     def label(self) -> str:
         """`sleep (pid 7642)`."""
         return f"{self.command} (pid {self.pid})"
+
+
+def holders_json(lock: KernelLock) -> list[dict[str, Any]]:
+    """Every process holding `lock` (lslocks' HOLDERS), in order, as the contract
+    spells each: `{pid, command, cmdline, user, started_at}`, a pid nobody
+    described (gone, or not readable here) with nulls."""
+    pids = lock.owners or ((lock.pid,) if lock.pid > 0 else ())
+    described = {holder.pid: holder for holder in lock.holders}
+    out: list[dict[str, Any]] = []
+    for pid in pids:
+        holder = described.get(pid)
+        if holder is None:
+            out.append(
+                {"pid": pid, "command": None, "cmdline": [], "user": None, "started_at": None}
+            )
+            continue
+        started = holder.started_at
+        out.append(
+            {
+                "pid": pid,
+                "command": holder.command,
+                "cmdline": list(holder.cmdline),
+                "user": holder.user,
+                "started_at": None if started is None else format_timestamp(started),
+            }
+        )
+    return out
 
 
 def holders_label(lock: KernelLock) -> str | None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from lockwatch.model.kernel import holders_json
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.timestamps import seconds_since
@@ -51,8 +52,14 @@ def lock_record(
         record = generic_record(lock, verdict)
         evidence = lock.evidence
         if evidence is not None and evidence.holds:
-            # A lock file's kernel lock, as the kernel source would list it.
-            record["kernel"] = evidence.holds[0].as_json()
+            # A lock file's kernel lock, as the kernel source would list it: the
+            # file's row is that lock's (one row per file), its facts joined here.
+            hold = evidence.holds[0]
+            record["kernel"] = hold.as_json()
+            if hold.holders:
+                record["holders"] = holders_json(hold)
+            if hold.blocking:
+                record["blocking"] = list(hold.blocking)
         return record
     whole = facts.record(lock, verdict, now, {} if memo is None else memo)
     if whole is not None:

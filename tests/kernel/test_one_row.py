@@ -74,6 +74,13 @@ def test_ls_lists_the_file_once_and_its_waiter_waits_on_it(
     (row,) = held
     assert row["holder"]["pid"] == holder.flock
     assert row["kernel"]["type"] == "FLOCK" and row["kernel"]["inode"] == path.stat().st_ino
+    # The kernel's facts joined: every process sharing the lock, and who waits on it.
+    assert {(h["pid"], h["command"]) for h in row["holders"]} == {
+        (holder.flock, "flock"),
+        (holder.sh, "sh"),
+        (holder.sleep, "sleep"),
+    }, row["holders"]
+    assert row["blocking"] == [waiter.flock], row
     # The waiter: its own row, blocked by the file's holder, and under it in the tree.
     (wait,) = waiting
     assert wait["source"] == "kernel" and wait["holder"]["pid"] == waiter.flock

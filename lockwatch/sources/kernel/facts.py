@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lockwatch.model.blocking import KERNEL_GROUP
 from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import KernelHolder, KernelLock, holders_label
-from lockwatch.model.timestamps import format_timestamp
+from lockwatch.model.kernel import KernelHolder, KernelLock, holders_json, holders_label
 from lockwatch.sources.kernel.rules import evaluate_kernel
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ class KernelFacts(KernelLock, Facts):
         # Every process sharing the lock's open file (lslocks' HOLDERS), in order;
         # absent where nobody described them (a recording from before they were).
         if self.holders:
-            record["holders"] = [_holder_json(pid, self.described(pid)) for pid in self.pids]
+            record["holders"] = holders_json(self)
 
     # --- who holds it ---------------------------------------------------------------
 
@@ -121,16 +120,3 @@ class KernelFacts(KernelLock, Facts):
         if self.holder_pid is None:
             return None
         return Party(self.holder_pid, not self.waiting, f"{self.mode} {self.format} on {lock.name}")
-
-
-def _holder_json(pid: int, holder: KernelHolder | None) -> dict[str, Any]:
-    if holder is None:
-        return {"pid": pid, "command": None, "cmdline": [], "user": None, "started_at": None}
-    started = holder.started_at
-    return {
-        "pid": pid,
-        "command": holder.command,
-        "cmdline": list(holder.cmdline),
-        "user": holder.user,
-        "started_at": None if started is None else format_timestamp(started),
-    }
