@@ -20,8 +20,8 @@ The bare poller is stateless, and lockwatch's reads after the first are not
 N new ones, each on a new lease, before every round (releases and
 acquisitions between two polls, outside the timings), so that each lockwatch
 poll has keys to find gone, new leases to read, records to make anew; the
-same targets hold. Past 32 of the 64 spans since.py cuts a prefix into
-(some 50 keys gone, anywhere), a poll reads the prefix whole again.
+same targets hold up to since.GONE (200) keys gone a poll; past that a poll
+reads the prefix whole again (`--churn 300`), which only the 1 s target holds.
 
 The server is a throwaway etcd on free loopback ports, its data in a temporary
 directory, killed at exit.
