@@ -126,12 +126,14 @@ class ActionFlow:
         def current() -> tuple[list[tuple[str, str]], str | None]:
             board = self.app.board
             now = self.app.clock.now()
-            if lock.id not in board:
+            # The row the operator chose: the plan may act through another lock
+            # (a lock file's, on its kernel lock), which the board need not list.
+            if lock_id not in board:
                 return facts_of(shown[0], now), "the lock is gone since this opened"
-            verdict = board.verdict_at(lock.id, now)
+            verdict = board.verdict_at(lock_id, now)
             peers = [entry.lock for entry in board.entries.values()]
             shown[0] = self.actions.plan(
-                kind, board.entries[lock.id].lock, verdict, peers, **given()
+                kind, board.entries[lock_id].lock, verdict, peers, **given()
             )
             changed = None
             if verdict.state is not plan.verdict.state:
@@ -166,7 +168,12 @@ class ActionFlow:
                 self._nothing_done()
             elif shown[0].refusal is not None:
                 self._refused(shown[0])
-            elif shown[0].needs_name and not result.forced and shown[0].lock.id != lock.id:
+            elif (
+                shown[0].needs_name
+                and not result.forced
+                and shown[0].lock.id != lock_id
+                and shown[0].lock.id in self.app.board
+            ):
                 # The way chosen acts on another lock (the root a waiter queues behind),
                 # whose name this dialog did not ask for: its own confirmation asks.
                 self.act(shown[0].kind, shown[0].lock.id)

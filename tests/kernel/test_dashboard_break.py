@@ -22,9 +22,12 @@ from textual.pilot import Pilot
 from lockwatch.actions.session import ActionSession
 from lockwatch.clock import SystemClock
 from lockwatch.model.kernel import FileKey
+from lockwatch.model.verdict import State
+from lockwatch.sources.files.watch import FileFeed
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.feed import KernelFeed
 from lockwatch.ui.app import LockwatchApp
+from lockwatch.ui.confirm import ChoiceRow
 from tests.conftest import LOCAL_HOST
 from tests.kernel.flock_tree import STUBBORN, FlockTree, listed, start
 from tests.ui.fakes import make_app
@@ -163,3 +166,51 @@ async def test_term_only_chosen_in_the_dialog_says_who_still_holds_it(
     )
     assert survivors in last["message"]
     assert not any(record.get("signal") == "SIGKILL" for record in records)
+
+
+async def test_a_lock_files_own_row_breaks_its_kernel_lock(
+    trees: list[FlockTree], tmp_path: Path
+) -> None:
+    """The default dashboard (no --kernel): the file's row is its kernel lock's
+    (one row per file), and its break is the kernel's: the signal chosen, every
+    holder signalled, the file never moved aside under them."""
+    tree = start(trees, tmp_path / "LOCK")
+    audit_log = tmp_path / "audit.jsonl"
+    session = ActionSession(
+        clock=SystemClock(),
+        host=LOCAL_HOST,
+        roots=[str(tmp_path)],
+        audit_log=audit_log,
+        operator="alice",
+    )
+    feed = FileFeed([str(tmp_path)], host=LOCAL_HOST, rescan_seconds=3600.0, liveness_seconds=FAST)
+    app = make_app(feeds=[feed], clock=SystemClock(), actions=session)
+    file_row = f"file:{tree.path}"
+
+    def held() -> bool:
+        return file_row in app.board and app.board.verdict(file_row).state is State.ACTIVE
+
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, held, "the lock file's row, held")
+        assert kernel_row(app, tree.path) is None  # one row: the file's
+        await open_action(pilot, file_row)
+        screen = confirm_screen(app)
+        assert "TERM, then KILL after 10 s" in str(screen.query_one(ChoiceRow).content)
+        text = " ".join(screen_text(screen).split())
+        assert f"flock (pid {tree.flock})" in text and "SIGTERM" in text, text
+        assert "rename" not in text, text  # never moved aside
+        await type_into(pilot, "#reason", REASON)
+        await type_into(pilot, "#must-type", "LOCK")
+        await press_confirm(pilot)
+        await until(
+            pilot,
+            lambda: any("the kernel no longer lists LOCK" in note for note in notes(app)),
+            "the break's report",
+        )
+
+    assert not listed(tree.path)
+    assert tree.running() == set()
+    assert tree.path.exists()
+    last = [json.loads(line) for line in audit_log.read_text().splitlines()][-1]
+    assert (last["event"], last["result"]) == ("holder_signalled", "success")
+    assert {holder["pid"] for holder in last["signalled"]} == tree.pids

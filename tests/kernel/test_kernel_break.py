@@ -96,3 +96,22 @@ def test_a_held_lock_file_is_never_moved_aside(holders: Holders, tmp_path: Path)
     assert done.returncode == 1
     assert json.loads(done.stdout)["code"] == "kernel_lock"
     assert path.exists() and holder.alive
+
+
+def test_a_held_lock_file_broken_with_a_signal_signals_its_holder(
+    holders: Holders, tmp_path: Path
+) -> None:
+    """Asked for by --signal, a lock file's break is its kernel lock's: the holder
+    is signalled (behind --force: it is alive), and the file stays where it is."""
+    path = tmp_path / "work.lock"
+    holder = holders.start("filelock", path)
+    done = lockwatch(
+        "break", str(path), "--signal", "TERM", "--reason", "hung", "--yes", "--force",
+        "--json", "--audit-log", str(tmp_path / "audit.jsonl"), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["event"] == "holder_signalled"
+    holder.proc.wait(timeout=10)
+    assert not alive(holder)
+    assert path.exists()
+    assert audit(tmp_path)[-1]["event"] == "holder_signalled"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.action import Asked, Doing, Done, Kind, Plan, decoded, refused
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.contract import ActionsBase
+from lockwatch.sources.contract import ActionsBase, Choices
 from lockwatch.sources.files import ids
 from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 
@@ -73,14 +73,27 @@ class FileActions(ActionsBase):
         evidence = lock.evidence
         if evidence is not None and evidence.holds and kind is not Kind.CANCEL:
             hold = evidence.holds[0]
+            if kind is Kind.BREAK and len(evidence.holds) == 1 and asked.given.get("signal"):
+                # The file's row is its kernel lock's (one row per file): breaking it
+                # is the kernel's break, signalling the processes that hold it.
+                from lockwatch.sources.kernel.actions import ACTIONS as KERNEL_ACTIONS
+                from lockwatch.sources.kernel.records import lock_of
+
+                return KERNEL_ACTIONS.plan(kind, lock_of(hold, lock.path), verdict, asked)
             who = f"pid {hold.holder_pid}" if hold.holder_pid else "a process"
+            several = len(evidence.holds) > 1
+            ask = (
+                f"; {len(evidence.holds)} kernel locks are held on it: break each by its id"
+                if several
+                else " (--signal TERM or KILL with this break)"
+            )
             return refused(
                 kind,
                 lock,
                 verdict,
                 "kernel_lock",
                 f"{who} holds a kernel lock on {lock.path}: moving the file would let a second"
-                " holder in while it still holds the old one; signal the holder instead"
+                f" holder in while it still holds the old one; signal the holder instead{ask}"
                 f" (lockwatch break '{kernel_lock_id(hold)}')",
             )
         module = writer(lock.format)
@@ -160,6 +173,16 @@ class FileActions(ActionsBase):
             f" {lock.format} lock there held by {new_holder.operator} ({terms})"
         )
         return Plan(kind, lock, verdict, "lock_stolen", effect, new_content=content, recheck=True)
+
+    def choices(self, kind: Kind, lock: Lock) -> Choices | None:
+        """A lock file one kernel lock is held on: its break signals the holders,
+        with the kernel's choice of signal."""
+        evidence = lock.evidence
+        if kind is not Kind.BREAK or evidence is None or len(evidence.holds) != 1:
+            return None
+        from lockwatch.sources.kernel.actions import SIGNAL_CHOICES
+
+        return SIGNAL_CHOICES
 
     def run(self, plan: Plan, doing: Doing) -> Done:
         from lockwatch.sources.files import cas

@@ -82,12 +82,14 @@ class KernelSource:
             click.option(
                 "--signal",
                 type=click.Choice(["TERM", "KILL"], case_sensitive=False),
-                default="TERM",
-                show_default=True,
-                callback=lambda ctx, param, value: value.upper(),
+                default=None,
+                show_default="TERM",
+                callback=lambda ctx, param, value: value.upper() if value else None,
                 help="Kernel locks: the signal sent to every process holding the lock. TERM asks"
                 " them to exit, and SIGKILL follows after --grace for those still holding it"
-                " (unless --no-kill); KILL ends them at once, with no clean-up.",
+                " (unless --no-kill); KILL ends them at once, with no clean-up. A lock file a"
+                " kernel lock is held on is broken this way only when --signal is given (it is"
+                " never moved aside under its holder).",
             ),
             click.option(
                 "--grace",

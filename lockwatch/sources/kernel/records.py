@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from lockwatch.model.kernel import FileKey
+from lockwatch.model.kernel import FileKey, KernelLock
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.ids import kernel_lock_id
@@ -20,19 +20,23 @@ MAX_WALKED = 200_000
 def to_locks(table: KernelTable, known: Mapping[FileKey, str] | None = None) -> list[Lock]:
     locks: dict[str, Lock] = {}
     for kernel in table.locks:
-        path = kernel.path or (known or {}).get(kernel.file)
-        lock = Lock(
-            id=kernel_lock_id(kernel),
-            source="kernel",
-            format=kernel.format,
-            name=os.path.basename(path) if path else f"inode {kernel.file.inode}",
-            path=path,
-            holder=Holder(pid=kernel.holder_pid),
-            facts=KernelFacts.of(kernel if path == kernel.path else replace(kernel, path=path)),
-        )
+        lock = lock_of(kernel, kernel.path or (known or {}).get(kernel.file))
         # The same process holding the same range twice (two fds, shared): one record.
         locks.setdefault(lock.id, lock)
     return sorted(locks.values(), key=lambda lock: lock.id)
+
+
+def lock_of(kernel: KernelLock, path: str | None) -> Lock:
+    """One /proc/locks line as the kernel source's lock, on the file at `path`."""
+    return Lock(
+        id=kernel_lock_id(kernel),
+        source="kernel",
+        format=kernel.format,
+        name=os.path.basename(path) if path else f"inode {kernel.file.inode}",
+        path=path,
+        holder=Holder(pid=kernel.holder_pid),
+        facts=KernelFacts.of(kernel if path == kernel.path else replace(kernel, path=path)),
+    )
 
 
 def known_files(roots: Iterable[str], wanted: set[FileKey]) -> dict[FileKey, str]:
