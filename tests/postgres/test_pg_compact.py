@@ -18,9 +18,11 @@ def test_rows_made_a_column_at_a_time_are_the_factorys(pg_dsn: str) -> None:
         holder.execute("BEGIN")
         holder.execute("CREATE TEMP TABLE t (a int)")
         holder.execute("LOCK TABLE t IN ACCESS EXCLUSIVE MODE")
+        # Keys no other test (or bench_postgres's load) takes: an xact lock waits.
         for key in range(5):
-            holder.execute("SELECT pg_advisory_xact_lock(%s::int8)", (key,))
-        holder.execute("SELECT pg_advisory_xact_lock(7, -7)")
+            holder.execute("SELECT pg_advisory_xact_lock(%s::int8)", (-734_118_000 - key,))
+        holder.execute("SELECT pg_advisory_xact_lock(-7341, 7341)")
+        holder.execute("SELECT txid_current()")  # a transactionid lock
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             cursor = conn.cursor(row_factory=tuple_row)
             cursor.execute(lock_query(conn.info.server_version, all_rows=True))
@@ -33,6 +35,9 @@ def test_rows_made_a_column_at_a_time_are_the_factorys(pg_dsn: str) -> None:
         rows = compact(description, tuples)
         made = [factory(values) for values in tuples]
         assert [row.as_dict() for row in rows] == [row.as_dict() for row in made]
+        if "locktype" in rows[0]:  # every kind of target, as target_of writes it
+            kinds = {row["locktype"] for row in rows}
+            assert {"relation", "object", "advisory", "transactionid", "virtualxid"} <= kinds
         assert rows
         # A repeating column's equal values are one object (the holder's pid,
         # lock types, modes); a result's rows share their columns.

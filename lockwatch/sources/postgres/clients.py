@@ -372,7 +372,8 @@ def find_clients(
         tcp = ahead.tcp
     # pid -> the client's socket inode, once each end is placed
     client_inode: dict[int, int] = {}
-    local = [s for s in sessions if local_client(s.client)]
+    on_host = {client: local_client(client) for client in {s.client for s in sessions}}
+    local = [s for s in sessions if on_host[s.client]]
     tcp_sessions = [s for s in local if s.client != "local" and (s.client_port or 0) > 0]
     unix_sessions = [s for s in local if s.client == "local"]
     if tcp_sessions and server_port:

@@ -12,7 +12,7 @@ import contextlib
 import math
 import os
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import repeat
@@ -193,8 +193,33 @@ def compact(description: Sequence[Column] | None, rows: Sequence[tuple[Any, ...]
         column = values[i]
         values[i] = list(map({}.setdefault, column, column))
     if parts is not None:
-        values.append(list(map(target_of, zip(*parts(values), strict=True))))
+        values.append(_targets(zip(*parts(values), strict=True)))
     return list(map(Row, repeat(columns), zip(*values, strict=True)))
+
+
+# query.target_of's text, written by one format for all its columns: "%s" writes
+# each value with str(), as target_of does, NULL as `None` (then dropped).
+_TARGET_SPELLING = "/".join(["%s"] * len(TARGET_COLUMNS))
+
+
+def _targets(parts: Iterable[tuple[Any, ...]]) -> list[str]:
+    """`query.target_of` of each row's TARGET_COLUMNS values, without a call per row
+    (a fifth of a large poll's cost to make its rows). test_pg_compact holds it
+    to target_of's answer, which test_pg_target holds to the server's format()."""
+    return [(_TARGET_SPELLING % values).replace("None", "") for values in parts]
+
+
+def _column_set(
+    description: Sequence[Column] | None, rows: Sequence[tuple[Any, ...]], name: str
+) -> set[Any]:
+    """The values of column `name` in a result's tuples, NULL left out."""
+    names = [column.name for column in description or ()]
+    if name not in names:
+        return set()
+    at = names.index(name)
+    found = {values[at] for values in rows}
+    found.discard(None)
+    return found
 
 
 class PgSource:
@@ -326,8 +351,11 @@ class PgSource:
                 await cursor.execute(self._query or lock_query(version, self.all_rows))
                 activity = compact(cursor.description, await cursor.fetchall())
                 rows: list[Row] = []
+                pids: set[int] = set()  # the sessions the rows are of
                 if cursor.nextset():
-                    rows = compact(cursor.description, await cursor.fetchall())
+                    answer = await cursor.fetchall()
+                    rows = compact(cursor.description, answer)
+                    pids = _column_set(cursor.description, answer, "pid")
                 tables = NOTHING
                 if self._query is None:
                     tables = await read_tables(conn, activity, self.locktables)
@@ -338,11 +366,11 @@ class PgSource:
             return None
         polled_at = self.clock.now()
         if self._query is not None:
-            activity, rows = [], []  # a test's stand-in query: nothing to read
+            activity, rows, pids = [], [], set()  # a test's stand-in query: nothing to read
         sessions: dict[int, Row] = {cast(int, s["pid"]): s for s in activity}
         self.failures = 0
         sockets = await ahead if ahead is not None else None
-        clients = await self._clients(rows, sessions, sockets)
+        clients = await self._clients(pids, sessions, sockets)
         self._polled_at = polled_at
         self.last = PgSnapshot(
             self.name,
@@ -377,20 +405,28 @@ class PgSource:
 
     async def _clients(
         self,
-        rows: Sequence[Mapping[str, Any]],
+        pids: Iterable[int],
         sessions: Mapping[int, Mapping[str, Any]],
         sockets: Sockets | None = None,
     ) -> dict[int, PgClient | None]:
-        """The client processes of the sessions in `rows` whose client is on the
-        server's host, looked up in a worker thread (it reads /proc)."""
+        """The client processes of the sessions `pids` (those the poll's rows are of)
+        whose client is on the server's host, looked up in a worker thread (it
+        reads /proc)."""
         finder = self._client_finder
         if finder is None:
             return {}
         wanted: list[Session] = []
-        for pid in {row["pid"] for row in rows if row["pid"] is not None}:
+        local: dict[str | None, bool] = {}  # sessions share a few client addresses
+        for pid in pids:
             activity = sessions.get(pid)
-            if activity is not None and local_client(activity.get("client")):
-                wanted.append(Session(pid, activity.get("client"), activity.get("client_port")))
+            if activity is None:
+                continue
+            client = activity.get("client")
+            here = local.get(client)
+            if here is None:
+                here = local[client] = local_client(client)
+            if here:
+                wanted.append(Session(pid, client, activity.get("client_port")))
         self._local_clients = bool(wanted)
         if not wanted:
             self._known_clients = {}
