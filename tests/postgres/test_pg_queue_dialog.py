@@ -85,6 +85,7 @@ def outage() -> list[ChangeSet]:
             blocked_by=(ROOT,),
             blocking=READERS,
             blocking_here=READERS,
+            queued_here=READERS,
         ),
         *(
             _lock(

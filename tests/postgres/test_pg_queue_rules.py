@@ -60,6 +60,7 @@ def relation(
     here: tuple[int, ...] = (),
     heads: tuple[int, ...] = (),
     head_query: str | None = None,
+    queued: tuple[int, ...] = (),
 ) -> Lock:
     return lock_of(
         PgLock(
@@ -74,6 +75,7 @@ def relation(
             blocking_here=here,
             queue_heads=heads,
             queue_head_query=head_query,
+            queued_here=queued,
         )
     )
 
@@ -91,6 +93,7 @@ def outage() -> tuple[Lock, Lock, Lock]:
         granted=False,
         blocked_by=(ROOT,),
         here=READERS,
+        queued=READERS,
     )
     reader = relation(
         backend(READERS[0], query="SELECT count(*) FROM orders"),
@@ -136,17 +139,25 @@ def test_a_reader_queued_behind_the_head_says_it_waits_on_it() -> None:
     assert _facts(reader).queued_behind == 0
 
 
-def test_a_waiter_also_blocked_by_a_holder_is_not_promised_to_go_on() -> None:
-    reader = relation(
-        backend(303),
-        "ExclusiveLock",
-        granted=False,
-        blocked_by=(ROOT, ALTER),
-        heads=(ALTER,),
+def test_a_waiter_also_blocked_by_a_holder_is_no_queue_and_its_blocker_no_head() -> None:
+    """Two waiters for one exclusive lock (an advisory key, a row): the second
+    waits on the holder as well as on the first's request, so the first's going
+    lets nobody through; neither is told it is in a queue it could leave."""
+    rows = [
+        _row(ROOT, "ExclusiveLock", True, None),
+        _row(ALTER, "ExclusiveLock", False, [ROOT]),
+        _row(303, "ExclusiveLock", False, [ROOT, ALTER]),
+    ]
+    locks = to_locks(
+        rows, {}, server=SERVER, polled_at=NOW, idle_after=60.0, waits=index_waits(rows)
     )
-    message = evaluate_pg(reader, _facts(reader), NOW).reasons[1].message
-    assert message.endswith("it also waits on pid 100, which holds the lock")
-    assert "lets it through" not in message
+    waiters = [lock for lock in locks if not _facts(lock).granted]
+    assert len(waiters) == 2
+    for lock in waiters:
+        facts = _facts(lock)
+        assert facts.queued_behind == 0 and facts.queue_heads == (), facts.backend.pid
+        assert "ddl_queue" not in evaluate_pg(lock, facts, NOW).codes
+    assert queue_choices(waiters[0]) is None and queue_choices(waiters[1]) is None
 
 
 def test_a_holder_or_a_lone_waiter_is_no_queue_head() -> None:

@@ -48,6 +48,25 @@ def test_every_old_lock_reads_with_its_facts_in_the_one_field() -> None:
     assert by_source["redis"] == "StoreLock"
 
 
+# Fields added to the JSON contract since that release (additions only: a field
+# that release wrote must still be written the same): PostgreSQL's queue head
+# and autovacuum (issue 35); a kernel-locked file's holders and waiters, its
+# kernel lock's row being the file's (issue 33).
+ADDED_SINCE = {
+    "postgres": ({"queue_head", "queued_behind"}, {"autovacuum"}),
+    "file": ({"holders", "blocking"}, set()),
+}
+
+
+def _as_then(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` without the fields added since that release."""
+    top, holder = ADDED_SINCE.get(record["source"], (set(), set()))
+    then = {key: value for key, value in record.items() if key not in top}
+    if isinstance(then.get("holder"), dict):
+        then["holder"] = {k: v for k, v in then["holder"].items() if k not in holder}
+    return then
+
+
 def test_old_locks_render_the_records_that_release_rendered() -> None:
     expected: list[dict[str, Any]] = orjson.loads(
         (FIXTURES / "before-facts.records.json").read_bytes()
@@ -61,7 +80,7 @@ def test_old_locks_render_the_records_that_release_rendered() -> None:
     ]
     assert len(rendered) == len(expected)
     for got, want in zip(rendered, expected, strict=True):
-        assert got == want, want["id"]
+        assert _as_then(got) == want, want["id"]
 
 
 def test_an_old_field_that_holds_no_facts_is_a_codec_error() -> None:

@@ -115,7 +115,7 @@ def _plan(
             what = f"cancels its current query{query}; its session stays connected"
             if pg.queued_behind:
                 count = pg.queued_behind
-                shown = ", ".join(str(p) for p in pg.blocking_here[:10])
+                shown = ", ".join(str(p) for p in pg.queued_here[:10])
                 more = f" and {count - 10} more" if count > 10 else ""
                 what += (
                     f"; its waiting {pg.mode} request leaves the queue, and the"

@@ -284,6 +284,9 @@ class PgLock(Facts):
     # first one's query: it waits on that request, not on a holder.
     queue_heads: tuple[int, ...] = ()
     queue_head_query: str | None = None
+    # A waiting request's queue: the sessions that wait on nothing but it (and
+    # other requests queued ahead), which its going lets through.
+    queued_here: tuple[int, ...] = ()
     # A waiter's blockers that are autovacuum workers, with what kind (they differ
     # in whether they yield to its request).
     blocked_by_autovacuum: tuple[tuple[int, Autovacuum], ...] = ()
@@ -292,7 +295,7 @@ class PgLock(Facts):
     def queued_behind(self) -> int:
         """A waiter that others queue behind for the same lock (a queue head): how
         many; 0 for a holder or a waiter nobody queues behind."""
-        return 0 if self.granted else len(self.blocking_here)
+        return 0 if self.granted else len(self.queued_here)
 
     def waits_on(self) -> tuple[int | str, ...]:
         """Whom this session waits on: pids, and `prepared:<gid>` for prepared

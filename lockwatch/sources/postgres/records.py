@@ -225,6 +225,11 @@ class Waits(NamedTuple):
     prepared: dict[str, list[str]]
     # target -> sessions waiting for it (a blocker among them is queued ahead, not holding)
     queued: dict[str, set[int]] | None = None
+    # (queue head, target) -> the sessions waiting for that lock on nobody but
+    # requests queued ahead of them (the head's among them): a SELECT behind an
+    # ALTER TABLE. One that also waits on a holder is not let through by the
+    # head's going, so it is not counted behind it.
+    behind: dict[tuple[int, str], list[int]] | None = None
 
 
 def index_waits(rows: Sequence[Row]) -> Waits:
@@ -235,11 +240,17 @@ def index_waits(rows: Sequence[Row]) -> Waits:
     for row in rows:
         if row["pid"] is None and row["prepared_gid"] is not None:
             prepared[_target(row)].append(str(row["prepared_gid"]))
-    for row in rows:
-        if row["granted"] or row["pid"] is None:
-            continue
+    waiting = [row for row in rows if not row["granted"] and row["pid"] is not None]
+    for row in waiting:
+        queued[_target(row)].add(int(row["pid"]))
+    behind: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for row in waiting:
         waiter, target = int(row["pid"]), _target(row)
-        queued[target].add(waiter)
+        blockers = [int(blocker) for blocker in row["blocked_by"] or ()]
+        ahead = queued[target]
+        if blockers and all(blocker != waiter and blocker in ahead for blocker in blockers):
+            for head in blockers:
+                behind[(head, target)].append(waiter)
         for blocker in row["blocked_by"] or ():
             holders: list[int | str] = [int(blocker)]
             if blocker == 0:  # a prepared transaction: pg_blocking_pids cannot say which
@@ -247,7 +258,7 @@ def index_waits(rows: Sequence[Row]) -> Waits:
             for holder_id in holders:
                 here[(holder_id, target)].append(waiter)
                 of[holder_id].add(waiter)
-    return Waits(dict(here), dict(of), dict(prepared), dict(queued))
+    return Waits(dict(here), dict(of), dict(prepared), dict(queued), dict(behind))
 
 
 def _bounds(
@@ -370,6 +381,7 @@ def to_locks(
         waits = index_waits(rows)
     waits_here, waiters_of, prepared_by_target = waits.here, waits.of, waits.prepared
     queued_for = waits.queued
+    behind = waits.behind or {}
 
     policy = StalenessPolicy(idle_after=idle_after)
     # A session often holds many locks (80 advisory locks on a pooled connection):
@@ -450,12 +462,16 @@ def to_locks(
         vacuums: tuple[tuple[int, Autovacuum], ...] = ()
         if not granted and blocked_by:
             vacuums = _vacuums(blocked_by, sessions)
+        queued_here: tuple[int, ...] = ()
         if not granted and blocked_by and queued_for:
-            # Its blockers that wait for this very lock themselves: queued ahead of it.
+            # Its blockers all wait for this very lock themselves: it is queued
+            # behind their requests alone, and waits on no holder.
             waiting_here = queued_for.get(target, ())
-            heads = tuple(pid for pid in blocked_by if pid in waiting_here)
-            if heads:
+            if all(pid and pid in waiting_here for pid in blocked_by):
+                heads = blocked_by
                 head_query = trim_query(sessions.get(heads[0], _NO_SESSION).get("query"))
+        if not granted and pid is not None:
+            queued_here = tuple(sorted(set(behind.get((pid, target), ()))))
         pg = PgLock(
             server=server,
             locktype=locktype,
@@ -475,6 +491,7 @@ def to_locks(
             level=level,
             queue_heads=heads,
             queue_head_query=head_query,
+            queued_here=queued_here,
             blocked_by_autovacuum=vacuums,
         )
         state = "held" if granted else "wait"

@@ -45,19 +45,16 @@ def queue_reason(pg: PgLock, name: str) -> Reason | None:
         return Reason(
             "ddl_queue",
             f"queue head: {count} {noun} behind its waiting {pg.mode} request on {name}"
-            f" ({_pids(pg.blocking_here)}): they wait on this statement{root}; cancelling"
-            " its statement (pg_cancel_backend) lets those that wait on nothing else through at"
-            " once, and the statement can be run again later",
+            f" ({_pids(pg.queued_here)}): they wait on this statement{root}; cancelling"
+            " its statement (pg_cancel_backend) lets them through at once, and the statement"
+            " can be run again later",
         )
     if pg.queue_heads:
         head = pg.queue_heads[0]
         query = f" ({pg.queue_head_query})" if pg.queue_head_query else ""
-        others = tuple(pid for pid in pg.blocked_by if pid not in pg.queue_heads)
+        # (queue_heads are all it waits on: one that also waits on a holder has none)
         then = f"cancelling pid {head}'s statement lets it through"
-        if others:
-            who = _pids(tuple(p for p in others if p)) if any(others) else "a prepared transaction"
-            then = f"it also waits on {who}, which holds the lock"
-        elif len(pg.queue_heads) > 1:
+        if len(pg.queue_heads) > 1:
             then = f"it goes on once {_pids(pg.queue_heads)} no longer wait ahead of it"
         return Reason(
             "ddl_queue",
