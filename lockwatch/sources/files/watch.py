@@ -441,8 +441,7 @@ class FileFeed:
             now = self.clock.now()
 
             def recheck() -> list[Entry]:
-                # One look at /proc/locks (and the fds) serves both checks: for the
-                # files of the feed's locks alone.
+                # One look at /proc/locks (and these files' fds) serves both checks.
                 evidence = self._evidence([entry.lock for entry in entries])
                 decoded, judge_now = self.decoded, self._judge_now
                 kernel = {
@@ -562,10 +561,8 @@ class FileFeed:
         return judge(locks, self._processes(), self.clock.now(), self.host)
 
     def _evidence(self, locks: Sequence[Lock]) -> Evidence:
-        """The kernel's word for `locks`, the locks about to be judged: /proc/locks
-        read now, and its holders looked up for their files alone (as `ls` does,
-        evidence.kernel_table_for). A host's other kernel locks, thousands maybe,
-        cost a look at /proc/locks, never a pass over every process's fds."""
+        """The kernel's word for `locks` (about to be judged): /proc/locks read now,
+        holders looked up for their files alone, never every process's fds."""
         table = kernel_table_for(kernel_listed(), locks) if self.kernel_evidence else None
         return Evidence(table, was_held=self._was_held)
 
