@@ -46,12 +46,38 @@ CLASSES = {
 }
 HOST = socket.gethostname()
 
+# The lock is taken in a thread whose ident's low 32 bits have six hex digits or
+# more, as all but 1 in 4096 do: a shorter tname is read as part of a foreign
+# host name (pylockfile.py: the safe misreading), which is not what these tests
+# are about. Threads are kept alive while looking, so each has its own stack.
 HOLDER = r"""
-import importlib, sys
+import importlib, sys, threading
 module, _, name = sys.argv[1].rpartition(".")
 cls = getattr(importlib.import_module(module), name)
-lock = cls(sys.argv[2], threaded=sys.argv[3] == "1")
-lock.acquire(timeout=10)
+threaded = sys.argv[3] == "1"
+taken = []
+def long_ident():
+    return not threaded or threading.get_ident() & 0xFFFFFFFF >= 0x100000
+def take():
+    lock = cls(sys.argv[2], threaded=threaded)
+    lock.acquire(timeout=10)
+    taken.append(lock)
+def attempt(done):
+    if long_ident():
+        take()
+        done.set()
+    else:
+        done.set()
+        threading.Event().wait()  # parked: the next thread gets another stack
+if long_ident():
+    take()
+for _ in range(64):
+    if taken:
+        break
+    done = threading.Event()
+    threading.Thread(target=attempt, args=(done,), daemon=True).start()
+    done.wait()
+(lock,) = taken
 sys.stdout.write("held\n"); sys.stdout.flush()
 if sys.stdin.readline().strip() == "release":
     lock.release()

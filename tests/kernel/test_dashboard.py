@@ -59,6 +59,12 @@ async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> 
     await until_within(pilot, condition, what, WAIT_S)
 
 
+def mentions(text: str, pid: int) -> bool:
+    """Whether a tree line names `pid` (not a longer pid it begins: the host's
+    other waiters show in the tree too)."""
+    return re.search(rf"\bpid {pid}\b", text) is not None
+
+
 def file_id(path: Path) -> str:
     return f"file:{os.path.abspath(path)}"
 
@@ -167,7 +173,7 @@ async def test_a_blocked_waiter_in_the_table_and_the_contention_view(
         tree = app.screen.query_one(ContentionTree)
         await until(
             pilot,
-            lambda: any(f"pid {waiter.pid}" in text for _, text in tree_lines(tree)),
+            lambda: any(mentions(text, waiter.pid) for _, text in tree_lines(tree)),
             "the waiter in the Contention view",
         )
         lines = list(tree_lines(tree))
@@ -176,7 +182,7 @@ async def test_a_blocked_waiter_in_the_table_and_the_contention_view(
         # the same time) count in the title too. Ours is checked under its holder.
         held_up = re.search(r"(\d+) process\(es\) held up", title)
         assert held_up is not None and int(held_up.group(1)) >= 1, lines
-        (at,) = [i for i, (_, text) in enumerate(lines) if f"pid {waiter.pid}" in text]
+        (at,) = [i for i, (_, text) in enumerate(lines) if mentions(text, waiter.pid)]
         depth, text = lines[at]
         parents = [t for d, t in lines[:at] if d == depth - 1]
         assert parents and any(f"pid {pid} " in parents[-1] for pid in holder.holder_pids), lines
@@ -200,8 +206,14 @@ async def test_a_blocked_waiter_in_the_table_and_the_contention_view(
             lambda: (state_of(app, waiting_id) or (None,))[0] is State.ACTIVE,
             "the waiter's record to hold",
         )
+        # (A cursor left on the waiter's line says it is gone, naming it: no node.)
         await until(
             pilot,
-            lambda: not any(f"pid {waiter.pid}" in text for _, text in tree_lines(tree)),
+            lambda: (
+                not any(
+                    mentions(text, waiter.pid) and not text.startswith("✖ gone")
+                    for _, text in tree_lines(tree)
+                )
+            ),
             "nobody to wait any more",
         )
