@@ -186,7 +186,9 @@ def break_(**options: Any) -> None:
     every process holding it (all that share its open file) is sent SIGTERM,
     then SIGKILL if still holding it after --grace (--no-kill: SIGTERM only;
     --signal KILL: SIGKILL at once); done only once the kernel no longer lists
-    the lock, else it fails naming who holds it. A Redis lock's key is deleted
+    the lock, else it fails naming who holds it. A lock file a kernel lock is
+    held on is never moved aside under its holder: its break is refused, or,
+    with --signal, is that kernel lock's. A Redis lock's key is deleted
     only if it still holds the token you saw (one Lua script); an etcd lock's
     key only if its revision is the one you saw, and its lease is revoked. A
     lock that is not stale (or free) needs --force; a kernel lock always does.
