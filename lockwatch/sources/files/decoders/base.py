@@ -225,6 +225,28 @@ def file_lock(
     )
 
 
+def no_pid_lock(
+    file: LockFile, *, content: bytes, format: str, policy: StalenessPolicy, note: Reason
+) -> Lock | None:
+    """The liblockfile family's lock (liblockfile, procmail): exactly `content`, a
+    `0` for no pid recorded, under a lock's name (`x.lock`, `LCK..tty`; a pid
+    file's `0` is a broken pid file), aged from its last touch, the time those
+    tools judge it by. Their rules differ: the caller's `policy` and `note`."""
+    name = file.name.lower()
+    lock_named = ("lock" in name or "lck" in name) and not name.endswith(".pid")
+    if file.kind != "file" or file.raw != content or not lock_named:
+        return None
+    return file_lock(
+        file,
+        format=format,
+        name=file.stem(),
+        policy=policy,
+        content=file.raw.decode(),
+        acquired_at=file.modified_at,
+        notes=(note,),
+    )
+
+
 def dump(doc: Mapping[str, Any]) -> bytes:
     """A lock record as lockwatch writes one: indented JSON and a final newline,
     as the seeds' own tools (jq, JSON.stringify(…, null, 2)) write theirs."""

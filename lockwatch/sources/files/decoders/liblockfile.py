@@ -17,7 +17,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason, StalenessPolicy
-from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, no_pid_lock
 
 FORMAT = "liblockfile"
 # lockfile_check: "Without a pid in the lockfile, the lock is valid if it is newer than 5 mins".
@@ -40,25 +40,8 @@ def wants(path: str, kind: str) -> bool:
     return False  # any name: dotlockfile makes the file exactly as named
 
 
-def _lock_named(file: LockFile) -> bool:
-    """A lock's name (`x.lock`, `LCK..tty`); a pid file's `0` is a broken pid file."""
-    name = file.name.lower()
-    return ("lock" in name or "lck" in name) and not name.endswith(".pid")
-
-
 def read(file: LockFile) -> Lock | None:
-    if file.kind != "file" or file.raw != CONTENT or not _lock_named(file):
-        return None
-    return file_lock(
-        file,
-        format=FORMAT,
-        name=file.stem(),
-        policy=POLICY,
-        content=file.raw.decode(),
-        # Its last touch: the time the tools judge it by.
-        acquired_at=file.modified_at,
-        notes=(_NO_PID,),
-    )
+    return no_pid_lock(file, content=CONTENT, format=FORMAT, policy=POLICY, note=_NO_PID)
 
 
 def handover(content: Any, new: NewHolder) -> bytes | None:
