@@ -26,7 +26,7 @@ import os
 import socket
 import struct
 import sys
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from lockwatch.sources.postgres.facts import PgClient
@@ -125,13 +125,39 @@ _INET_DIAG_MSG = struct.Struct("=BBBBHH16s16s")  # family, state, timer, retrans
 _ALL_BUT_LISTEN = 0xFFFFFFFF & ~(1 << _LISTEN)
 
 
-def _dump_tcp_family(family: int, entries: list[_TcpEntry]) -> bool:
+class _DumpFailed(Exception):
+    """A sock_diag dump cut short or refused."""
+
+
+def _sock_diag(request: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """Each message of a sock_diag dump (NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY) as
+    (the datagram, the offset of its body, its body's length), until the kernel
+    says done; _DumpFailed (or OSError) when it is cut short or refused."""
     netlink_sock_diag, sock_diag_by_family = 4, 20
     request_flags = 0x1 | 0x300  # NLM_F_REQUEST | NLM_F_DUMP
     done, error = 3, 2
+    header = struct.pack("=IHHII", 16 + len(request), sock_diag_by_family, request_flags, 1, 0)
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, netlink_sock_diag) as nl:
+        nl.settimeout(2.0)
+        nl.sendto(header + request, (0, 0))
+        while True:
+            data = nl.recv(1 << 20)
+            if not data:
+                raise _DumpFailed
+            offset = 0
+            while offset + 16 <= len(data):
+                length, kind, _, _, _ = struct.unpack_from("=IHHII", data, offset)
+                if length < 16 or kind == error:
+                    raise _DumpFailed
+                if kind == done:
+                    return
+                yield data, offset + 16, length - 16
+                offset += (length + 3) & ~3
+
+
+def _dump_tcp_family(family: int, entries: list[_TcpEntry]) -> bool:
     # inet_diag_req_v2: family, protocol, ext, pad, states, then a zeroed sockid.
     request = struct.pack("=BBBxI48x", family, socket.IPPROTO_TCP, 0, _ALL_BUT_LISTEN)
-    header = struct.pack("=IHHII", 16 + len(request), sock_diag_by_family, request_flags, 1, 0)
     v4 = family == socket.AF_INET
     names: dict[bytes, str] = {}  # a host's few addresses, each written once
 
@@ -149,36 +175,21 @@ def _dump_tcp_family(family: int, entries: list[_TcpEntry]) -> bool:
 
     unpack_msg, unpack_inode = _INET_DIAG_MSG.unpack_from, struct.Struct("=I").unpack_from
     try:
-        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, netlink_sock_diag) as nl:
-            nl.settimeout(2.0)
-            nl.sendto(header + request, (0, 0))
-            while True:
-                data = nl.recv(1 << 20)
-                if not data:
-                    return False
-                offset = 0
-                while offset + 16 <= len(data):
-                    length, kind, _, _, _ = struct.unpack_from("=IHHII", data, offset)
-                    if length < 16:
-                        return False
-                    if kind == done:
-                        return True
-                    if kind == error:
-                        return False
-                    if length >= 16 + 72:  # an inet_diag_msg
-                        _, state, _, _, sport, dport, src, dst = unpack_msg(data, offset + 16)
-                        if state != _LISTEN:
-                            entries.append(
-                                _TcpEntry(
-                                    (name(src), socket.ntohs(sport)),
-                                    (name(dst), socket.ntohs(dport)),
-                                    state,
-                                    unpack_inode(data, offset + 16 + 68)[0],
-                                )
-                            )
-                    offset += (length + 3) & ~3
-    except (OSError, struct.error):
+        for data, at, size in _sock_diag(request):
+            if size >= 72:  # an inet_diag_msg
+                _, state, _, _, sport, dport, src, dst = unpack_msg(data, at)
+                if state != _LISTEN:
+                    entries.append(
+                        _TcpEntry(
+                            (name(src), socket.ntohs(sport)),
+                            (name(dst), socket.ntohs(dport)),
+                            state,
+                            unpack_inode(data, at + 68)[0],
+                        )
+                    )
+    except (_DumpFailed, OSError, struct.error):
         return False
+    return True
 
 
 class _Owners:
@@ -301,47 +312,28 @@ def unix_peers() -> dict[int, int] | None:
     """Every unix socket's peer (inode -> peer inode, 0 when it has none), from the
     kernel's sock_diag interface, in this network namespace; None where that
     cannot be asked."""
-    netlink_sock_diag, sock_diag_by_family = 4, 20
-    request_flags = 0x1 | 0x300  # NLM_F_REQUEST | NLM_F_DUMP
     show_name_peer = 0x4  # UDIAG_SHOW_PEER
     unix_diag_peer = 2
-    done, error = 3, 2
     request = struct.pack("=BBHIII8x", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, show_name_peer)
-    header = struct.pack("=IHHII", 16 + len(request), sock_diag_by_family, request_flags, 1, 0)
     peers: dict[int, int] = {}
     try:
-        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, netlink_sock_diag) as nl:
-            nl.settimeout(2.0)
-            nl.sendto(header + request, (0, 0))
-            while True:
-                data = nl.recv(1 << 20)
-                if not data:
-                    return None
-                offset = 0
-                while offset + 16 <= len(data):
-                    length, kind, _, _, _ = struct.unpack_from("=IHHII", data, offset)
-                    if length < 16:
-                        return None
-                    if kind == done:
-                        return peers
-                    if kind == error:
-                        return None
-                    body = data[offset + 16 : offset + length]
-                    if len(body) >= 16:
-                        inode = struct.unpack_from("=I", body, 4)[0]
-                        peer = 0
-                        at = 16
-                        while at + 4 <= len(body):
-                            size, attr = struct.unpack_from("=HH", body, at)
-                            if size < 4:
-                                break
-                            if attr == unix_diag_peer and size >= 8:
-                                peer = struct.unpack_from("=I", body, at + 4)[0]
-                            at += (size + 3) & ~3
-                        peers[inode] = peer
-                    offset += (length + 3) & ~3
-    except (OSError, struct.error):
+        for data, start, size in _sock_diag(request):
+            body = data[start : start + size]
+            if len(body) >= 16:
+                inode = struct.unpack_from("=I", body, 4)[0]
+                peer = 0
+                at = 16
+                while at + 4 <= len(body):
+                    length, attr = struct.unpack_from("=HH", body, at)
+                    if length < 4:
+                        break
+                    if attr == unix_diag_peer and length >= 8:
+                        peer = struct.unpack_from("=I", body, at + 4)[0]
+                    at += (length + 3) & ~3
+                peers[inode] = peer
+    except (_DumpFailed, OSError, struct.error):
         return None
+    return peers
 
 
 def _found(pids: Sequence[int], proc: str, known: dict[int, PgClient]) -> PgClient:
