@@ -185,6 +185,26 @@ def connect(dsn: str, application: str) -> psycopg.Connection[tuple[Any, ...]]:
     )
 
 
+def write_and_leave(dsn: str, statement: str, params: Sequence[Any] = ()) -> int:
+    """Run `statement` on a connection of its own, close it, and wait until its
+    backend is gone; its row count. A closed connection's backend outlives the
+    client's goodbye for a moment, idle, its last statement the write: a poll then
+    would see a tool at work on a lock table (`tool_running`)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        count = conn.execute(statement, params).rowcount
+        writer = conn.info.backend_pid
+    with connect(dsn, "lw-test-setup") as admin:
+        wait_until(
+            lambda: (
+                not admin.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (writer,)
+                ).fetchone()
+            ),
+            f"backend {writer} to exit",
+        )
+    return count
+
+
 def terminate(admin: psycopg.Connection[Any], pids: Sequence[int]) -> None:
     """Terminate these backends and wait until they are gone."""
     pids = [pid for pid in pids if pid]

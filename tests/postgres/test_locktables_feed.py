@@ -18,7 +18,7 @@ from lockwatch.model.verdict import State
 from lockwatch.sources.locktables.facts import TableLock
 from lockwatch.sources.postgres.feed import PgFeed
 from lockwatch.sources.postgres.source import PgSource
-from tests.postgres.conftest import connect
+from tests.postgres.conftest import connect, write_and_leave
 from tests.postgres.test_pg_feed import HOST, INTERVAL, running, until
 
 pytestmark = pytest.mark.postgres
@@ -30,11 +30,11 @@ def scratch(pg_dsn: str) -> Iterator[str]:
     with connect(pg_dsn, "lw-test-setup") as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     dsn = conninfo.make_conninfo(pg_dsn, dbname=name)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            'CREATE TABLE knex_migrations_lock ("index" serial PRIMARY KEY, is_locked integer);'
-            " INSERT INTO knex_migrations_lock (is_locked) VALUES (1)"
-        )
+    write_and_leave(
+        dsn,
+        'CREATE TABLE knex_migrations_lock ("index" serial PRIMARY KEY, is_locked integer);'
+        " INSERT INTO knex_migrations_lock (is_locked) VALUES (1)",
+    )
     try:
         yield dsn
     finally:

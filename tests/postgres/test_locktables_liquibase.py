@@ -25,7 +25,7 @@ import pytest
 from psycopg import conninfo, sql
 
 from tests.conftest import run_cli
-from tests.postgres.conftest import WAIT_S, connect
+from tests.postgres.conftest import WAIT_S, connect, write_and_leave
 
 pytestmark = pytest.mark.postgres
 
@@ -63,8 +63,7 @@ def scratch(pg_dsn: str) -> Iterator[str]:
 
 
 def acquire(dsn: str, lockedby: str, ago: float) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        assert conn.execute(ACQUIRE, (lockedby, ago)).rowcount == 1
+    assert write_and_leave(dsn, ACQUIRE, (lockedby, ago)) == 1
 
 
 def row(dsn: str) -> tuple[Any, ...]:
