@@ -183,6 +183,20 @@ async def churn(
             figures = await asyncio.to_thread(writers.stop)
             clock.freeze()
             _, killed, *exited = writers.groups
+            # What the feed must find free after the crash is what it saw held: a
+            # kernel lock taken and lost between two of its looks leaves an empty
+            # file nobody can tell from an existence lock (existence_unknown).
+            flocked = [
+                lock
+                for lock, kind in writers.held_by(killed).items()
+                if kind in LIBRARY_FLOCK_KINDS
+            ]
+
+            def seen_held() -> bool:
+                states = watched.states()
+                return all(states.get(lock, ("",))[0] == State.ACTIVE.value for lock in flocked)
+
+            assert await eventually(seen_held, timeout=30), "the crashed group's locks, held"
             await asyncio.to_thread(writers.kill, killed)
             for group in exited:
                 group.send("exit")
