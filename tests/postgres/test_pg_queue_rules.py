@@ -341,3 +341,23 @@ def test_a_waiter_blocked_by_autovacuum_is_told_whether_it_will_yield() -> None:
     (holder,) = [lk for lk in locks if _facts(lk).granted]
     assert _facts(holder).backend.autovacuum == "wraparound"
     assert evaluate_pg(holder, _facts(holder), NOW).codes[0] == "autovacuum_wraparound"
+
+
+def test_a_waiter_behind_two_queued_requests_is_counted_behind_neither() -> None:
+    """An ALTER (pid 200) queued on the holder, a SHARE request (pid 201) queued on
+    the ALTER, an INSERT (pid 202) on both: cancelling 200 grants 201, whose SHARE
+    still blocks 202; cancelling 201 leaves 202 behind 200. No single cancel lets
+    202 through, so neither head promises it."""
+    rows = [
+        _row(ROOT, "AccessShareLock", True, None),
+        _row(ALTER, "AccessExclusiveLock", False, [ROOT]),
+        _row(201, "ShareLock", False, [ALTER]),
+        _row(202, "RowExclusiveLock", False, [ALTER, 201]),
+    ]
+    locks = to_locks(
+        rows, {}, server=SERVER, polled_at=NOW, idle_after=60.0, waits=index_waits(rows)
+    )
+    by_pid = {_facts(lk).backend.pid: _facts(lk) for lk in locks if not _facts(lk).granted}
+    assert by_pid[ALTER].queued_here == (201,)
+    assert by_pid[201].queued_here == ()
+    assert by_pid[202].queue_heads == (ALTER, 201)  # it waits on both requests

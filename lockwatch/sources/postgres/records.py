@@ -226,9 +226,9 @@ class Waits(NamedTuple):
     # target -> sessions waiting for it (a blocker among them is queued ahead, not holding)
     queued: dict[str, set[int]] | None = None
     # (queue head, target) -> the sessions waiting for that lock on nobody but
-    # requests queued ahead of them (the head's among them): a SELECT behind an
-    # ALTER TABLE. One that also waits on a holder is not let through by the
-    # head's going, so it is not counted behind it.
+    # that head's queued request: a SELECT behind an ALTER TABLE. One that also
+    # waits on a holder or on another queued request is not let through by the
+    # head's going alone, so it is not counted behind it.
     behind: dict[tuple[int, str], list[int]] | None = None
 
 
@@ -248,9 +248,10 @@ def index_waits(rows: Sequence[Row]) -> Waits:
         waiter, target = int(row["pid"]), _target(row)
         blockers = [int(blocker) for blocker in row["blocked_by"] or ()]
         ahead = queued[target]
-        if blockers and all(blocker != waiter and blocker in ahead for blocker in blockers):
-            for head in blockers:
-                behind[(head, target)].append(waiter)
+        # Behind one queued request alone: its cancel lets this waiter through.
+        # Behind two (or a holder too), no single cancel does: counted behind none.
+        if len(blockers) == 1 and blockers[0] != waiter and blockers[0] in ahead:
+            behind[(blockers[0], target)].append(waiter)
         for blocker in row["blocked_by"] or ():
             holders: list[int | str] = [int(blocker)]
             if blocker == 0:  # a prepared transaction: pg_blocking_pids cannot say which
