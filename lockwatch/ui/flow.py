@@ -122,6 +122,12 @@ class ActionFlow:
         title = facts.confirm_title(lock, kind, now) if facts is not None else None
         # What the dialog shows now, which is what confirming acts on.
         shown = [plan]
+        # What each way chosen acted on when first shown: a plan that comes to act
+        # on another lock, or do another thing (a lock file's holder gone and a new
+        # one signalled; a kernel lock released and the file moved instead), is
+        # never confirmed with the name typed for the first.
+        first: dict[int, tuple[str, str]] = {chosen[0]: (plan.lock.id, plan.event)}
+        drifted = [False]
 
         def current() -> tuple[list[tuple[str, str]], str | None]:
             board = self.app.board
@@ -136,7 +142,16 @@ class ActionFlow:
                 kind, board.entries[lock_id].lock, verdict, peers, **given()
             )
             changed = None
-            if verdict.state is not plan.verdict.state:
+            was = first.setdefault(chosen[0], (shown[0].lock.id, shown[0].event))
+            if was != (shown[0].lock.id, shown[0].event):
+                drifted[0] = True
+            if drifted[0]:
+                changed = (
+                    f"changed while open: it would now {shown[0].event.replace('_', ' ')}"
+                    f" on {shown[0].lock.name}, not what this opened on; confirming does"
+                    " nothing: open it again"
+                )
+            elif verdict.state is not plan.verdict.state:
                 changed = (
                     f"changed while open: now {verdict.state.value}, was"
                     f" {plan.verdict.state.value} when this opened"
@@ -166,6 +181,8 @@ class ActionFlow:
         def done(result: Confirmed | None) -> None:
             if result is None:
                 self._nothing_done()
+            elif drifted[0]:
+                self._say("changed while open — nothing done; open it again", "warning")
             elif shown[0].refusal is not None:
                 self._refused(shown[0])
             elif (

@@ -214,3 +214,49 @@ async def test_a_lock_files_own_row_breaks_its_kernel_lock(
     last = [json.loads(line) for line in audit_log.read_text().splitlines()][-1]
     assert (last["event"], last["result"]) == ("holder_signalled", "success")
     assert {holder["pid"] for holder in last["signalled"]} == tree.pids
+
+
+async def test_a_new_holder_while_the_dialog_is_open_is_never_signalled(
+    trees: list[FlockTree], tmp_path: Path
+) -> None:
+    """The dialog on a lock file's row names its holder; that holder exits and
+    another process takes the lock while it is open. The plan would now signal
+    the new holder: the dialog says it changed, and confirming does nothing."""
+    first = start(trees, tmp_path / "LOCK")
+    audit_log = tmp_path / "audit.jsonl"
+    session = ActionSession(
+        clock=SystemClock(),
+        host=LOCAL_HOST,
+        roots=[str(tmp_path)],
+        audit_log=audit_log,
+        operator="alice",
+    )
+    feed = FileFeed([str(tmp_path)], host=LOCAL_HOST, rescan_seconds=3600.0, liveness_seconds=FAST)
+    app = make_app(feeds=[feed], clock=SystemClock(), actions=session)
+    file_row = f"file:{first.path}"
+
+    def held_by(tree: FlockTree) -> bool:
+        entry = app.board.entries.get(file_row)
+        return entry is not None and entry.lock.holder.pid == tree.flock
+
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: held_by(first), "the first holder's row")
+        await open_action(pilot, file_row)
+        screen = confirm_screen(app)
+        await type_into(pilot, "#reason", REASON)
+        await type_into(pilot, "#must-type", "LOCK")
+        first.close()
+        second = start(trees, first.path)
+        await until(pilot, lambda: held_by(second), "the second holder on the row")
+        screen.refresh_facts()
+        await pilot.pause()
+        assert "changed while open" in " ".join(screen_text(screen).split())
+        await press_confirm(pilot)
+        await until(
+            pilot,
+            lambda: any("changed while open — nothing done" in note for note in notes(app)),
+            "the dialog to refuse",
+        )
+
+    assert second.running() == second.pids  # never signalled
+    assert not audit_log.exists() or "holder_signalled" not in audit_log.read_text()
