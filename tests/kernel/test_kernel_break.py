@@ -115,3 +115,20 @@ def test_a_held_lock_file_broken_with_a_signal_signals_its_holder(
     assert not alive(holder)
     assert path.exists()
     assert audit(tmp_path)[-1]["event"] == "holder_signalled"
+
+
+def test_expect_sha256_on_a_kernel_break_is_refused_not_ignored(
+    holders: Holders, tmp_path: Path
+) -> None:
+    """--expect-sha256 compares a lock file's bytes; the kernel's break compares
+    its holders. Asked for on that break, it is refused rather than said to be
+    checked (the audit would record a hash nobody compared)."""
+    path = tmp_path / "work.lock"
+    holder = holders.start("filelock", path)
+    done = lockwatch(
+        "break", str(path), "--signal", "TERM", "--expect-sha256", "0" * 64, "--reason", "x",
+        "--yes", "--force", "--json", "--audit-log", str(tmp_path / "audit.jsonl"), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert json.loads(done.stdout)["code"] == "unsupported", done.stdout
+    assert alive(holder)

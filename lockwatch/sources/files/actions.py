@@ -79,7 +79,10 @@ class FileActions(ActionsBase):
                 from lockwatch.sources.kernel.actions import ACTIONS as KERNEL_ACTIONS
                 from lockwatch.sources.kernel.records import lock_of
 
-                return KERNEL_ACTIONS.plan(kind, lock_of(hold, lock.path), verdict, asked)
+                # The kernel lock's own file: another than this row's for a lock
+                # taken through a companion (Terraform's state, SQLite's -shm).
+                held = lock_of(hold, hold.path or lock.path)
+                return KERNEL_ACTIONS.plan(kind, held, verdict, asked)
             who = f"pid {hold.holder_pid}" if hold.holder_pid else "a process"
             several = len(evidence.holds) > 1
             ask = (

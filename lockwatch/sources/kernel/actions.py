@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockwatch.model.action import Asked, Doing, Done, Kind, Plan, refused
+from lockwatch.model.action import ActionRefused, Asked, Doing, Done, Kind, Plan, refused
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources.contract import ActionsBase, Choice, Choices
@@ -130,6 +130,15 @@ class KernelActions(ActionsBase):
     def run(self, plan: Plan, doing: Doing) -> Done:
         from lockwatch.sources.kernel.breaking import break_lock
 
+        if doing.expect_sha256 is not None:
+            # Never a check said to be made and not made (a lock file's break handed
+            # here, `break PATH --signal --expect-sha256`): the compare-and-swap of
+            # a kernel break is its holders, the same processes still holding it.
+            raise ActionRefused(
+                "unsupported",
+                "--expect-sha256 compares a lock file's bytes; a kernel lock's break"
+                " compares its holders instead: nothing signalled",
+            )
         kernel = plan.lock.facts
         assert isinstance(kernel, KernelFacts)
         grace = DEFAULT_GRACE if plan.grace is None else plan.grace
