@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +34,7 @@ from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.contention import ContentionTree
 from tests.conftest import LOCAL_HOST
 from tests.kernel.flock_tree import FlockTree, start
+from tests.kernel.holders import locks_on
 from tests.kernel.test_kernel_break import lockwatch
 from tests.ui.fakes import make_app
 from tests.ui.fakes import until as until_within
@@ -245,3 +248,32 @@ async def test_the_dashboard_shows_one_row_and_the_waiter_under_it(
             "the file's row naming the waiter, alone",
         )
         assert kernel_held(app, path) == []
+
+
+def test_shared_flocks_of_two_processes_each_keep_their_row(tmp_path: Path) -> None:
+    """A file's row carries one held lock. Two processes each holding a shared
+    flock on it (`flock -s`) are two kernel locks: neither is dropped unseen."""
+    path = tmp_path / "tree" / "shared.lock"
+    path.parent.mkdir()
+    path.touch()
+    procs = [
+        subprocess.Popen(["flock", "-s", str(path), "sleep", "300"], start_new_session=True)
+        for _ in range(2)
+    ]
+    try:
+        # The kernel gives no event for a lock taken: /proc/locks, with a deadline.
+        deadline = time.monotonic() + 30.0
+        while len([lock for lock in locks_on(path) if not lock.waiting]) < 2:
+            assert time.monotonic() < deadline, "the two shared flocks never showed"
+            time.sleep(0.01)
+        document = ls_json(tmp_path, str(path.parent))
+        kernel_rows = [
+            lock
+            for lock in document["locks"]
+            if lock["path"] == str(path) and lock["source"] == "kernel"
+        ]
+        assert {row["holder"]["pid"] for row in kernel_rows} == {p.pid for p in procs}, document
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from collections.abc import Sequence
 
 from lockwatch.model.kernel import FileKey
@@ -45,5 +46,19 @@ def joined(locks: Sequence[Lock], roots: Sequence[str]) -> list[Lock]:
     from lockwatch.sources.files.mounts import remote_devices
 
     remote = remote_devices()
-    carried = {id(lock) for lock in narrowed(locks, roots) if on_listed_file(lock, remote)}
+    # A file's row carries one held lock (its holder, the processes sharing it):
+    # where several are held on one file (shared flocks, POSIX ranges of several
+    # processes) each stays its own row, never dropped unseen.
+    held = Counter(
+        lock.facts.file
+        for lock in locks
+        if isinstance(lock.facts, KernelFacts) and not lock.facts.waiting
+    )
+    carried = {
+        id(lock)
+        for lock in narrowed(locks, roots)
+        if on_listed_file(lock, remote)
+        and isinstance(lock.facts, KernelFacts)
+        and held[lock.facts.file] == 1
+    }
     return [lock for lock in locks if id(lock) not in carried]
