@@ -124,11 +124,21 @@ def test_redisson_break_is_refused_when_the_hash_changed_or_is_gone(
     assert not outcome.ok and outcome.code == "changed", outcome.message
     assert client.hgetall(key) == {other.encode(): b"1"}
 
+    # The same hash as seen, its TTL renewed since (the watchdog's pexpire): the
+    # holder is back at work, though its fields never changed.
+    client.delete(key)
+    assert client.eval(REDISSON_TRY_LOCK, 1, key, 10_000, owner) is None
+    late = plan_for(h, lock_id(h, key))
+    client.pexpire(key, 30_000)
+    outcome = run(late, audit)
+    assert not outcome.ok and outcome.code == "changed", outcome.message
+    assert "renewed" in outcome.message and client.exists(key) == 1
+
     client.delete(key)
     outcome = run(plan, audit)
     assert not outcome.ok and outcome.code == "gone", outcome.message
     events = [r["event"] for r in audit_records(audit)]
-    assert events == ["action_intent", "action_refused"] * 3
+    assert events == ["action_intent", "action_refused"] * 4
 
 
 def test_redisson_fair_lock_break_drops_timed_out_waiters_and_tells_the_next(

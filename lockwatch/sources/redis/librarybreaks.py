@@ -43,24 +43,29 @@ UNLOCK_MESSAGE = "0"
 READ_UNLOCK_MESSAGE = "1"
 
 # KEYS: the lock's hash, a fair lock's queue (list) and its waiters' timeouts (zset).
-# ARGV: the channel, the message, now (ms since the epoch), then the hash's
-# fields and values as seen. Answers {1, pttl, channel published on ('' when
-# none), receivers, waiters dropped} when done; {0} when the hash differs; {-1}
-# when there is none.
+# ARGV: the channel, the message, now (ms since the epoch), the TTL seen (ms;
+# -1: none), then the hash's fields and values as seen. Answers {1, pttl, channel
+# published on ('' when none), receivers, waiters dropped} when done; {0} when the
+# hash differs; {-2} when its TTL is longer than seen (its watchdog renewed it
+# since: the holder is back); {-1} when there is none.
 REDISSON_FORCE_UNLOCK = """
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind == 'none' then
   return {-1}
 end
-if kind ~= 'hash' or redis.call('HLEN', KEYS[1]) * 2 ~= #ARGV - 3 then
+if kind ~= 'hash' or redis.call('HLEN', KEYS[1]) * 2 ~= #ARGV - 4 then
   return {0}
 end
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then
     return {0}
   end
 end
 local ttl = redis.call('PTTL', KEYS[1])
+local seen = tonumber(ARGV[4])
+if seen >= 0 and ttl > seen then
+  return {-2}
+end
 local fair = redis.call('EXISTS', KEYS[2]) == 1
 local dropped = 0
 while fair do
@@ -233,11 +238,19 @@ def execute_redisson(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, A
     channel, message = channel_of(facts, lock.format)
     queue, timeouts = redisson_names(facts.key)
     fields = seen_hash(facts)
-    argv = [channel, message, str(int(time.time() * 1000))]
+    # The TTL as seen: one longer now was renewed since (the watchdog is back).
+    seen_ttl = -1 if facts.ttl_left is None else int(facts.ttl_left * 1000)
+    argv = [channel, message, str(int(time.time() * 1000)), str(seen_ttl)]
     argv += [part for pair in fields for part in pair]
     answer = _run(lock, expect_sha256, REDISSON_FORCE_UNLOCK, [facts.key, queue, timeouts], argv)
     if answer[0] == -1:
         raise ActionRefused("gone", f"{facts.key} is gone (unlocked or expired); nothing done")
+    if answer[0] == -2:
+        raise ActionRefused(
+            "changed",
+            f"{facts.key}'s TTL was renewed since you saw it: its holder's watchdog is"
+            " running again; nothing done",
+        )
     if answer[0] != 1:
         raise ActionRefused(
             "changed",
