@@ -189,6 +189,17 @@ def plan_semaphore(kind: Kind, lock: Lock, verdict: Verdict, facts: SemaphoreFac
         )
     if not facts.entries:
         return refused(kind, lock, verdict, "unsupported", f"{lock.id}: its members were not read")
+    if facts.partial:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "partial",
+            f"{facts.key} has {facts.members} members and lockwatch read the first"
+            f" {len(facts.entries)} of {facts.identifier}'s only: it may hold more past them,"
+            " which a break would leave counted; release it with redis-semaphore, or ZREM"
+            " every one of its members by hand",
+        )
     members = ", ".join(f"{member} (score {score})" for member, score in facts.entries)
     effect = (
         f"ZREM {members} from {facts.key} on {facts.server}, what redis-semaphore's release"

@@ -71,6 +71,9 @@ class SemaphoreFacts(StoreLock):
     # This holder's members and their scores as Redis printed them (a break's
     # compare-and-swap: actions.py).
     entries: tuple[tuple[str, str], ...] = ()
+    # The set was read only in part (its first MAX_MEMBERS by score) and this
+    # holder's members run past the cut: `entries` may not be all it holds.
+    partial: bool = False
 
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
@@ -199,6 +202,8 @@ def to_locks(
     newest = max(holder.score_ms for holder in held)
     lock_timeout_ms = None if found.pttl < 0 else found.pttl + max(0.0, polled_ms - newest)
     name = found.key[len(PREFIX) :] if is_semaphore(found.key) else found.key
+    # Read in part: the holder of the last member read may hold more past the cut.
+    cut = found.entries[-1][0] if found.size > len(found.entries) else None
     locks = []
     for holder in held:
         refreshed = datetime.fromtimestamp(holder.score_ms / 1000, UTC)
@@ -227,6 +232,7 @@ def to_locks(
             expired=expired,
             limit=limits.get(name),
             entries=holder.entries,
+            partial=cut is not None and any(member == cut for member, _ in holder.entries),
         )
         locks.append(
             Lock(
