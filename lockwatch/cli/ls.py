@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import gc
 import os
 import sys
 from typing import Any
@@ -13,7 +12,6 @@ from typing import Any
 import click
 import orjson
 
-from lockwatch.cli import ending
 from lockwatch.cli.ending import finish
 from lockwatch.cli.where import resolve_targets, target_options
 from lockwatch.clock import SystemClock
@@ -102,10 +100,6 @@ def ls(**values: Any) -> None:
     host = os.uname().nodename  # what gethostname() returns, without importing socket
     request = ListingRequest(clock.now(), host, as_json, values.get("jobs") or available_cpus())
 
-    if ending.FAST_EXIT:
-        # A one-shot process builds many small objects and frees them only at exit:
-        # the cyclic collector would walk them again and again for nothing.
-        gc.disable()
     parts: list[Collected] = [selected.collect(request) for _, selected in targets.sources]
     stale = sum(part.stale for part in parts)
     errors = sorted((e for part in parts for e in part.errors), key=lambda e: e.path)

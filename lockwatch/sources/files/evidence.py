@@ -96,6 +96,8 @@ def kernel_table_for(
     locks (a host may have thousands that no scanned file is concerned with)."""
     if listed_keys is None:
         return None
+    if not listed_keys:
+        return KernelTable()  # nothing locked anywhere: no file of these to look at
     wanted: set[FileKey] = set()
     inodes = _inodes(listed_keys)
     for lock in locks:
