@@ -176,3 +176,26 @@ def test_an_entry_for_another_database_or_without_unlocked(
     )  # fmt: skip
     assert code != 0 and "unlocked" in err, err
     assert rows(dsn, database)[0][1] == 1
+
+
+def test_a_table_named_like_the_entry_but_for_case_is_not_it(
+    scratch: tuple[str, str], tmp_path: Path
+) -> None:
+    """The catalog compares names without regard to case (MariaDB's
+    information_schema); a server whose table names keep their case
+    (lower_case_table_names = 0) has `Deploy_Lock` beside `deploy_lock`, and the
+    entry names the second alone: the first is never listed nor broken as it."""
+    dsn, database = scratch
+    with connect(endpoint_of(dsn), autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT @@lower_case_table_names")
+        (folds,) = cursor.fetchone()
+        if folds:
+            pytest.skip("this server folds table names' case: no two such tables can exist")
+        cursor.execute(f"CREATE TABLE `{database}`.Deploy_Lock LIKE `{database}`.deploy_lock")
+        cursor.execute(
+            f"INSERT INTO `{database}`.Deploy_Lock VALUES ('other', TRUE, 'bob@ci-9', NOW(6))"
+        )
+    config = tmp_path / "lockwatch.toml"
+    config.write_text(CONFIG.format(database=database))
+    listed = table_locks(dsn, config, database)
+    assert {lock["lock_table"]["table"] for lock in listed} == {f"{database}.deploy_lock"}, listed

@@ -30,7 +30,7 @@ MARK = "/* lockwatch */"
 KNOWN = ("knex_migrations_lock", "DATABASECHANGELOGLOCK", "databasechangeloglock")
 _KNOWN_LOWER = frozenset(name.lower() for name in KNOWN)
 _CATALOG = f"""{MARK}
-SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES
+SELECT TABLE_SCHEMA, TABLE_NAME, @@lower_case_table_names FROM information_schema.TABLES
 WHERE TABLE_NAME IN ({{names}}) AND TABLE_TYPE = 'BASE TABLE'
 """
 # Not there, not ours to read, or the statement's time ran out: left for the next poll.
@@ -57,13 +57,18 @@ def read_tables(
 
     names = list(dict.fromkeys([*KNOWN, *(spec.name for spec in specs)]))
     cursor.execute(_CATALOG.format(names=", ".join(["%s"] * len(names))), names)
-    catalog = [(str(schema), str(table)) for schema, table in cursor.fetchall()]
+    answer = cursor.fetchall()
+    catalog = [(str(schema), str(table)) for schema, table, _ in answer]
     if not catalog:
         return []
+    # The catalog compares names without regard to case whatever the server does
+    # (MariaDB's information_schema): a name differing in case is the table the
+    # config named only where the server's table names fold case too.
+    folds = bool(answer[0][2])
     found: list[Found] = []
     ages: dict[tuple[str, int], float | None] = {}
     for schema, table in catalog:
-        spec = _spec(specs, schema, table)
+        spec = _spec(specs, schema, table, folds)
         # A name the config gave for another database's table is no lock table here.
         known = spec is None and table.lower() in _KNOWN_LOWER
         tool = CONFIGURED if spec is not None else tool_of(table) if known else None
@@ -113,12 +118,14 @@ def read_tables(
     )
 
 
-def _spec(specs: Sequence[TableSpec], schema: str, table: str) -> TableSpec | None:
+def _spec(
+    specs: Sequence[TableSpec], schema: str, table: str, folds: bool = True
+) -> TableSpec | None:
     """The config's entry for `schema.table`. Where the server compares table
-    names without regard to case (lower_case_table_names, MariaDB's
-    information_schema), an entry matching only that way is still the table."""
+    names without regard to case (`folds`: lower_case_table_names > 0), an entry
+    matching only that way is still the table."""
     exact = spec_for(specs, schema, table)
-    if exact is not None:
+    if exact is not None or not folds:
         return exact
     return spec_for(
         [replace(spec, table=spec.table.lower()) for spec in specs], schema.lower(), table.lower()
