@@ -167,6 +167,7 @@ def test_redisson_fair_lock_break_drops_timed_out_waiters_and_tells_the_next(
     assert client.zrange(timeouts, 0, -1) == [waiting.encode()]
     done = audit_records(tmp_path / "audit.jsonl")[-1]
     assert done["fair_waiters_dropped"] == 1 and done["receivers"] == 1
+    assert [entry["waiter"] for entry in done["fair_waiters_dropped_ids"]] == [gave_up], done
 
 
 def test_redisson_write_lock_break_wakes_all_its_waiters(

@@ -45,7 +45,7 @@ READ_UNLOCK_MESSAGE = "1"
 # KEYS: the lock's hash, a fair lock's queue (list) and its waiters' timeouts (zset).
 # ARGV: the channel, the message, now (ms since the epoch), the TTL seen (ms;
 # -1: none), then the hash's fields and values as seen. Answers {1, pttl, channel
-# published on ('' when none), receivers, waiters dropped} when done; {0} when the
+# published on ('' when none), receivers, {waiter, timeout, ...} dropped} when done; {0} when the
 # hash differs; {-2} when its TTL is longer than seen (its watchdog renewed it
 # since: the holder is back); {-1} when there is none.
 REDISSON_FORCE_UNLOCK = """
@@ -67,7 +67,7 @@ if seen >= 0 and ttl > seen then
   return {-2}
 end
 local fair = redis.call('EXISTS', KEYS[2]) == 1
-local dropped = 0
+local dropped = {}
 while fair do
   local first = redis.call('LINDEX', KEYS[2], 0)
   if not first then
@@ -79,7 +79,8 @@ while fair do
   end
   redis.call('ZREM', KEYS[3], first)
   redis.call('LPOP', KEYS[2])
-  dropped = dropped + 1
+  table.insert(dropped, first)
+  table.insert(dropped, timeout)
 end
 redis.call('DEL', KEYS[1])
 local channel = ARGV[1]
@@ -280,7 +281,13 @@ def execute_redisson(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, A
         "channel": told or None,
         "message": message if told else None,
         "receivers": int(receivers),
-        "fair_waiters_dropped": int(dropped),
+        # A fair lock's waiters whose wait had timed out, dropped as Redisson's
+        # own unlock drops them: who, and the timeout each had (ms since the epoch).
+        "fair_waiters_dropped": len(dropped) // 2,
+        "fair_waiters_dropped_ids": [
+            {"waiter": text(dropped[i]), "timeout_ms": int(dropped[i + 1])}
+            for i in range(0, len(dropped) - 1, 2)
+        ],
         "restore": restore,
     }
     said = f"; told {receivers} listener(s) on {told}" if told else ""
