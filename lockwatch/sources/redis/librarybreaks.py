@@ -234,7 +234,14 @@ def _run(
     client = endpoint.connect()
     try:
         return client.eval(script, len(keys), *(raw(v) for v in [*keys, *argv]))
-    except (redis.RedisError, OSError) as exc:
+    except (redis.TimeoutError, redis.ConnectionError, OSError) as exc:
+        # The script may have run before the answer was lost: never "nothing done".
+        message = (
+            f"{facts.server}: {describe(exc, endpoint)}; the script may or may not have run:"
+            f" look at {facts.key} (lockwatch ls) before acting again"
+        )
+        raise ActionFailed("unreachable", message) from None
+    except redis.RedisError as exc:
         message = f"{facts.server}: {describe(exc, endpoint)}; nothing done"
         raise ActionFailed("unreachable", message) from None
     finally:
