@@ -29,6 +29,7 @@ from lockwatch.cli.where import select_targets
 from lockwatch.clock import SystemClock
 from lockwatch.config import Config
 from lockwatch.model.verdict import State
+from lockwatch.sources.kernel.current import locks_now
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.contention import ContentionTree
@@ -277,3 +278,21 @@ def test_shared_flocks_of_two_processes_each_keep_their_row(tmp_path: Path) -> N
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+def test_beside_the_files_feed_only_lock_named_files_are_joined(
+    trees: list[FlockTree], tmp_path: Path
+) -> None:
+    """The files feed lists a file named as a lock at once (its event), one of any
+    other name (`jobs.state`) only at its next rescan: a live kernel feed joins only the
+    first, so the second's lock is on a row meanwhile, never on none. A one-shot
+    look joins both (its scan finds them through /proc/locks)."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    named, other = start(trees, root / "app.lock"), start(trees, root / "jobs.state")
+    _, live = locks_now([str(root)], joined=[str(root)], live=True)
+    held = {lock.path for lock in live if not getattr(lock.facts, "waiting", False)}
+    assert held == {str(other.path)}, held
+    _, once = locks_now([str(root)], joined=[str(root)])
+    assert not [lock for lock in once if not getattr(lock.facts, "waiting", False)], once
+    assert named.running() and other.running()

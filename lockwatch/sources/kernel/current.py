@@ -24,12 +24,13 @@ def status(table: KernelTable, at: datetime) -> SourceStatus:
 
 
 def locks_now(
-    roots: Sequence[str], *, joined: Sequence[str] = ()
+    roots: Sequence[str], *, joined: Sequence[str] = (), live: bool = False
 ) -> tuple[KernelTable, list[Lock]]:
     """/proc/locks read now, as lock records; files no holder's fds name are
     looked for by inode under `roots`. With `roots`, only the locks on files
     under them; `joined`: where the file source lists files too, and the locks
-    a file's row there carries are not listed again (joined.py)."""
+    a file's row there carries are not listed again (joined.py); `live`: for a
+    feed, beside the files feed (joined.py says which files it lists at once)."""
     from lockwatch.sources.kernel.joined import joined as without_joined
     from lockwatch.sources.kernel.narrow import narrowed
     from lockwatch.sources.kernel.procfs import read_table
@@ -40,4 +41,4 @@ def locks_now(
     known = known_files(roots, unplaced) if unplaced and roots else {}
     # With PATHs, only the locks on files under them (narrow.py).
     locks = narrowed(to_locks(table, known), roots)
-    return table, without_joined(locks, joined) if joined else locks
+    return table, without_joined(locks, joined, live=live) if joined else locks

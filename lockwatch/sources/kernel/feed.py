@@ -77,7 +77,7 @@ class KernelFeed:
             self._cheap += 1
             return ChangeSet(self.name, now, (replace(seen[1], updated_at=now),))
         self._cheap = 0
-        table, locks = locks_now(self.roots, joined=self.joined)
+        table, locks = locks_now(self.roots, joined=self.joined, live=True)
         state: SourceStatus = status(table, now)
         entries: list[Entry] = []
         if table.readable:

@@ -39,11 +39,16 @@ def on_listed_file(lock: Lock, remote: frozenset[str]) -> bool:
     return stat.S_ISREG(st.st_mode) and FileKey.of(st.st_dev, st.st_ino) == facts.file
 
 
-def joined(locks: Sequence[Lock], roots: Sequence[str]) -> list[Lock]:
+def joined(locks: Sequence[Lock], roots: Sequence[str], *, live: bool = False) -> list[Lock]:
     """`locks` but those a file's row carries: the file source lists the files
     under `roots` (the PATHs, or the current directory when no PATH is named
-    and no other source asked for by a flag)."""
+    and no other source asked for by a flag). `live`: beside the files feed,
+    which lists a file of another name than a lock's (`LOCK`, `ibdata1`) only at
+    its next rescan, tens of seconds on: until then its lock would be on no row,
+    so only lock-named files' locks are joined there (a one-shot scan finds the
+    others at once, through /proc/locks)."""
     from lockwatch.sources.files.mounts import remote_devices
+    from lockwatch.sources.files.scanner import is_candidate
 
     remote = remote_devices()
     # A file's row carries one held lock (its holder, the processes sharing it):
@@ -60,5 +65,6 @@ def joined(locks: Sequence[Lock], roots: Sequence[str]) -> list[Lock]:
         if on_listed_file(lock, remote)
         and isinstance(lock.facts, KernelFacts)
         and held[lock.facts.file] == 1
+        and (not live or (lock.path is not None and is_candidate(lock.path, "file")))
     }
     return [lock for lock in locks if id(lock) not in carried]
