@@ -216,7 +216,11 @@ def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]
         except (redis.RedisError, OSError) as exc:
             from lockwatch.sources.redis.server import describe
 
-            failed.append(f"{server}: {describe(exc, endpoint)}")
+            said = describe(exc, endpoint)
+            if isinstance(exc, redis.TimeoutError | redis.ConnectionError | OSError):
+                # The script may have run before the answer was lost.
+                said += f" (whether {store.key} was deleted there is not known: look at it)"
+            failed.append(f"{server}: {said}")
             continue
         finally:
             client.close()
@@ -241,7 +245,7 @@ def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]
         details["unreachable"] = failed
     if not deleted:
         if failed:
-            raise ActionFailed("unreachable", "; ".join(failed) + "; nothing was deleted")
+            raise ActionFailed("unreachable", "; ".join(failed) + "; nothing seen deleted")
         taken = [entry for entry in untouched if entry["value"] is not None]
         if taken:
             raise ActionRefused(
