@@ -95,10 +95,12 @@ def test_an_unchanged_proc_locks_is_read_not_looked_through(
     looks = 0
     real = kernel_feed.locks_now  # type: ignore[attr-defined]
 
-    def counted(roots: tuple[str, ...], *, joined: tuple[str, ...] = ()) -> object:
+    def counted(
+        roots: tuple[str, ...], *, joined: tuple[str, ...] = (), live: bool = False
+    ) -> object:
         nonlocal looks
         looks += 1
-        return real(roots, joined=joined)
+        return real(roots, joined=joined, live=live)
 
     monkeypatch.setattr(kernel_feed, "locks_now", counted)
     feed = KernelFeed((str(tmp_path),), host=LOCAL_HOST)
