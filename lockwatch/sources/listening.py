@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lockwatch.sources.contract import Hint
 
 # /proc/net/tcp's `st` column for a listening socket.
 LISTEN = "0A"
@@ -53,3 +57,15 @@ def server_seen(port: int, sockets: Sequence[str]) -> str | None:
         return f"listens on port {port}"
     found = existing_sockets(sockets)
     return f"listens on {found[0]}" if found else None
+
+
+def server_hint(server: str, port: int, sockets: Sequence[str], watch: str) -> Hint | None:
+    """A source's empty-state hint: `server` ("a PostgreSQL server") seen
+    listening here, and `watch`, the flag that would show its locks; None when
+    none listens."""
+    from lockwatch.sources.contract import Hint
+
+    seen = server_seen(port, sockets)
+    if seen is None:
+        return None
+    return Hint(could_show=f"{server} {seen} on this host, not watched: {watch}")

@@ -161,14 +161,13 @@ class MysqlSource:
         (nothing connects), and the flag that would watch it."""
         if running:
             return None
-        from lockwatch.sources.listening import server_seen
+        from lockwatch.sources.listening import server_hint
 
-        seen = server_seen(3306, LOCAL_SOCKETS)
-        if seen is None:
-            return None
-        return Hint(
-            could_show=f"a MySQL/MariaDB server {seen} on this host, not watched:"
-            " --mysql mysql://USER@127.0.0.1:3306 shows its locks"
+        return server_hint(
+            "a MySQL/MariaDB server",
+            3306,
+            LOCAL_SOCKETS,
+            "--mysql mysql://USER@127.0.0.1:3306 shows its locks",
         )
 
     def clues(self, text: str) -> Sequence[Clue]:

@@ -171,14 +171,13 @@ class PostgresSource:
         (nothing connects), and the flag that would watch it."""
         if running:
             return None
-        from lockwatch.sources.listening import server_seen
+        from lockwatch.sources.listening import server_hint
 
-        seen = server_seen(5432, LOCAL_SOCKETS)
-        if seen is None:
-            return None
-        return Hint(
-            could_show=f"a PostgreSQL server {seen} on this host, not watched:"
-            " --pg postgresql://USER@127.0.0.1:5432/postgres (or LOCKWATCH_PG) shows its locks"
+        return server_hint(
+            "a PostgreSQL server",
+            5432,
+            LOCAL_SOCKETS,
+            "--pg postgresql://USER@127.0.0.1:5432/postgres (or LOCKWATCH_PG) shows its locks",
         )
 
     def clues(self, text: str) -> Sequence[Clue]:
