@@ -125,7 +125,7 @@ def kill(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
     connection; the name guards against it having become something else."""
     import redis
 
-    from lockwatch.sources.redis.endpoint import endpoint_for
+    from lockwatch.sources.redis.endpoint import endpoint_to_act_on
     from lockwatch.sources.redis.server import describe
 
     lock = plan.lock
@@ -135,9 +135,7 @@ def kill(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
         raise ActionRefused(
             "changed", f"{lock.id} is not the connection you saw (sha256 differs); nothing done"
         )
-    endpoint = endpoint_for(store.server, os.environ)
-    if endpoint is None:
-        raise ActionFailed("unreachable", f"{store.server}: no URL for it (name it with --redis)")
+    endpoint = endpoint_to_act_on(store.server)
     client = endpoint.connect()
     try:
         listed = client.client_list(client_id=[store.client_id])

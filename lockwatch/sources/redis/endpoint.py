@@ -177,3 +177,16 @@ def endpoint_for(
         return known
     url = url_for(name)
     return None if url is None else parse(url, environ, password_file)
+
+
+def endpoint_to_act_on(name: str) -> RedisEndpoint:
+    """`endpoint_for` for an action: the server it must reach, or the failure
+    that says how to name it."""
+    import os
+
+    from lockwatch.model.action import ActionFailed
+
+    endpoint = endpoint_for(name, os.environ)
+    if endpoint is None:
+        raise ActionFailed("unreachable", f"{name}: no URL for it (name it with --redis)")
+    return endpoint

@@ -28,7 +28,6 @@ stale needs its name typed.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -219,7 +218,7 @@ def _run(
 ) -> Any:
     import redis
 
-    from lockwatch.sources.redis.endpoint import endpoint_for
+    from lockwatch.sources.redis.endpoint import endpoint_to_act_on
     from lockwatch.sources.redis.server import describe, raw
 
     facts = lock.facts
@@ -228,9 +227,7 @@ def _run(
         raise ActionRefused(
             "changed", f"{facts.key} is not what you saw (sha256 {expect_sha256}); nothing done"
         )
-    endpoint = endpoint_for(facts.server, os.environ)
-    if endpoint is None:
-        raise ActionFailed("unreachable", f"{facts.server}: no URL for it (name it with --redis)")
+    endpoint = endpoint_to_act_on(facts.server)
     client = endpoint.connect()
     try:
         return client.eval(script, len(keys), *(raw(v) for v in [*keys, *argv]))
