@@ -51,6 +51,24 @@ FAST = 0.2
 REASON = "INC-7: deploy hung holding LOCK"
 
 
+def dashboard(root: Path, audit_log: Path, feed: str) -> LockwatchApp:
+    """The live dashboard on `root` with a real action session: its kernel feed
+    (`--kernel`) or its files feed (the default, a lock file's own row)."""
+    session = ActionSession(
+        clock=SystemClock(),
+        host=LOCAL_HOST,
+        roots=[str(root)],
+        audit_log=audit_log,
+        operator="alice",
+    )
+    watched = (
+        KernelFeed([str(root)], host=LOCAL_HOST, interval=FAST)
+        if feed == "kernel"
+        else FileFeed([str(root)], host=LOCAL_HOST, rescan_seconds=3600.0, liveness_seconds=FAST)
+    )
+    return make_app(feeds=[watched], clock=SystemClock(), actions=session)
+
+
 async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> None:
     await until_within(pilot, condition, what, WAIT_S)
 
@@ -71,15 +89,7 @@ async def test_a_flock_tree_broken_from_the_dashboard(
 ) -> None:
     tree = start(trees, tmp_path / "LOCK")
     audit_log = tmp_path / "audit.jsonl"
-    session = ActionSession(
-        clock=SystemClock(),
-        host=LOCAL_HOST,
-        roots=[str(tmp_path)],
-        audit_log=audit_log,
-        operator="alice",
-    )
-    feed = KernelFeed([str(tmp_path)], host=LOCAL_HOST, interval=FAST)
-    app = make_app(feeds=[feed], clock=SystemClock(), actions=session)
+    app = dashboard(tmp_path, audit_log, "kernel")
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: kernel_row(app, tree.path) is not None, "the kernel's row")
         lock_id = kernel_row(app, tree.path)
@@ -122,15 +132,7 @@ async def test_term_only_chosen_in_the_dialog_says_who_still_holds_it(
     sleep hold on, and the outcome names them, never "done"."""
     tree = start(trees, tmp_path / "LOCK", STUBBORN)
     audit_log = tmp_path / "audit.jsonl"
-    session = ActionSession(
-        clock=SystemClock(),
-        host=LOCAL_HOST,
-        roots=[str(tmp_path)],
-        audit_log=audit_log,
-        operator="alice",
-    )
-    feed = KernelFeed([str(tmp_path)], host=LOCAL_HOST, interval=FAST)
-    app = make_app(feeds=[feed], clock=SystemClock(), actions=session)
+    app = dashboard(tmp_path, audit_log, "kernel")
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: kernel_row(app, tree.path) is not None, "the kernel's row")
         lock_id = kernel_row(app, tree.path)
@@ -176,15 +178,7 @@ async def test_a_lock_files_own_row_breaks_its_kernel_lock(
     holder signalled, the file never moved aside under them."""
     tree = start(trees, tmp_path / "LOCK")
     audit_log = tmp_path / "audit.jsonl"
-    session = ActionSession(
-        clock=SystemClock(),
-        host=LOCAL_HOST,
-        roots=[str(tmp_path)],
-        audit_log=audit_log,
-        operator="alice",
-    )
-    feed = FileFeed([str(tmp_path)], host=LOCAL_HOST, rescan_seconds=3600.0, liveness_seconds=FAST)
-    app = make_app(feeds=[feed], clock=SystemClock(), actions=session)
+    app = dashboard(tmp_path, audit_log, "files")
     file_row = f"file:{tree.path}"
 
     def held() -> bool:
@@ -224,15 +218,7 @@ async def test_a_new_holder_while_the_dialog_is_open_is_never_signalled(
     the new holder: the dialog says it changed, and confirming does nothing."""
     first = start(trees, tmp_path / "LOCK")
     audit_log = tmp_path / "audit.jsonl"
-    session = ActionSession(
-        clock=SystemClock(),
-        host=LOCAL_HOST,
-        roots=[str(tmp_path)],
-        audit_log=audit_log,
-        operator="alice",
-    )
-    feed = FileFeed([str(tmp_path)], host=LOCAL_HOST, rescan_seconds=3600.0, liveness_seconds=FAST)
-    app = make_app(feeds=[feed], clock=SystemClock(), actions=session)
+    app = dashboard(tmp_path, audit_log, "files")
     file_row = f"file:{first.path}"
 
     def held_by(tree: FlockTree) -> bool:
