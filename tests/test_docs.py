@@ -86,6 +86,8 @@ def test_the_readme_opens_with_the_two_commands() -> None:
     first = re.search(r"^```sh\n(.*?)^```", (ROOT / "README.md").read_text(), re.S | re.M)
     assert first is not None
     assert first.group(1).splitlines() == [
-        "python3 -m venv .venv && .venv/bin/pip install -c constraints.txt '.[demo]' && .venv/bin/lockwatch demo",
-        "python3 -m venv .venv && .venv/bin/pip install -c constraints.txt '.[test]' && .venv/bin/python -m pytest",
+        "python3 -m venv .venv && .venv/bin/pip install -c constraints.txt '.[demo]'"
+        " && .venv/bin/lockwatch demo",
+        "python3 -m venv .venv && .venv/bin/pip install -c constraints.txt '.[test]'"
+        " && .venv/bin/python -m pytest",
     ]
