@@ -143,7 +143,12 @@ WHERE (l.pid IS NULL OR l.pid <> pg_catalog.pg_backend_pid())
        OR l.locktype = 'advisory'
        OR NOT l.granted
        OR l.pid IS NULL
-       OR l.pid IN (SELECT pid FROM blockers))
+       OR l.pid IN (SELECT pid FROM blockers)
+       -- Idle in a transaction past the idle limit: a stale holder stays listed
+       -- whether or not anyone waits on it now (records.py keeps one of its rows).
+       OR l.pid IN (SELECT pid FROM pg_catalog.pg_stat_activity
+                    WHERE state IN ('idle in transaction', 'idle in transaction (aborted)')
+                      AND state_change < now() - make_interval(secs => {idle_after})))
 -- Grouped by session, so listings are repeatable and read naturally.
 ORDER BY l.pid NULLS LAST
 """
@@ -176,8 +181,10 @@ def target_of(values: Iterable[object]) -> str:
     return "/".join(map(str, values)).replace("None", "")
 
 
-def lock_query(server_version: int, all_rows: bool) -> str:
-    """The poll for a server of `server_version` (PQserverVersion, e.g. 150020)."""
+def lock_query(server_version: int, all_rows: bool, idle_after: float | None = None) -> str:
+    """The poll for a server of `server_version` (PQserverVersion, e.g. 150020);
+    `idle_after`: the idle limit whose sessions idle in a transaction past it are
+    read too (None: none are)."""
     # pg_locks.waitstart arrived in PostgreSQL 14.
     wait_age = (
         "EXTRACT(epoch FROM now() - l.waitstart)::float8"
@@ -192,6 +199,8 @@ def lock_query(server_version: int, all_rows: bool) -> str:
         + _SELECT.format(
             wait_age=wait_age,
             all_rows="true" if all_rows else "false",
+            # A float as SQL's numeric literal (repr: no exponent below 1e16).
+            idle_after="'Infinity'::float8" if idle_after is None else repr(float(idle_after)),
             terraform_column="tf.label" if terraform else "NULL::text",
             terraform_join=_TERRAFORM_JOIN if terraform else "",
         )

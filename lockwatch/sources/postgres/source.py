@@ -348,7 +348,9 @@ class PgSource:
                     )
                 # Rows as compact `Row`s: the locks keep them (see model/compact.py).
                 cursor = conn.cursor(row_factory=tuple_row)
-                await cursor.execute(self._query or lock_query(version, self.all_rows))
+                await cursor.execute(
+                    self._query or lock_query(version, self.all_rows, self.idle_after)
+                )
                 activity = compact(cursor.description, await cursor.fetchall())
                 rows: list[Row] = []
                 pids: set[int] = set()  # the sessions the rows are of
