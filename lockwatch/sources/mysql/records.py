@@ -21,6 +21,7 @@ from lockwatch.sources.mysql.facts import (
     MyLock,
     MySession,
 )
+from lockwatch.sources.mysql.idle import idle_in_transaction
 from lockwatch.sources.mysql.queries import MDL_STATES, USER_LOCK_STATE
 
 SOURCE = "mysql"
@@ -132,6 +133,9 @@ class Poll:
     monitor_user: str | None = None
     idle_after: float = 60.0
     seen: Mapping[str, datetime] = field(default_factory=dict)
+    # Held locks listed by the last poll, by id: (mode, found_by), to list one
+    # again as it was once nobody waits on it (its holder stale: _stale_idle).
+    listed: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     clients: Mapping[int, MyClient | None] = field(default_factory=dict)
     # The server's clock less ours: its DATETIMEs are its local time.
     server_offset: timedelta = timedelta(0)
@@ -260,7 +264,83 @@ def build(poll: Poll) -> list[Lock]:
     _named(builder)
     _innodb(builder)
     _metadata(builder)
+    _stale_idle(builder)
     return builder.locks
+
+
+def _stale_idle(b: _Builder) -> None:
+    """One lock of each thread stale by idle time (idle in a transaction past the
+    limit, its client not seen alive) that no lock above is of: a stale holder
+    stays listed once nobody waits on it. Its lock is one listed before (its id
+    kept), else the first table whose metadata lock it holds; MariaDB without
+    metadata_lock_info lists no lock of a transaction nobody waits on."""
+    poll = b.poll
+    listed = {lock.facts.session.thread_id for lock in b.locks if isinstance(lock.facts, MyLock)}
+    for thread in sorted(idle_in_transaction(poll.processes, poll.trx, poll.idle_after) - listed):
+        client = poll.clients.get(thread)
+        if client is not None and client.alive:
+            continue
+        before = sorted(
+            (
+                parsed
+                for ident in poll.listed
+                if (parsed := parse_id(ident)) is not None
+                and parsed.server == poll.server
+                and parsed.thread == thread
+                and parsed.held
+                and parsed.kind in (INNODB_ROW, METADATA_LOCK)
+            ),
+            key=lambda parsed: (parsed.kind, parsed.target),
+        )
+        if before:
+            _again(b, before[0])
+            continue
+        tables = sorted(
+            (f"{row[4]}.{row[5]}", str(row[1]), row[2])
+            for row in poll.mdl or ()
+            if int(row[0]) == thread
+            and row[3] == "Table metadata lock"
+            and row[5]
+            and not (poll.mdl_pending and len(row) > 6 and row[6] == "PENDING")
+        )
+        if tables:
+            table, mode, ms = tables[0]
+            b.add(
+                METADATA_LOCK,
+                thread,
+                True,
+                table,
+                table,
+                mode,
+                acquired_ms=ms,
+                table=table,
+                found_by=poll.mdl_from,
+            )
+
+
+def _again(b: _Builder, seen: MyId) -> None:
+    """A lock listed before, as it was: nobody waits on it now."""
+    ident = lock_id(seen.server, seen.kind, seen.thread, True, seen.target)
+    mode, found_by = b.poll.listed[ident]
+    if seen.kind == METADATA_LOCK:
+        table = seen.target
+        b.add(METADATA_LOCK, seen.thread, True, table, table, mode, table=table, found_by=found_by)
+        return
+    table, _, rest = seen.target.partition(":")
+    index, _, data = rest.partition(":")
+    name = f"{table}{f' {index}' if index else ''}{f' ({data})' if data else ''}"
+    b.add(
+        INNODB_ROW,
+        seen.thread,
+        True,
+        seen.target,
+        name,
+        mode,
+        table=table,
+        index=index or None,
+        lock_data=data or None,
+        found_by=found_by,
+    )
 
 
 def _waiting(builder: _Builder, states: Iterable[str]) -> list[Sequence[Any]]:

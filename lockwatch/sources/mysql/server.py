@@ -26,6 +26,7 @@ from lockwatch.sources.mysql import queries
 from lockwatch.sources.mysql.clients import UnixClients, cmdline, start_time, unix_clients
 from lockwatch.sources.mysql.dsn import Endpoint
 from lockwatch.sources.mysql.facts import MyClient, MyLock
+from lockwatch.sources.mysql.idle import idle_in_transaction
 from lockwatch.sources.mysql.locktables import read_tables
 from lockwatch.sources.mysql.records import Poll, build, name_of
 from lockwatch.sources.mysql.settings import DEFAULT_IDLE_AFTER
@@ -138,6 +139,7 @@ class MyServer:
             int, tuple[tuple[Any, Any], MyClient, int | None, frozenset[int]]
         ] = {}
         self._seen: dict[str, datetime] = {}
+        self._listed: dict[str, tuple[str, str]] = {}
         self._updated_at: datetime | None = None
         self.failures = 0
         self.status = SourceStatus(KIND, endpoint.name, "connecting")
@@ -268,20 +270,26 @@ class MyServer:
             monitor_user=self._user,
             idle_after=self.idle_after,
             seen=self._seen,
+            listed=self._listed,
             server_offset=offset,
         )
         holders = {int(row[0]) for row in mdl or ()}
         holders.update(int(thread) for thread in used.values() if thread is not None)
         holders.update(int(row[7]) for row in waits or ())
+        # Idle in a transaction past the limit: stale unless its client is found alive.
+        holders.update(idle_in_transaction(processes, trx, self.idle_after))
         if mdl is None and any(row[6] in queries.MDL_STATES for row in processes):
             holders.update(int(row[0]) for row in trx or () if row[0])
         poll.clients = self._clients(processes, holders)
         locks = build(poll) + tables
         self._seen = {}
+        self._listed = {}
         for lock in locks:
             facts = lock.facts
             if isinstance(facts, MyLock) and facts.known_held_at is not None:
                 self._seen[lock.id] = facts.known_held_at
+            if isinstance(facts, MyLock) and facts.granted:
+                self._listed[lock.id] = (facts.mode, facts.found_by)
         self.failures = 0
         self._updated_at = polled_at
         reason = privilege_hint(self._user) if hidden else None
