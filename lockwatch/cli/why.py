@@ -22,6 +22,7 @@ from lockwatch.cli.ending import finish
 from lockwatch.cli.table import printable
 from lockwatch.cli.where import CONFIG_OPTION
 from lockwatch.cli.why_look import Finding, Look
+from lockwatch.model.activity import holder_doing
 from lockwatch.model.clues import Clue, ClueKind, distinct
 from lockwatch.model.holder import pid_here
 from lockwatch.model.humanize import duration
@@ -29,6 +30,7 @@ from lockwatch.model.verdict import State
 
 if TYPE_CHECKING:
     from lockwatch.config import Config
+    from lockwatch.model.activity import ProcessActivity
     from lockwatch.model.lock import Lock
     from lockwatch.model.verdict import Verdict
 
@@ -231,13 +233,14 @@ def waits_line(lock: Lock, waiters: Sequence[Any] = ()) -> str | None:
     return None
 
 
-def next_step(finding: Finding) -> dict[str, Any]:
-    """What to do now, as `kind`, words, and the exact command where there is one."""
-    lock, verdict, clue = finding.lock, finding.verdict, finding.clue
-    advice = clue.advice
-    messages = "; ".join(reason.message for reason in verdict.reasons[:2])
+def next_step(finding: Finding, now: datetime) -> dict[str, Any]:
+    """What to do now, as `kind`, words, and the exact command where there is one.
+    It says what the state line does not: the reasons are said there, the
+    tool's advice on its own line (and in JSON beside this)."""
+    lock, verdict = finding.lock, finding.verdict
     state = verdict.state
     if state is State.STALE:
+        # Never "wait" on a holder the verdict calls stale: the break it takes.
         first = verdict.reasons[0] if verdict.reasons else None
         reason = f"{first.code}: {first.message}" if first else "stale"
         if len(reason) > 100:
@@ -245,33 +248,59 @@ def next_step(finding: Finding) -> dict[str, Any]:
         command = f"lockwatch break {shlex.quote(lock.id)} --reason {shlex.quote(reason)}"
         return {"action": "break", "text": f"stale: {command}", "command": command}
     if state is State.ACTIVE:
-        return {
-            "action": "wait",
-            "text": f"wait: {_who(lock, verdict)} is at work"
-            + (f" ({messages})" if messages else ""),
-            "command": None,
-        }
+        process = _process_activity(lock, verdict, now)
+        doing = holder_doing(lock, verdict, now, process)
+        text = _wait_text(_who(lock, verdict), doing, verdict, process)
+        return {"action": "wait", "text": text, "command": None}
     if state is State.WAITING:
-        return {
-            "action": "wait",
-            "text": f"wait: it waits itself ({messages or 'for its blocker'})",
-            "command": None,
-        }
+        return {"action": "wait", "text": _waiter_text(lock), "command": None}
     if state is State.FREE:
-        text = "retry: nobody holds it now"
-        return {
-            "action": "retry",
-            "text": text + (f"; {advice}" if advice else ""),
-            "command": None,
-        }
+        return {"action": "retry", "text": "retry: nobody holds it now", "command": None}
     if state is State.INVALID:
-        text = f"fix: {messages or 'it cannot be read as its format'}"
-        return {"action": "fix", "text": text + (f"; {advice}" if advice else ""), "command": None}
-    return {
-        "action": "check",
-        "text": f"check by hand: {messages or 'nobody can tell from here'}",
-        "command": None,
-    }
+        text = "fix: it cannot be read as its format: repair or remove it as its tool says"
+        return {"action": "fix", "text": text, "command": None}
+    text = "check by hand: nobody can tell its state from here (the readings are above)"
+    return {"action": "check", "text": text, "command": None}
+
+
+def _process_activity(lock: Lock, verdict: Verdict, now: datetime) -> ProcessActivity | None:
+    """Its holder's process as /proc shows it now, where the holder is a process
+    of this host the verdict found alive and its source has no words of its own."""
+    facts = lock.facts
+    if facts is not None and facts.activity(lock, verdict, now) is not None:
+        return None
+    process = verdict.process
+    if process is None or not process.alive:
+        return None
+    from lockwatch.sources.processes import read_activity
+
+    return read_activity(process.pid)
+
+
+# Reason codes of a holder idle past its source's limit, not stale only because
+# its client process is alive: nobody is at work on it, its owner is.
+_IDLE_PAST_LIMIT = ("idle_in_transaction", "idle_holder")
+
+
+def _wait_text(who: str, doing: str, verdict: Verdict, process: ProcessActivity | None) -> str:
+    """`wait:` for a holder at work; for one that waits for someone, who that is."""
+    if process is not None and process.reads_terminal and process.foreground:
+        return (
+            f"ask who is at its terminal: {who} is {doing}; the lock stays held until"
+            " they answer it or end it"
+        )
+    if any(code in verdict.codes for code in _IDLE_PAST_LIMIT):
+        return f"ask who runs it: {who} is {doing}"
+    return f"wait: {who} is {doing}"
+
+
+def _waiter_text(lock: Lock) -> str:
+    facts = lock.facts
+    waits = None if facts is None else facts.waits()
+    if waits is not None and waits[1]:
+        on = ", ".join(str(node) for node in waits[1])
+        return f"wait: it waits itself, on {on}: what to do is its blocker's to say"
+    return "wait: it waits itself, for its blocker"
 
 
 def _print_text(clues: Sequence[Clue], look: Look) -> None:
@@ -293,7 +322,7 @@ def _print_text(clues: Sequence[Clue], look: Look) -> None:
         message = _message_said(finding, clues)
         if message is not None:
             say(f"  said:   {message}")
-        say(f"  next:   {next_step(finding)['text']}")
+        say(f"  next:   {next_step(finding, look.now)['text']}")
     for note in look.notes:
         say(note)
     advice = dict.fromkeys(
@@ -342,7 +371,7 @@ def _print_json(text: str, clues: Sequence[Clue], look: Look) -> None:
     locks = []
     for finding in look.findings:
         record = dict(lock_record(finding.lock, finding.verdict, look.now))
-        record["next_step"] = {**next_step(finding), "advice": finding.clue.advice}
+        record["next_step"] = {**next_step(finding, look.now), "advice": finding.clue.advice}
         record["likely"] = finding.likely
         record["waiting_on_holder"] = list(finding.waiters)
         record["clue"] = {"kind": finding.clue.kind.value, "value": finding.clue.value}

@@ -109,6 +109,13 @@ class Facts:
         """Where the lock is when it has no path: a server, a key, an inode."""
         return None
 
+    def activity(self, lock: Lock, verdict: Verdict, now: datetime) -> str | None:
+        """What its holder is doing now, in its source's words, said after its
+        name ("idle in transaction for 1m19s (limit 1m00s)", "running its
+        statement for 3s"); None: its process on this host says it, if any
+        (`model/activity.py`)."""
+        return None
+
     def holder_label(self, lock: Lock) -> str | None:
         """Who holds it, as `lockwatch ls`'s HOLDER says it (None: pid@host actor):
         as the dashboard says it, unless a source keeps its table terse."""

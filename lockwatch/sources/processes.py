@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 from datetime import UTC, datetime
 
 import psutil
 
+from lockwatch.model.activity import ProcessActivity
 from lockwatch.model.process import CANNOT_TELL, HostPid, ProcessFacts
 
 # Ancestry is walked this far up at most (a fork bomb's chain must not cost much).
@@ -195,3 +197,92 @@ def _nspid(status: bytes) -> list[int] | None:
                 return None
             return pids or None
     return None
+
+
+# System calls that wait on input, by machine: read(fd, ...), and select-like
+# calls whose first argument is the highest fd watched plus one (1: stdin alone).
+# poll-like calls name their fds in memory: read from /proc/PID/mem (root).
+_READS = {"x86_64": {0: "read"}, "aarch64": {63: "read"}}
+_SELECTS = {"x86_64": {23: "select", 270: "pselect6"}, "aarch64": {72: "pselect6"}}
+_POLLS = {"x86_64": {7: "poll", 271: "ppoll"}, "aarch64": {73: "ppoll"}}
+
+
+def read_activity(pid: int, proc: str = "/proc") -> ProcessActivity | None:
+    """What process `pid` is doing at this moment, as /proc shows it: its state,
+    whether it is in the foreground of the terminal on its stdin and, where its
+    system call can be read, whether that call waits on that terminal alone.
+    None: no such process (or /proc hides it)."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        state, pgrp, tpgid = fields[0].decode(), int(fields[2]), int(fields[5])
+    except (OSError, ValueError, IndexError):
+        return None
+    terminal = _stdin_terminal(pid, proc)
+    foreground = terminal is not None and pgrp == tpgid
+    reads = _reads_stdin(pid, proc) if foreground and state == "S" else None
+    wchan = _read_text(f"{proc}/{pid}/wchan")
+    children = _children(pid, proc) if (wchan or "").startswith("do_wait") else ()
+    return ProcessActivity(state, terminal, foreground, reads, wchan, children)
+
+
+def _children(pid: int, proc: str) -> tuple[str, ...]:
+    """Its children as `sleep (pid 4243)` (/proc/PID/task/PID/children: Linux ≥ 3.5)."""
+    listed = _read_text(f"{proc}/{pid}/task/{pid}/children") or ""
+    said = []
+    for child in listed.split()[:3]:
+        name = _read_text(f"{proc}/{child}/comm")
+        said.append(f"{name} (pid {child})" if name else f"pid {child}")
+    return tuple(said)
+
+
+def _stdin_terminal(pid: int, proc: str) -> str | None:
+    try:
+        target = os.readlink(f"{proc}/{pid}/fd/0")
+    except OSError:
+        return None
+    return target if target.startswith(("/dev/pts/", "/dev/tty")) else None
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
+def _reads_stdin(pid: int, proc: str) -> bool | None:
+    """Whether the system call `pid` sleeps in waits on fd 0 alone: True, False
+    (another call or other fds), None (unreadable: /proc/PID/syscall needs
+    ptrace access; or a call whose fds cannot be read)."""
+    said = _read_text(f"{proc}/{pid}/syscall")
+    if said is None or said == "running":
+        return None
+    parts = said.split()
+    try:
+        number, first, second = int(parts[0]), int(parts[1], 16), int(parts[2], 16)
+    except (ValueError, IndexError):
+        return None  # "-1 …": blocked outside a system call
+    machine = os.uname().machine
+    if number in _READS.get(machine, {}):
+        return first == 0
+    if number in _SELECTS.get(machine, {}):
+        return first == 1
+    if number in _POLLS.get(machine, {}):
+        return _polls_stdin(pid, proc, first, second)
+    return False
+
+
+def _polls_stdin(pid: int, proc: str, fds: int, count: int) -> bool | None:
+    """poll(fds, count, …) waits on stdin alone: one struct pollfd, its fd 0."""
+    if count != 1:
+        return False
+    try:
+        with open(f"{proc}/{pid}/mem", "rb") as handle:
+            handle.seek(fds)
+            raw = handle.read(4)
+    except (OSError, ValueError, OverflowError):
+        return None
+    return None if len(raw) != 4 else int.from_bytes(raw, sys.byteorder, signed=True) == 0

@@ -100,7 +100,9 @@ def test_flock_command_line_names_the_holder(held: tuple[Path, int]) -> None:
     assert code == 0, err
     assert out.splitlines()[0] == f"file:{path}"
     assert "state:  active (kernel_lock" in out
-    assert f"next:   wait: flock (pid {pid}) is at work" in out
+    # What the holder does, not "at work": flock(1) waits for the command it runs.
+    assert f"next:   wait: flock (pid {pid}) is asleep, not running, waiting for its child" in out
+    assert "sleep (pid " in out and "at work" not in out
     # flock(1)'s own words name no file: said so, exit 1.
     code, out, err = run_cli("why", done.stderr)
     assert code == 1 and "names no file" in err and "flock(1) holds a kernel lock" in out

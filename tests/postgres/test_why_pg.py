@@ -62,3 +62,31 @@ def test_deadlock_pids_name_the_survivor_that_now_blocks(pg: PgHarness) -> None:
     assert f":{first.info.backend_pid}:transactionid/" in out.splitlines()[0]
     assert f"waiting on its holder: {waiter.info.backend_pid}" in out
     assert "already broke the deadlock" in out
+
+
+def test_an_idle_in_transaction_holder_is_said_idle_against_its_limit(pg: PgHarness) -> None:
+    """Issue 46 item 1: the session an ALTER queues behind is idle in its
+    transaction; `next` says so, for how long against the limit, and that its
+    client (this test) is alive, never "is at work"."""
+    table = pg.table(1)
+    holder, alter, victim = pg.sessions("billing-worker", "migrate", "victim")
+    holder.execute("BEGIN")
+    holder.execute(f"SELECT * FROM {table}")
+    pg.block(alter, f"ALTER TABLE {table} ADD COLUMN x int")
+    pg.wait_state(holder.info.backend_pid, "idle in transaction", longer_than=1.0)
+    victim.execute("SET lock_timeout = '100ms'")
+    with pytest.raises(psycopg.errors.LockNotAvailable) as caught:
+        victim.execute(f"SELECT * FROM {table}")
+    said = f"ERROR:  {caught.value}"
+    code, out, err = run_cli("why", "--pg", pg.dsn, "--pg-idle-after", "0.5", said)
+    assert code == 0, err
+    pid = holder.info.backend_pid
+    (next_line,) = [line for line in out.splitlines() if line.startswith("  next:")]
+    assert next_line.startswith(
+        f"  next:   ask who runs it: {pg.application('billing-worker')} (pid {pid},"
+    ), out
+    assert (
+        " is idle in transaction for " in next_line and "(limit 0.5s), running nothing" in next_line
+    )
+    assert "is alive and may still end its transaction" in next_line
+    assert "at work" not in next_line and "not stale" not in next_line

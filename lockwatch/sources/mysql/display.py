@@ -91,3 +91,35 @@ def sections(lock: Lock, my: MyLock, now: datetime) -> tuple[Section, ...]:
         ]
     )
     return (Section(TITLE, rows, whole=("session",)),)
+
+
+def activity(lock: Lock, my: MyLock, now: datetime) -> str:
+    """What the thread holding (or waiting for) the lock is doing now, said after
+    its name in `why`'s next step: `idle in transaction for 1m19s (limit
+    1m00s), running nothing; its client pid 4242 (mariadb) is alive`."""
+    session = my.session
+    if session.hidden:
+        return "hidden from lockwatch's user: whether it is at work cannot be read"
+    if not my.granted:
+        waited = None if my.wait_start is None else (now - my.wait_start).total_seconds()
+        how_long = f" for {duration(waited)}" if waited is not None else ""
+        return f"waiting{how_long} for {my.mode} on {my.target}"
+    since = session.state_since
+    how_long = f" for {duration((now - since).total_seconds())}" if since is not None else ""
+    if session.idle:
+        limit = lock.policy.idle_after
+        against = f" (limit {duration(limit)})" if limit is not None else ""
+        return f"{session.state_text}{how_long}{against}, running nothing; {_client_doing(my)}"
+    query = " ".join((session.query or "").split())
+    query = query if len(query) <= 60 else query[:59] + "…"
+    return f"running {query or session.state_text or 'a command'}{how_long}"
+
+
+def _client_doing(my: MyLock) -> str:
+    client = my.session.client_process
+    if client is None:
+        return "its client cannot be seen from this host"
+    if not client.alive:
+        return f"its client process {client.label} is gone"
+    ends = "end its transaction" if my.session.trx_started is not None else "release it"
+    return f"its client process {client.label} is alive and may still {ends}"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.text import scrub_secrets
-from lockwatch.sources.mysql.display import held_cell, sections
+from lockwatch.sources.mysql.display import activity, held_cell, sections
 from lockwatch.sources.mysql.report import my_record
 from lockwatch.sources.mysql.rules import WARNINGS, evaluate_my
 
@@ -190,6 +190,9 @@ class MyLock(Facts):
 
     def place(self, lock: Lock) -> str:
         return self.server
+
+    def activity(self, lock: Lock, verdict: Verdict, now: datetime) -> str:
+        return activity(lock, self, now)
 
     def operation(self, lock: Lock) -> str:
         return self.mode if self.granted else f"wants {self.mode}"

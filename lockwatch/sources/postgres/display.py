@@ -20,6 +20,8 @@ from lockwatch.model.facts import Row, Section
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.text import terminal_safe
+from lockwatch.model.timestamps import seconds_since
+from lockwatch.model.verdict import limit_text
 from lockwatch.sources.postgres.held import held_text
 from lockwatch.sources.postgres.terms import prepared_commands, sessions
 
@@ -119,6 +121,46 @@ def confirm_title(
     if kind is Kind.STEAL:
         return f"Steal {lock.name} from {session}?"
     return None
+
+
+_IDLE_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")
+
+
+def activity(lock: Lock, pg: PgLock, now: datetime) -> str:
+    """What the session holding (or waiting for) the lock is doing now, said after
+    its name in `why`'s next step: `idle in transaction for 1m19s (limit 1m00s),
+    running nothing; its client pid 4242 (psql) is alive`."""
+    backend = pg.backend
+    if backend.prepared_gid is not None:
+        return "a prepared transaction: no session works on it, and nothing ends it by itself"
+    if backend.hidden:
+        return "hidden from lockwatch's role: whether it is at work cannot be read"
+    if not pg.granted:
+        waited = seconds_since(pg.wait_start, now)
+        how_long = f" for {duration(waited)}" if waited is not None else ""
+        return f"waiting{how_long} for {pg.mode} on {lock.name}"
+    state = backend.state or "in an unknown state"
+    idle = seconds_since(backend.state_since, now)
+    how_long = f" for {duration(idle)}" if idle is not None else ""
+    if state in _IDLE_IN_TRANSACTION or state == "idle":
+        limit = lock.policy.idle_after
+        against = f" (limit {limit_text(limit)})" if limit is not None else ""
+        return f"{state}{how_long}{against}, running nothing; {_client_doing(backend)}"
+    if state == "active":
+        ran = seconds_since(backend.query_start, now)
+        query = one_line(backend.query) if backend.query else "a statement"
+        return f"running {query}" + (f" for {duration(ran)}" if ran is not None else "")
+    return f"{state}{how_long}"
+
+
+def _client_doing(backend: PgBackend) -> str:
+    client = backend.client_process
+    if client is None:
+        return "its client cannot be seen from this host"
+    if not client.alive:
+        return f"its client process {client.label} is gone"
+    ends = "end its transaction" if backend.state != "idle" else "release it"
+    return f"its client process {client.label} is alive and may still {ends}"
 
 
 def when(at: datetime | None, now: datetime) -> str | None:

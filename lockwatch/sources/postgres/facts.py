@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.text import scrub_arguments, scrub_secrets
 from lockwatch.sources.postgres import display
-from lockwatch.sources.postgres.display import sections
+from lockwatch.sources.postgres.display import activity, sections
 from lockwatch.sources.postgres.held import held_cell
 from lockwatch.sources.postgres.report import pg_record
 from lockwatch.sources.postgres.rules import WARNINGS, evaluate_pg
@@ -403,6 +403,9 @@ class PgLock(Facts):
     def where(self, lock: Lock) -> str:
         database = f" db={self.database}" if self.database else ""
         return f"{self.server}{database}"
+
+    def activity(self, lock: Lock, verdict: Verdict, now: datetime) -> str:
+        return activity(lock, self, now)
 
     def operation(self, lock: Lock) -> str:
         return self.mode if self.granted else f"wants {self.mode}"
