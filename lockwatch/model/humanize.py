@@ -27,3 +27,16 @@ def duration(seconds: float) -> str:
         return f"{sign}{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{sign}{days}d{hours:02d}h"
+
+
+def counted(count: int, noun: str, many: str | None = None) -> str:
+    """`1 thread`, `2 threads` (`many`: an irregular plural)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+def named(noun: str, items: list[str] | tuple[str, ...], most: int = 5) -> str:
+    """`thread 143`, `threads 143, 150 and 2 more`: a noun said once, in the
+    number its items need."""
+    shown = ", ".join(items[:most])
+    more = f" and {len(items) - most} more" if len(items) > most else ""
+    return f"{noun if len(items) == 1 else noun + 's'} {shown}{more}"

@@ -27,7 +27,7 @@ import orjson
 from lockwatch.model.blocking import BlockingTree, BlockNode, NodeId, tree_facts
 from lockwatch.model.board import Board
 from lockwatch.model.events import Event, holder_text
-from lockwatch.model.humanize import duration
+from lockwatch.model.humanize import counted, duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, text
 from lockwatch.model.status import ScanError, SourceStatus
@@ -252,10 +252,6 @@ def _when(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _plural(count: int, noun: str, many: str | None = None) -> str:
-    return f"{count} {noun if count == 1 else many or noun + 's'}"
-
-
 def to_markdown(incident: Incident) -> str:
     """A paste-ready report: summary, what needs attention, blocking trees, scope
     conflicts, sources and the last events."""
@@ -284,12 +280,12 @@ def _summary_line(incident: Incident) -> str:
         if state not in (State.FREE, State.UNKNOWN) or counts[state.value]
     )
     parts = [
-        f"**{_plural(len(incident.entries), 'lock')}**: {states}",
-        _plural(_waiting_sessions(incident), "waiting session"),
-        _plural(_conflict_pairs(incident), "scope conflict"),
+        f"**{counted(len(incident.entries), 'lock')}**: {states}",
+        counted(_waiting_sessions(incident), "waiting session"),
+        counted(_conflict_pairs(incident), "scope conflict"),
     ]
     if incident.errors:
-        parts.append(_plural(len(incident.errors), "unreadable place"))
+        parts.append(counted(len(incident.errors), "unreadable place"))
     return " · ".join(parts)
 
 
@@ -405,13 +401,13 @@ def _trees(incident: Incident) -> list[str]:
                 continue
             line = _node_line(node, sessions)
             if node.waiters and depth + 1 >= TREE_DEPTH:
-                line += f" (and {_plural(_below(node), 'more session')} further down)"
+                line += f" (and {counted(_below(node), 'more session')} further down)"
             else:
                 stack.extend((waiter, depth + 1) for waiter in reversed(node.waiters))
             lines.append(f"{'  ' * depth}- {line}")
             shown += 1
         if hidden:
-            lines.append(f"- … and {_plural(hidden, 'more session')} (all in the JSON)")
+            lines.append(f"- … and {counted(hidden, 'more session')} (all in the JSON)")
         for cycle in tree.cycles:
             members = " → ".join(escape(_node_label(node, sessions), 60) for node in cycle)
             lines.append(f"- **wait-for cycle** (a deadlock in the making): {members}")
@@ -466,7 +462,7 @@ def _sources(incident: Incident) -> list[str]:
     if incident.errors:
         if incident.statuses:
             lines.append("")
-        lines.append(f"Could not read {_plural(len(incident.errors), 'place')}:")
+        lines.append(f"Could not read {counted(len(incident.errors), 'place')}:")
         lines.append("")
         for error in incident.errors[:ERROR_ROWS]:
             lines.append(
@@ -484,7 +480,7 @@ def _events(incident: Incident) -> list[str]:
     if not events:
         return ["## Recent events", "", "None recorded.", ""]
     lines = [
-        f"## Last {_plural(len(events), 'event')} (oldest first)",
+        f"## Last {counted(len(events), 'event')} (oldest first)",
         "",
         _row(("time (UTC)", "event", "lock", "detail")),
         _row(("---",) * 4),

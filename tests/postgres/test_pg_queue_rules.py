@@ -119,7 +119,7 @@ def test_a_waiter_others_queue_behind_is_the_queue_head() -> None:
     said = verdict.reasons[1].message
     assert said.startswith(
         "queue head: 2 sessions queue behind its waiting AccessExclusiveLock request on"
-        " public.orders (pid 301, 302): they wait on this statement, not on pid 100"
+        " public.orders (pids 301, 302): they wait on this statement, not on pid 100"
     )
     assert "pg_cancel_backend" in said
     assert _facts(head).queued_behind == 2
@@ -185,7 +185,7 @@ def test_the_break_of_a_queue_head_offers_cancel_first_and_the_root_second() -> 
     assert first.kind is Kind.CANCEL and first.refusal is None and not first.needs_name
     assert first.lock is head
     assert first.effect.startswith(f"call pg_cancel_backend({ALTER}) on {SERVER}")
-    assert "the 2 sessions queued behind it (pid 301, 302) no longer wait on it" in first.effect
+    assert "the 2 sessions queued behind it (pids 301, 302) no longer wait on it" in first.effect
 
     second = ACTIONS.plan(
         Kind.BREAK, head, verdict, Asked(peers=peers, given=dict(offered.options[1].given))

@@ -5,6 +5,7 @@ no age to give."""
 from __future__ import annotations
 
 from lockwatch.model.holder import describe_process
+from lockwatch.model.humanize import counted, named
 from lockwatch.model.kernel import CALLS, KernelLock
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.process import ProcessLookup
@@ -29,11 +30,9 @@ def evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) ->
         return Verdict(State.WAITING, (reason,), alive=alive, process=process)
     reasons = [Reason("kernel_lock", f"held with {what} by {who}{_sharing(kernel, pid)}")]
     if kernel.blocking:
-        count = len(kernel.blocking)
-        shown = ", ".join(str(p) for p in kernel.blocking[:5])
-        more = f" and {count - 5} more" if count > 5 else ""
-        noun = "process" if count == 1 else "processes"
-        reasons.append(Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
+        waiting = counted(len(kernel.blocking), "waiting process", "waiting processes")
+        pids = named("pid", [str(p) for p in kernel.blocking])
+        reasons.append(Reason("blocking", f"blocks {waiting}: {pids}"))
     return Verdict(State.ACTIVE, tuple(reasons), alive=alive, process=process)
 
 

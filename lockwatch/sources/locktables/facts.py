@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.facts import Facts, Section
+from lockwatch.model.humanize import named
 from lockwatch.model.lock import Reason
 from lockwatch.model.verdict import State, Verdict, same_host
 
@@ -119,8 +120,8 @@ class TableLock(Facts):
                     age_seconds=age,
                 )
             if self.jvms:
-                pids = ", ".join(str(pid) for pid in self.jvms)
-                reason = Reason("holder_jvm_running", f"Liquibase runs on this host (pid {pids})")
+                pids = named("pid", [str(pid) for pid in self.jvms], most=len(self.jvms))
+                reason = Reason("holder_jvm_running", f"Liquibase runs on this host ({pids})")
                 return Verdict(State.ACTIVE, (reason,), age_seconds=age, alive=True)
             if self.jvms is not None:
                 reason = Reason(

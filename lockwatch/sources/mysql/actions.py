@@ -33,6 +33,7 @@ from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase, SourceError, Wanted
 from lockwatch.sources.mysql.display import held_text
 from lockwatch.sources.mysql.facts import MyLock
+from lockwatch.sources.mysql.rules import threads
 
 NAME = "mysql"
 _IDLE_CODES = ("idle_in_transaction", "idle_holder")
@@ -59,7 +60,7 @@ def _effect_of_break(my: MyLock, peers: Sequence[Lock]) -> str:
     ]
     waiters = sorted({w for facts in mine or [my] for w in facts.blocking})
     if waiters:
-        parts.append(f"threads {', '.join(map(str, waiters))} waiting on it may go ahead")
+        parts.append(f"{threads(waiters)} waiting on it may go ahead")
     else:
         parts.append("nobody waits on it")
     return ", ".join(parts)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from lockwatch.model.humanize import duration
+from lockwatch.model.humanize import duration, named
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.timestamps import plus_seconds, seconds_since
 from lockwatch.model.verdict import State, Verdict, limit_text
@@ -29,10 +29,9 @@ _WHAT = {"get_lock": "named lock", "innodb_row": "row lock", "metadata_lock": "m
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
-def _threads(threads: tuple[int, ...]) -> str:
-    shown = ", ".join(str(t) for t in threads[:5])
-    more = f" and {len(threads) - 5} more" if len(threads) > 5 else ""
-    return f"thread{'s' if len(threads) > 1 else ''} {shown}{more}"
+def threads(ids: tuple[int, ...] | list[int]) -> str:
+    """`thread 143`, `threads 143, 150`: as many as the ids are."""
+    return named("thread", [str(thread) for thread in ids])
 
 
 def evaluate_my(lock: Lock, my: MyLock, now: datetime) -> Verdict:
@@ -47,7 +46,7 @@ def evaluate_my(lock: Lock, my: MyLock, now: datetime) -> Verdict:
         by = ""
         if my.blocked_by:
             suspects = " (suspected: no metadata_lock_info plugin)" if my.suspected else ""
-            by = f", blocked by {_threads(my.blocked_by)}{suspects}"
+            by = f", blocked by {threads(my.blocked_by)}{suspects}"
         reasons = [Reason("waiting", f"waiting{how_long} for {my.mode} on {what}{by}")]
         if my.queued_behind:
             count = my.queued_behind
@@ -76,7 +75,7 @@ def evaluate_my(lock: Lock, my: MyLock, now: datetime) -> Verdict:
     if my.blocking:
         count = len(my.blocking)
         noun = "session" if count == 1 else "sessions"
-        info.append(Reason("blocking", f"blocks {count} waiting {noun}: {_threads(my.blocking)}"))
+        info.append(Reason("blocking", f"blocks {count} waiting {noun}: {threads(my.blocking)}"))
     if my.suspected:
         info.append(
             Reason(

@@ -26,6 +26,7 @@ from lockwatch.model.action import (
     refused,
 )
 from lockwatch.model.facts import Row
+from lockwatch.model.humanize import named
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase, Choice, Choices, SourceError, Wanted
@@ -115,11 +116,11 @@ def _plan(
             what = f"cancels its current query{query}; its session stays connected"
             if pg.queued_behind:
                 count = pg.queued_behind
-                shown = ", ".join(str(p) for p in pg.queued_here[:10])
-                more = f" and {count - 10} more" if count > 10 else ""
+                pids = named("pid", [str(p) for p in pg.queued_here], most=10)
+                wait = "waits" if count == 1 else "wait"
                 what += (
                     f"; its waiting {pg.mode} request leaves the queue, and the"
-                    f" {sessions(count)} queued behind it (pid {shown}{more}) no longer wait on it"
+                    f" {sessions(count)} queued behind it ({pids}) no longer {wait} on it"
                 )
         effect = f"call pg_cancel_backend({pid}) on {where}: {what}{vacuum}"
         return Plan(kind, lock, verdict, "backend_cancelled", effect)

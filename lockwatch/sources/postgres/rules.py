@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from lockwatch.model.humanize import duration
+from lockwatch.model.humanize import duration, named
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.timestamps import plus_seconds, seconds_since
 from lockwatch.model.verdict import State, Verdict, limit_text
@@ -23,9 +23,7 @@ WARNINGS = frozenset({"ddl_queue", "autovacuum_wraparound"})
 
 
 def _pids(pids: tuple[int, ...]) -> str:
-    shown = ", ".join(str(pid) for pid in pids[:5])
-    more = f" and {len(pids) - 5} more" if len(pids) > 5 else ""
-    return f"pid {shown}{more}"
+    return named("pid", [str(pid) for pid in pids])
 
 
 def queue_reason(pg: PgLock, name: str) -> Reason | None:
@@ -172,10 +170,10 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
 
     if pg.blocking_here:
         count = len(pg.blocking_here)
-        shown = ", ".join(str(pid) for pid in pg.blocking_here[:5])
-        more = f" and {count - 5} more" if count > 5 else ""
         noun = "session" if count == 1 else "sessions"
-        info.insert(0, Reason("blocking", f"blocks {count} waiting {noun}: pid {shown}{more}"))
+        info.insert(
+            0, Reason("blocking", f"blocks {count} waiting {noun}: {_pids(pg.blocking_here)}")
+        )
 
     vacuum = autovacuum_reason(backend)
     if vacuum is not None:

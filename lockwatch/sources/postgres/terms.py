@@ -4,6 +4,8 @@ address is on the server's own host."""
 
 from __future__ import annotations
 
+from lockwatch.model.humanize import counted
+
 
 def sql_literal(text: str) -> str:
     """`text` as an SQL string literal (standard_conforming_strings: quotes doubled)."""
@@ -12,7 +14,7 @@ def sql_literal(text: str) -> str:
 
 def sessions(count: int) -> str:
     """ "1 session", "2 sessions"."""
-    return f"{count} session" if count == 1 else f"{count} sessions"
+    return counted(count, "session")
 
 
 def prepared_commands(gid: str) -> tuple[str, str]:
