@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import socket
+import subprocess
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,7 +102,11 @@ async def test_when_nothing_could_be_read_the_failure_comes_first() -> None:
 
 @pytest.mark.parametrize(
     ("source", "port", "flag"),
-    [("postgres", 5432, "--pg postgresql://"), ("mysql", 3306, "--mysql mysql://")],
+    [
+        ("postgres", 5432, "--pg postgresql://"),
+        ("mysql", 3306, "--mysql mysql://"),
+        ("redis", 6379, "--redis redis://127.0.0.1:6379"),
+    ],
 )
 def test_a_local_server_not_watched_names_the_flag(
     monkeypatch: pytest.MonkeyPatch, source: str, port: int, flag: str
@@ -118,3 +126,44 @@ def test_a_local_server_not_watched_names_the_flag(
     monkeypatch.setattr(listening, "listening_ports", lambda ports: set())
     monkeypatch.setattr(listening, "existing_sockets", lambda paths: [])
     assert plugin.hint(wanted, running=False) is None  # nothing here to watch
+
+
+@pytest.fixture
+def redis_on_its_port() -> Iterator[None]:
+    """A real Redis listening on its own port, 6379: the machine's, else one of
+    this test's own (nothing saved)."""
+    if listening_ports([6379]):
+        yield
+        return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed (apt-get install redis-server)")
+    with tempfile.TemporaryDirectory(prefix="lw-redis-") as workdir:
+        args = ("--port", "6379", "--bind", "127.0.0.1", "--save", "", "--dir", workdir)
+        process = subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not listening_ports([6379]):
+                assert process.poll() is None and time.monotonic() < deadline, "no redis"
+                time.sleep(0.02)
+            yield
+        finally:
+            process.kill()
+            process.wait()
+
+
+async def test_the_local_redis_is_named_beside_postgresql_and_mysql(
+    tmp_path: Path, redis_on_its_port: None
+) -> None:
+    """Issue 46 item 10: the empty state named the local PostgreSQL and MySQL but
+    not the Redis listening on 6379 (the real port table, the real Redis)."""
+    said = await shown_with({"paths": (str(tmp_path),)}, "a Redis server")
+    assert (
+        "a Redis server listens on port 6379 on this host, not watched:"
+        " --redis redis://127.0.0.1:6379 shows its lock keys"
+    ) in said, said
+    # Watched already: nothing to add.
+    said = await shown_with(
+        {"paths": (str(tmp_path),), "redis_urls": ("redis://127.0.0.1:6379/0",)}, "Looked for"
+    )
+    assert "a Redis server listens" not in said

@@ -26,6 +26,7 @@ from lockwatch.sources.contract import (
     ActionProvider,
     Decorator,
     Found,
+    Hint,
     LookupFailed,
     Selected,
     SourceError,
@@ -33,7 +34,7 @@ from lockwatch.sources.contract import (
 )
 from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.redis import ids
-from lockwatch.sources.redis.endpoint import IN_ARGUMENTS, REDLOCK_IN_ARGUMENTS
+from lockwatch.sources.redis.endpoint import DEFAULT_PORT, IN_ARGUMENTS, REDLOCK_IN_ARGUMENTS
 from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
@@ -44,6 +45,12 @@ if TYPE_CHECKING:
     from lockwatch.sources.redis.poll import RedisPoller
 
 DEFAULT_REFRESH = 2.0
+# Where Debian's redis-server (and a hand-started one) puts its socket, if enabled.
+LOCAL_SOCKETS = (
+    "/run/redis/redis-server.sock",
+    "/var/run/redis/redis-server.sock",
+    "/tmp/redis.sock",
+)
 # python-redis-lock, pottery's Redlock, names ending in lock, .lock or :lock, and
 # Java's camel case (Redisson's `getLock("orderLock")`). Any type: hashes (Redisson)
 # and sorted sets (redis-semaphore's `semaphore:<name>`) are read too. One SCAN walk
@@ -193,6 +200,20 @@ class RedisSource:
 
     def asked(self, values: Mapping[str, Any]) -> bool:
         return bool(values.get("redis_urls") or values.get("redlock_groups"))
+
+    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
+        """Not watching any: a Redis server on this host, seen by its port or
+        socket (nothing connects), and the flag that would watch it."""
+        if running:
+            return None
+        from lockwatch.sources.listening import server_hint
+
+        return server_hint(
+            "a Redis server",
+            DEFAULT_PORT,
+            LOCAL_SOCKETS,
+            f"--redis redis://127.0.0.1:{DEFAULT_PORT} shows its lock keys",
+        )
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> RedisSettings:
         return read_settings(tables, where)
