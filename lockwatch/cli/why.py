@@ -246,6 +246,9 @@ def next_step(finding: Finding, now: datetime) -> dict[str, Any]:
         if len(reason) > 100:
             reason = reason[:99] + "…"
         command = f"lockwatch break {shlex.quote(lock.id)} --reason {shlex.quote(reason)}"
+        if "inferred" in verdict.codes:
+            # Stale by inference only: a break takes its name typed, the CLI --force.
+            command += " --force"
         return {"action": "break", "text": f"stale: {command}", "command": command}
     if state is State.ACTIVE:
         process = _process_activity(lock, verdict, now)

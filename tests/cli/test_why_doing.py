@@ -163,3 +163,28 @@ def test_a_holder_that_runs_is_said_to_be_running(tmp_path: Path) -> None:
         busy.wait()
     assert code == 0, err
     assert "  next:   wait: python" in out and f"(pid {busy.pid}) is running" in out, out
+
+
+def test_a_stale_holder_is_never_waited_on_and_an_inferred_one_is_broken_with_force() -> None:
+    """The verdicts here are made up (the next step reads only the verdict): a
+    stale holder gets the break, never "wait"; one stale by idle time alone (its
+    client unseen, `inferred`) gets the --force a break of it needs."""
+    from lockwatch.cli.why import next_step
+    from lockwatch.cli.why_look import Finding
+    from lockwatch.model.clues import Clue, ClueKind
+    from lockwatch.model.lock import Lock, Reason
+    from lockwatch.model.verdict import State, Verdict
+    from tests.conftest import NOW
+
+    lock = Lock(id="file:/srv/x.lock", source="file", format="plain", name="x.lock", path=None)
+    clue = Clue(ClueKind.ID, lock.id, "file")
+    idle = Reason("idle_in_transaction", "idle in transaction, holding locks, for 1m19s")
+    for codes, force in (
+        (("idle_in_transaction",), False),
+        (("idle_in_transaction", "inferred"), True),
+    ):
+        reasons = tuple(Reason(code, idle.message) for code in codes)
+        step = next_step(Finding(lock, Verdict(State.STALE, reasons), clue), NOW)
+        assert step["action"] == "break" and step["text"].startswith("stale: lockwatch break ")
+        assert "wait" not in step["text"]
+        assert step["command"].endswith(" --force") is force
