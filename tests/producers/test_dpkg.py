@@ -181,7 +181,7 @@ def _private(admindir: Path) -> None:
         (admindir / name).chmod(0o640)
 
 
-def _as_nobody(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def lockwatch_as_nobody(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`lockwatch ARGS` run by user nobody, its config and state in `home`."""
     home.mkdir(mode=0o755, exist_ok=True)
     env = {**clean_env(home), "HOME": str(home), "XDG_STATE_HOME": str(home / "state")}
@@ -213,20 +213,20 @@ def test_unprivileged_ls_lists_root_only_locks_held_by_dpkg_from_the_kernel(
     root, admindir, deb = _scratch(open_dir)
     _private(admindir)
     home = open_dir / "home"
-    idle = _rows(_as_nobody(home, "ls", "--json", str(admindir)))
+    idle = _rows(lockwatch_as_nobody(home, "ls", "--json", str(admindir)))
     assert set(idle) == {"lock", "lock-frontend"}, idle
     for row in idle.values():
         assert row["state"] == "unknown" and codes(row)[0] == "permission_denied", row
         assert row["holder"]["pid"] is None, row
     dpkg = _dpkg_installing(root, admindir, deb, started)
-    held = _rows(_as_nobody(home, "ls", "--json", str(admindir)))
+    held = _rows(lockwatch_as_nobody(home, "ls", "--json", str(admindir)))
     assert set(held) == {"lock", "lock-frontend"}, held
     for row in held.values():
         assert row["format"] == "dpkg" and row["state"] == "active", row
         assert row["holder"]["pid"] == dpkg.pid, row
         assert codes(row)[0] == "kernel_lock" and "dpkg_running" in codes(row), row
         assert "permission_denied" in codes(row), row  # told, not decisive
-    table = _as_nobody(home, "ls", str(admindir))
+    table = lockwatch_as_nobody(home, "ls", str(admindir))
     assert table.returncode == 1, table.stderr
     assert "No locks under" not in table.stdout, table.stdout
     lines = [line for line in table.stdout.splitlines() if line.startswith("active ")]
@@ -251,11 +251,11 @@ def test_unprivileged_why_answers_apts_held_and_non_root_messages_alike(
     assert "(13: Permission denied)" in denied and "are you root?" in denied, denied
     home = open_dir / "home"
     for said in (held, denied):
-        done = _as_nobody(home, "why", "--json", said)
+        done = lockwatch_as_nobody(home, "why", "--json", said)
         assert done.returncode == 0, (said, done.stdout, done.stderr)
         [lock] = json.loads(done.stdout)["locks"]
         assert lock["path"] == str(admindir / "lock-frontend"), (said, lock)
         assert lock["state"] == "active" and lock["holder"]["pid"] == dpkg.pid, (said, lock)
-        text = _as_nobody(home, "why", said)
+        text = lockwatch_as_nobody(home, "why", said)
         assert text.returncode == 0 and "no lock found" not in text.stderr, text.stderr
         assert f"active (kernel_lock: held with fcntl/lockf by pid {dpkg.pid}" in text.stdout
