@@ -331,13 +331,24 @@ class AuditLog:
                 self.anchor(anchor_line(self.path, record))
             except AnchorUnreachable as exc:
                 if required and event == INTENT:
-                    raise AuditError(f"--audit-syslog: syslog cannot be reached ({exc})") from exc
+                    why = f"--audit-syslog: syslog cannot be reached ({exc})"
+                    self._refuse_intent(fields, why)
+                    raise AuditError(why) from exc
                 if required:
                     assert isinstance(self.anchor, SyslogAnchor)
                     self.anchor.missed_after_all(exc)
             except Exception:  # noqa: BLE001 - a witness that fails takes nothing back
                 pass
         return record
+
+    def _refuse_intent(self, fields: Mapping[str, Any], why: str) -> None:
+        """The intent is in the log, but its action will not go ahead (syslog stalled
+        after check() said it could take it): its result says so, so the log never
+        holds an intent left pending for an action that was never tried."""
+        result = {key: value for key, value in fields.items() if key != "intent"}
+        result.update(result="refused", code="audit_unwritable", message=f"{why}; nothing done")
+        with contextlib.suppress(AuditError):
+            self.append("action_refused", result)
 
     def _check_place(self) -> None:
         """AuditError when someone besides you or root could replace the log:
