@@ -325,21 +325,28 @@ class AuditLog:
         finally:
             os.close(fd)  # also drops the flock
         if self.anchor is not None:
-            # After the record: syslog is a second witness, never in the way of the
-            # first. An intent it missed, when it was required, stops the action.
-            try:
-                self.anchor(anchor_line(self.path, record))
-            except AnchorUnreachable as exc:
-                if required and event == INTENT:
-                    why = f"--audit-syslog: syslog cannot be reached ({exc})"
-                    self._refuse_intent(fields, why)
-                    raise AuditError(why) from exc
-                if required:
-                    assert isinstance(self.anchor, SyslogAnchor)
-                    self.anchor.missed_after_all(exc)
-            except Exception:  # noqa: BLE001 - a witness that fails takes nothing back
-                pass
+            self._witness(record, fields, required=required)
         return record
+
+    def _witness(
+        self, record: dict[str, Any], fields: Mapping[str, Any], *, required: bool
+    ) -> None:
+        """Send the written record's anchor line. After the record: syslog is a second
+        witness, never in the way of the first. An intent it missed, when it was
+        required, stops the action (its refusal written as the intent's result)."""
+        assert self.anchor is not None
+        try:
+            self.anchor(anchor_line(self.path, record))
+        except AnchorUnreachable as exc:
+            if required and record["event"] == INTENT:
+                why = f"--audit-syslog: syslog cannot be reached ({exc})"
+                self._refuse_intent(fields, why)
+                raise AuditError(why) from exc
+            if required:
+                assert isinstance(self.anchor, SyslogAnchor)
+                self.anchor.missed_after_all(exc)
+        except Exception:  # noqa: BLE001 - a witness that fails takes nothing back
+            pass
 
     def _refuse_intent(self, fields: Mapping[str, Any], why: str) -> None:
         """The intent is in the log, but its action will not go ahead (syslog stalled
