@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from lockwatch.clock import Clock, FrozenClock
 from lockwatch.model.holder import describe_process, holder_checks
+from lockwatch.model.hosts import is_local_address
 from lockwatch.model.humanize import duration
 from lockwatch.model.kernel import CALLS, KernelEvidence
 from lockwatch.model.lock import Holder, Lock, Reason
@@ -62,7 +63,7 @@ class Verdict:
 def same_host(recorded: str, local: str) -> bool:
     """Host names match ignoring case and domain (`tower-01` is `tower-01.lan`)."""
     a, b = recorded.strip().lower(), local.strip().lower()
-    if a in ("", "localhost", "127.0.0.1", "::1") or a == b:
+    if a == "" or a == b or is_local_address(a):
         return True
     if _is_address(a) or _is_address(b):
         return False  # 10.0.0.1 and 10.0.0.2 share no "short name"
