@@ -297,7 +297,7 @@ class MyServer:
                 " to see who holds a table's metadata lock"
             )
         self.status = SourceStatus(
-            KIND, self.server, "connected", reason=reason, updated_at=polled_at
+            KIND, self.server, "connected", reason=reason, updated_at=polled_at, partial=hidden
         )
         return Polled(polled_at, (self.status,), locks)
 
