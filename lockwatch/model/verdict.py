@@ -17,7 +17,7 @@ from lockwatch.clock import Clock, FrozenClock
 from lockwatch.model.holder import describe_process, holder_checks
 from lockwatch.model.hosts import is_local_address
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import CALLS, KernelEvidence
+from lockwatch.model.kernel import CALLS, KernelEvidence, uncertain_holder
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, ProcessLookup
 from lockwatch.model.slots import fast_init
@@ -409,9 +409,11 @@ def _kernel_held(
         "kernel_lock",
         f"held with {CALLS.get(hold.type, hold.type)}{shared} by {by}{others}{waiting}",
     )
+    uncertain = uncertain_holder(hold)
+    extra = () if uncertain is None else (Reason(*uncertain),)
     return Verdict(
         State.ACTIVE,
-        (reason, *info),
+        (reason, *extra, *info),
         age_seconds=age,
         alive=True if facts is None else facts.alive or None,
         process=facts if facts is not None and facts.alive else None,
