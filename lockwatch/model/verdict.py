@@ -15,8 +15,9 @@ from functools import lru_cache
 
 from lockwatch.clock import Clock, FrozenClock
 from lockwatch.model.holder import describe_process, holder_checks
+from lockwatch.model.hosts import is_local_address
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import CALLS, KernelEvidence
+from lockwatch.model.kernel import CALLS, KernelEvidence, uncertain_holder
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, ProcessLookup
 from lockwatch.model.slots import fast_init
@@ -62,7 +63,7 @@ class Verdict:
 def same_host(recorded: str, local: str) -> bool:
     """Host names match ignoring case and domain (`tower-01` is `tower-01.lan`)."""
     a, b = recorded.strip().lower(), local.strip().lower()
-    if a in ("", "localhost", "127.0.0.1", "::1") or a == b:
+    if a == "" or a == b or is_local_address(a):
         return True
     if _is_address(a) or _is_address(b):
         return False  # 10.0.0.1 and 10.0.0.2 share no "short name"
@@ -424,9 +425,11 @@ def _kernel_held(
         "kernel_lock",
         f"held with {CALLS.get(hold.type, hold.type)}{shared} by {by}{others}{waiting}",
     )
+    uncertain = uncertain_holder(hold)
+    extra = () if uncertain is None else (Reason(*uncertain),)
     return Verdict(
         State.ACTIVE,
-        (reason, *info),
+        (reason, *extra, *info),
         age_seconds=age,
         alive=True if facts is None else facts.alive or None,
         process=facts if facts is not None and facts.alive else None,

@@ -289,12 +289,15 @@ def collect_polled(
     for poller in pollers:
         polled = poll_within(poller, deadline, request.now, kind)
         out.statuses.extend(polled.statuses)
+        partial = [status for status in polled.statuses if status.partial]
         for status in polled.statuses:
-            if status.state != "connected":
+            if status.state != "connected" or status.partial:
                 out.warnings.append(f"{kind} {status.name}: {status.reason}")
         if polled.locks is None:
             continue
-        out.places.append(f"on {kind} {poller.server}")
+        # What could not be seen is never summed up as "No locks on" the server.
+        seen = "that lockwatch's user may see " if partial else ""
+        out.places.append(f"{seen}on {kind} {poller.server}")
         # A holder's liveness is the store's word, not this host's processes.
         assessed = assess(polled.locks, StaticProcesses(), FrozenClock(polled.at), request.host)
         out.assessed.extend(assessed)

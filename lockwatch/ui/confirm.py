@@ -361,9 +361,9 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         if focused.id == "reason":
             if not self._reason():
                 return "type why, for the audit log" + then
-            if self._must_type is not None and self._typed() != self._must_type:
+            if self._must_type is not None and not self._name_typed():
                 return "enter: on to the name" + then
-        if focused.id == "must-type" and self._typed() != self._must_type:
+        if focused.id == "must-type" and not self._name_typed():
             return f"type {clean(self._must_type or '')} exactly" + then
         if missing:
             return f"needs {missing}" + then
@@ -379,11 +379,18 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             return None
         return self.query_one("#must-type", Input).value
 
+    def _name_typed(self) -> bool:
+        """Whether the name was typed: as it is, or as the dialog shows it. A name
+        holding escapes (`esc\\x1b]0;…`) is shown sanitised, and that is all the
+        operator can read and type; the raw characters are no more exact a proof."""
+        typed, wanted = self._typed(), self._must_type
+        return wanted is None or typed in (wanted, clean(wanted))
+
     def _missing(self) -> str | None:
         """What the action still needs before it may go ahead (None: nothing)."""
         if not self._reason():
             return "a reason"
-        if self._must_type is not None and self._typed() != self._must_type:
+        if self._must_type is not None and not self._name_typed():
             return clean(self._must_type) + " typed"
         return None
 

@@ -54,6 +54,8 @@ def status_text(status: SourceStatus, now: datetime) -> Text:
     text.append(word)
     text.append(clean(status.name), style="bold")
     text.append(f" {status.state}", style="" if good else "bold red")
+    if status.partial:
+        text.append(" (partial view)", style="bold yellow")
     if status.updated_at is not None and word:
         age = duration(max(0.0, (now - status.updated_at).total_seconds()))
         # When unwell, what is on screen is that old: say so, not when it broke.
@@ -174,7 +176,11 @@ class EmptyState(Static):
         # Nothing could be read: the news is the failure, not "no locks" (the
         # reasons follow, one line each).
         live = any(status.state in LIVE_STATES for status in watched)
-        lines = ["No locks right now." if live else "Could not look for locks:", ""]
+        first = "No locks right now." if live else "Could not look for locks:"
+        if any(status.partial for status in watched):
+            # Part of what was asked for could not be seen: "no locks" would be a guess.
+            first = "No locks that lockwatch may see right now: a source shows only part (below)."
+        lines = [first, ""]
         looked = [hint.looked_for for hint in self._hints if hint.looked_for]
         lines += [clean(f"Looked for {what}.") for what in looked]
         if looked:

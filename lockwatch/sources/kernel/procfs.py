@@ -485,7 +485,11 @@ class _OwnerFinder:
         for lock in self.locks:
             owners = self._owners(lock)
             path = self._path(lock, owners) or known.get(lock.file)
-            out.append(replace(lock, owners=owners, path=path))
+            # A flock belongs to its open file, which nobody's fds hold: the
+            # taker's were read or it is gone (with its fds hidden it stays the
+            # best guess, among `owners`). A POSIX lock is its pid's, fd or not.
+            unseen = not owners and not lock.waiting and lock.pid > 0 and lock.type != "POSIX"
+            out.append(replace(lock, owners=owners, path=path, owner_unseen=unseen))
         return out
 
 

@@ -5,7 +5,7 @@ no age to give."""
 from __future__ import annotations
 
 from lockwatch.model.holder import describe_process
-from lockwatch.model.kernel import CALLS, KernelLock
+from lockwatch.model.kernel import CALLS, KernelLock, uncertain_holder
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.verdict import State, Verdict
@@ -28,6 +28,9 @@ def evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) ->
         )
         return Verdict(State.WAITING, (reason,), alive=alive, process=process)
     reasons = [Reason("kernel_lock", f"held with {what} by {who}{_sharing(kernel, pid)}")]
+    uncertain = uncertain_holder(kernel)
+    if uncertain is not None:
+        reasons.append(Reason(*uncertain))
     if kernel.blocking:
         count = len(kernel.blocking)
         shown = ", ".join(str(p) for p in kernel.blocking[:5])

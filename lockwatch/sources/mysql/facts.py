@@ -160,6 +160,9 @@ class MyLock(Facts):
     queue_head: int | None = None
     # The blockers (or, held, this holder) are suspects only: no metadata_lock_info.
     suspected: bool = False
+    # A GET_LOCK waiter whose name its statement does not tell: why (its verdict is
+    # `unknown`, and it is put behind no holder).
+    name_unread: str | None = None
 
     # --- the verdict ----------------------------------------------------------
 

@@ -21,14 +21,12 @@ from lockwatch.sources.mysql.facts import (
     MyLock,
     MySession,
 )
+from lockwatch.sources.mysql.lexer import Asked, waited_name
 from lockwatch.sources.mysql.queries import MDL_STATES, USER_LOCK_STATE
 
 SOURCE = "mysql"
 PREFIX = "mysql"
 
-# GET_LOCK('name', …) in a waiter's statement: best effort (a name may be an
-# expression or a bind variable; those are not found).
-_GET_LOCK = re.compile(r"GET_LOCK\s*\(\s*'((?:[^'\\]|\\.|'')*)'", re.IGNORECASE)
 # The table a statement names first after these words.
 _IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
 _TABLE = re.compile(
@@ -76,16 +74,6 @@ def parse_id(text: str) -> MyId | None:
         match["state"] == "held",
         match["target"],
     )
-
-
-def name_of(statement: str | None) -> str | None:
-    """The lock name a GET_LOCK statement asks for, where it is a literal."""
-    if not statement:
-        return None
-    match = _GET_LOCK.search(statement)
-    if match is None:
-        return None
-    return re.sub(r"\\(.)", r"\1", match.group(1).replace("''", "'"))
 
 
 def _ident(text: str) -> str:
@@ -276,25 +264,22 @@ def _started(builder: _Builder, row: Sequence[Any]) -> datetime | None:
 def _named(b: _Builder) -> None:
     poll = b.poll
     holders: dict[str, tuple[int, float | None, str]] = {}
-    pending: list[tuple[int, str]] = []
+    pending: dict[int, str] = {}  # MySQL 8: the name a waiter asks for, the server's word
     for row in poll.mdl or ():
         if row[3] != "User lock":
             continue
         if poll.mdl_pending and len(row) > 6 and row[6] == "PENDING":
-            pending.append((int(row[0]), str(row[4])))
+            pending[int(row[0])] = str(row[4])
             continue
         holders[str(row[4])] = (int(row[0]), row[2], poll.mdl_from)
     for name, thread in poll.used.items():
         if thread is not None and name not in holders:
+            # metadata_lock_info cuts a name at its first NUL: that row is this lock.
+            cut = holders.get(name.partition("\0")[0]) if "\0" in name else None
+            if cut is not None and cut[0] == int(thread):
+                del holders[name.partition("\0")[0]]
             holders[name] = (int(thread), None, "is_used_lock")
-    waiters: dict[str, list[int]] = {}
-    for row in _waiting(b, (USER_LOCK_STATE,)):
-        asked = name_of(row[7])
-        if asked is not None:
-            waiters.setdefault(asked, []).append(int(row[0]))
-    for thread, name in pending:
-        if thread not in waiters.get(name, []):
-            waiters.setdefault(name, []).append(thread)
+    waiters, unread = _named_waiters(b, holders, pending)
     for name, (thread, ms, found_by) in holders.items():
         b.add(
             GET_LOCK,
@@ -310,18 +295,52 @@ def _named(b: _Builder) -> None:
     for name, threads in waiters.items():
         holder = holders.get(name)
         for thread in threads:
-            process = b.rows.get(thread)
-            b.add(
-                GET_LOCK,
-                thread,
-                False,
-                name,
-                name,
-                "X",
-                wait_start=None if process is None else _started(b, process),
-                blocked_by=() if holder is None else (holder[0],),
-                found_by="processlist",
-            )
+            _named_waiter(b, thread, name, () if holder is None else (holder[0],))
+    for thread, why in unread:
+        _named_waiter(b, thread, UNREAD_NAME, (), why)
+
+
+# A waiter whose name its statement does not tell: its id's target and its name.
+UNREAD_NAME = "?"
+
+
+def _named_waiters(
+    b: _Builder, holders: Mapping[str, tuple[int, float | None, str]], pending: Mapping[int, str]
+) -> tuple[dict[str, list[int]], list[tuple[int, str]]]:
+    """Who waits for which name (the server's word, else the statement as MySQL's
+    lexer reads it), and the waiters whose name cannot be told, with why."""
+    held_by = {name: holder[0] for name, holder in holders.items()}
+    waiters: dict[str, list[int]] = {}
+    unread: list[tuple[int, str]] = []
+    for row in _waiting(b, (USER_LOCK_STATE,)):
+        thread = int(row[0])
+        asked = pending[thread] if thread in pending else waited_name(row[7], held_by, thread)
+        if isinstance(asked, Asked):
+            unread.append((thread, asked.why or "its statement does not say"))
+        else:
+            waiters.setdefault(asked, []).append(thread)
+    for thread, name in pending.items():
+        if thread not in waiters.get(name, []):
+            waiters.setdefault(name, []).append(thread)
+    return waiters, unread
+
+
+def _named_waiter(
+    b: _Builder, thread: int, name: str, blockers: tuple[int, ...], unread: str | None = None
+) -> None:
+    process = b.rows.get(thread)
+    b.add(
+        GET_LOCK,
+        thread,
+        False,
+        name,
+        name,
+        "X",
+        wait_start=None if process is None else _started(b, process),
+        blocked_by=blockers,
+        found_by="processlist",
+        name_unread=unread,
+    )
 
 
 def _innodb(b: _Builder) -> None:

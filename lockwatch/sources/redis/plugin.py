@@ -307,8 +307,9 @@ def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
         reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
         raise LookupFailed(f"cannot read {parsed.server}: {reasons or 'no answer'}")
     locks = polled.locks
+    wanted_id = ids.canonical(target)
     for lock in locks:
-        if lock.id == target:
+        if lock.id == wanted_id:
             return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), locks
     return f"no lock {target} now: released, or it expired"
 
