@@ -119,7 +119,8 @@ class Limits:
     idle_seconds: float = 60.0  # waiting for the next request on a kept-alive connection
     write_seconds: float = 30.0  # the writing of one answer
     linger_seconds: float = 2.0  # a request body nobody reads, drained before the close
-    max_head_bytes: int = 64 * 1024
+    max_head_bytes: int = 64 * 1024  # a request's line and headers, however they arrive
+    max_headers: int = 100  # as Apache's LimitRequestFields
     max_connections: int = 4096
     workers: int = 4  # threads that make answers (metrics, the document)
     backlog: int = 4096  # the kernel caps it at net.core.somaxconn
@@ -406,6 +407,10 @@ class Server:
                 await self._refuse(conn, h, exc)
                 raise _Ended(BAD_REQUEST) from None
             if isinstance(event, h11.Request):
+                too_large = self._head_too_large(event)
+                if too_large is not None:
+                    await self._refuse(conn, h, too_large)
+                    raise _Ended(BAD_REQUEST)
                 request = event
                 framing = {name for name, _ in event.headers}
                 if b"content-length" in framing or b"transfer-encoding" in framing:
@@ -437,6 +442,23 @@ class Server:
             elif started is None:
                 started = loop.time()
             h.receive_data(data)
+
+    def _head_too_large(self, event: h11.Request) -> h11.RemoteProtocolError | None:
+        """Why a request's head is over the limits (a 431), or None. h11 bounds a
+        head only while it is incomplete: one that arrives whole in one read is
+        parsed whatever its size, so it is measured here as parsed."""
+        limits = self.limits
+        if len(event.headers) > limits.max_headers:
+            why = f"more than {limits.max_headers} header fields"
+            return h11.RemoteProtocolError(why, error_status_hint=431)
+        # The request line and each "name: value\r\n", as they were on the wire
+        # (give or take the spaces h11 strips).
+        size = len(event.method) + len(event.target) + 12
+        size += sum(len(name) + len(value) + 4 for name, value in event.headers)
+        if size > limits.max_head_bytes:
+            why = f"request line and headers over {limits.max_head_bytes >> 10} KiB"
+            return h11.RemoteProtocolError(why, error_status_hint=431)
+        return None
 
     async def _respond(
         self, conn: _Connection, h: h11.Connection, request: tuple[h11.Request, bool]
