@@ -20,6 +20,20 @@ from lockwatch.clock import FrozenClock
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.sources.feed import Feed
 from lockwatch.sources.files.decoders.base import LockFile
+from tests import sandbox
+
+# The runner's own config, state and audit files are never the tests' (issue 42,
+# item 6): HOME and every XDG_* directory are the session's temporary ones, set
+# here, before any test module or other conftest computes a platformdirs path
+# (pgserver computes its own as it is imported), and inherited by the tests'
+# subprocesses and the xdist workers. A test that changes the runner's own
+# lockwatch directories anyway fails (pytest_runtest_teardown, below), and so
+# does a session that changed them outside any test (pytest_sessionfinish).
+SANDBOX_MADE_HERE = sandbox.SANDBOX_VAR not in os.environ
+SANDBOX = sandbox.enter(os.environ)
+RUNNER_DIRS = sandbox.runner_dirs_of(os.environ)
+RUNNER_AT_START = sandbox.fingerprint(RUNNER_DIRS)
+_BEFORE_TEST = pytest.StashKey[dict[str, list[sandbox.Entry] | None]]()
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 LOCAL_HOST = "testhost"
@@ -43,6 +57,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if fixture in fixtures:
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_BEFORE_TEST] = sandbox.fingerprint(RUNNER_DIRS)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """A test that wrote the runner's own lockwatch files errors at its teardown
+    (a hook, not an autouse fixture: hypothesis's tests take none per example)."""
+    yield
+    before = item.stash.get(_BEFORE_TEST, None)
+    if before is None:
+        return
+    changed = sandbox.changes(RUNNER_DIRS, before, sandbox.fingerprint(RUNNER_DIRS))
+    if changed:
+        pytest.fail(
+            "the runner's own lockwatch files changed during this test (or one beside it"
+            f" on another worker), outside the sandbox {SANDBOX}: {'; '.join(changed)}",
+            pytrace=False,
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    changed = sandbox.changes(RUNNER_DIRS, RUNNER_AT_START, sandbox.fingerprint(RUNNER_DIRS))
+    if changed:
+        print(f"\nlockwatch tests changed the runner's own files: {'; '.join(changed)}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if SANDBOX_MADE_HERE:  # the xdist controller, or the one process of -n0
+        shutil.rmtree(SANDBOX, ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)

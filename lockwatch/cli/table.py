@@ -10,6 +10,7 @@ from datetime import datetime
 import click
 
 from lockwatch.model.events import kernel_holders
+from lockwatch.model.holder import pid_here
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.text import terminal_safe
@@ -44,7 +45,8 @@ def _holder(lock: Lock, verdict: Verdict) -> str:
     if said is not None:
         return said
     holder = lock.holder
-    text = "-" if holder.pid is None else str(holder.pid)
+    pid = pid_here(lock, verdict)
+    text = "-" if pid is None else str(pid)
     if holder.host:
         text += f"@{holder.host}"
     if holder.actor:

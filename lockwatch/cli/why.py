@@ -23,6 +23,7 @@ from lockwatch.cli.table import printable
 from lockwatch.cli.where import CONFIG_OPTION
 from lockwatch.cli.why_look import Finding, Look
 from lockwatch.model.clues import Clue, ClueKind, distinct
+from lockwatch.model.holder import pid_here
 from lockwatch.model.humanize import duration
 from lockwatch.model.verdict import State
 
@@ -188,7 +189,7 @@ def _who(lock: Lock, verdict: Verdict) -> str:
     if said:
         return said
     process = verdict.process
-    pid = lock.holder.pid
+    pid = pid_here(lock, verdict)
     if process is not None and process.cmdline:
         return f"{os.path.basename(process.cmdline[0])} (pid {process.pid})"
     if pid is not None:
@@ -208,7 +209,7 @@ def holder_line(lock: Lock, verdict: Verdict) -> str:
         command = " ".join(process.cmdline) if process is not None and process.cmdline else ""
         if len(command) > 60:
             command = command[:59] + "…"
-        parts.append(f"pid {holder.pid}" + (f" ({command})" if command else ""))
+        parts.append(f"pid {pid_here(lock, verdict)}" + (f" ({command})" if command else ""))
     if process is not None and process.user:
         parts.append(f"user {process.user}")
     if holder.host:

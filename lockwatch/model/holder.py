@@ -7,10 +7,14 @@ apart because it is the one rule that asks the process table."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.process import HostPid, ProcessFacts, ProcessLookup
+
+if TYPE_CHECKING:
+    from lockwatch.model.verdict import Verdict
 
 # A process may start a moment after the lock it writes is timestamped
 # (coarse clocks, rounding to seconds): only a later start beyond this is reuse.
@@ -98,6 +102,18 @@ def holder_checks(
         elif not facts.alive:
             stale.append(Reason("holder_dead", f"holder pid {pid} is not running on this host"))
     return None, facts, alive
+
+
+def pid_here(lock: Lock, verdict: Verdict) -> int | None:
+    """The holder's pid as this host numbers it: a container's pid whose namespace
+    the lock names is the pid the verdict found it at here (filelock's `1` in
+    `unshare -pf` is the host's pid of that namespace's init); any other, the pid
+    the lock records. A namespace not found here leaves the recorded pid (the
+    reasons say whose it is)."""
+    process = verdict.process
+    if lock.holder.pid_namespace is not None and process is not None:
+        return process.pid
+    return lock.holder.pid
 
 
 def describe_process(pid: int, facts: ProcessFacts | None) -> str:

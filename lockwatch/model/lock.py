@@ -192,6 +192,10 @@ class Lock:
     # directory made unreadable), so nobody here can tell whether it is still held.
     # A fact of the lock, not of one verdict: judged again, it stays unknown.
     unseen: Reason | None = None
+    # Why its content was never read (lockwatch's user may not read it: a root-only
+    # dpkg lock, to anyone else): listed from its place alone. A kernel lock held on
+    # it still says who holds it; with none, nobody here can tell.
+    unread: Reason | None = None
 
 
 _NAMES = tuple(f.name for f in fields(Lock))

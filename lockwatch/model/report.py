@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from lockwatch.model.holder import pid_here
 from lockwatch.model.kernel import holders_json
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError, SourceStatus
@@ -125,7 +126,7 @@ def holder_fields(lock: Lock, verdict: Verdict, process: dict[str, Any] | None) 
     """The contract's holder fields every source shares."""
     holder = lock.holder
     return {
-        "pid": holder.pid,
+        "pid": pid_here(lock, verdict),
         "host": holder.host,
         "actor": holder.actor,
         "session": holder.session,

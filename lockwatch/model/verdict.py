@@ -79,6 +79,8 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
     deadlines, and `final_state` weighs them."""
     if lock.unseen is not None:
         return unseen(lock, clock.now())
+    if lock.unread is not None:
+        return unread(lock, processes, clock.now())
     if lock.facts is not None:
         judged = by_own_facts(lock, processes, clock.now(), local_host)
         if judged is not None:
@@ -123,6 +125,20 @@ def unseen(lock: Lock, now: datetime) -> Verdict:
     behind since)."""
     assert lock.unseen is not None
     return Verdict(State.UNKNOWN, (lock.unseen,), age_seconds=_age(lock, now))
+
+
+def unread(lock: Lock, processes: ProcessLookup, now: datetime) -> Verdict:
+    """A lock file lockwatch's user may not read: a kernel lock held on it is
+    held by its holder whoever reads /proc/locks (the verdict the tool that
+    took it reaches, content unread); with none, its content might name a
+    holder nobody here can check: unknown, the reason naming why."""
+    assert lock.unread is not None
+    info = list(lock.notes)
+    age = age_of(lock, now, info)
+    held = kernel_evidence_held(lock, processes, age, [*info, lock.unread])
+    if held is not None:
+        return held
+    return Verdict(State.UNKNOWN, (lock.unread, *info), age_seconds=age)
 
 
 def by_own_facts(

@@ -90,14 +90,16 @@ class Recorder:
     def __init__(self, path: Path, *, host: str, now: datetime | None = None) -> None:
         know_sources()
         self.path = path
+        from lockwatch.trusted import Refused, open_own
+
         try:
-            # Not through a symlink: a recording in a shared directory must not be
-            # a way to make root append to a file someone else pointed at.
-            fd = os.open(
-                path,
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-            )
+            # Yours alone: a new file made 0600 exclusively; one already there only if
+            # it is your regular file nobody else can write. Never through a symlink,
+            # never another user's 0666 file (root's data appended where they read
+            # it), never a FIFO (the dashboard would wait on its reader for ever).
+            fd, _ = open_own(path, os.O_WRONLY | os.O_APPEND)
+        except Refused as exc:
+            raise RecordingError(f"{path}: refused: {exc.why}") from exc
         except OSError as exc:
             raise RecordingError(f"{path}: cannot write: {exc.strerror or exc}") from exc
         self._file = os.fdopen(fd, "ab")

@@ -18,6 +18,7 @@ from lockwatch.model.blocking import Radius
 from lockwatch.model.board import Board
 from lockwatch.model.compact import plain
 from lockwatch.model.events import Event
+from lockwatch.model.holder import pid_here
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
@@ -152,7 +153,7 @@ def describe(
     parts.append(
         _fields(
             [
-                ("pid", holder.pid),
+                ("pid", pid_here(lock, verdict)),
                 ("host", holder.host),
                 ("actor", holder.actor),
                 ("session", holder.session),

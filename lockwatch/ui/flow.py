@@ -20,6 +20,7 @@ from textual.notifications import SeverityLevel
 
 from lockwatch.actions.plan import Kind, Plan, describe, tombstone_place
 from lockwatch.model.events import Event, EventKind
+from lockwatch.model.holder import pid_here
 from lockwatch.ui.confirm import Choosing, Confirmed, ConfirmScreen, QuitScreen
 from lockwatch.ui.safe import clean
 
@@ -57,7 +58,7 @@ def liveness(plan: Plan) -> str:
     """Whether a lock's holder can wake, for a steal's confirmation: a holder that
     is only hung comes back to a lock it thinks it still has."""
     alive = plan.verdict.alive
-    pid = plan.lock.holder.pid
+    pid = pid_here(plan.lock, plan.verdict)
     who = f"Its holder (pid {pid})" if pid is not None else "Its holder"
     if alive is True:
         return f"{who} is alive: it may wake and carry on as if it still held the lock."

@@ -40,6 +40,7 @@ from tests.formats.common import (
     say,
     start_ready,
 )
+from tests.sandbox import tool_cache
 
 VERSION = "2026.1.24"
 NEEDED = ("package/dist/agents/session-write-lock.js", "package/dist/infra/gateway-lock.js")
@@ -55,8 +56,7 @@ def _package() -> Path:
     given = os.environ.get("CLAWDBOT_PACKAGE_DIR")
     if given:
         return Path(given)
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    root = cache / "lockwatch-tests" / f"clawdbot-{VERSION}"
+    root = tool_cache() / f"clawdbot-{VERSION}"
     if all((root / name).is_file() for name in NEEDED) or shutil.which("npm") is None:
         return root / "package"
     root.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,9 @@ import psutil
 import pytest
 
 from tests.formats.common import (
+    LS_TIMEOUT,
     Holder,
+    clean_env,
     codes,
     dead_pid,
     hold_in,
@@ -193,6 +195,15 @@ def test_holder_in_another_pid_namespace_is_followed_there(
     assert f"is pid {child.pid} on this host" in record["reasons"][0]["message"]
     assert record["holder"]["alive"] is True
     assert record["holder"]["process"]["cmdline"] == child.cmdline()
+    # The holder's pid is the host's (issue 31): the file's 1 is the container's.
+    assert record["holder"]["pid"] == child.pid
+    table = subprocess.run(
+        [sys.executable, "-m", "lockwatch", "ls", str(locks)],
+        capture_output=True, text=True, timeout=LS_TIMEOUT, check=False,
+        env={**clean_env(locks.parent / "home"), "COLUMNS": "200"},
+    )  # fmt: skip
+    (row,) = [line for line in table.stdout.splitlines() if "s.lock" in line]
+    assert f" {child.pid}@" in row and " 1@" not in row, row  # pid@host
     assert filelock_says(path) == "timeout"
 
     # The holder killed and reaped by unshare, which then exits: nothing is left

@@ -235,3 +235,22 @@ def spawn_holder(
     line = process.stdout.readline()
     assert line.strip(), f"the holder process said nothing (exit {process.wait()})"
     return process, int(line)
+
+
+def past_last_change(endpoint: Endpoint, database: str, table: str) -> None:
+    """Wait until the server's clock is past the second of the table's last change:
+    a lock row's version on MySQL is its table's UPDATE_TIME, whole seconds, and a
+    look within that second cannot tell a later change from it (its break is
+    refused, rightly). Waits on the server's own clock, not a sleep."""
+
+    def past() -> bool:
+        with connect(endpoint) as conn, conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT UPDATE_TIME IS NULL OR UPDATE_TIME < NOW()"
+                " FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (database, table),
+            )
+            row = cursor.fetchone()
+        return bool(row and row[0])
+
+    wait_until(past, f"the server's clock to pass {database}.{table}'s last change", every=0.1)

@@ -24,7 +24,7 @@ from lockwatch.sources.contract import Wanted
 from lockwatch.sources.mysql.tableactions import actions
 from lockwatch.sources.registry import load_config
 from tests.conftest import run_cli
-from tests.mysql.conftest import GROUP, connect, endpoint_of
+from tests.mysql.conftest import GROUP, connect, endpoint_of, past_last_change
 
 pytestmark = [pytest.mark.mysql, GROUP]
 
@@ -55,6 +55,7 @@ def scratch(my_dsn: str) -> Iterator[tuple[str, str]]:
             " ('prod', TRUE, 'alice@ci-7', NOW(6) - INTERVAL 90 SECOND),"
             " ('staging', FALSE, NULL, NULL)"
         )
+    past_last_change(endpoint, name, "deploy_lock")  # its break can tell a later change
     try:
         yield urlunsplit(urlsplit(my_dsn)._replace(path=f"/{name}")), name
     finally:
@@ -126,6 +127,7 @@ def test_a_configured_table_is_listed_judged_broken_by_cas_and_audited(
     assert rows(dsn, database) == before
 
     # Listed again (bob's row), and broken: what the config's `unlocked` says.
+    past_last_change(endpoint_of(dsn), database, "deploy_lock")
     (lock,) = table_locks(dsn, config, database)
     assert lock["holder"]["actor"] == "bob@ci-8"
     code, out, err = _lw(

@@ -6,20 +6,32 @@ break (what `knex migrate:unlock` does) lets the next `knex migrate:latest` thro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
+import pymysql
 import pytest
 
 from tests.conftest import run_cli
-from tests.mysql.conftest import GROUP, WAIT_S, connect, endpoint_of, wait_until
+from tests.mysql.conftest import (
+    GROUP,
+    WAIT_S,
+    connect,
+    endpoint_of,
+    past_last_change,
+    tid,
+    wait_until,
+)
 from tests.npm import npm_packages
+from tests.postgres.test_locktables_knex import Project
 
 pytestmark = [pytest.mark.mysql, GROUP]
 
@@ -124,6 +136,7 @@ def test_a_killed_knex_run_is_unknown_and_a_break_lets_knex_run(
     code, err = latest()
     assert code != 0 and "Migration table is already locked" in err  # knex's own answer
 
+    past_last_change(endpoint_of(scratch), urlsplit(scratch).path[1:], "knex_migrations_lock")
     (lock,) = table_locks(scratch)
     assert lock["state"] == "unknown", lock
     assert [r["code"] for r in lock["reasons"]] == ["nothing_running", "no_holder_recorded"]
@@ -141,3 +154,59 @@ def test_a_killed_knex_run_is_unknown_and_a_break_lets_knex_run(
     code, err = latest()
     assert code == 0, err  # knex's own answer: unlocked
     assert table_locks(scratch) == []
+
+
+class MyProject(Project):
+    """tests/postgres' knex project, with knex's mysql2 client."""
+
+    def __init__(self, root: Path, modules: Path, dsn: str, migration: str) -> None:
+        super().__init__(root, modules, dsn, migration)
+        (root / "knexfile.js").write_text(KNEXFILE)
+
+    def _env(self, sleep_ms: int) -> dict[str, str]:
+        return {**os.environ, "KNEX_URL": self.dsn, "SLEEP_MS": str(sleep_ms)}
+
+
+def test_a_reader_of_a_killed_runs_lock_table_is_no_tool_at_work(
+    knex_dir: Path, scratch: str, tmp_path: Path
+) -> None:
+    """`knex migrate:status`, and an operator's select of knex's table still
+    running (PROCESSLIST shows a statement while it runs): neither is the run."""
+    (tmp_path / "project").mkdir()
+    knex = MyProject(tmp_path / "project", knex_dir, scratch, MIGRATION)
+    endpoint = endpoint_of(scratch)
+    # On no database of its own (the killed run's connections are waited out by theirs).
+    reader = connect(endpoint, database=None)
+    database = urlsplit(scratch).path[1:]
+    reading = threading.Thread(target=_read_slowly, args=(reader, database))
+    try:
+        runner = knex.start()
+        runner.kill()
+        runner.wait(WAIT_S)
+        wait_until(lambda: not others_in(scratch), "the killed runner's connections to end")
+        knex.run("migrate:status")  # knex's own reader, run to its end
+        reading.start()
+        wait_until(lambda: _running(endpoint, tid(reader)), "the reader's select to run")
+        (lock,) = table_locks(scratch)
+    finally:
+        with connect(endpoint) as admin, admin.cursor() as cursor:
+            cursor.execute(f"KILL QUERY {tid(reader)}")
+        if reading.ident is not None:
+            reading.join(WAIT_S)
+        reader.close()
+        knex.stop()
+    assert lock["state"] == "unknown", lock
+    assert [r["code"] for r in lock["reasons"]] == ["nothing_running", "no_holder_recorded"]
+    assert lock["lock_table"]["at_work"] == []
+
+
+def _read_slowly(reader: Any, database: str) -> None:
+    with contextlib.suppress(pymysql.Error), reader.cursor() as cursor:
+        cursor.execute(f"SELECT t.*, SLEEP(120) FROM `{database}`.knex_migrations_lock AS t")
+
+
+def _running(endpoint: Any, thread: int) -> bool:
+    with connect(endpoint) as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT INFO FROM information_schema.PROCESSLIST WHERE ID = %s", (thread,))
+        row = cursor.fetchone()
+    return bool(row and row[0] and "knex_migrations_lock" in str(row[0]))

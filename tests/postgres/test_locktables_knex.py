@@ -116,8 +116,12 @@ class Project:
 
     def latest(self) -> subprocess.CompletedProcess[str]:
         """knex's own answer: `knex migrate:latest` run to its end."""
+        return self.run("migrate:latest")
+
+    def run(self, command: str) -> subprocess.CompletedProcess[str]:
+        """`knex COMMAND` (migrate:latest, migrate:unlock, …) run to its end."""
         return subprocess.run(
-            ["node", self.cli, "migrate:latest", "--knexfile", "knexfile.js"],
+            ["node", self.cli, command, "--knexfile", "knexfile.js"],
             cwd=self.root,
             env=self._env(0),
             capture_output=True,
@@ -236,6 +240,28 @@ def test_a_run_at_work_is_active_then_killed_it_is_unknown_and_a_break_lets_knex
     done = knex.latest()
     assert done.returncode == 0, done.stderr
     assert table_locks(knex.dsn) == []
+
+
+def test_a_reader_of_a_killed_runs_lock_table_is_no_tool_at_work(project: Any) -> None:
+    """Anyone reads knex's tables: `knex migrate:status`, an operator's select left
+    idle, another's in an open transaction. None of them is the run at work."""
+    knex = project(NO_TRANSACTION)
+    runner = knex.start()
+    runner.kill()
+    runner.wait(WAIT_S)
+    wait_until(lambda: not others_in(knex.dsn), "the killed runner's sessions to end")
+    knex.run("migrate:status")  # knex's own reader, run to its end
+    with (
+        psycopg.connect(knex.dsn, autocommit=True) as idle,
+        psycopg.connect(knex.dsn) as in_transaction,
+    ):
+        idle.execute("select * from knex_migrations_lock").fetchall()
+        idle.execute('select * from "knex_migrations" order by "id"').fetchall()
+        in_transaction.execute("SELECT * FROM knex_migrations_lock").fetchall()
+        (lock,) = table_locks(knex.dsn)
+    assert lock["state"] == "unknown", lock
+    assert [r["code"] for r in lock["reasons"]] == ["nothing_running", "no_holder_recorded"]
+    assert lock["lock_table"]["at_work"] == []
 
 
 def test_a_break_of_a_row_that_changed_since_it_was_listed_is_refused(

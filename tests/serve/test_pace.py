@@ -44,6 +44,7 @@ class Polling:
 
     def __init__(self) -> None:
         self.polls = 0
+        self.paced_waits = 0  # waits begun in the pace's sleep
         self.sleep: Callable[[float], object] | None = None
 
     async def run(self, emit: Emit) -> None:
@@ -53,6 +54,7 @@ class Polling:
             if self.sleep is None:
                 await asyncio.sleep(self.interval)
             else:
+                self.paced_waits += 1
                 await self.sleep(self.interval)  # type: ignore[misc]
 
     async def close(self) -> None:
@@ -71,10 +73,12 @@ def watching(feed: Polling, pace: Pace | None) -> Iterator[Watcher]:
 
 def test_an_idle_serve_polls_at_the_idle_pace_and_a_request_wakes_it() -> None:
     feed = Polling()
-    with watching(feed, Pace(idle_seconds=3600)) as watcher:
-        eventually(lambda: feed.polls == 1, "the first look")
-        time.sleep(0.3)  # at its own 10 ms it would have polled ~30 times by now
-        assert feed.polls == 1
+    pace = Pace(idle_seconds=3600)
+    with watching(feed, pace) as watcher:
+        # Parked after its first look in the pace's wait, which an idle pace ends after
+        # an hour or at a request: no wall-time wait stands in for "it did not poll".
+        eventually(lambda: feed.paced_waits == 1, "the first look, then the pace's wait")
+        assert feed.polls == 1 and pace.idle() and pace.interval(feed.interval) == 3600
         watcher.asked()  # a scrape: it wakes the feed and waits for its look
         assert feed.polls >= 2
         eventually(lambda: feed.polls >= 20, "the feed's own interval, someone asking")

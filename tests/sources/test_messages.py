@@ -51,6 +51,18 @@ def test_apt_names_the_lock_file_and_its_holder() -> None:
     assert "dpkg --configure -a" in (pid.advice or "")
 
 
+def test_apts_message_to_a_user_who_may_not_open_the_lock_names_it() -> None:
+    """apt 2.6's own words to a non-root user (issue 42): its first line alone
+    names the lock too."""
+    said = "E: Could not open lock file /var/lib/dpkg/lock-frontend - open (13: Permission denied)"
+    assert kinds(files.clues(said, _lock_name)) == [("path", files.DPKG_FRONTEND)]
+    said += (
+        "\nE: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), are you root?"
+    )
+    paths = {clue.value for clue in files.clues(said, _lock_name)}
+    assert paths == {files.DPKG_FRONTEND}
+
+
 def test_dpkg_messages() -> None:
     said = "dpkg: error: dpkg frontend lock was locked by another process with pid 4321"
     assert kinds(files.clues(said, _lock_name)) == [

@@ -63,8 +63,13 @@ def test_a_key_with_no_ttl_is_active_with_a_warning() -> None:
     [
         ("lock:nightly", "q1b2c3d4e5f6g7h8i9j0k1l2", ("python-redis-lock", "nightly")),
         ("redlock:billing", "4f7e3d5c-2b1a-4c9d-8e7f-6a5b4c3d2e1f", ("redlock", "billing")),
+        # redis-py's token: uuid1().hex up to 8.1, uuid4().hex from 8.2.0.
         ("deploy.lock", "e4e5fd76e7c211f1a4d502fc00000001", ("redis-py", "deploy.lock")),
-        ("deploy.lock", "e4e5fd76e7c241f1a4d502fc00000001", ("redis", "deploy.lock")),
+        ("deploy.lock", "3b0f5e2c9d7a4c1e8f6b2a9d4e7c1f03", ("redis-py", "deploy.lock")),
+        # Neither: a version-7 uuid, another variant's uuid4, redis-semaphore's dashed one.
+        ("deploy.lock", "e4e5fd76e7c271f1a4d502fc00000001", ("redis", "deploy.lock")),
+        ("deploy.lock", "3b0f5e2c9d7a4c1e7f6b2a9d4e7c1f03", ("redis", "deploy.lock")),
+        ("deploy.lock", "3b0f5e2c-9d7a-4c1e-8f6b-2a9d4e7c1f03", ("redis", "deploy.lock")),
         ("jobs:lock", "worker-7", ("redis", "jobs:lock")),
     ],
 )

@@ -22,7 +22,14 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import State, Verdict, evaluate
-from lockwatch.sources.files.scanner import Area, ScanResult, find_in, load_all, partition
+from lockwatch.sources.files.scanner import (
+    Area,
+    ScanResult,
+    find_in,
+    load_all,
+    partition,
+    with_unread,
+)
 from lockwatch.sources.processes import PsutilProcesses
 
 if TYPE_CHECKING:
@@ -42,6 +49,7 @@ class Judged:
     scoped: list[tuple[int, Lock, Verdict]] = field(default_factory=list)
     errors: list[ScanError] = field(default_factory=list)
     stale: int = 0
+    unread: int = 0  # lock files listed that lockwatch's user may not read
 
 
 def _judge(
@@ -51,7 +59,7 @@ def _judge(
 
     candidates, errors = find_in(areas)
     # Rendered and dropped: nothing keeps the records' content, so none is compacted.
-    loaded = load_all(candidates, ScanResult(errors=errors), compact=False)
+    loaded = with_unread(load_all(candidates, ScanResult(errors=errors), compact=False))
     # The kernel's word on this slice's files alone (`listed`: what /proc/locks names).
     locks = Evidence(kernel_table_for(listed, loaded.locks)).attach(loaded.locks)
     # Processes are looked at after the files were read (see PsutilProcesses).
@@ -66,7 +74,7 @@ def _judge(
             stale += 1
         elif lock.scope and verdict.state is State.ACTIVE:
             scoped.append((index, lock, verdict))
-    return Judged(records_json_array(records), scoped, loaded.errors, stale)
+    return Judged(records_json_array(records), scoped, loaded.errors, stale, loaded.unread)
 
 
 def _add_scope_conflicts(parts: list[Judged]) -> None:
@@ -92,6 +100,7 @@ class Listing:
     arrays: list[bytes]  # JSON arrays of lock records; joined in order, sorted by id
     errors: list[ScanError]
     stale: int
+    unread: int = 0
 
 
 def json_listing(
@@ -110,4 +119,9 @@ def json_listing(
     errors = sorted(
         find_errors + [error for part in parts for error in part.errors], key=lambda e: e.path
     )
-    return Listing([part.locks for part in parts], errors, sum(part.stale for part in parts))
+    return Listing(
+        [part.locks for part in parts],
+        errors,
+        sum(part.stale for part in parts),
+        sum(part.unread for part in parts),
+    )

@@ -57,6 +57,9 @@ _APT_LOCK = re.compile(
     r"(?:[^\n]*?held by process (?P<pid>\d+)(?: \((?P<command>[^)\n]+)\))?)?",
     re.MULTILINE,
 )
+# apt run by a user who may not open it: "E: Could not open lock file
+# /var/lib/dpkg/lock-frontend - open (13: Permission denied)".
+_APT_OPEN = re.compile(r"Could not open lock file (?P<path>/\S+?)(?:\s+-\s|\.?$)", re.MULTILINE)
 # apt: "E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend),
 # is another process using it?"; "E: Unable to lock the administration directory
 # (/var/lib/dpkg/), is another process using it?"
@@ -129,7 +132,7 @@ def _apt(text: str) -> list[Clue]:
 
     for match in _APT_LOCK.finditer(text):
         dpkg(match.group("path"), match.group("pid"), match.group("command"))
-    for match in _APT_ACQUIRE.finditer(text):
+    for match in (*_APT_OPEN.finditer(text), *_APT_ACQUIRE.finditer(text)):
         dpkg(match.group("path"))
     for match in _APT_ADMIN.finditer(text):
         dpkg(posixpath.join(match.group("dir"), "lock"))

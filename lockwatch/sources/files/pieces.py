@@ -18,7 +18,7 @@ from lockwatch.sources.files.decoded import worth_keeping
 from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
 from lockwatch.sources.files.listing import MIN_AREAS_PER_JOB
 from lockwatch.sources.files.roots import PinnedRoots
-from lockwatch.sources.files.scanner import Area, partition, scan_chunks
+from lockwatch.sources.files.scanner import Area, partition, scan_chunks, with_unread
 
 # A scan is read and judged in chunks, the first of CHUNK_FIRST locks, each next
 # one twice as large up to CHUNK_MOST: the first rows come after a few dozen
@@ -61,6 +61,7 @@ def read_pieces(
     if kernel_evidence:
         kernel_found.refresh()  # files of any name a kernel lock is on: this walk lists them
     for chunk in scan_chunks(areas, first=CHUNK_FIRST, most=CHUNK_MOST):
+        chunk = with_unread(chunk)  # a lock file it may not read: a row, as `ls` lists it
         if kernel_evidence:
             # /proc/locks is read after the chunk's files were (their kernel locks
             # were taken before they were written), its holders looked up for the

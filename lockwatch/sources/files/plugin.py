@@ -123,6 +123,7 @@ class SelectedFiles:
             listed = listed_keys(reading.result())
             listing = json_listing(self.roots, request.now, request.host, request.jobs, listed)
             out.arrays, out.errors, out.stale = listing.arrays, listing.errors, listing.stale
+            unread = listing.unread
         else:
             from lockwatch.clock import FrozenClock
             from lockwatch.model.assess import assess
@@ -136,6 +137,9 @@ class SelectedFiles:
             out.assessed = assess(locks, PsutilProcesses(), FrozenClock(request.now), request.host)
             out.errors = result.errors
             out.stale = sum(verdict.state is State.STALE for _, verdict in out.assessed)
+            unread = result.unread
+        if unread:
+            out.warnings.append(unread_note(unread))
         out.statuses = _statuses(self.roots, out.errors, request.now)
         named = {os.path.abspath(root) for root in self.roots}
         out.usage_errors = any(error.path in named for error in out.errors)
@@ -183,13 +187,15 @@ def find_file(target: str, host: str) -> Found | str:
     from lockwatch.clock import SystemClock
     from lockwatch.model.verdict import evaluate
     from lockwatch.sources.files.evidence import Evidence, kernel_table
-    from lockwatch.sources.files.scanner import is_candidate, load
+    from lockwatch.sources.files.scanner import is_candidate, load, unread_lock
     from lockwatch.sources.processes import PsutilProcesses
 
     path = os.path.abspath(ids.file_path(target) or target)
     if os.path.isdir(path) and not os.path.islink(path) and not is_candidate(path, "dir"):
         raise SourceError(f"{path} is a directory; name a lock file (or a lock directory)")
     loaded = load(path)
+    if isinstance(loaded, ScanError):
+        loaded = unread_lock(loaded) or loaded  # a root-only lock: from its place
     if loaded is None:
         return f"no lock at {path}: it is gone (released, or broken by someone else)"
     if isinstance(loaded, ScanError):
@@ -197,6 +203,15 @@ def find_file(target: str, host: str) -> Found | str:
     (lock,) = Evidence(kernel_table()).attach([loaded])
     verdict = evaluate(lock, PsutilProcesses(), SystemClock(), host)
     return lock, verdict, [lock]
+
+
+def unread_note(count: int) -> str:
+    """One line for the lock files listed unread, in place of an error each."""
+    files = "1 lock file" if count == 1 else f"{count} lock files"
+    return (
+        f"{files} could not be read (permission denied): listed from their place and"
+        " the kernel's locks on them (reason permission_denied); run as their owner to read them"
+    )
 
 
 def _statuses(

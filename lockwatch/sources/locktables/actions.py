@@ -51,12 +51,24 @@ def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
             "unsupported",
             f"no unlock is known for {facts.table}: set `unlocked` for it in [[locktables]]",
         )
+    if facts.version is None:
+        # Its values alone cannot tell this run's lock from a new run's that took
+        # it again meanwhile (is_locked 1 -> 0 -> 1): no break on them alone.
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "unversioned",
+            f"{facts.table}'s row version could not be read when it was looked at (a change"
+            " within that second, or a recording): a new run that took it again since could"
+            " not be told apart; look again",
+        )
     sets = ", ".join(f"{column} = {value.upper()}" for column, value in facts.unlock)
     command = UNLOCK_COMMANDS.get(facts.tool)
     like = f" (what `{command}` does)" if command else ""
     effect = (
         f"UPDATE {facts.table} SET {sets} on {facts.server}{like}, only where the row is"
-        " still exactly as seen"
+        f" still exactly as seen ({facts.version})"
     )
     stale = verdict.state is State.STALE
     why = None
@@ -73,7 +85,7 @@ def run_break(plan: Plan, doing: Doing, unlocker: Unlocker) -> Done:
         raise ActionRefused(
             "changed",
             f"{facts.table} on {facts.server} changed since you looked (no row matched what"
-            " you saw): nothing done",
+            f" you saw: its values and {facts.version}): nothing done",
         )
     return Done(
         {"table": facts.table, "rows": changed, "unlock": dict(facts.unlock)},

@@ -38,7 +38,9 @@ class TableSpec:
         return self.table.rsplit(".", 1)[-1]
 
     def matches(self, schema: str, table: str) -> bool:
-        return self.table in (table, f"{schema}.{table}")
+        # Compared part by part: "ops.deploy_lock" is no table named that in any
+        # schema, nor a table "deploy_lock" in a schema "ops.x".
+        return self.table.split(".") in ([table], [schema, table])
 
 
 def read_specs(value: Any, where: str) -> tuple[TableSpec, ...]:

@@ -64,6 +64,24 @@ class TableLock(Facts):
     # Liquibase JVMs (java processes with liquibase in their command line) on this
     # host at the poll; None: nobody looked.
     jvms: tuple[int, ...] | None = None
+    # The table's two names apart (`table` is them as text, quoted where needed):
+    # what a break's UPDATE names. Empty in recordings made before they were kept.
+    schema: str = ""
+    relation: str = ""
+    # What changes on every write of the row, whatever its values: a break compares
+    # it as well, so a row unlocked and taken again by a new run since the look
+    # (the same values) is refused. "xmin 936" (PostgreSQL's row version);
+    # "update_time …" (MySQL keeps none per row: the table's last change, to the
+    # second). None: none could be read that tells every write apart.
+    version: str | None = None
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """(schema, table) as the server names them."""
+        if self.relation:
+            return self.schema, self.relation
+        schema, _, table = self.table.partition(".")
+        return schema, table
 
     @property
     def seen(self) -> dict[str, Any]:
@@ -141,6 +159,7 @@ class TableLock(Facts):
                 "holder_ip": self.holder_ip,
                 "in_transaction": self.in_transaction,
                 "at_work": list(self.at_work),
+                "version": self.version,
             },
         )
 

@@ -26,7 +26,8 @@ class Found:
     """One lock table on a server, and the sessions that touch it now."""
 
     tool: str
-    table: str  # schema.table, as ids and messages name it
+    schema: str  # the schema (PostgreSQL) or database (MySQL) it is in
+    relation: str  # its own name
     rows: Sequence[Mapping[str, Any]]  # the whole rows, as read
     # Sessions at work on the table or its tool's other table (evidence the tool runs).
     at_work: tuple[str, ...] = ()
@@ -34,6 +35,31 @@ class Found:
     in_transaction: int | None = None
     # The config's word on a table of its naming ([[locktables]]).
     spec: TableSpec | None = None
+    # Each row's version, by position, as the server keeps one (facts.TableLock.version).
+    versions: Sequence[str | None] = ()
+
+    @property
+    def table(self) -> str:
+        """schema.table, as ids and messages name it (`qualified`)."""
+        return qualified(self.schema, self.relation)
+
+
+# A name part written as is in ids and messages; any other is quoted.
+_PLAIN_PART = re.compile(r"[\w$]+")
+
+
+def qualified(schema: str, relation: str) -> str:
+    """`schema.table`, each part that is not a plain name double-quoted (a quote in
+    it doubled), as SQL quotes it: `"a.b".knex_migrations_lock` and
+    `a."b.knex_migrations_lock"` are two tables, and an ordinary name's text (and
+    so its lock's id) is what it always was."""
+    return ".".join(_quoted_part(part) for part in (schema, relation))
+
+
+def _quoted_part(part: str) -> str:
+    if _PLAIN_PART.fullmatch(part):
+        return part
+    return '"' + part.replace('"', '""') + '"'
 
 
 def tool_of(table_name: str) -> str | None:
@@ -86,6 +112,17 @@ def _unlock(
     return tuple((spelled.get(col, col), value) for col, value in UNLOCKS.get(tool, ()))
 
 
+def _locked_and_key(
+    tool: str, row: Mapping[str, Any], spec: TableSpec | None
+) -> tuple[bool, object]:
+    """Whether the row holds its tool's lock, and the row's key, as its tool reads them."""
+    if spec is not None:
+        return _truthy(row.get(spec.locked)), row.get(spec.key) if spec.key else None
+    if tool == KNEX:
+        return _truthy(_get(row, "is_locked")), _get(row, "index")
+    return _truthy(_get(row, "locked")), _get(row, "id")
+
+
 def to_locks(
     found: Sequence[Found],
     *,
@@ -105,15 +142,7 @@ def to_locks(
         for position, row in enumerate(table.rows):
             tool = table.tool
             spec = table.spec
-            if spec is not None:
-                locked = _truthy(row.get(spec.locked))
-                key = row.get(spec.key) if spec.key else None
-            elif tool == KNEX:
-                locked = _truthy(_get(row, "is_locked"))
-                key = _get(row, "index")
-            else:
-                locked = _truthy(_get(row, "locked"))
-                key = _get(row, "id")
+            locked, key = _locked_and_key(tool, row, spec)
             in_transaction = table.in_transaction if tool == KNEX else None
             if not locked and in_transaction is None:
                 continue
@@ -134,6 +163,7 @@ def to_locks(
             elif in_transaction is not None:
                 holder = Holder(session=f"pid {in_transaction}")
             key_text = "" if key is None else str(key)
+            version = table.versions[position] if position < len(table.versions) else None
             facts = TableLock(
                 engine=engine,
                 server=server,
@@ -151,6 +181,9 @@ def to_locks(
                 at_work=table.at_work,
                 in_transaction=in_transaction,
                 jvms=jvms if tool == LIQUIBASE else None,
+                schema=table.schema,
+                relation=table.relation,
+                version=version,
             )
             locks.append(
                 Lock(

@@ -21,7 +21,15 @@ from lockwatch.model.action import ActionFailed, ActionRefused
 from lockwatch.model.lock import Lock
 from lockwatch.sources.locktables.config import TableSpec, spec_for
 from lockwatch.sources.locktables.facts import CONFIGURED, TableLock
-from lockwatch.sources.locktables.rows import Found, liquibase_jvms, to_locks, tool_of, wants_jvms
+from lockwatch.sources.locktables.rows import (
+    Found,
+    liquibase_jvms,
+    qualified,
+    to_locks,
+    tool_of,
+    wants_jvms,
+)
+from lockwatch.sources.locktables.work import tool_statement
 
 # Marks lockwatch's own statements: another lockwatch's read is no tool at work.
 MARK = "/* lockwatch */"
@@ -29,9 +37,18 @@ MARK = "/* lockwatch */"
 # bytes on Linux: Liquibase's in both cases).
 KNOWN = ("knex_migrations_lock", "DATABASECHANGELOGLOCK", "databasechangeloglock")
 _KNOWN_LOWER = frozenset(name.lower() for name in KNOWN)
+# UPDATE_TIME: InnoDB keeps no row version, so a lock row's version is its
+# table's last change (to the second), read before the rows. MySQL 8 caches it
+# unless told not to (the hint; MariaDB reads the hint as a comment).
 _CATALOG = f"""{MARK}
-SELECT TABLE_SCHEMA, TABLE_NAME, @@lower_case_table_names FROM information_schema.TABLES
+SELECT /*+ SET_VAR(information_schema_stats_expiry = 0) */
+       TABLE_SCHEMA, TABLE_NAME, @@lower_case_table_names, UPDATE_TIME, NOW()
+FROM information_schema.TABLES
 WHERE TABLE_NAME IN ({{names}}) AND TABLE_TYPE = 'BASE TABLE'
+"""
+_UPDATE_TIME = f"""{MARK}
+SELECT /*+ SET_VAR(information_schema_stats_expiry = 0) */ UPDATE_TIME
+FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s
 """
 # Not there, not ours to read, or the statement's time ran out: left for the next poll.
 _SKIP = (1142, 1143, 1146, 1205, 1969, 3024)
@@ -58,7 +75,7 @@ def read_tables(
     names = list(dict.fromkeys([*KNOWN, *(spec.name for spec in specs)]))
     cursor.execute(_CATALOG.format(names=", ".join(["%s"] * len(names))), names)
     answer = cursor.fetchall()
-    catalog = [(str(schema), str(table)) for schema, table, _ in answer]
+    catalog = [(str(row[0]), str(row[1]), _version(row[3], row[4])) for row in answer]
     if not catalog:
         return []
     # The catalog compares names without regard to case whatever the server does
@@ -67,14 +84,14 @@ def read_tables(
     folds = bool(answer[0][2])
     found: list[Found] = []
     ages: dict[tuple[str, int], float | None] = {}
-    for schema, table in catalog:
+    for schema, table, version in catalog:
         spec = _spec(specs, schema, table, folds)
         # A name the config gave for another database's table is no lock table here.
         known = spec is None and table.lower() in _KNOWN_LOWER
         tool = CONFIGURED if spec is not None else tool_of(table) if known else None
         if tool is None:
             continue
-        name = f"{schema}.{table}"
+        name = qualified(schema, table)
         try:
             cursor.execute(
                 f"{MARK} SELECT t.*, NOW(6) AS lockwatch_now FROM"
@@ -100,8 +117,9 @@ def read_tables(
                 age = (now - granted).total_seconds()
             ages[(name, position)] = age
             kept.append(row)
-        at_work = _evidence(schema, table, processes, configured=spec is not None)
-        found.append(Found(tool, name, kept, at_work, spec=spec))
+        at_work = _evidence(schema, table, processes, tool)
+        versions = [version] * len(kept)
+        found.append(Found(tool, schema, table, kept, at_work, spec=spec, versions=versions))
     if not found:
         return []
     jvms = liquibase_jvms() if wants_jvms(found) else None
@@ -116,6 +134,19 @@ def read_tables(
         jvms=jvms,
         make_id=lambda tool, table, key: f"mysql:{server}:lock_table:0:held:{table}/{key}",
     )
+
+
+def _version(update_time: object, now: object) -> str | None:
+    """The version of a table's rows: its last change (UPDATE_TIME, or none since
+    the server started), or None where a later change could not be told from it
+    (a change within the second of the look: UPDATE_TIME has whole seconds)."""
+    if update_time is None:
+        return "update_time none"
+    if not isinstance(update_time, datetime):
+        return None
+    if isinstance(now, datetime) and update_time >= now.replace(microsecond=0):
+        return None
+    return f"update_time {update_time.isoformat()}"
 
 
 def _spec(
@@ -153,8 +184,11 @@ def _column(columns: Sequence[str], name: str | None) -> str | None:
 
 
 def _evidence(
-    schema: str, table: str, processes: Sequence[Sequence[Any]], *, configured: bool = False
+    schema: str, table: str, processes: Sequence[Sequence[Any]], tool: str
 ) -> tuple[str, ...]:
+    """Threads running the tool's own work on its tables now (work.tool_statement:
+    a reader's select, however long it runs, is none)."""
+    configured = tool == CONFIGURED
     names = [table.lower()]
     # knex's and Liquibase's other table (the migrations they record) shows them at
     # work too; a configured table has no other that lockwatch knows.
@@ -167,8 +201,10 @@ def _evidence(
         statement = str(row[7] or "")
         if not statement or MARK in statement:
             continue
-        if any(name in statement.lower() for name in names) and (
-            row[3] == schema or schema.lower() in statement.lower()
+        if (
+            any(name in statement.lower() for name in names)
+            and (row[3] == schema or schema.lower() in statement.lower())
+            and tool_statement(statement, tool)
         ):
             lines.append(f"thread {row[0]} ({row[4]}) runs a statement on {table}")
     return tuple(lines)
@@ -179,7 +215,7 @@ def unlock_row(endpoint: Any, facts: TableLock) -> int:
     rows changed (0: it changed since they looked)."""
     import pymysql
 
-    schema, _, table = facts.table.partition(".")
+    schema, table = facts.names
     sets = ", ".join(f"{_quoted(column)} = {_literal(value)}" for column, value in facts.unlock)
     seen = facts.seen
     where = " AND ".join(f"{_quoted(column)} <=> %s" for column in seen)
@@ -191,7 +227,18 @@ def unlock_row(endpoint: Any, facts: TableLock) -> int:
     try:
         with conn.cursor() as cursor:
             cursor.execute(f"SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}")
-            changed = int(cursor.execute(statement, [_value(v) for v in seen.values()]))
+            values = [_value(v) for v in seen.values()]
+            # The row locked first: from then on no run can take it again unseen,
+            # and the table's last change says whether one did since the look.
+            if not cursor.execute(
+                f"SELECT 1 FROM {_quoted(schema)}.{_quoted(table)} WHERE {where} FOR UPDATE", values
+            ):
+                return 0
+            cursor.execute(_UPDATE_TIME, (schema, table))
+            now = cursor.fetchone()
+            if now is None or _version(now[0], None) != facts.version:
+                return 0
+            changed = int(cursor.execute(statement, values))
         conn.commit()
     except pymysql.err.OperationalError as exc:
         if exc.args and exc.args[0] == 1205:

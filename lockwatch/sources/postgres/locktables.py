@@ -24,7 +24,15 @@ from lockwatch.model.lock import Lock
 from lockwatch.sources.contract import ActionProvider
 from lockwatch.sources.locktables.config import TableSpec, spec_for
 from lockwatch.sources.locktables.facts import CONFIGURED, KNEX, TableLock
-from lockwatch.sources.locktables.rows import Found, liquibase_jvms, to_locks, tool_of, wants_jvms
+from lockwatch.sources.locktables.rows import (
+    Found,
+    liquibase_jvms,
+    qualified,
+    to_locks,
+    tool_of,
+    wants_jvms,
+)
+from lockwatch.sources.locktables.work import tool_statement
 from lockwatch.sources.postgres import ids
 
 # The tables looked for by name (knex's default, Liquibase's as it creates it on
@@ -61,6 +69,8 @@ WHERE c.relname = ANY(%(names)s) AND c.relkind IN ('r', 'p')
 """
 # Row locks an UPDATE or SELECT … FOR UPDATE of the lock row takes on its table.
 _ROW_MODES = ("RowShareLock", "RowExclusiveLock")
+# What a plain SELECT takes: anyone's read, held to its transaction's end.
+_READ_MODE = "AccessShareLock"
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ async def read_tables(
         tool = CONFIGURED if spec is not None else tool_of(entry["table_name"])
         if tool is None:
             continue
-        name = f"{entry['schema_name']}.{entry['table_name']}"
+        name = qualified(entry["schema_name"], entry["table_name"])
         tables.append((tool, name, entry, spec))
         columns = {str(c).lower(): str(c) for c in entry["columns"] or ()}
         since = spec.since if spec is not None else columns.get("lockgranted")
@@ -104,7 +114,11 @@ async def read_tables(
             else sql.SQL("NULL::float8")
         )
         parts.append(
-            sql.SQL("SELECT {} AS n, to_jsonb(t) AS row, {} AS age FROM {}.{} AS t").format(
+            # xmin: the row's version, new on every write (a break compares it).
+            sql.SQL(
+                "SELECT {} AS n, to_jsonb(t) AS row, t.xmin::text AS xmin, {} AS age"
+                " FROM {}.{} AS t"
+            ).format(
                 sql.Literal(index),
                 age,
                 sql.Identifier(entry["schema_name"]),
@@ -125,33 +139,61 @@ async def read_tables(
         psycopg.errors.DatatypeMismatch,
     ):
         return NOTHING
+    by_table, versions, ages = _by_table(rows, catalog)
+    found: list[Found] = []
+    for tool, _, entry, spec in tables:
+        index = catalog.index(entry)
+        at_work, in_transaction = _evidence(tool, entry, sessions, database)
+        found.append(
+            Found(
+                tool,
+                entry["schema_name"],
+                entry["table_name"],
+                by_table.get(index, []),
+                at_work,
+                in_transaction,
+                spec,
+                versions.get(index, []),
+            )
+        )
+    jvms = await asyncio.to_thread(liquibase_jvms) if wants_jvms(found) else None
+    return TablesRead(database, found, ages, jvms)
+
+
+def _by_table(
+    rows: Sequence[Mapping[str, Any]], catalog: Sequence[Mapping[str, Any]]
+) -> tuple[
+    dict[int, list[Mapping[str, Any]]],
+    dict[int, list[str | None]],
+    dict[tuple[str, int], float | None],
+]:
+    """The rows read, by their table's place in the catalog: each row, its version
+    (xmin) and its age, by (table, position)."""
     by_table: dict[int, list[Mapping[str, Any]]] = {}
+    versions: dict[int, list[str | None]] = {}
     ages: dict[tuple[str, int], float | None] = {}
     for row in rows:
         n = int(row["n"])
         kept = by_table.setdefault(n, [])
         entry = catalog[n]
-        ages[(f"{entry['schema_name']}.{entry['table_name']}", len(kept))] = row["age"]
+        ages[(qualified(entry["schema_name"], entry["table_name"]), len(kept))] = row["age"]
         kept.append(row["row"] if isinstance(row["row"], dict) else {})
-    found: list[Found] = []
-    for tool, name, entry, spec in tables:
-        index = catalog.index(entry)
-        at_work, in_transaction = _evidence(tool, entry, sessions, database)
-        rows_of = by_table.get(index, [])
-        found.append(Found(tool, name, rows_of, at_work, in_transaction, spec))
-    jvms = await asyncio.to_thread(liquibase_jvms) if wants_jvms(found) else None
-    return TablesRead(database, found, ages, jvms)
+        versions.setdefault(n, []).append(f"xmin {row['xmin']}" if row["xmin"] else None)
+    return by_table, versions, ages
 
 
 def _evidence(
     tool: str, entry: Mapping[str, Any], sessions: Sequence[Mapping[str, Any]], database: str
 ) -> tuple[tuple[str, ...], int | None]:
-    """What shows the tool at work: sessions holding its tables open, and sessions
-    of this database whose current (or last) statement names them."""
+    """What shows the tool at work: sessions holding its tables open other than to
+    read them, and sessions of this database whose current (or last) statement is
+    the tool's own work on them (work.tool_statement: no read)."""
     lines: list[str] = []
     in_transaction = None
     seen: set[int] = set()
     for locker in entry["lockers"] or ():
+        if locker["mode"] == _READ_MODE:
+            continue  # a reader's open transaction (its select), no run at work
         pid = int(locker["pid"])
         lines.append(f"pid {pid} holds {locker['mode']} on {locker['table']}")
         seen.add(pid)
@@ -168,7 +210,7 @@ def _evidence(
         if str(session.get("application_name") or "").startswith("lockwatch"):
             continue
         query = str(session.get("query") or "").lower()
-        if any(name in query for name in names):
+        if any(name in query for name in names) and tool_statement(query, tool):
             state = session.get("state") or "unknown"
             lines.append(f"pid {pid} ({state}) ran a statement on {names[0]}")
             seen.add(pid)
@@ -199,14 +241,17 @@ def unlock_row(dsn: str, facts: TableLock, *, lock_timeout_ms: int = 2000) -> in
     from lockwatch.sources.postgres.actor import ACTION_APPLICATION
     from lockwatch.sources.postgres.dsn import scrub
 
-    schema, _, table = facts.table.partition(".")
+    schema, table = facts.names
     assignments = sql.SQL(", ").join(
         sql.SQL("{} = {}").format(sql.Identifier(column), sql.SQL(_literal(value)))
         for column, value in facts.unlock
     )
-    statement = sql.SQL("UPDATE {}.{} AS t SET {} WHERE to_jsonb(t) = %s::jsonb").format(
-        sql.Identifier(schema), sql.Identifier(table), assignments
-    )
+    # The row's values and its version: the same values written again by a new
+    # run (is_locked 1 -> 0 -> 1) are another row version, another holder's lock.
+    statement = sql.SQL(
+        "UPDATE {}.{} AS t SET {} WHERE to_jsonb(t) = %s::jsonb AND t.xmin = %s::xid"
+    ).format(sql.Identifier(schema), sql.Identifier(table), assignments)
+    xmin = _xmin(facts.version)
     try:
         with psycopg.connect(
             conninfo.make_conninfo(dsn, dbname=facts.database),
@@ -216,7 +261,7 @@ def unlock_row(dsn: str, facts: TableLock, *, lock_timeout_ms: int = 2000) -> in
             # A runner's open transaction holds the row: waiting on it would be to
             # take the lock after the migration, not to free a stuck one.
             conn.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
-            changed = conn.execute(statement, (json.dumps(facts.seen),)).rowcount
+            changed = conn.execute(statement, (json.dumps(facts.seen), xmin)).rowcount
     except psycopg.errors.LockNotAvailable as exc:
         raise ActionRefused(
             "in_use",
@@ -226,6 +271,14 @@ def unlock_row(dsn: str, facts: TableLock, *, lock_timeout_ms: int = 2000) -> in
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ActionFailed("server_error", scrub(first, dsn)) from exc
     return changed
+
+
+def _xmin(version: str | None) -> str:
+    prefix = "xmin "
+    if version is None or not version.startswith(prefix) or not version[5:].isdigit():
+        # The plan refuses a row without its version; never compare values alone.
+        raise ActionRefused("unversioned", f"no row version (xmin) was read: {version!r}")
+    return version[len(prefix) :]
 
 
 def _literal(value: str) -> str:

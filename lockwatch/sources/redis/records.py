@@ -6,7 +6,8 @@ Formats, by what each library writes:
 - python-redis-lock: `lock:<name>` = a random id (base64 of 18 bytes), its
   waiters blocked in BLPOP on the list `lock-signal:<name>`;
 - pottery's Redlock: `redlock:<name>` = a uuid4, on every server of the group;
-- redis-py's `Lock`: the name as given = `uuid1().hex` (32 hex digits, version 1);
+- redis-py's `Lock` (and its asyncio `Lock`): the name as given = a uuid's hex,
+  `uuid1().hex` up to redis-py 8.1, `uuid4().hex` from 8.2.0 on;
 - anything else a pattern matched: `redis`.
 
 Keys that are not strings, and locks with no key, have format modules of
@@ -47,8 +48,15 @@ _REDISSON_INTERNAL = "redisson_"
 PY_REDIS_LOCK_PREFIX = "lock:"
 SIGNAL_PREFIX = "lock-signal:"
 REDLOCK_PREFIX = "redlock:"
-# redis-py's Lock token: uuid.uuid1().hex, whose 13th digit is the version.
-_REDIS_PY_TOKEN = re.compile(r"[0-9a-f]{12}1[0-9a-f]{19}")
+# redis-py's Lock token, as each release's redis/lock.py and redis/asyncio/lock.py
+# write it: uuid.uuid1().hex from 5.0.0 (the oldest claimed) to 8.1.0,
+# uuid.uuid4().hex from 8.2.0. Its 13th digit is the version (1 or 4) and its 17th
+# the RFC 4122 variant (8, 9, a or b): a random 32-hex value has that shape 1 time
+# in 32. No other library read here writes a bare hex uuid (pottery's and
+# redis-semaphore's uuids are dashed, python-redis-lock's id base64), but a value
+# set by hand as uuid4().hex cannot be told from redis-py 8.2's: it reads as
+# redis-py, judged alike (`redis` has `redis-py`'s rules).
+_REDIS_PY_TOKEN = re.compile(r"[0-9a-f]{12}[14][0-9a-f]{3}[89ab][0-9a-f]{15}")
 # A BLPOP's timeout argument as python-redis-lock sends it (its `expire`, or 0):
 # whole seconds, up to 999999.
 _TIMEOUT_DIGITS = range(1, 7)
