@@ -71,6 +71,52 @@ class Refused(OSError):
         return f"{os.fspath(self.filename)}: {self.why}"
 
 
+# The kernel's own file systems: their "regular" files are views of kernel state
+# (/proc/kmsg blocks on read whatever the flags, /proc/self/pagemap is as large as
+# the address space), all of size 0 or a made-up one: never settings or recordings.
+_PSEUDO_FS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "configfs",
+        "cgroup",
+        "cgroup2",
+        "pstore",
+        "efivarfs",
+        "bpf",
+        "fusectl",
+        "binfmt_misc",
+    }
+)
+
+
+def _file_system(dev: int) -> str | None:
+    """The type of the file system mounted on device `dev`, from the kernel's
+    own table of mounts (None where it cannot be read or is not there)."""
+    wanted = f"{os.major(dev)}:{os.minor(dev)}"
+    try:
+        with open("/proc/self/mountinfo", "rb") as table:
+            for raw in table:
+                fields = raw.decode("utf-8", "replace").split()
+                if len(fields) > 2 and fields[2] == wanted and "-" in fields[6:]:
+                    return fields[fields.index("-", 6) + 1]
+    except OSError:
+        return None
+    return None
+
+
+def kernel_view(st: os.stat_result) -> str | None:
+    """Why a "regular" file of status `st` is no file to read: one of the
+    kernel's own file systems (/proc, /sys) holds it."""
+    kind = _file_system(st.st_dev)
+    if kind in _PSEUDO_FS:
+        return f"a file of the kernel's {kind} file system"
+    return None
+
+
 def special(mode: int) -> str | None:
     """What a file of `mode` is when it is not a regular file ("a FIFO", ...)."""
     for test, name in _KINDS:
@@ -291,10 +337,13 @@ def _open_regular(path: str, limit: int | None, trust: Trust | None) -> tuple[in
         raise Refused(path, why, untrusted=True)
     if kind is not None:
         raise Refused(path, f"{kind}, not a regular file")
+    view = kernel_view(st)  # before opening: /proc/kmsg's read blocks, non-blocking or not
+    if view is not None:
+        raise Refused(path, f"{view}, not a regular file")
     fd = os.open(path, _OPEN)
     try:
         st = os.fstat(fd)
-        kind = special(st.st_mode)  # replaced between the stat and the open
+        kind = special(st.st_mode) or kernel_view(st)  # replaced between the stat and the open
         if kind is not None:
             raise Refused(path, f"{kind}, not a regular file")
         if trust is not None:

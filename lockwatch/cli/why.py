@@ -36,6 +36,9 @@ WHY_SCHEMA = "lockwatch.why/1"
 EXIT_FOUND = 0
 EXIT_NOTHING = 1
 EXIT_USAGE = 2
+# A tool's message, pasted or piped, is a few lines (Terraform's "Lock Info" block
+# is under 1 KiB): 64 KiB holds it with what a run printed before it.
+MAX_STDIN_BYTES = 64 * 1024
 
 LOOKS_FOR = (
     "paths of lock files (apt/dpkg, git, Terraform's Lock Info, flock and lockfile-progs"
@@ -121,22 +124,35 @@ def why(**values: Any) -> None:
 
 
 def _read(words: Sequence[str]) -> str:
-    if list(words) == ["-"]:
-        data = sys.stdin.buffer.read()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise click.UsageError(
-                "standard input is not UTF-8 text; nothing was looked at"
-            ) from None
-    else:
-        text = " ".join(words)
+    text = _read_stdin() if list(words) == ["-"] else " ".join(words)
     if not text.strip():
         raise click.UsageError(
             "say what is locked: an error message, a path or a lock id"
             " (e.g. lockwatch why app.db; see --help)"
         )
     return text
+
+
+def _read_stdin() -> str:
+    """Standard input, its first MAX_STDIN_BYTES at most: a tool's message is a
+    few lines, and `</dev/zero` must not take the machine's memory. What is past
+    the cap is not read, and one line says so."""
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    cut = len(data) > MAX_STDIN_BYTES
+    if cut:
+        data = data[:MAX_STDIN_BYTES]
+        print(
+            f"lockwatch: standard input is over {MAX_STDIN_BYTES >> 10} KiB:"
+            f" only its first {MAX_STDIN_BYTES >> 10} KiB was looked at",
+            file=sys.stderr,
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A character the cap split in two is not a reason to refuse the rest.
+        if cut and exc.reason == "unexpected end of data":
+            return data[: exc.start].decode("utf-8")
+        raise click.UsageError("standard input is not UTF-8 text; nothing was looked at") from None
 
 
 def _config(path: str | None) -> Config:

@@ -324,7 +324,7 @@ def test_a_config_too_large_to_be_one_is_refused(tmp_path: Path) -> None:
     (tmp_path / "lockwatch.toml").write_text("# padding\n" * 200_000)
     done = lockwatch(tmp_path, "ls", home=tmp_path)
     assert done.returncode == 2
-    assert "more than the 1 MiB allowed" in done.stderr
+    assert "more than the 256 KiB allowed" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
 

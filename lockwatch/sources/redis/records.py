@@ -121,7 +121,16 @@ def _lock(snapshot: RedisSnapshot, found: RedisKey, fmt: str, name: str) -> Lock
         value=found.value,
         ttl_left=ttl,
         session=found.value,
+        value_bytes=found.size,
     )
+    content: dict[str, object] = {
+        "server": snapshot.server,
+        "key": found.key,
+        "value": found.value,
+        "pttl_ms": found.pttl,
+    }
+    if found.size is not None:
+        content["value_bytes"] = found.size  # "value" is its start only
     return Lock(
         id=ids.redis_id(snapshot.server, found.key),
         source=REDIS,
@@ -131,13 +140,9 @@ def _lock(snapshot: RedisSnapshot, found: RedisKey, fmt: str, name: str) -> Lock
         holder=Holder(session=found.value),
         ttl_seconds=ttl,
         expires_at=store.expires_at,
-        content={
-            "server": snapshot.server,
-            "key": found.key,
-            "value": found.value,
-            "pttl_ms": found.pttl,
-        },
-        sha256=digest(found.value),
+        content=content,
+        # The digest of a value read in part would be no value's: none, not a wrong one.
+        sha256=digest(found.value) if found.size is None else None,
         facts=store,
     )
 

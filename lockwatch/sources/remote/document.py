@@ -41,6 +41,9 @@ CLAIMED_FIELD = "claimed_host"
 CLAIM_CODE = "claims_this_host"
 # A host name is at most 253 characters (RFC 1035): the rest is shown cut.
 MAX_HOST = 253
+# Locks read of one remote's document: past it the document is refused whole
+# (the bytes and values it may have are capped as it is read: client.py).
+MAX_RECORDS = 100_000
 # Dropped records named one by one in the warning, at most.
 NAMED_DROPS = 3
 
@@ -114,6 +117,8 @@ def read_document(
         raise DocumentError("no host or generated_at")
     if not isinstance(found, list):
         raise DocumentError("no locks array")
+    if len(found) > MAX_RECORDS:
+        raise DocumentError(f"{len(found):,} locks, over the {MAX_RECORDS:,} read of a remote")
     kept: list[Lock] = []
     rendered: list[dict[str, Any]] = []
     dropped: list[str] = []
