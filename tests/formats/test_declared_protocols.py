@@ -19,6 +19,7 @@ its config a file in the run's own temporary home.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -178,3 +179,39 @@ def test_the_declaration_leaves_other_paths_alone(tmp_path: Path) -> None:
     )
     record = records(directory)["build.lock"]
     assert (record["state"], codes(record)) == ("unknown", ["existence_unknown"]), record
+
+
+@pytest.mark.parametrize(
+    ("kind", "state", "code"),
+    [("kernel", "free", "declared_kernel_sentinel"), ("existence", "active", "declared_existence")],
+)
+async def test_the_dashboards_feed_takes_the_declaration_from_the_config(
+    tmp_path: Path, kind: str, state: str, code: str
+) -> None:
+    # The dashboard's (and serve's) real file feed, as the file source builds it
+    # from the config: never having seen the kernel hold the sentinel, it is settled
+    # by the declaration alone.
+    from lockwatch.clock import SystemClock
+    from lockwatch.config import from_mapping
+    from lockwatch.sources.contract import Wanted
+    from lockwatch.sources.files.plugin import SOURCE
+    from lockwatch.sources.registry import configured
+    from tests.soak.test_churn import Watched, watching
+    from tests.sources.test_file_feed import eventually, lock_id
+
+    directory = locks_dir(tmp_path)
+    path = released_filelock(directory)
+    entry = {"path": f"{directory.resolve()}/*", "kind": kind}
+    config = configured(from_mapping({"protocols": [entry]}))
+    selected = SOURCE.select(Wanted((str(directory),), {}, config, {}))
+    assert selected is not None
+    (feed,) = selected.feeds(SystemClock(), socket.gethostname())
+    watched = Watched(socket.gethostname())
+    async with watching(feed, watched):  # type: ignore[arg-type]
+
+        def settled() -> bool:
+            said = watched.states().get(lock_id(path))
+            return said is not None and (said[0], said[1][:1]) == (state, (code,))
+
+        if not await eventually(settled):
+            pytest.fail(f"the feed says {watched.states().get(lock_id(path))}, not {state}, {code}")
