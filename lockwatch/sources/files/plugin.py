@@ -84,11 +84,12 @@ class FilesSource:
             raise SourceError("PATH: an empty PATH (an unset variable?)")
         # With only other sources asked for (--pg, --kernel) and no PATH: no files.
         roots = wanted.paths or (() if wanted.others_asked else (".",))
-        protocols = _protocols(wanted)
+        # The [[protocols]] read_config read (None: the config was not read).
+        protocols = wanted.settings(self.name)
         return SelectedFiles(tuple(roots), protocols) if roots else None
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
-        return find_file(target, host, _protocols(wanted))
+        return find_file(target, host, wanted.settings(self.name))
 
     def hint(self, wanted: Wanted, running: bool) -> Hint | None:
         if not running:
@@ -102,12 +103,6 @@ class FilesSource:
         from lockwatch.sources.files.scanner import is_candidate
 
         return clues(text, lambda path: is_candidate(path, "file"))
-
-
-def _protocols(wanted: Wanted) -> Protocols:
-    from lockwatch.sources.files.protocols import protocols_of
-
-    return protocols_of(wanted.settings(FilesSource.name))
 
 
 @dataclass(frozen=True)

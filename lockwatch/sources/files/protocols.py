@@ -98,8 +98,3 @@ def read_protocols(value: Any, where: str) -> Protocols:
         pattern = re.compile(fnmatch.translate(os.path.normpath(expanded)))
         entries.append(Declared(expanded, kind, pattern))
     return Protocols(tuple(entries))
-
-
-def protocols_of(settings: object) -> Protocols:
-    """The files source's settings (`Wanted.settings("file")`), or none declared."""
-    return settings if isinstance(settings, Protocols) else NO_PROTOCOLS
