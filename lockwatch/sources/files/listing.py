@@ -22,6 +22,7 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import State, Verdict, evaluate
+from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
 from lockwatch.sources.files.scanner import (
     Area,
     ScanResult,
@@ -53,7 +54,11 @@ class Judged:
 
 
 def _judge(
-    areas: Sequence[Area], now: datetime, host: str, listed: frozenset[FileKey] | None = None
+    areas: Sequence[Area],
+    now: datetime,
+    host: str,
+    listed: frozenset[FileKey] | None = None,
+    protocols: Protocols = NO_PROTOCOLS,
 ) -> Judged:
     from lockwatch.sources.files.evidence import Evidence, kernel_table_for
 
@@ -61,7 +66,8 @@ def _judge(
     # Rendered and dropped: nothing keeps the records' content, so none is compacted.
     loaded = with_unread(load_all(candidates, ScanResult(errors=errors), compact=False))
     # The kernel's word on this slice's files alone (`listed`: what /proc/locks names).
-    locks = Evidence(kernel_table_for(listed, loaded.locks)).attach(loaded.locks)
+    table = kernel_table_for(listed, loaded.locks)
+    locks = Evidence(table, protocols=protocols).attach(loaded.locks)
     # Processes are looked at after the files were read (see PsutilProcesses).
     processes, clock = PsutilProcesses(), FrozenClock(now)
     records = []
@@ -109,12 +115,14 @@ def json_listing(
     host: str,
     jobs: int,
     listed: frozenset[FileKey] | None = None,
+    protocols: Protocols = NO_PROTOCOLS,
 ) -> Listing:
     """The file locks under `roots`, rendered, identical whatever `jobs` is.
     `listed`: the files /proc/locks names (evidence.kernel_listed), read once here;
-    each worker reads the kernel's word on its own files."""
+    each worker reads the kernel's word on its own files. `protocols`: what the
+    config declares paths' locks to be."""
     slices, find_errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
-    parts = fan_out(slices, lambda part: _judge(part, now, host, listed))
+    parts = fan_out(slices, lambda part: _judge(part, now, host, listed, protocols))
     _add_scope_conflicts(parts)
     errors = sorted(
         find_errors + [error for part in parts for error in part.errors], key=lambda e: e.path
