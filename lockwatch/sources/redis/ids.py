@@ -12,8 +12,7 @@ the redis source's `id_prefix` (the registry's vocabulary of prefixes).
 
 from __future__ import annotations
 
-import re
-
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.sources.stores.ids import StoreId
 
 REDIS = "redis"
@@ -21,11 +20,13 @@ REDIS = "redis"
 # A Redis server is `host:port/db` (`[v6]:port/db`, or `unix:<socket path>/db`);
 # a Redlock group is its servers joined by commas.
 _REDIS_SERVER = r"(?:\[[0-9A-Fa-f:.]+\]|[^:/,\[\]]+):\d+/\d+|unix:/[^:,]*/\d+"
-_REDIS = re.compile(rf"redis:(?P<server>(?:{_REDIS_SERVER})(?:,(?:{_REDIS_SERVER}))*):(?P<key>.*)")
+_REDIS = lazy_compile(
+    rf"redis:(?P<server>(?:{_REDIS_SERVER})(?:,(?:{_REDIS_SERVER}))*):(?P<key>.*)"
+)
 
 
 # What follows a key in an id that names one party of it, not the key's lock.
-_PARTY = re.compile(r"#(?:client|holder|waiter|pubsub)=[^#]*\Z")
+_PARTY = lazy_compile(r"#(?:client|holder|waiter|pubsub)=[^#]*\Z")
 
 
 def redis_id(

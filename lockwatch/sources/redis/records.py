@@ -17,12 +17,12 @@ their own: redisson.py (hashes), semaphore.py (sorted sets), subscription.py
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.redis import ids, redisson, semaphore, subscription
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot, raw
@@ -48,7 +48,7 @@ PY_REDIS_LOCK_PREFIX = "lock:"
 SIGNAL_PREFIX = "lock-signal:"
 REDLOCK_PREFIX = "redlock:"
 # redis-py's Lock token: uuid.uuid1().hex, whose 13th digit is the version.
-_REDIS_PY_TOKEN = re.compile(r"[0-9a-f]{12}1[0-9a-f]{19}")
+_REDIS_PY_TOKEN = lazy_compile(r"[0-9a-f]{12}1[0-9a-f]{19}")
 # A BLPOP's timeout argument as python-redis-lock sends it (its `expire`, or 0):
 # whole seconds, up to 999999.
 _TIMEOUT_DIGITS = range(1, 7)

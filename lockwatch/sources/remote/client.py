@@ -24,8 +24,7 @@ import httpcore
 import httpx
 
 from lockwatch import __version__
-from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
-from lockwatch.sources.polled import stalled
+from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport, stalled
 from lockwatch.sources.remote.endpoints import DEFAULT_TIMEOUT, Remote
 
 # A 10,000-lock document is about 10 MB: this leaves room, and bounds a hostile one.
