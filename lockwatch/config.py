@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from lockwatch.model.lazyre import lazy_compile
 
 FILE_NAME = "lockwatch.toml"
 # A config is a page of settings: 256 KiB is not one, a deeper nesting than this
@@ -157,11 +158,11 @@ def parse_bytes(data: bytes, where: str) -> Config:
     return from_mapping(tables, where)
 
 
-_STRING_START = re.compile(r"[\"'#]")
-_BASIC_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"?')
-_LITERAL_STRING = re.compile(r"'[^'\n]*'?")
-_DOTTED = re.compile(r"[\w-]+(?:[ \t]*\.[ \t]*[\w-]+)+")
-_BRACKET = re.compile(r"[\[\]{}]")
+_STRING_START = lazy_compile(r"[\"'#]")
+_BASIC_STRING = lazy_compile(r'"(?:[^"\\\n]|\\.)*"?')
+_LITERAL_STRING = lazy_compile(r"'[^'\n]*'?")
+_DOTTED = lazy_compile(r"[\w-]+(?:[ \t]*\.[ \t]*[\w-]+)+")
+_BRACKET = lazy_compile(r"[\[\]{}]")
 
 
 def _skeleton(text: str) -> str:

@@ -26,6 +26,7 @@ from lockwatch.cli.where import (
     warn_if_key_beside_log,
 )
 from lockwatch.model.action import Kind
+from lockwatch.model.lazyre import lazy_compile
 
 if TYPE_CHECKING:
     from lockwatch.actions.plan import Plan
@@ -67,7 +68,7 @@ Exit status:
      its result could not be written to the audit log; its intent was)
 """
 
-_SHA256 = re.compile(r"(?:sha256:)?([0-9a-f]{64})", re.IGNORECASE)
+_SHA256 = lazy_compile(r"(?:sha256:)?([0-9a-f]{64})", re.IGNORECASE)
 
 
 def _sha(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

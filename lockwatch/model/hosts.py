@@ -8,12 +8,13 @@ client is on their server's own host.
 from __future__ import annotations
 
 import ipaddress
-import re
+
+from lockwatch.model.lazyre import lazy_compile
 
 # Names every resolver maps to loopback (Debian's /etc/hosts adds the ip6- ones).
 _LOCAL_NAMES = frozenset({"localhost", "ip6-localhost", "ip6-loopback"})
 # `[::1]:9464`, `127.0.0.1:9464`: an address with a port, as a URL's authority has it.
-_WITH_PORT = re.compile(r"\[(?P<v6>[^\]]+)\](?::\d*)?|(?P<v4>[0-9.]+):\d*")
+_WITH_PORT = lazy_compile(r"\[(?P<v6>[^\]]+)\](?::\d*)?|(?P<v4>[0-9.]+):\d*")
 
 
 def is_local_address(host: str) -> bool:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.mysql.display import held_cell, sections
 from lockwatch.sources.mysql.report import my_record
@@ -32,7 +33,7 @@ METADATA_LOCK = "metadata_lock"
 
 # What MySQL statements carry passwords in: IDENTIFIED BY '…', PASSWORD('…'),
 # MASTER_PASSWORD = '…' (the generic scrubber knows URLs and key=value forms).
-_SQL_SECRETS = re.compile(
+_SQL_SECRETS = lazy_compile(
     r"((?:IDENTIFIED\s+(?:WITH\s+\S+\s+)?(?:BY|AS)|PASSWORD\s*\(|PASSWORD\s*=|"
     r"MASTER_PASSWORD\s*=|SOURCE_PASSWORD\s*=)\s*)('(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\")",
     re.IGNORECASE,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from lockwatch.model.clues import Clue, ClueKind
+from lockwatch.model.lazyre import lazy_compile
 
 SOURCE = "mysql"
 TOOL = "mysql"
@@ -30,20 +31,22 @@ GET_LOCK_ADVICE = (
 
 # ERROR 1205 (HY000): Lock wait timeout exceeded; try restarting transaction
 # PyMySQL: (1205, 'Lock wait timeout exceeded; try restarting transaction')
-_LOCK_WAIT = re.compile(r"\b1205\b|Lock wait timeout exceeded", re.I)
+_LOCK_WAIT = lazy_compile(r"\b1205\b|Lock wait timeout exceeded", re.I)
 # ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction
-_DEADLOCK = re.compile(r"\b1213\b|Deadlock found when trying to get lock", re.I)
+_DEADLOCK = lazy_compile(r"\b1213\b|Deadlock found when trying to get lock", re.I)
 # ERROR 3572 (HY000): Statement aborted because lock(s) could not be acquired
 # immediately and NOWAIT is set.
-_NOWAIT = re.compile(r"\b3572\b|could not be acquired immediately and NOWAIT", re.I)
+_NOWAIT = lazy_compile(r"\b3572\b|could not be acquired immediately and NOWAIT", re.I)
 # GET_LOCK('name', 10), IS_USED_LOCK('name'), IS_FREE_LOCK("name")
-_NAMED = re.compile(
+_NAMED = lazy_compile(
     r"""\b(?:GET_LOCK|IS_USED_LOCK|IS_FREE_LOCK|RELEASE_LOCK)\s*\(\s*"""
     r"""(?:'(?P<single>(?:[^'\\]|\\.|'')*)'|"(?P<double>(?:[^"\\]|\\.|"")*)")""",
     re.I,
 )
 # The messages are MySQL's only with one of these around them (1205 alone is a number).
-_MYSQL_WORDS = re.compile(r"\bERROR\b|HY000|40001|Lock wait|Deadlock found|NOWAIT|\(1\d{3},", re.I)
+_MYSQL_WORDS = lazy_compile(
+    r"\bERROR\b|HY000|40001|Lock wait|Deadlock found|NOWAIT|\(1\d{3},", re.I
+)
 
 
 def _unquote(match: re.Match[str]) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.sources.mysql.facts import (
     GET_LOCK,
@@ -29,11 +30,11 @@ PREFIX = "mysql"
 
 # The table a statement names first after these words.
 _IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
-_TABLE = re.compile(
+_TABLE = lazy_compile(
     rf"\b(?:TABLE|FROM|INTO|UPDATE|JOIN|ON)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT}(?:\s*\.\s*{_IDENT})?)",
     re.IGNORECASE,
 )
-_DDL = re.compile(
+_DDL = lazy_compile(
     r"^\s*(?:/\*.*?\*/\s*)*(?:ALTER|RENAME|DROP|TRUNCATE|CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX|OPTIMIZE|REPAIR|LOCK\s+TABLES?)\b",
     re.IGNORECASE | re.DOTALL,
 )
@@ -47,7 +48,7 @@ def lock_id(server: str, kind: str, thread: int, held: bool, target: str) -> str
     return f"{PREFIX}:{server}:{kind}:{thread}:{'held' if held else 'wait'}:{target}"
 
 
-_ID = re.compile(
+_ID = lazy_compile(
     r"mysql:(?P<server>(?:[^@:/]+@)?(?:unix:/[^:]*|(?:\[[0-9A-Fa-f:.]+\]|[^:/@\[\]]+):\d+))"
     r":(?P<kind>get_lock|innodb_row|metadata_lock|lock_table):(?P<thread>\d+):(?P<state>held|wait):(?P<target>.*)",
     re.DOTALL,

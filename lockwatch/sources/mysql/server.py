@@ -20,6 +20,7 @@ import pymysql
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
 from lockwatch.sources.locktables.config import TableSpec
 from lockwatch.sources.mysql import queries
@@ -30,7 +31,7 @@ from lockwatch.sources.mysql.lexer import asked_names
 from lockwatch.sources.mysql.locktables import read_tables
 from lockwatch.sources.mysql.records import Poll, build
 from lockwatch.sources.mysql.settings import DEFAULT_IDLE_AFTER
-from lockwatch.sources.polled import DEFAULT_DEADLINE, Polled
+from lockwatch.sources.polled import Polled
 
 KIND = "mysql"
 # MySQL's "access denied; you need the PROCESS privilege" and "table access denied".

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from lockwatch.model.clues import Clue, ClueKind
+from lockwatch.model.lazyre import lazy_compile
 
 SOURCE = "postgres"
 TOOL = "postgres"
@@ -26,19 +27,19 @@ STATEMENT_TIMEOUT_ADVICE = (
     " (if it waited on a lock, pg_stat_activity showed wait_event_type Lock)"
 )
 
-_LOCK_TIMEOUT = re.compile(r"canceling statement due to lock timeout|\block timeout\b", re.I)
-_STATEMENT_TIMEOUT = re.compile(r"canceling statement due to statement timeout", re.I)
-_DEADLOCK = re.compile(r"deadlock detected", re.I)
+_LOCK_TIMEOUT = lazy_compile(r"canceling statement due to lock timeout|\block timeout\b", re.I)
+_STATEMENT_TIMEOUT = lazy_compile(r"canceling statement due to statement timeout", re.I)
+_DEADLOCK = lazy_compile(r"deadlock detected", re.I)
 # "could not obtain lock on relation "jobs"", "... on row in relation "jobs""
-_NOWAIT = re.compile(r'could not obtain lock on (?:row in )?relation "(?P<rel>[^"]+)"', re.I)
+_NOWAIT = lazy_compile(r'could not obtain lock on (?:row in )?relation "(?P<rel>[^"]+)"', re.I)
 # CONTEXT:  while updating tuple (0,1) in relation "jobs"
-_CONTEXT_RELATION = re.compile(r'in relation "(?P<rel>[^"]+)"', re.I)
+_CONTEXT_RELATION = lazy_compile(r'in relation "(?P<rel>[^"]+)"', re.I)
 # "relation jobs" / "on relation 16384 of database 5"
-_ANY_RELATION = re.compile(r'\brelation "?(?P<rel>[A-Za-z_][\w.$]*)"?', re.I)
+_ANY_RELATION = lazy_compile(r'\brelation "?(?P<rel>[A-Za-z_][\w.$]*)"?', re.I)
 # DETAIL:  Process 8525 waits for ShareLock on transaction 740; blocked by process 8527.
-_PROCESS = re.compile(r"\b[Pp]rocess (?P<pid>\d+)\b")
+_PROCESS = lazy_compile(r"\b[Pp]rocess (?P<pid>\d+)\b")
 # pg's own id-like hints in logs: "PID 8525", "pid=8525"
-_LOG_PID = re.compile(r"\b(?:PID|pid)[ =:](?P<pid>\d+)\b")
+_LOG_PID = lazy_compile(r"\b(?:PID|pid)[ =:](?P<pid>\d+)\b")
 
 
 def clues(text: str) -> list[Clue]:

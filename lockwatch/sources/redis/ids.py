@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.sources.stores.ids import StoreId
 
 REDIS = "redis"
@@ -27,15 +28,17 @@ REDIS = "redis"
 # A Redis server is `host:port/db` (`[v6]:port/db`, or `unix:<socket path>/db`);
 # a Redlock group is its servers joined by commas.
 _REDIS_SERVER = r"(?:\[[0-9A-Fa-f:.]+\]|[^:/,\[\]]+):\d+/\d+|unix:/[^:,]*/\d+"
-_REDIS = re.compile(rf"redis:(?P<server>(?:{_REDIS_SERVER})(?:,(?:{_REDIS_SERVER}))*):(?P<key>.*)")
+_REDIS = lazy_compile(
+    rf"redis:(?P<server>(?:{_REDIS_SERVER})(?:,(?:{_REDIS_SERVER}))*):(?P<key>.*)"
+)
 
 
 # What follows a key in an id that names one party of it, not the key's lock.
-_PARTY = re.compile(r"#(?:client|holder|waiter|pubsub)=[^#]*\Z")
+_PARTY = lazy_compile(r"#(?:client|holder|waiter|pubsub)=[^#]*\Z")
 
 
 # In an id: an escaped backslash, or a byte that was not UTF-8.
-_ESCAPE = re.compile(r"\\\\|\\x([0-9A-Fa-f]{2})")
+_ESCAPE = lazy_compile(r"\\\\|\\x([0-9A-Fa-f]{2})")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 

@@ -31,10 +31,10 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
-from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.redis import ids
 from lockwatch.sources.redis.endpoint import IN_ARGUMENTS, REDLOCK_IN_ARGUMENTS
 from lockwatch.sources.secrets import secret_option
+from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock

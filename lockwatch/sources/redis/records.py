@@ -18,12 +18,12 @@ their own: redisson.py (hashes), semaphore.py (sorted sets), subscription.py
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.redis import ids, redisson, semaphore, subscription
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot, raw
@@ -56,7 +56,7 @@ REDLOCK_PREFIX = "redlock:"
 # redis-semaphore's uuids are dashed, python-redis-lock's id base64), but a value
 # set by hand as uuid4().hex cannot be told from redis-py 8.2's: it reads as
 # redis-py, judged alike (`redis` has `redis-py`'s rules).
-_REDIS_PY_TOKEN = re.compile(r"[0-9a-f]{12}[14][0-9a-f]{3}[89ab][0-9a-f]{15}")
+_REDIS_PY_TOKEN = lazy_compile(r"[0-9a-f]{12}[14][0-9a-f]{3}[89ab][0-9a-f]{15}")
 # A BLPOP's timeout argument as python-redis-lock sends it (its `expire`, or 0):
 # whole seconds, up to 999999.
 _TIMEOUT_DIGITS = range(1, 7)

@@ -20,9 +20,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
-from lockwatch.sources.polled import DEFAULT_DEADLINE
 from lockwatch.sources.redis.endpoint import RedisEndpoint
 from lockwatch.sources.redis.patterns import scan_plan
 
@@ -51,7 +52,7 @@ MAX_ENTRIES = 100_000
 MAX_VALUE_BYTES = 64 * 1024
 # portalocker's RedisLock names its subscription connection `<channel>-lock-<holder
 # id, uuid4 hex>` (`<channel>-lock` up to portalocker 3.2).
-SUBSCRIBER_NAME = re.compile(r"(?P<channel>.+)-lock(?:-(?P<holder>[0-9a-f]{32}))?", re.DOTALL)
+SUBSCRIBER_NAME = lazy_compile(r"(?P<channel>.+)-lock(?:-(?P<holder>[0-9a-f]{32}))?", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)

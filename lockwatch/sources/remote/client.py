@@ -25,8 +25,7 @@ import httpx
 
 from lockwatch import __version__
 from lockwatch.sources.bounded import Budget, TooLarge, Undecodable, decoded
-from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
-from lockwatch.sources.polled import stalled
+from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport, stalled
 from lockwatch.sources.remote.endpoints import DEFAULT_TIMEOUT, Remote
 
 # A lock record is about 600 bytes and 30 JSON values: 100,000 locks (an 86 MB
