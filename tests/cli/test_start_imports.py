@@ -132,6 +132,8 @@ STARTUP = frozenset(
         "sources.stores.ids",
         "sources.urls",
         "trusted",
+        "model.hosts",
+        "sources.files.protocols",
     }
 )
 
@@ -202,6 +204,7 @@ LS_PG_OWN = frozenset(
         "sources.deadline",
         "sources.locktables.facts",
         "sources.locktables.rows",
+        "sources.locktables.work",
         "sources.postgres.clients",
         "sources.postgres.display",
         "sources.postgres.facts",
