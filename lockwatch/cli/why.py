@@ -21,6 +21,7 @@ import click
 from lockwatch.cli.ending import finish
 from lockwatch.cli.table import printable
 from lockwatch.cli.where import CONFIG_OPTION
+from lockwatch.cli.why_args import TextAfterOptions
 from lockwatch.cli.why_look import Finding, Look
 from lockwatch.model.clues import Clue, ClueKind, distinct
 from lockwatch.model.holder import pid_here
@@ -62,6 +63,7 @@ def _source_options(func: Any) -> Any:
 
 @click.command(
     "why",
+    cls=TextAfterOptions,
     short_help="Why is it locked? Paste the error, a path or a lock id.",
     epilog="""\b
 WHAT is any of:
@@ -78,6 +80,12 @@ WHAT is any of:
                           "ERROR 1205 (HY000): Lock wait timeout exceeded; ..."
                         lockwatch why --mysql mysql://monitor@db/app "SELECT GET_LOCK('sync', 5)"
   -                     read WHAT from standard input (a multi-line message)
+                          mariadb app < job.sql 2>&1 | lockwatch why --mysql DSN -
+
+\b
+WHAT is the rest of the line after the options, whatever it starts with: a
+pasted error in the mariadb client's box of dashes is text, not an option
+(lockwatch why "$(cat error.txt)"). Options go before it.
 
 \b
 It recognises the messages of apt and dpkg, git, SQLite (with the database's
