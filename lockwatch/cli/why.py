@@ -21,6 +21,7 @@ import click
 from lockwatch.cli.ending import finish
 from lockwatch.cli.table import printable
 from lockwatch.cli.where import CONFIG_OPTION
+from lockwatch.cli.why_args import TextAfterOptions
 from lockwatch.cli.why_look import Finding, Look
 from lockwatch.model.clues import Clue, ClueKind, distinct
 from lockwatch.model.holder import pid_here
@@ -65,6 +66,7 @@ def _source_options(func: Any) -> Any:
 
 @click.command(
     "why",
+    cls=TextAfterOptions,
     short_help="Why is it locked? Paste the error, a path or a lock id.",
     epilog="""\b
 WHAT is any of:
@@ -81,16 +83,24 @@ WHAT is any of:
                           "ERROR 1205 (HY000): Lock wait timeout exceeded; ..."
                         lockwatch why --mysql mysql://monitor@db/app "SELECT GET_LOCK('sync', 5)"
   -                     read WHAT from standard input (a multi-line message)
+                          mariadb app < job.sql 2>&1 | lockwatch why --mysql DSN -
+
+\b
+WHAT is the rest of the line after the options, whatever it starts with: a
+pasted error in the mariadb client's box of dashes is text, not an option
+(lockwatch why "$(cat error.txt)"). Options go before it.
 
 \b
 It recognises the messages of apt and dpkg, git, SQLite (with the database's
 path), Terraform (Lock Info: ID and Path), flock(1) and lockfile-progs command
 lines, PostgreSQL (lock timeout, NOWAIT, deadlock with its pids, relations;
 a statement timeout is said not to be a lock) and MySQL/MariaDB (1205, 1213,
-3572, GET_LOCK names). Server errors are looked up on the servers --pg and
---mysql name (else LOCKWATCH_PG, the config, ...). The states and reasons are
-`lockwatch ls`'s; a server's lock that a timeout names no one for is said as
-the likely blocker (the root of the server's blocking trees now).
+3572, GET_LOCK names, the failed statement's tables and row). Server errors
+are looked up on the servers --pg and --mysql name (else LOCKWATCH_PG, the
+config, ...). The states and reasons are `lockwatch ls`'s. Each lock says how
+sure it is the one, and what matched: certain (the text names it: its path,
+id, session, lock name, or table and row), likely (its table, not its row),
+possible (it blocks others now; the text names nothing of it).
 
 \b
 Exit status:
@@ -296,7 +306,8 @@ def _print_text(clues: Sequence[Clue], look: Look) -> None:
 
     for finding in look.findings:
         lock, verdict = finding.lock, finding.verdict
-        say(("likely: " if finding.likely else "") + lock.id)
+        say(f"{finding.match.sure.value}: {lock.id}")
+        say(f"  match:  {finding.match.matched}")
         reasons = "; ".join(f"{r.code}: {r.message}" for r in verdict.reasons[:3])
         say(f"  state:  {verdict.state.value}" + (f" ({reasons})" if reasons else ""))
         say(f"  holder: {holder_line(lock, verdict)}")
@@ -360,6 +371,8 @@ def _print_json(text: str, clues: Sequence[Clue], look: Look) -> None:
         record = dict(lock_record(finding.lock, finding.verdict, look.now))
         record["next_step"] = {**next_step(finding), "advice": finding.clue.advice}
         record["likely"] = finding.likely
+        record["sure"] = finding.match.sure.value
+        record["matched"] = json_text(finding.match.matched)
         record["waiting_on_holder"] = list(finding.waiters)
         record["clue"] = {"kind": finding.clue.kind.value, "value": finding.clue.value}
         locks.append(record)

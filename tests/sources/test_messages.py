@@ -152,3 +152,36 @@ def test_mysql_messages() -> None:
     }
     assert kinds(mysql.clues("IS_USED_LOCK(\"it''s\")")) == [("name", "it''s")]
     assert mysql.clues("port 1205 is open") == []
+
+
+# The mariadb client's literal stderr (10.11, batch mode) for a statement that
+# timed out: the statement boxed in dashes, then the error.
+MARIADB_BOX = """--------------
+SELECT * FROM `shop`.orders WHERE id='A-7' FOR UPDATE
+--------------
+
+ERROR 1205 (HY000) at line 1: Lock wait timeout exceeded; try restarting transaction
+"""
+
+
+def test_mysql_statement_names_its_tables_and_row() -> None:
+    table, hint = mysql.clues(MARIADB_BOX)
+    assert (table.kind, table.value) == (ClueKind.NAME, "shop.orders")
+    assert hint.value == "lock_wait_timeout"
+    assert dict(table.detail) == {"is": "table", "row": "id='A-7'", "key": "A-7"}
+    prompt = "MariaDB [shop]> UPDATE jobs SET v = 1 WHERE v = 0;\nERROR 1205 (HY000): Lock wait"
+    assert kinds(mysql.clues(prompt)) == [("name", "jobs"), ("hint", "lock_wait_timeout")]
+    # A statement alone is no lock error: its tables are looked up only beside one.
+    assert mysql.clues("SELECT * FROM orders WHERE id = 1") == []
+    # A GET_LOCK name and a table of the same name are two clues.
+    both = mysql.clues("ERROR 1205 (HY000)\n\nSELECT GET_LOCK('t', 1) FROM t")
+    assert [c.said("is") for c in both if c.kind is ClueKind.NAME] == ["lock", "table"]
+
+
+def test_postgres_statement_line_names_its_table() -> None:
+    # psql -b (--echo-errors) and the server's log add the failed statement.
+    said = (
+        "ERROR:  canceling statement due to lock timeout\n"
+        'STATEMENT:  UPDATE "Odd"."Jobs" SET v = 2 WHERE id = 1'
+    )
+    assert kinds(postgres.clues(said)) == [("name", "Odd.Jobs"), ("hint", "lock_timeout")]

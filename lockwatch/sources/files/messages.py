@@ -60,7 +60,7 @@ _APT_LOCK = lazy_compile(
 )
 # apt run by a user who may not open it: "E: Could not open lock file
 # /var/lib/dpkg/lock-frontend - open (13: Permission denied)".
-_APT_OPEN = re.compile(r"Could not open lock file (?P<path>/\S+?)(?:\s+-\s|\.?$)", re.MULTILINE)
+_APT_OPEN = lazy_compile(r"Could not open lock file (?P<path>/\S+?)(?:\s+-\s|\.?$)", re.MULTILINE)
 # apt: "E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend),
 # is another process using it?"; "E: Unable to lock the administration directory
 # (/var/lib/dpkg/), is another process using it?"

@@ -17,13 +17,12 @@ Pure: text in, names out.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 # MySQL's backslash escapes in a string (anything else: the character itself).
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
-_WORD = re.compile(r"[A-Za-z0-9_$\x80-\uffff]+")
-_VERSIONED = re.compile(r"(?:M?!)(\d{5,6})?")
+_WORD = lazy_compile(r"[A-Za-z0-9_$\x80-\uffff]+")
+_VERSIONED = lazy_compile(r"(?:M?!)(\d{5,6})?")
 
 WORD, STRING, IDENT, PUNCT = "word", "string", "ident", "punct"
 

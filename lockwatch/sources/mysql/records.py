@@ -34,6 +34,12 @@ _TABLE = lazy_compile(
     rf"\b(?:TABLE|FROM|INTO|UPDATE|JOIN|ON)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT}(?:\s*\.\s*{_IDENT})?)",
     re.IGNORECASE,
 )
+# The tables a statement reads or writes: what a lock error's statement names.
+_TABLES = lazy_compile(
+    rf"\b(?:TABLES?|FROM|INTO|UPDATE|JOIN)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
+    rf"({_IDENT}(?:\s*\.\s*{_IDENT})?)",
+    re.IGNORECASE,
+)
 _DDL = lazy_compile(
     r"^\s*(?:/\*.*?\*/\s*)*(?:ALTER|RENAME|DROP|TRUNCATE|CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX|OPTIMIZE|REPAIR|LOCK\s+TABLES?)\b",
     re.IGNORECASE | re.DOTALL,
@@ -93,6 +99,15 @@ def table_of(statement: str | None, database: str | None) -> str | None:
     if len(parts) == 1:
         return f"{database}.{parts[0]}" if database else None
     return f"{parts[0]}.{parts[1]}"
+
+
+def tables_in(statement: str) -> list[str]:
+    """Every table a statement names, as written (`t` or `db.t`), in order."""
+    found = []
+    for match in _TABLES.finditer(statement):
+        parts = re.split(r"\s*\.\s*(?=[`A-Za-z0-9_$])", match.group(1))
+        found.append(".".join(_ident(part) for part in parts))
+    return list(dict.fromkeys(found))
 
 
 def _table(locked: str | None) -> str:
