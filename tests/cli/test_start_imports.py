@@ -132,6 +132,7 @@ STARTUP = frozenset(
         "sources.stores.ids",
         "sources.urls",
         "trusted",
+        "model.clues",
         "model.hosts",
         "sources.files.protocols",
     }
@@ -225,6 +226,7 @@ WHY_OWN = frozenset(
     {
         "cli.table",
         "cli.why",
+        "cli.why_args",
         "cli.why_look",
         "model.clues",
         "model.events",

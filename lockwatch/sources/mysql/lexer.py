@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lockwatch.model.lazyre import lazy_compile
+
 # MySQL's backslash escapes in a string (anything else: the character itself).
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
 _WORD = lazy_compile(r"[A-Za-z0-9_$\x80-\uffff]+")

@@ -10,7 +10,6 @@ import re
 
 from lockwatch.model.clues import Clue, ClueKind
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.sources.mysql.records import tables_in
 
 SOURCE = "mysql"
 TOOL = "mysql"
@@ -104,6 +103,9 @@ def _row(statement: str) -> tuple[str, str] | None:
 def _table_clues(text: str, advice: str | None) -> list[Clue]:
     """A clue for each table a failed statement in `text` names, with the row its
     WHERE picks: InnoDB's lock on that row is the one it waited for."""
+    # The records module (and what it loads) only when a statement is there to read.
+    from lockwatch.sources.mysql.records import tables_in
+
     found = []
     for statement in statements(text):
         row = _row(statement)
