@@ -174,3 +174,32 @@ async def test_no_contention_suggests_a_source_only_when_none_is_watched(
         text = " ".join(str(node.label) for node in tree.root.children)
         assert "No contention" in text
         assert ("add --pg DSN or --kernel" in text) is hint
+
+
+async def test_lines_are_cut_at_words_and_never_scroll_sideways(tmp_path: Path) -> None:
+    """Issue 46, item 6: at 80 columns a line too long for the tree ends at a
+    whole word or part (`…` where there is room), never mid-word (`idle 0.`);
+    Right scrolls nothing, so no column offset is left once the tree empties."""
+    app = make_app(mixed_scenario(), actions=session(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "right", "right", "right")
+        await pilot.pause()
+        tree = app.screen.query_one(ContentionTree)
+        assert tree.scroll_x == 0
+        labels = [
+            node.label.plain
+            for line in range(tree.last_line + 1)
+            if (node := tree.get_node_at_line(line)) is not None
+        ]
+        shown_lines = plain_text(app)[tree.region.y : tree.region.bottom]
+        for line in shown_lines:
+            full = next((label for label in labels if label[:12] in line), None)
+            if full is None:
+                continue
+            shown = line[line.index(full[:12]) :].rstrip(" █▌▐│")
+            if shown == full:
+                continue
+            words = shown.rstrip("…").rstrip().split()
+            assert words == full.split()[: len(words)], (shown, full)  # whole words only
+        assert any(line.rstrip().endswith("…") for line in shown_lines)
