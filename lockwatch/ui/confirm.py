@@ -270,7 +270,11 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         self.query_one("#confirm-more", Static).display = False
         # A toast left from before (`cancelled — nothing done`) would lie over the
         # fields and buttons: this dialog says its own news on its hint line.
-        self.app.clear_notifications()
+        # Warnings and errors (a source failed, the audit key) stay: they matter here.
+        for notification in list(self.app._notifications):
+            if notification.severity == "information":
+                self.app._unnotify(notification, refresh=False)
+        self.app._refresh_notifications()
         self._mark_focus()
         if self._refresh is not None:
             self.set_interval(REFRESH_SECONDS, self.refresh_facts)

@@ -149,9 +149,16 @@ def _fitted(pieces: list[_Piece], width: int) -> Text:
     may be dropped is, before the line would wrap, so a count that comes and
     goes ("1 free") never splits `sort: state` nor moves the table a line."""
     line = Text("  ").join(text for text, _ in pieces)
-    if width > 0 and line.cell_len > width:
-        line = Text("  ").join(text for text, droppable in pieces if not droppable)
-    return line
+    if width <= 0 or line.cell_len <= width:
+        return line
+    kept = [text for text, droppable in pieces if not droppable]
+    # Still too wide (a filter, a mode): lines break between pieces, never in one.
+    lines: list[Text] = [Text()]
+    for text in kept:
+        if lines[-1].plain and lines[-1].cell_len + 2 + text.cell_len > width:
+            lines.append(Text())
+        lines[-1] = Text("  ").join([lines[-1], text]) if lines[-1].plain else text.copy()
+    return Text("\n").join(lines)
 
 
 # What the sources tell an empty dashboard is asked again at most this often

@@ -188,7 +188,7 @@ async def test_lines_are_cut_at_words_and_never_scroll_sideways(tmp_path: Path) 
         tree = app.screen.query_one(ContentionTree)
         assert tree.scroll_x == 0
         labels = [
-            node.label.plain
+            str(node.label)
             for line in range(tree.last_line + 1)
             if (node := tree.get_node_at_line(line)) is not None
         ]

@@ -3,8 +3,11 @@ its own must not push the counts out of view."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from lockwatch.model.changes import ChangeSet
 from lockwatch.model.status import SourceStatus
+from lockwatch.ui.app import LockwatchApp
 from tests.conftest import NOW
 from tests.ui.fakes import (
     FailingFeed,
@@ -71,10 +74,14 @@ async def test_a_count_that_comes_and_goes_never_moves_the_table() -> None:
         for free, total in ((True, 26), (False, 25), (True, 26)):
             feed = next(f for f in app.feeds if isinstance(f, StaticFeed) and f.name == "builds")
             feed.push(sentinels_scenario(free=free))
-            await until(pilot, lambda total=total: len(app.board) == total, f"{total} locks")
+            await until(pilot, partial(_has, app, total), f"{total} locks")
             await pilot.pause()
             lines = screen_lines(app)
             assert not any(line.strip() in ("state", "sort: state") for line in lines)
-            (counts,) = [line for line in lines if line.startswith(f" {total} locks")]
-            assert ("1 free" in counts) is free and "1 unknown" in counts
+            (line,) = [line for line in lines if line.startswith(f" {total} locks")]
+            assert ("1 free" in line) is free and "1 unknown" in line
             assert table.region.y == top
+
+
+def _has(app: LockwatchApp, total: int) -> bool:
+    return len(app.board) == total
