@@ -71,6 +71,52 @@ class Refused(OSError):
         return f"{os.fspath(self.filename)}: {self.why}"
 
 
+# The kernel's own file systems: their "regular" files are views of kernel state
+# (/proc/kmsg blocks on read whatever the flags, /proc/self/pagemap is as large as
+# the address space), all of size 0 or a made-up one: never settings or recordings.
+_PSEUDO_FS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "configfs",
+        "cgroup",
+        "cgroup2",
+        "pstore",
+        "efivarfs",
+        "bpf",
+        "fusectl",
+        "binfmt_misc",
+    }
+)
+
+
+def _file_system(dev: int) -> str | None:
+    """The type of the file system mounted on device `dev`, from the kernel's
+    own table of mounts (None where it cannot be read or is not there)."""
+    wanted = f"{os.major(dev)}:{os.minor(dev)}"
+    try:
+        with open("/proc/self/mountinfo", "rb") as table:
+            for raw in table:
+                fields = raw.decode("utf-8", "replace").split()
+                if len(fields) > 2 and fields[2] == wanted and "-" in fields[6:]:
+                    return fields[fields.index("-", 6) + 1]
+    except OSError:
+        return None
+    return None
+
+
+def kernel_view(st: os.stat_result) -> str | None:
+    """Why a "regular" file of status `st` is no file to read: one of the
+    kernel's own file systems (/proc, /sys) holds it."""
+    kind = _file_system(st.st_dev)
+    if kind in _PSEUDO_FS:
+        return f"a file of the kernel's {kind} file system"
+    return None
+
+
 def special(mode: int) -> str | None:
     """What a file of `mode` is when it is not a regular file ("a FIFO", ...)."""
     for test, name in _KINDS:
@@ -90,15 +136,21 @@ def who(uid: int) -> str:
 
 def _private_group(gid: int, owner: int) -> bool:
     """A group that is its owner's own (named after them, nobody else in it):
-    group-writable then means writable by the owner alone (umask 002 systems)."""
+    group-writable then means writable by the owner alone (umask 002 systems).
+    Nobody else in it counts both ways a user can be: a member listed in
+    /etc/group, or a user whose primary group it is (/etc/passwd's gid, which
+    /etc/group never lists: `useradd -g root grproot` writes root's 0664 files)."""
     import grp
+    import pwd
 
     try:
         group = grp.getgrgid(gid)
     except KeyError:
         return False
     name = who(owner)
-    return group.gr_name == name and set(group.gr_mem) <= {name}
+    if group.gr_name != name or not set(group.gr_mem) <= {name}:
+        return False
+    return all(user.pw_name == name for user in pwd.getpwall() if user.pw_gid == gid)
 
 
 def _writers(st: os.stat_result) -> str | None:
@@ -140,6 +192,88 @@ def file_problem(path: str, st: os.stat_result, trust: Trust) -> str | None:
     return None
 
 
+def owned_problem(st: os.stat_result) -> str | None:
+    """Why a file or directory lockwatch writes into (a file beside its audit log,
+    a recording, a tombstone directory) is not the runner's own, or None: it
+    must be yours (the effective user's), and nobody else may write it. One that
+    another user made first at that name (in a sticky /tmp or /run/lock, anyone
+    may) would have root write where they can read, swap or remove it."""
+    me = os.geteuid()
+    if st.st_uid != me:
+        return (
+            f"owned by {who(st.st_uid)}, not by you ({who(me)}): someone else made it"
+            " (look at it, then remove it)"
+        )
+    writers = _writers(st)
+    if writers is not None:
+        return f"{writers} can write it ({_mode(st)})"
+    return None
+
+
+def _own_regular(st: os.stat_result) -> str | None:
+    if stat.S_ISLNK(st.st_mode):
+        return "a symlink: lockwatch never writes through one"
+    kind = special(st.st_mode)
+    if kind is not None:
+        return f"{kind}, not a regular file"
+    return owned_problem(st)
+
+
+def own_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why the name `path` (not followed) holds no file lockwatch may write as its
+    own (owned_problem; a symlink, a FIFO, a device…), or None: free, or yours."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # free (or no directory there: opening it says so)
+    return _own_regular(st)
+
+
+_WRITE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def open_own(path: str | os.PathLike[str], flags: int) -> tuple[int, bool]:
+    """(descriptor, made now) of your own regular file at `path`, opened with
+    `flags` (O_WRONLY, O_APPEND…). A free name is made exclusively (O_EXCL, 0600);
+    a file already there is opened without following a symlink or waiting on a
+    FIFO (O_NOFOLLOW, O_NONBLOCK), and checked on the descriptor: Refused unless
+    it is a regular file you own that nobody else can write."""
+    for _ in range(3):  # made and removed by someone else between two tries
+        try:
+            return os.open(path, flags | _WRITE | os.O_CREAT | os.O_EXCL, 0o600), True
+        except FileExistsError:
+            pass
+        why = own_file_problem(path)  # before opening: a tape device rewinds on open
+        if why is not None:
+            raise Refused(path, why, untrusted=True)
+        try:
+            fd = os.open(path, flags | _WRITE)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # swapped for a link, a FIFO
+                raise Refused(path, own_file_problem(path) or "not a regular file") from exc
+            raise
+        why = _own_regular(os.fstat(fd))  # swapped between the lstat and the open
+        if why is not None:
+            os.close(fd)
+            raise Refused(path, why, untrusted=True)
+        os.set_blocking(fd, True)  # a regular file: reads and writes never wait anyway
+        return fd, False
+    raise Refused(path, "made and removed again while lockwatch opened it", untrusted=True)
+
+
+def passage_problem(st: os.stat_result, owners: set[int]) -> str | None:
+    """Why a directory of status `st` lets someone besides `owners` put another
+    entry in place of one of its own, or None (the sticky bit stops them)."""
+    if st.st_uid not in owners:
+        return f"owned by {who(st.st_uid)}"
+    writers = _writers(st)
+    if writers is not None and not st.st_mode & stat.S_ISVTX:
+        return f"writable by {writers} ({_mode(st)}) without the sticky bit"
+    return None
+
+
 def _ancestors(directory: str) -> Iterator[str]:
     current = directory
     while True:
@@ -172,18 +306,17 @@ def dir_problem(path: str, owner: int, trust: Trust) -> str | None:
                 st = os.stat(directory)
             except OSError:
                 continue  # gone or unsearchable: opening the file says so
-            q = shlex.quote(directory)
-            if st.st_uid not in owners:
-                return (
-                    f"its directory {directory} is owned by {who(st.st_uid)}, who can put"
-                    f" another file in its place (chown {who(me)} {q}, or move it)"
+            why = passage_problem(st, owners)
+            if why is not None:
+                q = shlex.quote(directory)
+                fix = (
+                    f"chown {who(me)} {q}, or move it"
+                    if st.st_uid not in owners
+                    else f"chmod go-w {q}, or chmod +t {q}"
                 )
-            writers = _writers(st)
-            if writers is not None and not st.st_mode & stat.S_ISVTX:
                 return (
-                    f"its directory {directory} is writable by {writers} ({_mode(st)}) without"
-                    f" the sticky bit: they can put another file in its place"
-                    f" (chmod go-w {q}, or chmod +t {q})"
+                    f"its directory {directory} is {why}: they can put another file in its"
+                    f" place ({fix})"
                 )
     return None
 
@@ -204,10 +337,13 @@ def _open_regular(path: str, limit: int | None, trust: Trust | None) -> tuple[in
         raise Refused(path, why, untrusted=True)
     if kind is not None:
         raise Refused(path, f"{kind}, not a regular file")
+    view = kernel_view(st)  # before opening: /proc/kmsg's read blocks, non-blocking or not
+    if view is not None:
+        raise Refused(path, f"{view}, not a regular file")
     fd = os.open(path, _OPEN)
     try:
         st = os.fstat(fd)
-        kind = special(st.st_mode)  # replaced between the stat and the open
+        kind = special(st.st_mode) or kernel_view(st)  # replaced between the stat and the open
         if kind is not None:
             raise Refused(path, f"{kind}, not a regular file")
         if trust is not None:

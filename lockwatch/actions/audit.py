@@ -34,6 +34,7 @@ import getpass
 import hashlib
 import json
 import os
+import stat
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -109,7 +110,8 @@ __all__ = [
 ]
 
 _TAIL_CHUNK = 64 * 1024
-_OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted at the log's name is refused, never waited on.
+_OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # Room kept, beyond an intent itself, for what follows it before the action's
 # result is written: the result (about the intent's size), a backend_terminated
 # record on the way, the head; and a margin for messages and a new lock's bytes.
@@ -323,25 +325,43 @@ class AuditLog:
         finally:
             os.close(fd)  # also drops the flock
         if self.anchor is not None:
-            # After the record: syslog is a second witness, never in the way of the
-            # first. An intent it missed, when it was required, stops the action.
-            try:
-                self.anchor(anchor_line(self.path, record))
-            except AnchorUnreachable as exc:
-                if required and event == INTENT:
-                    raise AuditError(f"--audit-syslog: syslog cannot be reached ({exc})") from exc
-                if required:
-                    assert isinstance(self.anchor, SyslogAnchor)
-                    self.anchor.missed_after_all(exc)
-            except Exception:  # noqa: BLE001 - a witness that fails takes nothing back
-                pass
+            self._witness(record, fields, required=required)
         return record
+
+    def _witness(
+        self, record: dict[str, Any], fields: Mapping[str, Any], *, required: bool
+    ) -> None:
+        """Send the written record's anchor line. After the record: syslog is a second
+        witness, never in the way of the first. An intent it missed, when it was
+        required, stops the action (its refusal written as the intent's result)."""
+        assert self.anchor is not None
+        try:
+            self.anchor(anchor_line(self.path, record))
+        except AnchorUnreachable as exc:
+            if required and record["event"] == INTENT:
+                why = f"--audit-syslog: syslog cannot be reached ({exc})"
+                self._refuse_intent(fields, why)
+                raise AuditError(why) from exc
+            if required:
+                assert isinstance(self.anchor, SyslogAnchor)
+                self.anchor.missed_after_all(exc)
+        except Exception:  # noqa: BLE001 - a witness that fails takes nothing back
+            pass
+
+    def _refuse_intent(self, fields: Mapping[str, Any], why: str) -> None:
+        """The intent is in the log, but its action will not go ahead (syslog stalled
+        after check() said it could take it): its result says so, so the log never
+        holds an intent left pending for an action that was never tried."""
+        result = {key: value for key, value in fields.items() if key != "intent"}
+        result.update(result="refused", code="audit_unwritable", message=f"{why}; nothing done")
+        with contextlib.suppress(AuditError):
+            self.append("action_refused", result)
 
     def _check_place(self) -> None:
         """AuditError when someone besides you or root could replace the log:
         its directory (or one above) writable by others without the sticky bit,
         or owned by another user; or the log itself theirs."""
-        from lockwatch.trusted import SETTINGS, dir_problem, who
+        from lockwatch.trusted import SETTINGS, dir_problem, own_file_problem, who
 
         why = dir_problem(str(self.path), os.geteuid(), SETTINGS)
         if why is None:
@@ -351,6 +371,12 @@ class AuditLog:
                 owner = os.geteuid()  # none yet (or unreadable: opening it says why)
             if owner not in (os.geteuid(), 0):
                 why = f"it is owned by {who(owner)}, who can rewrite it"
+        for beside in (head_path(self.path), spare_head_path(self.path)):
+            # In a sticky directory (/tmp) anyone may make these names first: a head
+            # or spare of theirs would be root's head, theirs to delete or to hang on.
+            problem = own_file_problem(beside) if why is None else None
+            if problem is not None:
+                why = f"{beside} beside it is {problem}"
         if why is not None:
             raise AuditError(f"the audit log {self.path} is refused: {why}")
 
@@ -425,11 +451,14 @@ class AuditLog:
         fd = os.open(self.path, _OPEN_FLAGS, 0o600)
         try:
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid not in (os.geteuid(), 0):
+                # Swapped since _check_place looked: never a FIFO, never another's.
+                raise AuditError(f"the audit log {self.path} is refused: not your regular file")
             if st.st_mode & 0o077 and st.st_uid == os.geteuid():
                 os.fchmod(fd, 0o600)  # an audit log is nobody else's business
             if created:
                 audit_disk.fsync_dir(parent)
-        except OSError:
+        except BaseException:
             os.close(fd)
             raise
         return fd

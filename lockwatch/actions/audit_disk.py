@@ -110,7 +110,11 @@ def write_beside(head: Path, spare: Path, data: bytes) -> None:
     (kept from the last time, so its block is already the log's), which is then
     swapped with `head`: the old head becomes the next spare. Nothing new is
     allocated once both exist, so a full disk cannot stop the head."""
-    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    from lockwatch.trusted import open_own
+
+    # Made exclusively, or yours already: a spare someone else made first (0666, or
+    # a FIFO) would become the head, theirs to remove or to block the write on.
+    fd, _ = open_own(spare, os.O_WRONLY)
     try:
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))

@@ -161,12 +161,10 @@ def register(key: AuditKey, log: Path, since: int) -> None:
     """Note that `log` is keyed with `key` from record `since` on (best effort:
     a key directory lockwatch may not write only loses this second check)."""
     line = json.dumps({"log": os.path.realpath(log), "since": since, "key_id": key.id})
+    from lockwatch.trusted import open_own
+
     with contextlib.suppress(OSError):
-        fd = os.open(
-            registry_path(key),
-            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-        )
+        fd, _ = open_own(registry_path(key), os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, line.encode() + b"\n")
             os.fsync(fd)
@@ -178,7 +176,10 @@ def keyed_since(key: AuditKey, log: Path) -> int | None:
     """From which record on `log` was keyed with `key`, if the key's directory says."""
     real = os.path.realpath(log)
     found: list[int] = []
-    with contextlib.suppress(OSError), open(registry_path(key), "rb") as handle:
+    from lockwatch.trusted import MIB, open_file
+
+    # Bounded, and never a FIFO waited on.
+    with contextlib.suppress(OSError), open_file(registry_path(key), 16 * MIB) as handle:
         for raw in handle:
             with contextlib.suppress(ValueError, TypeError, AttributeError):
                 entry = json.loads(raw)

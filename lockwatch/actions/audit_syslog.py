@@ -12,6 +12,7 @@ that its records went without.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import sys
 import syslog
@@ -67,13 +68,20 @@ class SyslogAnchor:
             raise AnchorUnreachable(f"{self.path}: {exc.strerror or exc}") from None
 
     def check(self) -> str | None:
-        """Why syslog cannot be reached now, or None: a connect, nothing sent."""
+        """Why syslog cannot take a record now, or None: a connect, and room in its
+        queue, nothing sent. A connect alone succeeds on a socket nobody reads: its
+        queue full (syslog stalled), the intent's anchor would then time out after
+        the intent is written. Linux says a connected datagram socket is writable
+        only while its peer's queue has room."""
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
                 sock.settimeout(_TIMEOUT_S)
                 sock.connect(self.path)
+                _, writable, _ = select.select([], [sock], [], _TIMEOUT_S)
         except OSError as exc:
             return f"{self.path}: {exc.strerror or exc}"
+        if not writable:
+            return f"{self.path}: its queue is full, nothing reads it (syslog stalled)"
         return None
 
     def __call__(self, line: str) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,13 +45,14 @@ from lockwatch.actions.audit_key import (
     keyed_since,
     registry_path,
 )
+from lockwatch.model.lazyre import lazy_compile
 
 INTACT = "intact"
 TORN_TAIL = "torn"
 TAMPERED = "tampered"
 NEEDS_KEY = "needs_key"
 
-_ANCHOR = re.compile(r"seq=(\d+) hash=(sha256:[0-9a-f]{64})(?: event=\S*)?(?: log=(.*))?$")
+_ANCHOR = lazy_compile(r"seq=(\d+) hash=(sha256:[0-9a-f]{64})(?: event=\S*)?(?: log=(.*))?$")
 
 
 @dataclass(frozen=True, slots=True)

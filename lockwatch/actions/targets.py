@@ -10,20 +10,20 @@ watched roots, whose sessions may be touched) to the source's provider.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from lockwatch.actions.plan import plan, provider
 from lockwatch.model.action import Kind, Plan, refused
 from lockwatch.model.handover import NewHolder
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources.contract import Found, Source, SourceError, Wanted
 from lockwatch.sources.registry import SOURCES, for_id
 
 # What an id's prefix looks like (`pg:`, `mysql:`): a scheme, not a path.
-_ID_HEAD = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*")
+_ID_HEAD = lazy_compile(r"[A-Za-z][A-Za-z0-9_+.-]*")
 
 
 def source_for(target: str) -> Source:

@@ -26,6 +26,7 @@ from lockwatch.cli.where import (
     warn_if_key_beside_log,
 )
 from lockwatch.model.action import Kind
+from lockwatch.model.lazyre import lazy_compile
 
 if TYPE_CHECKING:
     from lockwatch.actions.plan import Plan
@@ -62,12 +63,13 @@ nothing is done.
 Exit status:
   0  done
   1  refused: nothing was touched (changed, gone, not stale, not allowed)
-  2  usage: bad option, no reason, no terminal without --yes, read-only
+  2  usage: bad option, no reason, a path that does not exist (not audited),
+     no terminal without --yes, read-only
   3  failed part-way: the message says what state it left (also: done, but
      its result could not be written to the audit log; its intent was)
 """
 
-_SHA256 = re.compile(r"(?:sha256:)?([0-9a-f]{64})", re.IGNORECASE)
+_SHA256 = lazy_compile(r"(?:sha256:)?([0-9a-f]{64})", re.IGNORECASE)
 
 
 def _sha(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -314,12 +316,14 @@ def _act(kind: Kind, request: Request) -> None:
         )
     if not request.target.strip():
         raise click.BadParameter("an empty TARGET", param_hint="TARGET")
-    interactive = sys.stdin.isatty()
-    if not request.yes and not interactive:
+    host = os.uname().nodename
+    wanted = _wanted(request, config)
+    # What TARGET names comes first: a mistyped path says so, not "pass --yes".
+    found = _find(request.target, wanted, host)
+    if not request.yes and not sys.stdin.isatty():
         raise click.UsageError(
             "no terminal to confirm on: pass --yes to act without asking; nothing was done"
         )
-    host = os.uname().nodename
     clock = SystemClock()
     operator = Operator.identify(request.operator)
     audit_log, audit_key = (
@@ -335,10 +339,9 @@ def _act(kind: Kind, request: Request) -> None:
         key_path=audit_key,
         anchor=syslog_anchor(request.audit_syslog or config.audit_syslog),
     )
-    wanted = _wanted(request, config)
     executor = _executor(audit, request, config, wanted)
-    found = _find(request.target, wanted, host)
     if isinstance(found, str):
+        # An id names a lock someone listed: its being gone is audited.
         from lockwatch.actions.targets import unseen_id
 
         named = unseen_id(request.target)
@@ -395,10 +398,19 @@ def _executor(audit: Any, request: Request, config: Config, wanted: Wanted) -> E
 
 
 def _find(target: str, wanted: Wanted, host: str) -> Found | str:
-    from lockwatch.actions.targets import find
+    from lockwatch.actions.targets import find, source_for
     from lockwatch.sources.contract import LookupFailed, SourceError
+    from lockwatch.sources.registry import for_id
 
     try:
+        actions = source_for(target).actions
+        path = os.path.abspath(target)
+        typed_path = actions is not None and actions.takes_paths and for_id(target) is None
+        if typed_path and not os.path.lexists(path):
+            # A path typed, not an id listed: nobody saw a lock there, so nothing
+            # is audited (a typo is no action on a lock), as `ls` and the
+            # dashboard refuse a PATH that does not exist.
+            _fail(f"{path}: no such file or directory; nothing was done", EXIT_USAGE)
         return find(target, wanted, host)
     except SourceError as exc:
         _fail(str(exc), EXIT_USAGE)

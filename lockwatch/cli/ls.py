@@ -45,7 +45,8 @@ PATH, no files are scanned. Passwords are never shown.
 \b
 States: active, stale, invalid, waiting, free (a lock file nobody holds:
 no kernel lock on it and nobody has it open), unknown (nobody can tell: a
-pid from another pid namespace). Lock files always get the
+pid from another pid namespace; a lock file you may not read, no kernel
+lock held on it: permission_denied). Lock files always get the
 kernel's word where /proc/locks is readable (reason kernel_lock: held with
 flock/fcntl by that process; not_held); --kernel also lists every kernel
 lock as its own record.

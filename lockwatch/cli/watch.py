@@ -24,6 +24,8 @@ from lockwatch.cli.where import (
 from lockwatch.ui.keys import epilog
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from lockwatch.clock import Clock
     from lockwatch.sources.feed import Feed
     from lockwatch.ui.app import LockwatchApp
@@ -132,6 +134,7 @@ def watch(**values: Any) -> None:
     second.
     """
     targets = resolve_targets(values, values.get("config_path"))
+    _check_paths(values.get("paths") or ())
     _check_filter(values["filter_text"])
     # A theme named here is checked before anything starts; the themes otherwise
     # load after the feeds start (they import the UI toolkit): a first scan, in
@@ -155,8 +158,10 @@ def watch(**values: Any) -> None:
         try:
             recorder = Recorder(record, host=host)
         except RecordingError as exc:
+            from lockwatch.cli.act import _fail
+
             _abandon(feeds[1])  # its workers scan for nobody now
-            raise click.BadParameter(str(exc), param_hint="--record") from exc
+            _fail(f"--record: {exc}", 2)  # one line: the path is someone else's text
     app = build_app(
         targets,
         host=host,
@@ -329,6 +334,31 @@ def _check_theme(theme: str) -> Any:
         known = ", ".join(sorted(themes))
         raise click.BadParameter(f"no theme {theme!r}; one of: {known}", param_hint="--theme")
     return themes
+
+
+def _check_paths(paths: Sequence[str]) -> None:
+    """`ls`'s rule: a PATH named that does not exist or cannot be read is an
+    error (exit 2), said before anything starts, not a live dashboard of
+    nothing. (A watched path that goes away later is shown, not an error.)"""
+    from lockwatch.cli.table import printable
+
+    said = [f"lockwatch: {printable(path)}: {why}" for path in paths if (why := _unreadable(path))]
+    for line in said:
+        click.echo(line, err=True)
+    if said:
+        sys.exit(2)
+
+
+def _unreadable(path: str) -> str | None:
+    """Why `path` cannot be watched (its error's words, as `ls` says them), or None."""
+    try:
+        if os.path.isdir(path):
+            with os.scandir(path):
+                return None
+        os.stat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _need_terminal() -> None:

@@ -21,8 +21,8 @@ import click
 from lockwatch.cli.ending import finish
 from lockwatch.cli.table import printable
 from lockwatch.cli.where import CONFIG_OPTION
+from lockwatch.cli.why_args import TextAfterOptions
 from lockwatch.cli.why_look import Finding, Look
-from lockwatch.model.activity import holder_doing
 from lockwatch.model.clues import Clue, ClueKind, distinct
 from lockwatch.model.holder import pid_here
 from lockwatch.model.humanize import duration
@@ -38,6 +38,9 @@ WHY_SCHEMA = "lockwatch.why/1"
 EXIT_FOUND = 0
 EXIT_NOTHING = 1
 EXIT_USAGE = 2
+# A tool's message, pasted or piped, is a few lines (Terraform's "Lock Info" block
+# is under 1 KiB): 64 KiB holds it with what a run printed before it.
+MAX_STDIN_BYTES = 64 * 1024
 
 LOOKS_FOR = (
     "paths of lock files (apt/dpkg, git, Terraform's Lock Info, flock and lockfile-progs"
@@ -64,6 +67,7 @@ def _source_options(func: Any) -> Any:
 
 @click.command(
     "why",
+    cls=TextAfterOptions,
     short_help="Why is it locked? Paste the error, a path or a lock id.",
     epilog="""\b
 WHAT is any of:
@@ -80,16 +84,24 @@ WHAT is any of:
                           "ERROR 1205 (HY000): Lock wait timeout exceeded; ..."
                         lockwatch why --mysql mysql://monitor@db/app "SELECT GET_LOCK('sync', 5)"
   -                     read WHAT from standard input (a multi-line message)
+                          mariadb app < job.sql 2>&1 | lockwatch why --mysql DSN -
+
+\b
+WHAT is the rest of the line after the options, whatever it starts with: a
+pasted error in the mariadb client's box of dashes is text, not an option
+(lockwatch why "$(cat error.txt)"). Options go before it.
 
 \b
 It recognises the messages of apt and dpkg, git, SQLite (with the database's
 path), Terraform (Lock Info: ID and Path), flock(1) and lockfile-progs command
 lines, PostgreSQL (lock timeout, NOWAIT, deadlock with its pids, relations;
 a statement timeout is said not to be a lock) and MySQL/MariaDB (1205, 1213,
-3572, GET_LOCK names). Server errors are looked up on the servers --pg and
---mysql name (else LOCKWATCH_PG, the config, ...). The states and reasons are
-`lockwatch ls`'s; a server's lock that a timeout names no one for is said as
-the likely blocker (the root of the server's blocking trees now).
+3572, GET_LOCK names, the failed statement's tables and row). Server errors
+are looked up on the servers --pg and --mysql name (else LOCKWATCH_PG, the
+config, ...). The states and reasons are `lockwatch ls`'s. Each lock says how
+sure it is the one, and what matched: certain (the text names it: its path,
+id, session, lock name, or table and row), likely (its table, not its row),
+possible (it blocks others now; the text names nothing of it).
 
 \b
 Exit status:
@@ -123,22 +135,35 @@ def why(**values: Any) -> None:
 
 
 def _read(words: Sequence[str]) -> str:
-    if list(words) == ["-"]:
-        data = sys.stdin.buffer.read()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise click.UsageError(
-                "standard input is not UTF-8 text; nothing was looked at"
-            ) from None
-    else:
-        text = " ".join(words)
+    text = _read_stdin() if list(words) == ["-"] else " ".join(words)
     if not text.strip():
         raise click.UsageError(
             "say what is locked: an error message, a path or a lock id"
             " (e.g. lockwatch why app.db; see --help)"
         )
     return text
+
+
+def _read_stdin() -> str:
+    """Standard input, its first MAX_STDIN_BYTES at most: a tool's message is a
+    few lines, and `</dev/zero` must not take the machine's memory. What is past
+    the cap is not read, and one line says so."""
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    cut = len(data) > MAX_STDIN_BYTES
+    if cut:
+        data = data[:MAX_STDIN_BYTES]
+        print(
+            f"lockwatch: standard input is over {MAX_STDIN_BYTES >> 10} KiB:"
+            f" only its first {MAX_STDIN_BYTES >> 10} KiB was looked at",
+            file=sys.stderr,
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A character the cap split in two is not a reason to refuse the rest.
+        if cut and exc.reason == "unexpected end of data":
+            return data[: exc.start].decode("utf-8")
+        raise click.UsageError("standard input is not UTF-8 text; nothing was looked at") from None
 
 
 def _config(path: str | None) -> Config:
@@ -251,6 +276,8 @@ def next_step(finding: Finding, now: datetime) -> dict[str, Any]:
             command += " --force"
         return {"action": "break", "text": f"stale: {command}", "command": command}
     if state is State.ACTIVE:
+        from lockwatch.model.activity import holder_doing
+
         process = _process_activity(lock, verdict, now)
         doing = holder_doing(lock, verdict, now, process)
         text = _wait_text(_who(lock, verdict), doing, verdict, process)
@@ -312,7 +339,8 @@ def _print_text(clues: Sequence[Clue], look: Look) -> None:
 
     for finding in look.findings:
         lock, verdict = finding.lock, finding.verdict
-        say(("likely: " if finding.likely else "") + lock.id)
+        say(f"{finding.match.sure.value}: {lock.id}")
+        say(f"  match:  {finding.match.matched}")
         reasons = "; ".join(f"{r.code}: {r.message}" for r in verdict.reasons[:3])
         say(f"  state:  {verdict.state.value}" + (f" ({reasons})" if reasons else ""))
         say(f"  holder: {holder_line(lock, verdict)}")
@@ -376,6 +404,8 @@ def _print_json(text: str, clues: Sequence[Clue], look: Look) -> None:
         record = dict(lock_record(finding.lock, finding.verdict, look.now))
         record["next_step"] = {**next_step(finding, look.now), "advice": finding.clue.advice}
         record["likely"] = finding.likely
+        record["sure"] = finding.match.sure.value
+        record["matched"] = json_text(finding.match.matched)
         record["waiting_on_holder"] = list(finding.waiters)
         record["clue"] = {"kind": finding.clue.kind.value, "value": finding.clue.value}
         locks.append(record)

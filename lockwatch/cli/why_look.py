@@ -5,7 +5,6 @@ the clues say (`why.py` says it)."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lockwatch.model.clues import Clue, ClueKind
+from lockwatch.model.clues import Clue, ClueKind, Match, Sureness, names_lock
 from lockwatch.model.verdict import State
 
 if TYPE_CHECKING:
@@ -30,16 +29,26 @@ MOST = 8
 # --- looking --------------------------------------------------------------------
 
 
+NAMED_PATH = Match(Sureness.CERTAIN, "the path the text names")
+NAMED_ID = Match(Sureness.CERTAIN, "the lock id the text names")
+# A server's blocker that matches nothing the text names: one of its roots now.
+A_ROOT = Match(Sureness.POSSIBLE, "it blocks others now; the text names nothing of it")
+
+
 @dataclass
 class Finding:
     lock: Lock
     verdict: Verdict
     clue: Clue
-    # A server's blocker found only as a root of its blocking trees now: the
-    # likely culprit, not certainly the one the message was about.
-    likely: bool = False
+    # How surely it is the lock the text is about, and what matched.
+    match: Match = NAMED_PATH
     # The sessions waiting on its holder (a server's), as its blocking tree names them.
     waiters: tuple[Any, ...] = ()
+
+    @property
+    def likely(self) -> bool:
+        """Not certain: a guess from the text's table or the server's trees."""
+        return self.match.sure is not Sureness.CERTAIN
 
 
 @dataclass
@@ -137,11 +146,12 @@ class Look:
             self.notes.append(found)
             return
         lock, verdict, _ = found
-        self.findings.append(Finding(lock, verdict, clue))
+        self.findings.append(Finding(lock, verdict, clue, NAMED_ID))
 
     def _server(self, name: str, clues: Sequence[Clue]) -> None:
-        """A server's locks of the sessions and names `clues` give, and their
-        blockers; with only a hint ("lock wait timeout"), its blocking trees' roots."""
+        """A server's locks of the sessions, tables and names `clues` give, and
+        their blockers, most surely named first; with nothing named found (only
+        a hint: "lock wait timeout"), the roots of its blocking trees that could be it."""
         options = _merged(clue.options for clue in clues)
         chosen = self._sources(name, options)[:1]
         if not chosen:
@@ -157,47 +167,49 @@ class Look:
             )
             return
         ((_, part),) = parts
-        for warning in part.warnings:
-            self.warnings.append(warning)
-        pids = {int(clue.value) for clue in clues if clue.kind is ClueKind.PID}
-        names = [clue.value for clue in clues if clue.kind is ClueKind.NAME]
+        self.warnings.extend(part.warnings)
         assessed = part.assessed
         servers = ", ".join(status.name for status in part.statuses) or source.name
-        asked = []
-        if pids:
-            asked.append("sessions " + ", ".join(str(pid) for pid in sorted(pids)))
-        if names:
-            asked.append("locks on " + ", ".join(names))
         graph = Graph(assessed)
-        matched = {
-            node
-            for lock, _ in assessed
-            if _has_pid(lock, pids) or any(_named(lock.name, n) for n in names)
-            for node in graph.nodes_of(lock)
-        }
-        likely = False
-        if matched:
-            # Those of them others wait on, and whoever they wait on themselves.
-            culprits = {node for node in matched if graph.waiters.get(node)}
-            for node in matched:
-                culprits.update(graph.blockers.get(node, ()))
-            picked = culprits or matched
-        else:
-            picked = graph.roots()
-            likely = bool(picked)
+        named = [clue for clue in clues if clue.kind is not ClueKind.HINT]
+        picked = _culprits(graph, _matched(assessed, graph, named))
+        asked = _asked(named)
+        if not picked:
+            hints = [clue for clue in clues if clue.kind is ClueKind.HINT]
+            picked = _roots(assessed, graph, hints)
             asked.append("the roots of its blocking trees now")
-        pairs = [pair for pair in assessed if graph.holder_of(pair[0]) in picked]
-        self.looked_at.append(f"{source.name} {servers}: " + "; ".join(asked))
-        clue = next((c for c in clues if c.kind is not ClueKind.HINT), clues[0])
-        shown = _few(pairs, names)
-        for lock, verdict in shown[:MOST]:
-            waiting = sorted(graph.waiters.get(graph.holder_of(lock), ()), key=str)
-            self.findings.append(Finding(lock, verdict, clue, likely, tuple(waiting)))
-        if len(shown) > MOST:
+        elif others := graph.roots() - picked.keys():
+            sessions = "session matches" if len(others) == 1 else "sessions match"
             self.notes.append(
-                f"{len(shown) - MOST} more on {servers}: `lockwatch ls {_first_flag(source)}"
+                f"{len(others)} other blocking {sessions} nothing the text names on"
+                f" {servers}: `lockwatch ls {_first_flag(source)} ...` lists them"
+            )
+        self.looked_at.append(f"{source.name} {servers}: " + "; ".join(asked))
+        shown = self._found(picked, assessed, graph, clues)
+        if shown > MOST:
+            self.notes.append(
+                f"{shown - MOST} more on {servers}: `lockwatch ls {_first_flag(source)}"
                 " ...` lists them"
             )
+
+    def _found(
+        self,
+        picked: Mapping[Any, Match],
+        assessed: Sequence[tuple[Lock, Verdict]],
+        graph: Graph,
+        clues: Sequence[Clue],
+    ) -> int:
+        """The picked sessions' locks that tell the story, surest first (at most
+        MOST of them); how many there were."""
+        clue = next((c for c in clues if c.kind is not ClueKind.HINT), clues[0])
+        names = [c.value for c in clues if c.kind is ClueKind.NAME]
+        pairs = [pair for pair in assessed if graph.holder_of(pair[0]) in picked]
+        shown = sorted(_few(pairs, names), key=lambda pair: picked[graph.holder_of(pair[0])].rank)
+        for lock, verdict in shown[:MOST]:
+            node = graph.holder_of(lock)
+            waiting = sorted(graph.waiters.get(node, ()), key=str)
+            self.findings.append(Finding(lock, verdict, clue, picked[node], tuple(waiting)))
+        return len(shown)
 
     def _sources(self, name: str, options: Mapping[str, Any]) -> list[Source]:
         """The source `name`, then those `options` ask for (the kernel's word on a file)."""
@@ -301,21 +313,67 @@ def _at(path: str | None, places: set[str], is_dir: bool) -> bool:
     return is_dir and any(path.startswith(place.rstrip("/") + "/") for place in places)
 
 
-def _has_pid(lock: Lock, pids: set[int]) -> bool:
-    if not pids:
-        return False
-    if lock.holder.pid in pids:
-        return True
-    facts = lock.facts
-    return facts is not None and any(facts.matches_pid(pid) for pid in pids)
+def _asked(named: Sequence[Clue]) -> list[str]:
+    pids = sorted({int(clue.value) for clue in named if clue.kind is ClueKind.PID})
+    names = list(dict.fromkeys(clue.value for clue in named if clue.kind is ClueKind.NAME))
+    asked = []
+    if pids:
+        asked.append("sessions " + ", ".join(str(pid) for pid in pids))
+    if names:
+        asked.append("locks on " + ", ".join(names))
+    return asked
 
 
-def _named(name: str, wanted: str) -> bool:
-    """Whether lock name `name` is of `wanted` (a relation `jobs` names
-    `public.jobs` and `public.jobs (0,1)`, not `jobs_archive`)."""
-    if name == wanted:
-        return True
-    return re.search(rf"(?:^|[.\s]){re.escape(wanted)}(?:$|[\s(])", name) is not None
+def _better(into: dict[Any, Match], node: Any, match: Match) -> None:
+    """Keep `match` for `node` if it is surer than what it has."""
+    if node not in into or match.rank < into[node].rank:
+        into[node] = match
+
+
+def _matched(
+    assessed: Sequence[tuple[Lock, Verdict]], graph: Graph, named: Sequence[Clue]
+) -> dict[Any, Match]:
+    """Each session one of whose locks the named clues lead to, with the surest match."""
+    out: dict[Any, Match] = {}
+    for lock, _ in assessed:
+        if lock.facts is None:
+            continue
+        for clue in named:
+            match = lock.facts.named_by(lock, clue)
+            if match is not None:
+                for node in graph.nodes_of(lock):
+                    _better(out, node, match)
+    return out
+
+
+def _culprits(graph: Graph, matched: Mapping[Any, Match]) -> dict[Any, Match]:
+    """Of the matched sessions, those others wait on, and whoever they wait on
+    themselves (as surely as what matched the waiter); else all of them."""
+    out: dict[Any, Match] = {}
+    for node, match in matched.items():
+        if graph.waiters.get(node):
+            _better(out, node, match)
+        for blocker in graph.blockers.get(node, ()):
+            _better(out, blocker, Match(match.sure, f"it blocks {node}: {match.matched}"))
+    return out or dict(matched)
+
+
+def _roots(
+    assessed: Sequence[tuple[Lock, Verdict]], graph: Graph, hints: Sequence[Clue]
+) -> dict[Any, Match]:
+    """The roots of the blocking trees that what the text says could be about (a
+    lock wait timeout is never a named lock's), each as a possibility."""
+    roots = graph.roots()
+    out: dict[Any, Match] = {}
+    for lock, _ in assessed:
+        node = graph.holder_of(lock)
+        if node not in roots or lock.facts is None:
+            continue
+        matches = [lock.facts.named_by(lock, hint) for hint in hints] or [A_ROOT]
+        for match in matches:
+            if match is not None:
+                _better(out, node, match)
+    return out
 
 
 def _few(pairs: list[tuple[Lock, Verdict]], names: Sequence[str]) -> list[tuple[Lock, Verdict]]:
@@ -333,9 +391,7 @@ def _few(pairs: list[tuple[Lock, Verdict]], names: Sequence[str]) -> list[tuple[
             if lock.facts is not None
             and (lock.facts.waiter_count() > 0 or lock.facts.waits() is not None)
         ]
-        named = [
-            (lock, verdict) for lock, verdict in group if any(_named(lock.name, n) for n in names)
-        ]
+        named = [pair for pair in group if any(names_lock(pair[0].name, n) for n in names)]
         out.extend(blocking or named or group[:1])
     return out
 

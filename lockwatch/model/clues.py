@@ -9,6 +9,7 @@ always the one `ls` gives the lock it leads to.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -42,6 +43,13 @@ class Clue:
     # CLI values the source wants set to look for this clue (its own options:
     # every row of a server, a GET_LOCK name to ask about), as (name, value).
     options: tuple[tuple[str, Any], ...] = ()
+    # For a name: what the text says of it, in its source's own terms, for its
+    # facts to match a lock by (`Facts.named_by`): what kind of thing it is (a
+    # table, a named lock) and the row a statement picks, as (name, value).
+    detail: tuple[tuple[str, str], ...] = ()
+
+    def said(self, key: str) -> str | None:
+        return dict(self.detail).get(key)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -55,12 +63,40 @@ class Clue:
         }
 
 
+class Sureness(StrEnum):
+    """How sure `why` is that a lock is the one the text is about."""
+
+    CERTAIN = "certain"  # the text names it: its path, id, session, lock name, table and row
+    LIKELY = "likely"  # the text names its table, not the row (another row may be it)
+    POSSIBLE = "possible"  # it blocks others now; the text names nothing of it
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """How surely a clue leads to a lock, and what matched, in words."""
+
+    sure: Sureness
+    matched: str  # "table test.t, row id=1", "a root of the blocking trees now"
+
+    @property
+    def rank(self) -> int:
+        return list(Sureness).index(self.sure)
+
+
+def names_lock(name: str, wanted: str) -> bool:
+    """Whether lock name `name` is of `wanted` (a relation `jobs` names
+    `public.jobs` and `public.jobs (0,1)`, not `jobs_archive`)."""
+    if name == wanted:
+        return True
+    return re.search(rf"(?:^|[.\s]){re.escape(wanted)}(?:$|[\s(])", name) is not None
+
+
 def distinct(clues: Iterable[Clue]) -> list[Clue]:
-    """`clues` in order, each (kind, value, source) once: the first, which says most."""
-    seen: set[tuple[ClueKind, str, str]] = set()
+    """`clues` in order, each (kind, value, source, detail) once: the first, which says most."""
+    seen: set[tuple[ClueKind, str, str, tuple[tuple[str, str], ...]]] = set()
     out = []
     for clue in clues:
-        key = (clue.kind, clue.value, clue.source)
+        key = (clue.kind, clue.value, clue.source, clue.detail)
         if key not in seen:
             seen.add(key)
             out.append(clue)

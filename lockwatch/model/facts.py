@@ -21,8 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from lockwatch.model.clues import ClueKind, Match, Sureness, names_lock
+
 if TYPE_CHECKING:
     from lockwatch.model.action import Kind
+    from lockwatch.model.clues import Clue
     from lockwatch.model.lock import Lock
     from lockwatch.model.process import ProcessLookup
     from lockwatch.model.verdict import Verdict
@@ -189,6 +192,22 @@ class Facts:
     def matches_pid(self, pid: int) -> bool:
         """Whether `/pid:N` names this lock beyond its holder's pid."""
         return False
+
+    def named_by(self, lock: Lock, clue: Clue) -> Match | None:
+        """How surely a clue `lockwatch why` found in a text leads to this lock
+        (None: it does not): a session the text names is it; a relation or name
+        the text names, likely (the text says what was locked, not which of its
+        locks); a hint ("lock wait timeout") only that it may be, when it blocks.
+        Sources whose names say more (a row, a named lock) answer for themselves."""
+        if clue.kind is ClueKind.PID and clue.value.isdigit():
+            pid = int(clue.value)
+            if lock.holder.pid == pid or self.matches_pid(pid):
+                return Match(Sureness.CERTAIN, f"session {pid}, which the text names")
+        elif clue.kind is ClueKind.NAME and names_lock(lock.name, clue.value):
+            return Match(Sureness.LIKELY, f"a lock on {clue.value}, which the text names")
+        elif clue.kind is ClueKind.HINT:
+            return Match(Sureness.POSSIBLE, "it blocks others now; the text names nothing of it")
+        return None
 
     # --- blocking trees -------------------------------------------------------
 

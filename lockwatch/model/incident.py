@@ -14,7 +14,6 @@ table nor smuggle in a link, an image or HTML.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from lockwatch.model.blocking import BlockingTree, BlockNode, NodeId, tree_facts
 from lockwatch.model.board import Board
 from lockwatch.model.events import Event, holder_text
 from lockwatch.model.humanize import counted, duration
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, text
 from lockwatch.model.status import ScanError, SourceStatus
@@ -216,13 +216,13 @@ def _event_json(event: Event) -> dict[str, object]:
 # `12:00`: no dot, so no autolink or fuzzy link can form; no `://`); anything
 # else goes in a code span, shown as itself, whose fence is one backtick longer
 # than any run inside it.
-_PLAIN = re.compile(r"[A-Za-z0-9 \-/:@,;()=+%]*")
-_TICKS = re.compile(r"`+")
+_PLAIN = lazy_compile(r"[A-Za-z0-9 \-/:@,;()=+%]*")
+_TICKS = lazy_compile(r"`+")
 # A table splits at pipes even inside code spans, and a backslash before one
 # cannot be kept there: text with a pipe is escaped character by character
 # instead (CommonMark lets any ASCII punctuation be escaped; with `[` `]`
 # escaped no link forms, and `:`, `@` and a dot before a letter stop autolinks).
-_SPECIAL = re.compile(
+_SPECIAL = lazy_compile(
     r"[\\`*~\[\]<>&|$:@#]"
     r"|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
     r"|\.(?=[A-Za-z0-9])"

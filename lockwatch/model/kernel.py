@@ -83,7 +83,7 @@ def holders_json(lock: KernelLock) -> list[dict[str, Any]]:
     """Every process holding `lock` (lslocks' HOLDERS), in order, as the contract
     spells each: `{pid, command, cmdline, user, started_at}`, a pid nobody
     described (gone, or not readable here) with nulls."""
-    pids = lock.owners or ((lock.pid,) if lock.pid > 0 else ())
+    pids = lock.owners or ((lock.holder_pid,) if lock.holder_pid is not None else ())
     described = {holder.pid: holder for holder in lock.holders}
     out: list[dict[str, Any]] = []
     for pid in pids:
@@ -106,11 +106,30 @@ def holders_json(lock: KernelLock) -> list[dict[str, Any]]:
     return out
 
 
+def uncertain_holder(lock: KernelLock) -> tuple[str, str] | None:
+    """The reason (code, message) a kernel lock's holder cannot be known, if so."""
+    if not lock.owner_unseen:
+        return None
+    return (
+        "holder_uncertain",
+        f"who holds it cannot be known: /proc/locks names pid {lock.pid}, the process that"
+        " took it, but no process has its open file now (passed over a unix socket and"
+        " still in flight, SCM_RIGHTS), and that pid may have been reused since",
+    )
+
+
+def uncertainty_json(lock: KernelLock) -> dict[str, Any]:
+    """`holder_uncertain` (and then `taken_by_pid`, /proc/locks' pid) for a record."""
+    if not lock.owner_unseen:
+        return {"holder_uncertain": False}
+    return {"holder_uncertain": True, "taken_by_pid": lock.pid}
+
+
 def holders_label(lock: KernelLock) -> str | None:
     """`sleep (pid 7642) + 1 more`: a kernel lock's first holder by its command
     (as lslocks names it), and how many more share its open file; None where
     nothing is known beyond a pid (the generic pid says it then)."""
-    pids = lock.owners or ((lock.pid,) if lock.pid > 0 else ())
+    pids = lock.owners or ((lock.holder_pid,) if lock.holder_pid is not None else ())
     if not pids:
         return None
     first = next((holder for holder in lock.holders if holder.pid == pids[0]), None)
@@ -145,6 +164,11 @@ class KernelLock:
     # The owners as processes (command, user, start), in `owners`' order, as
     # they were when the table was read; an owner gone meanwhile is left out.
     holders: tuple[KernelHolder, ...] = ()
+    # Every process's fds were looked through and none holds it, nor has `pid`
+    # the file: its open file lives on elsewhere (passed over a unix socket,
+    # SCM_RIGHTS, still in flight) and `pid` is only who took it, maybe reused
+    # since. Who holds it cannot be known: no process is named.
+    owner_unseen: bool = False
 
     @property
     def format(self) -> str:
@@ -156,7 +180,7 @@ class KernelLock:
         pid procfs gives when it names one."""
         if self.owners:
             return self.owners[0]
-        return self.pid if self.pid > 0 else None
+        return self.pid if self.pid > 0 and not self.owner_unseen else None
 
     def range_text(self) -> str:
         end = "EOF" if self.end is None else str(self.end)

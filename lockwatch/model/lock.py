@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from lockwatch.model.facts import Facts
@@ -75,7 +76,8 @@ class StalenessPolicy:
       lease_expiry: expiry_grace;
       waiter: waiter;
       undecided, foreign_unknown: holder_checks (unknown); sentinel_unproven:
-        kernel_unheld; expiry_code: lease_expiry;
+        kernel_unheld, pid_or_sentinel; declared: kernel_unheld, pid_or_sentinel;
+        expiry_code: lease_expiry;
       idle_after: PostgreSQL's own rules (its facts' judge), not a lock file's.
     """
 
@@ -134,10 +136,41 @@ class StalenessPolicy:
     # An empty file is a kernel lock's sentinel and an existence lock alike (npm's
     # `lockfile`: created O_EXCL, then closed): with no kernel lock held on it and
     # nobody having it open, it is free only where the kernel was seen holding it.
+    # A bare pid is a pid file and a sentinel alike (portalocker writes its pid):
+    # active by its live pid, with the sentinel's reading named (issue 42).
     sentinel_unproven: bool = False
     # The reason code of `lease_expiry`: a lease its holder renews
     # (heartbeat_expired), or a record's own deadline (expired).
     expiry_code: str = "heartbeat_expired"
+    # What the config declares the lock's path to be where `sentinel_unproven`
+    # leaves it open ([[protocols]]): KERNEL (a kernel lock's sentinel) or
+    # EXISTENCE (held while it exists); None: nothing declared.
+    declared: str | None = None
+
+
+# The protocols a path's locks can be declared to follow (`declare`).
+KERNEL, EXISTENCE = "kernel", "existence"
+PROTOCOLS = (KERNEL, EXISTENCE)
+
+
+@lru_cache(maxsize=64)
+def declare(policy: StalenessPolicy, protocol: str) -> StalenessPolicy:
+    """`policy` as the config declares its path's locks: a kernel lock's sentinel
+    (free once no kernel lock is held on it, whatever pid it names, and unknown
+    where the kernel cannot be asked) or an existence lock (held while it exists,
+    a pid in it checked as a pid file's). Only a policy that leaves the reading
+    open (`sentinel_unproven`) is changed: a format's own rules stay its own."""
+    if not policy.sentinel_unproven or protocol not in PROTOCOLS:
+        return policy
+    sentinel = protocol == KERNEL
+    return replace(
+        policy,
+        kernel_sentinel=sentinel,
+        kernel_only=sentinel,
+        kernel_pidfile=False,
+        sentinel_mtime_only=sentinel,
+        declared=protocol,
+    )
 
 
 NO_POLICY = StalenessPolicy()
@@ -192,6 +225,14 @@ class Lock:
     # directory made unreadable), so nobody here can tell whether it is still held.
     # A fact of the lock, not of one verdict: judged again, it stays unknown.
     unseen: Reason | None = None
+    # Why its content was never read (lockwatch's user may not read it: a root-only
+    # dpkg lock, to anyone else): listed from its place alone. A kernel lock held on
+    # it still says who holds it; with none, nobody here can tell.
+    unread: Reason | None = None
+    # The file's mtime where it is not the lock's age (a sentinel's, which the
+    # kernel's word dropped from `acquired_at`) but a reading names it: an
+    # existence lock's age, if that is what the file is.
+    modified_at: datetime | None = None
 
 
 _NAMES = tuple(f.name for f in fields(Lock))

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from lockwatch.model.holder import pid_here
-from lockwatch.model.kernel import holders_json
+from lockwatch.model.kernel import holders_json, uncertainty_json
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.timestamps import seconds_since
@@ -57,6 +58,7 @@ def lock_record(
             # file's row is that lock's (one row per file), its facts joined here.
             hold = evidence.holds[0]
             record["kernel"] = hold.as_json()
+            record.update(uncertainty_json(hold))
             if hold.holders:
                 record["holders"] = holders_json(hold)
             if hold.blocking:
@@ -166,7 +168,7 @@ def unprintable_escaped(data: bytes) -> bytes:
 
 
 # Non-ASCII characters: the few that could be unprintable are looked at one by one.
-_NON_ASCII = re.compile(r"[^\x20-\x7e]")
+_NON_ASCII = lazy_compile(r"[^\x20-\x7e]")
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+from lockwatch.model.lazyre import lazy_compile
+
 MASK = "'***'"
 # A literal holding a statement holding a literal...: deeper than this is not
 # SQL anyone sends, and reading it again costs a pass over the text each time.
@@ -32,7 +34,7 @@ MAX_DEPTH = 4
 
 # A word that names a secret when a literal follows it (`PASSWORD 'x'`,
 # `MASTER_PASSWORD = 'x'`, `OPTIONS (password 'x')`, `SET token = 'x'`).
-_SECRET_WORD = re.compile(
+_SECRET_WORD = lazy_compile(
     r"(?:\w*_)?(?:(?:pg|ssl)?pass(?:word|wd|phrase)|pwd|secret|token|api_?key|auth_string)",
     re.IGNORECASE,
 )
@@ -211,7 +213,7 @@ def _body(raw: str, start: int, end: int, escapes: re.Pattern[str] | None, quote
     )
 
 
-_COMMENT_MARKS = re.compile(r"/\*|\*/")
+_COMMENT_MARKS = lazy_compile(r"/\*|\*/")
 
 
 def _block_end(text: str, opened: int, nested: bool) -> int:
@@ -334,7 +336,7 @@ def secret_spans(
 
 # Where MySQL's reading of a text can differ from PostgreSQL's: backslashes,
 # double quotes, `#` and `-- ` comments, /*! … */ (and $$, /* /* */ */ the other way).
-_MYSQL_READS_OTHERWISE = re.compile(r"""[\\"#`$]|/\*|--""")
+_MYSQL_READS_OTHERWISE = lazy_compile(r"""[\\"#`$]|/\*|--""")
 
 
 def merge(spans: list[Span]) -> list[Span]:

@@ -23,6 +23,9 @@ class SourceStatus:
     # When this source last produced a good snapshot; what is shown is that old.
     updated_at: datetime | None = None
     next_retry_at: datetime | None = None
+    # Answering, but showing only part of its locks (the reason says what is hidden
+    # and how to see it): never "no locks" for what it could not see.
+    partial: bool = False
 
     def as_json(self) -> dict[str, object]:
         return {

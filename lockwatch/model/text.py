@@ -18,6 +18,8 @@ import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from lockwatch.model.lazyre import lazy_compile
+
 if TYPE_CHECKING:
     from lockwatch.model.sql_secrets import Span
 
@@ -108,22 +110,22 @@ _SECRET_KEY = r"(?:pg|ssl)?pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key"
 # `=`, or `%3D` inside a URL's query (`?application_name=app%20password%3D…`, where
 # no word boundary comes before the key). After an underscore too: the key of
 # `client_secret=…` is its last word (the words before it stay as they are).
-_KEY_VALUE = re.compile(
+_KEY_VALUE = lazy_compile(
     rf"(?<![a-z])({_SECRET_KEY})(\s*=\s*|%3D){_VALUE}", re.IGNORECASE | re.ASCII
 )
 # `"client_secret": "…"`: words before the key, bounded (unbounded, a long run of
 # letters after each quote would be read to its end, and again after the next).
-_JSON_VALUE = re.compile(
+_JSON_VALUE = lazy_compile(
     rf"""("(?:[a-z0-9_-]{{0,64}}[_-])?(?:{_SECRET_KEY})"\s*:\s*)"(?:[^"\\]|\\.)*(?:"|$)""",
     re.IGNORECASE | re.ASCII,
 )
 # scheme://user:password@host: up to the last @ before the path, so a password
 # with an unencoded @ in it is hidden whole.
-_URL_USERINFO = re.compile(
+_URL_USERINFO = lazy_compile(
     r"""(\b[a-z][a-z0-9+.-]*://[^\s:/@'"]*):[^\s/'"]*@""", re.IGNORECASE | re.ASCII
 )
 # Cheap first look: most query text has none of these, and is returned as is.
-_MAYBE = re.compile(r"pass|pwd|secret|token|api[_-]?key|identified|://", re.IGNORECASE)
+_MAYBE = lazy_compile(r"pass|pwd|secret|token|api[_-]?key|identified|://", re.IGNORECASE)
 
 
 def scrub_secrets(text: str) -> str:
@@ -164,7 +166,7 @@ def _other_secrets(text: str) -> list[Span]:
 
 
 # Options whose next argument is a password (`--password hunter2`).
-_PASSWORD_OPTIONS = re.compile(
+_PASSWORD_OPTIONS = lazy_compile(
     r"--?(?:(?:pg|ssl)?(?:pass(?:word|wd|phrase)?|pwd)|(?:[a-z]+-)*(?:secret|token|api-?key))",
     re.IGNORECASE | re.ASCII,
 )

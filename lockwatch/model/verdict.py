@@ -15,9 +15,10 @@ from functools import lru_cache
 
 from lockwatch.clock import Clock, FrozenClock
 from lockwatch.model.holder import describe_process, holder_checks
+from lockwatch.model.hosts import is_local_address
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import CALLS, KernelEvidence
-from lockwatch.model.lock import Holder, Lock, Reason
+from lockwatch.model.kernel import CALLS, KernelEvidence, uncertain_holder
+from lockwatch.model.lock import EXISTENCE, KERNEL, Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.process import ProcessFacts, ProcessLookup
 from lockwatch.model.slots import fast_init
 from lockwatch.model.timestamps import plus_seconds
@@ -62,7 +63,7 @@ class Verdict:
 def same_host(recorded: str, local: str) -> bool:
     """Host names match ignoring case and domain (`tower-01` is `tower-01.lan`)."""
     a, b = recorded.strip().lower(), local.strip().lower()
-    if a in ("", "localhost", "127.0.0.1", "::1") or a == b:
+    if a == "" or a == b or is_local_address(a):
         return True
     if _is_address(a) or _is_address(b):
         return False  # 10.0.0.1 and 10.0.0.2 share no "short name"
@@ -79,6 +80,8 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
     deadlines, and `final_state` weighs them."""
     if lock.unseen is not None:
         return unseen(lock, clock.now())
+    if lock.unread is not None:
+        return unread(lock, processes, clock.now())
     if lock.facts is not None:
         judged = by_own_facts(lock, processes, clock.now(), local_host)
         if judged is not None:
@@ -96,7 +99,7 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
             kernel_evidence_held(lock, processes, age, decided)
             or defects(lock, age, info)
             or kernel_only_unknown(lock, age, decided)
-            or kernel_unheld(lock, processes, age, decided)
+            or kernel_unheld(lock, processes, now, age, decided)
             or held_while_used(lock, age, info, decided)
         )
         if decisive is not None:
@@ -106,6 +109,7 @@ def evaluate(lock: Lock, processes: ProcessLookup, clock: Clock, local_host: str
     foreign = is_foreign(lock.holder, local_host)
     unknown, facts, alive = holder_checks(lock, foreign, processes, local_host, info, stale)
     unknown = unknown or undecided(lock, foreign, info)
+    pid_or_sentinel(lock, alive, info, stale)
     age_limit(lock, foreign, age, stale, deadlines)
     heartbeat(lock, now, info, stale, deadlines)
     lease_expiry(lock, now, stale, deadlines)
@@ -123,6 +127,20 @@ def unseen(lock: Lock, now: datetime) -> Verdict:
     behind since)."""
     assert lock.unseen is not None
     return Verdict(State.UNKNOWN, (lock.unseen,), age_seconds=_age(lock, now))
+
+
+def unread(lock: Lock, processes: ProcessLookup, now: datetime) -> Verdict:
+    """A lock file lockwatch's user may not read: a kernel lock held on it is
+    held by its holder whoever reads /proc/locks (the verdict the tool that
+    took it reaches, content unread); with none, its content might name a
+    holder nobody here can check: unknown, the reason naming why."""
+    assert lock.unread is not None
+    info = list(lock.notes)
+    age = age_of(lock, now, info)
+    held = kernel_evidence_held(lock, processes, age, [*info, lock.unread])
+    if held is not None:
+        return held
+    return Verdict(State.UNKNOWN, (lock.unread, *info), age_seconds=age)
 
 
 def by_own_facts(
@@ -178,7 +196,11 @@ def kernel_only_unknown(lock: Lock, age: float | None, decided: list[Reason]) ->
 
 
 def kernel_unheld(
-    lock: Lock, processes: ProcessLookup, age: float | None, decided: list[Reason]
+    lock: Lock,
+    processes: ProcessLookup,
+    now: datetime,
+    age: float | None,
+    decided: list[Reason],
 ) -> Verdict | None:
     """No kernel lock held on the file: free (or held by whoever has it open) if
     it is only a sentinel for one, or a pid file seen to carry one; else the
@@ -186,7 +208,7 @@ def kernel_unheld(
     evidence = lock.evidence
     if evidence is None:
         return None
-    return _kernel_unheld(lock, evidence, processes, age, decided)
+    return _kernel_unheld(lock, evidence, processes, now, age, decided)
 
 
 def held_while_used(
@@ -236,6 +258,32 @@ def undecided(lock: Lock, foreign: bool, info: list[Reason]) -> Reason | None:
     if reason is not None and reason in info:
         info.remove(reason)
     return reason
+
+
+def pid_or_sentinel(
+    lock: Lock, alive: bool | None, info: list[Reason], stale: list[Reason]
+) -> None:
+    """A file whose reading the config declared an existence lock says so; a
+    bare pid nothing declared, live and with no kernel lock on it, is active by
+    the pid rule, the sentinel's reading named beside it: never a bare active."""
+    policy = lock.policy
+    if policy.declared == EXISTENCE:
+        info.insert(0, _declared_existence(lock))
+        return
+    # Without the kernel's word (a network filesystem) no sentinel reading is known.
+    unproven = policy.sentinel_unproven and policy.kernel_pidfile and lock.evidence is not None
+    if not unproven or stale or alive is not True:
+        return
+    info.insert(
+        0,
+        Reason(
+            "live_pid_no_kernel_lock",
+            f"pid {lock.holder.pid} lives: held by the pid rule (a pid file is held while its"
+            " process lives); no kernel lock is held on it, so if it is a kernel lock's"
+            " sentinel (portalocker, a daemon's lockf'd pid file) it was released, and free."
+            " To settle it, declare its path's protocol in lockwatch.toml ([[protocols]])",
+        ),
+    )
 
 
 def age_limit(
@@ -408,9 +456,11 @@ def _kernel_held(
         "kernel_lock",
         f"held with {CALLS.get(hold.type, hold.type)}{shared} by {by}{others}{waiting}",
     )
+    uncertain = uncertain_holder(hold)
+    extra = () if uncertain is None else (Reason(*uncertain),)
     return Verdict(
         State.ACTIVE,
-        (reason, *info),
+        (reason, *extra, *info),
         age_seconds=age,
         alive=True if facts is None else facts.alive or None,
         process=facts if facts is not None and facts.alive else None,
@@ -421,6 +471,7 @@ def _kernel_unheld(
     lock: Lock,
     evidence: KernelEvidence,
     processes: ProcessLookup,
+    now: datetime,
     age: float | None,
     info: list[Reason],
 ) -> Verdict | None:
@@ -439,31 +490,60 @@ def _kernel_unheld(
                 )
                 return Verdict(State.ACTIVE, (reason, *info), age, alive=True, process=facts)
         unseen = " (other users' open files could not be checked)" if evidence.open_unknown else ""
-        # A kernel_only file is only ever a sentinel (its tool says so): free.
+        # A kernel_only file is only ever a sentinel (its tool, or the config, says so).
         if policy.sentinel_unproven and not policy.kernel_only and not evidence.was_held:
-            return Verdict(State.UNKNOWN, (_existence_unknown(unseen), *info), age_seconds=age)
-        reason = Reason("not_held", f"no process holds a kernel lock on it or has it open{unseen}")
-        return Verdict(State.FREE, (reason, *info), age_seconds=age)
+            reason = _existence_unknown(unseen, _file_age(lock, now))
+            return Verdict(State.UNKNOWN, (reason, *info), age_seconds=age)
+        said = f"no process holds a kernel lock on it or has it open{unseen}"
+        return Verdict(State.FREE, (_unheld(policy, said), *info), age_seconds=age)
     if pid is not None and (
         policy.kernel_sentinel or (policy.kernel_pidfile and evidence.was_held)
     ):
         facts = processes.facts(pid)
         lives = "lives on but" if facts.alive else "is gone and"
-        reason = Reason(
-            "not_held",
-            f"no kernel lock is held on it: pid {pid} {lives} no longer holds it",
-        )
-        return Verdict(State.FREE, (reason, *info), age_seconds=age)
+        said = f"no kernel lock is held on it: pid {pid} {lives} no longer holds it"
+        return Verdict(State.FREE, (_unheld(policy, said), *info), age_seconds=age)
     return None
 
 
-def _existence_unknown(unseen: str) -> Reason:
+def _unheld(policy: StalenessPolicy, said: str) -> Reason:
+    """Free: the kernel's word on a sentinel, and who says the file is one."""
+    if policy.declared != KERNEL:
+        return Reason("not_held", said)
+    return Reason(
+        "declared_kernel_sentinel",
+        f"{said}; the config declares its path's locks kernel locks' sentinels"
+        ' ([[protocols]] kind = "kernel"): free',
+    )
+
+
+def _declared_existence(lock: Lock) -> Reason:
+    pid = lock.holder.pid
+    rule = "while it exists" if pid is None else f"while it exists and pid {pid} lives"
+    return Reason(
+        "declared_existence",
+        f"the config declares its path's locks existence locks ([[protocols]] kind ="
+        f' "existence"): held {rule}',
+    )
+
+
+def _file_age(lock: Lock, now: datetime) -> str:
+    """How old the file is, in words (an existence lock's age, if it is one)."""
+    modified = lock.modified_at or lock.acquired_at
+    if modified is None:
+        return "of unknown age"
+    return f"last modified {duration(max((now - modified).total_seconds(), 0.0))} ago"
+
+
+def _existence_unknown(unseen: str, age: str) -> Reason:
     return Reason(
         "existence_unknown",
-        f"no process holds a kernel lock on it or has it open{unseen}, and none was seen"
-        " holding one: free if it is only a kernel lock's sentinel (filelock, portalocker,"
-        " flock(1)), held for as long as it exists if its existence is the lock (npm's"
-        " lockfile, O_EXCL); an empty file does not say which",
+        f"an empty file, {age}, that no process holds a kernel lock on or has open{unseen},"
+        " nor was seen holding: if it is a kernel lock's sentinel (filelock, portalocker,"
+        " flock(1)), its lock was released: free; if it is an existence lock (npm's"
+        " lockfile, created O_EXCL), it is held while it exists. The file cannot say which:"
+        " ask which tool makes it, or declare its path's protocol in lockwatch.toml"
+        ' ([[protocols]] path = a glob, kind = "kernel" or "existence")',
     )
 
 

@@ -18,7 +18,6 @@ from lockwatch.serve.access import Access
 from lockwatch.serve.settings import ServeSettings
 
 if TYPE_CHECKING:
-    from lockwatch.serve.document import Stream
     from lockwatch.sources.feed import Feed
 
 EXIT_USAGE = 2
@@ -142,7 +141,7 @@ def run(
 
     documents = Documents(watcher, host)
 
-    def locks() -> bytes | Stream:
+    def locks() -> bytes:
         watcher.asked()
         return documents.get(clock.now())
 

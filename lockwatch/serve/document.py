@@ -1,14 +1,15 @@
 """The Board as the `lockwatch.ls/1` document: what `lockwatch ls --json`
 prints, rendered by the same code (model/report.py) from the locks the feeds
 keep, with ages as of the request. Other hosts' locks (a serve that merges
-remotes) go out as those hosts wrote them, with `host` and `remote`. A large
-one is streamed: its records rendered a batch at a time as it is written.
+remotes) go out as those hosts wrote them, with `host` and `remote`. It is
+rendered once for every reader of the same generation (Documents), a batch of
+records at a time, and written by the listener in pieces with back-pressure.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,15 +26,8 @@ from lockwatch.sources.remote.document import aged_record
 _NO_TREE = BlockingTree((), ())
 
 
-# From this many locks the document is streamed (rendered a batch at a time as
-# it is written) instead of made whole and kept: 100,000 Redis keys made an 86 MB
-# document, held whole in memory (and once more gzipped) while it went out.
-STREAM_FROM = 5_000
-# Records rendered (and written) at a time.
+# Records rendered at a time (their dicts let go batch by batch).
 BATCH = 1_000
-
-# A streamed document: each call renders it anew, a batch at a time.
-Stream = Callable[[], Iterator[bytes]]
 
 
 @dataclass(frozen=True)
@@ -131,8 +125,11 @@ class Documents:
             statuses = tuple(self.watcher.statuses(board, now))
             return (board.generation, statuses, len(board.all_errors()))
 
-    def get(self, now: datetime) -> bytes | Stream:
-        """The document whole, or from STREAM_FROM locks on, a Stream of it."""
+    def get(self, now: datetime) -> bytes:
+        """The document whole: one rendering shared by every reader that asks
+        while nothing in it changed (within `keep` seconds), however slowly
+        each reads it. A rendering per reader, held while the reader stalls,
+        made 300 stalled readers of 50,000 locks cost 1.5 GB (issue 47)."""
         with self._guard:
             version = self._version(now)
             kept = self._kept
@@ -142,10 +139,9 @@ class Documents:
                 and 0 <= (now - kept[1]).total_seconds() < self.keep
             ):
                 return kept[2]
-            gathered = _gather(self.watcher, now, self.host)
-            if gathered.count >= STREAM_FROM:
-                self._kept = None
-                return lambda: _render(gathered)
-            body = b"".join(_render(gathered))
+            # The last rendering is let go before the next is made: its readers
+            # keep it as long as they write it, nothing here does.
+            self._kept = None
+            body = b"".join(_render(_gather(self.watcher, now, self.host)))
             self._kept = (version, now, body)
             return body

@@ -20,23 +20,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import gzip
 import socket
 import sys
 import threading
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from http import HTTPStatus
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import h11
 
-from lockwatch import __version__
 from lockwatch.model.text import terminal_safe
-from lockwatch.serve.access import HEALTH, LOCKS, METRICS, Access
+from lockwatch.serve.access import METRICS
+from lockwatch.serve.answers import (
+    Endpoints,
+    Packed,
+    Response,
+    Stream,
+    answer_bytes,
+    answer_safely,
+)
 from lockwatch.serve.clients import (
     BAD_REQUEST,
     CLOSED_EARLY,
@@ -46,69 +49,16 @@ from lockwatch.serve.clients import (
     ClientErrors,
 )
 
-# Bodies smaller than this go out as they are: gzip would save nothing worth its time.
-_GZIP_FROM = 1024
 _READ_ONLY = "GET, HEAD"
-_SERVER = f"lockwatch/{__version__}".encode()
+# Where the listener's users take them from (the answers are answers.py's).
+__all__ = ["THREAD_NAME", "Endpoints", "Limits", "Response", "Server", "Stream"]
+
 # The event loop's thread and the workers' (at most 15 characters: the kernel's limit).
 THREAD_NAME = "lockwatch-http"
 # Answers up to this size go out in one write; larger ones in pieces this size,
-# so a client that reads slowly holds no more than one piece of ours in memory.
-_PIECE = 256 * 1024
-
-
-# An answer's body made as it is written: each call renders it anew, in pieces.
-Stream = Callable[[], Iterator[bytes]]
-
-
-@dataclass(frozen=True)
-class Response:
-    status: int
-    body: bytes
-    content_type: str = "text/plain; charset=utf-8"
-    headers: dict[str, str] = field(default_factory=dict)
-    compressible: bool = False
-    # Instead of `body`: the body in pieces, each made in a worker and written
-    # before the next is made (chunked: the length is not known beforehand).
-    stream: Stream | None = None
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    """What each path answers; the listener only speaks HTTP."""
-
-    access: Access
-    metrics: Callable[[str | None], tuple[bytes, str]]  # Accept header -> body, content type
-    locks: Callable[[], bytes | Stream]
-    health: Callable[[], tuple[bool, str]]
-
-    def answer(self, path: str, authorization: str | None, accept: str | None) -> Response:
-        if path not in (HEALTH, METRICS, LOCKS, "/"):
-            return Response(404, b"not found: try /metrics, /v1/locks or /healthz\n")
-        if not self.access.allows(path, authorization):
-            return Response(
-                401,
-                b"a bearer token is required (Authorization: Bearer <token>)\n",
-                headers={"WWW-Authenticate": 'Bearer realm="lockwatch"'},
-            )
-        if path == HEALTH:
-            ok, why = self.health()
-            return Response(200 if ok else 503, why.encode() + b"\n")
-        if path == METRICS:
-            body, content_type = self.metrics(accept)
-            return Response(200, body, content_type, compressible=True)
-        if path == LOCKS:
-            document = self.locks()
-            if isinstance(document, bytes):
-                return Response(200, document, "application/json", compressible=True)
-            return Response(200, b"", "application/json", compressible=True, stream=document)
-        return Response(
-            200,
-            b"lockwatch serve (read-only)\n"
-            b"  /metrics   Prometheus metrics\n"
-            b"  /v1/locks  the lockwatch.ls/1 document (lockwatch ls --json)\n"
-            b"  /healthz   ok once every source has been read through, while collection runs\n",
-        )
+# so a client that reads slowly holds no more than one piece of ours in memory
+# (4,096 connections: 256 MiB at most, beside the bodies they share).
+_PIECE = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -119,8 +69,12 @@ class Limits:
     idle_seconds: float = 60.0  # waiting for the next request on a kept-alive connection
     write_seconds: float = 30.0  # the writing of one answer
     linger_seconds: float = 2.0  # a request body nobody reads, drained before the close
-    max_head_bytes: int = 64 * 1024
+    max_head_bytes: int = 64 * 1024  # a request's line and headers, however they arrive
+    max_headers: int = 100  # as Apache's LimitRequestFields
     max_connections: int = 4096
+    # Answers' bodies held for the connections writing them, in all (the document
+    # of one generation is one body however many read it): past it the slowest go.
+    max_pinned_bytes: int = 256 * 1024 * 1024
     workers: int = 4  # threads that make answers (metrics, the document)
     backlog: int = 4096  # the kernel caps it at net.core.somaxconn
 
@@ -143,71 +97,6 @@ class _Connection:
         self.reader = reader
         self.writer = writer
         self.evicted = False
-
-
-def _prepared(response: Response, gzip_ok: bool) -> Response:
-    """`response` as it goes out: gzipped for a client that accepts it (in a
-    worker thread, as the answer is made: not on the event loop)."""
-    if not response.compressible:
-        return response
-    headers = {**response.headers, "Vary": "Accept-Encoding"}
-    stream = response.stream
-    if stream is not None:
-        if not gzip_ok:
-            return replace(response, headers=headers)
-        return replace(
-            response,
-            stream=lambda: _gzipped(stream()),
-            headers={**headers, "Content-Encoding": "gzip"},
-        )
-    if gzip_ok and len(response.body) >= _GZIP_FROM:
-        body = gzip.compress(response.body, compresslevel=1)
-        return replace(response, body=body, headers={**headers, "Content-Encoding": "gzip"})
-    return replace(response, headers=headers)
-
-
-def _gzipped(pieces: Iterator[bytes]) -> Iterator[bytes]:
-    """`pieces` as one gzip stream, compressed as they come."""
-    packer = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: gzip's header and trailer
-    for piece in pieces:
-        packed = packer.compress(piece)
-        if packed:
-            yield packed
-    yield packer.flush()
-
-
-def _answer_bytes(
-    conn: h11.Connection, response: Response, *, head: bool, close: bool
-) -> list[bytes]:
-    """The whole answer on the wire: its status line and headers, and its body
-    (a streamed one's head only: its pieces follow, then its end)."""
-    body = response.body
-    streamed = response.stream is not None
-    headers: list[tuple[bytes, bytes]] = [
-        (b"Server", _SERVER),
-        (b"Date", email.utils.formatdate(usegmt=True).encode()),
-        (b"Content-Type", response.content_type.encode()),
-        *(() if streamed else ((b"Content-Length", str(len(body)).encode()),)),
-        (b"Cache-Control", b"no-store"),
-        (b"X-Content-Type-Options", b"nosniff"),
-    ]
-    headers.extend(
-        (name.encode("latin-1"), value.encode("latin-1"))
-        for name, value in response.headers.items()
-    )
-    if close:
-        headers.append((b"Connection", b"close"))
-    try:
-        reason = HTTPStatus(response.status).phrase.encode()
-    except ValueError:
-        reason = b""
-    out = [conn.send(h11.Response(status_code=response.status, headers=headers, reason=reason))]
-    if streamed and not head:
-        return [piece for piece in out if piece]
-    if not head and body:
-        out.extend(conn.send_with_data_passthrough(h11.Data(data=body)) or ())
-    out.append(conn.send(h11.EndOfMessage()))
-    return [piece for piece in out if piece]
 
 
 class Server:
@@ -247,6 +136,9 @@ class Server:
         self._pool: ThreadPoolExecutor | None = None
         self._slots: asyncio.Semaphore | None = None
         self._flights: dict[_Key, asyncio.Future[Response]] = {}
+        self._packed = Packed()
+        # Bodies being written, by id, oldest first: their size and their writers.
+        self._pinned: dict[int, tuple[int, set[_Connection]]] = {}
 
     @property
     def port(self) -> int:
@@ -406,6 +298,10 @@ class Server:
                 await self._refuse(conn, h, exc)
                 raise _Ended(BAD_REQUEST) from None
             if isinstance(event, h11.Request):
+                too_large = self._head_too_large(event)
+                if too_large is not None:
+                    await self._refuse(conn, h, too_large)
+                    raise _Ended(BAD_REQUEST)
                 request = event
                 framing = {name for name, _ in event.headers}
                 if b"content-length" in framing or b"transfer-encoding" in framing:
@@ -438,6 +334,23 @@ class Server:
                 started = loop.time()
             h.receive_data(data)
 
+    def _head_too_large(self, event: h11.Request) -> h11.RemoteProtocolError | None:
+        """Why a request's head is over the limits (a 431), or None. h11 bounds a
+        head only while it is incomplete: one that arrives whole in one read is
+        parsed whatever its size, so it is measured here as parsed."""
+        limits = self.limits
+        if len(event.headers) > limits.max_headers:
+            why = f"more than {limits.max_headers} header fields"
+            return h11.RemoteProtocolError(why, error_status_hint=431)
+        # The request line and each "name: value\r\n", as they were on the wire
+        # (give or take the spaces h11 strips).
+        size = len(event.method) + len(event.target) + 12
+        size += sum(len(name) + len(value) + 4 for name, value in event.headers)
+        if size > limits.max_head_bytes:
+            why = f"request line and headers over {limits.max_head_bytes >> 10} KiB"
+            return h11.RemoteProtocolError(why, error_status_hint=431)
+        return None
+
     async def _respond(
         self, conn: _Connection, h: h11.Connection, request: tuple[h11.Request, bool]
     ) -> bool:
@@ -454,13 +367,44 @@ class Server:
                 raise _Ended(CLOSED_EARLY)
             response = answered
         head = method == b"HEAD"
-        pieces = _answer_bytes(h, response, head=head, close=has_body)
-        await self._write(conn, pieces)
+        pieces = answer_bytes(h, response, head=head, close=has_body)
+        with self._pinning(conn, b"" if head else response.body):
+            await self._write(conn, pieces)
         if response.stream is not None and not head:
             if not await self._stream(conn, h, response.stream):
                 return True
             await self._write(conn, [piece for piece in [h.send(h11.EndOfMessage())] if piece])
         return has_body
+
+    @contextlib.contextmanager
+    def _pinning(self, conn: _Connection, body: bytes) -> Iterator[None]:
+        """While `conn` writes `body`, the body is held for it. Bodies held so
+        stay within `max_pinned_bytes` in all: past it, the connections still
+        writing the oldest (the slowest readers) are dropped, so that stalled
+        readers of old generations never hold more than that, however many."""
+        if len(body) <= _PIECE:
+            yield
+            return
+        key = id(body)
+        _, writers = self._pinned.setdefault(key, (len(body), set()))
+        writers.add(conn)
+        total = sum(held for held, _ in self._pinned.values())
+        for older in list(self._pinned):
+            if total <= self.limits.max_pinned_bytes or older == key:
+                break
+            held, slow = self._pinned.pop(older)
+            total -= held
+            for dropped in slow:
+                dropped.evicted = True
+                dropped.writer.transport.abort()
+        try:
+            yield
+        finally:
+            entry = self._pinned.get(key)
+            if entry is not None:
+                entry[1].discard(conn)
+                if not entry[1]:
+                    del self._pinned[key]
 
     async def _stream(self, conn: _Connection, h: h11.Connection, stream: Stream) -> bool:
         """A streamed body's pieces, each made in a worker and written (the
@@ -516,7 +460,14 @@ class Server:
         async with self._slots:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
-                self._pool, _answer_safely, self.endpoints, path, authorization, accept, gzip_ok
+                self._pool,
+                answer_safely,
+                self.endpoints,
+                path,
+                authorization,
+                accept,
+                gzip_ok,
+                self._packed,
             )
 
     async def _write(self, conn: _Connection, pieces: list[bytes]) -> None:
@@ -546,7 +497,7 @@ class Server:
         body = f"bad request: {exc}\n".encode("ascii", "replace")
         with contextlib.suppress(h11.LocalProtocolError):
             response = Response(status, body)
-            await self._write(conn, _answer_bytes(h, response, head=False, close=True))
+            await self._write(conn, answer_bytes(h, response, head=False, close=True))
 
     async def _linger(self, conn: _Connection) -> None:
         """After an answer to a request with a body: say we are done writing and
@@ -579,14 +530,3 @@ def _name_thread() -> None:
 
 def _buffered(h: h11.Connection) -> bool:
     return bool(h.trailing_data[0])
-
-
-def _answer_safely(
-    endpoints: Endpoints, path: str, authorization: str | None, accept: str | None, gzip_ok: bool
-) -> Response:
-    try:
-        return _prepared(endpoints.answer(path, authorization, accept), gzip_ok)
-    except Exception as exc:  # noqa: BLE001 - a bug answers 500, the server goes on
-        said = terminal_safe(f"{path[:200]}: {type(exc).__name__}: {exc}")[:500]
-        print(f"lockwatch serve: {said}", file=sys.stderr, flush=True)
-        return Response(500, b"internal error\n")

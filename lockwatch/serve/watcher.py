@@ -264,4 +264,21 @@ class Watcher:
             waiting = [feed.name for _, feed in self._feeds if feed.name not in self._reported]
         if waiting:
             return False, "starting: waiting for " + ", ".join(waiting)
-        return True, "ok"
+        return True, self._down_words()
+
+    def _down_words(self) -> str:
+        """`ok`, and the sources that are down by name: serve is up and ready
+        (readiness is not theirs to take away), and says so of those it cannot
+        see through, as lockwatch_source_up does."""
+        now = self.clock.now()
+        with self.reading(now) as board:
+            down = [
+                f"{status.kind}:{status.name} ({status.state}: {status.reason or '?'})"
+                for status in self.statuses(board, now)
+                if status.state not in LIVE_STATES
+            ]
+        if not down:
+            return "ok"
+        shown = "; ".join(terminal_safe(words)[:300] for words in down[:5])
+        more = f"; and {len(down) - 5} more" if len(down) > 5 else ""
+        return f"ok; down: {shown}{more}"

@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 
 Decorator = Callable[[Any], Any]
 
+# Seconds a poll may take before its source is down (stalled), unless its
+# selection names its own (a remote's is its whole-answer timeout). Here, not in
+# polled.py: every selection names it, and `ls` loads polling only to poll.
+DEFAULT_DEADLINE = 10.0
+
 
 class SourceError(Exception):
     """A mistake in what the operator asked of a source (a bad flag value, an

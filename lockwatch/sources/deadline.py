@@ -26,8 +26,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.sources.polled import stalled
-
 if TYPE_CHECKING:
     import ssl
 
@@ -37,6 +35,12 @@ if TYPE_CHECKING:
 # What a socket getter may answer: socket objects, raw descriptors (libpq's), or
 # None where there is no connection yet.
 SocketLike = socket.socket | int | None
+
+
+def stalled(seconds: float) -> str:
+    """The words of a missed deadline, the same for every polled source (here,
+    not in polled.py: PostgreSQL's source uses them and polls nothing else)."""
+    return f"stalled after {seconds:g} s"
 
 
 class DeadlineMissed(Exception):

@@ -21,14 +21,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import LIVE_STATES, SourceStatus
-from lockwatch.sources.contract import Collected, ListingRequest
+from lockwatch.sources.contract import DEFAULT_DEADLINE, Collected, ListingRequest
+from lockwatch.sources.deadline import stalled
 from lockwatch.sources.feed import Differ, Emit
 
 if TYPE_CHECKING:
@@ -36,14 +37,6 @@ if TYPE_CHECKING:
 
 # Never poll faster than this, whatever a poller asks.
 MIN_WAIT = 0.1
-# Seconds a poll may take before its source is down (stalled), unless its
-# selection names its own (a remote's is its whole-answer timeout).
-DEFAULT_DEADLINE = 10.0
-
-
-def stalled(seconds: float) -> str:
-    """The words of a missed deadline, the same for every polled source."""
-    return f"stalled after {seconds:g} s"
 
 
 @dataclass(frozen=True)
@@ -289,12 +282,15 @@ def collect_polled(
     for poller in pollers:
         polled = poll_within(poller, deadline, request.now, kind)
         out.statuses.extend(polled.statuses)
+        partial = [status for status in polled.statuses if status.partial]
         for status in polled.statuses:
-            if status.state != "connected":
+            if status.state != "connected" or status.partial:
                 out.warnings.append(f"{kind} {status.name}: {status.reason}")
         if polled.locks is None:
             continue
-        out.places.append(f"on {kind} {poller.server}")
+        # What could not be seen is never summed up as "No locks on" the server.
+        seen = "that lockwatch's user may see " if partial else ""
+        out.places.append(f"{seen}on {kind} {poller.server}")
         # A holder's liveness is the store's word, not this host's processes.
         assessed = assess(polled.locks, StaticProcesses(), FrozenClock(polled.at), request.host)
         out.assessed.extend(assessed)
@@ -307,33 +303,3 @@ def collect_polled(
                 graphs.setdefault(name, []).append(lock)
         out.blocking.extend((name, from_locks(locks)) for name, locks in sorted(graphs.items()))
     return out
-
-
-class StoreSelection:
-    """What a selected store source (Redis, etcd) has in common: its pollers,
-    each polled once for `ls` and every `refresh` seconds for the dashboard.
-    A subclass names its `kind` and builds `pollers`."""
-
-    kind: ClassVar[str]
-    refresh: float
-    # A poll's deadline (seconds); a selection may name its own.
-    deadline: ClassVar[float] = DEFAULT_DEADLINE
-
-    def pollers(self, clock: Clock) -> Sequence[ServerPoller]:
-        raise NotImplementedError
-
-    def collect(self, request: ListingRequest) -> Collected:
-        return collect_polled(self.pollers(SystemClock()), request, self.kind, self.deadline)
-
-    def feeds(self, clock: Clock, host: str) -> Sequence[PolledFeed]:
-        return [
-            PolledFeed(
-                poller,
-                host=host,
-                interval=self.refresh,
-                settle=same_but_for_countdown,
-                deadline=self.deadline,
-                clock=clock,
-            )
-            for poller in self.pollers(clock)
-        ]

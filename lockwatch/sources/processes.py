@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import psutil
 
-from lockwatch.model.activity import ProcessActivity
 from lockwatch.model.process import CANNOT_TELL, HostPid, ProcessFacts
+
+if TYPE_CHECKING:
+    from lockwatch.model.activity import ProcessActivity
 
 # Ancestry is walked this far up at most (a fork bomb's chain must not cost much).
 MAX_ANCESTORS = 64
@@ -219,6 +222,8 @@ def read_activity(pid: int, proc: str = "/proc") -> ProcessActivity | None:
         state, pgrp, tpgid = fields[0].decode(), int(fields[2]), int(fields[5])
     except (OSError, ValueError, IndexError):
         return None
+    from lockwatch.model.activity import ProcessActivity
+
     terminal = _stdin_terminal(pid, proc)
     foreground = terminal is not None and pgrp == tpgid
     reads = _reads_stdin(pid, proc) if foreground and state == "S" else None

@@ -39,6 +39,11 @@ MIB = 1024 * 1024
 MAX_BYTES = 1024 * MIB
 MAX_LINE_BYTES = 256 * MIB  # one change set (a full 50,000-lock snapshot is ~30 MiB)
 MAX_HEADER_BYTES = 64 * 1024
+# A change set line is a JSON object, and the shortest lockwatch writes is longer
+# than this: a line that is neither is no change set. Past MAX_BAD_LINES of them
+# the file is no recording (a 40 MB file of `x` lines was 20 million of them).
+MIN_LINE_BYTES = 24
+MAX_BAD_LINES = 1000
 NOT_A_RECORDING = "not a lockwatch recording (write one with `lockwatch --record FILE`)"
 # Every source's own facts on its locks (pg_locks rows, /proc/locks lines) travel
 # in recordings: the registry says which types those are.
@@ -85,14 +90,16 @@ class Recorder:
     def __init__(self, path: Path, *, host: str, now: datetime | None = None) -> None:
         know_sources()
         self.path = path
+        from lockwatch.trusted import Refused, open_own
+
         try:
-            # Not through a symlink: a recording in a shared directory must not be
-            # a way to make root append to a file someone else pointed at.
-            fd = os.open(
-                path,
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-            )
+            # Yours alone: a new file made 0600 exclusively; one already there only if
+            # it is your regular file nobody else can write. Never through a symlink,
+            # never another user's 0666 file (root's data appended where they read
+            # it), never a FIFO (the dashboard would wait on its reader for ever).
+            fd, _ = open_own(path, os.O_WRONLY | os.O_APPEND)
+        except Refused as exc:
+            raise RecordingError(f"{path}: refused: {exc.why}") from exc
         except OSError as exc:
             raise RecordingError(f"{path}: cannot write: {exc.strerror or exc}") from exc
         self._file = os.fdopen(fd, "ab")
@@ -175,7 +182,8 @@ def read_lines(path: Path) -> list[bytes]:
     """The recording's non-blank lines, read line by line from a regular file: a
     device, a FIFO or a directory is refused by name before it is read, a file
     over MAX_BYTES or a line over MAX_LINE_BYTES (a header over MAX_HEADER_BYTES)
-    is refused once that much has been read. Replay keeps every line (it counts
+    is refused once that much has been read, and so is a file with over
+    MAX_BAD_LINES lines that are no change set. Replay keeps every line (it counts
     and steps through them), so the whole is bounded, not only each line."""
     from lockwatch.trusted import Refused, open_file
 
@@ -186,7 +194,7 @@ def read_lines(path: Path) -> list[bytes]:
     except OSError as exc:
         raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     lines: list[bytes] = []
-    total = 0
+    total = bad = 0
     with handle:
         while True:
             bound = MAX_LINE_BYTES if lines else MAX_HEADER_BYTES
@@ -206,8 +214,25 @@ def read_lines(path: Path) -> list[bytes]:
                 )
             if total > MAX_BYTES:
                 raise RecordingError(f"{path}: grew past {MAX_BYTES // MIB} MiB while read")
-            if line.strip():
-                lines.append(line.rstrip(b"\r\n"))
+            line = line.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            if lines and not _shaped(line):
+                bad += 1
+                if bad > MAX_BAD_LINES:
+                    raise RecordingError(
+                        f"{path}: over {MAX_BAD_LINES:,} lines are no change set (line"
+                        f" {len(lines) + 1:,} the last): not a lockwatch recording; stopped reading"
+                    )
+            lines.append(line)
+
+
+def _shaped(line: bytes) -> bool:
+    """Whether `line` could be a change set (or a later session's header): a
+    JSON object at least MIN_LINE_BYTES long. Only its ends are looked at; the
+    line is decoded when it is played."""
+    line = line.strip()
+    return len(line) >= MIN_LINE_BYTES and line[:1] == b"{" and line[-1:] == b"}"
 
 
 def _header(line: bytes) -> dict[str, object] | None:
@@ -381,7 +406,9 @@ class ReplayFeed:
 
 
 def _first_time(lines: list[bytes]) -> datetime | None:
-    for line in lines:
+    # The first change set that decodes: looked for among the first lines only,
+    # or a file of lines that never decode would be decoded whole before a frame.
+    for line in lines[: MAX_BAD_LINES + 1]:
         try:
             value = codec.loads_line(line)
         except (codec.CodecError, orjson.JSONDecodeError, ValueError):

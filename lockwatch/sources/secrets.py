@@ -12,6 +12,8 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
 
+from lockwatch.model.lazyre import lazy_compile
+
 
 class PasswordFileError(ValueError):
     """The config's password_file cannot be used; the message says why."""
@@ -159,8 +161,8 @@ def _secret_option_class() -> type[Any]:
 
 # user:password@ (up to the last @ before the path: a password may hold an
 # unencoded @), and password= or token= in a query string.
-_URL_USERINFO = re.compile(r"://[^:/@\s]*:([^\s/?#]*)@")
-_URL_QUERY = re.compile(r"[?&;](?:password|passwd|pwd|token|access_token)=([^&#\s]*)", re.I)
+_URL_USERINFO = lazy_compile(r"://[^:/@\s]*:([^\s/?#]*)@")
+_URL_QUERY = lazy_compile(r"[?&;](?:password|passwd|pwd|token|access_token)=([^&#\s]*)", re.I)
 
 
 def url_passwords(value: str) -> set[str]:

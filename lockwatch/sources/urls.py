@@ -11,9 +11,11 @@ import re
 from collections.abc import Iterable
 from urllib.parse import unquote
 
+from lockwatch.model.lazyre import lazy_compile
+
 # user:password@ in any URL, and password=... in a query string.
-_USERINFO = re.compile(r"(://[^:/@\s]*):[^@\s/]*@")
-_QUERY_PASSWORD = re.compile(r"((?:^|[?&;\s])password=)[^&#\s]*", re.IGNORECASE)
+_USERINFO = lazy_compile(r"(://[^:/@\s]*):[^@\s/]*@")
+_QUERY_PASSWORD = lazy_compile(r"((?:^|[?&;\s])password=)[^&#\s]*", re.IGNORECASE)
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:

@@ -360,6 +360,17 @@ class LockwatchApp(App[None]):
         else:
             self.show_header()
 
+    def acted_on(self, lock_ids: Iterable[str]) -> None:
+        """The operator's action on these locks was done: as each leaves, the
+        cursor moves on to the next row, not a line saying it is gone."""
+        for lock_id in lock_ids:
+            if View.LOCKS in self.views:
+                self.locks.table.acted_on(lock_id)
+            contention = self.views.get(View.CONTENTION)
+            if isinstance(contention, ContentionScreen):
+                contention.sessions.acted_on(lock_id)
+        self.show()
+
     def note(self, event: Event) -> None:
         """An event lockwatch itself caused (the operator's action, done or not)."""
         self.board.note(event)

@@ -35,7 +35,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Static
 
-from lockwatch.ui.fold import Folded
+from lockwatch.ui.fold import Folded, fold_lines
 from lockwatch.ui.safe import clean
 
 # The facts as of now, and what changed since the dialog opened (None: nothing).
@@ -53,6 +53,7 @@ FOCUS_MARK = "▶"
 # The cells the box keeps around the effect's text: border and padding each
 # side, and the effect's scrollbar gutter (kept, so its text never reflows).
 BOX_GUTTER = 5
+MORE_FACTS = "↓ more facts below: pgdn/pgup scroll them"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,15 +156,20 @@ class EnterHint(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._long = self._short = ""
+        self._loud = False
 
-    def say(self, long: str, short: str) -> None:
-        if (long, short) != (self._long, self._short):
-            self._long, self._short = long, short
+    def say(self, long: str, short: str, *, loud: bool = False) -> None:
+        """`loud`: why enter did nothing, said in bold where the hint was."""
+        if (long, short, loud) != (self._long, self._short, self._loud):
+            self._long, self._short, self._loud = long, short, loud
             self.refresh()
 
     def render(self) -> Text:
         width = self.size.width
         said = self._short if width and len(self._long) > width else self._long
+        if self._loud:
+            # Folded onto the line's width: its words, never cut mid-word.
+            return Text(fold_lines(said, width)[0] if width else said, style="bold")
         return Text(said, style="dim italic")
 
 
@@ -203,6 +209,8 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         self._must_type = must_type
         self._must_type_what = must_type_what
         self._warning = warning
+        # Why enter did nothing, said on the hint line until the next key (None: nothing).
+        self._said: str | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
@@ -217,6 +225,8 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             facts = VerticalScroll(id="confirm-facts", can_focus=False)
             with facts:
                 yield Static(_facts(self._lines), id="confirm-lines")
+            # In words, not a scrollbar: the facts go on below (`_fit` shows it).
+            yield Static(Text(MORE_FACTS, style="dim italic"), id="confirm-more")
             if self._choice is not None:
                 with Horizontal(id="choice-row", classes="confirm-field"):
                     yield Static("", id="choice-label", classes="field-label")
@@ -257,6 +267,14 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         for field in self.query(Input):
             field.cursor_blink = False
         self.query_one("#confirm-changed", Static).display = False
+        self.query_one("#confirm-more", Static).display = False
+        # A toast left from before (`cancelled — nothing done`) would lie over the
+        # fields and buttons: this dialog says its own news on its hint line.
+        # Warnings and errors (a source failed, the audit key) stay: they matter here.
+        for notification in list(self.app._notifications):
+            if notification.severity == "information":
+                self.app._unnotify(notification, refresh=False)
+        self.app._refresh_notifications()
         self._mark_focus()
         if self._refresh is not None:
             self.set_interval(REFRESH_SECONDS, self.refresh_facts)
@@ -273,22 +291,39 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         box = self.query_one("#confirm-box")
         effect = self.query_one("#confirm-effect")
         facts = self.query_one("#confirm-facts")
+        more = self.query_one("#confirm-more")
         others = sum(
             w.outer_size.height + w.styles.margin.height
             for w in box.children
-            if w is not facts and w is not effect and w.display
+            if w not in (facts, effect, more) and w.display
         )
         room = self.size.height - others - box.styles.gutter.height
         width = max(1, min(box.outer_size.width, self.size.width) - BOX_GUTTER)
         wanted = len(_effect(self._lines).lines(width))
         given = max(1, min(wanted, room - MIN_FACT_ROWS))
         effect.styles.height = given
-        facts.styles.max_height = max(MIN_FACT_ROWS, min(MAX_FACT_ROWS, room - given - 1))
+        rows = max(MIN_FACT_ROWS, min(MAX_FACT_ROWS, room - given - 1))
+        # Facts longer than their rows: one row says so, in place of a scrollbar.
+        over = self.query_one("#confirm-lines").outer_size.height > rows
+        if more.display != over:
+            more.display = over
+        facts.styles.max_height = max(MIN_FACT_ROWS, rows - 1) if over else rows
         self._mark_focus()  # the hint, to the width it now has
 
     def action_facts(self, pages: int) -> None:
         facts = self.query_one("#confirm-facts", VerticalScroll)
-        facts.scroll_to(y=facts.scroll_y + pages * max(1, facts.size.height - 1), animate=False)
+        step = pages * max(1, facts.size.height - 1)
+        y = max(0.0, min(facts.max_scroll_y, facts.scroll_y + step))
+        facts.scroll_to(y=y, animate=False, immediate=True)
+        more = MORE_FACTS if y < facts.max_scroll_y else "↑ the last facts: pgup scrolls back up"
+        self.query_one("#confirm-more", Static).update(Text(more, style="dim italic"))
+
+    def set_title(self, title: str) -> None:
+        """The title as of the facts' clock: an age in it moves with theirs."""
+        if title != self._title:
+            self._title = title
+            if self.is_mounted:
+                self.query_one("#confirm-title", Static).update(Folded(title, style="bold"))
 
     def refresh_facts(self) -> None:
         """The facts as of now; a change of verdict since opening is said."""
@@ -343,6 +378,9 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             button = self.query_one(f"#{button_id}", Button)
             button.label = _plain(button_label(words, focused is button))
         hint = self.query_one("#confirm-hint", EnterHint)
+        if self._said is not None:
+            hint.say(self._said, self._said, loud=True)
+            return
         # What enter does matters most: it alone, whole, where both do not fit.
         hint.say(self._hint(" · esc: do nothing"), self._hint(""))
 
@@ -361,9 +399,9 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         if focused.id == "reason":
             if not self._reason():
                 return "type why, for the audit log" + then
-            if self._must_type is not None and self._typed() != self._must_type:
+            if self._must_type is not None and not self._name_typed():
                 return "enter: on to the name" + then
-        if focused.id == "must-type" and self._typed() != self._must_type:
+        if focused.id == "must-type" and not self._name_typed():
             return f"type {clean(self._must_type or '')} exactly" + then
         if missing:
             return f"needs {missing}" + then
@@ -379,11 +417,18 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
             return None
         return self.query_one("#must-type", Input).value
 
+    def _name_typed(self) -> bool:
+        """Whether the name was typed: as it is, or as the dialog shows it. A name
+        holding escapes (`esc\\x1b]0;…`) is shown sanitised, and that is all the
+        operator can read and type; the raw characters are no more exact a proof."""
+        typed, wanted = self._typed(), self._must_type
+        return wanted is None or typed in (wanted, clean(wanted))
+
     def _missing(self) -> str | None:
         """What the action still needs before it may go ahead (None: nothing)."""
         if not self._reason():
             return "a reason"
-        if self._must_type is not None and self._typed() != self._must_type:
+        if self._must_type is not None and not self._name_typed():
             return clean(self._must_type) + " typed"
         return None
 
@@ -403,6 +448,7 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
 
     def on_input_changed(self, message: Input.Changed) -> None:
         message.stop()
+        self._said = None  # typed: what enter does now is news again
         self.query_one("#confirm", Button).disabled = not self._ready()
         self._mark_focus()
 
@@ -412,6 +458,7 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         self.action_enter()
 
     def action_move(self, step: int) -> None:
+        self._said = None
         stops = self._stops()
         focused = self.focused
         at = stops.index(focused) if focused in stops else (-1 if step > 0 else 0)
@@ -449,13 +496,20 @@ class ConfirmScreen(ModalScreen[Confirmed | None]):
         reason = self.query_one("#reason", Input)
         if not self._reason():
             self.set_focus(reason)
-            self.notify("a reason is required: it goes to the audit log", timeout=3)
+            self._say("a reason is required (for the audit log)")
         elif field is reason and self._must_type is not None:
             return  # on to the name, already
         elif self._ready():
             self._confirm()
         else:
-            self.notify(f"type {clean(self._must_type or '')} exactly to confirm", timeout=3)
+            self._say(f"type {clean(self._must_type or '')} exactly to confirm")
+
+    def _say(self, words: str) -> None:
+        """Why enter did nothing, on the hint line, until the next key: a toast
+        would lie over the field or button being used."""
+        self.app.bell()
+        self._said = words
+        self._mark_focus()
 
     def set_verb(self, verb: str) -> None:
         """What the confirm button says, when the way chosen changes the action."""

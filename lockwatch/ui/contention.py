@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import Tree
@@ -19,6 +20,7 @@ from lockwatch.model.board import Board
 from lockwatch.model.facts import Party
 from lockwatch.model.humanize import duration
 from lockwatch.sources import registry
+from lockwatch.ui.fold import cut
 from lockwatch.ui.keys import Move, move_bindings, moved
 from lockwatch.ui.safe import clean
 
@@ -116,8 +118,10 @@ class ContentionTree(Tree[str | None]):
         Binding(keys, action, show=False) for keys, action in move_bindings()
     ]
 
+    # Each line fits the width, cut at a word with `…` (enter shows the whole
+    # lock): nothing to scroll sideways, so no column offset is left behind.
     DEFAULT_CSS = """
-    ContentionTree { background: $surface; padding: 0 1; }
+    ContentionTree { background: $surface; padding: 0 1; overflow-x: hidden; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -133,6 +137,21 @@ class ContentionTree(Tree[str | None]):
         # Each session's line as last built, by the lock an action on it acts on.
         self._labels: dict[str, Text] = {}
         self._gone_node: TreeNode[str | None] | None = None
+        # The lock the operator's own action just ended: its session leaving is
+        # no news, the cursor stays on its line (the session now there).
+        self._acted: str | None = None
+
+    def render_label(self, node: TreeNode[str | None], base_style: Style, style: Style) -> Text:
+        label = super().render_label(node, base_style, style)
+        # The guides before it: one level of indent per ancestor below the hidden root.
+        depth = 0
+        parent = node.parent
+        while parent is not None and parent is not self.root:
+            depth, parent = depth + 1, parent.parent
+        return cut(label, self.scrollable_content_region.width - depth * self.guide_depth)
+
+    def on_resize(self) -> None:
+        self._invalidate()  # the labels are cut to the width: cut again
 
     @property
     def selected_lock(self) -> str | None:
@@ -152,7 +171,16 @@ class ContentionTree(Tree[str | None]):
     def page(self) -> int:
         return max(1, self.scrollable_content_region.height)
 
+    def acted_on(self, lock_id: str) -> None:
+        """The operator's action on `lock_id` was done (see LockTable.acted_on)."""
+        self._acted = lock_id
+        if self.gone is not None and self.selected_lock is None:
+            self._forget_gone()
+            self._built = None  # drawn again without the gone line
+            self.to_first_session()
+
     def action_move(self, move: str) -> None:
+        self._acted = None
         step = Move(move)
         start = max(0, self.cursor_line)
         if self.gone is not None:
@@ -237,17 +265,20 @@ class ContentionTree(Tree[str | None]):
             for first, second in pairs:
                 branch.add_leaf(Text(f"{_describe(board, first)}  ⟷  {_describe(board, second)}"))
         if not any_tree:
+            # Two lines, each whole at 80 columns: lines are cut to the width.
             self.root.add_leaf(
                 Text(
-                    "No contention: nobody waits on a lock and no lock scopes overlap."
-                    + (
-                        ""
-                        if trees or _waits_watched(board)
-                        else " (No PostgreSQL server or kernel watched: add --pg DSN or --kernel.)"
-                    ),
+                    "No contention: nobody waits on a lock and no lock scopes overlap.",
                     style="dim",
                 )
             )
+            if not trees and not _waits_watched(board):
+                self.root.add_leaf(
+                    Text(
+                        "No PostgreSQL server or kernel watched: add --pg DSN or --kernel.",
+                        style="dim",
+                    )
+                )
         self._follow(line, selected, before)
 
     def _follow(self, line: int, selected: str | None, before: dict[str, Text]) -> None:
@@ -257,6 +288,9 @@ class ContentionTree(Tree[str | None]):
             found = self._line_of(selected)
             if found is not None:
                 self.cursor_line = found
+                return
+            if selected == self._acted:
+                self.cursor_line = min(line, self.last_line)
                 return
             said = before.get(selected)
             self.gone = Text("✖ gone: ", style="bold")

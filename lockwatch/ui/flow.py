@@ -138,6 +138,10 @@ class ActionFlow:
             if lock_id not in board:
                 return facts_of(shown[0], now), "the lock is gone since this opened"
             verdict = board.verdict_at(lock_id, now)
+            if facts is not None:
+                # The title's ages on the body's clock (its `now`), not as opened.
+                now_title = facts.confirm_title(board.entries[lock_id].lock, kind, now)
+                screen.set_title(now_title or f"{kind.value.capitalize()} {lock.name}?")
             peers = [entry.lock for entry in board.entries.values()]
             shown[0] = self.actions.plan(
                 kind, board.entries[lock_id].lock, verdict, peers, **given()
@@ -196,7 +200,7 @@ class ActionFlow:
                 # whose name this dialog did not ask for: its own confirmation asks.
                 self.act(shown[0].kind, shown[0].lock.id)
             else:
-                self._execute([shown[0]], result.reason, result.forced)
+                self._execute([shown[0]], result.reason, result.forced, row=lock_id)
 
         self.app.push_screen(screen, done)
 
@@ -283,10 +287,19 @@ class ActionFlow:
 
     # -- carrying out and saying so ------------------------------------------------
 
-    def _execute(self, plans: list[Plan], reason: str, forced: bool) -> None:
+    def _execute(
+        self, plans: list[Plan], reason: str, forced: bool, row: str | None = None
+    ) -> None:
+        """`row`: the lock the operator chose, where the plan acts through another."""
+
         def run() -> None:
             outcomes = [self.actions.run(plan, reason, force=forced) for plan in plans]
             self.app.call_from_thread(self._report, plans, outcomes)
+            done = [plan.lock.id for plan, o in zip(plans, outcomes, strict=True) if o.ok]
+            if done and row is not None:
+                done.append(row)
+            if done:
+                self.app.call_from_thread(self.app.acted_on, done)
 
         self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
 

@@ -76,6 +76,26 @@ def fold_lines(text: str, width: int) -> list[str]:
     return lines
 
 
+def cut(text: Text, width: int, joint: str = " · ") -> Text:
+    """`text` (one line) cut to `width` cells where it is wider, never mid-word
+    while a word fits: where `fold_lines` would end its first line, with `…` for
+    what is left out; or right after a whole part (parts are joined by `joint`)
+    where that keeps as much, the `…` then only where there is room. Its styles kept."""
+    if width <= 0 or text.cell_len <= width:
+        return text
+    plain = text.plain
+    first = fold_lines(plain, width - 1)[0].rstrip(" ·(")
+    at = plain.rfind(joint, 0, width + len(joint))
+    if at >= len(first):
+        kept = text[:at]
+        if kept.cell_len + 2 <= width:
+            kept.append(" …")
+        return kept
+    kept = text[: len(first)]
+    kept.append("…")
+    return kept
+
+
 class Folded:
     """A Rich renderable of `text`, cleaned, folded by `fold_lines` to the width
     it is given; `lead`, styled `lead_style`, starts its first line."""

@@ -54,6 +54,8 @@ def status_text(status: SourceStatus, now: datetime) -> Text:
     text.append(word)
     text.append(clean(status.name), style="bold")
     text.append(f" {status.state}", style="" if good else "bold red")
+    if status.partial:
+        text.append(" (partial view)", style="bold yellow")
     if status.updated_at is not None and word:
         age = duration(max(0.0, (now - status.updated_at).total_seconds()))
         # When unwell, what is on screen is that old: say so, not when it broke.
@@ -98,37 +100,67 @@ class SourcesBar(Static):
         errors = board.all_errors()
         if errors:
             line.append(f"  {len(errors)} unreadable", style="bold red")
+        width = self.size.width - self.styles.gutter.width
+        counts = _counts_line(board, shown=shown, sort=sort, filter_text=filter_text, mode=mode)
         line.append("\n")
-        counts = board.counts
-        line.append(f"{len(board)} lock" if len(board) == 1 else f"{len(board)} locks")
-        for state in (
-            State.STALE,
-            State.INVALID,
-            State.UNKNOWN,
-            State.WAITING,
-            State.ACTIVE,
-            State.FREE,
-        ):
-            if counts[state]:
-                line.append(f"  {counts[state]} {state.value}")
-        if shown != len(board):
-            line.append(f"  ({shown} shown)")
-        line.append(f"  sort: {sort}")
-        if filter_text:
-            line.append("  filter: ")
-            line.append(clean(filter_text), style="bold")
-        if mode:
-            line.append(f"  {mode}", style="bold reverse")
+        line.append_text(_fitted(counts, width))
         if line == self._shown:
             return
         # A new height needs a new layout; the same height only a repaint, which
         # keeps the once-a-second update from re-laying out the whole screen. The
         # height is counted as drawn: a status that grows can wrap onto a line of
         # its own (80 columns), and the counts must not be pushed out of view.
-        width = self.size.width - self.styles.gutter.width
         lines = len(line.wrap(self.app.console, width)) if width > 0 else -1
         self.update(line, layout=lines != self._lines)
         self._shown, self._lines = line, lines
+
+
+# A piece of the counts line, and whether a narrow line may drop it.
+_Piece = tuple[Text, bool]
+
+
+def _counts_line(
+    board: Board, *, shown: int, sort: str, filter_text: str, mode: str | None
+) -> list[_Piece]:
+    """The counts line's pieces, in order; only the sort may be dropped (the
+    table's column title marks it too, ▼)."""
+    counts = board.counts
+    pieces = [(Text(f"{len(board)} lock" if len(board) == 1 else f"{len(board)} locks"), False)]
+    for state in (
+        State.STALE,
+        State.INVALID,
+        State.UNKNOWN,
+        State.WAITING,
+        State.ACTIVE,
+        State.FREE,
+    ):
+        if counts[state]:
+            pieces.append((Text(f"{counts[state]} {state.value}"), False))
+    if shown != len(board):
+        pieces.append((Text(f"({shown} shown)"), False))
+    pieces.append((Text(f"sort: {sort}"), True))
+    if filter_text:
+        pieces.append((Text.assemble("filter: ", (clean(filter_text), "bold")), False))
+    if mode:
+        pieces.append((Text(mode, style="bold reverse"), False))
+    return pieces
+
+
+def _fitted(pieces: list[_Piece], width: int) -> Text:
+    """The pieces two spaces apart, on one line where they fit in `width`: what
+    may be dropped is, before the line would wrap, so a count that comes and
+    goes ("1 free") never splits `sort: state` nor moves the table a line."""
+    line = Text("  ").join(text for text, _ in pieces)
+    if width <= 0 or line.cell_len <= width:
+        return line
+    kept = [text for text, droppable in pieces if not droppable]
+    # Still too wide (a filter, a mode): lines break between pieces, never in one.
+    lines: list[Text] = [Text()]
+    for text in kept:
+        if lines[-1].plain and lines[-1].cell_len + 2 + text.cell_len > width:
+            lines.append(Text())
+        lines[-1] = Text("  ").join([lines[-1], text]) if lines[-1].plain else text.copy()
+    return Text("\n").join(lines)
 
 
 # What the sources tell an empty dashboard is asked again at most this often
@@ -174,7 +206,11 @@ class EmptyState(Static):
         # Nothing could be read: the news is the failure, not "no locks" (the
         # reasons follow, one line each).
         live = any(status.state in LIVE_STATES for status in watched)
-        lines = ["No locks right now." if live else "Could not look for locks:", ""]
+        first = "No locks right now." if live else "Could not look for locks:"
+        if any(status.partial for status in watched):
+            # Part of what was asked for could not be seen: "no locks" would be a guess.
+            first = "No locks that lockwatch may see right now: a source shows only part (below)."
+        lines = [first, ""]
         looked = [hint.looked_for for hint in self._hints if hint.looked_for]
         lines += [clean(f"Looked for {what}.") for what in looked]
         if looked:
@@ -291,15 +327,24 @@ class Activity(Vertical):
 
     def show_all(self, events: Sequence[Event]) -> None:
         """Write the log again from `events` (the filter changed)."""
-        self.query_one("#events", EventLog).clear()
+        log = self.query_one("#events", EventLog)
+        # Emptied, the log is at its end, which would make it follow: as it was.
+        follow, top = log.following, log.scroll_y
+        log.clear()
         note = self.query_one("#events-filter", Static)
         note.display = self.hide_heartbeats
         note.update(Text("heartbeats hidden (h shows them)", style="dim"))
+        log.following = follow
         self.add_events(events)
+        if not follow:
+            log.call_after_refresh(log.scroll_to, y=top, animate=False, immediate=True)
 
     def add_events(self, events: Sequence[Event]) -> None:
         log = self.query_one("#events", EventLog)
         follow = log.following
+        # Lines dropped from the top past max_lines move the rest up under a
+        # reader scrolled up: the view moves back with them (RichLog counts them).
+        dropped = log._start_line
         for event in events[-500:]:
             if self.hide_heartbeats and event.kind is EventKind.HEARTBEAT:
                 continue
@@ -310,6 +355,9 @@ class Activity(Vertical):
             if event.detail:
                 line.append(clean(event.detail), style="dim")
             log.write(line, scroll_end=follow)
+        dropped = log._start_line - dropped
+        if dropped and not follow:
+            log.scroll_to(y=max(0.0, log.scroll_y - dropped), animate=False, immediate=True)
 
     def update_counts(self, board: Board) -> None:
         samples = list(board.samples)

@@ -137,6 +137,9 @@ class LockTable(ScrollView, can_focus=True):
         # The selected lock, left by itself (None: the cursor is on `selected`);
         # `cursor` is then where its row was.
         self.gone: Gone | None = None
+        # The lock the operator's own action just ended (a break): when it leaves,
+        # the cursor goes on to the row that takes its place, not a gone line.
+        self._acted: str | None = None
         # The selected lock as last drawn, and the filter then: what `gone` says.
         self._last: tuple[Entry, Verdict] | None = None
         self._query: Query = rows.query
@@ -188,7 +191,7 @@ class LockTable(ScrollView, can_focus=True):
         seen, when it left by itself; None when the operator's filter hid it
         (the cursor then moves to the nearest row, as they asked)."""
         entry = self.board.entries.get(lock_id)
-        if entry is not None and operator_filtered:
+        if (entry is not None and operator_filtered) or lock_id == self._acted:
             return None
         last = self._last
         if last is None or last[0].lock.id != lock_id:
@@ -205,6 +208,16 @@ class LockTable(ScrollView, can_focus=True):
         else:
             last = (entry, self.board.verdict(lock_id))  # still known: as it is now
         return Gone(lock_id, last[0], last[1], at, filtered=entry is not None)
+
+    def acted_on(self, lock_id: str) -> None:
+        """The operator's action on `lock_id` was done: once it leaves (now, or
+        already), the cursor is on the next row, where `b` acts again."""
+        self._acted = lock_id
+        if self.gone is not None and self.gone.lock_id == lock_id and not self.gone.filtered:
+            self.gone = None
+            self.selected = None
+            self._set_cursor(min(self.cursor, max(0, len(self.rows) - 1)), scroll=False)
+            self.refresh()
 
     def remember(self) -> None:
         """Keep the selected lock as drawn now: what the pane says once it is gone."""
@@ -274,6 +287,7 @@ class LockTable(ScrollView, can_focus=True):
         return max(1, self.size.height)
 
     def action_move(self, move: str) -> None:
+        self._acted = None  # moved on already
         step = Move(move)
         start = self.cursor
         if self.gone is not None and step in (Move.DOWN, Move.PAGE_DOWN):

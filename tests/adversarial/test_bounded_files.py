@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -26,8 +27,11 @@ TIMEOUT_S = 60.0  # only keeps a broken (hanging) run from hanging the suite
 RSS_LIMIT_KB = 200 * 1024
 
 
-def run(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
-    """`lockwatch ARGS` as a process of its own: what it did, and its peak RSS in KB."""
+def run(
+    cwd: Path, *args: str, stdin: str | None = None
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`lockwatch ARGS` as a process of its own (its standard input the file
+    `stdin`, if given): what it did, and its peak RSS in KB."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCKWATCH_", "PG"))}
     env["XDG_CONFIG_HOME"] = str(cwd / "xdg-config")
     env["XDG_STATE_HOME"] = str(cwd / "xdg-state")
@@ -38,8 +42,19 @@ def run(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
         "sys.exit(done.returncode)\n"
     )
-    done = subprocess.run(
+    with open(stdin or os.devnull, "rb") as given:
+        done = _run_measured(cwd, env, script, args, given)
+    *lines, rss = done.stderr.strip().splitlines()
+    done.stderr = "\n".join(lines)
+    return done, int(rss)
+
+
+def _run_measured(
+    cwd: Path, env: dict[str, str], script: str, args: tuple[str, ...], stdin: IO[bytes]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-c", script, sys.executable, "-m", "lockwatch", *args],
+        stdin=stdin,
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -47,9 +62,6 @@ def run(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
         timeout=TIMEOUT_S,
         check=False,
     )
-    *lines, rss = done.stderr.strip().splitlines()
-    done.stderr = "\n".join(lines)
-    return done, int(rss)
 
 
 @pytest.fixture

@@ -240,9 +240,10 @@ def test_group_write_for_the_owners_own_group_is_no_one_elses(
     """umask 002 systems: root:root 0664 is writable by root's own group, which
     has nobody else in it: trusted (as long as that stays so)."""
     import grp
+    import pwd
 
-    if grp.getgrgid(0).gr_mem:
-        pytest.skip("this host's root group has members")
+    if grp.getgrgid(0).gr_mem or any(u.pw_gid == 0 and u.pw_uid != 0 for u in pwd.getpwall()):
+        pytest.skip("this host's root group has members, or is another account's primary group")
     config = planted(shared, listener.port, root_token(tmp_path))
     config.chmod(0o664)
     done = lockwatch(shared, "ls", "--json", home=tmp_path)
@@ -323,5 +324,38 @@ def test_a_config_too_large_to_be_one_is_refused(tmp_path: Path) -> None:
     (tmp_path / "lockwatch.toml").write_text("# padding\n" * 200_000)
     done = lockwatch(tmp_path, "ls", home=tmp_path)
     assert done.returncode == 2
-    assert "more than the 1 MiB allowed" in done.stderr
+    assert "more than the 256 KiB allowed" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@needs_root
+def test_group_write_through_a_primary_group_is_someone_elses(
+    tmp_path: Path, listener: Listener
+) -> None:
+    """Issue 47, item 10: a group named after the file's owner, with no members
+    listed in /etc/group, but another account's primary group (`useradd -g`):
+    that account can write the file, so it is not trusted. Real accounts: the
+    owner (its own group, as `useradd -U` makes it) and one whose primary group
+    that is, which appends a [remote] of its own to the config as itself."""
+    from tests.adversarial.accounts import account, as_user, shared_dir
+
+    with account() as owner, account(primary_group=owner.pw_name) as member, shared_dir() as top:
+        configs = top.parent / "lwcfg"
+        configs.mkdir(mode=0o755)
+        config = configs / "lockwatch.toml"
+        config.write_text("readonly = true\n")
+        os.chown(config, owner.pw_uid, owner.pw_gid)
+        config.chmod(0o664)
+        token = root_token(tmp_path)
+        as_user(member, ["sh", "-c", f"printf '{remote_table(listener.port, token)}' >> {config}"])
+        done = lockwatch(configs, "ls", "--config", str(config), home=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == (
+            f"lockwatch: {config}: not loaded: group {owner.pw_name} can write it (mode 0664)"
+            f" (chmod go-w {config})"
+        )
+        assert listener.connections == 0 and b"root-s3cret" not in listener.received
+
+
+def remote_table(port: int, token: Path) -> str:
+    return f'[remote]\\nurls = ["http://127.0.0.1:{port}"]\\ntoken_file = "{token}"\\n'

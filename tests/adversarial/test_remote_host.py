@@ -21,6 +21,7 @@ from lockwatch.model.action import Kind
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import evaluate
 from lockwatch.sources.remote.document import read_document
+from lockwatch.sources.remote.plugin import find_remote
 from tests.adversarial.test_remote_deadline import (
     BOUND_S,
     HOST,
@@ -100,3 +101,41 @@ def test_ls_shows_an_impostor_under_its_address(impostor: Remote_) -> None:
     )
     assert f"{address}:/srv/locks/deploy.pid" in table.stdout
     assert f"{HOST}:/srv/locks/deploy.pid" not in table.stdout
+
+
+@pytest.mark.parametrize(
+    "claimed",
+    [
+        *("127.0.0.1:9464", "[::1]", "[::1]:9464", "::ffff:127.0.0.1", "127.0.1.1", "0.0.0.0"),
+        *("localhost.localdomain", "ip6-localhost", "LocalHost."),
+    ],
+)
+def test_a_loopback_claim_in_any_spelling_is_this_hosts_name(claimed: str) -> None:
+    """Issue 47 item 19: a serve saying it is `127.0.0.1:9464` (or `[::1]`, …) was told
+    to be run on: "On 127.0.0.1:9464 run: lockwatch break …"."""
+    listing = read_document(
+        ls_document(lock_record(), host=claimed), "http://127.0.0.1:9464", local_host=LOCAL_HOST
+    )
+    (lock,) = listing.locks
+    assert remote_of(lock).claimed_host == claimed
+    verdict = evaluate(lock, StaticProcesses(), FrozenClock(NOW), LOCAL_HOST)
+    plan = prepare(Kind.BREAK, lock, verdict, roots=("/srv",))
+    assert plan.refusal is not None
+    message = plan.refusal[1]
+    assert " run:" not in message and f"On {claimed}" not in message
+    assert "does not speak for this host" in message
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9464", "http://[::1]:9464", "http://localhost"])
+def test_a_loopback_serves_id_names_no_host_to_run_on(url: str) -> None:
+    """`lockwatch break 'remote:http://127.0.0.1:9464#…'` said "On 127.0.0.1 run: …": a
+    loopback serve is this host's or a tunnel's far end, and nobody here knows which."""
+    lock, verdict, _ = find_remote(f"remote:{url}#file:/srv/locks/deploy.pid")
+    plan = prepare(Kind.BREAK, lock, verdict, roots=("/srv",))
+    assert plan.refusal is not None
+    code, message = plan.refusal
+    assert code == "remote"
+    host = remote_of(lock).host
+    assert f"On {host}" not in message and f"on host {host}" not in message
+    assert "loopback" in message and "cannot tell" in message
+    assert "not here" not in verdict.reasons[0].message

@@ -79,10 +79,10 @@ def test_health_waits_for_a_server_still_connecting() -> None:
     connecting = SourceStatus("postgres", "monitor@db1:5432/app", "connecting")
     watcher.receive(ChangeSet(feed.name, NOW, (connecting,)))
     assert not watcher.health()[0]
-    # A refusal is a look finished too: the source is down, serve is ready.
+    # A refusal is a look finished too: the source is down (and named), serve is ready.
     refused = SourceStatus("postgres", "monitor@db1:5432/app", "error", reason="refused")
     watcher.receive(ChangeSet(feed.name, NOW, (refused,)))
-    assert watcher.health() == (True, "ok")
+    assert watcher.health() == (True, "ok; down: postgres:monitor@db1:5432/app (error: refused)")
 
 
 def test_healthz_answers_503_then_200() -> None:

@@ -329,6 +329,22 @@ def test_a_lock_that_is_gone_is_refused_and_audited(lwi: Any, tmp_path: Path, lo
     assert records(log)[0]["code"] == "not_found"
 
 
+def test_a_mistyped_path_says_no_such_file_first_and_is_not_audited(
+    lwi: Any, tmp_path: Path, log: Path
+) -> None:
+    """Issue 46, item 9: a path that does not exist is said first (not "pass
+    --yes"), and, no lock having been seen there, nothing is audited, try after try."""
+    missing = tmp_path / "nonexistent" / "x.lock"
+    asked = lwi("break", str(missing), "--reason", "test", "--audit-log", str(log))
+    assert asked.code == 2, asked
+    assert "no such file" in asked.err and "--yes" not in asked.err
+    for _ in range(2):
+        run = lwi("break", str(missing), "--reason", "test", "--yes", "--audit-log", str(log))
+        assert run.code == 2, run
+        assert f"{missing}: no such file or directory; nothing was done" in run.err
+    assert records(log) == []
+
+
 def test_a_directory_is_no_target(lwi: Any, tmp_path: Path, log: Path) -> None:
     run = lwi("break", str(tmp_path), "--reason", "r", "--yes", "--audit-log", str(log))
     assert run.code == 2, run

@@ -72,10 +72,23 @@ def test_a_path_routes_to_watch(isolated: Path, tmp_path: Path) -> None:
     assert code == 2
     assert NEEDS_TERMINAL in err
     assert "No such command" not in err
-    # A path that does not exist is still a path, not a subcommand.
+    # A path that does not exist is still a path, not a subcommand: said as `ls` says it.
     code, _, err = run_cli(str(tmp_path / "not-yet"), "--sort", "age")
     assert code == 2
-    assert NEEDS_TERMINAL in err and "No such command" not in err
+    assert "No such file or directory" in err and "No such command" not in err
+
+
+def test_a_path_that_does_not_exist_is_refused_as_ls_refuses_it(
+    isolated: Path, tmp_path: Path
+) -> None:
+    """Issue 46, item 9: one rule for the dashboard and `ls`: a PATH named that
+    does not exist is an error, exit 2, with the same line, before anything starts."""
+    missing = str(tmp_path / "nonexistent" / "dir")
+    for command in ((missing,), ("watch", missing), ("ls", missing)):
+        code, out, err = run_cli(*command)
+        assert code == 2, (command, out, err)
+        assert f"lockwatch: {missing}: No such file or directory" in err, (command, err)
+        assert NEEDS_TERMINAL not in err
 
 
 def test_watch_needs_a_terminal(isolated: Path, tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_git_message_names_the_stale_index_lock_and_the_exact_break(repo: Path) 
     code, out, err = run_cli("why", said)
     assert code == 0, err
     lock = f"file:{repo}/.git/index.lock"
-    assert out.splitlines()[0] == lock
+    assert out.splitlines()[0] == f"certain: {lock}"
     assert "state:  stale (holder_dead" in out
     assert f"next:   stale: lockwatch break {lock} --reason 'holder_dead: " in out
     assert "only when no git process runs in that repository" in out
@@ -98,7 +98,7 @@ def test_flock_command_line_names_the_holder(held: tuple[Path, int]) -> None:
     said = f"$ flock --verbose -n {path} true\n{done.stderr}"
     code, out, err = run_cli("why", said)
     assert code == 0, err
-    assert out.splitlines()[0] == f"file:{path}"
+    assert out.splitlines()[0] == f"certain: file:{path}"
     assert "state:  active (kernel_lock" in out
     # What the holder does, not "at work": flock(1) waits for the command it runs.
     assert f"next:   wait: flock (pid {pid}) is asleep, not running, waiting for its child" in out
@@ -120,7 +120,7 @@ def test_sqlite_database_is_no_lock_file_but_its_kernel_locks_are_named(
     code, out, err = run_cli("why", "app.db")
     # Nobody locks it: an SQLite database (its own format), free.
     assert code == 0, err
-    assert out.startswith(f"file:{db}") and "free (not_held" in out, out
+    assert out.startswith(f"certain: file:{db}") and "free (not_held" in out, out
     # A writer in a process of its own holds a RESERVED lock: fcntl byte-range locks.
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True
@@ -140,7 +140,7 @@ def test_sqlite_database_is_no_lock_file_but_its_kernel_locks_are_named(
         # writer (RESERVED, a write transaction) named, one row, no kernel rows.
         code, out, err = run_cli("why", "app.db")
         assert code == 0, err
-        assert out.startswith(f"file:{db}"), out
+        assert out.startswith(f"certain: file:{db}"), out
         assert "state:  active" in out and f"pid {writer.pid}" in out, out
         assert "RESERVED" in out, out
         assert "\nkernel:" not in out
@@ -190,7 +190,7 @@ def test_dpkg_style_lock_held_with_fcntl(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     assert code == 0, err
-    assert out.splitlines()[0] == f"file:{path}"
+    assert out.splitlines()[0] == f"certain: file:{path}"
     assert "state:  active (kernel_lock" in out
     assert "the message named pid 1 (apt-get); that is not the holder now" in out
     assert "sudo dpkg --configure -a" in out
@@ -241,7 +241,7 @@ def test_lock_id_and_usage(tmp_path: Path) -> None:
     lock.write_text("999999999\n")
     code, out, err = run_cli("why", f"file:{lock}")
     assert code == 0, err
-    assert out.splitlines()[0] == f"file:{lock}"
+    assert out.splitlines()[0] == f"certain: file:{lock}"
     code, out, err = run_cli("why")
     assert code == 2 and "say what is locked" in err
     code, out, err = run_cli("why", "nosuch:thing")

@@ -17,7 +17,7 @@ import pytest
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.kernel import KernelEvidence
-from lockwatch.model.lock import Lock
+from lockwatch.model.lock import Lock, declare
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_json
 from lockwatch.model.verdict import State, Verdict, evaluate
@@ -90,6 +90,60 @@ def test_an_empty_file_the_kernel_was_seen_holding_is_free_once_released() -> No
     lock = decode("/srv/app/app.lock", b"")
     verdict = judge(_with(lock, KernelEvidence(was_held=True)))
     assert (verdict.state, verdict.codes) == (State.FREE, ("not_held",))
+
+
+def test_the_unknown_reason_names_the_files_age_from_its_mtime() -> None:
+    # The kernel's word drops a sentinel's mtime from its age (with_evidence); the
+    # existence reading's age is still the file's, named in words.
+    decoded = decode("/srv/app/app.lock", b"", age=192)
+    lock = replace(decoded, acquired_at=None, modified_at=ago(192))
+    verdict = judge(replace(lock, evidence=KernelEvidence()))
+    assert verdict.codes == ("existence_unknown",)
+    assert verdict.age_seconds is None
+    assert "an empty file, last modified 3m12s ago" in verdict.reasons[0].message
+
+
+@pytest.mark.parametrize(
+    ("protocol", "evidence", "state", "codes"),
+    [
+        ("kernel", KernelEvidence(), State.FREE, ("declared_kernel_sentinel",)),
+        ("kernel", None, State.UNKNOWN, ("no_kernel_evidence",)),
+        ("existence", KernelEvidence(), State.ACTIVE, ("declared_existence", "no_pid")),
+        ("existence", None, State.ACTIVE, ("declared_existence", "no_pid")),
+    ],
+)
+def test_a_declared_protocol_settles_an_empty_file(
+    protocol: str, evidence: KernelEvidence | None, state: State, codes: tuple[str, ...]
+) -> None:
+    lock = decode("/srv/app/app.lock", b"")
+    lock = replace(lock, policy=declare(lock.policy, protocol), evidence=evidence)
+    assert (judge(lock).state, judge(lock).codes) == (state, codes)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "pid", "state", "codes"),
+    [
+        (None, LIVE, State.ACTIVE, ("live_pid_no_kernel_lock",)),
+        (None, DEAD, State.STALE, ("holder_dead",)),
+        ("kernel", LIVE, State.FREE, ("declared_kernel_sentinel",)),
+        ("kernel", DEAD, State.FREE, ("declared_kernel_sentinel",)),
+        ("existence", LIVE, State.ACTIVE, ("declared_existence",)),
+        ("existence", DEAD, State.STALE, ("holder_dead", "declared_existence")),
+    ],
+)
+def test_a_bare_pid_no_kernel_lock_is_on_is_never_a_bare_active(
+    protocol: str | None, pid: int, state: State, codes: tuple[str, ...]
+) -> None:
+    lock = decode("/srv/app/job.lock", f"{pid}\n")
+    if protocol is not None:
+        lock = replace(lock, policy=declare(lock.policy, protocol))
+    verdict = judge(replace(lock, evidence=KernelEvidence()))
+    assert (verdict.state, verdict.codes) == (state, codes)
+
+
+def test_a_declaration_leaves_a_formats_own_rules_alone() -> None:
+    lock = decode("/srv/app/job.lock", {"pid": LIVE})  # a JSON record, not a bare pid
+    assert declare(lock.policy, "kernel") is lock.policy
 
 
 # --- a record's own expiry --------------------------------------------------------------

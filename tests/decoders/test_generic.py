@@ -155,6 +155,8 @@ def test_bare_pid_file(text: str) -> None:
 
 
 def test_bare_pid_file_of_a_running_process() -> None:
+    # Nobody asked the kernel (a network filesystem): the pid rule alone. With the
+    # kernel's word, the sentinel's reading is named (test_existence_locks.py).
     verdict = judge(decode("100\n", path=PID_FILE, mtime=ago(60)))
     assert (verdict.state, verdict.codes, verdict.alive) == (State.ACTIVE, (), True)
 

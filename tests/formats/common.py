@@ -104,6 +104,15 @@ def ls(directory: Path) -> dict[str, Any]:
     return ls_json(directory, home, cwd=home, exit_codes=(0, 3))
 
 
+def declare(directory: Path, kind: str) -> None:
+    """lockwatch.toml in the directory `ls` runs lockwatch from (`<its parent>/home`),
+    declaring `directory`'s lock files `kind` ([[protocols]]: "kernel" or "existence")."""
+    home = directory.parent / "home"
+    home.mkdir(exist_ok=True)
+    path = f"{directory.resolve()}/*"
+    (home / "lockwatch.toml").write_text(f'[[protocols]]\npath = "{path}"\nkind = "{kind}"\n')
+
+
 def records(directory: Path) -> dict[str, Record]:
     """`ls(directory)`'s records by file name."""
     return by_name(ls(directory)["locks"])

@@ -6,7 +6,9 @@ an empty file, no pid, no kernel lock, nobody has it open: held exactly while
 it exists; stale only by the `stale` option its callers pass, which the file
 does not record. Its own answer is `lockFile.check(path)` in a fresh node.
 lockwatch must never call it free (an operator could remove it under its
-holder): it is unknown, `existence_unknown` saying why.
+holder): it is unknown, `existence_unknown` saying why, unless the config
+declares its path's protocol (issue 42): existence locks are then active, and
+kernel locks' sentinels (a wrong declaration, taken at its word) free.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from tests.formats.common import (
     WAIT_S,
     codes,
+    declare,
     locks_dir,
     reap,
     records,
@@ -108,3 +111,26 @@ def test_its_holder_killed_it_stays_unknown(
     assert lockfile_says(npm_dir, path) == "locked"
     record = records(directory)["app.lock"]
     assert (record["state"], codes(record)) == ("unknown", ["existence_unknown"]), record
+
+
+@pytest.mark.parametrize(
+    ("kind", "state", "code"),
+    [("existence", "active", "declared_existence"), ("kernel", "free", "declared_kernel_sentinel")],
+)
+def test_the_declaration_settles_it(
+    npm_dir: Path,
+    tmp_path: Path,
+    started: list[subprocess.Popen[str]],
+    kind: str,
+    state: str,
+    code: str,
+) -> None:
+    directory = locks_dir(tmp_path)
+    path = directory / "app.lock"
+    start_ready(["node", str(npm_dir / "holder.js"), str(path)], started)
+    assert lockfile_says(npm_dir, path) == "locked"
+    declare(directory, kind)
+    record = records(directory)["app.lock"]
+    assert (record["state"], codes(record)[0]) == (state, code), record
+    if kind == "existence":
+        assert record["acquired_at"] is not None, record  # its age: the file's mtime

@@ -17,12 +17,12 @@ from lockwatch.model.verdict import State
 from lockwatch.sources.contract import LABEL_WIDTH, SourceError
 from lockwatch.sources.mysql.dsn import parse
 from lockwatch.sources.mysql.facts import MyClient, MyLock, MySession, scrub_statement
+from lockwatch.sources.mysql.lexer import Asked, waited_name
 from lockwatch.sources.mysql.plugin import SOURCE
 from lockwatch.sources.mysql.records import (
     Poll,
     build,
     lock_id,
-    name_of,
     parse_id,
     table_of,
 )
@@ -75,8 +75,8 @@ def test_ids_round_trip_and_name_one_lock() -> None:
 
 
 def test_statements_are_read_as_written() -> None:
-    assert name_of("SELECT GET_LOCK('it''s', 10)") == "it's"
-    assert name_of("SELECT GET_LOCK(@name, 10)") is None
+    assert waited_name("SELECT GET_LOCK('it''s', 10)", {}, 1) == "it's"
+    assert isinstance(waited_name("SELECT GET_LOCK(@name, 10)", {}, 1), Asked)
     assert table_of("ALTER TABLE `shop`.`orders` ADD c INT", "x") == "shop.orders"
     assert table_of("SELECT * FROM orders WHERE id = 1", "shop") == "shop.orders"
     assert "hunter2" not in scrub_statement("ALTER USER 'a'@'%' IDENTIFIED BY 'hunter2'")

@@ -4,12 +4,15 @@ the contention behind them is still there: it names the blocker."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import psycopg
 import pytest
 
 from tests.conftest import run_cli
-from tests.postgres.conftest import PgHarness
+from tests.formats.common import need_tools
+from tests.postgres.conftest import WAIT_S, PgHarness
 
 pytestmark = pytest.mark.postgres
 
@@ -90,3 +93,50 @@ def test_an_idle_in_transaction_holder_is_said_idle_against_its_limit(pg: PgHarn
     )
     assert "is alive and may still end its transaction" in next_line
     assert "at work" not in next_line and "not stale" not in next_line
+
+
+def test_lock_timeout_ranks_the_table_it_names_over_an_unrelated_advisory_lock(
+    pg: PgHarness,
+) -> None:
+    """Issue 46 item 3, on PostgreSQL: psql's own lock_timeout error names the
+    table; an advisory lock others wait on is no lock on it."""
+    need_tools("psql")
+    table = pg.table(2)
+    holder, waiter, advisory, advisory_waiter = pg.sessions(
+        "holder", "waiter", "advisory", "advisory-waiter"
+    )
+    advisory.execute("SELECT pg_advisory_lock(4646)")
+    pg.block(advisory_waiter, "SELECT pg_advisory_lock(4646)")
+    holder.execute("BEGIN")
+    holder.execute(f"UPDATE {table} SET v = 1 WHERE id = 1")
+    pg.block(waiter, f"UPDATE {table} SET v = 3 WHERE id = 1")
+    statement = f"UPDATE {table} SET v = 2 WHERE id = 1"
+    # Queued behind the waiter, it times out on the row's tuple lock: psql's error
+    # has no CONTEXT then; -b (--echo-errors) adds the statement, as the log has it.
+    psql = subprocess.run(
+        ["psql", pg.dsn, "-X", "-b", "-c", "SET lock_timeout = '100ms'", "-c", statement],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    said = psql.stderr
+    assert "canceling statement due to lock timeout" in said, said
+    assert f"STATEMENT:  UPDATE {table} SET" in said, said
+    done = subprocess.run(
+        [sys.executable, "-m", "lockwatch", "why", "--pg", pg.dsn, "-"],
+        input=said,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    first, match = done.stdout.splitlines()[:2]
+    # The text names the table, not which session's lock on it: likely, not certain.
+    assert first.startswith("likely: pg:") and f":{holder.info.backend_pid}:" in first
+    assert match == f"  match:  a lock on {table}, which the text names"
+    assert f":{advisory.info.backend_pid}:" not in done.stdout
+    assert "other blocking session" in done.stdout
+    # With the table's name gone from the text, the advisory holder is only possible.
+    _, out, _ = run_cli("why", "--json", "--pg", pg.dsn, said.replace(table, "elsewhere"))
+    sure = {lock["holder"]["pid"]: lock["sure"] for lock in json.loads(out)["locks"]}
+    assert sure.get(advisory.info.backend_pid) == "possible", out

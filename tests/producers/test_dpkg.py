@@ -6,16 +6,20 @@ mid-install, the locks are free and the tools' own repair is told."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.formats.common import WAIT_S, codes, ls, need_tools, wait_until
+from tests.formats.common import WAIT_S, clean_env, codes, ls, need_tools, wait_until
+from tests.kernel.test_procfs import as_nobody
 
 CONTROL = """\
 Package: lockwatch-probe
@@ -90,9 +94,11 @@ def _preinst_runs(session: int) -> bool:
     return False
 
 
-def _apt_get_says(admindir: Path) -> str:
+def _apt_get_says(admindir: Path, user: tuple[str, ...] = ()) -> str:
+    """What a real apt-get run as `user` (a command prefix; none: root) says."""
     done = subprocess.run(
         [
+            *user,
             "apt-get",
             "-o",
             f"Dir::State::status={admindir}/status",
@@ -162,3 +168,94 @@ def test_apt_locks_are_named_by_place(tmp_path: Path) -> None:
     assert set(rows) == {str(archives / "lock"), str(lists / "lock")}, rows
     for row in rows.values():
         assert row["format"] == "dpkg" and row["state"] == "free", row
+
+
+# ---------------------------------------------------------------- an unprivileged user
+
+
+def _private(admindir: Path) -> None:
+    """dpkg's lock files as a real host has them: root's, 0640 (its directory
+    searchable by anyone): another user may stat them, never open them."""
+    for name in ("lock", "lock-frontend"):
+        (admindir / name).touch()
+        (admindir / name).chmod(0o640)
+
+
+def lockwatch_as_nobody(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`lockwatch ARGS` run by user nobody, its config and state in `home`."""
+    home.mkdir(mode=0o755, exist_ok=True)
+    env = {**clean_env(home), "HOME": str(home), "XDG_STATE_HOME": str(home / "state")}
+    return subprocess.run(
+        [*as_nobody(), sys.executable, "-m", "lockwatch", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=home,
+        env={**env, "LC_ALL": "C"},
+    )
+
+
+def _rows(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    assert done.returncode == 1, done.stderr  # partial: their content was not read
+    document = json.loads(done.stdout)
+    assert document["errors"] == [], document["errors"]  # listed, not dropped as errors
+    return {Path(row["path"]).name: row for row in document["locks"]}
+
+
+def test_unprivileged_ls_lists_root_only_locks_held_by_dpkg_from_the_kernel(
+    open_dir: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    """Issue 42: as nobody, `ls DIR` said "Permission denied" twice and "No locks
+    under": the locks are there, held as dpkg itself holds them (/proc/locks is
+    anyone's), and free of a holder they are unknown, never absent."""
+    need_tools("dpkg", "dpkg-deb", "apt-get", "setpriv")
+    root, admindir, deb = _scratch(open_dir)
+    _private(admindir)
+    home = open_dir / "home"
+    idle = _rows(lockwatch_as_nobody(home, "ls", "--json", str(admindir)))
+    assert set(idle) == {"lock", "lock-frontend"}, idle
+    for row in idle.values():
+        assert row["state"] == "unknown" and codes(row)[0] == "permission_denied", row
+        assert row["holder"]["pid"] is None, row
+    dpkg = _dpkg_installing(root, admindir, deb, started)
+    held = _rows(lockwatch_as_nobody(home, "ls", "--json", str(admindir)))
+    assert set(held) == {"lock", "lock-frontend"}, held
+    for row in held.values():
+        assert row["format"] == "dpkg" and row["state"] == "active", row
+        assert row["holder"]["pid"] == dpkg.pid, row
+        assert codes(row)[0] == "kernel_lock" and "dpkg_running" in codes(row), row
+        assert "permission_denied" in codes(row), row  # told, not decisive
+    table = lockwatch_as_nobody(home, "ls", str(admindir))
+    assert table.returncode == 1, table.stderr
+    assert "No locks under" not in table.stdout, table.stdout
+    lines = [line for line in table.stdout.splitlines() if line.startswith("active ")]
+    assert len(lines) == 2 and all(f"dpkg (pid {dpkg.pid})" in line for line in lines), lines
+    [note] = table.stderr.splitlines()  # one line, no "PATH: Permission denied" each
+    assert "2 lock files could not be read (permission denied)" in note, note
+
+
+def test_unprivileged_why_answers_apts_held_and_non_root_messages_alike(
+    open_dir: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    """Issue 42: `why` said "no lock found" as nobody. apt's message to root (held
+    by dpkg) and its own message to nobody ("(13: Permission denied) ... are you
+    root?"), both from a real apt-get, name the lock dpkg holds and its pid."""
+    need_tools("dpkg", "dpkg-deb", "apt-get", "setpriv")
+    root, admindir, deb = _scratch(open_dir)
+    _private(admindir)
+    dpkg = _dpkg_installing(root, admindir, deb, started)
+    held = _apt_get_says(admindir)
+    assert f"held by process {dpkg.pid}" in held, held
+    denied = _apt_get_says(admindir, tuple(as_nobody()))
+    assert "(13: Permission denied)" in denied and "are you root?" in denied, denied
+    home = open_dir / "home"
+    for said in (held, denied):
+        done = lockwatch_as_nobody(home, "why", "--json", said)
+        assert done.returncode == 0, (said, done.stdout, done.stderr)
+        [lock] = json.loads(done.stdout)["locks"]
+        assert lock["path"] == str(admindir / "lock-frontend"), (said, lock)
+        assert lock["state"] == "active" and lock["holder"]["pid"] == dpkg.pid, (said, lock)
+        text = lockwatch_as_nobody(home, "why", said)
+        assert text.returncode == 0 and "no lock found" not in text.stderr, text.stderr
+        assert f"active (kernel_lock: held with fcntl/lockf by pid {dpkg.pid}" in text.stdout

@@ -1,6 +1,8 @@
-"""/v1/locks streamed (issue 35, item 6): from STREAM_FROM locks on the document
-is rendered a batch at a time as it is written, chunked (and gzipped as it
-goes), never made whole; what arrives is the very document `document()` makes."""
+"""/v1/locks rendered a batch of records at a time (issue 35, item 6), once for
+every reader of the same generation (issue 47, item 9: a rendering per stalled
+reader cost 1.5 GB), and gzipped once for all of them; the listener still
+streams a body made in pieces (chunked, gzipped as it goes) where an endpoint
+hands it one. What arrives is the very document `document()` makes."""
 
 from __future__ import annotations
 
@@ -49,18 +51,19 @@ def watching(count: int) -> Watcher:
     return watcher
 
 
-def test_a_large_document_is_a_stream_rendered_in_batches_a_small_one_bytes() -> None:
-    small = Documents(watching(10), LOCAL_HOST)
-    assert isinstance(small.get(NOW), bytes)
-    watcher = watching(documents_module.STREAM_FROM)
-    made = Documents(watcher, LOCAL_HOST).get(NOW)
-    assert callable(made)
-    pieces = list(made())
-    # Many pieces, none holding more than a batch of records.
-    assert len(pieces) >= documents_module.STREAM_FROM // documents_module.BATCH
+LARGE = 5_007
+
+
+def test_a_large_document_is_rendered_in_batches_once_for_every_reader() -> None:
+    watcher = watching(LARGE)
+    documents = Documents(watcher, LOCAL_HOST)
+    made = documents.get(NOW)
+    assert made == document(watcher, NOW, LOCAL_HOST)
+    assert documents.get(NOW) is made  # shared, not rendered (and held) once per reader
+    gathered = documents_module._gather(watcher, NOW, LOCAL_HOST)
+    pieces = list(documents_module._arrays(gathered))
+    assert len(pieces) >= LARGE // documents_module.BATCH
     assert max(piece.count(b'"id":') for piece in pieces) <= documents_module.BATCH
-    assert b"".join(pieces) == document(watcher, NOW, LOCAL_HOST)
-    assert b"".join(made()) == b"".join(pieces)  # each call renders it anew
 
 
 def serving(endpoints: Endpoints) -> Iterator[str]:
@@ -74,8 +77,8 @@ def serving(endpoints: Endpoints) -> Iterator[str]:
         server.server_close()
 
 
-def test_a_streamed_document_goes_out_chunked_plain_and_gzipped() -> None:
-    watcher = watching(documents_module.STREAM_FROM + 7)
+def test_a_large_document_goes_out_whole_plain_and_gzipped_once() -> None:
+    watcher = watching(LARGE)
     documents = Documents(watcher, LOCAL_HOST)
     whole = document(watcher, NOW, LOCAL_HOST)
     endpoints = Endpoints(
@@ -87,11 +90,39 @@ def test_a_streamed_document_goes_out_chunked_plain_and_gzipped() -> None:
     for url in serving(endpoints):
         with httpx.Client(base_url=url, timeout=20) as client:
             plain = client.get("/v1/locks", headers={"Accept-Encoding": "identity"})
+            assert plain.status_code == 200 and plain.content == whole
+            assert len(orjson.loads(plain.content)["locks"]) == LARGE
+            packed = []
+            for _ in range(2):
+                with client.stream(
+                    "GET", "/v1/locks", headers={"Accept-Encoding": "gzip"}
+                ) as answer:
+                    assert answer.headers["Content-Encoding"] == "gzip"
+                    packed.append(b"".join(answer.iter_raw()))
+            assert gzip.decompress(packed[0]) == whole
+            assert packed[0] == packed[1]  # the one gzip of the shared document
+
+
+def test_a_body_made_in_pieces_goes_out_chunked_plain_and_gzipped() -> None:
+    whole = document(watching(LARGE), NOW, LOCAL_HOST)
+
+    def pieces() -> Iterator[bytes]:
+        for at in range(0, len(whole), 100_000):
+            yield whole[at : at + 100_000]
+
+    endpoints = Endpoints(
+        Access(None),
+        metrics=lambda accept: (b"", "text/plain"),
+        locks=lambda: pieces,
+        health=lambda: (True, "ok"),
+    )
+    for url in serving(endpoints):
+        with httpx.Client(base_url=url, timeout=20) as client:
+            plain = client.get("/v1/locks", headers={"Accept-Encoding": "identity"})
             assert plain.status_code == 200
             assert plain.headers["Transfer-Encoding"] == "chunked"
             assert "Content-Length" not in plain.headers
             assert plain.content == whole
-            assert len(orjson.loads(plain.content)["locks"]) == documents_module.STREAM_FROM + 7
 
             with client.stream("GET", "/v1/locks", headers={"Accept-Encoding": "gzip"}) as packed:
                 assert packed.headers["Content-Encoding"] == "gzip"

@@ -326,12 +326,14 @@ async def hold_then_let_go(watched: Watched, held: Path) -> int:
 
 
 async def judged_as_ls_judges(watched: Watched, root: Path, pidfile: Path, holder: str) -> None:
-    """The feed's verdict on `pidfile` is ls's: stale (holder_dead), or active."""
+    """The feed's verdict on `pidfile` is ls's: stale (holder_dead), or active, the
+    sentinel's reading named (a bare pid no kernel lock is on: issue 42)."""
     from tests.sources.test_file_feed import lock_id
 
     assert await eventually(lambda: lock_id(pidfile) in watched.board.entries)
     _, listed = await asyncio.to_thread(ls_states, root)
-    expected = ("stale", ("holder_dead",)) if holder == "dead" else ("active", ())
+    alive = ("active", ("live_pid_no_kernel_lock",))
+    expected = ("stale", ("holder_dead",)) if holder == "dead" else alive
     assert listed[lock_id(pidfile)] == expected
     if not await eventually(lambda: watched.states()[lock_id(pidfile)] == expected, 1.5):
         pytest.fail(f"the feed says {watched.states()[lock_id(pidfile)]}, ls {expected}")

@@ -51,6 +51,18 @@ def test_apt_names_the_lock_file_and_its_holder() -> None:
     assert "dpkg --configure -a" in (pid.advice or "")
 
 
+def test_apts_message_to_a_user_who_may_not_open_the_lock_names_it() -> None:
+    """apt 2.6's own words to a non-root user (issue 42): its first line alone
+    names the lock too."""
+    said = "E: Could not open lock file /var/lib/dpkg/lock-frontend - open (13: Permission denied)"
+    assert kinds(files.clues(said, _lock_name)) == [("path", files.DPKG_FRONTEND)]
+    said += (
+        "\nE: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), are you root?"
+    )
+    paths = {clue.value for clue in files.clues(said, _lock_name)}
+    assert paths == {files.DPKG_FRONTEND}
+
+
 def test_dpkg_messages() -> None:
     said = "dpkg: error: dpkg frontend lock was locked by another process with pid 4321"
     assert kinds(files.clues(said, _lock_name)) == [
@@ -140,3 +152,36 @@ def test_mysql_messages() -> None:
     }
     assert kinds(mysql.clues("IS_USED_LOCK(\"it''s\")")) == [("name", "it''s")]
     assert mysql.clues("port 1205 is open") == []
+
+
+# The mariadb client's literal stderr (10.11, batch mode) for a statement that
+# timed out: the statement boxed in dashes, then the error.
+MARIADB_BOX = """--------------
+SELECT * FROM `shop`.orders WHERE id='A-7' FOR UPDATE
+--------------
+
+ERROR 1205 (HY000) at line 1: Lock wait timeout exceeded; try restarting transaction
+"""
+
+
+def test_mysql_statement_names_its_tables_and_row() -> None:
+    table, hint = mysql.clues(MARIADB_BOX)
+    assert (table.kind, table.value) == (ClueKind.NAME, "shop.orders")
+    assert hint.value == "lock_wait_timeout"
+    assert dict(table.detail) == {"is": "table", "row": "id='A-7'", "key": "A-7"}
+    prompt = "MariaDB [shop]> UPDATE jobs SET v = 1 WHERE v = 0;\nERROR 1205 (HY000): Lock wait"
+    assert kinds(mysql.clues(prompt)) == [("name", "jobs"), ("hint", "lock_wait_timeout")]
+    # A statement alone is no lock error: its tables are looked up only beside one.
+    assert mysql.clues("SELECT * FROM orders WHERE id = 1") == []
+    # A GET_LOCK name and a table of the same name are two clues.
+    both = mysql.clues("ERROR 1205 (HY000)\n\nSELECT GET_LOCK('t', 1) FROM t")
+    assert [c.said("is") for c in both if c.kind is ClueKind.NAME] == ["lock", "table"]
+
+
+def test_postgres_statement_line_names_its_table() -> None:
+    # psql -b (--echo-errors) and the server's log add the failed statement.
+    said = (
+        "ERROR:  canceling statement due to lock timeout\n"
+        'STATEMENT:  UPDATE "Odd"."Jobs" SET v = 2 WHERE id = 1'
+    )
+    assert kinds(postgres.clues(said)) == [("name", "Odd.Jobs"), ("hint", "lock_timeout")]

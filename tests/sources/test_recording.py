@@ -177,7 +177,7 @@ def test_a_second_session_appends_with_a_header_of_its_own(tmp_path: Path) -> No
 def test_recorder_cannot_write_is_a_recording_error(tmp_path: Path) -> None:
     with pytest.raises(RecordingError, match="cannot write"):
         Recorder(tmp_path / "no" / "such" / "dir.jsonl", host="h")
-    with pytest.raises(RecordingError, match="cannot write"):
+    with pytest.raises(RecordingError, match="a directory, not a regular file"):
         Recorder(tmp_path, host="h")  # a directory
 
 

@@ -51,10 +51,12 @@ def test_every_old_lock_reads_with_its_facts_in_the_one_field() -> None:
 # Fields added to the JSON contract since that release (additions only: a field
 # that release wrote must still be written the same): PostgreSQL's queue head
 # and autovacuum (issue 35); a kernel-locked file's holders and waiters, its
-# kernel lock's row being the file's (issue 33).
+# kernel lock's row being the file's (issue 33); a kernel lock's holder that
+# cannot be known (issue 47).
 ADDED_SINCE = {
     "postgres": ({"queue_head", "queued_behind"}, {"autovacuum"}),
-    "file": ({"holders", "blocking"}, set()),
+    "file": ({"holders", "blocking", "holder_uncertain", "taken_by_pid"}, set()),
+    "kernel": ({"holder_uncertain", "taken_by_pid"}, set()),
 }
 
 

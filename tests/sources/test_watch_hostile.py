@@ -526,6 +526,31 @@ async def test_a_lock_file_made_unreadable_is_unknown_till_readable(open_dir: Pa
         await feed.until(lambda: feed.state(lock_id(lock)) == "active", "the lock read again")
 
 
+async def test_a_lock_file_it_may_not_read_is_a_row_never_absent(open_dir: Path) -> None:
+    """Issue 42: a lock file the feed's user may not read (root's, 0600) is on the
+    board from the first scan, unknown (permission_denied), and so is one made
+    while it watches; never left out as an error alone."""
+    root = open_dir / "locks"
+    root.mkdir()
+    root.chmod(0o755)
+    private, later = root / "a.lock", root / "b.lock"
+    for lock in (private, later):
+        lock.write_text(body(lock.stem))
+        lock.chmod(0o600)
+    later_body = later.read_bytes()
+    later.unlink()
+    async with feed_as_nobody(str(root)) as feed:
+        await feed.until(lambda: feed.armed, "the watches in place")
+        await feed.until(lambda: feed.state(lock_id(private)) == "unknown", "the private lock")
+        assert feed.verdicts[lock_id(private)] == ["unknown", ["permission_denied"]]
+        # Made 0600 at once: never readable to the feed, not even for a moment.
+        fd = os.open(later, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with contextlib.closing(os.fdopen(fd, "wb")) as out:
+            out.write(later_body)
+        await feed.until(lambda: feed.state(lock_id(later)) == "unknown", "the lock made later")
+        assert feed.verdicts[lock_id(later)] == ["unknown", ["permission_denied"]]
+
+
 # --------------------------------------------------------------------------- out of watches
 
 

@@ -962,6 +962,32 @@ def kernel_scenario() -> list[ChangeSet]:
     ]
 
 
+SENTINELS_FEED = "builds"
+SENTINEL_FREE_ID = f"file:{BUILDS}/pool.lock"
+
+
+def sentinels_scenario(*, free: bool = True) -> ChangeSet:
+    """Beside the mixed scenario, for the header's counts: empty lock files under
+    /srv/builds that only a kernel lock would make held. cache.lock was never seen
+    held (unknown); pool.lock was, and is no longer (free), unless `free` is False."""
+    evidence = {
+        f"{BUILDS}/cache.lock": KernelEvidence(),
+        f"{BUILDS}/pool.lock": KernelEvidence(was_held=True),
+    }
+    files = [
+        with_evidence(decode_file(lock_file(path, "", ago(3600))), evidence[path])
+        for path in evidence
+        if free or path != SENTINEL_FREE_ID.removeprefix("file:")
+    ]
+    return ChangeSet(
+        SENTINELS_FEED,
+        NOW,
+        _watching(BUILDS),
+        full=True,
+        upserts=tuple(judge(files, KERNEL_PROCESSES, NOW, LOCAL_HOST)),
+    )
+
+
 # --- the tools' own lock files -----------------------------------------------------------------
 
 REPO = "/home/dev/shop"

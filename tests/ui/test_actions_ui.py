@@ -38,7 +38,7 @@ from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.files.scanner import load
 from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 from lockwatch.ui.app import LockwatchApp
-from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
+from lockwatch.ui.confirm import ConfirmScreen, EnterHint, QuitScreen
 from lockwatch.ui.keys import View
 from lockwatch.ui.table import LockTable
 from tests.conftest import LOCAL_HOST, NOW, alive, iso
@@ -242,6 +242,11 @@ async def press_confirm(pilot: Pilot[Any]) -> None:
     await acted(pilot)
 
 
+def hint(app: LockwatchApp) -> str:
+    """What the confirmation's hint line says now (why enter did nothing, too)."""
+    return str(confirm_screen(app).query_one("#confirm-hint", EnterHint).render())
+
+
 def notes(app: LockwatchApp) -> list[str]:
     return [f"{n.title}: {n.message}" for n in app._notifications]
 
@@ -372,13 +377,66 @@ async def test_enter_right_away_confirms_nothing_and_escape_cancels(scene: Scene
         await pilot.press("enter")  # no reason yet: it stays, and says why
         await acted(pilot)
         assert showing(app, ConfirmScreen)
-        assert any("reason is required" in n for n in notes(app))
+        # Said on the dialog's hint line: a toast would lie over its fields and buttons.
+        assert "reason is required" in hint(app)
+        assert not any("reason is required" in n for n in notes(app))
         await pilot.press("escape")
         await acted(pilot)
         assert not showing(app, ConfirmScreen)
     assert path.read_bytes() == before
     assert scene.tombstones() == []
     assert scene.records() == []
+
+
+async def test_after_a_break_the_cursor_goes_on_to_the_next_row(scene: Scene) -> None:
+    """Issue 46, item 8: the lock the operator broke leaves the table: the cursor
+    is on the row that took its place, where `b` breaks that lock, not on a
+    "✖ gone" line where `b` said "Nothing done". Whichever comes first: the
+    outcome, or the feed seeing the file go."""
+    names = ("a-deploy.lock", "b-deploy.lock", "c-deploy.lock")
+    for name in names:
+        scene.write(name, tower(name.removesuffix(".lock"), heartbeat=600))
+    app = scene.app(sort="name")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.locks.table
+        feed = app.feeds[0]
+        assert isinstance(feed, StaticFeed)
+        await open_action(pilot, scene.id(names[0]))
+        await type_into(pilot, "#reason", REASON)
+        await pilot.press("enter")
+        await acted(pilot)
+        assert not scene.paths[names[0]].exists()
+        feed.push(ChangeSet(FEED, NOW, removed=(scene.id(names[0]),)))  # the feed sees it go
+        await until(pilot, lambda: scene.id(names[0]) not in app.board, "the row gone")
+        assert table.gone is None and table.selected == scene.id(names[1])
+        assert not app.locks.gone_line.display
+        # The feed first this time: the row said gone, until the outcome comes.
+        feed.push(ChangeSet(FEED, NOW, removed=(scene.id(names[1]),)))
+        await until(pilot, lambda: table.gone is not None, "said gone")
+        app.acted_on([scene.id(names[1])])
+        await pilot.pause()
+        assert table.gone is None and table.selected == scene.id(names[2])
+        await pilot.press("b")
+        await pilot.pause()
+        assert "Break c-deploy?" in screen_text(confirm_screen(app))
+
+
+async def test_a_dialog_opens_with_no_toast_over_it(scene: Scene) -> None:
+    """Issue 46, item 6: `cancelled — nothing done` from the last dialog would lie
+    over the next one's name field: a dialog opening clears it."""
+    scene.write("deploy.lock", tower("deploy", heartbeat=5))
+    app = scene.app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await open_action(pilot, scene.id("deploy.lock"))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert any("cancelled — nothing done" in n for n in notes(app))
+        await pilot.press("b")
+        await pilot.pause()
+        assert showing(app, ConfirmScreen)
+        assert notes(app) == []
 
 
 async def test_tab_goes_round_the_fields_and_the_buttons(scene: Scene) -> None:

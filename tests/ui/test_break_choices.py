@@ -114,7 +114,7 @@ async def _confirmed_plan(pilot: Any, app: LockwatchApp) -> Any:
     captured: list[Any] = []
     original = flow._execute
 
-    def execute(plans: list[Any], reason: str, forced: bool) -> None:
+    def execute(plans: list[Any], reason: str, forced: bool, row: str | None = None) -> None:
         captured.extend(plans)
 
     flow._execute = execute  # type: ignore[method-assign]

@@ -19,7 +19,7 @@ from lockwatch.ui.contention import ContentionTree
 from lockwatch.ui.keys import View
 from tests.conftest import LOCAL_HOST, NOW
 from tests.facts_of import pg_of
-from tests.ui.fakes import make_app, mixed_scenario, settle, until
+from tests.ui.fakes import PG_ROOT_ID, make_app, mixed_scenario, settle, until
 from tests.ui.test_dialogs import plain_text
 
 SIZE = (120, 36)
@@ -174,3 +174,52 @@ async def test_no_contention_suggests_a_source_only_when_none_is_watched(
         text = " ".join(str(node.label) for node in tree.root.children)
         assert "No contention" in text
         assert ("add --pg DSN or --kernel" in text) is hint
+
+
+async def test_lines_are_cut_at_words_and_never_scroll_sideways(tmp_path: Path) -> None:
+    """Issue 46, item 6: at 80 columns a line too long for the tree ends at a
+    whole word or part (`…` where there is room), never mid-word (`idle 0.`);
+    Right scrolls nothing, so no column offset is left once the tree empties."""
+    app = make_app(mixed_scenario(), actions=session(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "right", "right", "right")
+        await pilot.pause()
+        tree = app.screen.query_one(ContentionTree)
+        assert tree.scroll_x == 0
+        labels = [
+            str(node.label)
+            for line in range(tree.last_line + 1)
+            if (node := tree.get_node_at_line(line)) is not None
+        ]
+        shown_lines = plain_text(app)[tree.region.y : tree.region.bottom]
+        for line in shown_lines:
+            full = next((label for label in labels if label[:12] in line), None)
+            if full is None:
+                continue
+            shown = line[line.index(full[:12]) :].rstrip(" █▌▐│")
+            if shown == full:
+                continue
+            words = shown.rstrip("…").rstrip().split()
+            assert words == full.split()[: len(words)], (shown, full)  # whole words only
+        assert any(line.rstrip().endswith("…") for line in shown_lines)
+
+
+async def test_the_terminate_dialogs_title_ages_with_its_facts(tmp_path: Path) -> None:
+    """Issue 46, item 6: the title said the age it was opened with (35 s) while
+    the facts below ticked on (46 s): both are drawn on one clock."""
+    app = make_app(mixed_scenario(), actions=session(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.locks.table.select(PG_ROOT_ID)
+        await pilot.press("b")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the dialog")
+        screen = app.screen
+        assert isinstance(screen, ConfirmScreen)
+        assert isinstance(app.clock, FrozenClock)
+        app.clock.advance(11)
+        screen.refresh_facts()
+        await pilot.pause()
+        text = "\n".join(plain_text(app))
+        assert "idle in transaction 7m23s)?" in text, text
+        assert "held at least 7m23s" in text and "7m12s" not in text, text

@@ -28,6 +28,7 @@ from tests.ui.test_actions_ui import (
     Scene,
     acted,
     confirm_screen,
+    hint,
     notes,
     open_action,
     screen_text,
@@ -100,7 +101,8 @@ async def test_enter_in_an_empty_reason_stays_and_says_why(scene: Scene) -> None
         await pilot.pause()
         assert showing(app, ConfirmScreen)
         assert app.focused is reason
-        await until(pilot, lambda: any("reason is required" in n for n in notes(app)), "a hint")
+        await until(pilot, lambda: "reason is required" in hint(app), "said on the hint line")
+        assert not any("reason is required" in n for n in notes(app))  # no toast over the fields
 
 
 async def test_enter_goes_from_the_reason_to_the_name_and_confirms_from_there(
@@ -118,7 +120,7 @@ async def test_enter_goes_from_the_reason_to_the_name_and_confirms_from_there(
         await pilot.press(*"deplo", "enter")  # not the name: nothing done, and said
         await pilot.pause()
         assert showing(app, ConfirmScreen)
-        await until(pilot, lambda: any("type deploy exactly" in n for n in notes(app)), "a hint")
+        await until(pilot, lambda: "type deploy exactly" in hint(app), "said on the hint line")
         await pilot.press("y")
         assert confirm_screen(app).query_one("#must-type", Input).value == "deploy"
         await pilot.press("enter")

@@ -68,6 +68,37 @@ async def test_the_log_follows_the_newest_until_scrolled_up() -> None:
         await until(pilot, lambda: log.scroll_y == log.max_scroll_y, "the newest in view")
 
 
+def top_line(log: EventLog) -> str:
+    return log.lines[round(log.scroll_y)].text
+
+
+async def test_a_full_log_stays_put_while_scrolled_up() -> None:
+    """Issue 46, item 6: once the log holds its most lines, each new event drops
+    the oldest, which moved what a reader scrolled up was reading; and `h`
+    (the log written again) made it follow the newest. Neither moves it now."""
+    app = make_app(mixed_scenario())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "tab")
+        await pilot.pause()
+        log = app.screen.query_one("#events", EventLog)
+        log.max_lines = 60  # its 2000 reached sooner: the same trimming
+        activity = events_view(app).activity
+        activity.add_events(many(60))
+        await until(pilot, lambda: log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y, "end")
+        await pilot.press("pageup", "pageup")
+        await pilot.pause()
+        assert not log.following
+        reading = top_line(log)
+        for start in (60, 70):
+            activity.add_events(many(10, start=start))
+            await pilot.pause()
+            assert top_line(log) == reading
+        await pilot.press("h")
+        await pilot.pause()
+        assert not log.following and log.scroll_y < log.max_scroll_y
+
+
 async def test_h_hides_and_shows_heartbeats() -> None:
     app = make_app(mixed_scenario())
     async with app.run_test(size=SIZE) as pilot:

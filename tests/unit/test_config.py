@@ -127,3 +127,45 @@ def test_config_alone_reads_no_source_table(tmp_path: Path) -> None:
     assert config.sources == {} and config.tables["kernel"] == {"enabled": "yes"}
     with pytest.raises(ConfigError, match=r"kernel\.enabled"):
         configured(config)
+
+
+# -- [[protocols]]: what a path's lock files are (issue 42) -------------------------
+
+
+def test_protocols_are_read_in_order_and_match_by_glob(tmp_path: Path) -> None:
+    from lockwatch.sources.files.protocols import Protocols
+
+    config = parse(
+        write(
+            tmp_path,
+            """
+[[protocols]]
+path = "/srv/app/locks/*.lock"
+kind = "kernel"
+
+[[protocols]]
+path = "/srv/*"
+kind = "existence"
+""",
+        )
+    )
+    protocols = config.source("file")
+    assert isinstance(protocols, Protocols)
+    assert protocols.kind_of("/srv/app/locks/build.lock") == "kernel"  # the first match
+    assert protocols.kind_of("/srv/app/job.pid") == "existence"
+    assert protocols.kind_of("/var/lock/x.lock") is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ('path = "/srv/*"\nkind = "flock"', "kind must be 'kernel' or 'existence'"),
+        ('path = "locks/*"\nkind = "kernel"', "must be absolute"),
+        ('kind = "kernel"', "`path` must be a path or glob"),
+        ('path = "/srv/*"\nkind = "kernel"\nglob = "x"', "unknown key 'glob'"),
+    ],
+)
+def test_a_bad_protocols_entry_says_which_and_why(tmp_path: Path, entry: str, said: str) -> None:
+    with pytest.raises(ConfigError, match="protocols entry 1") as raised:
+        parse(write(tmp_path, f"[[protocols]]\n{entry}\n"))
+    assert said in str(raised.value)

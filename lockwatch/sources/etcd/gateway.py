@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
     import httpx
 
 PREFIXES = ("/v3", "/v3beta", "/v3alpha")
+# One answer of the gateway, read bounded before it is parsed (sources/bounded.py):
+# a range of 10,000 keys is 1.6 MB and about 100,000 values; a server (or what
+# answers in its place) sending more is refused, not parsed.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+MAX_ANSWER_VALUES = 4_000_000
 
 
 class GatewayError(Exception):
@@ -99,7 +105,8 @@ class Gateway:
             base_url=endpoint.base,
             timeout=timeout,
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            headers={"User-Agent": "lockwatch"},
+            # gzip only: what bounded.decoded reads a piece at a time.
+            headers={"User-Agent": "lockwatch", "Accept-Encoding": "gzip"},
             transport=transport,
         )
         self._prefix: str | None = None
@@ -112,29 +119,49 @@ class Gateway:
     def close(self) -> None:
         self._client.close()
 
+    def _read(self, response: httpx.Response, path: str) -> bytearray:
+        """The answer's body, decoded a piece at a time within the caps."""
+        import httpx
+
+        from lockwatch.sources.bounded import Budget, TooLarge, Undecodable, decoded, read
+
+        pieces: Iterable[bytes]
+        try:
+            # Read already (a transport that hands over whole answers: tests' mock):
+            # decoded by httpx, still counted against the caps.
+            pieces = [response.content]
+        except httpx.ResponseNotRead:
+            pieces = decoded(response.iter_raw(), response.headers.get("content-encoding"))
+        try:
+            return read(pieces, Budget(MAX_ANSWER_BYTES, MAX_ANSWER_VALUES))
+        except (TooLarge, Undecodable) as exc:
+            raise GatewayError(f"{path}: its answer is {exc}: refused, not read") from None
+
     def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST `body` to `path` (`/kv/range` ...) under the gateway's prefix."""
         prefixes = (self._prefix,) if self._prefix is not None else PREFIXES
-        response: httpx.Response | None = None
+        status = 404
+        content = bytearray()
         for prefix in prefixes:
-            response = self._client.post(f"{prefix}{path}", json=body)
-            if response.status_code != 404:
+            with self._client.stream("POST", f"{prefix}{path}", json=body) as response:
+                status = response.status_code
+                if status == 404:
+                    continue
                 self._prefix = prefix
+                content = self._read(response, path)
                 break
-        assert response is not None
         try:
             # orjson: a range of 10,000 keys is 1.6 MB of JSON, which the stdlib
             # parser takes twice as long over (bench_etcd.py).
-            answer = orjson.loads(response.content)
+            answer = orjson.loads(content)
         except ValueError:
             raise GatewayError(
-                f"HTTP {response.status_code} from {self.endpoint.name}{path}: not etcd's JSON"
-                " gateway"
+                f"HTTP {status} from {self.endpoint.name}{path}: not etcd's JSON gateway"
             ) from None
         if not isinstance(answer, dict):
             raise GatewayError(f"unexpected answer from {self.endpoint.name}{path}")
-        if "error" in answer or response.status_code >= 400:
-            message = answer.get("message") or answer.get("error") or f"HTTP {response.status_code}"
+        if "error" in answer or status >= 400:
+            message = answer.get("message") or answer.get("error") or f"HTTP {status}"
             raise GatewayError(str(message))
         header = answer.get("header")
         self.cluster = str(header.get("cluster_id") or "") if isinstance(header, dict) else ""

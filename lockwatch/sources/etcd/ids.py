@@ -7,13 +7,12 @@ the etcd source's `id_prefix` (the registry's vocabulary of prefixes).
 
 from __future__ import annotations
 
-import re
-
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.sources.stores.ids import StoreId
 
 ETCD = "etcd"
 
-_ETCD = re.compile(r"etcd:(?P<server>(?:\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+):\d+):(?P<key>.*)")
+_ETCD = lazy_compile(r"etcd:(?P<server>(?:\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+):\d+):(?P<key>.*)")
 
 
 def etcd_id(server: str, key: str) -> str:

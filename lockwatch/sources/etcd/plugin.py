@@ -33,8 +33,8 @@ from lockwatch.sources.contract import (
 )
 from lockwatch.sources.etcd import ids
 from lockwatch.sources.etcd.endpoint import IN_ARGUMENTS
-from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.secrets import secret_option
+from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock

@@ -29,11 +29,11 @@ from datetime import datetime, timedelta
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
 from lockwatch.sources.etcd.endpoint import EtcdEndpoint
 from lockwatch.sources.etcd.gateway import Gateway, GatewayError, KeyValue
 from lockwatch.sources.etcd.since import Known, read_since
-from lockwatch.sources.polled import DEFAULT_DEADLINE
 
 # Keys read per prefix: a prefix that holds far more than locks must not make
 # lockwatch hold the whole keyspace; past it, the status says so.

@@ -46,6 +46,13 @@ def _refusal(lock: Lock) -> tuple[str, str] | None:
         return ("not_regular_file", f"{lock.path} is not a regular file")
     if "too_large" in codes:
         return ("too_large", f"{lock.path} is too large to be a lock; look at it by hand")
+    if lock.unread is not None:
+        # Its bytes were never read: no digest to compare right before a move.
+        return (
+            "permission_denied",
+            f"lockwatch may not read {lock.path}, so it has nothing to compare right before"
+            " moving it: it never moves it (run as the file's owner)",
+        )
     return None
 
 

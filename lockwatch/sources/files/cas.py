@@ -26,7 +26,7 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -83,18 +83,34 @@ class _GoesUp(Exception):
     """A relative path with a `..`: it would leave the directory it is relative to."""
 
 
-def _open_dirs(path: str, *, base_fd: int | None = None, create: bool = False) -> int:
+class _NotOurs(Exception):
+    """A component of a path is someone else's to change (`where`, and why)."""
+
+    def __init__(self, where: str, why: str) -> None:
+        super().__init__(where, why)
+        self.where = where
+        self.why = why
+
+
+# Looks at each directory walked (its status, whether it is the last): why it will
+# not do, or None.
+Vet = Callable[[os.stat_result, bool], str | None]
+
+
+def _open_dirs(
+    path: str, *, base_fd: int | None = None, create: bool = False, vet: Vet | None = None
+) -> int:
     """A descriptor of the directory `path`, reached one component at a time with
     O_NOFOLLOW, so no symlink on the way is ever followed (_Symlinked names it).
     An absolute path starts at `/`; a relative one at `base_fd` (else the current
-    directory), and may not go up. `create`: missing components are made, 0700."""
+    directory), and may not go up. `create`: missing components are made, 0700.
+    `vet`: each component opened is checked on its descriptor (_NotOurs)."""
     absolute = os.path.isabs(path)
     fd = os.open("/" if absolute else ".", _DIR_FLAGS, dir_fd=None if absolute else base_fd)
     walked = "/" if absolute else ""
+    parts = [part for part in path.split("/") if part not in ("", ".")]
     try:
-        for part in path.split("/"):
-            if part in ("", "."):
-                continue
+        for number, part in enumerate(parts, start=1):
             if part == ".." and not absolute:
                 raise _GoesUp(path)
             if create:
@@ -109,6 +125,9 @@ def _open_dirs(path: str, *, base_fd: int | None = None, create: bool = False) -
             os.close(fd)
             fd = inner
             walked = os.path.join(walked, part)
+            why = vet(os.fstat(fd), number == len(parts)) if vet is not None else None
+            if why is not None:
+                raise _NotOurs(walked, why)
     except BaseException:
         os.close(fd)
         raise
@@ -259,7 +278,18 @@ def _tombstone_fd(dir_fd: int, directory: str, configured: str | None) -> tuple[
     where = configured or TOMBSTONE_DIR
     shown = where if os.path.isabs(where) else os.path.join(directory, where)
     try:
-        fd = _open_dirs(where, base_fd=dir_fd, create=True)
+        fd = _open_dirs(where, base_fd=dir_fd, create=True, vet=_private_tombstone)
+    except _NotOurs as planted:
+        place = (
+            planted.where
+            if os.path.isabs(planted.where)
+            else os.path.join(directory, planted.where)
+        )
+        raise ActionRefused(
+            "tombstone_unsafe",
+            f"the tombstone directory {shown} will not do: {place} is {planted.why}; someone"
+            " else could read, swap or remove what lockwatch moves there; nothing done",
+        ) from None
     except _Symlinked as link:
         place = link.where if os.path.isabs(link.where) else os.path.join(directory, link.where)
         raise ActionRefused(
@@ -283,6 +313,18 @@ def _tombstone_fd(dir_fd: int, directory: str, configured: str | None) -> tuple[
             "tombstone_unwritable", f"cannot use the tombstone directory {shown}: {exc.strerror}"
         ) from exc
     return fd, shown
+
+
+def _private_tombstone(st: os.stat_result, last: bool) -> str | None:
+    """The tombstone directory must be yours and private (made 0700), as the docs
+    promise: one another user made first (`mkdir -m 777 /run/lock/.lockwatch-broken`)
+    is theirs. A directory on the way to it must not let others replace what is in
+    it (owned by you or root, writable by others only with the sticky bit)."""
+    from lockwatch.trusted import owned_problem, passage_problem
+
+    if last:
+        return owned_problem(st)
+    return passage_problem(st, {os.geteuid(), 0})
 
 
 def move_aside(

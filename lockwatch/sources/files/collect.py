@@ -21,6 +21,7 @@ from lockwatch.sources.files.scanner import (
     is_lock_dir,
     load,
     load_all,
+    unread_lock,
 )
 
 
@@ -66,6 +67,9 @@ def read_changes(
             # Judged by what it is now, as the scanner judges it: a directory
             # named `x.pid` is walked into, not taken for a pid file.
             loaded = load(path)
+            if isinstance(loaded, ScanError) and not _known(known, ids.file_id(path)):
+                # Never read: a row from its place (one read before is kept as last read).
+                loaded = unread_lock(loaded) or loaded
             if loaded is None:
                 gone.append(ids.file_id(path))
             elif isinstance(loaded, ScanError):
@@ -133,6 +137,12 @@ def with_listing(changes: Changes, listed: frozenset[str], known: Iterable[str])
 
 def parent_name(path: str) -> str:
     return os.path.basename(os.path.dirname(path))
+
+
+def _known(known: list[str], lock_id: str) -> bool:
+    """Whether sorted `known` holds `lock_id`."""
+    at = bisect.bisect_left(known, lock_id)
+    return at < len(known) and known[at] == lock_id
 
 
 def under(known: list[str], prefix: str) -> list[str]:

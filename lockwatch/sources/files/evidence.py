@@ -18,6 +18,7 @@ from lockwatch.model.lock import Lock, Reason, amended
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import kernel_file
 from lockwatch.sources.files.mounts import remote_devices
+from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
 from lockwatch.sources.files.users import GitProcesses, attach_users, scan_git_processes
 from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, listed, open_files, read_table
 
@@ -56,8 +57,13 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
         holder = replace(holder, pid=evidence.open_by[0])
     # The kernel keeps no time, and a bare sentinel's mtime is not the lock's:
     # no age anywhere (verdict, table, JSON) rather than a made-up one.
-    acquired_at = None if lock.policy.sentinel_mtime_only else lock.acquired_at
-    return amended(lock, evidence=evidence, holder=holder, acquired_at=acquired_at)
+    policy = lock.policy
+    if not policy.sentinel_mtime_only:
+        return amended(lock, evidence=evidence, holder=holder)
+    # Where it may be an existence lock instead, its mtime is that lock's age:
+    # kept for the reason that names both readings.
+    modified = (lock.acquired_at or lock.modified_at) if policy.sentinel_unproven else None
+    return amended(lock, evidence=evidence, holder=holder, acquired_at=None, modified_at=modified)
 
 
 def kernel_table() -> KernelTable | None:
@@ -159,8 +165,11 @@ class Evidence:
         *,
         remote: frozenset[str] | None = None,
         was_held: Mapping[FileKey, str] | None = None,
+        protocols: Protocols = NO_PROTOCOLS,
     ) -> None:
         self.table = table
+        # What the config declares paths' locks to be, where their files cannot say.
+        self._protocols = protocols
         self._remote = _remote_now() if remote is None else remote
         # File -> the path of the lock it was seen held for: a lock at another
         # path on that inode later is another file that reused it.
@@ -194,8 +203,10 @@ class Evidence:
         explainers, own_openers = _explainers(), _own_openers()
         locked = _inodes(lock.file for lock in table.locks) if table is not None else frozenset()
         seen_held = _inodes(self._was_held)
+        declared = self._protocols.declared
         out = []
         for lock in locks:
+            lock = declared(lock)  # before the kernel's word: it reads the policy
             key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
             if key is None and lock.kernel_file is not None:
                 # No file, no kernel lock on it: the tool's next run creates

@@ -22,7 +22,15 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import State, Verdict, evaluate
-from lockwatch.sources.files.scanner import Area, ScanResult, find_in, load_all, partition
+from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
+from lockwatch.sources.files.scanner import (
+    Area,
+    ScanResult,
+    find_in,
+    load_all,
+    partition,
+    with_unread,
+)
 from lockwatch.sources.processes import PsutilProcesses
 
 if TYPE_CHECKING:
@@ -42,18 +50,24 @@ class Judged:
     scoped: list[tuple[int, Lock, Verdict]] = field(default_factory=list)
     errors: list[ScanError] = field(default_factory=list)
     stale: int = 0
+    unread: int = 0  # lock files listed that lockwatch's user may not read
 
 
 def _judge(
-    areas: Sequence[Area], now: datetime, host: str, listed: frozenset[FileKey] | None = None
+    areas: Sequence[Area],
+    now: datetime,
+    host: str,
+    listed: frozenset[FileKey] | None = None,
+    protocols: Protocols = NO_PROTOCOLS,
 ) -> Judged:
     from lockwatch.sources.files.evidence import Evidence, kernel_table_for
 
     candidates, errors = find_in(areas)
     # Rendered and dropped: nothing keeps the records' content, so none is compacted.
-    loaded = load_all(candidates, ScanResult(errors=errors), compact=False)
+    loaded = with_unread(load_all(candidates, ScanResult(errors=errors), compact=False))
     # The kernel's word on this slice's files alone (`listed`: what /proc/locks names).
-    locks = Evidence(kernel_table_for(listed, loaded.locks)).attach(loaded.locks)
+    table = kernel_table_for(listed, loaded.locks)
+    locks = Evidence(table, protocols=protocols).attach(loaded.locks)
     # Processes are looked at after the files were read (see PsutilProcesses).
     processes, clock = PsutilProcesses(), FrozenClock(now)
     records = []
@@ -66,7 +80,7 @@ def _judge(
             stale += 1
         elif lock.scope and verdict.state is State.ACTIVE:
             scoped.append((index, lock, verdict))
-    return Judged(records_json_array(records), scoped, loaded.errors, stale)
+    return Judged(records_json_array(records), scoped, loaded.errors, stale, loaded.unread)
 
 
 def _add_scope_conflicts(parts: list[Judged]) -> None:
@@ -92,6 +106,7 @@ class Listing:
     arrays: list[bytes]  # JSON arrays of lock records; joined in order, sorted by id
     errors: list[ScanError]
     stale: int
+    unread: int = 0
 
 
 def json_listing(
@@ -100,14 +115,21 @@ def json_listing(
     host: str,
     jobs: int,
     listed: frozenset[FileKey] | None = None,
+    protocols: Protocols = NO_PROTOCOLS,
 ) -> Listing:
     """The file locks under `roots`, rendered, identical whatever `jobs` is.
     `listed`: the files /proc/locks names (evidence.kernel_listed), read once here;
-    each worker reads the kernel's word on its own files."""
+    each worker reads the kernel's word on its own files. `protocols`: what the
+    config declares paths' locks to be."""
     slices, find_errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
-    parts = fan_out(slices, lambda part: _judge(part, now, host, listed))
+    parts = fan_out(slices, lambda part: _judge(part, now, host, listed, protocols))
     _add_scope_conflicts(parts)
     errors = sorted(
         find_errors + [error for part in parts for error in part.errors], key=lambda e: e.path
     )
-    return Listing([part.locks for part in parts], errors, sum(part.stale for part in parts))
+    return Listing(
+        [part.locks for part in parts],
+        errors,
+        sum(part.stale for part in parts),
+        sum(part.unread for part in parts),
+    )

@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Callable
 
 from lockwatch.model.clues import Clue, ClueKind
+from lockwatch.model.lazyre import lazy_compile
 
 SOURCE = "file"
 
@@ -52,44 +53,49 @@ KERNEL_WORD = (("kernel", True),)
 
 # apt: "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process
 # 1234 (apt-get)", "... - open (11: Resource temporarily unavailable)".
-_APT_LOCK = re.compile(
+_APT_LOCK = lazy_compile(
     r"Could not get lock (?P<path>/\S+?)(?:\.\s|\s+-\s|\.?$)"
     r"(?:[^\n]*?held by process (?P<pid>\d+)(?: \((?P<command>[^)\n]+)\))?)?",
     re.MULTILINE,
 )
+# apt run by a user who may not open it: "E: Could not open lock file
+# /var/lib/dpkg/lock-frontend - open (13: Permission denied)".
+_APT_OPEN = lazy_compile(r"Could not open lock file (?P<path>/\S+?)(?:\s+-\s|\.?$)", re.MULTILINE)
 # apt: "E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend),
 # is another process using it?"; "E: Unable to lock the administration directory
 # (/var/lib/dpkg/), is another process using it?"
-_APT_ACQUIRE = re.compile(r"Unable to acquire the dpkg frontend lock \((?P<path>/[^)\s]+)\)")
-_APT_ADMIN = re.compile(r"Unable to lock the administration directory \((?P<dir>/[^)\s]+)\)")
+_APT_ACQUIRE = lazy_compile(r"Unable to acquire the dpkg frontend lock \((?P<path>/[^)\s]+)\)")
+_APT_ADMIN = lazy_compile(r"Unable to lock the administration directory \((?P<dir>/[^)\s]+)\)")
 # dpkg: "dpkg: error: dpkg frontend lock was locked by another process with pid 1234"
-_DPKG_FRONTEND = re.compile(
+_DPKG_FRONTEND = lazy_compile(
     r"dpkg frontend lock (?:was|is) locked by another process(?: with pid (?P<pid>\d+))?"
 )
 # dpkg: "dpkg: error: dpkg status database is locked by another process"
-_DPKG_STATUS = re.compile(r"dpkg status database is locked by another process")
-_DPKG_INTERRUPTED = re.compile(r"dpkg was interrupted")
+_DPKG_STATUS = lazy_compile(r"dpkg status database is locked by another process")
+_DPKG_INTERRUPTED = lazy_compile(r"dpkg was interrupted")
 
 # git: "fatal: Unable to create '/srv/app/.git/index.lock': File exists."
-_GIT_CREATE = re.compile(r"Unable to create '(?P<path>[^'\n]+\.lock)': File exists")
+_GIT_CREATE = lazy_compile(r"Unable to create '(?P<path>[^'\n]+\.lock)': File exists")
 # git: "error: could not lock config file .git/config: File exists"
-_GIT_CONFIG = re.compile(r"could not lock config file (?P<path>\S+?): File exists")
+_GIT_CONFIG = lazy_compile(r"could not lock config file (?P<path>\S+?): File exists")
 
-_SQLITE_BUSY = re.compile(r"(?<!status )database (?:table )?is locked|SQLITE_BUSY", re.IGNORECASE)
-_DATABASE_PATH = re.compile(r"""(?<![\w/])(?P<path>(?:\.{0,2}/)?[^\s'"():,]+\.(?:db|sqlite3?))\b""")
+_SQLITE_BUSY = lazy_compile(r"(?<!status )database (?:table )?is locked|SQLITE_BUSY", re.IGNORECASE)
+_DATABASE_PATH = lazy_compile(
+    r"""(?<![\w/])(?P<path>(?:\.{0,2}/)?[^\s'"():,]+\.(?:db|sqlite3?))\b"""
+)
 
 # Terraform's "Lock Info:" block.
-_TF_BLOCK = re.compile(r"Lock Info:")
-_TF_ID = re.compile(r"^\s*ID:\s+(?P<id>\S+)\s*$", re.MULTILINE)
-_TF_PATH = re.compile(r"^\s*Path:\s+(?P<path>\S+)\s*$", re.MULTILINE)
+_TF_BLOCK = lazy_compile(r"Lock Info:")
+_TF_ID = lazy_compile(r"^\s*ID:\s+(?P<id>\S+)\s*$", re.MULTILINE)
+_TF_PATH = lazy_compile(r"^\s*Path:\s+(?P<path>\S+)\s*$", re.MULTILINE)
 
-_FLOCK_SAYS = re.compile(r"flock: (?:failed to get lock|timeout while waiting to get lock)")
+_FLOCK_SAYS = lazy_compile(r"flock: (?:failed to get lock|timeout while waiting to get lock)")
 # flock(1)'s options that take a value, as separate words.
 _FLOCK_VALUED = {"-w", "--wait", "--timeout", "-E", "--conflict-exit-code"}
 _LOCKFILE_VALUED = {"-r", "--retry", "-l", "--lock-name"}
 
 # Absolute paths of lock files anywhere in the text (quoted or not).
-_LOCK_PATH = re.compile(r"""(?<![\w/])(?P<path>/[^\s'"`():,;]+?\.(?:lock|pid))(?![\w.])""")
+_LOCK_PATH = lazy_compile(r"""(?<![\w/])(?P<path>/[^\s'"`():,;]+?\.(?:lock|pid))(?![\w.])""")
 
 
 def clues(text: str, lock_name: Callable[[str], bool]) -> list[Clue]:
@@ -129,7 +135,7 @@ def _apt(text: str) -> list[Clue]:
 
     for match in _APT_LOCK.finditer(text):
         dpkg(match.group("path"), match.group("pid"), match.group("command"))
-    for match in _APT_ACQUIRE.finditer(text):
+    for match in (*_APT_OPEN.finditer(text), *_APT_ACQUIRE.finditer(text)):
         dpkg(match.group("path"))
     for match in _APT_ADMIN.finditer(text):
         dpkg(posixpath.join(match.group("dir"), "lock"))

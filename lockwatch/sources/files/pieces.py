@@ -17,8 +17,9 @@ from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoded import worth_keeping
 from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
 from lockwatch.sources.files.listing import MIN_AREAS_PER_JOB
+from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
 from lockwatch.sources.files.roots import PinnedRoots
-from lockwatch.sources.files.scanner import Area, partition, scan_chunks
+from lockwatch.sources.files.scanner import Area, partition, scan_chunks, with_unread
 
 # A scan is read and judged in chunks, the first of CHUNK_FIRST locks, each next
 # one twice as large up to CHUNK_MOST: the first rows come after a few dozen
@@ -53,14 +54,18 @@ def read_pieces(
     was_held: dict[FileKey, str],
     kernel_evidence: bool,
     judge_now: Callable[[Sequence[Lock]], list[Entry]],
+    protocols: Protocols = NO_PROTOCOLS,
 ) -> Iterator[Piece]:
     """The locks in `areas`, read and judged a chunk at a time. Runs in a forked
     worker too: it changes nothing of the feed's. `judge_now`
     judges locks at this moment (with the feed's process table and host)."""
-    evidence = Evidence(None, was_held=was_held)  # one per scan: its /proc passes once
+    evidence = Evidence(
+        None, was_held=was_held, protocols=protocols
+    )  # one per scan: its /proc passes once
     if kernel_evidence:
         kernel_found.refresh()  # files of any name a kernel lock is on: this walk lists them
     for chunk in scan_chunks(areas, first=CHUNK_FIRST, most=CHUNK_MOST):
+        chunk = with_unread(chunk)  # a lock file it may not read: a row, as `ls` lists it
         if kernel_evidence:
             # /proc/locks is read after the chunk's files were (their kernel locks
             # were taken before they were written), its holders looked up for the

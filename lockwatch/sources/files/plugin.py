@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
+    from lockwatch.sources.files.protocols import Protocols
 
 
 T = TypeVar("T")
@@ -50,7 +51,7 @@ class FilesSource:
         "lock files under PATHs: the seed formats, pid files and bare lock files,"
         " with the kernel's flock/fcntl locks on them"
     )
-    config_tables: tuple[str, ...] = ()
+    config_tables: tuple[str, ...] = ("protocols",)
     record_types: tuple[type, ...] = ()
     title = "files under"
     status_word = ""
@@ -73,18 +74,22 @@ class FilesSource:
     def asked(self, values: Mapping[str, Any]) -> bool:
         return bool(values.get("paths"))
 
-    def read_config(self, tables: Mapping[str, Any], where: str) -> Any:
-        return None
+    def read_config(self, tables: Mapping[str, Any], where: str) -> Protocols:
+        from lockwatch.sources.files.protocols import read_protocols
+
+        return read_protocols(tables.get("protocols"), where)
 
     def select(self, wanted: Wanted) -> Selected | None:
         if any(not path for path in wanted.paths):
             raise SourceError("PATH: an empty PATH (an unset variable?)")
         # With only other sources asked for (--pg, --kernel) and no PATH: no files.
         roots = wanted.paths or (() if wanted.others_asked else (".",))
-        return SelectedFiles(tuple(roots)) if roots else None
+        # The [[protocols]] read_config read (None: the config was not read).
+        protocols = wanted.settings(self.name)
+        return SelectedFiles(tuple(roots), protocols) if roots else None
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
-        return find_file(target, host)
+        return find_file(target, host, wanted.settings(self.name))
 
     def hint(self, wanted: Wanted, running: bool) -> Hint | None:
         if not running:
@@ -103,6 +108,14 @@ class FilesSource:
 @dataclass(frozen=True)
 class SelectedFiles:
     roots: tuple[str, ...]
+    # What the config declares paths' locks to be ([[protocols]]).
+    protocols: Protocols | None = None
+
+    @property
+    def _declared(self) -> Protocols:
+        from lockwatch.sources.files.protocols import NO_PROTOCOLS
+
+        return self.protocols or NO_PROTOCOLS
 
     def collect(self, request: ListingRequest) -> Collected:
         from lockwatch.sources.kernel.procfs import listed as read_listed
@@ -121,8 +134,11 @@ class SelectedFiles:
             from lockwatch.sources.files.listing import json_listing
 
             listed = listed_keys(reading.result())
-            listing = json_listing(self.roots, request.now, request.host, request.jobs, listed)
+            listing = json_listing(
+                self.roots, request.now, request.host, request.jobs, listed, self._declared
+            )
             out.arrays, out.errors, out.stale = listing.arrays, listing.errors, listing.stale
+            unread = listing.unread
         else:
             from lockwatch.clock import FrozenClock
             from lockwatch.model.assess import assess
@@ -132,10 +148,14 @@ class SelectedFiles:
 
             listed = listed_keys(reading.result())
             result = scan(self.roots)
-            locks = Evidence(kernel_table_for(listed, result.locks)).attach(result.locks)
+            table = kernel_table_for(listed, result.locks)
+            locks = Evidence(table, protocols=self._declared).attach(result.locks)
             out.assessed = assess(locks, PsutilProcesses(), FrozenClock(request.now), request.host)
             out.errors = result.errors
             out.stale = sum(verdict.state is State.STALE for _, verdict in out.assessed)
+            unread = result.unread
+        if unread:
+            out.warnings.append(unread_note(unread))
         out.statuses = _statuses(self.roots, out.errors, request.now)
         named = {os.path.abspath(root) for root in self.roots}
         out.usage_errors = any(error.path in named for error in out.errors)
@@ -147,7 +167,8 @@ class SelectedFiles:
         # Watched as their real paths: a lock is only ever acted on through a path
         # without symlinks (sources/files/cas.py), so a root named through one (/var/lock
         # -> /run/lock) is listed where its locks really are.
-        feed = FileFeed([os.path.realpath(root) for root in self.roots], host=host, clock=clock)
+        roots = [os.path.realpath(root) for root in self.roots]
+        feed = FileFeed(roots, host=host, clock=clock, protocols=self._declared)
         # The first scan starts now, in workers, while the dashboard starts up.
         feed.prefetch()
         return [feed]
@@ -178,25 +199,37 @@ class _Background(Generic[T]):
         return self._value
 
 
-def find_file(target: str, host: str) -> Found | str:
+def find_file(target: str, host: str, protocols: Protocols | None = None) -> Found | str:
     """The lock file `target` (a path or a file: id) names, judged now."""
     from lockwatch.clock import SystemClock
     from lockwatch.model.verdict import evaluate
     from lockwatch.sources.files.evidence import Evidence, kernel_table
-    from lockwatch.sources.files.scanner import is_candidate, load
+    from lockwatch.sources.files.protocols import NO_PROTOCOLS
+    from lockwatch.sources.files.scanner import is_candidate, load, unread_lock
     from lockwatch.sources.processes import PsutilProcesses
 
     path = os.path.abspath(ids.file_path(target) or target)
     if os.path.isdir(path) and not os.path.islink(path) and not is_candidate(path, "dir"):
         raise SourceError(f"{path} is a directory; name a lock file (or a lock directory)")
     loaded = load(path)
+    if isinstance(loaded, ScanError):
+        loaded = unread_lock(loaded) or loaded  # a root-only lock: from its place
     if loaded is None:
         return f"no lock at {path}: it is gone (released, or broken by someone else)"
     if isinstance(loaded, ScanError):
         return f"cannot read {path}: {loaded.message}"
-    (lock,) = Evidence(kernel_table()).attach([loaded])
+    (lock,) = Evidence(kernel_table(), protocols=protocols or NO_PROTOCOLS).attach([loaded])
     verdict = evaluate(lock, PsutilProcesses(), SystemClock(), host)
     return lock, verdict, [lock]
+
+
+def unread_note(count: int) -> str:
+    """One line for the lock files listed unread, in place of an error each."""
+    files = "1 lock file" if count == 1 else f"{count} lock files"
+    return (
+        f"{files} could not be read (permission denied): listed from their place and"
+        " the kernel's locks on them (reason permission_denied); run as their owner to read them"
+    )
 
 
 def _statuses(

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lockwatch.model.kernel import FileKey
-from lockwatch.model.lock import Lock
+from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.status import ScanError
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import (
     decode_file,
     decode_native,
+    decode_unread,
     generic,
     invalid,
     wanted_by_format,
@@ -69,6 +70,8 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEX
 class ScanResult:
     locks: list[Lock] = field(default_factory=list)
     errors: list[ScanError] = field(default_factory=list)
+    # Lock files listed though lockwatch's user may not read them (with_unread).
+    unread: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,6 +427,7 @@ def _named_roots(roots: Iterable[str]) -> tuple[list[str], list[Candidate], list
 # What a worker is handed: directories to walk whole, and files found on the way.
 Area = str | Candidate
 _PATH = operator.attrgetter("path")
+_ID = operator.attrgetter("id")
 
 
 def find_in(areas: Iterable[Area]) -> tuple[list[Candidate], list[ScanError]]:
@@ -544,4 +548,44 @@ def scan_chunks(areas: Iterable[Area], *, first: int, most: int) -> Iterator[Sca
 def scan(roots: Iterable[str]) -> ScanResult:
     """Find and load every lock under `roots`; locks come sorted by id."""
     candidates, errors = find(roots)
-    return load_all(candidates, ScanResult(errors=errors))
+    return with_unread(load_all(candidates, ScanResult(errors=errors)))
+
+
+def with_unread(result: ScanResult) -> ScanResult:
+    """`result` with each lock file its errors say lockwatch's user may not read
+    listed as a row (`unread_lock`), its error dropped: a root-only lock is
+    there, and a kernel lock on it is found whoever runs lockwatch. Still sorted
+    by id; `result.unread` counts them."""
+    errors: list[ScanError] = []
+    for error in result.errors:
+        lock = unread_lock(error)
+        if lock is None:
+            errors.append(error)
+        else:
+            result.locks.append(lock)
+            result.unread += 1
+    if result.unread:
+        result.errors = errors
+        result.locks.sort(key=_ID)
+    return result
+
+
+def unread_lock(error: ScanError) -> Lock | None:
+    """The lock file at `error.path` that lockwatch's user may not read, from what
+    its directory tells anyone who may search it (lstat: its inode, owner, mode,
+    mtime); None for any other error, or a place that is no regular file."""
+    if error.code != "permission_denied":
+        return None
+    try:
+        st = os.lstat(error.path)
+    except OSError:
+        return None  # its directory cannot be searched either: the error says it
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    reason = Reason(
+        "permission_denied",
+        f"cannot read it ({error.message}: it is uid {st.st_uid}'s, mode"
+        f" {stat.S_IMODE(st.st_mode):04o}; lockwatch runs as uid {os.geteuid()}):"
+        " only a kernel lock held on it can tell who holds it",
+    )
+    return decode_unread(_as_read(error.path, st, None, raw=b""), reason)

@@ -27,21 +27,15 @@ from lockwatch.sources.feed import Coalescer, Differ, Emit
 from lockwatch.sources.files import pieces
 from lockwatch.sources.files.changes import Changes, pace
 from lockwatch.sources.files.collect import Collected, parent_name, read_changes, with_listing
-from lockwatch.sources.files.decoded import (
-    DecodedLocks,
-    worth_keeping,
-)
+from lockwatch.sources.files.decoded import DecodedLocks, worth_keeping
 from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
 from lockwatch.sources.files.inotify import Watcher
 from lockwatch.sources.files.inotify_kernel import Inotify, Kernel
 from lockwatch.sources.files.polling import Poller, polling_reason
+from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
 from lockwatch.sources.files.recheck import recheck_dirs, recheck_kernel, recheck_pids
 from lockwatch.sources.files.roots import PinnedRoots, root_statuses
-from lockwatch.sources.files.scanner import (
-    Area,
-    is_lock_dir,
-    partition,
-)
+from lockwatch.sources.files.scanner import Area, is_lock_dir, partition
 from lockwatch.sources.files.unseen import unreadable
 from lockwatch.sources.processes import PsutilProcesses
 
@@ -93,6 +87,7 @@ class FileFeed:
         poll_seconds: float = POLL_SECONDS,
         inotify: Callable[[], Kernel] = Inotify,
         jobs: int | None = None,
+        protocols: Protocols = NO_PROTOCOLS,
     ) -> None:
         self.name = "files"
         self.roots = [os.path.abspath(root) for root in roots]
@@ -137,6 +132,7 @@ class FileFeed:
         # follow the kernel once it is released.
         self._was_held: dict[FileKey, str] = {}
         self.kernel_evidence = kernel_evidence
+        self.protocols = protocols  # what the config declares paths' locks to be
 
     # -- the loops ---------------------------------------------------------------
 
@@ -497,6 +493,7 @@ class FileFeed:
             was_held=dict(self._was_held),
             kernel_evidence=self.kernel_evidence,
             judge_now=self._judge_now,
+            protocols=self.protocols,
         )
 
     def _absorb(self, piece: pieces.Piece) -> None:
@@ -564,7 +561,7 @@ class FileFeed:
         """The kernel's word for `locks` (about to be judged): /proc/locks read now,
         holders looked up for their files alone, never every process's fds."""
         table = kernel_table_for(kernel_listed(), locks) if self.kernel_evidence else None
-        return Evidence(table, was_held=self._was_held)
+        return Evidence(table, was_held=self._was_held, protocols=self.protocols)
 
     def _remember_held(self, evidence: Evidence) -> None:
         """The files of the locks `evidence` saw held: a pid file among them follows

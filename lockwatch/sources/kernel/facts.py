@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 from lockwatch.model.blocking import KERNEL_GROUP
 from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import KernelHolder, KernelLock, holders_json, holders_label
+from lockwatch.model.kernel import (
+    KernelHolder,
+    KernelLock,
+    holders_json,
+    holders_label,
+    uncertainty_json,
+)
 from lockwatch.sources.kernel.rules import evaluate_kernel
 
 if TYPE_CHECKING:
@@ -43,6 +49,7 @@ class KernelFacts(KernelLock, Facts):
         # absent where nobody described them (a recording from before they were).
         if self.holders:
             record["holders"] = holders_json(self)
+        record.update(uncertainty_json(self))
 
     # --- who holds it ---------------------------------------------------------------
 

@@ -9,14 +9,14 @@ the kernel source's `id_prefix` (the registry's vocabulary of prefixes).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from lockwatch.model.kernel import KernelLock
+from lockwatch.model.lazyre import lazy_compile
 
 KERNEL = "kernel"
 
-_KERNEL = re.compile(
+_KERNEL = lazy_compile(
     r"kernel:(?P<major>\d+):(?P<minor>\d+):(?P<inode>\d+):(?P<type>[A-Z]+)"
     r":(?P<start>\d+)-(?P<end>\d+|EOF):(?P<pid>-?\d+)"
 )

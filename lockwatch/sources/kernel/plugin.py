@@ -31,7 +31,6 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.kernel import ids
-from lockwatch.sources.kernel.current import locks_now, status
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -191,6 +190,7 @@ class SelectedKernel:
         from lockwatch.clock import FrozenClock
         from lockwatch.model.assess import assess
         from lockwatch.model.blocking import KERNEL_GROUP, from_locks
+        from lockwatch.sources.kernel.current import locks_now, status
         from lockwatch.sources.processes import PsutilProcesses
 
         table, locks = locks_now(self.roots, joined=self.joined)
@@ -212,6 +212,7 @@ def find_kernel(target: str, roots: Sequence[str], host: str) -> Found | str:
     """The kernel lock `target` names, as /proc/locks has it now."""
     from lockwatch.clock import SystemClock
     from lockwatch.model.verdict import evaluate
+    from lockwatch.sources.kernel.current import locks_now
     from lockwatch.sources.processes import PsutilProcesses
 
     if ids.parse_kernel(target) is None:

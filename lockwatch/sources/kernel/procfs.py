@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from lockwatch.model.kernel import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.sources.kernel.holders import Describer
 
 __all__ = [
@@ -56,7 +57,7 @@ _MODES = frozenset({"READ", "WRITE"})
 # One lock as /proc/locks (and fdinfo after `lock:`) prints it. Fields are
 # checked by name afterwards so that a lease or an unknown type is skipped, not
 # misread; re.ASCII keeps `\d` from accepting other scripts' digits.
-_LINE = re.compile(
+_LINE = lazy_compile(
     r"\s*(?P<ordinal>\d+):\s+(?P<arrow>->\s+)?"
     r"(?P<type>\S+)\s+(?P<kind>\S+)\s+(?P<mode>\S+)\s+(?P<pid>-?\d+)\s+"
     r"(?P<major>[0-9a-fA-F]+):(?P<minor>[0-9a-fA-F]+):(?P<inode>\d+)\s+"
@@ -485,7 +486,11 @@ class _OwnerFinder:
         for lock in self.locks:
             owners = self._owners(lock)
             path = self._path(lock, owners) or known.get(lock.file)
-            out.append(replace(lock, owners=owners, path=path))
+            # A flock belongs to its open file, which nobody's fds hold: the
+            # taker's were read or it is gone (with its fds hidden it stays the
+            # best guess, among `owners`). A POSIX lock is its pid's, fd or not.
+            unseen = not owners and not lock.waiting and lock.pid > 0 and lock.type != "POSIX"
+            out.append(replace(lock, owners=owners, path=path, owner_unseen=unseen))
         return out
 
 

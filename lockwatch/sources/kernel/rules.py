@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lockwatch.model.holder import describe_process
 from lockwatch.model.humanize import counted, named
-from lockwatch.model.kernel import CALLS, KernelLock
+from lockwatch.model.kernel import CALLS, KernelLock, uncertain_holder
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.verdict import State, Verdict
@@ -29,6 +29,9 @@ def evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) ->
         )
         return Verdict(State.WAITING, (reason,), alive=alive, process=process)
     reasons = [Reason("kernel_lock", f"held with {what} by {who}{_sharing(kernel, pid)}")]
+    uncertain = uncertain_holder(kernel)
+    if uncertain is not None:
+        reasons.append(Reason(*uncertain))
     if kernel.blocking:
         waiting = counted(len(kernel.blocking), "waiting process", "waiting processes")
         pids = named("pid", [str(p) for p in kernel.blocking])

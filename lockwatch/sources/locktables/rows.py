@@ -6,19 +6,19 @@ Liquibase JVMs on this host (the one thing looked up outside the server).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock
 from lockwatch.sources.locktables.config import TableSpec
 from lockwatch.sources.locktables.facts import KNEX, LIQUIBASE, UNLOCKS, TableLock
 
 FORMAT = "lock-table"
 # Liquibase's LOCKEDBY: `<host name> (<address>)`, as InetAddress gives them.
-_LOCKEDBY = re.compile(r"\s*(?P<host>[^\s()]+)\s*\((?P<ip>[^()]*)\)\s*")
+_LOCKEDBY = lazy_compile(r"\s*(?P<host>[^\s()]+)\s*\((?P<ip>[^()]*)\)\s*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ class Found:
 
 
 # A name part written as is in ids and messages; any other is quoted.
-_PLAIN_PART = re.compile(r"[\w$]+")
+_PLAIN_PART = lazy_compile(r"[\w$]+")
 
 
 def qualified(schema: str, relation: str) -> str:

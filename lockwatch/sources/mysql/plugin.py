@@ -44,8 +44,8 @@ from lockwatch.sources.mysql.settings import (
     read_settings,
     resolve,
 )
-from lockwatch.sources.polled import PolledFeed, StoreSelection
 from lockwatch.sources.secrets import secret_option
+from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from lockwatch.sources.locktables.config import TableSpec
     from lockwatch.sources.mysql.dsn import Endpoint
     from lockwatch.sources.mysql.server import MyServer
+    from lockwatch.sources.polled import PolledFeed
 
 DEFAULT_REFRESH = 2.0
 
@@ -201,6 +202,7 @@ class SelectedMysql(StoreSelection):
 
     def feeds(self, clock: Clock, host: str) -> Sequence[PolledFeed]:
         from lockwatch.sources.mysql.feed import same_but_for_wobble
+        from lockwatch.sources.polled import PolledFeed
 
         return [
             PolledFeed(poller, host=host, interval=self.refresh, settle=same_but_for_wobble)

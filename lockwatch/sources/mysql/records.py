@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.sources.mysql.facts import (
     GET_LOCK,
@@ -21,22 +22,26 @@ from lockwatch.sources.mysql.facts import (
     MyLock,
     MySession,
 )
-from lockwatch.sources.mysql.idle import idle_in_transaction
+from lockwatch.sources.mysql.idle import stale_idle
+from lockwatch.sources.mysql.lexer import Asked, waited_name
 from lockwatch.sources.mysql.queries import MDL_STATES, USER_LOCK_STATE
 
 SOURCE = "mysql"
 PREFIX = "mysql"
 
-# GET_LOCK('name', …) in a waiter's statement: best effort (a name may be an
-# expression or a bind variable; those are not found).
-_GET_LOCK = re.compile(r"GET_LOCK\s*\(\s*'((?:[^'\\]|\\.|'')*)'", re.IGNORECASE)
 # The table a statement names first after these words.
 _IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
-_TABLE = re.compile(
+_TABLE = lazy_compile(
     rf"\b(?:TABLE|FROM|INTO|UPDATE|JOIN|ON)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT}(?:\s*\.\s*{_IDENT})?)",
     re.IGNORECASE,
 )
-_DDL = re.compile(
+# The tables a statement reads or writes: what a lock error's statement names.
+_TABLES = lazy_compile(
+    rf"\b(?:TABLES?|FROM|INTO|UPDATE|JOIN)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
+    rf"({_IDENT}(?:\s*\.\s*{_IDENT})?)",
+    re.IGNORECASE,
+)
+_DDL = lazy_compile(
     r"^\s*(?:/\*.*?\*/\s*)*(?:ALTER|RENAME|DROP|TRUNCATE|CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX|OPTIMIZE|REPAIR|LOCK\s+TABLES?)\b",
     re.IGNORECASE | re.DOTALL,
 )
@@ -50,7 +55,7 @@ def lock_id(server: str, kind: str, thread: int, held: bool, target: str) -> str
     return f"{PREFIX}:{server}:{kind}:{thread}:{'held' if held else 'wait'}:{target}"
 
 
-_ID = re.compile(
+_ID = lazy_compile(
     r"mysql:(?P<server>(?:[^@:/]+@)?(?:unix:/[^:]*|(?:\[[0-9A-Fa-f:.]+\]|[^:/@\[\]]+):\d+))"
     r":(?P<kind>get_lock|innodb_row|metadata_lock|lock_table):(?P<thread>\d+):(?P<state>held|wait):(?P<target>.*)",
     re.DOTALL,
@@ -79,16 +84,6 @@ def parse_id(text: str) -> MyId | None:
     )
 
 
-def name_of(statement: str | None) -> str | None:
-    """The lock name a GET_LOCK statement asks for, where it is a literal."""
-    if not statement:
-        return None
-    match = _GET_LOCK.search(statement)
-    if match is None:
-        return None
-    return re.sub(r"\\(.)", r"\1", match.group(1).replace("''", "'"))
-
-
 def _ident(text: str) -> str:
     text = text.strip()
     return text[1:-1].replace("``", "`") if text.startswith("`") else text
@@ -105,6 +100,15 @@ def table_of(statement: str | None, database: str | None) -> str | None:
     if len(parts) == 1:
         return f"{database}.{parts[0]}" if database else None
     return f"{parts[0]}.{parts[1]}"
+
+
+def tables_in(statement: str) -> list[str]:
+    """Every table a statement names, as written (`t` or `db.t`), in order."""
+    found = []
+    for match in _TABLES.finditer(statement):
+        parts = re.split(r"\s*\.\s*(?=[`A-Za-z0-9_$])", match.group(1))
+        found.append(".".join(_ident(part) for part in parts))
+    return list(dict.fromkeys(found))
 
 
 def _table(locked: str | None) -> str:
@@ -198,6 +202,20 @@ class _Builder:
         }
         return session
 
+    def listed_before(self, thread: int) -> list[tuple[MyId, str, str]]:
+        """The held locks of `thread` the last poll listed (row and metadata
+        locks): (its id, its mode, how it was found), by kind and target."""
+        poll, found = self.poll, []
+        for ident, (mode, found_by) in poll.listed.items():
+            parsed = parse_id(ident)
+            if (
+                parsed is not None
+                and (parsed.server, parsed.thread, parsed.held) == (poll.server, thread, True)
+                and parsed.kind in (INNODB_ROW, METADATA_LOCK)
+            ):
+                found.append((parsed, mode, found_by))
+        return sorted(found, key=lambda item: (item[0].kind, item[0].target))
+
     def add(
         self,
         kind: str,
@@ -264,83 +282,8 @@ def build(poll: Poll) -> list[Lock]:
     _named(builder)
     _innodb(builder)
     _metadata(builder)
-    _stale_idle(builder)
+    stale_idle(builder)
     return builder.locks
-
-
-def _stale_idle(b: _Builder) -> None:
-    """One lock of each thread stale by idle time (idle in a transaction past the
-    limit, its client not seen alive) that no lock above is of: a stale holder
-    stays listed once nobody waits on it. Its lock is one listed before (its id
-    kept), else the first table whose metadata lock it holds; MariaDB without
-    metadata_lock_info lists no lock of a transaction nobody waits on."""
-    poll = b.poll
-    listed = {lock.facts.session.thread_id for lock in b.locks if isinstance(lock.facts, MyLock)}
-    for thread in sorted(idle_in_transaction(poll.processes, poll.trx, poll.idle_after) - listed):
-        client = poll.clients.get(thread)
-        if client is not None and client.alive:
-            continue
-        before = sorted(
-            (
-                parsed
-                for ident in poll.listed
-                if (parsed := parse_id(ident)) is not None
-                and parsed.server == poll.server
-                and parsed.thread == thread
-                and parsed.held
-                and parsed.kind in (INNODB_ROW, METADATA_LOCK)
-            ),
-            key=lambda parsed: (parsed.kind, parsed.target),
-        )
-        if before:
-            _again(b, before[0])
-            continue
-        tables = sorted(
-            (f"{row[4]}.{row[5]}", str(row[1]), row[2])
-            for row in poll.mdl or ()
-            if int(row[0]) == thread
-            and row[3] == "Table metadata lock"
-            and row[5]
-            and not (poll.mdl_pending and len(row) > 6 and row[6] == "PENDING")
-        )
-        if tables:
-            table, mode, ms = tables[0]
-            b.add(
-                METADATA_LOCK,
-                thread,
-                True,
-                table,
-                table,
-                mode,
-                acquired_ms=ms,
-                table=table,
-                found_by=poll.mdl_from,
-            )
-
-
-def _again(b: _Builder, seen: MyId) -> None:
-    """A lock listed before, as it was: nobody waits on it now."""
-    ident = lock_id(seen.server, seen.kind, seen.thread, True, seen.target)
-    mode, found_by = b.poll.listed[ident]
-    if seen.kind == METADATA_LOCK:
-        table = seen.target
-        b.add(METADATA_LOCK, seen.thread, True, table, table, mode, table=table, found_by=found_by)
-        return
-    table, _, rest = seen.target.partition(":")
-    index, _, data = rest.partition(":")
-    name = f"{table}{f' {index}' if index else ''}{f' ({data})' if data else ''}"
-    b.add(
-        INNODB_ROW,
-        seen.thread,
-        True,
-        seen.target,
-        name,
-        mode,
-        table=table,
-        index=index or None,
-        lock_data=data or None,
-        found_by=found_by,
-    )
 
 
 def _waiting(builder: _Builder, states: Iterable[str]) -> list[Sequence[Any]]:
@@ -356,25 +299,22 @@ def _started(builder: _Builder, row: Sequence[Any]) -> datetime | None:
 def _named(b: _Builder) -> None:
     poll = b.poll
     holders: dict[str, tuple[int, float | None, str]] = {}
-    pending: list[tuple[int, str]] = []
+    pending: dict[int, str] = {}  # MySQL 8: the name a waiter asks for, the server's word
     for row in poll.mdl or ():
         if row[3] != "User lock":
             continue
         if poll.mdl_pending and len(row) > 6 and row[6] == "PENDING":
-            pending.append((int(row[0]), str(row[4])))
+            pending[int(row[0])] = str(row[4])
             continue
         holders[str(row[4])] = (int(row[0]), row[2], poll.mdl_from)
     for name, thread in poll.used.items():
         if thread is not None and name not in holders:
+            # metadata_lock_info cuts a name at its first NUL: that row is this lock.
+            cut = holders.get(name.partition("\0")[0]) if "\0" in name else None
+            if cut is not None and cut[0] == int(thread):
+                del holders[name.partition("\0")[0]]
             holders[name] = (int(thread), None, "is_used_lock")
-    waiters: dict[str, list[int]] = {}
-    for row in _waiting(b, (USER_LOCK_STATE,)):
-        asked = name_of(row[7])
-        if asked is not None:
-            waiters.setdefault(asked, []).append(int(row[0]))
-    for thread, name in pending:
-        if thread not in waiters.get(name, []):
-            waiters.setdefault(name, []).append(thread)
+    waiters, unread = _named_waiters(b, holders, pending)
     for name, (thread, ms, found_by) in holders.items():
         b.add(
             GET_LOCK,
@@ -390,18 +330,52 @@ def _named(b: _Builder) -> None:
     for name, threads in waiters.items():
         holder = holders.get(name)
         for thread in threads:
-            process = b.rows.get(thread)
-            b.add(
-                GET_LOCK,
-                thread,
-                False,
-                name,
-                name,
-                "X",
-                wait_start=None if process is None else _started(b, process),
-                blocked_by=() if holder is None else (holder[0],),
-                found_by="processlist",
-            )
+            _named_waiter(b, thread, name, () if holder is None else (holder[0],))
+    for thread, why in unread:
+        _named_waiter(b, thread, UNREAD_NAME, (), why)
+
+
+# A waiter whose name its statement does not tell: its id's target and its name.
+UNREAD_NAME = "?"
+
+
+def _named_waiters(
+    b: _Builder, holders: Mapping[str, tuple[int, float | None, str]], pending: Mapping[int, str]
+) -> tuple[dict[str, list[int]], list[tuple[int, str]]]:
+    """Who waits for which name (the server's word, else the statement as MySQL's
+    lexer reads it), and the waiters whose name cannot be told, with why."""
+    held_by = {name: holder[0] for name, holder in holders.items()}
+    waiters: dict[str, list[int]] = {}
+    unread: list[tuple[int, str]] = []
+    for row in _waiting(b, (USER_LOCK_STATE,)):
+        thread = int(row[0])
+        asked = pending[thread] if thread in pending else waited_name(row[7], held_by, thread)
+        if isinstance(asked, Asked):
+            unread.append((thread, asked.why or "its statement does not say"))
+        else:
+            waiters.setdefault(asked, []).append(thread)
+    for thread, name in pending.items():
+        if thread not in waiters.get(name, []):
+            waiters.setdefault(name, []).append(thread)
+    return waiters, unread
+
+
+def _named_waiter(
+    b: _Builder, thread: int, name: str, blockers: tuple[int, ...], unread: str | None = None
+) -> None:
+    process = b.rows.get(thread)
+    b.add(
+        GET_LOCK,
+        thread,
+        False,
+        name,
+        name,
+        "X",
+        wait_start=None if process is None else _started(b, process),
+        blocked_by=blockers,
+        found_by="processlist",
+        name_unread=unread,
+    )
 
 
 def _innodb(b: _Builder) -> None:

@@ -43,6 +43,8 @@ def evaluate_my(lock: Lock, my: MyLock, now: datetime) -> Verdict:
     if not my.granted:
         waited = seconds_since(my.wait_start, now)
         how_long = f" for {duration(waited)}" if waited is not None else ""
+        if my.name_unread is not None:
+            return _unread(my, how_long, hidden, age)
         by = ""
         if my.blocked_by:
             suspects = " (suspected: no metadata_lock_info plugin)" if my.suspected else ""
@@ -135,6 +137,22 @@ def evaluate_my(lock: Lock, my: MyLock, now: datetime) -> Verdict:
         alive=True,
         next_change_at=None if stale else deadline,
     )
+
+
+def _unread(my: MyLock, how_long: str, hidden: Reason | None, age: float | None) -> Verdict:
+    """A GET_LOCK waiter whose name its statement does not tell: `unknown`, put
+    behind no holder (a guess would blame an innocent session)."""
+    reasons = [
+        Reason(
+            "name_unread",
+            f"waiting{how_long} in GET_LOCK (state 'User lock'), for a name lockwatch cannot"
+            f" read: {my.name_unread}; so who blocks it is not known (its statement is in the"
+            " details; IS_USED_LOCK(name) names the holder)",
+        )
+    ]
+    if hidden is not None:
+        reasons.append(hidden)
+    return Verdict(State.UNKNOWN, tuple(reasons), age_seconds=age, alive=True)
 
 
 def hidden_reason(user: str | None) -> Reason:

@@ -20,6 +20,7 @@ import pymysql
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
 from lockwatch.sources.locktables.config import TableSpec
 from lockwatch.sources.mysql import queries
@@ -27,10 +28,11 @@ from lockwatch.sources.mysql.clients import UnixClients, cmdline, start_time, un
 from lockwatch.sources.mysql.dsn import Endpoint
 from lockwatch.sources.mysql.facts import MyClient, MyLock
 from lockwatch.sources.mysql.idle import idle_in_transaction
+from lockwatch.sources.mysql.lexer import asked_names
 from lockwatch.sources.mysql.locktables import read_tables
-from lockwatch.sources.mysql.records import Poll, build, name_of
+from lockwatch.sources.mysql.records import Poll, build
 from lockwatch.sources.mysql.settings import DEFAULT_IDLE_AFTER
-from lockwatch.sources.polled import DEFAULT_DEADLINE, Polled
+from lockwatch.sources.polled import Polled
 
 KIND = "mysql"
 # MySQL's "access denied; you need the PROCESS privilege" and "table access denied".
@@ -304,7 +306,7 @@ class MyServer:
                 " to see who holds a table's metadata lock"
             )
         self.status = SourceStatus(
-            KIND, self.server, "connected", reason=reason, updated_at=polled_at
+            KIND, self.server, "connected", reason=reason, updated_at=polled_at, partial=hidden
         )
         return Polled(polled_at, (self.status,), locks)
 
@@ -317,9 +319,7 @@ class MyServer:
         names = list(dict.fromkeys(self.names))
         for row in processes:
             if row[6] == queries.USER_LOCK_STATE:
-                name = name_of(row[7])
-                if name is not None and name not in names:
-                    names.append(name)
+                names.extend(name for name in asked_names(row[7]) if name not in names)
         names = [name for name in names if name not in known]
         if not names:
             return {}

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from lockwatch.model.action import Kind
 from lockwatch.model.facts import Row, Section
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
@@ -26,6 +25,7 @@ from lockwatch.sources.postgres.held import held_text
 from lockwatch.sources.postgres.terms import prepared_commands, sessions
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.sources.postgres.facts import PgBackend, PgClient, PgLock
 
 TITLE = "PostgreSQL"
@@ -108,6 +108,9 @@ def confirm_title(
 ) -> str | None:
     """A confirmation's title: what ending the session does, to whom. `queued`:
     the sessions queued behind a waiting lock's request (a queue head)."""
+    # Here, not at the top: listings load this module, and only actions need Kind.
+    from lockwatch.model.action import Kind
+
     if backend.pid is None:
         return None
     session = session_title(backend, now)

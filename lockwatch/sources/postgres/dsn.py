@@ -6,14 +6,15 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.secrets import InArguments, hide_from_arguments, read_password_file
 
 # Any of these in the environment means "libpq knows a server": the empty DSN uses them.
 LIBPQ_SERVER_VARS = ("PGHOST", "PGHOSTADDR", "PGSERVICE", "PGDATABASE", "PGPORT")
 
-_URL_USERINFO = re.compile(r"://[^:/@\s]*:([^@\s]*)@")
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_URL_USERINFO = lazy_compile(r"://[^:/@\s]*:([^@\s]*)@")
+_KV_PASSWORD = lazy_compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
 def resolve_dsns(

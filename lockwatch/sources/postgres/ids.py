@@ -9,14 +9,15 @@ the postgres source's `id_prefix` (the registry's vocabulary of prefixes).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from lockwatch.model.lazyre import lazy_compile
 
 PG = "pg"
 
 # The server part of a pg id is lockwatch's display name of the server
 # (user@host:port/db, never a password): see sources/postgres/dsn.display_name.
-_PG = re.compile(r"pg:(?P<server>(?:[^@:/]+@)?[^:/]+:\d+/[^:]*):(?P<rest>.+)")
+_PG = lazy_compile(r"pg:(?P<server>(?:[^@:/]+@)?[^:/]+:\d+/[^:]*):(?P<rest>.+)")
 
 
 @dataclass(frozen=True, slots=True)

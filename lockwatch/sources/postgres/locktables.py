@@ -19,7 +19,6 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from lockwatch.model.action import ActionFailed, ActionRefused
 from lockwatch.model.lock import Lock
 from lockwatch.sources.contract import ActionProvider
 from lockwatch.sources.locktables.config import TableSpec, spec_for
@@ -238,6 +237,7 @@ def unlock_row(dsn: str, facts: TableLock, *, lock_timeout_ms: int = 2000) -> in
     rows changed (0: nothing, it changed since they looked)."""
     from psycopg import conninfo
 
+    from lockwatch.model.action import ActionFailed, ActionRefused
     from lockwatch.sources.postgres.actor import ACTION_APPLICATION
     from lockwatch.sources.postgres.dsn import scrub
 
@@ -274,6 +274,8 @@ def unlock_row(dsn: str, facts: TableLock, *, lock_timeout_ms: int = 2000) -> in
 
 
 def _xmin(version: str | None) -> str:
+    from lockwatch.model.action import ActionRefused
+
     prefix = "xmin "
     if version is None or not version.startswith(prefix) or not version[5:].isdigit():
         # The plan refuses a row without its version; never compare values alone.
@@ -289,6 +291,9 @@ def _literal(value: str) -> str:
 
 
 def _unlock(reach: Mapping[str, Any], facts: TableLock) -> int:
+    # Here, not at the top: listings load this module, and only a break needs it.
+    from lockwatch.model.action import ActionRefused
+
     dsn_for = reach.get("dsn_for")
     dsn = dsn_for(facts.server) if dsn_for is not None else None
     if dsn is None:

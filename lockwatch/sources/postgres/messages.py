@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from lockwatch.model.clues import Clue, ClueKind
+from lockwatch.model.lazyre import lazy_compile
 
 SOURCE = "postgres"
 TOOL = "postgres"
@@ -26,19 +27,38 @@ STATEMENT_TIMEOUT_ADVICE = (
     " (if it waited on a lock, pg_stat_activity showed wait_event_type Lock)"
 )
 
-_LOCK_TIMEOUT = re.compile(r"canceling statement due to lock timeout|\block timeout\b", re.I)
-_STATEMENT_TIMEOUT = re.compile(r"canceling statement due to statement timeout", re.I)
-_DEADLOCK = re.compile(r"deadlock detected", re.I)
+_LOCK_TIMEOUT = lazy_compile(r"canceling statement due to lock timeout|\block timeout\b", re.I)
+_STATEMENT_TIMEOUT = lazy_compile(r"canceling statement due to statement timeout", re.I)
+_DEADLOCK = lazy_compile(r"deadlock detected", re.I)
 # "could not obtain lock on relation "jobs"", "... on row in relation "jobs""
-_NOWAIT = re.compile(r'could not obtain lock on (?:row in )?relation "(?P<rel>[^"]+)"', re.I)
+_NOWAIT = lazy_compile(r'could not obtain lock on (?:row in )?relation "(?P<rel>[^"]+)"', re.I)
 # CONTEXT:  while updating tuple (0,1) in relation "jobs"
-_CONTEXT_RELATION = re.compile(r'in relation "(?P<rel>[^"]+)"', re.I)
+_CONTEXT_RELATION = lazy_compile(r'in relation "(?P<rel>[^"]+)"', re.I)
 # "relation jobs" / "on relation 16384 of database 5"
-_ANY_RELATION = re.compile(r'\brelation "?(?P<rel>[A-Za-z_][\w.$]*)"?', re.I)
+_ANY_RELATION = lazy_compile(r'\brelation "?(?P<rel>[A-Za-z_][\w.$]*)"?', re.I)
+# The failed statement, as psql -b (--echo-errors) and the server's log give it
+# (STATEMENT:  UPDATE jobs SET ...), and the tables it names.
+_STATEMENT = lazy_compile(r"^\s*STATEMENT:\s+(?P<sql>.+)$", re.M)
+_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
+_STATEMENT_TABLE = lazy_compile(
+    rf"\b(?:TABLE|FROM|INTO|UPDATE|JOIN)\s+(?:ONLY\s+)?(?:IF\s+EXISTS\s+)?"
+    rf"(?P<rel>{_IDENT}(?:\s*\.\s*{_IDENT})?)",
+    re.I,
+)
 # DETAIL:  Process 8525 waits for ShareLock on transaction 740; blocked by process 8527.
-_PROCESS = re.compile(r"\b[Pp]rocess (?P<pid>\d+)\b")
+_PROCESS = lazy_compile(r"\b[Pp]rocess (?P<pid>\d+)\b")
 # pg's own id-like hints in logs: "PID 8525", "pid=8525"
-_LOG_PID = re.compile(r"\b(?:PID|pid)[ =:](?P<pid>\d+)\b")
+_LOG_PID = lazy_compile(r"\b(?:PID|pid)[ =:](?P<pid>\d+)\b")
+
+
+def _statement_tables(text: str) -> list[str]:
+    """The tables the failed statement names (`"Odd"."t"` as Odd.t)."""
+    found = []
+    for statement in _STATEMENT.finditer(text):
+        for match in _STATEMENT_TABLE.finditer(statement.group("sql")):
+            parts = re.findall(_IDENT, match.group("rel"))
+            found.append(".".join(p[1:-1].replace('""', '"') if p[0] == '"' else p for p in parts))
+    return found
 
 
 def clues(text: str) -> list[Clue]:
@@ -69,6 +89,7 @@ def clues(text: str) -> list[Clue]:
         found.append(Clue(ClueKind.PID, pid, SOURCE, TOOL, advice, options=every_row))
     relations = [m.group("rel") for m in nowait]
     relations += [m.group("rel") for m in _CONTEXT_RELATION.finditer(text)]
+    relations += _statement_tables(text)
     if not relations:
         relations += [m.group("rel") for m in _ANY_RELATION.finditer(text)]
     for relation in dict.fromkeys(relations):

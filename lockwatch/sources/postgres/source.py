@@ -28,9 +28,9 @@ from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.compact import Columns, Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
 from lockwatch.sources.locktables.config import TableSpec
-from lockwatch.sources.polled import DEFAULT_DEADLINE
 from lockwatch.sources.postgres.clients import Session, Sockets, find_clients, read_sockets
 from lockwatch.sources.postgres.dsn import display_name, problem, scrub
 from lockwatch.sources.postgres.facts import (

@@ -4,6 +4,7 @@ address is on the server's own host."""
 
 from __future__ import annotations
 
+from lockwatch.model.hosts import is_local_address
 from lockwatch.model.humanize import counted
 
 
@@ -22,21 +23,9 @@ def prepared_commands(gid: str) -> tuple[str, str]:
     return f"COMMIT PREPARED {sql_literal(gid)}", f"ROLLBACK PREPARED {sql_literal(gid)}"
 
 
-_LOOPBACK_NAMES = ("localhost",)
-
-
 def local_client(client: str | None) -> bool:
     """Whether a session's client address is on the server's own host: a unix
     socket (`local`) or a loopback address."""
     if client is None:
         return False
-    if client == "local" or client in _LOOPBACK_NAMES:
-        return True
-    import ipaddress
-
-    try:
-        address = ipaddress.ip_address(client)
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+    return client == "local" or is_local_address(client)

@@ -86,6 +86,16 @@ def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock])
             "not_held",
             f"{store.session} waits for {lock.name}; it holds nothing",
         )
+    if store.value_bytes is not None:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "value_cut",
+            f"{store.key}'s value is {store.value_bytes:,} bytes, more than lockwatch reads:"
+            " a break could not check that it still holds the token you saw; delete it with"
+            " redis-cli if you know it is not held",
+        )
     where = (
         f"on each server of Redlock group {store.server} still holding it"
         if store.quorum is not None

@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from lockwatch.model.lazyre import lazy_compile
+
 # A shorter shared run would match too much of an unrelated keyspace.
 MIN_RUN = 3
-_WILDCARDS = re.compile(r"[*?]")
+_WILDCARDS = lazy_compile(r"[*?]")
 
 Check = Callable[[bytes], bool]
 

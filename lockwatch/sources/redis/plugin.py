@@ -32,10 +32,10 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
-from lockwatch.sources.polled import StoreSelection
 from lockwatch.sources.redis import ids
 from lockwatch.sources.redis.endpoint import DEFAULT_PORT, IN_ARGUMENTS, REDLOCK_IN_ARGUMENTS
 from lockwatch.sources.secrets import secret_option
+from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -328,8 +328,9 @@ def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
         reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
         raise LookupFailed(f"cannot read {parsed.server}: {reasons or 'no answer'}")
     locks = polled.locks
+    wanted_id = ids.canonical(target)
     for lock in locks:
-        if lock.id == target:
+        if lock.id == wanted_id:
             return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), locks
     return f"no lock {target} now: released, or it expired"
 

@@ -18,12 +18,12 @@ their own: redisson.py (hashes), semaphore.py (sorted sets), subscription.py
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.redis import ids, redisson, semaphore, subscription
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot, raw
@@ -56,7 +56,7 @@ REDLOCK_PREFIX = "redlock:"
 # redis-semaphore's uuids are dashed, python-redis-lock's id base64), but a value
 # set by hand as uuid4().hex cannot be told from redis-py 8.2's: it reads as
 # redis-py, judged alike (`redis` has `redis-py`'s rules).
-_REDIS_PY_TOKEN = re.compile(r"[0-9a-f]{12}[14][0-9a-f]{3}[89ab][0-9a-f]{15}")
+_REDIS_PY_TOKEN = lazy_compile(r"[0-9a-f]{12}[14][0-9a-f]{3}[89ab][0-9a-f]{15}")
 # A BLPOP's timeout argument as python-redis-lock sends it (its `expire`, or 0):
 # whole seconds, up to 999999.
 _TIMEOUT_DIGITS = range(1, 7)
@@ -121,7 +121,16 @@ def _lock(snapshot: RedisSnapshot, found: RedisKey, fmt: str, name: str) -> Lock
         value=found.value,
         ttl_left=ttl,
         session=found.value,
+        value_bytes=found.size,
     )
+    content: dict[str, object] = {
+        "server": snapshot.server,
+        "key": found.key,
+        "value": found.value,
+        "pttl_ms": found.pttl,
+    }
+    if found.size is not None:
+        content["value_bytes"] = found.size  # "value" is its start only
     return Lock(
         id=ids.redis_id(snapshot.server, found.key),
         source=REDIS,
@@ -131,13 +140,9 @@ def _lock(snapshot: RedisSnapshot, found: RedisKey, fmt: str, name: str) -> Lock
         holder=Holder(session=found.value),
         ttl_seconds=ttl,
         expires_at=store.expires_at,
-        content={
-            "server": snapshot.server,
-            "key": found.key,
-            "value": found.value,
-            "pttl_ms": found.pttl,
-        },
-        sha256=digest(found.value),
+        content=content,
+        # The digest of a value read in part would be no value's: none, not a wrong one.
+        sha256=digest(found.value) if found.size is None else None,
         facts=store,
     )
 

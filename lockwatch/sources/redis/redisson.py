@@ -21,12 +21,12 @@ waiting, and the next attempt on the lock drops it (`fair_wait_expired`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.model.verdict import State, Verdict
@@ -49,7 +49,7 @@ RENEW_EVERY_S = WATCHDOG_S / 3
 SLACK_S = 2.0
 LATE_BELOW_S = WATCHDOG_S - RENEW_EVERY_S - SLACK_S
 
-_OWNER = re.compile(
+_OWNER = lazy_compile(
     r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
     r":(?P<thread>\d+)(?P<write>:write)?"
 )

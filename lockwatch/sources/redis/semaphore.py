@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.model.verdict import State, Verdict
@@ -43,7 +44,7 @@ FORMATS = (SEMAPHORE,)
 
 # Scores that are times in ms since the epoch: 2001 to 2286.
 _MS_RANGE = (1e12, 1e13)
-_PERMIT = re.compile(r"(?P<identifier>.+)_(?P<index>\d+)", re.DOTALL)
+_PERMIT = lazy_compile(r"(?P<identifier>.+)_(?P<index>\d+)", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)

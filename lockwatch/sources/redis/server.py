@@ -20,16 +20,17 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
-from lockwatch.sources.polled import DEFAULT_DEADLINE
 from lockwatch.sources.redis.endpoint import RedisEndpoint
 from lockwatch.sources.redis.patterns import scan_plan
 
 if TYPE_CHECKING:
     import redis
 
-# Keys asked for per SCAN call, and per pipelined batch of GET + PTTL.
+# Keys asked for per SCAN call, and per pipelined batch of GETRANGE, STRLEN and PTTL.
 SCAN_COUNT = 1000
 BATCH = 1000
 # A pattern that matches far more than locks (`*` on a big keyspace) must not
@@ -44,16 +45,22 @@ MAX_MEMBERS = 100
 # And at most this many entries in all, per poll (a semaphore's holder is a lock
 # record each): past it, the remaining collections are not read, and the status says so.
 MAX_ENTRIES = 100_000
+# What is read of a string key's value, as of a lock file (scanner.MAX_LOCK_BYTES):
+# a token is a few dozen bytes; a 50 MiB value must not cost a poll (or `ls
+# --json`, which prints it twice) its size. GETRANGE reads the start, STRLEN says
+# how long the whole is.
+MAX_VALUE_BYTES = 64 * 1024
 # portalocker's RedisLock names its subscription connection `<channel>-lock-<holder
 # id, uuid4 hex>` (`<channel>-lock` up to portalocker 3.2).
-SUBSCRIBER_NAME = re.compile(r"(?P<channel>.+)-lock(?:-(?P<holder>[0-9a-f]{32}))?", re.DOTALL)
+SUBSCRIBER_NAME = lazy_compile(r"(?P<channel>.+)-lock(?:-(?P<holder>[0-9a-f]{32}))?", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
 class RedisKey:
     key: str  # surrogateescape text: exactly the server's bytes
-    value: str  # the same for the value
+    value: str  # the same for the value (its first MAX_VALUE_BYTES)
     pttl: int  # milliseconds left; -1: no expiry
+    size: int | None = None  # the whole value's length, when it was longer than read
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,17 +268,19 @@ class RedisServer:
             chunk = names[start : start + BATCH]
             pipe = client.pipeline(transaction=False)
             for name in chunk:
-                pipe.get(name)
+                pipe.getrange(name, 0, MAX_VALUE_BYTES - 1)
+                pipe.strlen(name)
                 pipe.pttl(name)
             answers = pipe.execute(raise_on_error=False)
             for number, name in enumerate(chunk):
-                value, pttl = answers[2 * number], answers[2 * number + 1]
+                value, size, pttl = answers[3 * number : 3 * number + 3]
                 if not isinstance(pttl, int) or pttl == -2:
                     continue
                 if isinstance(value, redis.ResponseError) and "WRONGTYPE" in str(value):
                     others.append((name, pttl))
                 elif isinstance(value, bytes):
-                    keys.append(RedisKey(text(name), text(value), pttl))
+                    cut = size if isinstance(size, int) and size > len(value) else None
+                    keys.append(RedisKey(text(name), text(value), pttl, cut))
         collections, capped = self._collections(client, others)
         return keys, collections, capped
 

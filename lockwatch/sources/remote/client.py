@@ -24,12 +24,15 @@ import httpcore
 import httpx
 
 from lockwatch import __version__
-from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
-from lockwatch.sources.polled import stalled
+from lockwatch.sources.bounded import Budget, TooLarge, Undecodable, decoded
+from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport, stalled
 from lockwatch.sources.remote.endpoints import DEFAULT_TIMEOUT, Remote
 
-# A 10,000-lock document is about 10 MB: this leaves room, and bounds a hostile one.
-MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+# A lock record is about 600 bytes and 30 JSON values: 100,000 locks (an 86 MB
+# document of Redis keys was the largest seen) fit, and a hostile document is
+# refused before it is parsed (sources/bounded.py counts both as it arrives).
+MAX_DOCUMENT_BYTES = 128 * 1024 * 1024
+MAX_DOCUMENT_VALUES = 4_000_000
 # Silence for this long (no connection, no byte) is "no answer", sooner than the
 # deadline: a host that is down is told apart from one that is slow.
 SILENCE_SECONDS = 3.0
@@ -54,7 +57,12 @@ class Fetcher:
 
     def _connection(self) -> httpx.Client:
         if self._client is None:
-            headers = {"User-Agent": f"lockwatch/{__version__}", "Accept": "application/json"}
+            headers = {
+                "User-Agent": f"lockwatch/{__version__}",
+                "Accept": "application/json",
+                # What bounded.decoded reads a piece at a time; nothing else.
+                "Accept-Encoding": "gzip",
+            }
             if self.remote.token is not None:
                 headers["Authorization"] = f"Bearer {self.remote.token}"
             silence = min(SILENCE_SECONDS, self.timeout)
@@ -72,21 +80,23 @@ class Fetcher:
     def fetch(self) -> bytes:
         """The document's bytes (raises RemoteProblem)."""
         self._deadline.start(self.timeout)
+        budget = Budget(MAX_DOCUMENT_BYTES, MAX_DOCUMENT_VALUES)
         size = 0
         try:
             with self._connection().stream("GET", self.remote.locks_url) as response:
                 _check(response)
-                chunks: list[bytes] = []
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_DOCUMENT_BYTES:
-                        raise RemoteProblem(
-                            "error", f"its answer is over {MAX_DOCUMENT_BYTES >> 20} MiB"
-                        )
+                body = bytearray()
+                encoding = response.headers.get("content-encoding")
+                for piece in decoded(response.iter_raw(), encoding):
+                    size += len(piece)
+                    budget.take(piece)
                     # Decoding (gzip) reads no socket: the deadline is checked here too.
                     self._deadline.left(None)
-                    chunks.append(chunk)
-                return b"".join(chunks)
+                    body += piece
+                return bytes(body)
+        except TooLarge as exc:
+            self._reset()
+            raise RemoteProblem("error", f"its answer is {exc}: refused, not read") from None
         except (httpx.TimeoutException, httpcore.TimeoutException, DeadlineMissed) as exc:
             self._reset()
             if isinstance(exc, DeadlineMissed) or self._deadline.missed():
@@ -101,9 +111,10 @@ class Fetcher:
         except (httpx.TransportError, httpcore.NetworkError, httpcore.ProtocolError) as exc:
             self._reset()
             raise RemoteProblem("disconnected", f"unreachable: {_words(exc)}") from None
-        except httpx.DecodingError:
+        except (httpx.DecodingError, Undecodable) as exc:
             self._reset()
-            raise RemoteProblem("error", "its answer could not be decoded") from None
+            why = f": {exc}" if isinstance(exc, Undecodable) else ""
+            raise RemoteProblem("error", f"its answer could not be decoded{why}") from None
         except RemoteProblem:
             self._reset()
             raise

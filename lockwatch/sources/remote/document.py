@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from lockwatch.model.hosts import is_local_address
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.report import LS_SCHEMA
 from lockwatch.model.status import LIVE_STATES
@@ -40,6 +41,9 @@ CLAIMED_FIELD = "claimed_host"
 CLAIM_CODE = "claims_this_host"
 # A host name is at most 253 characters (RFC 1035): the rest is shown cut.
 MAX_HOST = 253
+# Locks read of one remote's document: past it the document is refused whole
+# (the bytes and values it may have are capped as it is read: client.py).
+MAX_RECORDS = 100_000
 # Dropped records named one by one in the warning, at most.
 NAMED_DROPS = 3
 
@@ -113,6 +117,8 @@ def read_document(
         raise DocumentError("no host or generated_at")
     if not isinstance(found, list):
         raise DocumentError("no locks array")
+    if len(found) > MAX_RECORDS:
+        raise DocumentError(f"{len(found):,} locks, over the {MAX_RECORDS:,} read of a remote")
     kept: list[Lock] = []
     rendered: list[dict[str, Any]] = []
     dropped: list[str] = []
@@ -296,6 +302,15 @@ def advice(verb: str, lock: Lock, origin: RemoteOrigin) -> str:
             " own locks are in `lockwatch ls`"
         )
     command = f"lockwatch {verb} {shlex.quote(cut(origin.id, 1024))} --reason '…'"
+    if is_local_address(origin.host):
+        # A loopback serve is this host's own or a tunnel's far end: which, nobody
+        # here can tell, so no host is named for the command.
+        return (
+            f"{name} was seen through the lockwatch serve at {origin.remote}, a loopback"
+            " address: that serve runs on this host or at the far end of a tunnel, which"
+            " lockwatch cannot tell, and it acts on no lock through a serve. Where that serve"
+            f" runs, run: {command}; this host's own locks are in `lockwatch ls`"
+        )
     return (
         f"{name} is a lock on host {origin.host}, seen through its lockwatch serve at"
         f" {origin.remote}: other hosts' locks are read-only here. On {origin.host} run:"

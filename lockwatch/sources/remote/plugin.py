@@ -239,8 +239,12 @@ def find_remote(target: str) -> Found:
             f"{target!r} is not a remote lock id (remote:<serve URL>#<the lock's id there>)"
         )
     url, inner = parsed
+    from lockwatch.model.hosts import is_local_address
+
     there = urlsplit(url).hostname or url
-    why = f"judged on {there}, not here"
+    # A loopback serve may be this host's or a tunnel's: "not here" would be a guess.
+    local = is_local_address(there)
+    why = f"judged by the serve at {url}" if local else f"judged on {there}, not here"
     from lockwatch.sources.remote.facts import RemoteOrigin
 
     origin = RemoteOrigin(url, there, inner, "unknown", (("remote", why),))

@@ -19,9 +19,9 @@ Pure: values in, values out.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.report import records_json_array
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.timestamps import parse_timestamp
@@ -53,7 +53,7 @@ class RecordError(ValueError):
 
 
 # What `cut` adds: cut again, a text keeps the length it first had.
-_CUT = re.compile(r"…\(([0-9,]+) chars\)$")
+_CUT = lazy_compile(r"…\(([0-9,]+) chars\)$")
 
 
 def cut(text: str, limit: int = SHOWN) -> str:

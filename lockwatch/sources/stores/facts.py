@@ -133,6 +133,8 @@ class StoreLock(Facts):
     blocking: tuple[str, ...] = ()
     quorum: Quorum | None = None
     client: StoreClient | None = None
+    # The whole value's length when only its start was read (`value` is that start).
+    value_bytes: int | None = None
 
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
@@ -234,6 +236,8 @@ class StoreLock(Facts):
             "blocked_by": list(self.blocked_by),
             "blocking": list(self.blocking),
         }
+        if self.value_bytes is not None:
+            record["value_bytes"] = self.value_bytes  # the token or value is its start only
         if self.store == REDIS:
             record["token"] = self.value
             record["quorum"] = None if self.quorum is None else self.quorum.as_json()
@@ -252,12 +256,17 @@ class StoreLock(Facts):
             )
         return record
 
+    def _value_shown(self) -> str | None:
+        if self.value_bytes is None or self.value is None:
+            return self.value
+        return f"{self.value} … (cut: {self.value_bytes:,} bytes, only the start read)"
+
     def fields(self) -> list[tuple[str, str | None]]:
         """Labelled facts for the detail pane (None: not shown)."""
         rows: list[tuple[str, str | None]] = [
             ("server", self.server),
             ("key", self.key),
-            ("token" if self.store == REDIS else "value", self.value),
+            ("token" if self.store == REDIS else "value", self._value_shown()),
             ("ttl left", "no expiry" if self.ttl_left is None else f"{self.ttl_left:g} s"),
         ]
         if self.store == ETCD:

@@ -28,6 +28,16 @@ def evaluate_store(lock: Lock, store: StoreLock, now: datetime) -> Verdict:
         waited = seconds_since(lock.acquired_at, now)
         return Verdict(State.WAITING, (_waiting(lock, store),), age_seconds=waited)
     info: list[Reason] = []
+    if store.value_bytes is not None:
+        # The key is there (held, as its library sees it); whose token it is was
+        # read in part only, and is never passed off as whole.
+        info.append(
+            Reason(
+                "value_cut",
+                f"its value is {store.value_bytes:,} bytes: only its start was read, so the"
+                " token shown is cut and no action can compare it",
+            )
+        )
     if store.blocking:
         count = len(store.blocking)
         shown = ", ".join(store.blocking[:5])

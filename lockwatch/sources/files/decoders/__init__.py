@@ -150,6 +150,24 @@ def invalid(file: LockFile, code: str, message: str, content: Any = None) -> Loc
     )
 
 
+def decode_unread(file: LockFile, reason: Reason) -> Lock:
+    """A lock file whose bytes lockwatch's user may not read (`file.raw` empty),
+    from its place alone: a format that decides by the kernel's lock only (dpkg's,
+    whose files stay empty) reads it in its own words, content unneeded; anything
+    else is a generic lock nothing is known of but its name and mtime."""
+    native = decode_native(file)
+    if native is not None and native.policy.kernel_only:
+        return amended(native, unread=reason)
+    return file_lock(
+        file,
+        format=generic.FORMAT,
+        name=file.stem(),
+        policy=generic.POLICY,
+        content=None,
+        unread=reason,
+    )
+
+
 def decode_native(file: LockFile) -> Lock | None:
     """The lock, if a tool's own format claims the entry; else None. Only the
     formats whose CLAIMS the entry meets are asked, in NATIVE's order."""

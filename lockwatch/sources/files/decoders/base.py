@@ -202,6 +202,7 @@ def file_lock(
     scope: tuple[str, ...] = (),
     defects: tuple[Reason, ...] | list[Reason] = (),
     notes: tuple[Reason, ...] | list[Reason] = (),
+    unread: Reason | None = None,
 ) -> Lock:
     return Lock(
         id=file_id(file.path),
@@ -222,6 +223,7 @@ def file_lock(
         notes=tuple(notes),
         file_key=file.key,
         entry=file.kind,
+        unread=unread,
     )
 
 

@@ -13,11 +13,11 @@ command line for a gateway instead.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders.base import (
     MAX_INTEGER,
@@ -39,9 +39,9 @@ POLICY = StalenessPolicy(pid_liveness=True, time_by_writer=True)
 # writer: the writer is the gateway itself) stands in for "not a gateway".
 POLICY_NO_TICKS = StalenessPolicy(pid_liveness=True)
 
-_NAME = re.compile(r"gateway\.[0-9a-f]{8}\.lock")
+_NAME = lazy_compile(r"gateway\.[0-9a-f]{8}\.lock")
 # `clawdbot` alone where the platform has no getuid (resolveGatewayLockDir).
-_DIR = re.compile(r"(?:clawdbot|moltbot)(?:-[0-9]+)?")
+_DIR = lazy_compile(r"(?:clawdbot|moltbot)(?:-[0-9]+)?")
 _KEYS = frozenset({"pid", "createdAt", "configPath", "startTime"})
 
 

@@ -42,6 +42,13 @@ POLICY = StalenessPolicy(pid_liveness=True, kernel_pidfile=True, expiry_code="ex
 SENTINEL = StalenessPolicy(
     pid_liveness=True, kernel_sentinel=True, sentinel_mtime_only=True, sentinel_unproven=True
 )
+# A bare pid (`12345`, optionally a host after it) is a pid file and a kernel
+# lock's sentinel alike (portalocker writes its pid there): with no kernel lock
+# on it, active by its live pid, the sentinel's reading named beside
+# (`live_pid_no_kernel_lock`); a [[protocols]] declaration settles it.
+BARE_PID = StalenessPolicy(
+    pid_liveness=True, kernel_pidfile=True, expiry_code="expired", sentinel_unproven=True
+)
 # A file that is no lock: unknown, its `not_a_lock` note says why.
 NOT_A_LOCK = StalenessPolicy(undecided=True)
 
@@ -235,7 +242,7 @@ def decode_pid_value(value: int, file: LockFile) -> Lock:
     defects: tuple[Reason, ...] = ()
     if pid is None:
         defects = (schema_violation(f"{shown(value)} is not a process id"),)
-    return _generic(file, value, Holder(pid=pid), defects=defects)
+    return _generic(file, value, Holder(pid=pid), defects=defects, policy=BARE_PID)
 
 
 def decode_empty(text: str, file: LockFile) -> Lock:
@@ -292,7 +299,9 @@ def decode_text(text: str, file: LockFile) -> Lock | None:
     if pid is None:
         return None
     host = tokens[1] if len(tokens) == 2 else None
-    return _generic(file, text, Holder(pid=pid, host=host))
+    # More lines are a record of the writer's own (postmaster.pid): no bare pid.
+    policy = BARE_PID if "\n" not in text.strip() else POLICY
+    return _generic(file, text, Holder(pid=pid, host=host), policy=policy)
 
 
 def _present(doc: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:

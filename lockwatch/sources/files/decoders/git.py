@@ -20,11 +20,11 @@ names another host or a live pid, and overwrites it otherwise.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
 
@@ -59,7 +59,7 @@ NO_PID = Reason(
 
 # What lies directly in a git directory: a `*.git` directory is only taken for
 # a bare repository when the lock sits where git puts its own files.
-_GIT_DIR_FILES = re.compile(
+_GIT_DIR_FILES = lazy_compile(
     r"(?:[A-Z_]+|index|config|config\.worktree|packed-refs|shallow|gc\.pid|gc\.log"
     r"|next-index-\d+)\.lock|gc\.pid"
 )
@@ -79,11 +79,11 @@ _GIT_DIR_DIRS = frozenset(
 )
 # Other tools' state kept inside `.git`: their locks are theirs, not git's.
 _FOREIGN_DIRS = frozenset({"annex", "lfs"})
-_NEXT_INDEX = re.compile(r"next-index-([1-9]\d{0,9})\.lock")
+_NEXT_INDEX = lazy_compile(r"next-index-([1-9]\d{0,9})\.lock")
 # fscanf(fp, "%ju %64s", &pid, locking_host): digits, optional blanks, a word
 # (the host, at most HOST_NAME_MAX = 64 bytes are read); the rest is ignored.
-_GC_PID = re.compile(rb"\s*([+-]?\d+)(?!\d)\s*(\S{1,64})")
-_OID = re.compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})\n?")
+_GC_PID = lazy_compile(rb"\s*([+-]?\d+)(?!\d)\s*(\S{1,64})")
+_OID = lazy_compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})\n?")
 
 
 def anchor(path: str) -> tuple[str, str] | None:

@@ -26,13 +26,13 @@ NATIVE module, hands them over, so that no JSON guess reaches them).
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.files.decoders.base import MAX_PID, Fields, LockFile, dump, file_lock
@@ -50,7 +50,7 @@ PID_FILE = StalenessPolicy(pid_liveness=True)
 
 ACQUIRE_SENTINEL = ".acquire.lock"
 # persistence._INSTANCE_SUFFIX: loop names may hold "-", the suffix may not vary.
-_INSTANCE_SUFFIX = re.compile(r"-\d{8}T\d{6}$")
+_INSTANCE_SUFFIX = lazy_compile(r"-\d{8}T\d{6}$")
 _MAX_PID_TEXT = 64
 
 

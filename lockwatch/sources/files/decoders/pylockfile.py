@@ -29,12 +29,12 @@ gone, one running is named as the holder, several are unknown.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
@@ -45,14 +45,14 @@ POLICY = StalenessPolicy(pid_liveness=True)
 PID_MAX_LIMIT = 4_194_304
 # hash(str) is a signed 64-bit value on 64-bit CPython (32-bit builds: smaller).
 _HASH_MAX = 2**63 - 1
-_LINK_NAME = re.compile(r"(?P<left>[^/@\s]+)\.(?P<tail>[0-9]+(?:-[0-9]+)?)")
+_LINK_NAME = lazy_compile(r"(?P<left>[^/@\s]+)\.(?P<tail>[0-9]+(?:-[0-9]+)?)")
 # A thread ident's low 32 bits, unpadded, ending in 0 (a 16-byte aligned
 # address). After a host name it must also be 6-8 digits long, as a thread
 # address is but a host's numbered suffix (`node-100`) is not: 1 in 4096 real
 # idents is shorter, and then the host reads as foreign, never as ours.
-_TNAME = re.compile(r"-[0-9a-f]{0,7}0")
-_HOST_TNAME = re.compile(r"-[0-9a-f]{5,7}0")
-_MKDIR_NAME = re.compile(r"(?P<host>[^/\s]+)\.(?P<rest>-?[0-9a-f]+)")
+_TNAME = lazy_compile(r"-[0-9a-f]{0,7}0")
+_HOST_TNAME = lazy_compile(r"-[0-9a-f]{5,7}0")
+_MKDIR_NAME = lazy_compile(r"(?P<host>[^/\s]+)\.(?P<rest>-?[0-9a-f]+)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,12 +8,12 @@ shown, never a staleness reason.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.files.decoders.base import (
@@ -28,7 +28,7 @@ FORMAT = "tower-fleet/v1"
 POLICY = StalenessPolicy(heartbeat=True)
 
 # §2.2: [a-z0-9_-], 1-128 characters, not starting or ending with - or _.
-LOCK_NAME = re.compile(r"[a-z0-9](?:[a-z0-9_-]{0,126}[a-z0-9])?")
+LOCK_NAME = lazy_compile(r"[a-z0-9](?:[a-z0-9_-]{0,126}[a-z0-9])?")
 _SIGNATURE = frozenset({"lock_name", "request_id", "last_heartbeat_at", "ttl_seconds", "intent"})
 
 

@@ -20,19 +20,19 @@ dead Vim's swap file with unsaved changes says so: `vim -r` recovers them.
 
 from __future__ import annotations
 
-import re
 import string
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "vim-swap"
 POLICY = StalenessPolicy(pid_liveness=True, foreign_unknown=True)
 # Vim's swap file names: `.swp` down to `.swa`, then `.svz` … `.saa`.
-_NAME = re.compile(r"(?:^\.|%).+\.s(?:w[a-p]|[a-v][a-z])$")
+_NAME = lazy_compile(r"(?:^\.|%).+\.s(?:w[a-p]|[a-v][a-z])$")
 _IDS = frozenset(b"0cCdSs")
 # Where block 0's fields start, and their sizes (memline.c's struct block0).
 _VERSION = slice(2, 12)

@@ -8,11 +8,11 @@ the kernel does (a kernel-lock sentinel). Its own code never reads the content.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
 
@@ -20,7 +20,7 @@ FORMAT = "zc.lockfile"
 POLICY = StalenessPolicy(pid_liveness=True, kernel_sentinel=True)
 _MAX_BYTES = 300
 # Template fields are split on anything a host name cannot hold.
-_SEPARATORS = re.compile(r"[^\w.-]+")
+_SEPARATORS = lazy_compile(r"[^\w.-]+")
 _MAX_TOKENS = 4
 
 

@@ -1,0 +1,311 @@
+"""What each one-shot command imports (issue 42): `ls DIR`, `ls --pg` and `why`
+load only the modules they use. Start-up was most of `ls`'s time, and every
+source's package, the actions, Textual and the drivers of sources not asked for
+were loaded by every run; a module added to one of these paths makes its test
+fail, and is either needed (add it to the list here) or imported where it is
+used. The real console script (`lockwatch.cli.main`) runs in a fresh
+interpreter; what it has loaded is read as it leaves."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# Runs the console script with ARGS, writing the names of the modules loaded at
+# its end to OUT: at os._exit (the console script's fast exit) or at exit.
+_PROBE = r"""
+import atexit, json, os, sys
+out, args = sys.argv[1], sys.argv[2:]
+def dump():
+    with open(out, "w") as f:
+        json.dump(sorted(sys.modules), f)
+real_exit = os._exit
+def leave(code):
+    dump()
+    real_exit(code)
+os._exit = leave
+atexit.register(dump)
+sys.argv = ["lockwatch", *args]
+from lockwatch.cli import main
+main()
+"""
+
+
+def loaded(tmp_path: Path, *args: str) -> tuple[list[str], list[str]]:
+    """The lockwatch modules and the third-party top-level packages `lockwatch
+    ARGS` loads, with config, state and PostgreSQL settings of its own (none)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PG", "LOCKWATCH_", "XDG_"))
+    }
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_STATE_HOME=str(home / ".state"),
+    )
+    out = tmp_path / "modules.json"
+    subprocess.run(
+        [sys.executable, "-c", _PROBE, str(out), *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    modules: list[str] = json.loads(out.read_text())
+    ours = sorted(m for m in modules if m == "lockwatch" or m.startswith("lockwatch."))
+    stdlib = sys.stdlib_module_names
+    others = sorted(
+        {m.split(".")[0] for m in modules}
+        - {name for name in {m.split(".")[0] for m in modules} if name in stdlib}
+        - {"lockwatch", "__main__", "cython_runtime"}
+        - {m for m in {n.split(".")[0] for n in modules} if m.startswith("_")}
+    )
+    return ours, others
+
+
+# Every command's start: the console script, the config, the registry with every
+# source's plugin (`ls` and the dashboard take every source's options), and the
+# model those plugins name. Not a source's collection, actions or drivers.
+STARTUP = frozenset(
+    {
+        "cli",
+        "cli.ending",
+        "cli.where",
+        "clock",
+        "config",
+        "model",
+        "model.compact",
+        "model.facts",
+        "model.holder",
+        "model.humanize",
+        "model.kernel",
+        "model.lazyre",
+        "model.lock",
+        "model.process",
+        "model.slots",
+        "model.status",
+        "model.text",
+        "model.timestamps",
+        "model.verdict",
+        "sources",
+        "sources.contract",
+        "sources.etcd",
+        "sources.etcd.endpoint",
+        "sources.etcd.ids",
+        "sources.etcd.plugin",
+        "sources.files",
+        "sources.files.ids",
+        "sources.files.plugin",
+        "sources.kernel",
+        "sources.kernel.ids",
+        "sources.kernel.plugin",
+        "sources.locktables",
+        "sources.locktables.config",
+        "sources.mysql",
+        "sources.mysql.dsn",
+        "sources.mysql.plugin",
+        "sources.mysql.settings",
+        "sources.postgres",
+        "sources.postgres.dsn",
+        "sources.postgres.ids",
+        "sources.postgres.plugin",
+        "sources.postgres.settings",
+        "sources.redis",
+        "sources.redis.endpoint",
+        "sources.redis.ids",
+        "sources.redis.plugin",
+        "sources.registry",
+        "sources.remote",
+        "sources.remote.endpoints",
+        "sources.remote.ids",
+        "sources.remote.plugin",
+        "sources.secrets",
+        "sources.selection",
+        "sources.stores",
+        "sources.stores.ids",
+        "sources.urls",
+        "trusted",
+        "model.clues",
+        "model.hosts",
+        "sources.files.protocols",
+    }
+)
+
+# `ls DIR`: the file scan, every format's decoder, the kernel's word on each file.
+LS_OWN = frozenset(
+    {
+        "cli.ls",
+        "collector",
+        "fanout",
+        "model.conflicts",
+        "model.handover",
+        "model.report",
+        "sources.files.decoders",
+        "sources.files.decoders.base",
+        "sources.files.decoders.cargo",
+        "sources.files.decoders.clawdbot",
+        "sources.files.decoders.clawdbot_gateway",
+        "sources.files.decoders.clawdbot_session",
+        "sources.files.decoders.dispatch",
+        "sources.files.decoders.dpkg",
+        "sources.files.decoders.emacs",
+        "sources.files.decoders.flufl",
+        "sources.files.decoders.generic",
+        "sources.files.decoders.git",
+        "sources.files.decoders.gitclaw",
+        "sources.files.decoders.kernel_file",
+        "sources.files.decoders.leveldb",
+        "sources.files.decoders.liblockfile",
+        "sources.files.decoders.libreoffice",
+        "sources.files.decoders.little_loops",
+        "sources.files.decoders.lockdir",
+        "sources.files.decoders.loops_queue",
+        "sources.files.decoders.mercurial",
+        "sources.files.decoders.pacman",
+        "sources.files.decoders.procmail",
+        "sources.files.decoders.pylockfile",
+        "sources.files.decoders.rpm",
+        "sources.files.decoders.softfilelock",
+        "sources.files.decoders.sqlite",
+        "sources.files.decoders.terraform",
+        "sources.files.decoders.tower_fleet",
+        "sources.files.decoders.vim_swap",
+        "sources.files.decoders.zc_lockfile",
+        "sources.files.evidence",
+        "sources.files.kernel_found",
+        "sources.files.listing",
+        "sources.files.mounts",
+        "sources.files.scanner",
+        "sources.files.tombstones",
+        "sources.files.users",
+        "sources.kernel.holders",
+        "sources.kernel.procfs",
+        "sources.processes",
+    }
+)
+
+# `ls --pg DSN` (tests/postgres/test_start_imports_pg.py): the PostgreSQL listing.
+LS_PG_OWN = frozenset(
+    {
+        "cli.ls",
+        "collector",
+        "fanout",
+        "model.assess",
+        "model.blocking",
+        "model.conflicts",
+        "model.held",
+        "model.report",
+        "sources.deadline",
+        "sources.locktables.facts",
+        "sources.locktables.rows",
+        "sources.locktables.work",
+        "sources.postgres.clients",
+        "sources.postgres.display",
+        "sources.postgres.facts",
+        "sources.postgres.held",
+        "sources.postgres.listing",
+        "sources.postgres.locktables",
+        "sources.postgres.query",
+        "sources.postgres.records",
+        "sources.postgres.report",
+        "sources.postgres.rules",
+        "sources.postgres.source",
+        "sources.postgres.terms",
+    }
+)
+
+# `why TEXT`: each source's messages, and the file it names looked at.
+WHY_OWN = frozenset(
+    {
+        "cli.table",
+        "cli.why",
+        "cli.why_args",
+        "cli.why_look",
+        "model.clues",
+        "model.events",
+        "model.handover",
+        "sources.files.decoders",
+        "sources.files.decoders.base",
+        "sources.files.decoders.cargo",
+        "sources.files.decoders.clawdbot",
+        "sources.files.decoders.clawdbot_gateway",
+        "sources.files.decoders.clawdbot_session",
+        "sources.files.decoders.dispatch",
+        "sources.files.decoders.dpkg",
+        "sources.files.decoders.emacs",
+        "sources.files.decoders.flufl",
+        "sources.files.decoders.generic",
+        "sources.files.decoders.git",
+        "sources.files.decoders.gitclaw",
+        "sources.files.decoders.kernel_file",
+        "sources.files.decoders.leveldb",
+        "sources.files.decoders.liblockfile",
+        "sources.files.decoders.libreoffice",
+        "sources.files.decoders.little_loops",
+        "sources.files.decoders.lockdir",
+        "sources.files.decoders.loops_queue",
+        "sources.files.decoders.mercurial",
+        "sources.files.decoders.pacman",
+        "sources.files.decoders.procmail",
+        "sources.files.decoders.pylockfile",
+        "sources.files.decoders.rpm",
+        "sources.files.decoders.softfilelock",
+        "sources.files.decoders.sqlite",
+        "sources.files.decoders.terraform",
+        "sources.files.decoders.tower_fleet",
+        "sources.files.decoders.vim_swap",
+        "sources.files.decoders.zc_lockfile",
+        "sources.files.kernel_found",
+        "sources.files.messages",
+        "sources.files.mounts",
+        "sources.files.scanner",
+        "sources.files.tombstones",
+        "sources.mysql.messages",
+        "sources.postgres.messages",
+    }
+)
+
+# Third-party top-level packages. Never Textual, rich, httpx, redis, pymysql,
+# etcd's client or prometheus_client: none of these commands uses them.
+LS_PACKAGES = ["click", "orjson", "platformdirs", "psutil"]
+LS_PG_PACKAGES = [
+    "click",
+    "orjson",
+    "platformdirs",
+    "psycopg",
+    "psycopg_binary",
+    "typing_extensions",
+]
+WHY_PACKAGES = ["click", "orjson", "platformdirs"]
+
+
+def named(*groups: frozenset[str]) -> list[str]:
+    return sorted({"lockwatch", *(f"lockwatch.{m}" for group in groups for m in group)})
+
+
+def unlisted_and_missing(ours: list[str], expected: list[str]) -> tuple[list[str], list[str]]:
+    """The modules loaded that the list lacks, and those listed but not loaded."""
+    return sorted(set(ours) - set(expected)), sorted(set(expected) - set(ours))
+
+
+def test_ls_of_a_directory_imports_the_scan_and_nothing_else(tmp_path: Path) -> None:
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    (locks / "app.lock").write_text("4000000\n")
+    ours, others = loaded(tmp_path, "ls", "--json", str(locks))
+    assert unlisted_and_missing(ours, named(STARTUP, LS_OWN)) == ([], [])
+    assert others == LS_PACKAGES
+
+
+def test_why_imports_the_messages_and_nothing_else(tmp_path: Path) -> None:
+    message = f"fatal: Unable to create '{tmp_path}/repo/.git/index.lock': File exists."
+    ours, others = loaded(tmp_path, "why", message)
+    assert unlisted_and_missing(ours, named(STARTUP, WHY_OWN)) == ([], [])
+    assert others == WHY_PACKAGES
