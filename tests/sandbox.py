@@ -75,6 +75,10 @@ def enter(environ: MutableMapping[str, str]) -> Path:
     environ.setdefault("npm_config_cache", str(real_home / ".npm"))
     environ.setdefault("PIP_CACHE_DIR", str(real_cache / "pip"))
     environ.setdefault(TOOL_CACHE_VAR, str(real_cache / "lockwatch-tests"))
+    # Toolchains found through HOME: rustup's cargo proxy picks its toolchain from
+    # RUSTUP_HOME (~/.rustup), and fails with "no default is configured" without it.
+    if (real_home / ".rustup").is_dir():
+        environ.setdefault("RUSTUP_HOME", str(real_home / ".rustup"))
     root = Path(tempfile.mkdtemp(prefix="lockwatch-tests-home-"))
     home = root / "home"
     for relative in XDG_DIRS.values():
