@@ -8,7 +8,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -121,6 +121,7 @@ def demo(pg_dsn: str | None, keep: bool, audit_log: Path | None, theme: str | No
     from lockwatch.cli.act import readonly_reason
     from lockwatch.config import ConfigError, load
 
+    quiet_runtime_dir_warning(os.environ)
     try:  # the operator's own config may say read-only; the demo's has no say in it
         readonly = readonly_reason(load()) is not None
     except ConfigError as exc:
@@ -171,6 +172,25 @@ def demo(pg_dsn: str | None, keep: bool, audit_log: Path | None, theme: str | No
         for line in running.report:
             say(line)
     sys.exit(code)
+
+
+# platformdirs' RuntimeDirWarning ("XDG_RUNTIME_DIR is not set, falling back to
+# …"): pgserver asks for a runtime directory, in the demo's process and in any
+# Python it starts. Root's login often has no XDG_RUNTIME_DIR, and the fallback is
+# fine for a throwaway server: the operator is not told about it.
+_RUNTIME_DIR_WARNING = "ignore:XDG_RUNTIME_DIR"
+
+
+def quiet_runtime_dir_warning(environ: MutableMapping[str, str]) -> None:
+    """Silence the warning here and, through PYTHONWARNINGS, in the Pythons the demo starts."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
+    given = environ.get("PYTHONWARNINGS", "")
+    if _RUNTIME_DIR_WARNING not in given.split(","):
+        environ["PYTHONWARNINGS"] = (
+            f"{given},{_RUNTIME_DIR_WARNING}" if given else _RUNTIME_DIR_WARNING
+        )
 
 
 def demo_app(running: Demo, *, host: str, **view: Any) -> LockwatchApp:
