@@ -37,8 +37,10 @@ def test_the_demos_own_process_says_nothing_of_it_and_keeps_other_warnings() -> 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         quiet_runtime_dir_warning(env)
-        warnings.warn("XDG_RUNTIME_DIR is not set, falling back to /run/user/0", UserWarning)
-        warnings.warn("something else", UserWarning)
+        warnings.warn(
+            "XDG_RUNTIME_DIR is not set, falling back to /run/user/0", UserWarning, stacklevel=1
+        )
+        warnings.warn("something else", UserWarning, stacklevel=1)
     assert [str(w.message) for w in caught] == ["something else"]
     assert env["PYTHONWARNINGS"] == "error::DeprecationWarning,ignore:XDG_RUNTIME_DIR"
     assert platformdirs.RuntimeDirWarning is not None
