@@ -55,6 +55,9 @@ class Said:
             return _cut_end(text, width)
         rest = text[len(name) :]
         room = min(len(name), width - min(len(rest), width // 3))
+        last = _last_part(name)
+        if last:  # the end of a name says most: whole, where the rest keeps a word
+            room = max(room, min(len(last) + 1, width - min(len(rest), 6)))
         shown = _cut_middle(name, room)
         return shown + _cut_end(rest, width - len(shown))
 
@@ -63,6 +66,12 @@ def _cut_end(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     return text[: width - 1] + ELLIPSIS if width > 0 else ""
+
+
+def _last_part(name: str) -> str:
+    """What follows the last separator in `name` ("" where there is none)."""
+    cut = max(name.rfind(mark) for mark in _SEPARATORS)
+    return name[cut + 1 :] if cut > 0 else ""
 
 
 def _cut_middle(name: str, width: int) -> str:
