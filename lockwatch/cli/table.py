@@ -9,9 +9,7 @@ from datetime import datetime
 
 import click
 
-from lockwatch.model.events import kernel_holders
-from lockwatch.model.holder import pid_here
-from lockwatch.model.humanize import duration
+from lockwatch.model import columns
 from lockwatch.model.lock import Lock
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import State, Verdict
@@ -29,31 +27,15 @@ STATE_COLOURS = {
 # content must never drive the operator's terminal.
 printable = terminal_safe
 
-HEADERS = ("STATE", "FORMAT", "NAME", "HOLDER", "AGE", "REASONS", "WHERE")
+# STATE to AGE say what the dashboard's table says (model/columns.py).
+SHARED = ("state", "format", "name", "holder", "age")
+HEADERS = (*(columns.TITLES[key] for key in SHARED), "REASONS", "WHERE")
+HOLDER = SHARED.index("holder")
 # The widest each column gets: one odd lock (a 10,000-character name or holder)
 # never widens every other line. A cell cut to fit ends in "…" (WHERE keeps the
 # file's own name: cut in the middle); `-l` prints it whole beneath its row, and
 # `--json` always has it whole.
 WIDTHS = (7, 24, 32, 40, 16, 48, 120)
-
-
-def _holder(lock: Lock, verdict: Verdict) -> str:
-    facts = lock.facts
-    said = None if facts is None else facts.holder_label(lock)
-    if said is None and facts is None:
-        said = kernel_holders(lock)  # a kernel lock on the file: who, by command
-    if said is not None:
-        return said
-    holder = lock.holder
-    pid = pid_here(lock, verdict)
-    text = "-" if pid is None else str(pid)
-    if holder.host:
-        text += f"@{holder.host}"
-    if holder.actor:
-        text += f" {holder.actor}"
-    if verdict.alive is False:
-        text += " (dead)"
-    return text
 
 
 def _path(path: str | None, cwd: str) -> str:
@@ -81,15 +63,25 @@ def _clip_middle(text: str, width: int) -> str:
     return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
 
 
-def _age(lock: Lock, verdict: Verdict, now: datetime | None) -> str:
-    if verdict.age_seconds is not None:
-        return duration(verdict.age_seconds)
-    if lock.facts is not None and now is not None:
-        # PostgreSQL keeps no grant time: the bound, as the dashboard shows it.
-        bound = lock.facts.age_bound(lock, now)
-        if bound is not None:
-            return bound
-    return "-"
+def _cells(
+    lock: Lock, verdict: Verdict, cwd: str, now: datetime
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(each cell whole, each cut to its column's width), sanitised; a blank is "-"."""
+    whole = tuple(
+        printable(cell)
+        for cell in (
+            *(columns.text(key, lock, verdict, now) or "-" for key in SHARED),
+            ",".join(dict.fromkeys(verdict.codes)) or "-",
+            _where(lock, cwd),
+        )
+    )
+    last = len(HEADERS) - 1
+    cut = [(_clip_middle if i == last else _clip)(c, WIDTHS[i]) for i, c in enumerate(whole)]
+    # HOLDER is cut as the dashboard cuts it: a session's name keeps both ends.
+    said = columns.holder(lock, verdict)
+    if said.text:
+        cut[HOLDER] = said.fit(WIDTHS[HOLDER])
+    return whole, tuple(cut)
 
 
 def render_table(
@@ -97,32 +89,13 @@ def render_table(
     *,
     long: bool,
     cwd: str,
-    now: datetime | None = None,
+    now: datetime,
 ) -> Iterator[str]:
     if not assessed:
         return
-    whole = [
-        tuple(
-            printable(cell)
-            for cell in (
-                verdict.state.value,
-                lock.format,
-                lock.name,
-                _holder(lock, verdict),
-                _age(lock, verdict, now),
-                ",".join(dict.fromkeys(verdict.codes)) or "-",
-                _where(lock, cwd),
-            )
-        )
-        for lock, verdict in assessed
-    ]
-    last = len(HEADERS) - 1
-    rows = [
-        tuple(
-            (_clip_middle if i == last else _clip)(cell, WIDTHS[i]) for i, cell in enumerate(cells)
-        )
-        for cells in whole
-    ]
+    both = [_cells(lock, verdict, cwd, now) for lock, verdict in assessed]
+    whole = [cells for cells, _ in both]
+    rows = [cut for _, cut in both]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
 
     def line(cells: Sequence[str]) -> str:

@@ -119,15 +119,16 @@ class Facts:
         (`model/activity.py`)."""
         return None
 
-    def holder_label(self, lock: Lock) -> str | None:
-        """Who holds it, as `lockwatch ls`'s HOLDER says it (None: pid@host actor):
-        as the dashboard says it, unless a source keeps its table terse."""
-        return self.holder_text(lock)
-
     def holder_cell(self, lock: Lock) -> str | None:
         """The table's HOLDER cell where it says more than `holder_text`: a
         session's state and query, which change while the holder stays the same
-        (so they are no holder change in the events). None: `holder_text`."""
+        (so they are no holder change in the events). None: `holder_text`.
+        Both tables, the dashboard's and `ls`'s, show it (`model/columns.py`)."""
+        return None
+
+    def holder_name(self, lock: Lock) -> str | None:
+        """The name `holder_cell` starts with (a session's application): a cell
+        cut to fit keeps both its ends, never only a prefix every row shares."""
         return None
 
     def confirm_title(self, lock: Lock, kind: Kind, now: datetime) -> str | None:

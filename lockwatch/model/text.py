@@ -61,6 +61,13 @@ def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
     return _escaped(text, keep_newlines)
 
 
+def one_line(text: str | None, most: int) -> str:
+    """The start of `text` (a session's query) on one line, whitespace folded,
+    cut to `most` characters with an ellipsis: its start says what it is."""
+    folded = " ".join((text or "").split())
+    return folded if len(folded) <= most else folded[: most - 1] + "…"
+
+
 def _escaped(text: str, keep_newlines: bool) -> str:
     kept = _KEPT_MULTILINE if keep_newlines else frozenset()
     category = unicodedata.category

@@ -1,7 +1,11 @@
-"""What each column of the lock table says about one lock, at one instant.
+"""What each column of the dashboard's lock table says about one lock, at one
+instant, and how the columns share the terminal's width.
 
-Ages, countdowns and bars are computed here when a row is drawn, from the lock's
-own times, so they tick without anything being collected or judged again.
+The columns `lockwatch ls` shows too (STATE, FORMAT, NAME, HOLDER, AGE) and
+OPERATION say what `model/columns.py` says; this adds the dashboard's own (SRC,
+HEARTBEAT/TTL, WAIT, NOTE). Ages, countdowns and bars are computed here when a
+row is drawn, from the lock's own times, so they tick without anything being
+collected or judged again.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from datetime import datetime
 
 from rich.cells import cell_len, set_cell_size
 
-from lockwatch.model.events import holder_text, waiters
+from lockwatch.model import columns
+from lockwatch.model.events import waiters
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
 from lockwatch.model.text import terminal_safe
@@ -37,13 +42,13 @@ class Column:
 COLUMNS = (
     # Marked for a bulk action (●), or held by you (★): the table fills it in.
     Column("mark", "", 1),
-    Column("state", "STATE", 8),
+    Column("state", columns.TITLES["state"], 8),
     Column("source", "SRC", LABEL_WIDTH, priority=4),
-    Column("format", "FORMAT", 14, priority=6),
-    Column("name", "NAME", 0),
-    Column("holder", "HOLDER", 22, priority=1),
-    Column("operation", "OPERATION", 18, priority=7),
-    Column("age", "AGE", 7, right=True, timed=True),
+    Column("format", columns.TITLES["format"], 14, priority=6),
+    Column("name", columns.TITLES["name"], 0),
+    Column("holder", columns.TITLES["holder"], 22, priority=1),
+    Column("operation", columns.TITLES["operation"], 18, priority=7),
+    Column("age", columns.TITLES["age"], 7, right=True, timed=True),
     Column("ttl", "HEARTBEAT/TTL", 14, priority=3, timed=True),
     Column("waiters", "WAIT", 4, right=True, priority=5),
     Column("flags", "NOTE", 18, priority=2),
@@ -86,23 +91,6 @@ def layout(width: int, hosts: bool = False) -> list[tuple[Column, int]]:
     return [(c, widths.get(c.key) or name_width) for c in chosen]
 
 
-def age(lock: Lock, now: datetime) -> str:
-    start = lock.acquired_at
-    facts = lock.facts
-    if facts is not None:
-        # A waiter's age is how long it has waited.
-        start = facts.waiting_since(lock) or start
-        if start is None:
-            # A lock that keeps no grant time (PostgreSQL's): the bound lockwatch
-            # knows, never a made-up age.
-            bound = facts.age_bound(lock, now)
-            if bound is not None:
-                return bound
-    if start is None:
-        return "?"
-    return duration(max(0.0, (now - start).total_seconds()))
-
-
 def ttl_left(lock: Lock, now: datetime) -> tuple[float, float] | None:
     """(seconds since the last heartbeat, ttl) when the lock has both."""
     if lock.ttl_seconds is None or lock.ttl_seconds <= 0:
@@ -139,20 +127,6 @@ def ttl_cell(lock: Lock, now: datetime, width: int) -> str:
     return f"{bar(remaining / ttl, bar_width)} {label}"
 
 
-def holder(lock: Lock) -> str:
-    facts = lock.facts
-    said = None if facts is None else facts.holder_cell(lock)
-    return said or holder_text(lock) or "—"
-
-
-def operation(lock: Lock) -> str:
-    facts = lock.facts
-    said = None if facts is None else facts.operation(lock)
-    if said is not None:
-        return said
-    return lock.holder.operation or lock.holder.session or ""
-
-
 def waiting(lock: Lock) -> str:
     count = waiters(lock)
     return str(count) if count else ""
@@ -174,24 +148,19 @@ HELD_BY_YOU = "★ held by you"
 def cell(key: str, lock: Lock, verdict: Verdict, now: datetime, width: int) -> str:
     if key == "mark":
         return ""
-    if key == "state":
-        return verdict.state.value
     if key == "source":
         return registry.label(lock.source)
     if key == "host":
         # Another host's lock names its host; the table fills in its own for the rest.
         facts = lock.facts
         return (facts.remote_host() if facts is not None else None) or ""
-    if key == "format":
-        return lock.format
-    if key == "name":
-        return lock.name
     if key == "holder":
-        return holder(lock)
-    if key == "operation":
-        return operation(lock)
+        # Cut here, where its width is known: a session's name keeps both ends.
+        return columns.holder(lock, verdict).fit(width) or "—"
     if key == "age":
-        return age(lock, now)
+        return columns.age(lock, verdict, now) or "?"
+    if key in columns.TITLES:
+        return columns.text(key, lock, verdict, now)
     if key == "ttl":
         return ttl_cell(lock, now, width)
     if key == "waiters":

@@ -110,7 +110,8 @@ def test_table_shows_pg_locks(pg: PgHarness) -> None:
     assert code == 0
     row = next(line for line in out.splitlines() if " 3:4 " in line)
     assert row.split()[:2] == ["active", "pg_locks"]
-    assert f"{holder.info.backend_pid}@" in row
+    # The session by name, as the dashboard says it (issue 46, item 5), not pid@host.
+    assert f" {pg.application('holder')} idle" in row, row
     # PostgreSQL keeps no grant time: the AGE column gives a bound, never an age.
     assert re.search(r" [≥≤] \d+(\.\d)?[smhd]", row), row
 

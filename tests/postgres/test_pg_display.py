@@ -8,13 +8,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from lockwatch.model import columns
 from lockwatch.model.action import Kind
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.postgres.effect import session_effect
 from lockwatch.sources.postgres.facts import PgBackend, PgLock
-from lockwatch.ui.cells import holder
 
 NOW = datetime(2026, 11, 27, 3, 0, tzinfo=UTC)
+ACTIVE = Verdict(State.ACTIVE, ())
+
+
+def holder(lock: Lock) -> str:
+    """Both tables' HOLDER text, whole."""
+    return columns.holder(lock, ACTIVE).text
+
+
 SERVER = "monitor@db1:5432/app"
 
 

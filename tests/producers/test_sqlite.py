@@ -4,6 +4,7 @@ SQLite's words, one row per database (the kernel's facts on its record)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import sqlite3
 import sys
@@ -169,3 +170,28 @@ def test_a_slice_holding_the_database_alone_still_reads_its_shm(
     (row,) = orjson.loads(judged.locks)
     assert row["holder"]["pid"] == writer.proc.pid, row
     assert "sqlite_write" in codes(row), row
+
+
+def test_with_kernel_a_write_transaction_is_one_row(tmp_path: Path, holders: list[Holder]) -> None:
+    """Issue 46, item 7: SQLite's write transaction is two POSIX locks of one
+    process (RESERVED's byte and SHARED's range); `ls DIR --kernel` listed each
+    as an `active posix app.db` row beside the database's own. One holder's
+    ranges are one lock: the database's row carries them both."""
+    from tests.kernel.test_kernel_break import lockwatch
+
+    (tmp_path / "data").mkdir()
+    path = _database(tmp_path / "data")
+    writer = hold_in(
+        holders,
+        _connection(path, "db.execute('BEGIN IMMEDIATE')\ndb.execute('INSERT INTO t VALUES (1)')"),
+    )
+    done = lockwatch("ls", "--json", "--kernel", str(path.parent), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = [lock for lock in json.loads(done.stdout)["locks"] if lock["path"] == str(path)]
+    assert [(row["source"], row["format"]) for row in rows] == [("file", "sqlite")], rows
+    (row,) = rows
+    assert row["holder"]["pid"] == writer.proc.pid and row["state"] == "active", row
+    # The table, as the operator reads it: one line for the database, its own.
+    table = lockwatch("ls", "--kernel", str(path.parent), cwd=tmp_path)
+    lines = [line for line in table.stdout.splitlines() if "app.db" in line]
+    assert len(lines) == 1 and " sqlite " in lines[0], table.stdout

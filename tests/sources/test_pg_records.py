@@ -377,12 +377,12 @@ TWO_HOURS = NOW - timedelta(hours=2)
 def test_the_age_cell_shows_a_bound(pg_fields: dict[str, Any], cell: str) -> None:
     from dataclasses import replace
 
-    from lockwatch.ui.cells import age
+    from lockwatch.model.columns import age
 
-    ((lock, _),) = judged([row()])
+    ((lock, verdict),) = judged([row()])
     assert isinstance(lock.facts, PgLock)
     lock = replace(lock, facts=replace(pg_of(lock), **pg_fields))
-    assert age(lock, NOW) == cell
+    assert (age(lock, verdict, NOW) or "?") == cell
 
 
 def test_held_counts_parse_what_the_query_says_and_skip_garbage() -> None:

@@ -51,14 +51,17 @@ def joined(locks: Sequence[Lock], roots: Sequence[str], *, live: bool = False) -
     from lockwatch.sources.files.scanner import is_candidate
 
     remote = remote_devices()
-    # A file's row carries one held lock (its holder, the processes sharing it):
-    # where several are held on one file (shared flocks, POSIX ranges of several
-    # processes) each stays its own row, never dropped unseen.
-    held = Counter(
-        lock.facts.file
+    # A file's row carries one holder's locks (its holder, the processes sharing
+    # it): the POSIX ranges one process holds on a file are that one holder's
+    # (SQLite's write transaction is RESERVED's byte and SHARED's range, two
+    # lines). Where several hold locks on one file (shared flocks, POSIX ranges
+    # of several processes) each stays its own row, never dropped unseen.
+    holders = {
+        (lock.facts.file, lock.facts.pids)
         for lock in locks
         if isinstance(lock.facts, KernelFacts) and not lock.facts.waiting
-    )
+    }
+    held = Counter(file for file, _ in holders)
     carried = {
         id(lock)
         for lock in narrowed(locks, roots)

@@ -15,12 +15,42 @@ from lockwatch.model.held import ceil_text, floor_text
 from lockwatch.model.held import held_bounds as bounds
 from lockwatch.model.held import held_cell as cell
 from lockwatch.model.humanize import duration
+from lockwatch.model.text import one_line
 
 if TYPE_CHECKING:
     from lockwatch.model.lock import Lock
-    from lockwatch.sources.mysql.facts import MyLock
+    from lockwatch.sources.mysql.facts import MyClient, MyLock, MySession
 
 TITLE = "MySQL"
+# How much of a statement the HOLDER cell keeps: its start says what it is.
+QUERY_SHOWN = 60
+
+
+def client_words(client: MyClient | None) -> str | None:
+    """The process at the session's client end by its command: `mysql (pid 4242)`,
+    `gone` where it exited while the thread still holds its locks."""
+    if client is None:
+        return None
+    if client.pid is None:
+        return "its client is gone"
+    command = client.cmdline[0].rpartition("/")[2] if client.cmdline else ""
+    gone = "" if client.alive else ", gone"
+    return f"{command} (pid {client.pid}{gone})" if command else f"pid {client.pid}{gone}"
+
+
+def holder_cell(session: MySession) -> str:
+    """The HOLDER cell, as PostgreSQL's reads: the thread, what it is doing (idle
+    in transaction, or its command, state and the start of its statement), then
+    its account and its client process, which the tree and the JSON name too:
+    `thread 142 idle in transaction · root@localhost · mysql (pid 4242)`."""
+    query = "" if session.hidden else one_line(session.query, QUERY_SHOWN)
+    state = session.state_text
+    doing = f"{state}: {query}" if state and query else state or query
+    account = "@".join(part for part in (session.user, session.client) if part)
+    said = " ".join(part for part in (session.label, doing) if part)
+    return " · ".join(
+        part for part in (said, account, client_words(session.client_process)) if part
+    )
 
 
 def when(at: datetime | None, now: datetime) -> str | None:

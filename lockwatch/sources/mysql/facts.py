@@ -18,7 +18,7 @@ from lockwatch.model.clues import ClueKind, Match, Sureness
 from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.text import scrub_secrets
-from lockwatch.sources.mysql.display import activity, held_cell, sections
+from lockwatch.sources.mysql.display import activity, held_cell, holder_cell, sections
 from lockwatch.sources.mysql.report import my_record
 from lockwatch.sources.mysql.rules import WARNINGS, evaluate_my
 
@@ -189,6 +189,14 @@ class MyLock(Facts):
     def holder_text(self, lock: Lock) -> str:
         session = self.session
         return f"{session.label} ({session.user})" if session.user else session.label
+
+    def holder_cell(self, lock: Lock) -> str:
+        # The thread alone tells the operator nothing they can act on: what it
+        # is doing and whose it is, as the tree and the JSON say.
+        return holder_cell(self.session)
+
+    def holder_name(self, lock: Lock) -> str:
+        return self.session.label
 
     def where(self, lock: Lock) -> str:
         database = f" db={self.session.database}" if self.session.database else ""

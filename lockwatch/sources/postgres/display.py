@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from lockwatch.model.facts import Row, Section
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock
-from lockwatch.model.text import terminal_safe
+from lockwatch.model.text import one_line, terminal_safe
 from lockwatch.model.timestamps import seconds_since
 from lockwatch.model.verdict import limit_text
 from lockwatch.sources.postgres.held import held_text
@@ -53,12 +53,6 @@ def confirm_word(backend: PgBackend) -> str:
     return name if backend.application and name.strip() else str(backend.pid)
 
 
-def one_line(query: str | None, most: int = QUERY_SHOWN) -> str:
-    """The start of a query on one line (whitespace folded), cut with an ellipsis."""
-    text = " ".join((query or "").split())
-    return text if len(text) <= most else text[: most - 1] + "…"
-
-
 def state_words(backend: PgBackend, now: datetime | None) -> str:
     """`idle in transaction 32s`: its state and for how long (when known)."""
     state = backend.state or ""
@@ -85,7 +79,7 @@ def holder_cell(backend: PgBackend) -> str:
     if backend.prepared_gid is not None:
         return backend.label
     state = backend.state or ""
-    query = "" if backend.hidden else one_line(backend.query)
+    query = "" if backend.hidden else one_line(backend.query, QUERY_SHOWN)
     doing = f"{state}: {query}" if state and query else state or query
     said = " ".join(part for part in (session_name(backend), doing) if part)
     return f"{said} · {backend.user}" if backend.user else said
@@ -151,7 +145,7 @@ def activity(lock: Lock, pg: PgLock, now: datetime) -> str:
         return f"{state}{how_long}{against}, running nothing; {_client_doing(backend)}"
     if state == "active":
         ran = seconds_since(backend.query_start, now)
-        query = one_line(backend.query) if backend.query else "a statement"
+        query = one_line(backend.query, QUERY_SHOWN) if backend.query else "a statement"
         return f"running {query}" + (f" for {duration(ran)}" if ran is not None else "")
     return f"{state}{how_long}"
 

@@ -358,9 +358,8 @@ class PgLock(Facts):
             return None
         return display.confirm_word(self.backend)
 
-    def holder_label(self, lock: Lock) -> None:
-        # `ls` shows a session's pid and role as any holder's (pid, actor).
-        return None
+    def holder_name(self, lock: Lock) -> str:
+        return display.session_name(self.backend)
 
     def since(self, lock: Lock) -> datetime | None:
         # No grant time is kept: it is at least as old as lockwatch saw it held.
