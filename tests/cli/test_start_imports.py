@@ -229,6 +229,7 @@ WHY_OWN = frozenset(
         "cli.why_args",
         "cli.why_look",
         "model.clues",
+        "model.columns",
         "model.events",
         "model.handover",
         "sources.files.decoders",
