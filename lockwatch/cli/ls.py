@@ -142,7 +142,7 @@ def ls(**values: Any) -> None:
         # A PATH that does not exist is said once, as the error below: not
         # also as "No locks under" it.
         if assessed or not any(part.usage_errors for part in parts):
-            closing = summary(assessed, places, failed=bool(said))
+            closing = summary(assessed, places, failed=bool(said), unread=len(errors))
             if closing is not None:
                 click.echo(closing, color=color)
 

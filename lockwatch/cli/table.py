@@ -121,14 +121,26 @@ def render_table(
 
 
 def summary(
-    assessed: Sequence[tuple[Lock, Verdict]], places: Sequence[str] = (), *, failed: bool = False
+    assessed: Sequence[tuple[Lock, Verdict]],
+    places: Sequence[str] = (),
+    *,
+    failed: bool = False,
+    unread: int = 0,
 ) -> str | None:
     """The closing line: counts by state, or where nothing was found. `failed`:
     a source asked for could not be read (a server down), which its own line
     says; with nothing found anywhere else there is nothing more to say (never
     "Nothing to look at.", which reads as "no locks" when the news is "could
-    not connect")."""
+    not connect"). `unread`: places under the PATHs that could not be read (a
+    directory lockwatch's user may not list): never "No locks" there."""
     if not assessed:
+        if places and unread:
+            where = " or ".join(places)
+            some = "1 place" if unread == 1 else f"{unread} places"
+            return printable(
+                f"Nothing found {where} where lockwatch could read; {some} could not be"
+                " read (below): locks there are not ruled out."
+            )
         if places:
             return printable(f"No locks {' or '.join(places)}.")
         return None if failed else "Nothing to look at."

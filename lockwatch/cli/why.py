@@ -26,6 +26,7 @@ from lockwatch.cli.why_look import Finding, Look
 from lockwatch.model.clues import Clue, ClueKind, distinct
 from lockwatch.model.holder import pid_here
 from lockwatch.model.humanize import duration
+from lockwatch.model.text import SHOWN, cut
 from lockwatch.model.verdict import State
 
 if TYPE_CHECKING:
@@ -370,8 +371,12 @@ def _print_text(clues: Sequence[Clue], look: Look) -> None:
                 err=True,
             )
         else:
-            if look.looked_at:
-                places = "; ".join(look.looked_at)
+            if look.unseen:
+                places = "; ".join(cut(place, 4 * SHOWN) for place in look.unseen)
+                said = f"lockwatch: cannot tell whether it is locked: {places}"
+            elif look.looked_at:
+                # A place is the text's own (64 KiB of stdin can be one "path").
+                places = "; ".join(cut(place) for place in look.looked_at)
                 said = f"lockwatch: no lock found; looked at: {places}"
             else:
                 said = "lockwatch: the text names no file, lock id or server lock to look up"

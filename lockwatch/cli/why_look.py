@@ -60,6 +60,7 @@ class Look:
     host: str
     findings: list[Finding] = field(default_factory=list)
     looked_at: list[str] = field(default_factory=list)
+    unseen: list[str] = field(default_factory=list)  # places it may not look at (also looked_at)
     notes: list[str] = field(default_factory=list)  # what was found that is no lock
     warnings: list[str] = field(default_factory=list)
 
@@ -83,7 +84,19 @@ class Look:
     # kernel's locks on a file that is none.
     def _path(self, clue: Clue) -> None:
         path = os.path.abspath(os.path.expanduser(clue.value))
-        if not os.path.lexists(path):
+        try:
+            os.lstat(path)
+        except PermissionError:
+            # A directory on its way lockwatch's user may not search: the file may
+            # well be there, held (a root-only admin dir): never "no such file".
+            self.unseen.append(
+                f"{path}: cannot be looked at: permission denied on the way to it (uid"
+                f" {os.geteuid()}); a lock there is unknown to lockwatch, not absent: run as"
+                " root or as its owner"
+            )
+            self.looked_at.append(self.unseen[-1])
+            return
+        except (OSError, ValueError):  # ValueError: a NUL in the text's "path"
             self.looked_at.append(f"{path}: no such file now (released, removed, or elsewhere)")
             return
         options = dict(clue.options)

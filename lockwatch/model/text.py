@@ -68,6 +68,22 @@ def one_line(text: str | None, most: int) -> str:
     return folded if len(folded) <= most else folded[: most - 1] + "…"
 
 
+# Where one line shows an untrusted text, this much of it, then its length.
+SHOWN = 120
+# What `cut` adds: cut again, a text keeps the length it first had.
+_CUT = lazy_compile(r"…\(([0-9,]+) chars\)$")
+
+
+def cut(text: str, limit: int = SHOWN) -> str:
+    """`text` fit for one line: escaped for a terminal, and when longer than
+    `limit`, its start and its length (`…(1,048,576 chars)`)."""
+    if len(text) <= limit:
+        return terminal_safe(text)
+    already = _CUT.search(text)
+    length = already.group(1) if already else f"{len(text):,}"
+    return f"{terminal_safe(text[:limit])}…({length} chars)"
+
+
 def _escaped(text: str, keep_newlines: bool) -> str:
     kept = _KEPT_MULTILINE if keep_newlines else frozenset()
     category = unicodedata.category

@@ -89,6 +89,30 @@ def test_get_lock_name(my: MyHarness) -> None:
     assert "RELEASE_LOCK" in out
 
 
+def test_get_lock_decoys_in_the_text_name_no_lock(my: MyHarness) -> None:
+    """Issue 47 item 2 on why's path: a GET_LOCK in a comment or a string of the
+    text is no call (it named the innocent holder `certain`), and a name's `\\n`
+    is a newline, whose holder is found."""
+    victim, real, newline = my.session(), my.session(), my.session()
+    decoy, name, nl = (f"{my.prefix}-{n}" for n in ("victim", "real", "nl"))
+    my.run(victim, f"SELECT GET_LOCK('{decoy}', 0)")
+    my.run(real, f"SELECT GET_LOCK('{name}', 0)")
+    my.run(newline, f"SELECT GET_LOCK('{nl}\\nx', 0)")
+    for said in (
+        f"SELECT /* GET_LOCK('{decoy}', 1) */ GET_LOCK('{name}', 5)",
+        f"SELECT 'GET_LOCK(\"{decoy}\", 1)', GET_LOCK('{name}', 5)",
+        f"SELECT -- GET_LOCK('{decoy}', 1)\n  GET_LOCK('{name}', 5)",
+    ):
+        code, out, err = run_cli("why", "--mysql", my.dsn, said)
+        assert code == 0, err
+        assert f":get_lock:{tid(real)}:held:{name}" in out, said
+        assert f":get_lock:{tid(victim)}:" not in out, said
+    code, out, err = run_cli("why", "--json", "--mysql", my.dsn, f"SELECT GET_LOCK('{nl}\\nx', 5)")
+    assert code == 0, err
+    (first, *_) = json.loads(out)["locks"]
+    assert first["id"].startswith("mysql:") and f":get_lock:{tid(newline)}:held:" in first["id"]
+
+
 def client_error(my: MyHarness, statement: str) -> str:
     """What the real mariadb client prints when `statement` times out on a row lock
     (innodb_lock_wait_timeout=1 in its session): the statement boxed in lines of

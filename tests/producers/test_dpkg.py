@@ -259,3 +259,34 @@ def test_unprivileged_why_answers_apts_held_and_non_root_messages_alike(
         text = lockwatch_as_nobody(home, "why", said)
         assert text.returncode == 0 and "no lock found" not in text.stderr, text.stderr
         assert f"active (kernel_lock: held with fcntl/lockf by pid {dpkg.pid}" in text.stdout
+
+
+def test_unprivileged_why_and_ls_behind_a_directory_it_may_not_search_say_so(
+    open_dir: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    """Issue 42 item 2's family: dpkg's admin directory made root's alone (0700),
+    its locks held by a real dpkg. As nobody, `why` said "no lock found; ...: no such
+    file now (released, removed, or elsewhere)", and `ls` of the directory above "No
+    locks under": lockwatch may not look there, and says so, never that no lock is."""
+    need_tools("dpkg", "dpkg-deb", "apt-get", "setpriv")
+    root, admindir, deb = _scratch(open_dir)
+    _private(admindir)
+    dpkg = _dpkg_installing(root, admindir, deb, started)
+    held = _apt_get_says(admindir)
+    assert f"held by process {dpkg.pid}" in held, held
+    admindir.chmod(0o700)
+    home = open_dir / "home"
+    done = lockwatch_as_nobody(home, "why", held)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "no such file" not in done.stderr and "no lock found" not in done.stderr, done.stderr
+    assert "cannot tell whether it is locked" in done.stderr, done.stderr
+    assert "permission denied" in done.stderr, done.stderr
+    document = json.loads(lockwatch_as_nobody(home, "why", "--json", held).stdout)
+    (place,) = document["looked_at"]
+    assert "not absent" in place, place
+    # `ls` of the directory above: "Permission denied", then "No locks under" it.
+    table = lockwatch_as_nobody(home, "ls", str(admindir.parent))
+    assert table.returncode == 1, table.stderr
+    assert "No locks" not in table.stdout, table.stdout
+    assert "1 place could not be read (below): locks there are not ruled out" in table.stdout
+    assert f"{admindir}: Permission denied" in table.stderr, table.stderr

@@ -154,6 +154,24 @@ def test_mysql_messages() -> None:
     assert mysql.clues("port 1205 is open") == []
 
 
+def test_mysql_names_are_read_as_mysqls_lexer_reads_them() -> None:
+    """Issue 47 item 2 on why's path: a call in a comment or string is no call."""
+    decoys = (
+        "SELECT /* GET_LOCK('victim', 1) */ GET_LOCK('real', 200)",
+        "SELECT 'GET_LOCK(\"victim\", 1)', GET_LOCK('real', 200)",
+        "SELECT # GET_LOCK('victim', 1)\n GET_LOCK('real', 200)",
+        "MariaDB [app]> SELECT -- GET_LOCK('victim', 1)\n  GET_LOCK('real', 200);",
+    )
+    for said in decoys:
+        assert kinds(mysql.clues(said)) == [("name", "real")], said
+    # A `\\n` is a newline (or, under NO_BACKSLASH_ESCAPES, the two characters).
+    assert kinds(mysql.clues("SELECT GET_LOCK('a\\nb', 5)")) == [
+        ("name", "a\nb"),
+        ("name", "a\\nb"),
+    ]
+    assert kinds(mysql.clues("it can't: GET_LOCK('x', 1)")) == [("name", "x")]
+
+
 # The mariadb client's literal stderr (10.11, batch mode) for a statement that
 # timed out: the statement boxed in dashes, then the error.
 MARIADB_BOX = """--------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from lockwatch.config import Config
 from lockwatch.sources.contract import Wanted
 from lockwatch.sources.redis import ids
 from tests.conftest import run_cli
+from tests.formats.common import need_tools
 from tests.stores.conftest import RedisHarness
 
 
@@ -205,3 +207,34 @@ def test_ls_table_names_store_locks_and_their_server(redis_harness: RedisHarness
     assert "token who-holds-it" in row and f"{h.prefix}:table:lock" in row.split()[-1]
     assert reason.strip().startswith("no_expiry: the key has no TTL")
     assert summary == "1 lock: 1 active"
+
+
+def test_the_restore_of_a_key_with_bytes_puts_back_that_key(
+    redis_harness: RedisHarness, tmp_path: Path
+) -> None:
+    """Issue 47 item 16's family: the restore told for a key holding a byte that is
+    not UTF-8 (`\\xff`) was Python's repr (`'lock:…\\udcff'`): redis-cli, given it,
+    made a key of those six characters. Given to the real redis-cli, the restore
+    now puts back the very key and token that were deleted."""
+    need_tools("redis-cli")
+    h = redis_harness
+    key = f"lock:{h.prefix}:coll".encode() + b"\xff \"q\" 'a'\\"
+    token = b"tok\xfe\n1"
+    h.client.set(key, token)
+    audit = tmp_path / "audit.jsonl"
+    code, _, err = break_cli(
+        h, lock_id(h, key.decode("utf-8", "surrogateescape")), audit, "--force"
+    )
+    assert code == 0, err
+    assert h.client.exists(key) == 0
+    (deleted,) = audit_records(audit)[-1]["deleted"]
+    done = subprocess.run(
+        ["redis-cli", "-u", h.url],
+        input=deleted["restore"] + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert "OK" in done.stdout, (deleted["restore"], done.stdout, done.stderr)
+    assert h.client.get(key) == token

@@ -210,3 +210,40 @@ def asked_names(statement: str | None) -> list[str]:
     if "\\" in statement:
         readings.append(get_lock_calls(statement, escapes=False))
     return list(dict.fromkeys(name for reading in readings for name in reading.calls))
+
+
+# The functions whose first argument names a lock (`lockwatch why` reads them all).
+_NAMING = frozenset({"GET_LOCK", "IS_USED_LOCK", "IS_FREE_LOCK", "RELEASE_LOCK"})
+
+
+def _named_in(text: str, escapes: bool) -> list[str]:
+    """The literal names `text`'s lock-naming calls give, in order (none when it
+    cannot be tokenised)."""
+    try:
+        found = tokens(text, escapes)
+    except ValueError:
+        return []
+    names = []
+    for i, token in enumerate(found[:-1]):
+        call = found[i + 1]
+        if token.kind != WORD or token.text.upper() not in _NAMING:
+            continue
+        if call.kind != PUNCT or call.text != "(":
+            continue
+        if i > 0 and found[i - 1].kind == PUNCT and found[i - 1].text == ".":
+            continue  # db.get_lock(…): a stored function, not the server's
+        name = _first_argument(found, i + 1)
+        if name is not None:
+            names.append(name)
+    return names
+
+
+def named_locks(text: str) -> list[str]:
+    """Every lock name the GET_LOCK, IS_USED_LOCK, IS_FREE_LOCK and RELEASE_LOCK
+    calls in `text` (a statement, or a line of prose around one) give as a plain
+    string literal, in either reading of its backslashes: a call in a comment or
+    a string is none."""
+    names = _named_in(text, escapes=True)
+    if "\\" in text:
+        names += _named_in(text, escapes=False)
+    return list(dict.fromkeys(names))

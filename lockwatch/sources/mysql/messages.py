@@ -37,12 +37,9 @@ _DEADLOCK = lazy_compile(r"\b1213\b|Deadlock found when trying to get lock", re.
 # ERROR 3572 (HY000): Statement aborted because lock(s) could not be acquired
 # immediately and NOWAIT is set.
 _NOWAIT = lazy_compile(r"\b3572\b|could not be acquired immediately and NOWAIT", re.I)
-# GET_LOCK('name', 10), IS_USED_LOCK('name'), IS_FREE_LOCK("name")
-_NAMED = lazy_compile(
-    r"""\b(?:GET_LOCK|IS_USED_LOCK|IS_FREE_LOCK|RELEASE_LOCK)\s*\(\s*"""
-    r"""(?:'(?P<single>(?:[^'\\]|\\.|'')*)'|"(?P<double>(?:[^"\\]|\\.|"")*)")""",
-    re.I,
-)
+# GET_LOCK('name', 10), IS_USED_LOCK('name'), IS_FREE_LOCK("name"): only a cheap
+# look for a call; its name is read by the lexer (a call in a comment or string is none).
+_CALL = lazy_compile(r"\b(?:GET_LOCK|IS_USED_LOCK|IS_FREE_LOCK|RELEASE_LOCK)\s*\(", re.I)
 # The statement that failed, as the mysql/mariadb client echoes it between lines of
 # dashes in batch mode, or as pasted from a prompt (`MariaDB [app]> `, `mysql> `).
 _BREAK = lazy_compile(r"^\s*(?:-{3,}\s*)?$")
@@ -81,7 +78,8 @@ def statements(text: str) -> list[str]:
         if not _BREAK.match(line):
             lines.append(_PROMPT.sub("", line))
             continue
-        paragraph = " ".join(part.strip() for part in lines)
+        # Joined by newlines: a `-- ` or `#` comment ends at its line's end.
+        paragraph = "\n".join(part.strip() for part in lines).strip()
         lines = []
         if _STATEMENT.match(paragraph):
             found.append(paragraph)
@@ -116,11 +114,29 @@ def _table_clues(text: str, advice: str | None) -> list[Clue]:
     return found
 
 
+def _lock_names(text: str) -> list[str]:
+    """The lock names `text`'s GET_LOCK-family calls give, read by MySQL's lexer:
+    in each statement the text holds, else in the whole text, else from each call
+    to its line's end (prose around a call may hold a lone quote)."""
+    if not _CALL.search(text):
+        return []
+    # The lexer only when a call is there to read (why's start-up stays small).
+    from lockwatch.sources.mysql.lexer import named_locks, tokens
+
+    parts = statements(text)
+    if not parts:
+        try:
+            tokens(text)
+            parts = [text]
+        except ValueError:  # a lone quote in prose: each call, to its line's end
+            parts = [text[m.start() :].partition("\n")[0] for m in _CALL.finditer(text)]
+    return list(dict.fromkeys(name for part in parts for name in named_locks(part)))
+
+
 def clues(text: str) -> list[Clue]:
     """What `text` (a MySQL/MariaDB error, or a statement with GET_LOCK) names."""
     found: list[Clue] = []
-    for match in _NAMED.finditer(text):
-        name = _unquote(match)
+    for name in _lock_names(text):
         found.append(
             Clue(
                 ClueKind.NAME,

@@ -30,6 +30,7 @@ from lockwatch.model.action import (
 )
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.redis.ids import cli_arg
 from lockwatch.sources.redis.librarybreaks import (
     execute_redisson,
     execute_semaphore,
@@ -189,7 +190,7 @@ def kill(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
 
 def _restore(key: str, value: str, ttl_ms: int) -> str:
     expiry = f" PX {ttl_ms}" if ttl_ms > 0 else ""
-    return f"SET {key!r} {value!r}{expiry} NX"
+    return f"SET {cli_arg(key)} {cli_arg(value)}{expiry} NX"
 
 
 def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:

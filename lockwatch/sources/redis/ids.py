@@ -124,3 +124,27 @@ def parse_redis(lock_id: str) -> StoreId | None:
     """An id's server and key, the key as the server's bytes (surrogateescape text)."""
     match = _REDIS.fullmatch(lock_id)
     return None if match is None else StoreId(match["server"], key_bytes_text(match["key"]))
+
+
+# Bytes redis-cli reads as themselves in a single-quoted argument.
+_PLAIN = frozenset(range(0x20, 0x7F)) - {ord("'"), ord("\\")}
+
+
+def cli_arg(text: str) -> str:
+    """A key or value (surrogateescape text: the server's bytes) as one redis-cli
+    argument that gives those bytes back: single-quoted where plain, else
+    double-quoted with `\\xHH` for every other byte (Python's repr spelled a byte
+    as `\\udcff`, which redis-cli takes as six characters: a restore made
+    another key)."""
+    data = text.encode("utf-8", "surrogateescape")
+    if all(byte in _PLAIN for byte in data):
+        return f"'{text}'"
+    out = []
+    for byte in data:
+        if byte in (ord('"'), ord("\\")):
+            out.append(f"\\{chr(byte)}")
+        elif 0x20 <= byte < 0x7F:
+            out.append(chr(byte))
+        else:
+            out.append(f"\\x{byte:02x}")
+    return '"' + "".join(out) + '"'

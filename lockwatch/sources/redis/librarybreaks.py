@@ -34,6 +34,7 @@ from typing import Any
 from lockwatch.model.action import ActionFailed, ActionRefused, Kind, Plan, refused
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.redis.ids import cli_arg
 from lockwatch.sources.redis.redisson import REDISSON_RW, RedissonFacts
 from lockwatch.sources.redis.semaphore import SemaphoreFacts
 
@@ -275,9 +276,10 @@ def execute_redisson(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, A
         )
     _, ttl, told, receivers, dropped = answer
     told = text(told) if isinstance(told, bytes) else str(told)
-    restore = f"HSET {facts.key!r} " + " ".join(f"{f!r} {v!r}" for f, v in fields)
+    key = cli_arg(facts.key)
+    restore = f"HSET {key} " + " ".join(f"{cli_arg(f)} {cli_arg(v)}" for f, v in fields)
     if int(ttl) > 0:
-        restore += f"; PEXPIRE {facts.key!r} {int(ttl)}"
+        restore += f"; PEXPIRE {key} {int(ttl)}"
     details: dict[str, Any] = {
         "key": facts.key,
         "previous_hash": dict(fields),
@@ -322,7 +324,9 @@ def execute_semaphore(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, 
             " (its holder refreshed it: it is alive): nothing done",
         )
     _, removed, ttl, remaining = answer
-    restore = f"ZADD {facts.key!r} " + " ".join(f"{s} {m!r}" for m, s in facts.entries)
+    restore = f"ZADD {cli_arg(facts.key)} " + " ".join(
+        f"{s} {cli_arg(m)}" for m, s in facts.entries
+    )
     details: dict[str, Any] = {
         "key": facts.key,
         "identifier": facts.identifier,

@@ -21,9 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.report import records_json_array
-from lockwatch.model.text import terminal_safe
+from lockwatch.model.text import cut as cut  # re-exported: the remote source's own name
 from lockwatch.model.timestamps import parse_timestamp
 from lockwatch.model.verdict import State
 
@@ -40,8 +39,6 @@ MAX_WORD = 256
 # Nesting a record may have beyond its own fields (a holder's process, a quorum's
 # members): deeper is not a lock record, and is not walked.
 MAX_DEPTH = 8
-# Where one line shows a remote's text, this much of it, then its length.
-SHOWN = 120
 
 _HOLDER_TEXT = ("host", "actor", "session", "operation")
 _DATES = ("acquired_at", "heartbeat_at", "expires_at", "next_change_at")
@@ -50,20 +47,6 @@ _SECONDS = ("age_seconds", "ttl_seconds")
 
 class RecordError(ValueError):
     """A record that does not keep the contract; the message says where, briefly."""
-
-
-# What `cut` adds: cut again, a text keeps the length it first had.
-_CUT = lazy_compile(r"…\(([0-9,]+) chars\)$")
-
-
-def cut(text: str, limit: int = SHOWN) -> str:
-    """`text` fit for one line: escaped for a terminal, and when longer than
-    `limit`, its start and its length (`…(1,048,576 chars)`)."""
-    if len(text) <= limit:
-        return terminal_safe(text)
-    already = _CUT.search(text)
-    length = already.group(1) if already else f"{len(text):,}"
-    return f"{terminal_safe(text[:limit])}…({length} chars)"
 
 
 def shown(value: Any) -> str:
