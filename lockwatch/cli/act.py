@@ -379,20 +379,16 @@ def _wanted(request: Request, config: Config) -> Wanted:
 
 def _executor(audit: Any, request: Request, config: Config, wanted: Wanted) -> Executor:
     """The executor, told how each source's actions reach its servers (from the
-    sources' options and the config)."""
+    sources' options and the config), as the dashboard's session is."""
+    from lockwatch.actions.reach import reach
     from lockwatch.actions.run import Executor
     from lockwatch.sources.contract import SourceError
-    from lockwatch.sources.registry import SOURCES
 
-    reach: dict[str, Any] = {}
-    for source in SOURCES:
-        if source.actions is None:
-            continue
-        try:
-            reach.update(source.actions.reach(wanted))
-        except SourceError as exc:
-            _fail(str(exc), EXIT_USAGE)
-    return Executor(audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, **reach)
+    try:
+        reaching = reach(wanted)
+    except SourceError as exc:
+        _fail(str(exc), EXIT_USAGE)
+    return Executor(audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, **reaching)
 
 
 def _find(target: str, wanted: Wanted, host: str) -> Found | str:

@@ -5,15 +5,15 @@ A server is named `host:port/db` (`unix:<socket>/db` for a socket): in lock
 ids, the JSON, the screen and the audit log. Its password comes from the URL,
 else REDISCLI_AUTH (as redis-cli takes it), else the config's `password_file`.
 
-Servers this process was told about (flags, config) are remembered by name, so
-an action on a lock reconnects with the URL and password it was listed with.
+An action reconnects to a server as the run was told of it (flags, config),
+with the URL and password it was listed with: the provider's `reach` (`Reach`)
+hands those on, by name, to the CLI's commands and the dashboard alike.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from lockwatch.sources.contract import SourceError
@@ -155,38 +155,43 @@ def url_for(name: str) -> str | None:
     return f"redis://{where}/{db}"
 
 
-_KNOWN: dict[str, RedisEndpoint] = {}
-_KNOWN_LOCK = threading.Lock()
+# The name the provider's reach goes by in `Doing.reach`.
+REACH = "redis_endpoint"
 
 
-def remember(endpoints: tuple[RedisEndpoint, ...] | list[RedisEndpoint]) -> None:
-    """Servers this run was told about: actions reconnect to them as listed."""
-    with _KNOWN_LOCK:
-        for endpoint in endpoints:
-            _KNOWN[endpoint.name] = endpoint
+@dataclass(frozen=True)
+class Reach:
+    """The servers a run was told of (flags, config), by name; any other name is
+    reached as it reads (with REDISCLI_AUTH or the password file for a password)."""
+
+    known: Mapping[str, RedisEndpoint]
+    environ: Mapping[str, str] = field(repr=False)
+    password_file: str | None = None
+
+    def __call__(self, name: str) -> RedisEndpoint | None:
+        known = self.known.get(name)
+        if known is not None:
+            return known
+        url = url_for(name)
+        return None if url is None else parse(url, self.environ, self.password_file)
 
 
-def endpoint_for(
-    name: str, environ: Mapping[str, str], password_file: str | None = None
-) -> RedisEndpoint | None:
-    """The server `name` stands for: as this run was told of it, else from the
-    name itself (with REDISCLI_AUTH or the password file for a password)."""
-    with _KNOWN_LOCK:
-        known = _KNOWN.get(name)
-    if known is not None:
-        return known
-    url = url_for(name)
-    return None if url is None else parse(url, environ, password_file)
-
-
-def endpoint_to_act_on(name: str) -> RedisEndpoint:
-    """`endpoint_for` for an action: the server it must reach, or the failure
-    that says how to name it."""
+def endpoint_for(name: str, reach: Mapping[str, Any]) -> RedisEndpoint | None:
+    """The server `name` stands for, as the run's reach has it (none handed on: as
+    the name reads, with this process's environment)."""
     import os
 
+    found = reach.get(REACH) or Reach({}, os.environ)
+    endpoint: RedisEndpoint | None = found(name)
+    return endpoint
+
+
+def endpoint_to_act_on(name: str, reach: Mapping[str, Any]) -> RedisEndpoint:
+    """`endpoint_for` for an action: the server it must reach, or the failure
+    that says how to name it."""
     from lockwatch.model.action import ActionFailed
 
-    endpoint = endpoint_for(name, os.environ)
+    endpoint = endpoint_for(name, reach)
     if endpoint is None:
         raise ActionFailed("unreachable", f"{name}: no URL for it (name it with --redis)")
     return endpoint

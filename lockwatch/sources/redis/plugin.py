@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
-    from lockwatch.sources.redis.endpoint import RedisEndpoint
+    from lockwatch.sources.redis.endpoint import Reach, RedisEndpoint
     from lockwatch.sources.redis.poll import RedisPoller
 
 DEFAULT_REFRESH = 2.0
@@ -232,13 +232,23 @@ class RedisSource:
 def _endpoints(
     urls: Sequence[str], wanted: Wanted, settings: RedisSettings
 ) -> tuple[RedisEndpoint, ...]:
-    from lockwatch.sources.redis.endpoint import parse, remember
+    from lockwatch.sources.redis.endpoint import parse
 
-    endpoints = tuple(
-        parse(url, wanted.environ, settings.password_file) for url in dict.fromkeys(urls)
-    )
-    remember(endpoints)
-    return endpoints
+    return tuple(parse(url, wanted.environ, settings.password_file) for url in dict.fromkeys(urls))
+
+
+def reach_of(wanted: Wanted) -> Reach:
+    """How actions reach the servers `wanted` names (--redis, --redlock, the
+    config), with their URLs and passwords; other names as they read."""
+    from lockwatch.sources.redis.endpoint import Reach
+
+    settings: RedisSettings = wanted.settings("redis") or DEFAULTS
+    selected = SOURCE.select(wanted)
+    known: tuple[RedisEndpoint, ...] = ()
+    if isinstance(selected, SelectedRedis):
+        known = selected.endpoints + tuple(e for group in selected.groups for e in group)
+    by_name = {endpoint.name: endpoint for endpoint in known}
+    return Reach(by_name, wanted.environ, settings.password_file)
 
 
 @dataclass(frozen=True)
@@ -270,23 +280,16 @@ def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
     from lockwatch.clock import SystemClock
     from lockwatch.model.process import StaticProcesses
     from lockwatch.model.verdict import evaluate
-    from lockwatch.sources.redis.endpoint import endpoint_for
     from lockwatch.sources.redis.poll import RedisPoller
 
     parsed = ids.parse_redis(target)
     if parsed is None:
         raise SourceError(f"{target!r} is not a Redis lock id as `lockwatch ls --json` prints one")
     settings: RedisSettings = wanted.settings("redis") or DEFAULTS
-    selected = SOURCE.select(wanted)
-    known: tuple[RedisEndpoint, ...] = ()
-    if isinstance(selected, SelectedRedis):
-        known = selected.endpoints + tuple(e for group in selected.groups for e in group)
-    names = parsed.server.split(",")
+    reach = reach_of(wanted)
     endpoints = []
-    for name in names:
-        endpoint = next((e for e in known if e.name == name), None) or endpoint_for(
-            name, wanted.environ, settings.password_file
-        )
+    for name in parsed.server.split(","):
+        endpoint = reach(name)
         if endpoint is None:
             raise SourceError(f"no Redis server {name} among --redis/--redlock/config")
         endpoints.append(endpoint)
