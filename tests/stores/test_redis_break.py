@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -192,6 +192,7 @@ def test_the_dashboard_s_action_session_breaks_a_store_lock_too(
     )
     session = app.actions
     assert session is not None
+    assert targets.wanted is not None
     found = find(f"redis:127.0.0.1:{server.port}/0:dash.lock", targets.wanted, "host")
     assert not isinstance(found, str)
     lock, verdict, peers = found

@@ -165,8 +165,7 @@ class EtcdActions(StoreActions):
         return plan_action(kind, lock, verdict, peers)
 
     def reach(self, wanted: Wanted) -> Mapping[str, Any]:
-        from lockwatch.sources.etcd.endpoint import REACH
-        from lockwatch.sources.etcd.plugin import reach_of
+        from lockwatch.sources.etcd.endpoint import REACH, reach_of
 
         return {REACH: reach_of(wanted)}
 

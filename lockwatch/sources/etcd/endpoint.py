@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lockwatch.sources.contract import SourceError
 from lockwatch.sources.secrets import InArguments, url_passwords
 from lockwatch.sources.urls import host_port, scrub
+
+if TYPE_CHECKING:
+    from lockwatch.sources.contract import Wanted
 
 DEFAULT_PORT = 2379
 
@@ -79,6 +82,15 @@ class Reach:
             return parse(f"http://{name}")
         except SourceError:
             return None
+
+
+def reach_of(wanted: Wanted) -> Reach:
+    """How actions reach the servers `wanted` names (--etcd, else the config's),
+    with the URLs they were named by (the provider's reach)."""
+    settings = wanted.settings("etcd")
+    urls = tuple(wanted.values.get("etcd_urls") or ()) or (settings.urls if settings else ())
+    known = [parse(url) for url in dict.fromkeys(urls)]
+    return Reach({endpoint.name: endpoint for endpoint in known})
 
 
 def endpoint_for(name: str, reach: Mapping[str, Any]) -> EtcdEndpoint | None:

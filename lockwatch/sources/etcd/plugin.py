@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
-    from lockwatch.sources.etcd.endpoint import EtcdEndpoint, Reach
+    from lockwatch.sources.etcd.endpoint import EtcdEndpoint
     from lockwatch.sources.etcd.poller import EtcdPoller
 
 DEFAULT_REFRESH = 2.0
@@ -190,16 +190,6 @@ class SelectedEtcd(StoreSelection):
         ]
 
 
-def reach_of(wanted: Wanted) -> Reach:
-    """How actions reach the servers `wanted` names (--etcd, the config), with the
-    URLs they were named by; other names over plain http."""
-    from lockwatch.sources.etcd.endpoint import Reach
-
-    selected = SOURCE.select(wanted)
-    known = selected.endpoints if isinstance(selected, SelectedEtcd) else ()
-    return Reach({endpoint.name: endpoint for endpoint in known})
-
-
 def find_etcd(target: str, wanted: Wanted, host: str) -> Found | str:
     """The etcd lock `target` names, read and judged now; or why there is none."""
     from lockwatch.clock import SystemClock
@@ -211,6 +201,8 @@ def find_etcd(target: str, wanted: Wanted, host: str) -> Found | str:
     parsed = ids.parse_etcd(target)
     if parsed is None:
         raise SourceError(f"{target!r} is not an etcd lock id as `lockwatch ls --json` prints one")
+    from lockwatch.sources.etcd.endpoint import reach_of
+
     endpoint = reach_of(wanted)(parsed.server)
     if endpoint is None:
         raise SourceError(f"no etcd server {parsed.server} among --etcd/config")

@@ -290,8 +290,7 @@ class RedisActions(StoreActions):
         return plan_action(kind, lock, verdict, peers)
 
     def reach(self, wanted: Wanted) -> Mapping[str, Any]:
-        from lockwatch.sources.redis.endpoint import REACH
-        from lockwatch.sources.redis.plugin import reach_of
+        from lockwatch.sources.redis.endpoint import REACH, reach_of
 
         return {REACH: reach_of(wanted)}
 

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
     import redis
 
+    from lockwatch.sources.contract import Wanted
+    from lockwatch.sources.redis.plugin import RedisSettings
+
 DEFAULT_PORT = 6379
 SCHEMES = ("redis", "rediss", "unix")
 PASSWORD_ENV = "REDISCLI_AUTH"
@@ -174,6 +177,33 @@ class Reach:
             return known
         url = url_for(name)
         return None if url is None else parse(url, self.environ, self.password_file)
+
+
+def named(
+    wanted: Wanted, settings: RedisSettings | None
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """The servers' URLs a run names: --redis (else the config's), and the Redlock
+    groups of --redlock (else the config's), each a tuple of URLs."""
+    urls = tuple(wanted.values.get("redis_urls") or ())
+    flagged = tuple(
+        tuple(url.strip() for url in group.split(",") if url.strip())
+        for group in wanted.values.get("redlock_groups") or ()
+    )
+    if settings is None:
+        return urls, flagged
+    return urls or settings.urls, flagged or settings.redlock
+
+
+def reach_of(wanted: Wanted) -> Reach:
+    """How actions reach the servers `wanted` names, with their URLs and
+    passwords (the provider's reach); other names as they read."""
+    settings: RedisSettings | None = wanted.settings("redis")
+    password_file = settings.password_file if settings is not None else None
+    urls, groups = named(wanted, settings)
+    every = (*urls, *(url for group in groups for url in group))
+    known = [parse(url, wanted.environ, password_file) for url in dict.fromkeys(every)]
+    by_name = {endpoint.name: endpoint for endpoint in known}
+    return Reach(by_name, wanted.environ, password_file)
 
 
 def endpoint_for(name: str, reach: Mapping[str, Any]) -> RedisEndpoint | None:

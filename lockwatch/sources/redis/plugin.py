@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
-    from lockwatch.sources.redis.endpoint import Reach, RedisEndpoint
+    from lockwatch.sources.redis.endpoint import RedisEndpoint
     from lockwatch.sources.redis.poll import RedisPoller
 
 DEFAULT_REFRESH = 2.0
@@ -198,16 +198,12 @@ class RedisSource:
         return read_settings(tables, where)
 
     def select(self, wanted: Wanted) -> Selected | None:
+        from lockwatch.sources.redis.endpoint import named
+
         settings: RedisSettings = wanted.settings(self.name) or DEFAULTS
-        urls = tuple(wanted.values.get("redis_urls") or ()) or settings.urls
-        flagged = tuple(
-            tuple(url.strip() for url in group.split(",") if url.strip())
-            for group in wanted.values.get("redlock_groups") or ()
-        )
-        for group in flagged:
-            if len(group) < 2:
-                raise SourceError("--redlock: name the group's servers, comma-separated")
-        groups = flagged or settings.redlock
+        urls, groups = named(wanted, settings)
+        if any(len(group) < 2 for group in groups):
+            raise SourceError("--redlock: name the group's servers, comma-separated")
         if not urls and not groups:
             return None
         patterns = tuple(wanted.values.get("redis_patterns") or ()) or settings.patterns
@@ -235,20 +231,6 @@ def _endpoints(
     from lockwatch.sources.redis.endpoint import parse
 
     return tuple(parse(url, wanted.environ, settings.password_file) for url in dict.fromkeys(urls))
-
-
-def reach_of(wanted: Wanted) -> Reach:
-    """How actions reach the servers `wanted` names (--redis, --redlock, the
-    config), with their URLs and passwords; other names as they read."""
-    from lockwatch.sources.redis.endpoint import Reach
-
-    settings: RedisSettings = wanted.settings("redis") or DEFAULTS
-    selected = SOURCE.select(wanted)
-    known: tuple[RedisEndpoint, ...] = ()
-    if isinstance(selected, SelectedRedis):
-        known = selected.endpoints + tuple(e for group in selected.groups for e in group)
-    by_name = {endpoint.name: endpoint for endpoint in known}
-    return Reach(by_name, wanted.environ, settings.password_file)
 
 
 @dataclass(frozen=True)
@@ -280,6 +262,7 @@ def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
     from lockwatch.clock import SystemClock
     from lockwatch.model.process import StaticProcesses
     from lockwatch.model.verdict import evaluate
+    from lockwatch.sources.redis.endpoint import reach_of
     from lockwatch.sources.redis.poll import RedisPoller
 
     parsed = ids.parse_redis(target)
