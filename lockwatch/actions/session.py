@@ -86,22 +86,23 @@ class ActionSession:
         audit_log: Path | None = None,
         operator: str | None = None,
         tombstone_dir: str | None = None,
-        dsns: Mapping[str, str] | None = None,
-        pg_applications: str | None = None,
+        reach: Mapping[str, Any] | None = None,
+        given: Mapping[str, Any] | None = None,
         audit_key: Path | None = None,
         audit_anchor: Callable[[str], None] | None = None,
     ) -> None:
-        """`pg_applications`: act only on Postgres sessions whose application_name
-        starts with this (the demo on a server it shares with others).
+        """`reach`: how actions reach their servers, as `lockwatch.actions.reach`
+        builds it for the CLI too. `given`: what every plan tells particular
+        sources by the names their providers read (a front end's limits: the
+        demo's sessions only, on a server it shares with others).
         `audit_key`, `audit_anchor`: the audit log's key file and anchor (AuditLog)."""
         self.clock = clock
         self.host = host
         self.roots = tuple(roots)
         self.operator = Operator.identify(operator)
         self.audit_path = log_path(audit_log, None)
-        self._dsns = dict(dsns or {})
         self.tombstone_dir = tombstone_dir
-        self.pg_applications = pg_applications
+        self.given = dict(given or {})
         self.executor = Executor(
             AuditLog(
                 self.audit_path,
@@ -112,7 +113,7 @@ class ActionSession:
                 anchor=audit_anchor,
             ),
             tombstone_dir=tombstone_dir,
-            dsn_for=self._dsns.get,
+            **(reach or {}),
         )
         # What the operator should know before acting (the dashboard shows them:
         # its stderr is behind the screen).
@@ -140,8 +141,7 @@ class ActionSession:
             tombstone_dir=self.tombstone_dir,
             held=lock.id in self.holdings.ids(),
             roots=self.roots,
-            pg_applications=self.pg_applications,
-            **given,
+            **{**self.given, **given},
         )
 
     def choices(self, kind: Kind, lock: Lock) -> Choices | None:

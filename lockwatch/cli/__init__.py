@@ -17,14 +17,11 @@ from lockwatch.cli import ending
 
 # Each subcommand's module, imported only when that command runs (or --help lists
 # them all): `lockwatch ls` in cron pays for `ls` alone, not for every command's
-# sources, actions and Textual. Order is --help's order.
+# sources, actions and Textual. Order is --help's order, the action kinds'
+# commands (model/kinds.py's table, built by cli/act.py) after `why`.
 _COMMANDS: dict[str, tuple[str, str]] = {
     "ls": ("lockwatch.cli.ls", "ls"),
     "why": ("lockwatch.cli.why", "why"),
-    "break": ("lockwatch.cli.act", "break_"),
-    "steal": ("lockwatch.cli.act", "steal"),
-    "release": ("lockwatch.cli.act", "release"),
-    "cancel": ("lockwatch.cli.act", "cancel"),
     "audit": ("lockwatch.cli.audit", "audit"),
     "watch": ("lockwatch.cli.watch", "watch"),
     "replay": ("lockwatch.cli.watch", "replay"),
@@ -43,24 +40,24 @@ class _DashboardByDefault(click.Group):
     Subcommands are loaded by name (`_COMMANDS`), when used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(_COMMANDS)
+        return _command_names()
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         where = _COMMANDS.get(cmd_name)
         if where is None:
-            return None
+            return _action_command(cmd_name)
         command = getattr(importlib.import_module(where[0]), where[1])
         assert isinstance(command, click.Command)
         return command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # `lockwatch --readonly SUBCOMMAND …`: no action anywhere in this run.
-        if len(args) > 1 and args[0] == READONLY_FLAG and args[1] in _COMMANDS:
+        if len(args) > 1 and args[0] == READONLY_FLAG and _is_command(args[1]):
             ctx.meta[READONLY_FLAG] = True
             args = args[1:]
-        if not args or (args[0] not in _COMMANDS and args[0] not in _GROUP_OPTIONS):
+        if not args or (not _is_command(args[0]) and args[0] not in _GROUP_OPTIONS):
             if args and not ctx.resilient_parsing:
-                _refuse_a_mistyped_command(ctx, args[0], _COMMANDS)
+                _refuse_a_mistyped_command(ctx, args[0], _command_names())
             args = ["watch", *args]
         return super().parse_args(ctx, _syslog_flag(args))
 
@@ -99,6 +96,32 @@ class _OneLine(click.ClickException):
         from lockwatch.cli.table import printable
 
         click.echo(f"lockwatch: {printable(self.message)}", err=True)
+
+
+def _command_names() -> list[str]:
+    """Every subcommand's name, in --help's order."""
+    from lockwatch.model.kinds import table
+
+    names = list(_COMMANDS)
+    return [*names[:2], *(kind.command for kind in table()), *names[2:]]
+
+
+def _is_command(word: str) -> bool:
+    # A static command's name is known without loading the kinds' table (`ls`).
+    return word in _COMMANDS or word in _command_names()
+
+
+def _action_command(name: str) -> click.Command | None:
+    """An action kind's command (model/kinds.py), built with the sources'
+    options registered now; None: no kind has that command."""
+    from lockwatch.model.kinds import by_command
+
+    kind = by_command(name)
+    if kind is None:
+        return None
+    from lockwatch.cli.act import command
+
+    return command(kind)
 
 
 def _refuse_a_mistyped_command(ctx: click.Context, word: str, commands: Iterable[str]) -> None:

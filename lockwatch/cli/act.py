@@ -1,5 +1,6 @@
-"""`lockwatch break | steal | release | cancel TARGET`: the dashboard's actions,
-for scripts and for operators without a dashboard. Same rules, same audit log."""
+"""`lockwatch break | steal | cancel | release TARGET`: the dashboard's actions,
+for scripts and for operators without a dashboard. Same rules, same audit log.
+Each action kind's command is built from its entry in model/kinds.py (`command`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from lockwatch.cli.where import (
     warn_if_key_beside_log,
 )
 from lockwatch.model.action import Kind
+from lockwatch.model.kinds import ActionKind
 from lockwatch.model.lazyre import lazy_compile
 
 if TYPE_CHECKING:
@@ -164,113 +166,27 @@ class Request:
         return cls(**mine, given=given)
 
 
-@click.command(
-    "break",
-    short_help="Break a lock: move the file aside, end the Postgres holder, signal a kernel"
-    " lock's holders.",
-    epilog=ACT_EPILOG,
-)
-@_common
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Allow breaking a lock that is not stale (active or invalid).",
-)
-@_own(Kind.BREAK)
-@_EXPECT_SHA256
-def break_(**options: Any) -> None:
-    """Break the lock TARGET.
+def command(kind: ActionKind) -> click.Command:
+    """`lockwatch <its command> TARGET`: an action kind's command, built from its
+    table entry (model/kinds.py) with the options every source registered now
+    gives the action commands."""
 
-    A lock file is renamed into .lockwatch-broken/ beside it (kept, never
-    deleted); a Postgres lock's holder session is ended with
-    pg_terminate_backend(pid), which rolls back its transaction and frees its
-    locks. A kernel lock (flock, fcntl, OFD) cannot be released from outside:
-    every process holding it (all that share its open file) is sent SIGTERM,
-    then SIGKILL if still holding it after --grace (--no-kill: SIGTERM only;
-    --signal KILL: SIGKILL at once); done only once the kernel no longer lists
-    the lock, else it fails naming who holds it. A lock file a kernel lock is
-    held on is never moved aside under its holder: its break is refused, or,
-    with --signal, is that kernel lock's. A Redis lock's key is deleted
-    only if it still holds the token you saw (one Lua script); an etcd lock's
-    key only if its revision is the one you saw, and its lease is revoked. A
-    lock that is not stale (or free) needs --force; a kernel lock always does.
+    def act(**options: Any) -> None:
+        _act(kind.kind, Request.of(options))
 
-    \b
-    Examples:
-      lockwatch break /srv/locks/deploy.lock --reason "holder died, INC-123"
-      lockwatch break file:/srv/locks/deploy.lock --reason x --expect-sha256 9f2c...
-      lockwatch break 'pg:monitor@db1:5432/app:4242:advisory/...' --reason x --yes
-      lockwatch break kernel:254:0:1234:FLOCK:0-EOF:4242 --reason "hung" --force
-      lockwatch break redis:cache1:6379/0:lock:deploy --redis redis://:pw@cache1 --reason x
-    """
-    _act(Kind.BREAK, Request.of(options))
-
-
-@click.command(
-    "steal",
-    short_help="Take a stale lock over: written anew for you, in its own format.",
-    epilog=ACT_EPILOG,
-)
-@_common
-@_pid_option(
-    "The pid the new lock records, for formats whose liveness is a pid"
-    " [default: this command's parent, your shell]."
-)
-@_own(Kind.STEAL)
-@_EXPECT_SHA256
-def steal(**options: Any) -> None:
-    """Steal the stale lock TARGET: the old lock is moved into
-    .lockwatch-broken/ and a new one is written in its format, held by you
-    (tower-fleet: new request_id, actor = you, fresh times, ttl kept). A lock
-    that is not stale is never stolen, even with --force.
-
-    Nothing heartbeats a lock file this command steals: it records your shell's
-    pid (or --pid), so a pid format stays active while that process lives, and
-    a heartbeat format (tower-fleet) goes stale after its ttl. The dashboard's
-    steal (S) heartbeats what it holds for as long as it runs.
-
-    A Postgres advisory lock is stolen by terminating its holder and taking the
-    same key on lockwatch's own connection; this command then holds it in the
-    foreground until Ctrl+C or `lockwatch release TARGET`.
-
-    \b
-    Examples:
-      lockwatch steal logs/locks/deploy-prod.lock --reason "executor hung, INC-9"
-      lockwatch steal .loops/.running/fix.lock --reason takeover --pid $$
-    """
-    _act(Kind.STEAL, Request.of(options))
-
-
-@click.command(
-    "release",
-    short_help="Release a lock lockwatch took for you (steal).",
-    epilog=ACT_EPILOG,
-)
-@_common
-@_pid_option("For pid files: the pid you stole it with [default: this command's parent].")
-@_own(Kind.RELEASE)
-def release(**options: Any) -> None:
-    """Release TARGET, a lock lockwatch wrote for you (see steal): the file is
-    moved into .lockwatch-broken/; a Postgres advisory lock held by a
-    `lockwatch steal` is let go by ending that lockwatch session. Locks that
-    lockwatch does not hold are refused: break them instead.
-    """
-    _act(Kind.RELEASE, Request.of(options))
-
-
-@click.command(
-    "cancel",
-    short_help="Cancel a Postgres holder's current query (pg_cancel_backend).",
-    epilog=ACT_EPILOG,
-)
-@_common
-@_own(Kind.CANCEL)
-def cancel(**options: Any) -> None:
-    """Cancel the current query of the session behind the Postgres lock
-    TARGET, with pg_cancel_backend(pid). Its session and transaction stay: a
-    session idle in a transaction keeps its locks (break ends it).
-    """
-    _act(Kind.CANCEL, Request.of(options))
+    decorators: list[Callable[[Any], Any]] = [_common]
+    if kind.force_help is not None:
+        decorators.append(click.option("--force", is_flag=True, help=kind.force_help))
+    if kind.pid_help is not None:
+        decorators.append(_pid_option(kind.pid_help))
+    decorators.append(_own(kind.kind))
+    if kind.expect_sha256:
+        decorators.append(_EXPECT_SHA256)
+    func: Any = act
+    for decorate in reversed(decorators):
+        func = decorate(func)
+    made = click.command(kind.command, short_help=kind.short_help, help=kind.doc, epilog=ACT_EPILOG)
+    return made(func)
 
 
 # -- the shared flow -------------------------------------------------------------
@@ -381,20 +297,16 @@ def _wanted(request: Request, config: Config) -> Wanted:
 
 def _executor(audit: Any, request: Request, config: Config, wanted: Wanted) -> Executor:
     """The executor, told how each source's actions reach its servers (from the
-    sources' options and the config)."""
+    sources' options and the config), as the dashboard's session is."""
+    from lockwatch.actions.reach import reach
     from lockwatch.actions.run import Executor
     from lockwatch.sources.contract import SourceError
-    from lockwatch.sources.registry import SOURCES
 
-    reach: dict[str, Any] = {}
-    for source in SOURCES:
-        if source.actions is None:
-            continue
-        try:
-            reach.update(source.actions.reach(wanted))
-        except SourceError as exc:
-            _fail(str(exc), EXIT_USAGE)
-    return Executor(audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, **reach)
+    try:
+        reaching = reach(wanted)
+    except SourceError as exc:
+        _fail(str(exc), EXIT_USAGE)
+    return Executor(audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, **reaching)
 
 
 def _find(target: str, wanted: Wanted, host: str) -> Found | str:

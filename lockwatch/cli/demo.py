@@ -199,7 +199,7 @@ def demo_app(running: Demo, *, host: str, **view: Any) -> LockwatchApp:
     On a server someone named (--pg), only the demo's own sessions can be acted on:
     other applications share it, and the demo's 8 s idle rule is not theirs."""
     if running.pg_info is not None and not running.pg_info.embedded:
-        view.setdefault("pg_applications", running.pg_info.application)
+        view.setdefault("given", {"pg_applications": running.pg_info.application})
     # The demo's own servers only: no LOCKWATCH_PG or PG* from the environment.
     targets = select_targets(
         {

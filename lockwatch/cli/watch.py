@@ -24,7 +24,7 @@ from lockwatch.cli.where import (
 from lockwatch.ui.keys import epilog
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from lockwatch.clock import Clock
     from lockwatch.sources.feed import Feed
@@ -243,7 +243,7 @@ def build_app(
     audit_log: Path | None = None,
     operator: str | None = None,
     tombstone_dir: str | None = None,
-    pg_applications: str | None = None,
+    given: Mapping[str, Any] | None = None,
     audit_key: Path | None = None,
     audit_syslog: bool | str | None = None,
     feeds: tuple[Clock, list[Feed]] | None = None,
@@ -260,7 +260,6 @@ def build_app(
     if not readonly:
         from lockwatch.actions.audit import key_path, log_path, syslog_anchor
         from lockwatch.actions.session import ActionSession
-        from lockwatch.sources.postgres.dsn import display_name
 
         actions = ActionSession(
             clock=clock,
@@ -269,8 +268,8 @@ def build_app(
             audit_log=log_path(audit_log, targets.config.audit_log),
             operator=operator,
             tombstone_dir=tombstone_dir or targets.config.tombstone_dir,
-            dsns={display_name(dsn): dsn for dsn in targets.dsns()},
-            pg_applications=pg_applications,
+            reach=_reach(targets),
+            given=given,
             audit_key=key_path(audit_key, targets.config.audit_key),
             audit_anchor=syslog_anchor(audit_syslog or targets.config.audit_syslog),
         )
@@ -283,6 +282,19 @@ def build_app(
         hints=targets.hints,
         **view,
     )
+
+
+def _reach(targets: Targets) -> dict[str, Any]:
+    """How the dashboard's actions reach the servers of the sources it shows: as
+    the action commands reach them, from the same options and config."""
+    from lockwatch.actions.reach import reach
+    from lockwatch.sources.contract import SourceError, Wanted
+
+    wanted = targets.wanted or Wanted((), {}, targets.config, os.environ)
+    try:
+        return reach(wanted, [source for source, _ in targets.sources])
+    except SourceError as exc:
+        raise click.UsageError(str(exc)) from exc
 
 
 def _abandon(feeds: list[Feed]) -> None:

@@ -112,15 +112,6 @@ class Targets(NamedTuple):
                 return selected.roots
         return ()
 
-    def dsns(self) -> tuple[str, ...]:
-        """The PostgreSQL servers looked at, for actions on their locks."""
-        from lockwatch.sources.postgres.plugin import SelectedServers
-
-        for _, selected in self.sources:
-            if isinstance(selected, SelectedServers):
-                return selected.dsns
-        return ()
-
 
 def resolve_targets(values: Mapping[str, Any], config_path: str | None) -> Targets:
     """The sources `values` (the command's parameters) and the config ask for:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from lockwatch.model.handover import NewHolder
@@ -21,11 +20,38 @@ if TYPE_CHECKING:
     from lockwatch.model.verdict import Verdict
 
 
-class Kind(StrEnum):
-    BREAK = "break"
-    STEAL = "steal"
-    RELEASE = "release"
-    CANCEL = "cancel"
+class Kind(str):
+    """An action's kind, by its name (the audit log's `action`). Which kinds there
+    are, and all each needs (its key, command, events, help), is model/kinds.py's
+    table (`kinds()` there, in its order): a new kind is one entry there and a
+    provider that offers it."""
+
+    __slots__ = ()
+    _named: ClassVar[dict[str, Kind]] = {}
+    BREAK: ClassVar[Kind]
+    STEAL: ClassVar[Kind]
+    RELEASE: ClassVar[Kind]
+    CANCEL: ClassVar[Kind]
+
+    def __new__(cls, value: str) -> Kind:
+        # One object per name, so `kind is Kind.BREAK` holds for a kind parsed anew.
+        named = cls._named.get(value)
+        if named is None:
+            named = cls._named.setdefault(value, super().__new__(cls, value))
+        return named
+
+    @property
+    def value(self) -> str:
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"Kind({self.value!r})"
+
+
+Kind.BREAK = Kind("break")
+Kind.STEAL = Kind("steal")
+Kind.RELEASE = Kind("release")
+Kind.CANCEL = Kind("cancel")
 
 
 @dataclass(frozen=True, slots=True)

@@ -490,7 +490,7 @@ def _events(incident: Incident) -> list[str]:
             _row(
                 (
                     event.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
-                    event.kind.value,
+                    str(event.kind),
                     escape(event.name, 80),
                     escape(event.detail, 160),
                 )

@@ -211,7 +211,7 @@ def describe(
         log.add_column(no_wrap=True, style="bold")
         log.add_column()
         for event in events[-50:]:
-            log.add_row(event.at.strftime("%H:%M:%S"), event.kind.value, safe(event.detail))
+            log.add_row(event.at.strftime("%H:%M:%S"), str(event.kind), safe(event.detail))
         parts.append(log)
     return Group(*parts)
 

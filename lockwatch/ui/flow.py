@@ -10,7 +10,7 @@ notification and as an event. It also keeps the locks lockwatch holds alive.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from textual.notifications import SeverityLevel
 from lockwatch.actions.plan import Kind, Plan, describe, tombstone_place
 from lockwatch.model.events import Event, EventKind
 from lockwatch.model.holder import pid_here
+from lockwatch.model.kinds import entry
 from lockwatch.ui.confirm import Choosing, Confirmed, ConfirmScreen, QuitScreen
 from lockwatch.ui.safe import clean
 
@@ -29,19 +30,20 @@ if TYPE_CHECKING:
     from lockwatch.actions.session import ActionSession
     from lockwatch.ui.app import LockwatchApp
 
-DONE_EVENTS = {
-    Kind.BREAK: EventKind.BROKEN,
-    Kind.STEAL: EventKind.STOLEN,
-    Kind.CANCEL: EventKind.QUERY_CANCELLED,
-    Kind.RELEASE: EventKind.LET_GO,
-}
-# The action button's words where the kind's name alone would be unclear.
-VERBS = {Kind.CANCEL: "Cancel query"}
-
 
 def verb_of(kind: Kind) -> str:
-    """The confirm button's word for an action."""
-    return VERBS.get(kind, kind.value.capitalize())
+    """The confirm button's word for an action, as its table entry says it."""
+    return entry(kind).verb
+
+
+def done_event(kind: Kind) -> str:
+    """The event a done `kind` notes (model/kinds.py): lockwatch's own EventKind
+    where it has one, else the table's name for it."""
+    done = entry(kind).done
+    try:
+        return EventKind(done)
+    except ValueError:
+        return done
 
 
 # A bulk confirmation lists this many locks by name; the rest are counted.
@@ -301,14 +303,50 @@ class ActionFlow:
             if done:
                 self.app.call_from_thread(self.app.acted_on, done)
 
-        self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
+        what = plans[0].kind.value if len(plans) == 1 else "bulk break"
+        self._work(run, what, plans, group="actions")
+
+    def _work(
+        self, work: Callable[[], None], what: str, plans: Sequence[Plan] = (), **options: Any
+    ) -> None:
+        """Run `work` in a worker thread. Workers run with exit_on_error=False (an
+        action that fails must not end the dashboard), so Textual alone would drop
+        an error there: it is caught here, told and noted as an event instead,
+        whether it came from acting or from reporting what was done."""
+
+        def guarded() -> None:
+            try:
+                work()
+            except Exception as exc:  # noqa: BLE001 - every failure is said, none is lost
+                self.app.call_from_thread(self._failed, what, plans, exc)
+
+        self.app.run_worker(guarded, thread=True, exit_on_error=False, **options)
+
+    def _failed(self, what: str, plans: Sequence[Plan], exc: Exception) -> None:
+        said = " ".join(f"{type(exc).__name__}: {exc}".split())
+        detail = f"{what} failed inside lockwatch ({said})"
+        if plans:
+            # It may have been done (and audited) before the failure: never "nothing done".
+            detail += "; whether it was done: see `lockwatch audit`"
+        for plan in plans:
+            self._note(EventKind.ACTION_FAILED, plan, detail)
+        if not plans:
+            now = self.app.clock.now()
+            self.app.note(Event(now, EventKind.ACTION_FAILED, None, what, "lockwatch", detail))
+        self.app.notify(
+            markup=False,
+            message=clean(detail),
+            title=f"{what} failed",
+            severity="error",
+            timeout=15,
+        )
 
     def _report(self, plans: list[Plan], outcomes: list[Outcome]) -> None:
         self.sync_held()
         for plan, outcome in zip(plans, outcomes, strict=True):
             # The operator's actions are events too, done or not.
             if outcome.ok:
-                self._note(DONE_EVENTS[plan.kind], plan, outcome.message)
+                self._note(done_event(plan.kind), plan, outcome.message)
             else:
                 self._note(EventKind.ACTION_FAILED, plan, f"{plan.kind.value}: {outcome.message}")
         if len(outcomes) == 1:
@@ -332,7 +370,7 @@ class ActionFlow:
             timeout=12,
         )
 
-    def _note(self, kind: EventKind, plan: Plan, detail: str) -> None:
+    def _note(self, kind: str, plan: Plan, detail: str) -> None:
         lock = plan.lock
         self.app.note(Event(self.app.clock.now(), kind, lock.id, lock.name, lock.source, detail))
 
@@ -366,9 +404,7 @@ class ActionFlow:
     def keep_holdings(self) -> None:
         """Once a second: heartbeat what is held when it is due, off the loop."""
         if self.actions.due(self.app.clock.now()):
-            self.app.run_worker(
-                self._heartbeat, thread=True, exclusive=True, group="heartbeat", exit_on_error=False
-            )
+            self._work(self._heartbeat, "heartbeat", exclusive=True, group="heartbeat")
 
     def _heartbeat(self) -> None:
         lost = self.actions.heartbeat(self.app.clock.now())
@@ -390,9 +426,7 @@ class ActionFlow:
         def done(choice: str | None) -> None:
             if choice in ("keep", "release"):
                 release = partial(self._release_and_quit, files=choice == "release")
-                self.app.run_worker(
-                    release, thread=True, exclusive=True, group="actions", exit_on_error=False
-                )
+                self._work(release, "releasing on quit", exclusive=True, group="actions")
 
         self.app.push_screen(QuitScreen(self.actions.held_names()), done)
 

@@ -1,6 +1,7 @@
 """Every key of the dashboard, once. The bindings, the footer, the `?` help, the
 command palette and `lockwatch watch --help` are all built from this table, so
-they cannot disagree.
+they cannot disagree; the action kinds' keys come from their own table
+(model/kinds.py).
 
 Plain data, no Textual: the CLI builds its epilog from it without paying for
 the UI.
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+
+from lockwatch.model.kinds import ActionKind, table
 
 
 class View(StrEnum):
@@ -113,7 +116,7 @@ class Key:
 _LOCKS = frozenset({View.LOCKS})
 _SELECTED = frozenset({View.LOCKS, View.CONTENTION})  # where a lock is selected
 
-KEYS: tuple[Key, ...] = (
+_BEFORE_KINDS: tuple[Key, ...] = (
     Key(
         "question_mark", "?", "help", "Help", "this help: keys, filter fields, states",
         palette="Help", main_only=False,
@@ -163,25 +166,10 @@ KEYS: tuple[Key, ...] = (
         "U", "U", "clear_marks", "Unmark all", "clear every mark", group=Group.ACTION,
         footer=False, palette="Clear marks", views=_LOCKS
     ),
-    Key(
-        "b", "b", "break_lock", "Break",
-        "break: move the lock file aside / pg_terminate_backend; not stale: type its name",
-        group=Group.ACTION, palette="Break lock", views=_SELECTED, kind="break"
-    ),
-    Key(
-        "S", "S", "steal_lock", "Steal",
-        "steal a stale lock: rewritten for you in its own format, kept alive while you run",
-        group=Group.ACTION, palette="Steal lock", views=_LOCKS, kind="steal"
-    ),
-    Key(
-        "c", "c", "cancel_query", "Cancel query",
-        "cancel a Postgres holder's current query (pg_cancel_backend)",
-        group=Group.ACTION, footer=False, palette="Cancel query", views=_SELECTED, kind="cancel"
-    ),
-    Key(
-        "r", "r", "release_lock", "Release", "release a lock lockwatch holds for you (★)",
-        group=Group.ACTION, footer=False, palette="Release lock", views=_LOCKS, kind="release"
-    ),
+)  # fmt: skip
+
+# After the action kinds' keys (model/kinds.py's table, between these two).
+_AFTER_KINDS: tuple[Key, ...] = (
     Key(
         "y", "y", "copy_id", "Copy id",
         "copy the selected lock's id (for lockwatch break/steal) to the clipboard, and show it",
@@ -212,19 +200,40 @@ KEYS: tuple[Key, ...] = (
 )  # fmt: skip
 
 
+def kind_key(kind: ActionKind) -> Key:
+    """The key of an action kind, as its table entry says it."""
+    return Key(
+        kind.key,
+        kind.key,
+        kind.key_action,
+        kind.label,
+        kind.help,
+        group=Group.ACTION,
+        footer=kind.footer,
+        palette=kind.palette,
+        views=frozenset(View(view) for view in kind.views),
+        kind=kind.kind.value,
+    )
+
+
+def all_keys() -> tuple[Key, ...]:
+    """Every key, in the order help lists them: the action kinds' from their table."""
+    return (*_BEFORE_KINDS, *(kind_key(kind) for kind in table()), *_AFTER_KINDS)
+
+
 def keys_of(*groups: Group) -> list[Key]:
-    return [key for key in KEYS if key.group in groups]
+    return [key for key in all_keys() if key.group in groups]
 
 
 def action_names(group: Group) -> tuple[str, ...]:
     """The App actions of `group` (the action keys that read-only mode removes)."""
-    return tuple(dict.fromkeys(k.action for k in KEYS if k.group is group and k.action))
+    return tuple(dict.fromkeys(k.action for k in all_keys() if k.group is group and k.action))
 
 
 def main_screen_actions() -> frozenset[str]:
     """Actions that do nothing behind the help screen, a dialog or the palette."""
     return frozenset(
-        k.action for k in KEYS if k.action and k.main_only and k.group is not Group.REPLAY
+        k.action for k in all_keys() if k.action and k.main_only and k.group is not Group.REPLAY
     )
 
 
@@ -234,14 +243,14 @@ def help_rows(groups: Iterable[Group]) -> list[tuple[str, str]]:
     wanted = set(groups)
     return [
         (k.shown, f"{k.help} [{k.where}]" if k.where else k.help)
-        for k in KEYS
+        for k in all_keys()
         if k.group in wanted and k.keys != "ctrl+c"
     ]
 
 
 def action_kinds() -> dict[str, str]:
     """The actions that act on the selected lock, with the Kind each asks of it."""
-    return {k.action: k.kind for k in KEYS if k.action and k.kind}
+    return {k.action: k.kind for k in all_keys() if k.action and k.kind}
 
 
 def app_keys(*groups: Group) -> list[Key]:
@@ -258,7 +267,7 @@ def epilog() -> str:
     """The `Keys:` lines of `lockwatch watch --help`."""
     lines: list[str] = []
     for group, title in ((Group.VIEW, "Keys:"), (Group.ACTION, "Acting:")):
-        words = [f"{k.shown} {k.label.lower()}" for k in KEYS if k.group is group and k.label]
+        words = [f"{k.shown} {k.label.lower()}" for k in all_keys() if k.group is group and k.label]
         line = f"{title:<8}"
         for word in words:
             if len(line) + len(word) + 3 > 78:

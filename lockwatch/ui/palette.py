@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from textual.app import SystemCommand
 from textual.screen import Screen
 
-from lockwatch.ui.keys import KEYS, Group
+from lockwatch.ui.keys import Group, all_keys
 from lockwatch.ui.screens.base import ViewScreen
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def palette_commands(app: LockwatchApp, screen: Screen[object]) -> Iterable[Syst
     if app.replay is not None:
         groups.add(Group.REPLAY)
     view = screen if isinstance(screen, ViewScreen) else app.view()
-    for key in KEYS:
+    for key in all_keys():
         if key.palette is None or key.action is None or key.group not in groups:
             continue
         if key.everywhere:

@@ -350,7 +350,7 @@ class Activity(Vertical):
                 continue
             line = Text()
             line.append(event.at.strftime("%H:%M:%S "), style="dim")
-            line.append(f"{event.kind.value:<16}", style="bold")
+            line.append(f"{event.kind!s:<16}", style="bold")
             line.append(f"{clean(event.name)} ")
             if event.detail:
                 line.append(clean(event.detail), style="dim")

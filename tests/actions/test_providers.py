@@ -103,7 +103,12 @@ def test_every_source_declares_its_actions() -> None:
 
 
 def test_the_commands_options_come_from_the_sources() -> None:
-    from lockwatch.cli.act import break_, cancel, release, steal
+    from lockwatch.cli.act import command
+    from lockwatch.model.kinds import entry
+
+    break_, steal, release, cancel = (
+        command(entry(kind)) for kind in (Kind.BREAK, Kind.STEAL, Kind.RELEASE, Kind.CANCEL)
+    )
 
     def names(command: object) -> set[str]:
         return {p.name for p in command.params if p.name}  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ import pytest
 from lockwatch.actions.targets import prepare
 from lockwatch.clock import FrozenClock
 from lockwatch.model.action import Kind
+from lockwatch.model.kinds import kinds
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import evaluate
 from lockwatch.sources.remote.document import read_document
@@ -59,7 +60,7 @@ def test_a_claim_to_be_this_host_is_not_taken(document_host: str, record_host: s
     assert "claims_this_host" in verdict.codes
     (record,) = listing.records
     assert record["host"] == "db7:9464" and record["claimed_host"] == origin.claimed_host
-    for kind in Kind:
+    for kind in kinds():
         plan = prepare(kind, lock, verdict, roots=("/srv",))
         assert plan.refusal is not None
         code, message = plan.refusal

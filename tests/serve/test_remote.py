@@ -17,6 +17,7 @@ from lockwatch.clock import FrozenClock
 from lockwatch.config import Config, ConfigError
 from lockwatch.model import codec
 from lockwatch.model.changes import ChangeSet
+from lockwatch.model.kinds import kinds
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, evaluate
 from lockwatch.sources.contract import SourceError, Wanted
@@ -358,7 +359,7 @@ def test_an_answer_that_is_not_a_serve_is_an_error() -> None:
 def test_an_action_on_another_hosts_lock_names_the_command_there() -> None:
     (lock,) = read_document(document(record()), URL, local_host=LOCAL_HOST).locks
     verdict = evaluate(lock, StaticProcesses(), FrozenClock(NOW), LOCAL_HOST)
-    for kind in Kind:
+    for kind in kinds():
         plan = prepare(kind, lock, verdict, roots=("/srv",))
         assert plan.refusal is not None
         code, message = plan.refusal

@@ -12,7 +12,6 @@ recording's round trip, and a `break` audited under the source's own name.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +35,12 @@ from tests.serve.test_metrics import exposition
 from tests.shape.beacon import plugin
 from tests.shape.beacon.facts import BeaconLease
 from tests.ui.fakes import builtin_themes, row_text, settle
+from tests.ui.test_actions_ui import notes, open_action, press_confirm, type_into, until
 from tests.ui.test_pilot import detail_text
 
 LAPSED = plugin.lease_id("nightly-report")
 LIVE = plugin.lease_id("deploy")
-
-
-@pytest.fixture(autouse=True)
-def beacon_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The source's one registry line, for this test only; a server with one
-    lapsed lease and one live one."""
-    monkeypatch.setattr(registry, "SOURCES", (*registry.SOURCES, plugin.SOURCE))
-    plugin.SERVER.clear()
-    plugin.SERVER.update(
-        {
-            "nightly-report": plugin.Lease("cron@db7", fence=41, lease_left=-90.0),
-            "deploy": plugin.Lease("ops-bot", fence=7, lease_left=3600.0),
-        }
-    )
-    yield
-    plugin.SERVER.clear()
+URL = f"beacon://:{plugin.SERVER_TOKEN}@{plugin.SERVER_NAME}"
 
 
 def _entries() -> list[Any]:
@@ -162,7 +147,7 @@ def test_a_recording_keeps_its_facts(tmp_path: Path) -> None:
 
 def test_break_is_audited_under_its_own_name(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    args = ("--reason", "cron died, INC-9", "--yes", "--audit-log", str(audit))
+    args = ("--reason", "cron died, INC-9", "--yes", "--audit-log", str(audit), "--beacon", URL)
     # A live lease: only with the typed name (--force), as for every source.
     code, _, err = run_cli("break", LIVE, *args)
     assert code == 1 and "--force" in err
@@ -177,6 +162,56 @@ def test_break_is_audited_under_its_own_name(tmp_path: Path) -> None:
     assert targets[-1]["id"] == LAPSED and targets[-1]["fence"] == 41
 
 
+def test_the_cli_reaches_its_server_only_as_its_options_say(tmp_path: Path) -> None:
+    """Its provider's reach (`--beacon URL`, with the token) is how a break gets to
+    the server: without it, one line naming the option, and the lease stays."""
+    audit = tmp_path / "audit.jsonl"
+    code, _, err = run_cli(
+        "break", LAPSED, "--reason", "x", "--yes", "--audit-log", str(audit)
+    )  # fmt: skip
+    assert code == 1 and "name it with --beacon" in err and err.count("\n") == 1, err
+    assert "nightly-report" in plugin.SERVER
+
+
+async def test_the_dashboard_breaks_it_through_the_same_reach_as_the_cli(tmp_path: Path) -> None:
+    """The dashboard's session is handed what `lockwatch break --beacon URL` is
+    (lockwatch.actions.reach, from the run's options): `b` on the lapsed lease
+    drops it on the server, audited under the source's name."""
+    app = _dashboard({"beacon_urls": (URL,)}, tmp_path / "audit.jsonl")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: LAPSED in app.board, "the beacon's rows")
+        await open_action(pilot, LAPSED)
+        await type_into(pilot, "#reason", "cron died, INC-9")
+        await press_confirm(pilot)
+        await until(pilot, lambda: any("dropped nightly-report" in n for n in notes(app)), "done")
+    assert "nightly-report" not in plugin.SERVER
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert records[-1]["target"]["source"] == "beacon" and records[-1]["result"] == "success"
+
+
+async def test_the_dashboard_without_its_option_says_so_as_the_cli_does(tmp_path: Path) -> None:
+    app = _dashboard({}, tmp_path / "audit.jsonl")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: LAPSED in app.board, "the beacon's rows")
+        await open_action(pilot, LAPSED)
+        await type_into(pilot, "#reason", "cron died, INC-9")
+        await press_confirm(pilot)
+        await until(pilot, lambda: any("name it with --beacon" in n for n in notes(app)), "refusal")
+    assert "nightly-report" in plugin.SERVER
+
+
+def _dashboard(values: dict[str, Any], audit_log: Path) -> LockwatchApp:
+    """The dashboard as `lockwatch --beacon URL` builds it (cli/watch.py)."""
+    from lockwatch.cli.watch import build_app
+    from lockwatch.cli.where import select_targets
+    from lockwatch.config import Config
+
+    targets = select_targets(values, Config(), {})
+    app = build_app(targets, host=LOCAL_HOST, audit_log=audit_log, themes=builtin_themes())
+    app.animation_level = "none"
+    return app
+
+
 def test_its_compare_and_swap_refuses_a_lease_taken_again() -> None:
     (lapsed,) = [e for e in _entries() if e.lock.id == LAPSED]
     provider = plugin.SOURCE.actions
@@ -184,7 +219,7 @@ def test_its_compare_and_swap_refuses_a_lease_taken_again() -> None:
     assert plan.refusal is None and not plan.needs_name
     plugin.SERVER["nightly-report"] = plugin.Lease("cron@db8", fence=42, lease_left=60.0)
     with pytest.raises(ActionRefused) as refused:
-        provider.run(plan, Doing("a1", "stamp"))
+        provider.run(plan, Doing("a1", "stamp", reach=provider.reach(_wanted(beacon_urls=(URL,)))))
     assert refused.value.code == "changed"
     assert plugin.SERVER["nightly-report"].fence == 42
 
@@ -199,11 +234,11 @@ def test_an_id_no_source_claims_is_refused_and_not_audited_as_a_file(tmp_path: P
     assert not audit.exists() or '"file"' not in audit.read_text()
 
 
-def _wanted() -> Any:
+def _wanted(**values: Any) -> Any:
     from lockwatch.config import Config
     from lockwatch.sources.contract import Wanted
 
-    return Wanted(paths=(), values={}, config=Config(), environ={})
+    return Wanted(paths=(), values=values, config=Config(), environ={})
 
 
 def _asked() -> Any:

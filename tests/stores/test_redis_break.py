@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from lockwatch.sources.contract import Wanted
 from lockwatch.sources.redis import ids
 from tests.conftest import run_cli
 from tests.formats.common import need_tools
-from tests.stores.conftest import RedisHarness
+from tests.stores.conftest import RedisHarness, Throwaway
 
 
 def lock_id(h: RedisHarness, key: str) -> str:
@@ -172,28 +173,37 @@ def test_a_malformed_redis_id_is_a_usage_error(target: str) -> None:
 
 
 def test_the_dashboard_s_action_session_breaks_a_store_lock_too(
-    redis_harness: RedisHarness, tmp_path: Path
+    throwaway_redis: Callable[..., Throwaway], tmp_path: Path
 ) -> None:
     """The dashboard's `b`: the same plan and compare-and-delete, through the action
-    session, to the server the dashboard was told about (its URL remembered)."""
-    from lockwatch.actions.session import ActionSession
+    session, to the server the dashboard was told about: its password is only in
+    the --redis URL, and the session reaches it as `lockwatch break --redis` does
+    (`lockwatch.actions.reach`), with nothing remembered by the Redis source."""
+    import redis
+
+    from lockwatch.cli.watch import build_app
     from lockwatch.cli.where import select_targets
 
-    h = redis_harness
-    key = f"{h.prefix}:dash.lock"
-    h.client.set(key, "tok-dash", ex=60)
-    select_targets({"redis_urls": (h.url,)}, Config(), {})  # as the dashboard starts
-    found = find(lock_id(h, key), Wanted((), {}, Config(), {}), "host")
+    server = throwaway_redis("--requirepass", "dash-pw")
+    url = f"redis://:dash-pw@127.0.0.1:{server.port}/0"
+    client = redis.Redis(port=server.port, password="dash-pw")
+    client.set("dash.lock", "tok-dash", ex=60)
+    targets = select_targets({"redis_urls": (url,), "redis_patterns": ("*",)}, Config(), {})
+    app = build_app(
+        targets, host="host", audit_log=tmp_path / "audit.jsonl", feeds=(SystemClock(), [])
+    )
+    session = app.actions
+    assert session is not None
+    assert targets.wanted is not None
+    found = find(f"redis:127.0.0.1:{server.port}/0:dash.lock", targets.wanted, "host")
     assert not isinstance(found, str)
     lock, verdict, peers = found
-    session = ActionSession(
-        clock=SystemClock(), host="host", roots=(), audit_log=tmp_path / "audit.jsonl"
-    )
     plan = session.plan(Kind.BREAK, lock, verdict, peers)
     assert plan.needs_name and plan.refusal is None
     outcome = session.run(plan, "dashboard break", force=True)
     assert outcome.ok, outcome.message
-    assert h.client.exists(key) == 0
+    assert client.exists("dash.lock") == 0
+    client.close()
 
 
 def test_ls_table_names_store_locks_and_their_server(redis_harness: RedisHarness) -> None:

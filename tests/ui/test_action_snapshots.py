@@ -214,7 +214,7 @@ def pg_actions(tmp_path: Path, actions: ActionSession) -> ActionSession:
         roots=ROOTS,
         audit_log=tmp_path / "audit.jsonl",
         operator=OPERATOR,
-        dsns={"monitor@db1:5432/app": "postgresql://monitor@db1:5432/app"},
+        reach={"dsn_for": {"monitor@db1:5432/app": "postgresql://monitor@db1:5432/app"}.get},
     )
 
 

@@ -33,7 +33,7 @@ def session(tmp_path: Path) -> ActionSession:
         roots=[str(tmp_path)],
         audit_log=tmp_path / "audit.jsonl",
         operator="alice",
-        dsns={"monitor@db1:5432/app": "postgresql://monitor@db1:5432/app"},
+        reach={"dsn_for": {"monitor@db1:5432/app": "postgresql://monitor@db1:5432/app"}.get},
     )
 
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from textual import events
 from textual.widgets import Button, Input
 
+from lockwatch.model.kinds import kinds
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.confirm import DISMISS_LABEL, ConfirmScreen, button_label
 from lockwatch.ui.fold import fold_lines
@@ -165,14 +166,14 @@ async def test_dismissing_says_nothing_was_done(scene: Scene) -> None:
 
 def test_no_dialog_has_two_buttons_with_one_label() -> None:
     from lockwatch.actions.plan import Kind
-    from lockwatch.ui.flow import VERBS
+    from lockwatch.ui.flow import verb_of
 
-    for kind in Kind:
-        verb = VERBS.get(kind, kind.value.capitalize())
+    for kind in kinds():
+        verb = verb_of(kind)
         assert verb != DISMISS_LABEL
         assert button_label(verb, True) != button_label(DISMISS_LABEL, False)
         assert verb != "Cancel" or kind is not Kind.CANCEL
-    assert VERBS[Kind.CANCEL] == "Cancel query"
+    assert verb_of(Kind.CANCEL) == "Cancel query"
 
 
 # --- the focus, in characters; keys typed ahead --------------------------------------

@@ -20,12 +20,12 @@ from lockwatch.sources.files.decoders import decode_file
 from lockwatch.ui.app import SCREENS, LockwatchApp, ReplayApp
 from lockwatch.ui.confirm import QuitScreen
 from lockwatch.ui.keys import (
-    KEYS,
     MOVES,
     Group,
     Key,
     Move,
     View,
+    all_keys,
     app_keys,
     epilog,
     help_rows,
@@ -58,7 +58,7 @@ def scene(tmp_path: Path) -> Scene:
 
 def test_every_key_names_an_action_where_it_applies() -> None:
     """A key for every view is the App's action; any other, each of its views' screen's."""
-    for key in KEYS:
+    for key in all_keys():
         if key.action is None:
             continue
         if key.everywhere:
@@ -93,7 +93,7 @@ def test_the_bindings_are_the_table() -> None:
 
 def test_no_key_is_bound_twice() -> None:
     seen: dict[str, str] = {}
-    for key in KEYS:
+    for key in all_keys():
         for name in key.keys.split(","):
             assert name not in seen, f"{name} bound to {seen[name]} and {key.action}"
             seen[name] = str(key.action)
@@ -101,7 +101,7 @@ def test_no_key_is_bound_twice() -> None:
 
 def test_the_cli_help_lists_every_labelled_key() -> None:
     assert epilog() in WATCH_EPILOG
-    for key in KEYS:
+    for key in all_keys():
         if key.label and key.group is not Group.REPLAY:
             assert f"{key.shown} {key.label.lower()}" in " ".join(WATCH_EPILOG.split())
 
@@ -383,5 +383,5 @@ async def test_every_movement_key_moves_in_every_list(
 def test_the_help_names_every_movement_key() -> None:
     (row,) = [what for shown, what in help_rows([Group.VIEW]) if "pgup" in shown]
     assert "contention" in row and "j k g G" in row
-    moving = next(k for k in KEYS if k.action is None and "pageup" in k.keys)
+    moving = next(k for k in all_keys() if k.action is None and "pageup" in k.keys)
     assert set(moving.keys.split(",")) == {key for key, _ in MOVE_KEYS}

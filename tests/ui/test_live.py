@@ -109,7 +109,7 @@ async def watcher_ready(pilot: Pilot[Any], root: Path) -> None:
     await until(pilot, lambda: probe_id not in app.board, "the probe lock to go")
 
 
-def kinds_of(app: LockwatchApp, lock: str) -> list[EventKind]:
+def kinds_of(app: LockwatchApp, lock: str) -> list[str]:
     return [event.kind for event in app.board.events if event.lock_id == lock]
 
 

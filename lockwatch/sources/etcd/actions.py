@@ -12,18 +12,20 @@ queue then holds the lock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lockwatch.model.action import (
     ActionFailed,
     ActionRefused,
+    Doing,
     Kind,
     Plan,
     refused,
 )
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.contract import Wanted
 from lockwatch.sources.stores.actions import StoreActions
 from lockwatch.sources.stores.facts import StoreLock
 
@@ -65,7 +67,9 @@ def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock])
     )
 
 
-def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+def execute(
+    plan: Plan, expect_sha256: str | None, reach: Mapping[str, Any]
+) -> tuple[dict[str, Any], str]:
     """Carry out a break planned by `plan_action`: (audit details, message)."""
     import httpx
 
@@ -80,7 +84,7 @@ def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]
         raise ActionRefused(
             "changed", f"{store.key} is not the key you saw (sha256 {expect_sha256}); nothing done"
         )
-    endpoint = endpoint_for(store.server)
+    endpoint = endpoint_for(store.server, reach)
     if endpoint is None:
         raise ActionFailed("unreachable", f"no URL for etcd {store.server}: name it with --etcd")
     seen = KeyValue(
@@ -160,8 +164,13 @@ class EtcdActions(StoreActions):
     def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
         return plan_action(kind, lock, verdict, peers)
 
-    def execute(self, plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
-        return execute(plan, expect_sha256)
+    def reach(self, wanted: Wanted) -> Mapping[str, Any]:
+        from lockwatch.sources.etcd.endpoint import REACH, reach_of
+
+        return {REACH: reach_of(wanted)}
+
+    def execute(self, plan: Plan, doing: Doing) -> tuple[dict[str, Any], str]:
+        return execute(plan, doing.expect_sha256, doing.reach)
 
 
 ACTIONS = EtcdActions()

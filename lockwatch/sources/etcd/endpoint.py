@@ -1,20 +1,24 @@
 """Where an etcd server is and what to call it: `host:port` in lock ids, the
 JSON, the screen and the audit log.
 
-Servers this process was told about (flags, config) are remembered by name, so
-an action on a lock reconnects with the URL it was listed with (https, a
-path in front of the gateway).
+An action reconnects to a server with the URL the run was told of it by
+(https, a path in front of the gateway): the provider's `reach` (`Reach`) hands
+those on, by name, to the CLI's commands and the dashboard alike.
 """
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lockwatch.sources.contract import SourceError
 from lockwatch.sources.secrets import InArguments, url_passwords
 from lockwatch.sources.urls import host_port, scrub
+
+if TYPE_CHECKING:
+    from lockwatch.sources.contract import Wanted
 
 DEFAULT_PORT = 2379
 
@@ -59,23 +63,39 @@ def parse(url: str) -> EtcdEndpoint:
     return EtcdEndpoint(url, where, base)
 
 
-_KNOWN: dict[str, EtcdEndpoint] = {}
-_KNOWN_LOCK = threading.Lock()
+# The name the provider's reach goes by in `Doing.reach`.
+REACH = "etcd_endpoint"
 
 
-def remember(endpoints: tuple[EtcdEndpoint, ...] | list[EtcdEndpoint]) -> None:
-    with _KNOWN_LOCK:
-        for endpoint in endpoints:
-            _KNOWN[endpoint.name] = endpoint
+@dataclass(frozen=True)
+class Reach:
+    """The servers a run was told of (flags, config), by name; any other name is
+    reached over plain http."""
+
+    known: Mapping[str, EtcdEndpoint]
+
+    def __call__(self, name: str) -> EtcdEndpoint | None:
+        known = self.known.get(name)
+        if known is not None:
+            return known
+        try:
+            return parse(f"http://{name}")
+        except SourceError:
+            return None
 
 
-def endpoint_for(name: str) -> EtcdEndpoint | None:
-    """The server `name` stands for: as this run was told of it, else plain http."""
-    with _KNOWN_LOCK:
-        known = _KNOWN.get(name)
-    if known is not None:
-        return known
-    try:
-        return parse(f"http://{name}")
-    except SourceError:
-        return None
+def reach_of(wanted: Wanted) -> Reach:
+    """How actions reach the servers `wanted` names (--etcd, else the config's),
+    with the URLs they were named by (the provider's reach)."""
+    settings = wanted.settings("etcd")
+    urls = tuple(wanted.values.get("etcd_urls") or ()) or (settings.urls if settings else ())
+    known = [parse(url) for url in dict.fromkeys(urls)]
+    return Reach({endpoint.name: endpoint for endpoint in known})
+
+
+def endpoint_for(name: str, reach: Mapping[str, Any]) -> EtcdEndpoint | None:
+    """The server `name` stands for, as the run's reach has it (none handed on:
+    plain http to the name)."""
+    found = reach.get(REACH) or Reach({})
+    endpoint: EtcdEndpoint | None = found(name)
+    return endpoint

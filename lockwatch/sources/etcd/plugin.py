@@ -151,14 +151,13 @@ class EtcdSource:
         return read_settings(tables, where)
 
     def select(self, wanted: Wanted) -> Selected | None:
-        from lockwatch.sources.etcd.endpoint import parse, remember
+        from lockwatch.sources.etcd.endpoint import parse
 
         settings: EtcdSettings = wanted.settings(self.name) or DEFAULTS
         urls = tuple(wanted.values.get("etcd_urls") or ()) or settings.urls
         if not urls:
             return None
         endpoints = tuple(parse(url) for url in dict.fromkeys(urls))
-        remember(endpoints)
         given = (*settings.prefixes, *(wanted.values.get("etcd_prefixes") or ()))
         return SelectedEtcd(
             endpoints,
@@ -196,15 +195,15 @@ def find_etcd(target: str, wanted: Wanted, host: str) -> Found | str:
     from lockwatch.clock import SystemClock
     from lockwatch.model.process import StaticProcesses
     from lockwatch.model.verdict import evaluate
-    from lockwatch.sources.etcd.endpoint import endpoint_for
     from lockwatch.sources.etcd.poller import EtcdPoller
     from lockwatch.sources.etcd.server import EtcdServer
 
     parsed = ids.parse_etcd(target)
     if parsed is None:
         raise SourceError(f"{target!r} is not an etcd lock id as `lockwatch ls --json` prints one")
-    SOURCE.select(wanted)  # the servers named by flags or config, with their URLs
-    endpoint = endpoint_for(parsed.server)
+    from lockwatch.sources.etcd.endpoint import reach_of
+
+    endpoint = reach_of(wanted)(parsed.server)
     if endpoint is None:
         raise SourceError(f"no etcd server {parsed.server} among --etcd/config")
     poller = EtcdPoller(EtcdServer(endpoint, (), clock=SystemClock(), exact=parsed.key))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -282,7 +281,7 @@ class PgActions(ActionsBase):
             dsns = resolve_dsns(
                 wanted.values.get("pg_dsns") or (),
                 configured,
-                os.environ,
+                wanted.environ,
                 password_file=password_file,
             )
             if password_file:

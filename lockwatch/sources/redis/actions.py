@@ -17,19 +17,20 @@ which is why a lock that is not stale (`no_quorum`) needs its name typed.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lockwatch.model.action import (
     ActionFailed,
     ActionRefused,
+    Doing,
     Kind,
     Plan,
     refused,
 )
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.contract import Wanted
 from lockwatch.sources.redis.ids import cli_arg
 from lockwatch.sources.redis.librarybreaks import (
     execute_redisson,
@@ -130,7 +131,9 @@ def plan_kill(kind: Kind, lock: Lock, verdict: Verdict, store: SubscriptionFacts
     )
 
 
-def kill(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+def kill(
+    plan: Plan, expect_sha256: str | None, reach: Mapping[str, Any]
+) -> tuple[dict[str, Any], str]:
     """CLIENT KILL ID of the subscription lock's connection, compared first on its id
     and name. Client ids are never reused while a server runs, so the id is the
     connection; the name guards against it having become something else."""
@@ -146,7 +149,7 @@ def kill(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
         raise ActionRefused(
             "changed", f"{lock.id} is not the connection you saw (sha256 differs); nothing done"
         )
-    endpoint = endpoint_to_act_on(store.server)
+    endpoint = endpoint_to_act_on(store.server, reach)
     client = endpoint.connect()
     try:
         listed = client.client_list(client_id=[store.client_id])
@@ -193,7 +196,9 @@ def _restore(key: str, value: str, ttl_ms: int) -> str:
     return f"SET {cli_arg(key)} {cli_arg(value)}{expiry} NX"
 
 
-def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+def execute(
+    plan: Plan, expect_sha256: str | None, reach: Mapping[str, Any]
+) -> tuple[dict[str, Any], str]:
     """Carry out a break planned by `plan_action`: (audit details, message)."""
     import redis
 
@@ -215,7 +220,7 @@ def execute(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]
     untouched: list[dict[str, Any]] = []
     failed: list[str] = []
     for server in servers:
-        endpoint = endpoint_for(server, os.environ)
+        endpoint = endpoint_for(server, reach)
         if endpoint is None:
             failed.append(f"{server}: no URL for it (name it with --redis)")
             continue
@@ -285,14 +290,20 @@ class RedisActions(StoreActions):
     def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
         return plan_action(kind, lock, verdict, peers)
 
-    def execute(self, plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+    def reach(self, wanted: Wanted) -> Mapping[str, Any]:
+        from lockwatch.sources.redis.endpoint import REACH, reach_of
+
+        return {REACH: reach_of(wanted)}
+
+    def execute(self, plan: Plan, doing: Doing) -> tuple[dict[str, Any], str]:
+        expect, reach = doing.expect_sha256, doing.reach
         if isinstance(plan.lock.facts, SubscriptionFacts):
-            return kill(plan, expect_sha256)
+            return kill(plan, expect, reach)
         if isinstance(plan.lock.facts, RedissonFacts):
-            return execute_redisson(plan, expect_sha256)
+            return execute_redisson(plan, expect, reach)
         if isinstance(plan.lock.facts, SemaphoreFacts):
-            return execute_semaphore(plan, expect_sha256)
-        return execute(plan, expect_sha256)
+            return execute_semaphore(plan, expect, reach)
+        return execute(plan, expect, reach)
 
 
 ACTIONS = RedisActions()

@@ -5,15 +5,15 @@ A server is named `host:port/db` (`unix:<socket>/db` for a socket): in lock
 ids, the JSON, the screen and the audit log. Its password comes from the URL,
 else REDISCLI_AUTH (as redis-cli takes it), else the config's `password_file`.
 
-Servers this process was told about (flags, config) are remembered by name, so
-an action on a lock reconnects with the URL and password it was listed with.
+An action reconnects to a server as the run was told of it (flags, config),
+with the URL and password it was listed with: the provider's `reach` (`Reach`)
+hands those on, by name, to the CLI's commands and the dashboard alike.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from lockwatch.sources.contract import SourceError
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     import redis
+
+    from lockwatch.sources.contract import Wanted
+    from lockwatch.sources.redis.plugin import RedisSettings
 
 DEFAULT_PORT = 6379
 SCHEMES = ("redis", "rediss", "unix")
@@ -155,38 +158,70 @@ def url_for(name: str) -> str | None:
     return f"redis://{where}/{db}"
 
 
-_KNOWN: dict[str, RedisEndpoint] = {}
-_KNOWN_LOCK = threading.Lock()
+# The name the provider's reach goes by in `Doing.reach`.
+REACH = "redis_endpoint"
 
 
-def remember(endpoints: tuple[RedisEndpoint, ...] | list[RedisEndpoint]) -> None:
-    """Servers this run was told about: actions reconnect to them as listed."""
-    with _KNOWN_LOCK:
-        for endpoint in endpoints:
-            _KNOWN[endpoint.name] = endpoint
+@dataclass(frozen=True)
+class Reach:
+    """The servers a run was told of (flags, config), by name; any other name is
+    reached as it reads (with REDISCLI_AUTH or the password file for a password)."""
+
+    known: Mapping[str, RedisEndpoint]
+    environ: Mapping[str, str] = field(repr=False)
+    password_file: str | None = None
+
+    def __call__(self, name: str) -> RedisEndpoint | None:
+        known = self.known.get(name)
+        if known is not None:
+            return known
+        url = url_for(name)
+        return None if url is None else parse(url, self.environ, self.password_file)
 
 
-def endpoint_for(
-    name: str, environ: Mapping[str, str], password_file: str | None = None
-) -> RedisEndpoint | None:
-    """The server `name` stands for: as this run was told of it, else from the
-    name itself (with REDISCLI_AUTH or the password file for a password)."""
-    with _KNOWN_LOCK:
-        known = _KNOWN.get(name)
-    if known is not None:
-        return known
-    url = url_for(name)
-    return None if url is None else parse(url, environ, password_file)
+def named(
+    wanted: Wanted, settings: RedisSettings | None
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """The servers' URLs a run names: --redis (else the config's), and the Redlock
+    groups of --redlock (else the config's), each a tuple of URLs."""
+    urls = tuple(wanted.values.get("redis_urls") or ())
+    flagged = tuple(
+        tuple(url.strip() for url in group.split(",") if url.strip())
+        for group in wanted.values.get("redlock_groups") or ()
+    )
+    if settings is None:
+        return urls, flagged
+    return urls or settings.urls, flagged or settings.redlock
 
 
-def endpoint_to_act_on(name: str) -> RedisEndpoint:
-    """`endpoint_for` for an action: the server it must reach, or the failure
-    that says how to name it."""
+def reach_of(wanted: Wanted) -> Reach:
+    """How actions reach the servers `wanted` names, with their URLs and
+    passwords (the provider's reach); other names as they read."""
+    settings: RedisSettings | None = wanted.settings("redis")
+    password_file = settings.password_file if settings is not None else None
+    urls, groups = named(wanted, settings)
+    every = (*urls, *(url for group in groups for url in group))
+    known = [parse(url, wanted.environ, password_file) for url in dict.fromkeys(every)]
+    by_name = {endpoint.name: endpoint for endpoint in known}
+    return Reach(by_name, wanted.environ, password_file)
+
+
+def endpoint_for(name: str, reach: Mapping[str, Any]) -> RedisEndpoint | None:
+    """The server `name` stands for, as the run's reach has it (none handed on: as
+    the name reads, with this process's environment)."""
     import os
 
+    found = reach.get(REACH) or Reach({}, os.environ)
+    endpoint: RedisEndpoint | None = found(name)
+    return endpoint
+
+
+def endpoint_to_act_on(name: str, reach: Mapping[str, Any]) -> RedisEndpoint:
+    """`endpoint_for` for an action: the server it must reach, or the failure
+    that says how to name it."""
     from lockwatch.model.action import ActionFailed
 
-    endpoint = endpoint_for(name, os.environ)
+    endpoint = endpoint_for(name, reach)
     if endpoint is None:
         raise ActionFailed("unreachable", f"{name}: no URL for it (name it with --redis)")
     return endpoint

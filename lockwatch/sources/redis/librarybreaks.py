@@ -29,6 +29,7 @@ stale needs its name typed.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from lockwatch.model.action import ActionFailed, ActionRefused, Kind, Plan, refused
@@ -215,7 +216,12 @@ def plan_semaphore(kind: Kind, lock: Lock, verdict: Verdict, facts: SemaphoreFac
 
 
 def _run(
-    lock: Lock, expect_sha256: str | None, script: str, keys: list[str], argv: list[str]
+    lock: Lock,
+    expect_sha256: str | None,
+    reach: Mapping[str, Any],
+    script: str,
+    keys: list[str],
+    argv: list[str],
 ) -> Any:
     import redis
 
@@ -228,7 +234,7 @@ def _run(
         raise ActionRefused(
             "changed", f"{facts.key} is not what you saw (sha256 {expect_sha256}); nothing done"
         )
-    endpoint = endpoint_to_act_on(facts.server)
+    endpoint = endpoint_to_act_on(facts.server, reach)
     client = endpoint.connect()
     try:
         return client.eval(script, len(keys), *(raw(v) for v in [*keys, *argv]))
@@ -246,7 +252,9 @@ def _run(
         client.close()
 
 
-def execute_redisson(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+def execute_redisson(
+    plan: Plan, expect_sha256: str | None, reach: Mapping[str, Any]
+) -> tuple[dict[str, Any], str]:
     from lockwatch.sources.redis.server import redisson_names, text
 
     lock = plan.lock
@@ -259,7 +267,9 @@ def execute_redisson(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, A
     seen_ttl = -1 if facts.ttl_left is None else int(facts.ttl_left * 1000)
     argv = [channel, message, str(int(time.time() * 1000)), str(seen_ttl)]
     argv += [part for pair in fields for part in pair]
-    answer = _run(lock, expect_sha256, REDISSON_FORCE_UNLOCK, [facts.key, queue, timeouts], argv)
+    answer = _run(
+        lock, expect_sha256, reach, REDISSON_FORCE_UNLOCK, [facts.key, queue, timeouts], argv
+    )
     if answer[0] == -1:
         raise ActionRefused("gone", f"{facts.key} is gone (unlocked or expired); nothing done")
     if answer[0] == -2:
@@ -300,14 +310,16 @@ def execute_redisson(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, A
     return details, f"deleted {facts.key} on {facts.server}{said}; to put it back: {restore}"
 
 
-def execute_semaphore(plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
+def execute_semaphore(
+    plan: Plan, expect_sha256: str | None, reach: Mapping[str, Any]
+) -> tuple[dict[str, Any], str]:
     from lockwatch.sources.redis.server import text
 
     lock = plan.lock
     facts = lock.facts
     assert isinstance(facts, SemaphoreFacts)
     argv = [part for pair in facts.entries for part in pair]
-    answer = _run(lock, expect_sha256, SEMAPHORE_RELEASE, [facts.key], argv)
+    answer = _run(lock, expect_sha256, reach, SEMAPHORE_RELEASE, [facts.key], argv)
     if answer[0] != 1:
         _, member, now, left = answer
         member = text(member) if isinstance(member, bytes) else str(member)

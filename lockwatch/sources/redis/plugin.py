@@ -219,16 +219,12 @@ class RedisSource:
         return read_settings(tables, where)
 
     def select(self, wanted: Wanted) -> Selected | None:
+        from lockwatch.sources.redis.endpoint import named
+
         settings: RedisSettings = wanted.settings(self.name) or DEFAULTS
-        urls = tuple(wanted.values.get("redis_urls") or ()) or settings.urls
-        flagged = tuple(
-            tuple(url.strip() for url in group.split(",") if url.strip())
-            for group in wanted.values.get("redlock_groups") or ()
-        )
-        for group in flagged:
-            if len(group) < 2:
-                raise SourceError("--redlock: name the group's servers, comma-separated")
-        groups = flagged or settings.redlock
+        urls, groups = named(wanted, settings)
+        if any(len(group) < 2 for group in groups):
+            raise SourceError("--redlock: name the group's servers, comma-separated")
         if not urls and not groups:
             return None
         patterns = tuple(wanted.values.get("redis_patterns") or ()) or settings.patterns
@@ -253,13 +249,9 @@ class RedisSource:
 def _endpoints(
     urls: Sequence[str], wanted: Wanted, settings: RedisSettings
 ) -> tuple[RedisEndpoint, ...]:
-    from lockwatch.sources.redis.endpoint import parse, remember
+    from lockwatch.sources.redis.endpoint import parse
 
-    endpoints = tuple(
-        parse(url, wanted.environ, settings.password_file) for url in dict.fromkeys(urls)
-    )
-    remember(endpoints)
-    return endpoints
+    return tuple(parse(url, wanted.environ, settings.password_file) for url in dict.fromkeys(urls))
 
 
 @dataclass(frozen=True)
@@ -291,23 +283,17 @@ def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
     from lockwatch.clock import SystemClock
     from lockwatch.model.process import StaticProcesses
     from lockwatch.model.verdict import evaluate
-    from lockwatch.sources.redis.endpoint import endpoint_for
+    from lockwatch.sources.redis.endpoint import reach_of
     from lockwatch.sources.redis.poll import RedisPoller
 
     parsed = ids.parse_redis(target)
     if parsed is None:
         raise SourceError(f"{target!r} is not a Redis lock id as `lockwatch ls --json` prints one")
     settings: RedisSettings = wanted.settings("redis") or DEFAULTS
-    selected = SOURCE.select(wanted)
-    known: tuple[RedisEndpoint, ...] = ()
-    if isinstance(selected, SelectedRedis):
-        known = selected.endpoints + tuple(e for group in selected.groups for e in group)
-    names = parsed.server.split(",")
+    reach = reach_of(wanted)
     endpoints = []
-    for name in names:
-        endpoint = next((e for e in known if e.name == name), None) or endpoint_for(
-            name, wanted.environ, settings.password_file
-        )
+    for name in parsed.server.split(","):
+        endpoint = reach(name)
         if endpoint is None:
             raise SourceError(f"no Redis server {name} among --redis/--redlock/config")
         endpoints.append(endpoint)

@@ -1,8 +1,8 @@
 """What breaking a lock in a store (Redis, etcd) has in common: a break is the
 only action, its key is deleted only if it still holds what the operator saw,
 and the audit log names the server and the key. Each store says how it plans
-and carries out that compare-and-delete (`plan_break`, `execute`) and which
-option names its server for an action command."""
+and carries out that compare-and-delete (`plan_break`, `execute`), and how its
+actions reach the servers the run names (`reach`, the contract's)."""
 
 from __future__ import annotations
 
@@ -22,15 +22,16 @@ class StoreActions(ActionsBase):
     def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
         raise NotImplementedError
 
-    def execute(self, plan: Plan, expect_sha256: str | None) -> tuple[dict[str, Any], str]:
-        """Carry out a planned break: (audit details, message)."""
+    def execute(self, plan: Plan, doing: Doing) -> tuple[dict[str, Any], str]:
+        """Carry out a planned break (its server found through `doing.reach`):
+        (audit details, message)."""
         raise NotImplementedError
 
     def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
         return self.plan_break(kind, lock, verdict, asked.peers)
 
     def run(self, plan: Plan, doing: Doing) -> Done:
-        details, message = self.execute(plan, doing.expect_sha256)
+        details, message = self.execute(plan, doing)
         return Done(details, message)
 
     def target(self, lock: Lock) -> dict[str, Any]:

@@ -22,10 +22,6 @@ from lockwatch.ui.panels import SourcesBar
 if TYPE_CHECKING:
     from lockwatch.ui.app import LockwatchApp
 
-# The keys that change something: absent in read-only mode and in replays.
-ACTION_KEYS = frozenset(action_names(Group.ACTION))
-# The action keys that act on the selected lock, and what each asks of it.
-KINDS = {action: Kind(kind) for action, kind in action_kinds().items()}
 TITLES = {View.LOCKS: "Locks", View.CONTENTION: "Contention", View.EVENTS: "Events"}
 
 
@@ -96,14 +92,34 @@ class ViewScreen(Screen[None]):
         self.sources = SourcesBar(id="sources")
         # What the selected lock's source provides, as the footer last showed it.
         self._offered: dict[str, bool] | None = None
+        # The keys that change something (absent in read-only mode and in replays),
+        # and those that act on the selected lock, with what each asks of it: read
+        # from the key table now, so a kind added to model/kinds.py is among them.
+        self._action_names = frozenset(action_names(Group.ACTION))
+        self._kinds = {action: Kind(kind) for action, kind in action_kinds().items()}
+        self._bind_new_kinds()
         # This view's keys that ask an action of the selected lock (not mark: it
         # asks nothing of the lock yet), by key name.
         self._action_keys = {
             name: key.action
             for key in view_keys(self.VIEW, Group.ACTION)
-            if key.action in KINDS and key.action != "mark"
+            if key.action in self._kinds and key.action != "mark"
             for name in key.keys.split(",")
         }
+
+    def _bind_new_kinds(self) -> None:
+        """Bind the keys of action kinds added to their table since this class was
+        made (its BINDINGS are the table's at import): each in this view's keys."""
+        bound = {binding.action for _, binding in self._bindings}
+        for key in view_keys(self.VIEW, Group.ACTION):
+            if key.action is not None and key.kind and key.action not in bound:
+                self._bindings.bind(key.keys, key.action, key.label, show=key.footer)
+
+    def action_act(self, kind: str) -> None:
+        """An action kind's key with no action of this view's own (model/kinds.py):
+        the flow asks it of the selected lock."""
+        if self.dash.flow is not None:
+            self.dash.flow.act(Kind(kind), self.selected_lock())
 
     @property
     def dash(self) -> LockwatchApp:
@@ -172,7 +188,7 @@ class ViewScreen(Screen[None]):
     def offers(self, action: str) -> bool:
         """Whether `action` works here now: the footer and the palette offer
         only those (a remote row's break is done on its host, not here)."""
-        if action not in ACTION_KEYS:
+        if action not in self._action_names:
             return True
         if self._offered is None:
             self._offered = self._offer_map()
@@ -181,14 +197,14 @@ class ViewScreen(Screen[None]):
     def _offer_map(self) -> dict[str, bool]:
         if self.dash.flow is None:
             # Read-only: the action keys are gone, not merely disabled.
-            return dict.fromkeys(ACTION_KEYS, False)
+            return dict.fromkeys(self._action_names, False)
         kinds = self.selected_kinds()
-        return {action: self.offered_here(action, kinds) for action in ACTION_KEYS}
+        return {action: self.offered_here(action, kinds) for action in self._action_names}
 
     def offered_here(self, action: str, kinds: frozenset[Kind]) -> bool:
         """Whether the action key `action` works on this view's selection, which
         `kinds` are offered on (a view may offer more: b with marked rows)."""
-        kind = KINDS.get(action)
+        kind = self._kinds.get(action)
         return kind is None or kind in kinds
 
     def offers_changed(self) -> None:
@@ -211,7 +227,7 @@ class ViewScreen(Screen[None]):
             return  # nothing selected, or the binding acts
         event.stop()
         event.prevent_default()
-        self.dash.flow.act(KINDS[action], lock_id)
+        self.dash.flow.act(self._kinds[action], lock_id)
 
     def on_mount(self) -> None:
         self.show()
@@ -223,6 +239,8 @@ class ViewScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.app.screen is not self:
             return False  # behind a dialog, the help or the palette: not offered
+        if parameters:  # `act('renew')`: offered as the key table names it
+            action = f"{action}({', '.join(repr(p) for p in parameters)})"
         return self.offers(action)
 
     def on_tabs_tab_activated(self, message: Tabs.TabActivated) -> None:

@@ -7,8 +7,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from lockwatch.model.action import ActionRefused, Asked, Doing, Done, Kind, Plan, refused
+import click
+
+from lockwatch.model.action import (
+    ActionFailed,
+    ActionRefused,
+    Asked,
+    Doing,
+    Done,
+    Kind,
+    Plan,
+    refused,
+)
 from lockwatch.model.changes import ChangeSet, judge
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
@@ -32,6 +44,11 @@ if TYPE_CHECKING:
 
 NAME = "beacon"
 SERVER_NAME = "beacon.test:7070"
+# What the beacon server asks of a client that changes anything; a client
+# names it in its URL (beacon://:TOKEN@host:port), as --beacon gives it.
+SERVER_TOKEN = "s3cret"
+# The name its provider's reach goes by in `Doing.reach`.
+REACH = "beacon_url"
 
 
 @dataclass
@@ -43,6 +60,11 @@ class Lease:
 
 # The beacon server: key -> its lease. Tests fill it and look at it.
 SERVER: dict[str, Lease] = {}
+
+
+def server_of(url: str) -> str:
+    """The server a beacon URL names (host:port): the name its lock ids carry."""
+    return urlsplit(url).netloc.rpartition("@")[2]
 
 
 def lease_id(key: str) -> str:
@@ -112,9 +134,20 @@ class BeaconActions(ActionsBase):
         needs_name = verdict.state is not State.STALE
         return Plan(kind, lock, verdict, "lock_broken", effect, needs_name=needs_name)
 
+    def reach(self, wanted: Wanted) -> Mapping[str, Any]:
+        # The servers --beacon named, with the token in their URLs.
+        urls = wanted.values.get("beacon_urls") or ()
+        return {REACH: {server_of(url): url for url in urls}.get}
+
     def run(self, plan: Plan, doing: Doing) -> Done:
         lease = plan.lock.facts
         assert isinstance(lease, BeaconLease)
+        url_for = doing.reach.get(REACH)
+        url = url_for(lease.server) if url_for is not None else None
+        if url is None:
+            raise ActionRefused("no_dsn", f"no URL for {lease.server}: name it with --beacon")
+        if urlsplit(url).password != SERVER_TOKEN:
+            raise ActionFailed("denied", f"{lease.server} refused the token")
         now = SERVER.get(lease.key)
         if now is None or now.fence != lease.fence:
             # Compare-and-swap: another holder (a new fence) is not the one seen.
@@ -142,10 +175,18 @@ class BeaconSource:
     actions = BeaconActions()
 
     def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        return ()
+        return [] if kind is not None else self.options()
 
     def options(self) -> Sequence[Decorator]:
-        return []
+        return [
+            click.option(
+                "--beacon",
+                "beacon_urls",
+                multiple=True,
+                metavar="URL",
+                help="A beacon server, beacon://:TOKEN@host:port (repeatable).",
+            )
+        ]
 
     def asked(self, values: Mapping[str, Any]) -> bool:
         return False
