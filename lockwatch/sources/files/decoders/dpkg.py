@@ -163,8 +163,8 @@ def explain(
     held_on: Callable[[FileKey], tuple[KernelLock, ...]],
     open_by: Callable[[FileKey], tuple[int, ...]],
 ) -> tuple[Lock, KernelEvidence]:
-    """Held: since its holder started (the file's mtime is its creation's), and
-    the safe step is to wait for it."""
+    """Held: since its holder started (the file's mtime is its creation's); a run
+    is never killed mid-install."""
     if not evidence.holds:
         return amended(lock, acquired_at=None), evidence
     hold = evidence.holds[0]
@@ -172,8 +172,11 @@ def explain(
     who = holder.label if holder is not None else f"pid {hold.holder_pid or '?'}"
     note = Reason(
         "dpkg_running",
-        f"{who} is running with the lock: wait for it to finish; killing it mid-install"
-        f" leaves packages half-installed (then `{REPAIR}` repairs them)",
+        # Said of a run at its Y/n prompt as of one installing: what it is doing now
+        # is the holder's activity (`next`), read at each look, not this note's.
+        f"{who} holds the lock for its whole run: if it is installing, let it finish;"
+        f" killing it mid-install leaves packages half-installed (then `{REPAIR}`"
+        " repairs them)",
     )
     started = holder.started_at if holder is not None else None
     # A run in progress keeps its journal in updates/: no sign of an interrupted one.
