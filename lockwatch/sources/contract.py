@@ -229,6 +229,33 @@ class Source(Protocol):
         ...
 
 
+class Declared(Protocol):
+    """What a source declares in its light `declared.py` (`DECLARED`): what every
+    run asks of every source, answered without loading its plugin
+    (`sources/lazy.py`). Its plugin's `SOURCE` answers the same, and the rest."""
+
+    name: str
+    label: str
+    id_prefix: str
+    summary: str
+    config_tables: tuple[str, ...]
+    title: str
+    status_word: str
+    sees_waits: bool
+    wait_metrics: str | None
+
+    def options(self) -> Sequence[Decorator]: ...
+
+    def asked(self, values: Mapping[str, Any]) -> bool: ...
+
+    def clues(self, text: str) -> Sequence[Clue]: ...
+
+    def may_run(self, wanted: Wanted) -> bool:
+        """Whether `select` may choose it this run: False only when it surely would
+        not (nothing asks for it: no flag, no config table, no variable)."""
+        ...
+
+
 class ActionProvider(Protocol):
     """A source's actions: `lockwatch.actions` (the CLI's commands, the
     dashboard's session, the audited executor) asks this and never names a

@@ -13,18 +13,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from lockwatch.sources.contract import SourceError
-from lockwatch.sources.secrets import InArguments, url_passwords
 from lockwatch.sources.urls import host_port, scrub
 
 DEFAULT_PORT = 2379
-
-# An --etcd URL with credentials is refused (below); until then it is in `ps`.
-IN_ARGUMENTS = InArguments(
-    "--etcd",
-    url_passwords,
-    "a URL without credentials (a read-only proxy, or client certificates in front of the"
-    " gateway): etcd user authentication is not supported",
-)
 
 
 @dataclass(frozen=True)
