@@ -126,7 +126,6 @@ STARTUP = frozenset(
         "trusted",
         "model.clues",
         "model.hosts",
-        "sources.files.protocols",
     }
 )
 
@@ -173,6 +172,7 @@ LS_OWN = frozenset(
         "sources.files.evidence",
         "sources.files.kernel_found",
         "sources.files.listing",
+        "sources.files.protocols",
         "sources.files.mounts",
         "sources.files.scanner",
         "sources.files.tombstones",

@@ -87,7 +87,12 @@ class MysqlDeclared:
 
     def may_run(self, wanted: Wanted) -> bool:
         # Servers come from the flags or the [mysql] table only (settings.resolve).
-        return self.asked(wanted.values) or wanted.settings(self.name) is not None
+        # --mysql-idle-after alone still loads the plugin: its select refuses a nan.
+        return (
+            self.asked(wanted.values)
+            or wanted.values.get("mysql_idle_after") is not None
+            or wanted.settings(self.name) is not None
+        )
 
 
 DECLARED = MysqlDeclared()

@@ -64,10 +64,12 @@ class PostgresDeclared:
         return clues(text)
 
     def may_run(self, wanted: Wanted) -> bool:
-        # Where dsn.resolve_dsns finds servers: flags, LOCKWATCH_PG, the config, libpq's PG*.
+        # Where dsn.resolve_dsns finds servers: flags, LOCKWATCH_PG, the config, libpq's
+        # PG*. --pg-idle-after alone still loads the plugin: its select refuses a nan.
         environ = wanted.environ
         return (
             self.asked(wanted.values)
+            or wanted.values.get("pg_idle_after") is not None
             or wanted.settings(self.name) is not None
             or bool(environ.get("LOCKWATCH_PG"))
             or any(environ.get(name) for name in LIBPQ_SERVER_VARS)
