@@ -7,7 +7,8 @@ A source (in the spirit of harlequin's adapters) says:
   it (at most 4 characters: the SRC column), its lock ids' `id_prefix`, and one
   line of `summary` for `--help`;
 - the CLI `options` it owns (shared by `ls` and the dashboard) and the
-  `config_tables` of lockwatch.toml it owns (`read_config` checks them);
+  `config_tables` of lockwatch.toml it reads (`read_config` checks them; with
+  none of them in the file it is handed None, its defaults: sources/lazy.py);
 - `select`: from the run's CLI values and config, whether it runs and how —
   the answer, a `Selected`, collects a one-shot listing (`collect`, for `ls`),
   and builds live feeds for the dashboard (`feeds`, emitting change sets);

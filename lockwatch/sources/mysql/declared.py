@@ -42,7 +42,8 @@ class MysqlDeclared:
     label = "my"
     id_prefix = "mysql"
     summary = "MySQL/MariaDB: named locks, InnoDB lock waits, metadata-lock (DDL) queues"
-    config_tables: tuple[str, ...] = ("mysql",)
+    # [[locktables]] too: the lock tables it lists are in the one list both servers read.
+    config_tables: tuple[str, ...] = ("mysql", "locktables")
     title = "MySQL"
     status_word = "my "
     sees_waits = True
