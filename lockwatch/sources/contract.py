@@ -7,7 +7,8 @@ A source (in the spirit of harlequin's adapters) says:
   it (at most 4 characters: the SRC column), its lock ids' `id_prefix`, and one
   line of `summary` for `--help`;
 - the CLI `options` it owns (shared by `ls` and the dashboard) and the
-  `config_tables` of lockwatch.toml it owns (`read_config` checks them);
+  `config_tables` of lockwatch.toml it reads (`read_config` checks them; with
+  none of them in the file it is handed None, its defaults: sources/lazy.py);
 - `select`: from the run's CLI values and config, whether it runs and how —
   the answer, a `Selected`, collects a one-shot listing (`collect`, for `ls`),
   and builds live feeds for the dashboard (`feeds`, emitting change sets);
@@ -226,6 +227,33 @@ class Source(Protocol):
         names that this source can look up: paths, pids, lock names, hints, with
         the tool whose message it is and its docs' advice (`lockwatch why`). Pure:
         no I/O; its ids are recognised by the registry (`for_id`)."""
+        ...
+
+
+class Declared(Protocol):
+    """What a source declares in its light `declared.py` (`DECLARED`): what every
+    run asks of every source, answered without loading its plugin
+    (`sources/lazy.py`). Its plugin's `SOURCE` answers the same, and the rest."""
+
+    name: str
+    label: str
+    id_prefix: str
+    summary: str
+    config_tables: tuple[str, ...]
+    title: str
+    status_word: str
+    sees_waits: bool
+    wait_metrics: str | None
+
+    def options(self) -> Sequence[Decorator]: ...
+
+    def asked(self, values: Mapping[str, Any]) -> bool: ...
+
+    def clues(self, text: str) -> Sequence[Clue]: ...
+
+    def may_run(self, wanted: Wanted) -> bool:
+        """Whether `select` may choose it this run: False only when it surely would
+        not (nothing asks for it: no flag, no config table, no variable)."""
         ...
 
 

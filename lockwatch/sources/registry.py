@@ -1,6 +1,8 @@
 """Every source lockwatch has, in one list: `ls`, the dashboard, the config
 file, recordings, actions and `--help` are built from it. A new source is a
-package under lockwatch/sources/ with a `plugin.SOURCE`, and one line here.
+package under lockwatch/sources/ with a `declared.DECLARED` (what every run asks
+of it) and a `plugin.SOURCE` (the rest, loaded when used: sources/lazy.py), and
+one `LazySource` line here.
 
 Order matters only for what is shown first (listings, --help).
 """
@@ -15,15 +17,20 @@ from typing import Any
 from lockwatch.config import Config, load, refuse_unknown
 from lockwatch.model.facts import Facts
 from lockwatch.sources.contract import Decorator, Selected, Source, Wanted
-from lockwatch.sources.etcd.plugin import SOURCE as ETCD
 from lockwatch.sources.files.plugin import SOURCE as FILES
-from lockwatch.sources.kernel.plugin import SOURCE as KERNEL
-from lockwatch.sources.mysql.plugin import SOURCE as MYSQL
-from lockwatch.sources.postgres.plugin import SOURCE as POSTGRES
-from lockwatch.sources.redis.plugin import SOURCE as REDIS
-from lockwatch.sources.remote.plugin import SOURCE as REMOTE
+from lockwatch.sources.lazy import LazySource
 
-SOURCES: tuple[Source, ...] = (FILES, POSTGRES, KERNEL, REMOTE, REDIS, ETCD, MYSQL)
+# Files are listed by almost every run: its plugin is the entry. Every other source
+# is a LazySource: its declared.py now, its plugin.py once the run uses it.
+SOURCES: tuple[Source, ...] = (
+    FILES,
+    LazySource("lockwatch.sources.postgres"),
+    LazySource("lockwatch.sources.kernel"),
+    LazySource("lockwatch.sources.remote"),
+    LazySource("lockwatch.sources.redis"),
+    LazySource("lockwatch.sources.etcd"),
+    LazySource("lockwatch.sources.mysql"),
+)
 
 
 def by_name(name: str) -> Source | None:

@@ -71,8 +71,9 @@ def loaded(tmp_path: Path, *args: str) -> tuple[list[str], list[str]]:
 
 
 # Every command's start: the console script, the config, the registry with every
-# source's plugin (`ls` and the dashboard take every source's options), and the
-# model those plugins name. Not a source's collection, actions or drivers.
+# source's declaration (`ls` and the dashboard take every source's options: its
+# declared.py) and the files plugin, and the model those name. Not the plugin of a
+# source the run does not use (sources/lazy.py), nor a collection, actions or drivers.
 STARTUP = frozenset(
     {
         "cli",
@@ -97,44 +98,34 @@ STARTUP = frozenset(
         "sources",
         "sources.contract",
         "sources.etcd",
-        "sources.etcd.endpoint",
+        "sources.etcd.declared",
+        "sources.kernel.declared",
+        "sources.lazy",
+        "sources.mysql.declared",
+        "sources.postgres.declared",
+        "sources.redis.declared",
+        "sources.remote.declared",
         "sources.etcd.ids",
-        "sources.etcd.plugin",
         "sources.files",
         "sources.files.ids",
         "sources.files.plugin",
         "sources.kernel",
         "sources.kernel.ids",
-        "sources.kernel.plugin",
-        "sources.locktables",
-        "sources.locktables.config",
         "sources.mysql",
-        "sources.mysql.dsn",
-        "sources.mysql.plugin",
-        "sources.mysql.settings",
         "sources.postgres",
         "sources.postgres.dsn",
         "sources.postgres.ids",
-        "sources.postgres.plugin",
-        "sources.postgres.settings",
         "sources.redis",
-        "sources.redis.endpoint",
         "sources.redis.ids",
-        "sources.redis.plugin",
         "sources.registry",
         "sources.remote",
-        "sources.remote.endpoints",
         "sources.remote.ids",
-        "sources.remote.plugin",
         "sources.secrets",
-        "sources.selection",
         "sources.stores",
         "sources.stores.ids",
-        "sources.urls",
         "trusted",
         "model.clues",
         "model.hosts",
-        "sources.files.protocols",
     }
 )
 
@@ -181,6 +172,7 @@ LS_OWN = frozenset(
         "sources.files.evidence",
         "sources.files.kernel_found",
         "sources.files.listing",
+        "sources.files.protocols",
         "sources.files.mounts",
         "sources.files.scanner",
         "sources.files.tombstones",
@@ -194,6 +186,10 @@ LS_OWN = frozenset(
 # `ls --pg DSN` (tests/postgres/test_start_imports_pg.py): the PostgreSQL listing.
 LS_PG_OWN = frozenset(
     {
+        "sources.postgres.plugin",
+        "sources.postgres.settings",
+        "sources.locktables",
+        "sources.locktables.config",
         "cli.ls",
         "collector",
         "fanout",

@@ -14,21 +14,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lockwatch.sources.contract import SourceError
-from lockwatch.sources.secrets import InArguments, url_passwords
 from lockwatch.sources.urls import host_port, scrub
 
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Wanted
 
 DEFAULT_PORT = 2379
-
-# An --etcd URL with credentials is refused (below); until then it is in `ps`.
-IN_ARGUMENTS = InArguments(
-    "--etcd",
-    url_passwords,
-    "a URL without credentials (a read-only proxy, or client certificates in front of the"
-    " gateway): etcd user authentication is not supported",
-)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import click
-
 from lockwatch.sources.contract import (
     ActionProvider,
     Decorator,
@@ -32,14 +30,13 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.etcd import ids
-from lockwatch.sources.etcd.endpoint import IN_ARGUMENTS
+from lockwatch.sources.etcd.declared import IN_ARGUMENTS, EtcdDeclared
 from lockwatch.sources.secrets import secret_option
 from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
     from lockwatch.sources.etcd.endpoint import EtcdEndpoint
     from lockwatch.sources.etcd.poller import EtcdPoller
 
@@ -83,17 +80,7 @@ def range_prefixes(given: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*DEFAULT_PREFIXES, *given)))
 
 
-class EtcdSource:
-    name = "etcd"
-    label = "etcd"
-    id_prefix = ids.ETCD
-    summary = "etcd v3 locks (etcdctl lock, concurrency mutexes): holders, waiters, leases"
-    config_tables: tuple[str, ...] = ("etcd",)
-    title = "etcd"
-    status_word = ""
-    sees_waits = False
-    wait_metrics: str | None = None
-
+class EtcdSource(EtcdDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
@@ -122,31 +109,6 @@ class EtcdSource:
             )
         ]
 
-    def options(self) -> Sequence[Decorator]:
-        return [
-            secret_option(
-                "--etcd",
-                "etcd_urls",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL",
-                help="An etcd v3 server (http:// or https://, its JSON gateway) to read locks"
-                " from (repeatable).",
-            ),
-            click.option(
-                "--etcd-prefix",
-                "etcd_prefixes",
-                multiple=True,
-                metavar="PREFIX",
-                help="A key prefix holding locks, beside /locks/ (repeatable). A prefix of"
-                " keys, not a directory: /tooz/locks reads /tooz/locks<name> (and"
-                " /tooz/locksmith); end it with / for a directory.",
-            ),
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("etcd_urls"))
-
     def read_config(self, tables: Mapping[str, Any], where: str) -> EtcdSettings:
         return read_settings(tables, where)
 
@@ -167,10 +129,6 @@ class EtcdSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_etcd(target, wanted, host)
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids (etcd:...) are the registry's to recognise.
-        return ()
 
 
 @dataclass(frozen=True)

@@ -74,10 +74,12 @@ class FilesSource:
     def asked(self, values: Mapping[str, Any]) -> bool:
         return bool(values.get("paths"))
 
-    def read_config(self, tables: Mapping[str, Any], where: str) -> Protocols:
+    def read_config(self, tables: Mapping[str, Any], where: str) -> Protocols | None:
+        if "protocols" not in tables:
+            return None  # no [[protocols]]: none declared, and `ls --pg` loads no reader
         from lockwatch.sources.files.protocols import read_protocols
 
-        return read_protocols(tables.get("protocols"), where)
+        return read_protocols(tables["protocols"], where)
 
     def select(self, wanted: Wanted) -> Selected | None:
         if any(not path for path in wanted.paths):

@@ -191,7 +191,11 @@ def load(
         os.close(fd)
     digest = hashlib.sha256(raw).hexdigest()
     links = _links(path, st) if st.st_nlink > 1 else ()
-    return decode_file(_as_read(path, st, digest, raw=raw, links=links), compact=compact)
+    # `_as_read`, spelt out: positional, as every regular file of a scan is made.
+    file = LockFile(
+        path, raw, st.st_mtime, digest, _file_key(st), "file", None, (), st.st_nlink, links
+    )
+    return decode_file(file, compact=compact)
 
 
 def _as_read(path: str, st: os.stat_result, sha256: str | None, **facts: Any) -> LockFile:

@@ -31,11 +31,11 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.kernel import ids
+from lockwatch.sources.kernel.declared import KernelDeclared
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
 
 
@@ -44,19 +44,7 @@ class KernelSettings:
     enabled: bool = False
 
 
-class KernelSource:
-    name = "kernel"
-    label = "kern"
-    id_prefix = ids.KERNEL
-    summary = "the kernel's file locks (/proc/locks): flock, POSIX and OFD, holders and waiters"
-    config_tables: tuple[str, ...] = ("kernel",)
-    # Releasing another process's kernel lock is impossible from outside: the
-    # only action is to signal its holder.
-    title = "kernel locks in"
-    status_word = ""
-    sees_waits = True
-    wait_metrics: str | None = None
-
+class KernelSource(KernelDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
@@ -109,20 +97,6 @@ class KernelSource:
             ),
         ]
 
-    def options(self) -> Sequence[Decorator]:
-        return [
-            click.option(
-                "--kernel",
-                is_flag=True,
-                default=False,
-                help="Also list every kernel file lock (/proc/locks: flock, POSIX, OFD) with its"
-                " holder and waiters [config: kernel.enabled].",
-            )
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("kernel"))
-
     def read_config(self, tables: Mapping[str, Any], where: str) -> KernelSettings:
         from lockwatch.config import ConfigError
 
@@ -172,11 +146,6 @@ class KernelSource:
             could_show=f"kernel locks on {count} under {', '.join(roots)} not shown:"
             " --kernel shows them (and who waits for them)"
         )
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids are the registry's to recognise (kernel:...); its locks are found
-        # through the files they are on (the file source's paths).
-        return ()
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from lockwatch.sources.contract import SourceError
-from lockwatch.sources.secrets import InArguments, hide_from_arguments, url_passwords
+from lockwatch.sources.mysql.declared import IN_ARGUMENTS
+from lockwatch.sources.secrets import hide_from_arguments
 from lockwatch.sources.urls import host_port, scrub
 
 DEFAULT_PORT = 3306
@@ -175,25 +176,6 @@ def server_for(name: str) -> str | None:
 
 
 # -- a password on the command line ------------------------------------------------
-
-
-def _passwords(dsn: str) -> set[str]:
-    found = url_passwords(dsn)
-    try:
-        password = urlsplit(dsn).password
-    except ValueError:
-        return found
-    return found | {password, unquote(password)} if password else found
-
-
-# --mysql's values may carry a password: hidden from `ps` as soon as they are parsed.
-IN_ARGUMENTS = InArguments(
-    "--mysql",
-    _passwords,
-    "an option file (~/.my.cnf, or option_file in the config's [mysql] table), password_file"
-    " in the config's [mysql] table, or MYSQL_PWD (which MySQL calls insecure: some systems"
-    " show a process's environment to other users; Linux shows it to its owner and root only)",
-)
 
 
 def note_command_line(dsns: Sequence[str]) -> None:

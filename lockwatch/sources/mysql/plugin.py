@@ -24,8 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import click
-
 from lockwatch.sources.contract import (
     ActionProvider,
     Decorator,
@@ -36,9 +34,8 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
-from lockwatch.sources.mysql.dsn import IN_ARGUMENTS
+from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER, IN_ARGUMENTS, MysqlDeclared
 from lockwatch.sources.mysql.settings import (
-    DEFAULT_IDLE_AFTER,
     DEFAULTS,
     MySettings,
     read_settings,
@@ -50,7 +47,6 @@ from lockwatch.sources.selection import StoreSelection
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
     from lockwatch.sources.locktables.config import TableSpec
     from lockwatch.sources.mysql.dsn import Endpoint
     from lockwatch.sources.mysql.server import MyServer
@@ -63,17 +59,7 @@ DEFAULT_REFRESH = 2.0
 LOCAL_SOCKETS = ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/tmp/mysql.sock")
 
 
-class MysqlSource:
-    name = "mysql"
-    label = "my"
-    id_prefix = "mysql"
-    summary = "MySQL/MariaDB: named locks, InnoDB lock waits, metadata-lock (DDL) queues"
-    config_tables: tuple[str, ...] = ("mysql",)
-    title = "MySQL"
-    status_word = "my "
-    sees_waits = True
-    wait_metrics: str | None = "mysql"
-
+class MysqlSource(MysqlDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
@@ -102,38 +88,6 @@ class MysqlSource:
                 help="The server a MySQL TARGET lives on (repeatable).",
             )
         ]
-
-    def options(self) -> Sequence[Decorator]:
-        return [
-            secret_option(
-                "--mysql",
-                "mysql_dsns",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="DSN",
-                help="A MySQL or MariaDB server: mysql://user@host:port/db or a unix socket's"
-                " path (repeatable; password from MYSQL_PWD, ~/.my.cnf or mysql.password_file).",
-            ),
-            click.option(
-                "--mysql-idle-after",
-                type=click.FloatRange(min=0),
-                default=None,
-                metavar="SECONDS",
-                help="Idle (in transaction) holders older than this are stale"
-                f" [default: {DEFAULT_IDLE_AFTER:g}].",
-            ),
-            click.option(
-                "--mysql-lock",
-                "mysql_locks",
-                multiple=True,
-                metavar="NAME",
-                help="A GET_LOCK name to ask IS_USED_LOCK about (repeatable; MariaDB"
-                " without the metadata_lock_info plugin).",
-            ),
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("mysql_dsns"))
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> MySettings:
         return read_settings(tables, where)
@@ -170,11 +124,6 @@ class MysqlSource:
             LOCAL_SOCKETS,
             "--mysql mysql://USER@127.0.0.1:3306 shows its locks",
         )
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        from lockwatch.sources.mysql.messages import clues
-
-        return clues(text)
 
 
 @dataclass(frozen=True)

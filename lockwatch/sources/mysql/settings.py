@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.sources.locktables.config import TableSpec, read_specs
+from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER as DEFAULT_IDLE_AFTER
 
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Wanted
     from lockwatch.sources.mysql.dsn import Endpoint
 
 # Seconds a holder may sit idle (in a transaction) before its locks count as stale.
-DEFAULT_IDLE_AFTER = 60.0
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
@@ -47,9 +45,9 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.postgres import ids
+from lockwatch.sources.postgres.declared import PostgresDeclared
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS
 from lockwatch.sources.postgres.settings import (
-    DEFAULT_IDLE_AFTER,
     PgSettings,
     defaults,
     read_settings,
@@ -59,7 +57,6 @@ from lockwatch.sources.secrets import secret_option
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
 
 DEFAULT_REFRESH = 2.0
@@ -69,17 +66,7 @@ DEFAULT_REFRESH = 2.0
 LOCAL_SOCKETS = ("/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432")
 
 
-class PostgresSource:
-    name = "postgres"
-    label = "pg"
-    id_prefix = ids.PG
-    summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
-    config_tables: tuple[str, ...] = ("postgres", "advisory", "locktables")
-    title = "PostgreSQL"
-    status_word = "pg "
-    sees_waits = True
-    wait_metrics: str | None = "pg"
-
+class PostgresSource(PostgresDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start
@@ -109,34 +96,6 @@ class PostgresSource:
                 help="The server a Postgres TARGET lives on (repeatable).",
             )
         ]
-
-    def options(self) -> Sequence[Decorator]:
-        return [
-            secret_option(
-                "--pg",
-                "pg_dsns",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="DSN",
-                help="A PostgreSQL server to read pg_locks from (repeatable).",
-            ),
-            click.option(
-                "--pg-idle-after",
-                type=click.FloatRange(min=0),
-                default=None,
-                metavar="SECONDS",
-                help="Idle (in transaction) holders older than this are stale"
-                f" [default: {DEFAULT_IDLE_AFTER:g}].",
-            ),
-            click.option(
-                "--pg-all",
-                is_flag=True,
-                help="Every pg_locks row, not only contended and advisory ones.",
-            ),
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("pg_dsns"))
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> PgSettings:
         return read_settings(tables, where)
@@ -179,11 +138,6 @@ class PostgresSource:
             LOCAL_SOCKETS,
             "--pg postgresql://USER@127.0.0.1:5432/postgres (or LOCKWATCH_PG) shows its locks",
         )
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        from lockwatch.sources.postgres.messages import clues
-
-        return clues(text)
 
 
 def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:

@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.sources.locktables.config import TableSpec, read_specs
 
+# Seconds a session may sit idle in a transaction holding locks before it is
+# suspect (facts.py names it too): declared.py's, which the CLI's options name.
+from lockwatch.sources.postgres.declared import DEFAULT_IDLE_AFTER as DEFAULT_IDLE_AFTER
+
 if TYPE_CHECKING:
     from lockwatch.sources.postgres.facts import AdvisoryNames
-
-# Seconds a session may sit idle in a transaction holding locks before it is
-# suspect (facts.py names it too). Here, so that the CLI's options and the config
-# need not load the source's facts, display and rules: `ls` of lock files never does.
-DEFAULT_IDLE_AFTER = 60.0
 
 
 @dataclass(frozen=True)

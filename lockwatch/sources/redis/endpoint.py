@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from lockwatch.sources.contract import SourceError
-from lockwatch.sources.secrets import InArguments, url_passwords
 from lockwatch.sources.urls import host_port, scrub
 
 if TYPE_CHECKING:
@@ -31,12 +30,6 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 6379
 SCHEMES = ("redis", "rediss", "unix")
 PASSWORD_ENV = "REDISCLI_AUTH"
-
-# --redis's and --redlock's URLs may carry a password: hidden from `ps` as soon
-# as they are parsed.
-_INSTEAD = "REDISCLI_AUTH, or password_file in the config's [redis] table"
-IN_ARGUMENTS = InArguments("--redis", url_passwords, _INSTEAD)
-REDLOCK_IN_ARGUMENTS = InArguments("--redlock", url_passwords, _INSTEAD)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import click
-
 from lockwatch.sources.contract import (
     ActionProvider,
     Decorator,
@@ -33,14 +31,14 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.redis import ids
-from lockwatch.sources.redis.endpoint import DEFAULT_PORT, IN_ARGUMENTS, REDLOCK_IN_ARGUMENTS
+from lockwatch.sources.redis.declared import IN_ARGUMENTS, RedisDeclared
+from lockwatch.sources.redis.endpoint import DEFAULT_PORT
 from lockwatch.sources.secrets import secret_option
 from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
     from lockwatch.sources.redis.endpoint import RedisEndpoint
     from lockwatch.sources.redis.poll import RedisPoller
 
@@ -114,20 +112,7 @@ def read_settings(data: Mapping[str, Any], where: str) -> RedisSettings:
     return RedisSettings(urls, patterns, password_file, groups, tuple(sorted(limits.items())))
 
 
-class RedisSource:
-    name = "redis"
-    label = "rds"
-    id_prefix = ids.REDIS
-    summary = (
-        "Redis locks (redis-py, python-redis-lock, Redlock, Redisson, redis-semaphore,"
-        " portalocker): tokens, TTLs, waiters"
-    )
-    config_tables: tuple[str, ...] = ("redis",)
-    title = "Redis"
-    status_word = ""
-    sees_waits = False
-    wait_metrics: str | None = None
-
+class RedisSource(RedisDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
@@ -168,39 +153,6 @@ class RedisSource:
             )
         ]
 
-    def options(self) -> Sequence[Decorator]:
-        return [
-            secret_option(
-                "--redis",
-                "redis_urls",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL",
-                help="A Redis server to read lock keys from: redis://, rediss:// or unix://"
-                " (repeatable; password from the URL, REDISCLI_AUTH or redis.password_file).",
-            ),
-            click.option(
-                "--redis-pattern",
-                "redis_patterns",
-                multiple=True,
-                metavar="GLOB",
-                help="SCAN pattern for lock keys (repeatable)"
-                " [default: lock:*, redlock:*, *lock, *Lock].",
-            ),
-            secret_option(
-                "--redlock",
-                "redlock_groups",
-                carries=REDLOCK_IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL,URL,...",
-                help="The servers of one Redlock group, comma-separated: each lock shown once,"
-                " with how many servers hold it (repeatable).",
-            ),
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("redis_urls") or values.get("redlock_groups"))
-
     def hint(self, wanted: Wanted, running: bool) -> Hint | None:
         """Not watching any: a Redis server on this host, seen by its port or
         socket (nothing connects), and the flag that would watch it."""
@@ -240,10 +192,6 @@ class RedisSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_redis(target, wanted, host)
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids (redis:...) are the registry's to recognise.
-        return ()
 
 
 def _endpoints(

@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
@@ -33,6 +31,7 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.remote import ids
+from lockwatch.sources.remote.declared import RemoteDeclared
 from lockwatch.sources.remote.endpoints import (
     DEFAULT_TIMEOUT,
     EndpointError,
@@ -47,7 +46,6 @@ from lockwatch.sources.remote.ids import REMOTE as REMOTE_KIND
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
     from lockwatch.sources.feed import Feed
     from lockwatch.sources.remote.document import RemoteListing
 
@@ -57,19 +55,7 @@ FEED_GRACE = 1.0
 DEFAULTS = RemoteSettings()
 
 
-class RemoteSource:
-    name = REMOTE_KIND
-    label = "rmt"
-    id_prefix = ids.REMOTE
-    summary = "other hosts' locks, from their `lockwatch serve` (/v1/locks): read-only here"
-    config_tables: tuple[str, ...] = ("remote",)
-    # Nothing is done to another host's lock from here: the refusal names the
-    # command to run there (sources/remote/actions.py).
-    title = "remote"
-    status_word = "remote "
-    sees_waits = False
-    wait_metrics: str | None = None
-
+class RemoteSource(RemoteDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
@@ -86,28 +72,6 @@ class RemoteSource:
 
     def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
         return ()
-
-    def options(self) -> Sequence[Decorator]:
-        return [
-            click.option(
-                "--remote",
-                "remotes",
-                multiple=True,
-                metavar="URL",
-                help="Another host's `lockwatch serve` whose locks to show too, with their"
-                " host, read-only (repeatable) [config: remote.urls].",
-            ),
-            click.option(
-                "--remote-token-file",
-                metavar="FILE",
-                default=None,
-                help="A file holding the bearer token for the --remote URLs [config:"
-                " remote.token_file, remote.token_files].",
-            ),
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("remotes"))
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> RemoteSettings:
         return read_settings(tables, where)
@@ -135,10 +99,6 @@ class RemoteSource:
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_remote(target)
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids are the registry's to recognise.
-        return ()
 
 
 @dataclass(frozen=True)

@@ -129,15 +129,18 @@ class Fields:
         self.defects.append(schema_violation(f"field {key!r} must be {kind}, got {got}"))
 
     def text(self, key: str, *, required: bool = True, allow_int: bool = False) -> str | None:
-        value = self._get(key, required, "string")
+        # `_get`, inlined: a scan reads a few texts of every lock file.
+        value = self.doc.get(key)
+        if value is None:
+            if required:
+                self.defects.append(schema_violation(f"required field {key!r} (string) is missing"))
+            return None
         if type(value) is str:
             if not required or (value and not value.isspace()):
                 # Short texts repeat across a tree's locks (a host, a user, a
                 # session name): one object each, shared by every lock of a scan's
                 # chunk (pickling keeps one copy of an object it meets again).
                 return sys.intern(value) if len(value) <= _SHARED_CHARS else value
-        elif value is None:
-            return None
         elif allow_int and type(value) is int:
             return str(value)
         self._wrong(key, "a non-empty string")

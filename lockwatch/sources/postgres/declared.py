@@ -1,0 +1,79 @@
+"""What every run asks of the postgres source, without loading its plugin
+(`sources/lazy.py`): its names, options and config tables, and whether it may run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lockwatch.sources.postgres import ids
+from lockwatch.sources.postgres.dsn import IN_ARGUMENTS, LIBPQ_SERVER_VARS
+from lockwatch.sources.secrets import secret_option
+
+if TYPE_CHECKING:
+    from lockwatch.model.clues import Clue
+    from lockwatch.sources.contract import Decorator, Wanted
+
+DEFAULT_IDLE_AFTER = 60.0
+
+
+class PostgresDeclared:
+    name = "postgres"
+    label = "pg"
+    id_prefix = ids.PG
+    summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
+    config_tables: tuple[str, ...] = ("postgres", "advisory", "locktables")
+    title = "PostgreSQL"
+    status_word = "pg "
+    sees_waits = True
+    wait_metrics: str | None = "pg"
+
+    def options(self) -> Sequence[Decorator]:
+        return [
+            secret_option(
+                "--pg",
+                "pg_dsns",
+                carries=IN_ARGUMENTS,
+                multiple=True,
+                metavar="DSN",
+                help="A PostgreSQL server to read pg_locks from (repeatable).",
+            ),
+            click.option(
+                "--pg-idle-after",
+                type=click.FloatRange(min=0),
+                default=None,
+                metavar="SECONDS",
+                help="Idle (in transaction) holders older than this are stale"
+                f" [default: {DEFAULT_IDLE_AFTER:g}].",
+            ),
+            click.option(
+                "--pg-all",
+                is_flag=True,
+                help="Every pg_locks row, not only contended and advisory ones.",
+            ),
+        ]
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return bool(values.get("pg_dsns"))
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        from lockwatch.sources.postgres.messages import clues
+
+        return clues(text)
+
+    def may_run(self, wanted: Wanted) -> bool:
+        # Where dsn.resolve_dsns finds servers: flags, LOCKWATCH_PG, the config, libpq's
+        # PG*. --pg-idle-after alone still loads the plugin: its select refuses a nan.
+        environ = wanted.environ
+        return (
+            self.asked(wanted.values)
+            or wanted.values.get("pg_idle_after") is not None
+            or wanted.settings(self.name) is not None
+            or bool(environ.get("LOCKWATCH_PG"))
+            or any(environ.get(name) for name in LIBPQ_SERVER_VARS)
+        )
+
+
+DECLARED = PostgresDeclared()

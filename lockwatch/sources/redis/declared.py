@@ -1,0 +1,81 @@
+"""What every run asks of the redis source, without loading its plugin
+(`sources/lazy.py`): its names, options and config table, and whether it may run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lockwatch.sources.redis import ids
+from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
+
+if TYPE_CHECKING:
+    from lockwatch.model.clues import Clue
+    from lockwatch.sources.contract import Decorator, Wanted
+
+# --redis's and --redlock's URLs may carry a password: hidden from `ps` as soon
+# as they are parsed.
+_INSTEAD = "REDISCLI_AUTH, or password_file in the config's [redis] table"
+IN_ARGUMENTS = InArguments("--redis", url_passwords, _INSTEAD)
+REDLOCK_IN_ARGUMENTS = InArguments("--redlock", url_passwords, _INSTEAD)
+
+
+class RedisDeclared:
+    name = "redis"
+    label = "rds"
+    id_prefix = ids.REDIS
+    summary = (
+        "Redis locks (redis-py, python-redis-lock, Redlock, Redisson, redis-semaphore,"
+        " portalocker): tokens, TTLs, waiters"
+    )
+    config_tables: tuple[str, ...] = ("redis",)
+    title = "Redis"
+    status_word = ""
+    sees_waits = False
+    wait_metrics: str | None = None
+
+    def options(self) -> Sequence[Decorator]:
+        return [
+            secret_option(
+                "--redis",
+                "redis_urls",
+                carries=IN_ARGUMENTS,
+                multiple=True,
+                metavar="URL",
+                help="A Redis server to read lock keys from: redis://, rediss:// or unix://"
+                " (repeatable; password from the URL, REDISCLI_AUTH or redis.password_file).",
+            ),
+            click.option(
+                "--redis-pattern",
+                "redis_patterns",
+                multiple=True,
+                metavar="GLOB",
+                help="SCAN pattern for lock keys (repeatable)"
+                " [default: lock:*, redlock:*, *lock, *Lock].",
+            ),
+            secret_option(
+                "--redlock",
+                "redlock_groups",
+                carries=REDLOCK_IN_ARGUMENTS,
+                multiple=True,
+                metavar="URL,URL,...",
+                help="The servers of one Redlock group, comma-separated: each lock shown once,"
+                " with how many servers hold it (repeatable).",
+            ),
+        ]
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return bool(values.get("redis_urls") or values.get("redlock_groups"))
+
+    def may_run(self, wanted: Wanted) -> bool:
+        # Servers come from the flags or the [redis] table only.
+        return self.asked(wanted.values) or wanted.settings(self.name) is not None
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        # Its ids (redis:...) are the registry's to recognise.
+        return ()
+
+
+DECLARED = RedisDeclared()
