@@ -171,6 +171,7 @@ def test_an_entry_for_another_database_or_without_unlocked(
     assert table_locks(dsn, config, database) == []
 
     config.write_text(CONFIG.format(database=database).replace("unlocked = false\n", ""))
+    past_last_change(endpoint_of(dsn), database, "deploy_lock")
     (lock,) = table_locks(dsn, config, database)
     code, _, err = _lw(
         "break", lock["id"], "--yes", "--force", "--audit-log", str(tmp_path / "a.jsonl"),
