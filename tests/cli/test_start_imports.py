@@ -129,15 +129,9 @@ STARTUP = frozenset(
     }
 )
 
-# `ls DIR`: the file scan, every format's decoder, the kernel's word on each file.
-LS_OWN = frozenset(
+# Every lock format's decoder: `ls DIR` and `why` read files with them all.
+DECODERS = frozenset(
     {
-        "cli.ls",
-        "collector",
-        "fanout",
-        "model.conflicts",
-        "model.handover",
-        "model.report",
         "sources.files.decoders",
         "sources.files.decoders.base",
         "sources.files.decoders.cargo",
@@ -169,6 +163,18 @@ LS_OWN = frozenset(
         "sources.files.decoders.tower_fleet",
         "sources.files.decoders.vim_swap",
         "sources.files.decoders.zc_lockfile",
+    }
+)
+
+# `ls DIR`: the file scan, every format's decoder, the kernel's word on each file.
+LS_OWN = DECODERS | frozenset(
+    {
+        "cli.ls",
+        "collector",
+        "fanout",
+        "model.conflicts",
+        "model.handover",
+        "model.report",
         "sources.files.evidence",
         "sources.files.kernel_found",
         "sources.files.listing",
@@ -218,7 +224,7 @@ LS_PG_OWN = frozenset(
 )
 
 # `why TEXT`: each source's messages, and the file it names looked at.
-WHY_OWN = frozenset(
+WHY_OWN = DECODERS | frozenset(
     {
         "cli.table",
         "cli.why",
@@ -228,37 +234,6 @@ WHY_OWN = frozenset(
         "model.columns",
         "model.events",
         "model.handover",
-        "sources.files.decoders",
-        "sources.files.decoders.base",
-        "sources.files.decoders.cargo",
-        "sources.files.decoders.clawdbot",
-        "sources.files.decoders.clawdbot_gateway",
-        "sources.files.decoders.clawdbot_session",
-        "sources.files.decoders.dispatch",
-        "sources.files.decoders.dpkg",
-        "sources.files.decoders.emacs",
-        "sources.files.decoders.flufl",
-        "sources.files.decoders.generic",
-        "sources.files.decoders.git",
-        "sources.files.decoders.gitclaw",
-        "sources.files.decoders.kernel_file",
-        "sources.files.decoders.leveldb",
-        "sources.files.decoders.liblockfile",
-        "sources.files.decoders.libreoffice",
-        "sources.files.decoders.little_loops",
-        "sources.files.decoders.lockdir",
-        "sources.files.decoders.loops_queue",
-        "sources.files.decoders.mercurial",
-        "sources.files.decoders.pacman",
-        "sources.files.decoders.procmail",
-        "sources.files.decoders.pylockfile",
-        "sources.files.decoders.rpm",
-        "sources.files.decoders.softfilelock",
-        "sources.files.decoders.sqlite",
-        "sources.files.decoders.terraform",
-        "sources.files.decoders.tower_fleet",
-        "sources.files.decoders.vim_swap",
-        "sources.files.decoders.zc_lockfile",
         "sources.files.kernel_found",
         "sources.files.messages",
         "sources.files.mounts",
