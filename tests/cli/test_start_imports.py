@@ -106,6 +106,9 @@ STARTUP = frozenset(
         "sources.redis.declared",
         "sources.remote.declared",
         "sources.etcd.ids",
+        "sources.k8s",
+        "sources.k8s.declared",
+        "sources.k8s.ids",
         "sources.files",
         "sources.files.ids",
         "sources.files.plugin",
@@ -239,6 +242,7 @@ WHY_OWN = DECODERS | frozenset(
         "sources.files.mounts",
         "sources.files.scanner",
         "sources.files.tombstones",
+        "sources.k8s.messages",
         "sources.mysql.messages",
         "sources.postgres.messages",
     }

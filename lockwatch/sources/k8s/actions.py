@@ -148,7 +148,7 @@ class K8sActions(ActionsBase):
         return plan_break(kind, lock, verdict)
 
     def reach(self, wanted: Wanted) -> Mapping[str, Any]:
-        from lockwatch.sources.k8s.plugin import cluster_of
+        from lockwatch.sources.k8s.settings import cluster_of
 
         try:
             return {REACH: Reach(cluster_of(wanted))}

@@ -10,24 +10,22 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.clues import ClueKind, Match, Sureness
 from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.sources.k8s.rules import (
+    POD_GONE,
+    POD_NOT_A_POD,
+    POD_NOT_RUNNING,
+    WARNINGS,
+    candidate_rows,
+    judge_candidate,
+    judge_lease,
+    lease_rows,
+)
 
 if TYPE_CHECKING:
     from lockwatch.model.clues import Clue
     from lockwatch.model.lock import Lock
     from lockwatch.model.process import ProcessLookup
     from lockwatch.model.verdict import Verdict
-
-# What lockwatch knows of the holder's pod (holderIdentity read as a pod name, or
-# `<hostname>_<uuid>` as kube-controller-manager and kube-scheduler write it).
-POD_RUNNING = "running"
-POD_NOT_RUNNING = "not-running"  # its pod is there, but Succeeded/Failed or being deleted
-POD_GONE = "gone"  # no pod of that name in the Lease's namespace
-POD_UNKNOWN = "unknown"  # pods could not be read (RBAC: pod_detail says what is missing)
-POD_NOT_A_POD = ""  # nobody holds it, or its holder is a node (kube-node-lease)
-
-# Holder changes lockwatch saw within FLAP_WINDOW seconds, from which a Lease flaps.
-FLAP_WINDOW = 600.0
-FLAP_CHANGES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +64,6 @@ class LeaseFacts(Facts):
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
     ) -> Verdict:
-        from lockwatch.sources.k8s.rules import judge_lease
-
         return judge_lease(self, now)
 
     def extend_record(self, record: dict[str, Any]) -> None:
@@ -102,13 +98,9 @@ class LeaseFacts(Facts):
         return self.first_seen_at if self.acquire_time is None else None
 
     def sections(self, lock: Lock, now: datetime) -> Sequence[Section]:
-        from lockwatch.sources.k8s.rules import lease_rows
-
         return (Section("Kubernetes Lease", lease_rows(self, now)),)
 
     def warning_codes(self) -> frozenset[str]:
-        from lockwatch.sources.k8s.rules import WARNINGS
-
         return WARNINGS
 
     def matches_text(self, needle: str) -> bool:
@@ -166,8 +158,6 @@ class CandidateFacts(Facts):
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
     ) -> Verdict:
-        from lockwatch.sources.k8s.rules import judge_candidate
-
         return judge_candidate(self, now)
 
     def extend_record(self, record: dict[str, Any]) -> None:
@@ -193,8 +183,6 @@ class CandidateFacts(Facts):
         return f"k8s {self.server}"
 
     def sections(self, lock: Lock, now: datetime) -> Sequence[Section]:
-        from lockwatch.sources.k8s.rules import candidate_rows
-
         return (Section("Kubernetes LeaseCandidate", candidate_rows(self, now)),)
 
     def matches_text(self, needle: str) -> bool:

@@ -11,14 +11,13 @@ import orjson
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.k8s import ids
 from lockwatch.sources.k8s.api import parse_time
-from lockwatch.sources.k8s.facts import (
+from lockwatch.sources.k8s.facts import CandidateFacts, LeaseFacts
+from lockwatch.sources.k8s.rules import (
     POD_GONE,
     POD_NOT_A_POD,
     POD_NOT_RUNNING,
     POD_RUNNING,
     POD_UNKNOWN,
-    CandidateFacts,
-    LeaseFacts,
 )
 from lockwatch.sources.k8s.server import LeaseSnapshot, PodsSeen, lease_key, record_of
 

@@ -29,17 +29,22 @@ from typing import TYPE_CHECKING
 from lockwatch.model.humanize import duration as words
 from lockwatch.model.lock import Reason
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.k8s.facts import (
-    FLAP_CHANGES,
-    FLAP_WINDOW,
-    POD_GONE,
-    POD_NOT_RUNNING,
-    POD_UNKNOWN,
-)
 
 if TYPE_CHECKING:
     from lockwatch.model.facts import Row
     from lockwatch.sources.k8s.facts import CandidateFacts, LeaseFacts
+
+# What lockwatch knows of the holder's pod (holderIdentity read as a pod name, or
+# `<hostname>_<uuid>` as kube-controller-manager and kube-scheduler write it).
+POD_RUNNING = "running"
+POD_NOT_RUNNING = "not-running"  # its pod is there, but Succeeded/Failed or being deleted
+POD_GONE = "gone"  # no pod of that name in the Lease's namespace
+POD_UNKNOWN = "unknown"  # pods could not be read (RBAC: pod_detail says what is missing)
+POD_NOT_A_POD = ""  # nobody holds it, or its holder is a node (kube-node-lease)
+
+# Holder changes lockwatch saw within FLAP_WINDOW seconds, from which a Lease flaps.
+FLAP_WINDOW = 600.0
+FLAP_CHANGES = 3
 
 PAST_DUE = "k8s_past_due"
 PAST_DUE_BY_CLOCK = "k8s_past_due_by_clock"

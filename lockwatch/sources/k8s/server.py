@@ -33,8 +33,8 @@ from lockwatch.sources.k8s.api import (
     Forbidden,
     Listed,
 )
-from lockwatch.sources.k8s.facts import FLAP_WINDOW
 from lockwatch.sources.k8s.kubeconfig import Cluster, KubeconfigError
+from lockwatch.sources.k8s.rules import FLAP_WINDOW
 
 # Leases lockwatch keeps observations of; one that disappears is forgotten.
 MAX_LEASES = 10_000
