@@ -243,7 +243,7 @@ class FakeApi:
             "PUT": "update",
         }[method]
         full = f"{resource}.{g}" if g else resource
-        if (verb, full, namespace) in self.denied or (verb, full, None) in self.denied:
+        if (verb, full, namespace) in self.denied:  # None: at cluster scope
             where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
             message = (
                 f'{full} is forbidden: User "system:serviceaccount:lockwatch:reader" cannot'

@@ -68,6 +68,12 @@ class Cluster:
         return self.token
 
     def headers(self) -> dict[str, str]:
+        if not self.base.startswith("https://") and (self.token or self.token_file or self.basic):
+            # Credentials in clear text to whoever listens on the way: never sent.
+            raise KubeconfigError(
+                f"context {self.context!r}: its server is http://, and lockwatch sends a token"
+                " or password over https:// only"
+            )
         token = self.bearer()
         if token:
             return {"Authorization": f"Bearer {token}"}

@@ -199,7 +199,12 @@ class LeaseServer:
         notes: list[str] = []
         listed: list[Listed] = []
         for namespace in self.namespaces or (None,):
-            found = api.list("coordination.k8s.io/v1", "leases", namespace, LEASES)
+            try:
+                found = api.list("coordination.k8s.io/v1", "leases", namespace, LEASES)
+            except Forbidden as exc:
+                if namespace is None:  # a namespaced Role may still allow some
+                    raise ApiError(403, f"{exc}: name namespaces with --k8s-namespace") from None
+                raise
             if found is None:
                 raise ApiError(404, "this server serves no coordination.k8s.io/v1 Leases")
             listed.append(found)
