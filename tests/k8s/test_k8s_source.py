@@ -303,3 +303,36 @@ def test_why_recognises_client_go_lease_messages(line: str) -> None:
     )
     assert clue.options == (("k8s", True),)
     assert clue.advice
+
+
+def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    from lockwatch.model.board import Board
+    from lockwatch.model.changes import ChangeSet, judge
+    from lockwatch.serve.metrics import figures
+    from tests.serve.test_metrics import exposition
+
+    start = datetime.now(UTC)
+    clock = FrozenClock(start)
+    lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=6, now=start)
+    lease(fake, "apps", "dead", "dead-0", renewed=900, now=start)
+    server = LeaseServer(resolve(config), clock=clock)
+    try:
+        snapshot = server.poll()
+    finally:
+        server.close()
+    assert snapshot is not None
+    entries = judge(to_locks(snapshot), StaticProcesses(), start, "host")
+    board = Board("host")
+    board.apply(ChangeSet("k8s", start, (server.status,), upserts=tuple(entries)))
+    clock.advance(30)
+    samples = exposition(figures(board, clock.now(), sources=["k8s"]))
+    labels = (("name", "kube-system/kube-scheduler"), ("server", fake.name))
+    assert samples[("lockwatch_k8s_lease_transitions", labels)] == 6
+    assert samples[("lockwatch_k8s_lease_holder_age_seconds", labels)] == pytest.approx(3630)
+    assert samples[("lockwatch_k8s_lease_unrenewed_seconds", labels)] == pytest.approx(30)
+    assert samples[("lockwatch_k8s_lease_candidates", labels)] == 0
+    assert samples[("lockwatch_locks", (("source", "k8s"), ("state", "stale")))] == 1
+    stale = (("format", "k8s-lease"), ("name", "apps/dead"), ("source", "k8s"))
+    assert samples[("lockwatch_lock_stale", stale)] == 1

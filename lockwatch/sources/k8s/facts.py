@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.clues import ClueKind, Match, Sureness
-from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.facts import Facts, Party, Section, Series
 from lockwatch.sources.k8s.rules import (
     POD_GONE,
     POD_NOT_A_POD,
@@ -111,6 +111,44 @@ class LeaseFacts(Facts):
         if clue.kind is ClueKind.NAME and clue.value in (self.key, self.name):
             return Match(Sureness.CERTAIN, f"Lease {self.key}, which the text names")
         return Facts.named_by(self, lock, clue)
+
+    def series(self, lock: Lock) -> Sequence[Series]:
+        """serve's gauges of a Lease: how long its holder has held it (acquireTime),
+        how long lockwatch has seen no renewal, its transitions, its queue."""
+        out = [
+            Series(
+                "lockwatch_k8s_lease_unrenewed_seconds",
+                "Seconds lockwatch has seen no change of a Lease's record (client-go's"
+                " observed time): past leaseDurationSeconds, candidates take it.",
+                self.server,
+                since=self.observed_at,
+            ),
+            Series(
+                "lockwatch_k8s_lease_candidates",
+                "LeaseCandidates waiting for a Lease.",
+                self.server,
+                value=float(len(self.candidates)),
+            ),
+        ]
+        if self.holder and self.acquire_time is not None:
+            out.append(
+                Series(
+                    "lockwatch_k8s_lease_holder_age_seconds",
+                    "Seconds since a Lease's holder acquired it (acquireTime).",
+                    self.server,
+                    since=self.acquire_time,
+                )
+            )
+        if self.transitions is not None:
+            out.append(
+                Series(
+                    "lockwatch_k8s_lease_transitions",
+                    "A Lease's leaseTransitions: how often leadership changed hands.",
+                    self.server,
+                    value=float(self.transitions),
+                )
+            )
+        return out
 
     # --- the Contention view: candidates wait on the holder -----------------------
 
