@@ -336,3 +336,33 @@ def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
     assert samples[("lockwatch_locks", (("source", "k8s"), ("state", "stale")))] == 1
     stale = (("format", "k8s-lease"), ("name", "apps/dead"), ("source", "k8s"))
     assert samples[("lockwatch_lock_stale", stale)] == 1
+
+
+def test_a_recording_keeps_the_leases_facts(
+    fake: FakeApi, config: dict[str, str], tmp_path: Path
+) -> None:
+    from lockwatch.model import codec
+    from lockwatch.model.changes import ChangeSet, judge
+    from lockwatch.sources.k8s.facts import CandidateFacts, LeaseFacts
+    from lockwatch.sources.recording import Recorder, ReplayFeed
+
+    now = datetime.now(UTC)
+    lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=2)
+    fake.put("leasecandidates", "kube-system", "ks-node2", {"leaseName": "kube-scheduler"})
+    server = LeaseServer(resolve(config))
+    try:
+        snapshot = server.poll()
+    finally:
+        server.close()
+    assert snapshot is not None
+    entries = judge(to_locks(snapshot), StaticProcesses(), now, "host")
+    change = ChangeSet(f"k8s:{fake.name}", now, upserts=tuple(entries))
+    path = tmp_path / "incident.rec"
+    recorder = Recorder(path, host="host", now=now)
+    recorder.write(change)
+    recorder.close()
+    (line,) = ReplayFeed.open(path)._lines
+    back = codec.loads_line(line)
+    assert isinstance(back, ChangeSet) and back.upserts == change.upserts
+    kinds = {type(entry.lock.facts) for entry in back.upserts}
+    assert kinds == {LeaseFacts, CandidateFacts}
