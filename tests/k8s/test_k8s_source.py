@@ -366,3 +366,20 @@ def test_a_recording_keeps_the_leases_facts(
     assert isinstance(back, ChangeSet) and back.upserts == change.upserts
     kinds = {type(entry.lock.facts) for entry in back.upserts}
     assert kinds == {LeaseFacts, CandidateFacts}
+
+
+def test_why_looks_the_lease_of_a_failed_renewal_up_on_the_cluster(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    lease(fake, "kube-system", "kube-scheduler", "node1_ab", renewed=500)
+    line = (
+        "E1207 14:50:00.777777       1 leaderelection.go:369] failed to renew lease"
+        " kube-system/kube-scheduler: timed out waiting for the condition"
+    )
+    code, out, err = run_cli("why", "--json", line, env=config)
+    assert code == 0, err
+    document = json.loads(out)
+    (found,) = document["locks"]
+    assert found["id"] == ids.k8s_id(fake.name, "lease", "kube-system", "kube-scheduler")
+    assert found["state"] == "stale"
+    assert document["clues"][0]["tool"] == "client-go"

@@ -24,7 +24,9 @@ class K8sDeclared:
     title = "Kubernetes"
     status_word = "k8s "
     sees_waits = True
-    wait_metrics: str | None = None
+    # LeaseCandidates wait on a Lease's holder: lockwatch_k8s_blocked_sessions {server}
+    # and its kin count them (and `why` looks Leases up on the cluster).
+    wait_metrics: str | None = "k8s"
 
     def options(self) -> Sequence[Decorator]:
         return [

@@ -155,6 +155,9 @@ class LeaseFacts(Facts):
     def group(self) -> str:
         return f"k8s:{self.server}"
 
+    def wait_metrics_server(self) -> str:
+        return self.server
+
     def holds_as(self) -> tuple[str, str, str] | None:
         return (self.namespace, self.name, self.holder) if self.holder else None
 
@@ -231,6 +234,9 @@ class CandidateFacts(Facts):
 
     def group(self) -> str:
         return f"k8s:{self.server}"
+
+    def wait_metrics_server(self) -> str:
+        return self.server
 
     def waits(self) -> tuple[tuple[str, str, str], tuple[tuple[str, str, str], ...]] | None:
         node = (self.namespace, self.lease, f"candidate {self.name}")
