@@ -383,3 +383,23 @@ def test_why_looks_the_lease_of_a_failed_renewal_up_on_the_cluster(
     assert found["id"] == ids.k8s_id(fake.name, "lease", "kube-system", "kube-scheduler")
     assert found["state"] == "stale"
     assert document["clues"][0]["tool"] == "client-go"
+
+
+def test_a_namespace_whose_leases_are_forbidden_is_said_and_the_others_read(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    fake.deny("list", "leases.coordination.k8s.io", "secret-team")
+    lease(fake, "apps", "web", "web-0")
+    code, out, err = run_cli(
+        "ls", "--k8s-namespace", "apps", "--k8s-namespace", "secret-team", "--json", env=config
+    )
+    assert code == 1, err  # a partial picture: exit 1, as a server not fully read
+    document = json.loads(out)
+    assert list(by_name(document)) == ["apps/web"]
+    (source,) = document["sources"]
+    assert source["status"] == "connected"
+    assert (
+        "Leases in secret-team unknown: list leases.coordination.k8s.io -n secret-team"
+        in (source["reason"])
+    )
+    assert "secret-team" in err and len(err.strip().splitlines()) == 1

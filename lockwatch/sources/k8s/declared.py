@@ -49,13 +49,13 @@ class K8sDeclared:
                 "k8s_namespaces",
                 multiple=True,
                 metavar="NS",
-                help="Read Leases in this namespace only (repeatable; default: all"
-                " namespaces, which needs list on leases at cluster scope).",
+                help="Read Leases in this namespace only (repeatable; implies --k8s; default:"
+                " all namespaces, which needs list on leases at cluster scope).",
             ),
         ]
 
     def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("k8s") or values.get("k8s_context"))
+        return bool(values.get("k8s") or values.get("k8s_context") or values.get("k8s_namespaces"))
 
     def clues(self, text: str) -> Sequence[Clue]:
         from lockwatch.sources.k8s.messages import clues

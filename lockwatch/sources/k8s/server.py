@@ -177,8 +177,14 @@ class LeaseServer:
         self.retry_in = 0.0
         self.last_success = snapshot.polled_at
         reason = "; ".join(snapshot.notes) or None
+        # Notes are what it could not read: a partial picture, never "no locks".
         self.status = SourceStatus(
-            "k8s", self.name, "connected", reason=reason, updated_at=snapshot.polled_at
+            "k8s",
+            self.name,
+            "connected",
+            reason=reason,
+            updated_at=snapshot.polled_at,
+            partial=reason is not None,
         )
         return snapshot
 
@@ -204,12 +210,16 @@ class LeaseServer:
             except Forbidden as exc:
                 if namespace is None:  # a namespaced Role may still allow some
                     raise ApiError(403, f"{exc}: name namespaces with --k8s-namespace") from None
-                raise
+                # The other namespaces are still read; this one is unknown, and said.
+                notes.append(f"Leases in {namespace} unknown: {exc.missing} is not allowed")
+                continue
             if found is None:
                 raise ApiError(404, "this server serves no coordination.k8s.io/v1 Leases")
             listed.append(found)
             if found.cut:
                 notes.append(f"only the first {len(found.items)} Leases read")
+        if not listed:
+            raise ApiError(403, "; ".join(notes))
         when = next((each.server_time for each in listed if each.server_time), None)
         return [item for each in listed for item in each.items], when, notes
 
