@@ -403,3 +403,59 @@ def test_a_namespace_whose_leases_are_forbidden_is_said_and_the_others_read(
         in (source["reason"])
     )
     assert "secret-team" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("holder", "namespace", "pods", "expected"),
+    [
+        ("web-0", "apps", {"web-0": ("Running", False)}, ("running", "pod web-0 (Running)")),
+        ("web-0", "apps", {"web-0": ("Failed", False)}, ("not-running", "pod web-0 is Failed")),
+        ("web-0", "apps", {"web-0": ("Running", True)}, ("not-running", "being deleted")),
+        ("web-0", "apps", {}, ("gone", "no pod web-0 in apps")),
+        # client-go's components: <hostname>_<uuid>; a pod's hostname is its name.
+        ("op-7f9-abc_1b2c", "ops", {"op-7f9-abc": ("Running", False)}, ("running", "op-7f9-abc")),
+        # kube-scheduler's static pod is named for its node.
+        (
+            "cp-1_9f8e",
+            "kube-system",
+            {"kube-scheduler-cp-1": ("Running", False)},
+            ("running", "kube-scheduler-cp-1 on cp-1"),
+        ),
+        ("node-a", "kube-node-lease", {}, ("", "")),  # a node's heartbeat: no pod to look for
+        ("", "apps", {}, ("", "")),
+    ],
+)
+def test_the_holders_pod_is_found_by_the_identities_conventions(
+    holder: str,
+    namespace: str,
+    pods: dict[str, tuple[str, bool]],
+    expected: tuple[str, str],
+) -> None:
+    from lockwatch.sources.k8s.records import holder_pod
+    from lockwatch.sources.k8s.server import PodsSeen
+
+    state, detail = holder_pod(holder, namespace, PodsSeen(pods))
+    assert state == expected[0] and expected[1] in detail
+
+
+def test_the_fake_watch_speaks_as_the_api_servers_with_a_resource_version(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    """kubectl's raw read of a watch from a resourceVersion: the events after it, in
+    the API's watch-event shape (a check of the imitation itself)."""
+    first = lease(fake, "apps", "w", "w-0")
+    since = first["metadata"]["resourceVersion"]
+    lease(fake, "apps", "w", "w-1", transitions=1)
+    done = subprocess.run(
+        [
+            "kubectl", f"--kubeconfig={config['KUBECONFIG']}", "get", "--raw",
+            "/apis/coordination.k8s.io/v1/namespaces/apps/leases"
+            f"?watch=true&resourceVersion={since}&timeoutSeconds=1",
+        ],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (event,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert event["type"] == "MODIFIED"
+    assert event["object"]["spec"]["holderIdentity"] == "w-1"
+    assert int(event["object"]["metadata"]["resourceVersion"]) > int(since)
