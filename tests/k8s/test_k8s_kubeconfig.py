@@ -187,3 +187,24 @@ def test_bad_kubeconfig_files_are_one_line_errors(tmp_path: Path) -> None:
         code, _, err = run_cli("ls", "--k8s", env={"KUBECONFIG": str(path)})
         last = err.strip().splitlines()[-1]
         assert code == 2 and last.startswith("Error: --k8s: ") and message in last, err
+
+
+def test_the_k8s_table_names_the_context_and_namespaces(
+    fake: FakeApi, tmp_path: Path, certificate: tuple[str, str]
+) -> None:
+    ca = {"certificate-authority": certificate[0]}
+    path = kubeconfig(tmp_path / "kc", "https://127.0.0.1:1", context="other", current="other")
+    kubeconfig(tmp_path / "kc2", fake.url, context="lab", current=None, cluster=ca)
+    lease(fake, "apps", "a", "a-0")
+    lease(fake, "ops", "b", "b-0")
+    toml = tmp_path / "lockwatch.toml"
+    toml.write_text(
+        f'[k8s]\ncontext = "lab"\nnamespaces = ["ops"]\nkubeconfig = "{tmp_path / "kc2"}"\n'
+    )
+    environ = {"KUBECONFIG": str(path)}
+    code, out, err = run_cli("ls", "--k8s", "--config", str(toml), "--json", env=environ)
+    assert code == 0, err
+    assert [lock["name"] for lock in json.loads(out)["locks"]] == ["ops/b"]
+    toml.write_text('[k8s]\nnamespaces = "ops"\ncolour = "blue"\n')
+    code, _, err = run_cli("ls", "--k8s", "--config", str(toml), env=environ)
+    assert code == 2 and "[k8s] has no key 'colour'" in err
