@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,19 +127,78 @@ def test_client_certificates_load_from_data_and_files(
         resolve(environ)
 
 
-def test_exec_plugins_are_a_one_line_error_that_names_no_secret(tmp_path: Path) -> None:
+def plugin(where: Path, body: str) -> str:
+    """An exec credential plugin (as `aws eks get-token` is one): a script that
+    answers an ExecCredential on stdout, as client-go's exec protocol has it."""
+    script = where / "get-token"
+    script.write_text(f"#!{sys.executable}\nimport json, os, sys\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_an_exec_plugins_token_is_used_and_kept_until_it_expires(
+    fake: FakeApi, tmp_path: Path, certificate: tuple[str, str]
+) -> None:
+    calls = tmp_path / "calls"
+    command = plugin(
+        tmp_path,
+        f"""
+info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+assert info["spec"]["interactive"] is False and os.environ["CLUSTER"] == "prod"
+open({str(calls)!r}, "a").write("called\\n")
+print(json.dumps({{"apiVersion": info["apiVersion"], "kind": "ExecCredential",
+    "status": {{"token": {TOKEN!r}, "expirationTimestamp": "2999-01-01T00:00:00Z"}}}}))
+""",
+    )
     user = {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",
-            "command": "aws",
-            "args": ["eks", "get-token", "--cluster-name", "prod", "--role", "secret-role"],
+            "command": command,
+            "args": ["eks", "get-token", "--role", "secret-role"],
+            "env": [{"name": "CLUSTER", "value": "prod"}],
         }
     }
+    ca = {"certificate-authority": certificate[0]}
+    environ = {"KUBECONFIG": str(kubeconfig(tmp_path / "kc", fake.url, user=user, cluster=ca))}
+    lease(fake, "apps", "one", "one-0")
+    server = LeaseServer(resolve(environ))
+    try:
+        assert server.poll() is not None and server.poll() is not None
+    finally:
+        server.close()
+    assert calls.read_text() == "called\n"  # asked once: its token has not expired
+
+
+def test_an_exec_plugin_that_fails_is_a_one_line_reason_naming_no_secret(
+    fake: FakeApi, tmp_path: Path, certificate: tuple[str, str]
+) -> None:
+    command = plugin(
+        tmp_path, 'sys.stderr.write("no SSO session: run aws sso login\\n"); sys.exit(3)'
+    )
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": command,
+            "args": ["--role", "secret-role"],
+        }
+    }
+    ca = {"certificate-authority": certificate[0]}
+    environ = {"KUBECONFIG": str(kubeconfig(tmp_path / "kc", fake.url, user=user, cluster=ca))}
+    code, out, err = run_cli("ls", "--k8s", "--json", env=environ)
+    assert code == 1
+    (source,) = json.loads(out)["sources"]
+    assert source["reason"] == "exec plugin get-token exited 3: no SSO session: run aws sso login"
+    assert "secret-role" not in out + err and len(err.strip().splitlines()) == 1
+    assert fake.requests == []
+
+
+def test_auth_provider_plugins_are_a_one_line_error(tmp_path: Path) -> None:
+    user = {"auth-provider": {"name": "oidc", "config": {"id-token": "secret-id-token"}}}
     environ = {"KUBECONFIG": str(kubeconfig(tmp_path / "kc", "https://127.0.0.1:6443", user=user))}
     code, _, err = run_cli("ls", "--k8s", env=environ)
     assert code == 2
-    assert err.strip().splitlines()[-1].startswith("Error: --k8s: user 'fake-user' gets its")
-    assert "exec plugin, which lockwatch does not run" in err and "secret-role" not in err
+    assert err.strip().splitlines()[-1].startswith("Error: --k8s: user 'fake-user' uses an")
+    assert "auth-provider plugin" in err and "secret-id-token" not in err
 
 
 def test_credentials_are_never_sent_over_plain_http(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ kubectl reads it (client-go's clientcmd loading rules):
   `insecure-skip-tls-verify`, `tls-server-name`; a user's
   `client-certificate`/`client-key` (files or `-data`), `token` or `tokenFile`
   (read again at each connection: projected tokens rotate), `username` and
-  `password` (basic auth). `exec` and `auth-provider` plugins are not run: a
-  one-line error says so.
+  `password` (basic auth), an `exec` plugin's token (execplugin.py).
+  `auth-provider` plugins are not supported: a one-line error says so.
 
 Nothing read here is ever shown or put in argv: the `Cluster` keeps its
 secrets out of its repr, and errors name files and fields, never values.
@@ -34,6 +34,8 @@ from lockwatch.sources.urls import host_port
 
 if TYPE_CHECKING:
     import ssl
+
+    from lockwatch.sources.k8s.execplugin import ExecPlugin
 
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 # A kubeconfig is a few kilobytes; one far larger is not read (bounded inputs).
@@ -60,15 +62,25 @@ class Cluster:
     token: str | None = field(default=None, repr=False)
     token_file: str | None = None
     basic: tuple[str, str] | None = field(default=None, repr=False)
+    plugin: ExecPlugin | None = None
 
     def bearer(self) -> str | None:
-        """The token to send now (a token file is read again: it rotates)."""
+        """The token to send now (a token file is read again: it rotates; an exec
+        plugin's is asked for again when it expires)."""
+        if self.plugin is not None:
+            from lockwatch.sources.k8s.execplugin import ExecError
+
+            try:
+                return self.plugin.token()
+            except ExecError as exc:
+                raise KubeconfigError(str(exc)) from None
         if self.token_file:
             return _read_text(self.token_file, "tokenFile").strip() or None
         return self.token
 
     def headers(self) -> dict[str, str]:
-        if not self.base.startswith("https://") and (self.token or self.token_file or self.basic):
+        secret = self.token or self.token_file or self.basic or self.plugin
+        if not self.base.startswith("https://") and secret:
             # Credentials in clear text to whoever listens on the way: never sent.
             raise KubeconfigError(
                 f"context {self.context!r}: its server is http://, and lockwatch sends a token"
@@ -245,17 +257,20 @@ def _server(server: Any, what: str) -> tuple[str, str]:
 
 
 def _user_fields(user: dict[str, Any], path: Path, what: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     if user.get("exec"):
-        raise KubeconfigError(
-            f"{what} gets its credentials from an exec plugin, which lockwatch does not run:"
-            " give it a token, tokenFile or client certificate (a read-only service account)"
-        )
+        from lockwatch.sources.k8s.execplugin import from_user
+
+        spec = user["exec"]
+        try:
+            out["plugin"] = from_user(spec if isinstance(spec, dict) else {}, what)
+        except ValueError as exc:
+            raise KubeconfigError(str(exc)) from None
     if user.get("auth-provider"):
         raise KubeconfigError(
             f"{what} uses an auth-provider plugin, which lockwatch does not support:"
             " give it a token, tokenFile or client certificate"
         )
-    out: dict[str, Any] = {}
     if user.get("client-certificate-data"):
         out["cert_pem"] = _data(user["client-certificate-data"], f"{what} client-certificate-data")
     elif user.get("client-certificate"):
