@@ -51,7 +51,7 @@ def holder_pod(holder: str, namespace: str, seen: PodsSeen | None) -> tuple[str,
     if seen is None:
         return POD_UNKNOWN, "pods not read"
     if seen.pods is None:
-        return POD_UNKNOWN, f"{seen.denied} is not allowed" if " " in seen.denied else seen.denied
+        return POD_UNKNOWN, seen.why
     names = pod_names(holder)
     for name in names:
         if name in seen.pods:

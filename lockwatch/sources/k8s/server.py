@@ -45,7 +45,7 @@ class PodsSeen:
     """A namespace's pods as read: name -> (phase, being deleted); or why not."""
 
     pods: dict[str, tuple[str, bool]] | None
-    denied: str = ""  # the permission missing ("list pods -n ns"), when pods is None
+    why: str = ""  # why they were not read ("list pods -n ns is not allowed"), when None
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,12 @@ class LeaseServer:
             try:
                 found = api.list("v1", "pods", namespace, PODS)
             except Forbidden as exc:
-                seen[namespace] = PodsSeen(None, exc.missing)
+                seen[namespace] = PodsSeen(None, f"{exc.missing} is not allowed")
+                continue
+            except ApiError as exc:
+                # Pods too many or too large to read: their holders' pods are unknown,
+                # the Leases themselves still read.
+                seen[namespace] = PodsSeen(None, f"pods not read ({exc})")
                 continue
             if found is None:
                 seen[namespace] = PodsSeen(None, "pods are not served")
@@ -265,9 +270,12 @@ class LeaseServer:
                     str(status.get("phase") or ""),
                     bool(meta.get("deletionTimestamp")),
                 )
-            seen[namespace] = PodsSeen(
-                None if found.cut else pods, "" if not found.cut else "too many pods"
-            )
+            if found.cut:  # a pod not among those read may be the holder's
+                seen[namespace] = PodsSeen(
+                    None, f"more than {len(found.items)} pods in {namespace}"
+                )
+            else:
+                seen[namespace] = PodsSeen(pods)
         return seen
 
     def _read(self, api: Api) -> LeaseSnapshot:
