@@ -459,3 +459,30 @@ def test_the_fake_watch_speaks_as_the_api_servers_with_a_resource_version(
     assert event["type"] == "MODIFIED"
     assert event["object"]["spec"]["holderIdentity"] == "w-1"
     assert int(event["object"]["metadata"]["resourceVersion"]) > int(since)
+
+
+def test_a_lease_seen_again_unchanged_is_no_change_for_the_dashboard(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    from lockwatch.model.changes import judge
+    from lockwatch.sources.k8s.plugin import settled
+
+    clock = FrozenClock(datetime.now(UTC))
+    lease(fake, "apps", "steady", "steady-0", renewed=0)
+    fake.put("pods", "apps", "steady-0", {"phase": "Running"})
+    server = LeaseServer(resolve(config), clock=clock)
+    try:
+        seen = []
+        for _ in range(2):
+            snapshot = server.poll()
+            assert snapshot is not None
+            seen.append(judge(to_locks(snapshot), StaticProcesses(), clock.now(), "host")[0])
+            clock.advance(2)
+        lease(fake, "apps", "steady", "steady-0", renewed=0)  # renewed: a change
+        snapshot = server.poll()
+        assert snapshot is not None
+        renewed = judge(to_locks(snapshot), StaticProcesses(), clock.now(), "host")[0]
+    finally:
+        server.close()
+    assert settled(seen[0], seen[1])
+    assert not settled(seen[1], renewed)

@@ -90,7 +90,9 @@ def settled(old: Entry, new: Entry) -> bool:
     from lockwatch.sources.k8s.facts import CandidateFacts, LeaseFacts
 
     of, nf = old.lock.facts, new.lock.facts
-    if old.verdict != new.verdict:
+    ov, nv = old.verdict, new.verdict
+    # Its age grows at every poll: what it says and when it next changes are what count.
+    if (ov.state, ov.reasons, ov.next_change_at) != (nv.state, nv.reasons, nv.next_change_at):
         return False
     if isinstance(of, LeaseFacts) and isinstance(nf, LeaseFacts):
         steady = replace(nf, polled_at=of.polled_at, server_time=of.server_time)
