@@ -5,10 +5,11 @@ config and asks each source whether it runs: with each `plugin.py` imported for
 that, a listing of files paid for five servers' settings, endpoints and
 selections (their dataclasses), ~80M instructions of a ~600M start (issue 42).
 A source's package therefore declares what every run asks of it in a light
-`declared.py` (`DECLARED`, a `contract.Declared`): its names, options, config
-tables, `clues` and `may_run`. Its `plugin.SOURCE` is imported the first time
-anything else is asked: its settings when the config has one of its tables, its
-`select` when `may_run` says it may run, its actions, records, `find`.
+`declared.py` (`DECLARED`, a `contract.Declared`): its names, options (the
+action commands' too: `--help` builds them), config tables, `clues` and
+`may_run`. Its `plugin.SOURCE` is imported the first time anything else is
+asked: its settings when the config has one of its tables, its `select` when
+`may_run` says it may run, its actions, records, `find`.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class LazySource:
     def options(self) -> Sequence[Decorator]:
         return self._declared.options()
 
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        # The action commands are built with every source's (so is `--help`).
+        return self._declared.action_options(kind)
+
     def asked(self, values: Mapping[str, Any]) -> bool:
         return self._declared.asked(values)
 
@@ -87,9 +92,6 @@ class LazySource:
     @property
     def actions(self) -> ActionProvider | None:
         return self.plugin.actions
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        return self.plugin.action_options(kind)
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return self.plugin.find(target, wanted, host)

@@ -281,3 +281,13 @@ def test_why_imports_the_messages_and_nothing_else(tmp_path: Path) -> None:
     ours, others = loaded(tmp_path, "why", message)
     assert unlisted_and_missing(ours, named(STARTUP, WHY_OWN)) == ([], [])
     assert others == WHY_PACKAGES
+
+
+def test_help_lists_every_source_without_loading_their_plugins(tmp_path: Path) -> None:
+    """`--help` and an action command's list every source (registry.help_rows)
+    and take every source's action options from its declared.py: no source's
+    plugin is loaded for it but the files' (every start's)."""
+    for args in (("--help",), ("break", "--help")):
+        ours, _ = loaded(tmp_path, *args)
+        plugins = [m for m in ours if m.endswith(".plugin")]
+        assert plugins == ["lockwatch.sources.files.plugin"], (args, plugins)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
@@ -44,6 +45,10 @@ class BeaconDeclared:
                 help="Only the leases whose key starts with KEY [default: beacon.prefix, or all].",
             ),
         ]
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        # Every action command takes --beacon: how it reaches the lease's server.
+        return [] if kind is not None else self.options()[:1]
 
     def asked(self, values: Mapping[str, Any]) -> bool:
         return bool(values.get("beacon_urls"))

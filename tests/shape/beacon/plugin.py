@@ -14,8 +14,7 @@ from .declared import NAME, BeaconDeclared
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
-    from lockwatch.sources.contract import ActionProvider, Decorator
+    from lockwatch.sources.contract import ActionProvider
 
     from .poller import BeaconPoller
 
@@ -102,10 +101,6 @@ class BeaconSource(BeaconDeclared):
         from .actions import ACTIONS
 
         return ACTIONS
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        # Every action command takes --beacon: how it reaches the lease's server.
-        return [] if kind is not None else self.options()[:1]
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> BeaconSettings:
         return read_settings(tables, where)
