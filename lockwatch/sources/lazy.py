@@ -52,6 +52,11 @@ class LazySource:
         self.wait_metrics = declared.wait_metrics
 
     @property
+    def package(self) -> str:
+        """Its package's name (`lockwatch.sources.redis`)."""
+        return self._package
+
+    @property
     def plugin(self) -> Source:
         if self._plugin is None:
             self._plugin = importlib.import_module(f"{self._package}.plugin").SOURCE

@@ -70,63 +70,102 @@ def loaded(tmp_path: Path, *args: str) -> tuple[list[str], list[str]]:
     return ours, others
 
 
+def declarations() -> frozenset[str]:
+    """Each lazy registry entry's package, its declared.py and the modules of its
+    own package that declared.py imports: every start loads them (sources/lazy.py),
+    so a new source's entry brings them here without a line of this file."""
+    import ast
+    import importlib.util
+
+    from lockwatch.sources.lazy import LazySource
+    from lockwatch.sources.registry import SOURCES
+
+    found: set[str] = set()
+    for source in SOURCES:
+        if not isinstance(source, LazySource):
+            continue
+        package = source.package
+        found |= {package, f"{package}.declared"}
+        spec = importlib.util.find_spec(f"{package}.declared")
+        assert spec is not None and spec.origin is not None, package
+        # Its top-level imports: those inside functions run when asked, not at start.
+        for node in ast.parse(Path(spec.origin).read_text()).body:
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = package if node.level else node.module or ""
+            if node.level and node.module:
+                module = f"{package}.{node.module}"
+            if module != package and not module.startswith(f"{package}."):
+                continue
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                place = Path(spec.origin).parent.joinpath(*sub.split(".")[3:])
+                is_module = place.with_suffix(".py").exists() or (place / "__init__.py").exists()
+                found.add(sub if is_module else module)
+    return frozenset(name.removeprefix("lockwatch.") for name in found)
+
+
 # Every command's start: the console script, the config, the registry with every
 # source's declaration (`ls` and the dashboard take every source's options: its
-# declared.py) and the files plugin, and the model those name. Not the plugin of a
-# source the run does not use (sources/lazy.py), nor a collection, actions or drivers.
-STARTUP = frozenset(
-    {
-        "cli",
-        "cli.ending",
-        "cli.where",
-        "clock",
-        "config",
-        "model",
-        "model.compact",
-        "model.facts",
-        "model.holder",
-        "model.humanize",
-        "model.kernel",
-        "model.lazyre",
-        "model.lock",
-        "model.process",
-        "model.slots",
-        "model.status",
-        "model.text",
-        "model.timestamps",
-        "model.verdict",
-        "sources",
-        "sources.contract",
-        "sources.etcd",
-        "sources.etcd.declared",
-        "sources.kernel.declared",
-        "sources.lazy",
-        "sources.mysql.declared",
-        "sources.postgres.declared",
-        "sources.redis.declared",
-        "sources.remote.declared",
-        "sources.etcd.ids",
-        "sources.files",
-        "sources.files.ids",
-        "sources.files.plugin",
-        "sources.kernel",
-        "sources.kernel.ids",
-        "sources.mysql",
-        "sources.postgres",
-        "sources.postgres.dsn",
-        "sources.postgres.ids",
-        "sources.redis",
-        "sources.redis.ids",
-        "sources.registry",
-        "sources.remote",
-        "sources.remote.ids",
-        "sources.secrets",
-        "sources.stores",
-        "sources.stores.ids",
-        "trusted",
-        "model.clues",
-        "model.hosts",
-    }
+# declared.py; those modules also computed from the registry, `declarations()`) and
+# the files plugin, and the model those name. Not the plugin of a source the run
+# does not use (sources/lazy.py), nor a collection, actions or drivers.
+STARTUP = (
+    frozenset(
+        {
+            "cli",
+            "cli.ending",
+            "cli.where",
+            "clock",
+            "config",
+            "model",
+            "model.compact",
+            "model.facts",
+            "model.holder",
+            "model.humanize",
+            "model.kernel",
+            "model.lazyre",
+            "model.lock",
+            "model.process",
+            "model.slots",
+            "model.status",
+            "model.text",
+            "model.timestamps",
+            "model.verdict",
+            "sources",
+            "sources.contract",
+            "sources.etcd",
+            "sources.etcd.declared",
+            "sources.kernel.declared",
+            "sources.lazy",
+            "sources.mysql.declared",
+            "sources.postgres.declared",
+            "sources.redis.declared",
+            "sources.remote.declared",
+            "sources.etcd.ids",
+            "sources.files",
+            "sources.files.ids",
+            "sources.files.plugin",
+            "sources.kernel",
+            "sources.kernel.ids",
+            "sources.mysql",
+            "sources.postgres",
+            "sources.postgres.dsn",
+            "sources.postgres.ids",
+            "sources.redis",
+            "sources.redis.ids",
+            "sources.registry",
+            "sources.remote",
+            "sources.remote.ids",
+            "sources.secrets",
+            "sources.stores",
+            "sources.stores.ids",
+            "trusted",
+            "model.clues",
+            "model.hosts",
+        }
+    )
+    | declarations()
 )
 
 # Every lock format's decoder: `ls DIR` and `why` read files with them all.
