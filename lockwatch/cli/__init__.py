@@ -51,6 +51,8 @@ class _DashboardByDefault(click.Group):
         return command
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from lockwatch.cli.sources_help import sources_section
+
         sources_section(formatter, "Sources (their options: lockwatch watch --help)")
         super().format_epilog(ctx, formatter)
 
@@ -75,16 +77,6 @@ class _DashboardByDefault(click.Group):
                 # A config that cannot be used is no misuse of the command: its one line.
                 raise _OneLine(exc.message) from exc
             raise
-
-
-def sources_section(formatter: click.HelpFormatter, title: str, ids: bool = False) -> None:
-    """Every registered source, its name (`ids`: its lock ids' prefix) and
-    summary, as a --help section: a new source's line comes with its registry
-    entry (its declaration's `summary`)."""
-    from lockwatch.sources.registry import help_rows
-
-    with formatter.section(title):
-        formatter.write_dl(help_rows(ids))
 
 
 def _syslog_flag(args: list[str]) -> list[str]:

@@ -169,3 +169,25 @@ def test_break_from_the_dashboard(copy: Path, beacon: BeaconServer, tmp_path: Pa
     assert (delete.if_match, delete.token) == ("41", TOKEN)
     last = json.loads(audit.read_text().splitlines()[-1])
     assert last["target"]["id"] == lapsed and last["result"] == "success"
+
+
+def test_the_copy_keeps_the_layer_rules(copy: Path, tmp_path: Path) -> None:
+    """tests/test_layers.py run on the copy: the beacon, as a package of
+    lockwatch's, imports down the layers and makes no import circle. The inner
+    run's sandbox is made under a HOME of its own (this session's is written by
+    the tests beside this one, which the inner run would take for the runner's)."""
+    env = {k: v for k, v in graft.environ(copy).items() if not k.startswith("XDG_")}
+    env["HOME"] = str(tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider",
+            "--import-mode=append", str(graft.ROOT / "tests" / "test_layers.py"),
+        ],
+        env=env,
+        cwd=graft.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]

@@ -25,7 +25,7 @@ from lockwatch.sources.contract import ActionsBase, SourceError, Wanted
 from .client import Unreachable, change, server_of
 from .declared import NAME
 from .facts import BeaconLease
-from .plugin import settings_of, urls_of
+from .settings import settings_of, urls_of
 
 # The name its reach goes by in `Doing.reach`.
 REACH = "beacon_servers"
