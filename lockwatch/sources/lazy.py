@@ -68,8 +68,13 @@ class LazySource:
         return self._declared.options()
 
     def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        # The action commands are built with every source's (so is `--help`).
-        return self._declared.action_options(kind)
+        # The action commands are built with every source's (so is `--help`): a
+        # declaration answers without its plugin; one that does not say, its plugin.
+        declared = getattr(self._declared, "action_options", None)
+        if declared is None:
+            return self.plugin.action_options(kind)
+        options: Sequence[Decorator] = declared(kind)
+        return options
 
     def asked(self, values: Mapping[str, Any]) -> bool:
         return self._declared.asked(values)
