@@ -107,66 +107,64 @@ def declarations() -> frozenset[str]:
 
 # Every command's start: the console script, the config, the registry with every
 # source's declaration (`ls` and the dashboard take every source's options: its
-# declared.py; those modules also computed from the registry, `declarations()`) and
-# the files plugin, and the model those name. Not the plugin of a source the run
-# does not use (sources/lazy.py), nor a collection, actions or drivers.
-STARTUP = (
-    frozenset(
-        {
-            "cli",
-            "cli.ending",
-            "cli.where",
-            "clock",
-            "config",
-            "model",
-            "model.compact",
-            "model.facts",
-            "model.holder",
-            "model.humanize",
-            "model.kernel",
-            "model.lazyre",
-            "model.lock",
-            "model.process",
-            "model.slots",
-            "model.status",
-            "model.text",
-            "model.timestamps",
-            "model.verdict",
-            "sources",
-            "sources.contract",
-            "sources.etcd",
-            "sources.etcd.declared",
-            "sources.kernel.declared",
-            "sources.lazy",
-            "sources.mysql.declared",
-            "sources.postgres.declared",
-            "sources.redis.declared",
-            "sources.remote.declared",
-            "sources.etcd.ids",
-            "sources.files",
-            "sources.files.ids",
-            "sources.files.plugin",
-            "sources.kernel",
-            "sources.kernel.ids",
-            "sources.mysql",
-            "sources.postgres",
-            "sources.postgres.dsn",
-            "sources.postgres.ids",
-            "sources.redis",
-            "sources.redis.ids",
-            "sources.registry",
-            "sources.remote",
-            "sources.remote.ids",
-            "sources.secrets",
-            "sources.stores",
-            "sources.stores.ids",
-            "trusted",
-            "model.clues",
-            "model.hosts",
-        }
-    )
-    | declarations()
+# declared.py) and the files plugin, and the model those name. Not the plugin of a
+# source the run does not use (sources/lazy.py), nor a collection, actions or drivers.
+STARTUP = frozenset(
+    {
+        "cli",
+        "cli.ending",
+        "cli.where",
+        "clock",
+        "config",
+        "model",
+        "model.compact",
+        "model.facts",
+        "model.holder",
+        "model.humanize",
+        "model.kernel",
+        "model.lazyre",
+        "model.lock",
+        "model.process",
+        "model.slots",
+        "model.status",
+        "model.text",
+        "model.timestamps",
+        "model.verdict",
+        "sources",
+        "sources.contract",
+        "sources.etcd",
+        "sources.etcd.declared",
+        "sources.kernel.declared",
+        "sources.lazy",
+        "sources.mysql.declared",
+        "sources.postgres.declared",
+        "sources.redis.declared",
+        "sources.remote.declared",
+        "sources.etcd.ids",
+        "sources.files",
+        "sources.files.ids",
+        "sources.files.plugin",
+        "sources.kernel",
+        "sources.kernel.ids",
+        "sources.mysql",
+        "sources.postgres",
+        "sources.postgres.dsn",
+        "sources.postgres.ids",
+        "sources.redis",
+        "sources.redis.ids",
+        "sources.registry",
+        "sources.remote",
+        "sources.remote.ids",
+        "sources.secrets",
+        "sources.stores",
+        "sources.stores.ids",
+        "trusted",
+        "model.clues",
+        "model.hosts",
+    }
 )
+# Each registry entry's declaration, from the registry: a new source needs no line here.
+STARTUP |= declarations()
 
 # Every lock format's decoder: `ls DIR` and `why` read files with them all.
 DECODERS = frozenset(
