@@ -119,3 +119,20 @@ def _wanted(**values: Any) -> Any:
     from lockwatch.sources.contract import Wanted
 
     return Wanted(paths=(), values=values, config=Config(), environ={"BEACON_TOKEN": TOKEN})
+
+
+def test_a_token_file_others_may_read_is_refused(tmp_path: Path) -> None:
+    """The token is read as every server source reads a password file."""
+    from lockwatch.config import from_mapping
+    from lockwatch.sources.contract import SourceError, Wanted
+
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    token.chmod(0o644)
+    config = registry.configured(from_mapping({"beacon": {"token_file": str(token)}}))
+    provider = registry.by_name("beacon").actions  # type: ignore[union-attr]
+    assert provider is not None
+    with pytest.raises(SourceError, match=r"^beacon\.token_file .*token"):
+        provider.reach(Wanted((), {}, config, {}))
+    token.chmod(0o600)
+    assert provider.reach(Wanted((), {}, config, {}))["beacon_servers"].token == TOKEN

@@ -136,6 +136,7 @@ def test_break_from_the_dashboard(copy: Path, beacon: BeaconServer, tmp_path: Pa
     lapsed lease drops it on the server (the CAS delete), and the audit log has it."""
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
+    token.chmod(0o600)  # a token file others may read is refused, as a password file
     config = tmp_path / "lockwatch.toml"
     config.write_text(f'[beacon]\nurl = ["{beacon.url}"]\ntoken_file = "{token}"\n')
     audit = tmp_path / "audit.jsonl"

@@ -48,14 +48,19 @@ class Reach:
 
 
 def token_of(wanted: Wanted) -> str | None:
+    """The token a change needs: the config's token_file (read as every server
+    source reads a password file: refused when others may read it), else
+    BEACON_TOKEN; None: neither."""
+    from lockwatch.sources.secrets import PasswordFileError, read_password_file
+
     path = settings_of(wanted).token_file
     if path is None:
         return wanted.environ.get(TOKEN_VARIABLE) or None
     try:
-        with open(os.path.expanduser(path), encoding="utf-8") as file:
-            return file.read(4096).strip() or None
-    except OSError as exc:
-        raise SourceError(f"beacon.token_file: {exc.strerror or exc}") from exc
+        return read_password_file(os.path.expanduser(path))
+    except PasswordFileError as exc:
+        # Its words name the key as the password file's: here it is the token's.
+        raise SourceError(str(exc).replace("password_file", "beacon.token_file", 1)) from exc
 
 
 def lease_of(lock: Lock) -> BeaconLease:
