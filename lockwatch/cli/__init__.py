@@ -51,7 +51,7 @@ class _DashboardByDefault(click.Group):
         return command
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from lockwatch.cli.sources_help import sources_section
+        from lockwatch.cli.where import sources_section
 
         sources_section(formatter, "Sources (their options: lockwatch watch --help)")
         super().format_epilog(ctx, formatter)

@@ -195,7 +195,7 @@ class _ActionCommand(click.Command):
     the registry, so a new source's line comes with its entry."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from lockwatch.cli.sources_help import sources_section
+        from lockwatch.cli.where import sources_section
 
         super().format_epilog(ctx, formatter)
         sources_section(formatter, "Sources, by the prefix of their lock ids", ids=True)

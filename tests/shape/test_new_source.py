@@ -47,9 +47,10 @@ def test_the_copy_differs_by_the_package_and_one_registry_line(copy: Path) -> No
 
 
 def test_help_lists_it_from_the_registry(copy: Path) -> None:
-    """Its summary (declared.py) in `--help` and the action commands' help, its
-    options in `ls --help`: none of it written anywhere but in its package."""
-    for args in (("--help",), ("break", "--help")):
+    """Its summary (declared.py) in `--help`, the action commands' and those of
+    the commands that look at sources, its options in `ls --help`: none of it
+    written anywhere but in its package."""
+    for args in (("--help",), ("break", "--help"), ("ls", "--help"), ("watch", "--help")):
         done = graft.run(copy, *args)
         assert done.returncode == 0, done.stderr
         # As --help wraps it (at spaces, and after a word's hyphen).
