@@ -159,7 +159,10 @@ def serving(token: str) -> Iterator[BeaconServer]:
     server = BeaconServer(token)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
     server.address = ("127.0.0.1", httpd.server_address[1])
-    thread = threading.Thread(target=httpd.serve_forever, name="beacon server", daemon=True)
+    # A short poll: its shutdown (each test's end) waits for one.
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="beacon", daemon=True
+    )
     thread.start()
     try:
         yield server

@@ -184,6 +184,7 @@ def test_the_copy_keeps_the_layer_rules(copy: Path, tmp_path: Path) -> None:
         [
             sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider",
             "--import-mode=append", str(graft.ROOT / "tests" / "test_layers.py"),
+            "-k", "sources_do_not or import_circles or run_down or source_facts",
         ],
         env=env,
         cwd=graft.ROOT,
@@ -193,3 +194,4 @@ def test_the_copy_keeps_the_layer_rules(copy: Path, tmp_path: Path) -> None:
         check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:]
+    assert "4 passed" in done.stdout, done.stdout[-500:]
