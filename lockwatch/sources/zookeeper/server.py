@@ -1,0 +1,329 @@
+"""One ZooKeeper ensemble, read with kazoo: the lock recipes' znodes under the
+chroot (or the paths given), each contender's stat and data, and which client
+each session is connected from (`cons`, fourletter.py).
+
+A poll writes nothing. It walks the tree a level at a time, every level's reads
+pipelined on kazoo's one connection, and stops at MAX_NODES znodes; every read
+waits at most what is left of the poll's deadline. It leaves child watches on
+the lock paths it found and on the znodes holding them: a change there wakes
+the dashboard's feed at once (`changed`), rather than at its next interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.contract import DEFAULT_DEADLINE
+from lockwatch.sources.zookeeper.endpoint import ZkEndpoint
+from lockwatch.sources.zookeeper.fourletter import connections
+from lockwatch.sources.zookeeper.recipes import (
+    DATA_SHOWN,
+    Node,
+    is_contender,
+    is_kazoo_lease,
+)
+
+# Znodes a poll reads at most: a tree that holds far more than locks must not
+# make lockwatch read it all; past it, the status says so (narrow it with --zk-path).
+MAX_NODES = 20_000
+# ZooKeeper's own znodes (quotas, config): never a lock.
+SYSTEM = "/zookeeper"
+SESSION_TIMEOUT = 10.0
+KIND = "zookeeper"
+
+
+class PollTimeout(Exception):
+    """The ensemble did not answer within the poll's deadline."""
+
+
+@dataclass(frozen=True)
+class Parent:
+    """A znode whose children are lock contenders (or leases), or that has
+    none left: its own stat, and its children's."""
+
+    path: str
+    stat: Node
+    children: tuple[Node, ...] = ()
+    kazoo_semaphore: bool = False
+    max_leases: int | None = None
+
+
+@dataclass(frozen=True)
+class ZkSnapshot:
+    server: str
+    polled_at: datetime
+    parents: list[Parent]
+    empties: list[Parent]
+    # Session id → client address, from every server that answered cons.
+    sessions: dict[int, str] = field(default_factory=dict)
+    # Why a session missing from `sessions` may still have a client (a server
+    # that did not answer cons); None: every server answered.
+    sessions_why: str | None = None
+    truncated: bool = False
+    roots: tuple[str, ...] = ("/",)
+
+
+def _logger() -> logging.Logger:
+    # kazoo logs every reconnection attempt at WARNING: the status says it once.
+    logger = logging.getLogger("lockwatch.zookeeper.kazoo")
+    logger.propagate = False
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    return logger
+
+
+def _node(name: str, stat: Any, data: bytes | None = None) -> Node:
+    text = ""
+    if data:
+        text = data[: DATA_SHOWN * 4].decode("utf-8", "replace")[:DATA_SHOWN]
+    return Node(
+        name,
+        stat.czxid,
+        stat.ctime,
+        stat.version,
+        stat.ephemeralOwner,
+        text,
+        stat.numChildren,
+        stat.cversion,
+    )
+
+
+def _join(parent: str, child: str) -> str:
+    return f"{parent.rstrip('/')}/{child}"
+
+
+class ZkServer:
+    def __init__(
+        self,
+        endpoint: ZkEndpoint,
+        roots: tuple[str, ...] = (),
+        *,
+        clock: Clock | None = None,
+        deadline: float = DEFAULT_DEADLINE,
+    ) -> None:
+        self.endpoint = endpoint
+        self.name = endpoint.name
+        self.roots = tuple(dict.fromkeys(root.rstrip("/") or "/" for root in roots)) or ("/",)
+        self.clock = clock or SystemClock()
+        self.deadline = deadline
+        self._client: Any = None
+        self.failures = 0
+        self.retry_in = 0.0
+        self.last: ZkSnapshot | None = None
+        self.status = SourceStatus(KIND, self.name, "connecting")
+        # Set when a watch fires: a lock path's children changed since it was read.
+        self.changed = threading.Event()
+        self.on_change: Callable[[], None] | None = None
+
+    # --- connection --------------------------------------------------------------
+
+    def client(self, timeout: float) -> Any:
+        """kazoo's client, connected (within `timeout` seconds)."""
+        if self._client is None:
+            from kazoo.client import KazooClient
+            from kazoo.retry import KazooRetry
+
+            client = KazooClient(
+                hosts=self.endpoint.connect,
+                timeout=SESSION_TIMEOUT,
+                connection_retry=KazooRetry(max_tries=-1, max_delay=5),
+                command_retry=None,
+                read_only=True,
+                logger=_logger(),
+            )
+            try:
+                client.start(timeout=max(timeout, 0.1))
+            except Exception:
+                _stop(client)
+                raise
+            self._client = client
+        return self._client
+
+    def _watch(self, event: Any) -> None:
+        self.changed.set()
+        callback = self.on_change
+        if callback is not None:
+            callback()
+
+    # --- a poll ------------------------------------------------------------------
+
+    def poll(self) -> ZkSnapshot | None:
+        from kazoo.exceptions import KazooException
+
+        ends = time.monotonic() + self.deadline
+        self.changed.clear()
+        try:
+            if self._client is None:
+                self.status = SourceStatus(
+                    KIND, self.name, "connecting", updated_at=self._updated_at()
+                )
+            client = self.client(ends - time.monotonic())
+            parents, empties, truncated = Walk(client, ends, self._watch).run(self.roots)
+            sessions, why = self._sessions(ends)
+        except (KazooException, OSError, PollTimeout, ValueError) as exc:
+            self._fail(exc)
+            return None
+        polled_at = self.clock.now()
+        self.failures, self.retry_in = 0, 0.0
+        self.last = ZkSnapshot(
+            self.name, polled_at, parents, empties, sessions, why, truncated, self.roots
+        )
+        self.status = SourceStatus(
+            KIND,
+            self.name,
+            "connected",
+            reason=f"over {MAX_NODES} znodes: only the first were read (narrow with --zk-path)"
+            if truncated
+            else None,
+            updated_at=polled_at,
+            partial=truncated,
+        )
+        return self.last
+
+    def _sessions(self, ends: float) -> tuple[dict[int, str], str | None]:
+        sessions: dict[int, str] = {}
+        why: list[str] = []
+        for host, port in self.endpoint.hosts:
+            left = min(2.0, ends - time.monotonic())
+            if left <= 0:
+                why.append(f"{host}:{port} was not asked cons (the poll's deadline)")
+                continue
+            answer = connections(host, port, left)
+            sessions.update(answer.sessions)
+            if answer.why is not None:
+                why.append(answer.why)
+        return sessions, "; ".join(why) or None
+
+    def _updated_at(self) -> datetime | None:
+        return self.last.polled_at if self.last else None
+
+    def _fail(self, exc: BaseException) -> None:
+        self.failures += 1
+        self.close()
+        delay = backoff_seconds(self.failures, random.uniform(-1.0, 1.0))
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if type(exc).__name__ in ("KazooTimeoutError", "TimeoutError"):
+            text = f"no answer within the poll's deadline ({self.deadline:.0f}s): {text}"
+        self.status = SourceStatus(
+            KIND,
+            self.name,
+            "disconnected",
+            reason=text,
+            updated_at=self._updated_at(),
+            next_retry_at=self.clock.now() + timedelta(seconds=delay),
+        )
+        self.retry_in = delay
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            _stop(client)
+
+
+def _stop(client: Any) -> None:
+    """Stop kazoo's client without waiting on a server that does not answer:
+    its close request is left to a daemon thread."""
+
+    def stop() -> None:
+        try:
+            client.stop()
+            client.close()
+        except Exception:  # noqa: BLE001 - closing a connection that is gone anyway
+            pass
+
+    thread = threading.Thread(target=stop, name="zk-close", daemon=True)
+    thread.start()
+    thread.join(1.0)
+
+
+class Walk:
+    """One poll's walk of the tree, a level at a time."""
+
+    def __init__(self, client: Any, ends: float, watch: Callable[[Any], None]) -> None:
+        self.client = client
+        self.ends = ends
+        self.watch = watch
+        self.read = 0
+
+    def _get(self, pending: Any) -> Any:
+        from kazoo.exceptions import NoNodeError
+
+        left = self.ends - time.monotonic()
+        if left <= 0:
+            raise PollTimeout("no answer within the poll's deadline")
+        try:
+            return pending.get(timeout=left)
+        except NoNodeError:
+            return None
+        except self.client.handler.timeout_exception:
+            raise PollTimeout("no answer within the poll's deadline") from None
+
+    def run(self, roots: tuple[str, ...]) -> tuple[list[Parent], list[Parent], bool]:
+        parents: list[Parent] = []
+        empties: list[Parent] = []
+        frontier = list(roots)
+        truncated = False
+        while frontier:
+            if self.read + len(frontier) > MAX_NODES:
+                frontier = frontier[: max(MAX_NODES - self.read, 0)]
+                truncated = True
+            asked = [(p, self.client.get_children_async(p, include_data=True)) for p in frontier]
+            self.read += len(asked)
+            frontier = []
+            for path, pending in asked:
+                answer = self._get(pending)
+                if answer is None:
+                    continue
+                children, stat = answer
+                found = self._parent(path, children, stat)
+                if found is not None:
+                    (parents if found.children else empties).append(found)
+                if found is None or not found.children:
+                    frontier.extend(_join(path, c) for c in children if _join(path, c) != SYSTEM)
+        self._arm(parents, empties)
+        return parents, empties, truncated
+
+    def _parent(self, path: str, children: list[str], stat: Any) -> Parent | None:
+        own = _node(path.rpartition("/")[2] or "/", stat)
+        if not children:
+            if stat.cversion > 0 and stat.ephemeralOwner == 0 and path != "/":
+                return Parent(path, own)
+            return None
+        contenders = [c for c in children if is_contender(c)]
+        semaphore = not contenders and all(is_kazoo_lease(c) for c in children)
+        if not contenders and not semaphore:
+            return None
+        max_leases = None
+        if semaphore:
+            answer = self._get(self.client.get_async(path))
+            data = answer[0] if answer else b""
+            try:
+                max_leases = int(data.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                return None  # 32-hex names alone, and no lease count: not kazoo's semaphore
+        names = contenders or children
+        pending = [(c, self.client.get_async(_join(path, c))) for c in names]
+        self.read += len(pending)
+        nodes = []
+        for name, each in pending:
+            answer = self._get(each)
+            if answer is not None:
+                nodes.append(_node(name, answer[1], answer[0]))
+        return Parent(path, own, tuple(nodes), semaphore, max_leases)
+
+    def _arm(self, parents: list[Parent], empties: list[Parent]) -> None:
+        """Child watches on the lock paths and the znodes above them (where new
+        lock paths appear); kazoo keeps one per path for a watcher, however often set."""
+        paths = {p.path for p in (*parents, *empties)}
+        paths |= {p.path.rpartition("/")[0] or "/" for p in (*parents, *empties)}
+        for path in sorted(paths):
+            self.client.get_children_async(path, watch=self.watch)
