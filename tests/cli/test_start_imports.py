@@ -123,6 +123,9 @@ STARTUP = frozenset(
         "sources.secrets",
         "sources.stores",
         "sources.stores.ids",
+        "sources.zookeeper",
+        "sources.zookeeper.declared",
+        "sources.zookeeper.ids",
         "trusted",
         "model.clues",
         "model.hosts",
@@ -241,6 +244,7 @@ WHY_OWN = DECODERS | frozenset(
         "sources.files.tombstones",
         "sources.mysql.messages",
         "sources.postgres.messages",
+        "sources.zookeeper.messages",
     }
 )
 

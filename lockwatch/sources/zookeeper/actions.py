@@ -93,6 +93,7 @@ def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
 
 def execute(plan: Plan, expect_sha256: str | None, reach: Mapping[str, Any]) -> Done:
     from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, NotEmptyError
+    from kazoo.handlers.threading import KazooTimeoutError
 
     from lockwatch.sources.zookeeper.endpoint import endpoint_for
     from lockwatch.sources.zookeeper.server import ZkServer
@@ -132,7 +133,7 @@ def execute(plan: Plan, expect_sha256: str | None, reach: Mapping[str, Any]) -> 
             raise ActionRefused(
                 "changed", f"{path} is no longer empty: a contender came; nothing done"
             ) from None
-        except (KazooException, OSError) as exc:
+        except (KazooException, KazooTimeoutError, OSError) as exc:
             text = str(exc).strip() or type(exc).__name__
             raise ActionFailed(
                 "unreachable", f"ZooKeeper {zk.server}: {text}; nothing done"

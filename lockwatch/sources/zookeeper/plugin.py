@@ -135,7 +135,9 @@ class SelectedZooKeeper(StoreSelection):
         from lockwatch.sources.zookeeper.server import ZkServer
 
         return [
-            ZkPoller(ZkServer(endpoint, self.paths, clock=clock, deadline=self.deadline))
+            # Its own deadline inside the feed's: its reason (which read did not
+            # answer) is the one shown, not the feed's generic stall.
+            ZkPoller(ZkServer(endpoint, self.paths, clock=clock, deadline=self.deadline * 0.8))
             for endpoint in self.endpoints
         ]
 

@@ -38,6 +38,9 @@ MAX_NODES = 20_000
 # ZooKeeper's own znodes (quotas, config): never a lock.
 SYSTEM = "/zookeeper"
 SESSION_TIMEOUT = 10.0
+# Connecting (kazoo's handshake) waits at most this much of a poll's deadline: a
+# server that takes TCP connections and answers nothing (stopped) is said to be so.
+CONNECT_TIMEOUT = 4.0
 KIND = "zookeeper"
 
 
@@ -140,11 +143,13 @@ class ZkServer:
                 read_only=True,
                 logger=_logger(),
             )
-            try:
-                client.start(timeout=max(timeout, 0.1))
-            except Exception:
+            # start_async, not start(timeout): start stops the client itself on a
+            # timeout and waits for its handshake, which a stopped server never answers.
+            connected = client.start_async()
+            connected.wait(max(timeout, 0.1))
+            if not client.connected:
                 _stop(client)
-                raise
+                raise PollTimeout(f"no answer within {timeout:.1f}s: not connected")
             self._client = client
         return self._client
 
@@ -158,6 +163,7 @@ class ZkServer:
 
     def poll(self) -> ZkSnapshot | None:
         from kazoo.exceptions import KazooException
+        from kazoo.handlers.threading import KazooTimeoutError
 
         ends = time.monotonic() + self.deadline
         self.changed.clear()
@@ -166,10 +172,10 @@ class ZkServer:
                 self.status = SourceStatus(
                     KIND, self.name, "connecting", updated_at=self._updated_at()
                 )
-            client = self.client(ends - time.monotonic())
+            client = self.client(min(CONNECT_TIMEOUT, ends - time.monotonic()))
             parents, empties, truncated = Walk(client, ends, self._watch).run(self.roots)
             sessions, why = self._sessions(ends)
-        except (KazooException, OSError, PollTimeout, ValueError) as exc:
+        except (KazooException, KazooTimeoutError, OSError, PollTimeout, ValueError) as exc:
             self._fail(exc)
             return None
         polled_at = self.clock.now()
@@ -211,8 +217,8 @@ class ZkServer:
         self.close()
         delay = backoff_seconds(self.failures, random.uniform(-1.0, 1.0))
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if type(exc).__name__ in ("KazooTimeoutError", "TimeoutError"):
-            text = f"no answer within the poll's deadline ({self.deadline:.0f}s): {text}"
+        if type(exc).__name__ == "KazooTimeoutError":
+            text = f"no answer within the poll's deadline: {text}"
         self.status = SourceStatus(
             KIND,
             self.name,
@@ -242,7 +248,7 @@ def _stop(client: Any) -> None:
 
     thread = threading.Thread(target=stop, name="zk-close", daemon=True)
     thread.start()
-    thread.join(1.0)
+    thread.join(0.2)
 
 
 class Walk:
