@@ -60,7 +60,9 @@ _BREAK_DOC = """Break the lock TARGET.
     held on is never moved aside under its holder: its break is refused, or,
     with --signal, is that kernel lock's. A Redis lock's key is deleted
     only if it still holds the token you saw (one Lua script); an etcd lock's
-    key only if its revision is the one you saw, and its lease is revoked. A
+    key only if its revision is the one you saw, and its lease is revoked; a
+    ZooKeeper lock's znode only if its czxid and session are those you saw (its
+    client is not told: a live one goes on believing it holds the lock). A
     lock that is not stale (or free) needs --force; a kernel lock always does.
 
     \b
@@ -70,6 +72,7 @@ _BREAK_DOC = """Break the lock TARGET.
       lockwatch break 'pg:monitor@db1:5432/app:4242:advisory/...' --reason x --yes
       lockwatch break kernel:254:0:1234:FLOCK:0-EOF:4242 --reason "hung" --force
       lockwatch break redis:cache1:6379/0:lock:deploy --redis redis://:pw@cache1 --reason x
+      lockwatch break 'zk:zk1:2181:/locks/deploy/_c_...-lock-0000000012' --reason x
     """
 
 _STEAL_DOC = """Steal the stale lock TARGET: the old lock is moved into

@@ -70,7 +70,9 @@ class ZkLock(Facts):
     # --- blocking trees ------------------------------------------------------
 
     def group(self) -> str:
-        return f"{ZOOKEEPER}:{self.server}"
+        # The ensemble's name, as its status has it: serve's wait series
+        # (lockwatch_zk_*) are labelled alike whether anyone waits there or not.
+        return self.server
 
     def holds_as(self) -> str | None:
         return self.session if self.holds and not self.orphan else None
@@ -93,7 +95,7 @@ class ZkLock(Facts):
         )
 
     def wait_metrics_server(self) -> str | None:
-        return None if self.orphan else self.server
+        return None if self.orphan else self.group()
 
     def tree_node(self) -> tuple[str, str] | None:
         if self.orphan:

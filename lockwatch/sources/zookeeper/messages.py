@@ -29,9 +29,14 @@ _HINT = lazy_compile(r"(?i)could not acquire the lock|LockTimeout")
 def clues(text: str) -> Sequence[Clue]:
     found: list[Clue] = []
     for match in _KAZOO.finditer(text):
-        found.append(Clue(ClueKind.NAME, match["path"], SOURCE, "kazoo", ADVICE))
+        found.append(_named(match["path"], "kazoo"))
     for match in _CURATOR.finditer(text):
-        found.append(Clue(ClueKind.NAME, match["path"], SOURCE, "Curator", ADVICE))
+        found.append(_named(match["path"], "Curator"))
     if not found and _HINT.search(text):
         found.append(Clue(ClueKind.HINT, "lock_timeout", SOURCE, "Curator", ADVICE))
     return found
+
+
+def _named(path: str, tool: str) -> Clue:
+    # The lock path's own queue is read, not the whole tree.
+    return Clue(ClueKind.NAME, path, SOURCE, tool, ADVICE, options=(("zk_paths", (path,)),))
