@@ -168,3 +168,29 @@ async def test_the_dashboard_says_what_breaking_a_live_holder_does(
         said = " ".join(screen_text(confirm_screen(app)).split())
         assert f"Session {session_hex(a)}" in said and "goes on believing it holds" in said
     assert a.get_children(path)  # nothing done
+
+
+def test_a_recording_keeps_its_facts(zk: Area, tmp_path: Path) -> None:
+    from lockwatch.model import codec
+    from lockwatch.sources.recording import Recorder, ReplayFeed
+    from lockwatch.sources.zookeeper.facts import ZkLock
+
+    a, b = zk.zk.client(), zk.zk.client()
+    path = zk.path("recorded")
+    assert a.Lock(path, "kept").acquire(timeout=10)
+    queued(b, b.Lock(path, "behind"), 2, path)
+    feed = _feed(zk, interval=60)
+    try:
+        change, _ = feed.poll()
+    finally:
+        feed.poller.close()
+    recording = tmp_path / "incident.rec"
+    recorder = Recorder(recording, host=LOCAL_HOST, now=change.at)
+    recorder.write(change)
+    recorder.close()
+    (line,) = ReplayFeed.open(recording)._lines
+    back = codec.loads_line(line)
+    assert isinstance(back, ChangeSet) and back.upserts == change.upserts
+    facts = [entry.lock.facts for entry in back.upserts]
+    assert all(isinstance(f, ZkLock) for f in facts)
+    assert sorted(f.identifier for f in facts if isinstance(f, ZkLock)) == ["behind", "kept"]
