@@ -415,3 +415,36 @@ def test_a_suspended_session_holder_is_stale(zk: Area) -> None:
         assert [r["code"] for r in by_identifier(zk)["cut-off"]["reasons"]] == ["session_gone"]
     finally:
         proxy.close()
+
+
+def test_when_a_dead_holders_session_expires_its_waiter_holds_the_lock(zk: Area) -> None:
+    """No break: ZooKeeper expires the killed holder's session (2 s) and deletes
+    its node; kazoo's waiter takes the lock, and the listing follows."""
+    b = zk.zk.client()
+    path = zk.path("expiring")
+    holder = zk.zk.holder("lock", path, "short-lived", "2")
+    lock = b.Lock(path, "successor")
+    thread = queued(b, lock, 2, path)
+    holder.kill()
+    holder.wait()
+    thread.join(30)
+    assert lock.is_acquired
+    locks = by_identifier(zk)
+    assert "short-lived" not in locks
+    assert locks["successor"]["state"] == "active" and locks["successor"]["position"] == 0
+
+
+def test_a_tree_past_the_bound_is_read_in_part_and_said_so(
+    zk: Area, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lockwatch.sources.zookeeper import server
+
+    a = zk.zk.client()
+    for n in range(6):
+        a.ensure_path(zk.path(f"dir{n}/sub"))
+    monkeypatch.setattr(server, "MAX_NODES", 4)
+    code, out, err = run_cli("ls", "--zk", zk.zk.connect, "--zk-path", zk.root, "--json")
+    assert code == 1 and "over 4 znodes" in err  # part of the picture: said, never "no locks"
+    (status,) = json.loads(out)["sources"]
+    assert status["status"] == "connected" and "over 4 znodes" in status["reason"]
+    assert "--zk-path" in status["reason"]
