@@ -86,7 +86,7 @@ def test_serve_counts_each_ensembles_queue(zk: Area) -> None:
     board.apply(change)
     now = change.at
     samples = exposition(figures(board, now, sources=("zookeeper",)))
-    server = (("server", zk.zk.connect),)
+    server = (("server", f"zookeeper:{zk.zk.connect}"),)
     assert samples[("lockwatch_zk_blocked_sessions", server)] == 2
     assert samples[("lockwatch_zk_root_blockers", server)] == 1
     assert samples[("lockwatch_zk_root_blocker_max_blocked_sessions", server)] == 2

@@ -81,7 +81,9 @@ def test_a_kazoo_lock_holder_and_its_queue_as_zookeeper_has_them(zk: Area) -> No
     assert waiter["blocked_by"] == [session_hex(a)] and waiter["position"] == 1
     assert [r["code"] for r in waiter["reasons"]] == ["waiting"]
 
-    (tree,) = [t for t in document["blocking"] if zk.zk.connect in t["server"]]
+    trees = [t for t in document["blocking"] if zk.zk.connect in t["server"]]
+    assert len(trees) == 1, document["blocking"]
+    (tree,) = trees
     (root,) = tree["roots"]
     assert root["id"] == session_hex(a)
     assert [w["id"] for w in root["waiters"]] == [session_hex(b)]

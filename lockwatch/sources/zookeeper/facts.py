@@ -70,9 +70,8 @@ class ZkLock(Facts):
     # --- blocking trees ------------------------------------------------------
 
     def group(self) -> str:
-        # The ensemble's name, as its status has it: serve's wait series
-        # (lockwatch_zk_*) are labelled alike whether anyone waits there or not.
-        return self.server
+        # As every polled server's wait-for graph is named (sources/polled.py).
+        return f"{ZOOKEEPER}:{self.server}"
 
     def holds_as(self) -> str | None:
         return self.session if self.holds and not self.orphan else None
