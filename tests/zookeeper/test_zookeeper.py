@@ -450,3 +450,28 @@ def test_a_tree_past_the_bound_is_read_in_part_and_said_so(
     (status,) = json.loads(out)["sources"]
     assert status["status"] == "connected" and "over 4 znodes" in status["reason"]
     assert "--zk-path" in status["reason"]
+
+
+def test_an_ensemble_with_servers_zk_does_not_name_leaves_a_missing_session_unknown(
+    zk: Area, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session absent from the named servers' cons may be connected to another:
+    never `stale` then. (The throwaway server is standalone, its /zookeeper/config
+    empty: the test gives the config reader a three-server ensemble's lines.)"""
+    from lockwatch.sources.zookeeper import server
+
+    path = zk.path("ensemble")
+    holder = zk.zk.holder("lock", path, "elsewhere", "60")
+    holder.kill()
+    holder.wait()
+    until(lambda: by_identifier(zk)["elsewhere"]["state"] == "stale", "the dead holder")
+    lines = "\n".join(f"server.{n}=zk{n}:2888:3888:participant;0.0.0.0:2181" for n in (1, 2, 3))
+    assert server.ensemble(lines) == [
+        f"zk{n}:2888:3888:participant;0.0.0.0:2181" for n in (1, 2, 3)
+    ]
+    real = server.ensemble
+    monkeypatch.setattr(server, "ensemble", lambda config: real(config or lines))
+    elsewhere = by_identifier(zk)["elsewhere"]
+    assert elsewhere["state"] == "active" and elsewhere["session_state"] == "unknown"
+    assert "the ensemble has 3 servers" in elsewhere["client_unknown_because"]
+    assert [r["code"] for r in elsewhere["reasons"]] == ["client_unknown"]

@@ -39,6 +39,8 @@ from lockwatch.sources.zookeeper.recipes import (
 MAX_NODES = 10_000
 # ZooKeeper's own znodes (quotas, config): never a lock.
 SYSTEM = "/zookeeper"
+# The ensemble's dynamic config (3.5+): a `server.N=` line per server; empty standalone.
+CONFIG = "/zookeeper/config"
 SESSION_TIMEOUT = 10.0
 # Connecting (kazoo's handshake) waits at most this much of a poll's deadline: a
 # server that takes TCP connections and answers nothing (stopped) is said to be so.
@@ -100,6 +102,16 @@ def _node(name: str, stat: Any, data: bytes | None = None) -> Node:
         stat.numChildren,
         stat.cversion,
     )
+
+
+def ensemble(config: str) -> list[str]:
+    """The servers a dynamic config (`server.1=zk1:2888:3888:participant;0.0.0.0:2181`)
+    names."""
+    return [
+        line.split("=", 1)[1]
+        for line in config.splitlines()
+        if line.startswith("server.") and "=" in line
+    ]
 
 
 def _join(parent: str, child: str) -> str:
@@ -177,6 +189,9 @@ class ZkServer:
             client = self.client(min(CONNECT_TIMEOUT, ends - time.monotonic()))
             parents, empties, truncated = Walk(client, ends, self._watch).run(self.roots)
             sessions, why = self._sessions(ends)
+            unseen = self._unlisted(client, ends)
+            if unseen is not None:
+                why = f"{why}; {unseen}" if why else unseen
         except (KazooException, KazooTimeoutError, OSError, PollTimeout, ValueError) as exc:
             self._fail(exc)
             return None
@@ -210,6 +225,27 @@ class ZkServer:
             if answer.why is not None:
                 why.append(answer.why)
         return sessions, "; ".join(why) or None
+
+    def _unlisted(self, client: Any, ends: float) -> str | None:
+        """Why a session missing from cons may be connected all the same: the
+        ensemble (its dynamic config, /zookeeper/config) has servers --zk does not
+        name, whose connections were not asked. None: every server was."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _ = client.get_async(CONFIG).get(timeout=max(ends - time.monotonic(), 0.01))
+        except NoNodeError:
+            return None
+        except client.handler.timeout_exception:
+            raise PollTimeout("no answer within the poll's deadline") from None
+        members = ensemble(data.decode("utf-8", "replace") if data else "")
+        asked = len(self.endpoint.hosts)
+        if len(members) <= asked:
+            return None
+        return (
+            f"the ensemble has {len(members)} servers ({CONFIG}) and --zk names {asked}: a"
+            " session connected to another was not asked about; name them all"
+        )
 
     def _updated_at(self) -> datetime | None:
         return self.last.polled_at if self.last else None
