@@ -475,3 +475,12 @@ def test_an_ensemble_with_servers_zk_does_not_name_leaves_a_missing_session_unkn
     assert elsewhere["state"] == "active" and elsewhere["session_state"] == "unknown"
     assert "the ensemble has 3 servers" in elsewhere["client_unknown_because"]
     assert [r["code"] for r in elsewhere["reasons"]] == ["client_unknown"]
+
+
+def test_a_lock_path_under_another_is_found_too(zk: Area) -> None:
+    a = zk.zk.client()
+    outer, inner = zk.path("outer"), zk.path("outer/inner")
+    assert a.Lock(outer, "outer-holder").acquire(timeout=10)
+    assert a.Lock(inner, "inner-holder").acquire(timeout=10)
+    locks = by_identifier(zk)
+    assert (locks["outer-holder"]["name"], locks["inner-holder"]["name"]) == (outer, inner)

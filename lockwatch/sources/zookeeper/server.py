@@ -329,10 +329,14 @@ class Walk:
                     continue
                 children, stat = answer
                 found = self._parent(path, children, stat)
+                read = set()
                 if found is not None:
                     (parents if found.children else empties).append(found)
-                if found is None or not found.children:
-                    frontier.extend(_join(path, c) for c in children if _join(path, c) != SYSTEM)
+                    read = {node.name for node in found.children}
+                # Below a lock path too (its contenders are ephemeral: they have no children).
+                frontier.extend(
+                    _join(path, c) for c in children if c not in read and _join(path, c) != SYSTEM
+                )
         self._arm(parents, empties)
         return parents, empties, truncated
 
