@@ -484,3 +484,28 @@ def test_a_lock_path_under_another_is_found_too(zk: Area) -> None:
     assert a.Lock(inner, "inner-holder").acquire(timeout=10)
     locks = by_identifier(zk)
     assert (locks["outer-holder"]["name"], locks["inner-holder"]["name"]) == (outer, inner)
+
+
+def test_a_break_on_a_server_that_stopped_answering_fails_in_one_line(
+    zk_throwaway: ZooKeeper,
+) -> None:
+    from lockwatch.model.action import ActionFailed, Doing
+    from lockwatch.sources.zookeeper.actions import ACTIONS
+    from lockwatch.sources.zookeeper.endpoint import REACH, Reach, parse
+
+    area = Area(zk_throwaway, "/paused")
+    client = zk_throwaway.client()
+    node = client.create(
+        f"{area.root}/{uuid.uuid4().hex}__lock__", b"ghost", sequence=True, makepath=True
+    )
+    plan = _plan(area, ids.zk_id(zk_throwaway.connect, node))
+    zk_throwaway.pause()
+    try:
+        with pytest.raises(ActionFailed) as failed:
+            reach = {REACH: Reach({zk_throwaway.connect: parse(zk_throwaway.connect)})}
+            ACTIONS.run(plan, Doing("a1", "s1", reach=reach))
+    finally:
+        zk_throwaway.resume()
+    assert failed.value.code == "unreachable"
+    assert failed.value.message.endswith("nothing done") and "\n" not in failed.value.message
+    assert client.exists(node)
