@@ -297,6 +297,8 @@ class Walk:
         self.ends = ends
         self.watch = watch
         self.read = 0
+        # Each znode's children as the walk read them: what its watch is armed against.
+        self.seen: dict[str, frozenset[str]] = {}
 
     def _get(self, pending: Any) -> Any:
         from kazoo.exceptions import NoNodeError
@@ -328,6 +330,7 @@ class Walk:
                 if answer is None:
                     continue
                 children, stat = answer
+                self.seen[path] = frozenset(children)
                 found = self._parent(path, children, stat)
                 read = set()
                 if found is not None:
@@ -373,5 +376,10 @@ class Walk:
         lock paths appear); kazoo keeps one per path for a watcher, however often set."""
         paths = {p.path for p in (*parents, *empties)}
         paths |= {p.path.rpartition("/")[0] or "/" for p in (*parents, *empties)}
-        for path in sorted(paths):
-            self.client.get_children_async(path, watch=self.watch)
+        armed = [(p, self.client.get_children_async(p, watch=self.watch)) for p in sorted(paths)]
+        for path, pending in armed:
+            # A change between the walk's read and the watch set is no watch event:
+            # children that differ from those read ask for the next poll at once.
+            children = self._get(pending)
+            if children is not None and frozenset(children) != self.seen.get(path):
+                self.watch(None)
