@@ -30,6 +30,7 @@ SOURCES: tuple[Source, ...] = (
     LazySource("lockwatch.sources.redis"),
     LazySource("lockwatch.sources.etcd"),
     LazySource("lockwatch.sources.mysql"),
+    LazySource("lockwatch.sources.zookeeper"),
 )
 
 

@@ -158,6 +158,9 @@ STARTUP = frozenset(
         "sources.secrets",
         "sources.stores",
         "sources.stores.ids",
+        "sources.zookeeper",
+        "sources.zookeeper.declared",
+        "sources.zookeeper.ids",
         "trusted",
         "model.clues",
         "model.hosts",
@@ -278,6 +281,7 @@ WHY_OWN = DECODERS | frozenset(
         "sources.files.tombstones",
         "sources.mysql.messages",
         "sources.postgres.messages",
+        "sources.zookeeper.messages",
     }
 )
 

@@ -31,8 +31,8 @@ def test_every_label_fits_the_source_column() -> None:
 
 def test_a_source_this_build_lacks_is_shown_by_its_name() -> None:
     """A recording from a newer lockwatch may name a source unknown here."""
-    assert registry.label("zookeeper") == "zookeeper"
-    assert registry.by_name("zookeeper") is None
+    assert registry.label("consul") == "consul"
+    assert registry.by_name("consul") is None
 
 
 # --- lazy entries (sources/lazy.py): a declaration now, the plugin when used -------
