@@ -11,6 +11,7 @@ import click
 from lockwatch.sources.k8s import ids
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
@@ -52,6 +53,20 @@ class K8sDeclared:
                 help="Read Leases in this namespace only (repeatable; implies --k8s; default:"
                 " all namespaces, which needs list on leases at cluster scope).",
             ),
+        ]
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        # Here, not in the plugin: `--help` of the action commands loads no plugin.
+        if kind is not None:
+            return ()
+        return [
+            click.option(
+                "--k8s-context",
+                "k8s_context",
+                metavar="NAME",
+                help="The kubeconfig context a k8s: TARGET's API server is reached through"
+                " (default: the current context).",
+            )
         ]
 
     def asked(self, values: Mapping[str, Any]) -> bool:

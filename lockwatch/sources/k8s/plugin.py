@@ -16,11 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import click
-
 from lockwatch.sources.contract import (
     ActionProvider,
-    Decorator,
     Found,
     LookupFailed,
     SourceError,
@@ -33,7 +30,6 @@ from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.model.changes import Entry
     from lockwatch.sources.k8s.kubeconfig import Cluster
     from lockwatch.sources.k8s.poller import K8sPoller
@@ -54,19 +50,6 @@ class K8sSource(K8sDeclared):
         from lockwatch.sources.k8s.actions import ACTIONS
 
         return ACTIONS
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            click.option(
-                "--k8s-context",
-                "k8s_context",
-                metavar="NAME",
-                help="The kubeconfig context a k8s: TARGET's API server is reached through"
-                " (default: the current context).",
-            )
-        ]
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> K8sSettings:
         return read_settings(tables, where)
