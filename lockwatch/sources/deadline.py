@@ -196,8 +196,13 @@ _SLACK = 0.05
 def deadline_transport(deadline: Deadline) -> httpx.BaseTransport:
     """An httpx transport whose every connect, read and write ends by `deadline`
     (httpx's HTTPTransport takes no network backend: its pool, built here)."""
+    return _pooled_transport(_deadline_backend(deadline))
+
+
+def _deadline_backend(deadline: Deadline) -> httpcore.NetworkBackend:
+    """httpcore's sync network backend with every operation's timeout cut to what
+    is left of `deadline`."""
     import httpcore
-    import httpx
 
     class Stream(httpcore.NetworkStream):
         def __init__(self, inner: httpcore.NetworkStream) -> None:
@@ -256,8 +261,15 @@ def deadline_transport(deadline: Deadline) -> httpx.BaseTransport:
         def sleep(self, seconds: float) -> None:
             self._inner.sleep(seconds)
 
-    # httpcore's errors as httpx's (what HTTPTransport does): callers catch httpx's.
-    mapped: list[tuple[type[Exception], type[httpx.TransportError]]] = [
+    return Backend()
+
+
+def _error_map() -> list[tuple[type[Exception], type[httpx.TransportError]]]:
+    """httpcore's errors and the httpx errors they become (what HTTPTransport does)."""
+    import httpcore
+    import httpx
+
+    return [
         (httpcore.ConnectTimeout, httpx.ConnectTimeout),
         (httpcore.ReadTimeout, httpx.ReadTimeout),
         (httpcore.WriteTimeout, httpx.WriteTimeout),
@@ -272,6 +284,15 @@ def deadline_transport(deadline: Deadline) -> httpx.BaseTransport:
         (httpcore.NetworkError, httpx.NetworkError),
         (httpcore.ProtocolError, httpx.ProtocolError),
     ]
+
+
+def _pooled_transport(backend: httpcore.NetworkBackend) -> httpx.BaseTransport:
+    """An httpx transport over a one-connection httpcore pool on `backend`."""
+    import httpcore
+    import httpx
+
+    # httpcore's errors as httpx's (what HTTPTransport does): callers catch httpx's.
+    mapped = _error_map()
 
     @contextlib.contextmanager
     def as_httpx() -> Iterator[None]:
@@ -304,7 +325,7 @@ def deadline_transport(deadline: Deadline) -> httpx.BaseTransport:
                 ssl_context=httpx.create_ssl_context(trust_env=False),
                 max_connections=1,
                 max_keepalive_connections=1,
-                network_backend=Backend(),
+                network_backend=backend,
             )
 
         def handle_request(self, request: httpx.Request) -> httpx.Response:
