@@ -258,6 +258,13 @@ def _wait_families(prefix: str, servers: list[tuple[str, ServerWaits]]) -> Itera
 
 
 def families(found: Figures) -> Iterator[Metric]:
+    yield from _lock_families(found)
+    yield from _server_wait_families(found)
+    yield from _source_families(found)
+
+
+def _lock_families(found: Figures) -> Iterator[Metric]:
+    """Locks counted by source and state, the oldest's age, the stale ones each."""
     from prometheus_client.core import GaugeMetricFamily
 
     locks = GaugeMetricFamily(
@@ -299,6 +306,8 @@ def families(found: Figures) -> Iterator[Metric]:
         value=found.dropped,
     )
 
+
+def _server_wait_families(found: Figures) -> Iterator[Metric]:
     # Every family a source has, with or without servers in view (as before any poll).
     by_prefix: dict[str, list[tuple[str, ServerWaits]]] = {
         source.wait_metrics: [] for source in registry.SOURCES if source.wait_metrics is not None
@@ -309,6 +318,11 @@ def families(found: Figures) -> Iterator[Metric]:
             by_prefix.setdefault(prefix, []).append((server, waits))
     for prefix, servers in sorted(by_prefix.items()):
         yield from _wait_families(prefix, servers)
+
+
+def _source_families(found: Figures) -> Iterator[Metric]:
+    """Each source's health: up, last success, collection time, errors; the build."""
+    from prometheus_client.core import GaugeMetricFamily
 
     up = GaugeMetricFamily(
         "lockwatch_source_up",
