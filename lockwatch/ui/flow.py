@@ -97,7 +97,7 @@ def confirm_words(kind: Kind, plan: Plan) -> tuple[str | None, str, str | None]:
     return must_type, must_type_what, warning
 
 
-def changed_while_open(opened: Plan, now: Plan, verdict: Verdict, drifted: bool) -> str | None:
+def drift_note(opened: Plan, now: Plan, verdict: Verdict, drifted: bool) -> str | None:
     """What a confirmation says changed since it opened on `opened`: what it would
     do now, when that drifted; else a new verdict; else nothing."""
     if drifted:
@@ -178,7 +178,7 @@ class ActionFlow:
             was = first.setdefault(chosen[0], (shown[0].lock.id, shown[0].event))
             if was != (shown[0].lock.id, shown[0].event):
                 drifted[0] = True
-            changed = changed_while_open(plan, shown[0], verdict, drifted[0])
+            changed = drift_note(plan, shown[0], verdict, drifted[0])
             # The way chosen may be another action (a queue head's cancel): the
             # button says what confirming does now.
             screen.set_verb(verb_of(shown[0].kind))
