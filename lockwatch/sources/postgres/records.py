@@ -473,17 +473,6 @@ def _first_seen(
     return first
 
 
-def _hold_bounds(
-    poll: _Poll, row: Row, backend: PgBackend, holder_key: int | str, locktype: str, first: datetime
-) -> _Bounds:
-    """A granted lock's `_bounds`, once per session, lock kind and first sighting."""
-    bounds_key = (holder_key, locktype == "advisory", first)
-    bounds = poll.bounds_of.get(bounds_key)
-    if bounds is None:
-        bounds = poll.bounds_of[bounds_key] = _bounds(row, backend, first)
-    return bounds
-
-
 def _wait_start(poll: _Poll, pid: Any, wait_age: Any) -> tuple[datetime | None, datetime | None]:
     """A waiting lock's wait start, and its acquired_at (the same, when the server says)."""
     # Before PostgreSQL 14 there is no waitstart: the query's start bounds it.
@@ -537,7 +526,12 @@ def _lock(
     if granted:
         assert first is not None
         wait_start = None
-        known, after, level = _hold_bounds(poll, row, backend, holder_key, locktype, first)
+        # Once per session, lock kind and first sighting (a call per row costs).
+        bounds_key = (holder_key, locktype == "advisory", first)
+        bounds = poll.bounds_of.get(bounds_key)
+        if bounds is None:
+            bounds = poll.bounds_of[bounds_key] = _bounds(row, backend, first)
+        known, after, level = bounds
         # Only a prepared transaction's time is known exactly.
         acquired_at = backend.prepared_at
     else:
@@ -572,7 +566,10 @@ def _lock(
         id=pg_id(poll.server, holder_key, target, mode, "held" if granted else "wait"),
         source="postgres",
         format=FORMAT,
-        name=_lock_name(row, key, poll.names),
+        # An advisory lock is named by its key alone: no other column to read.
+        name=advisory_name(row, key, poll.names)
+        if key is not None
+        else _name(row, key, poll.names),
         path=None,
         holder=holder,
         acquired_at=acquired_at,
