@@ -12,6 +12,7 @@ from lockwatch.sources.etcd import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
@@ -55,6 +56,20 @@ class EtcdDeclared:
                 " keys, not a directory: /tooz/locks reads /tooz/locks<name> (and"
                 " /tooz/locksmith); end it with / for a directory.",
             ),
+        ]
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            secret_option(
+                "--etcd",
+                "etcd_urls",
+                carries=IN_ARGUMENTS,
+                multiple=True,
+                metavar="URL",
+                help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
+            )
         ]
 
     def asked(self, values: Mapping[str, Any]) -> bool:

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.sources.contract import (
     ActionProvider,
-    Decorator,
     Found,
     LookupFailed,
     Selected,
@@ -30,13 +29,11 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.etcd import ids
-from lockwatch.sources.etcd.declared import IN_ARGUMENTS, EtcdDeclared
-from lockwatch.sources.secrets import secret_option
+from lockwatch.sources.etcd.declared import EtcdDeclared
 from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.sources.etcd.endpoint import EtcdEndpoint
     from lockwatch.sources.etcd.poller import EtcdPoller
 
@@ -94,20 +91,6 @@ class EtcdSource(EtcdDeclared):
         from lockwatch.sources.etcd.actions import ACTIONS
 
         return ACTIONS
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            secret_option(
-                "--etcd",
-                "etcd_urls",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL",
-                help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
-            )
-        ]
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> EtcdSettings:
         return read_settings(tables, where)

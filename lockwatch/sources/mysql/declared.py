@@ -12,6 +12,7 @@ import click
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
@@ -76,6 +77,20 @@ class MysqlDeclared:
                 help="A GET_LOCK name to ask IS_USED_LOCK about (repeatable; MariaDB"
                 " without the metadata_lock_info plugin).",
             ),
+        ]
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            secret_option(
+                "--mysql",
+                "mysql_dsns",
+                carries=IN_ARGUMENTS,
+                multiple=True,
+                metavar="DSN",
+                help="The server a MySQL TARGET lives on (repeatable).",
+            )
         ]
 
     def asked(self, values: Mapping[str, Any]) -> bool:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.sources.contract import (
     ActionProvider,
-    Decorator,
     Found,
     Hint,
     LookupFailed,
@@ -34,19 +33,17 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
-from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER, IN_ARGUMENTS, MysqlDeclared
+from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER, MysqlDeclared
 from lockwatch.sources.mysql.settings import (
     DEFAULTS,
     MySettings,
     read_settings,
     resolve,
 )
-from lockwatch.sources.secrets import secret_option
 from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.sources.locktables.config import TableSpec
     from lockwatch.sources.mysql.dsn import Endpoint
     from lockwatch.sources.mysql.server import MyServer
@@ -74,20 +71,6 @@ class MysqlSource(MysqlDeclared):
         from lockwatch.sources.mysql.tableactions import actions
 
         return actions()
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            secret_option(
-                "--mysql",
-                "mysql_dsns",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="DSN",
-                help="The server a MySQL TARGET lives on (repeatable).",
-            )
-        ]
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> MySettings:
         return read_settings(tables, where)

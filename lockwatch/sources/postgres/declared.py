@@ -13,6 +13,7 @@ from lockwatch.sources.postgres.dsn import IN_ARGUMENTS, LIBPQ_SERVER_VARS
 from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
@@ -53,6 +54,20 @@ class PostgresDeclared:
                 is_flag=True,
                 help="Every pg_locks row, not only contended and advisory ones.",
             ),
+        ]
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            secret_option(
+                "--pg",
+                "pg_dsns",
+                carries=IN_ARGUMENTS,
+                multiple=True,
+                metavar="DSN",
+                help="The server a Postgres TARGET lives on (repeatable).",
+            )
         ]
 
     def asked(self, values: Mapping[str, Any]) -> bool:

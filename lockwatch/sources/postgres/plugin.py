@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
-    Decorator,
     Found,
     Hint,
     ListingRequest,
@@ -46,17 +45,14 @@ from lockwatch.sources.contract import (
 )
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.declared import PostgresDeclared
-from lockwatch.sources.postgres.dsn import IN_ARGUMENTS
 from lockwatch.sources.postgres.settings import (
     PgSettings,
     defaults,
     read_settings,
 )
-from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.sources.feed import Feed
 
 DEFAULT_REFRESH = 2.0
@@ -82,20 +78,6 @@ class PostgresSource(PostgresDeclared):
         from lockwatch.sources.postgres.locktables import actions
 
         return actions()
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            secret_option(
-                "--pg",
-                "pg_dsns",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="DSN",
-                help="The server a Postgres TARGET lives on (repeatable).",
-            )
-        ]
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> PgSettings:
         return read_settings(tables, where)

@@ -12,6 +12,7 @@ from lockwatch.sources.redis import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
@@ -64,6 +65,20 @@ class RedisDeclared:
                 help="The servers of one Redlock group, comma-separated: each lock shown once,"
                 " with how many servers hold it (repeatable).",
             ),
+        ]
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        return [
+            secret_option(
+                "--redis",
+                "redis_urls",
+                carries=IN_ARGUMENTS,
+                multiple=True,
+                metavar="URL",
+                help="The Redis server (with its password) a redis: TARGET lives on (repeatable).",
+            )
         ]
 
     def asked(self, values: Mapping[str, Any]) -> bool:

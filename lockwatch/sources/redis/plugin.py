@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.sources.contract import (
     ActionProvider,
-    Decorator,
     Found,
     Hint,
     LookupFailed,
@@ -31,14 +30,12 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.redis import ids
-from lockwatch.sources.redis.declared import IN_ARGUMENTS, RedisDeclared
+from lockwatch.sources.redis.declared import RedisDeclared
 from lockwatch.sources.redis.endpoint import DEFAULT_PORT
-from lockwatch.sources.secrets import secret_option
 from lockwatch.sources.selection import StoreSelection
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.sources.redis.endpoint import RedisEndpoint
     from lockwatch.sources.redis.poll import RedisPoller
 
@@ -138,20 +135,6 @@ class RedisSource(RedisDeclared):
         from lockwatch.sources.redis.actions import ACTIONS
 
         return ACTIONS
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            secret_option(
-                "--redis",
-                "redis_urls",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL",
-                help="The Redis server (with its password) a redis: TARGET lives on (repeatable).",
-            )
-        ]
 
     def hint(self, wanted: Wanted, running: bool) -> Hint | None:
         """Not watching any: a Redis server on this host, seen by its port or
