@@ -193,10 +193,14 @@ class Deadline:
 _SLACK = 0.05
 
 
-def deadline_transport(deadline: Deadline) -> httpx.BaseTransport:
+def deadline_transport(
+    deadline: Deadline, ssl_context: ssl.SSLContext | None = None
+) -> httpx.BaseTransport:
     """An httpx transport whose every connect, read and write ends by `deadline`
-    (httpx's HTTPTransport takes no network backend: its pool, built here)."""
-    return _pooled_transport(_deadline_backend(deadline))
+    (httpx's HTTPTransport takes no network backend: its pool, built here).
+    `ssl_context`: the TLS settings (a private CA, a client certificate) where the
+    system's trust store is not the one (a Kubernetes API server's)."""
+    return _pooled_transport(_deadline_backend(deadline), ssl_context)
 
 
 def _deadline_backend(deadline: Deadline) -> httpcore.NetworkBackend:
@@ -286,8 +290,11 @@ def _error_map() -> list[tuple[type[Exception], type[httpx.TransportError]]]:
     ]
 
 
-def _pooled_transport(backend: httpcore.NetworkBackend) -> httpx.BaseTransport:
-    """An httpx transport over a one-connection httpcore pool on `backend`."""
+def _pooled_transport(
+    backend: httpcore.NetworkBackend, ssl_context: ssl.SSLContext | None
+) -> httpx.BaseTransport:
+    """An httpx transport over a one-connection httpcore pool on `backend`
+    (`ssl_context`: the TLS settings, else the system's trust store)."""
     import httpcore
     import httpx
 
@@ -322,7 +329,7 @@ def _pooled_transport(backend: httpcore.NetworkBackend) -> httpx.BaseTransport:
     class Transport(httpx.BaseTransport):
         def __init__(self) -> None:
             self._pool = httpcore.ConnectionPool(
-                ssl_context=httpx.create_ssl_context(trust_env=False),
+                ssl_context=ssl_context or httpx.create_ssl_context(trust_env=False),
                 max_connections=1,
                 max_keepalive_connections=1,
                 network_backend=backend,

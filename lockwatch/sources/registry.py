@@ -31,6 +31,7 @@ SOURCES: tuple[Source, ...] = (
     LazySource("lockwatch.sources.etcd"),
     LazySource("lockwatch.sources.mysql"),
     LazySource("lockwatch.sources.zookeeper"),
+    LazySource("lockwatch.sources.k8s"),
 )
 
 

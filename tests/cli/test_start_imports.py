@@ -280,6 +280,7 @@ WHY_OWN = DECODERS | frozenset(
         "sources.files.mounts",
         "sources.files.scanner",
         "sources.files.tombstones",
+        "sources.k8s.messages",
         "sources.mysql.messages",
         "sources.postgres.messages",
         "sources.zookeeper.messages",

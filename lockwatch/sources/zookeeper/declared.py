@@ -11,6 +11,7 @@ import click
 from lockwatch.sources.zookeeper import ids
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
@@ -50,6 +51,21 @@ class ZooKeeperDeclared:
                 help="Read recipes under this znode only (repeatable; default: the whole tree"
                 " under the chroot, bounded).",
             ),
+        ]
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None:
+            return ()
+        import click
+
+        return [
+            click.option(
+                "--zk",
+                "zk_servers",
+                multiple=True,
+                metavar="HOST:PORT[,...][/CHROOT]",
+                help="The ZooKeeper ensemble a zk: TARGET lives on, when not the one its id names.",
+            )
         ]
 
     def asked(self, values: Mapping[str, Any]) -> bool:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.sources.contract import (
     ActionProvider,
-    Decorator,
     Found,
     LookupFailed,
     Selected,
@@ -30,7 +29,6 @@ from lockwatch.sources.zookeeper.declared import ZooKeeperDeclared
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.sources.polled import PolledFeed
     from lockwatch.sources.zookeeper.endpoint import ZkEndpoint
     from lockwatch.sources.zookeeper.poller import ZkPoller
@@ -87,21 +85,6 @@ class ZooKeeperSource(ZooKeeperDeclared):
         from lockwatch.sources.zookeeper.actions import ACTIONS
 
         return ACTIONS
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        import click
-
-        return [
-            click.option(
-                "--zk",
-                "zk_servers",
-                multiple=True,
-                metavar="HOST:PORT[,...][/CHROOT]",
-                help="The ZooKeeper ensemble a zk: TARGET lives on, when not the one its id names.",
-            )
-        ]
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> ZooKeeperSettings:
         return read_settings(tables, where)
