@@ -147,48 +147,14 @@ class _Check:
                     "it marks a line torn by a crash before it, but there is none: that line"
                     " was removed",
                 )
-            if record.get("hash") != record_hash(record):
-                return self.tampered(number, seq, "edited: its hash does not match its content")
-            if raw != serialized(record):
-                # Same content, other bytes (spacing, escapes, duplicate keys): not as written.
-                return self.tampered(number, seq, "edited: not byte for byte as lockwatch wrote it")
-            if seq is None:
-                return self.tampered(number, None, "has no sequence number")
-            if KEY_ID in record or MAC in record:
-                if self.key is None:
-                    return self.needs_key(seq, f"record {seq} is keyed")
-                if record.get(KEY_ID) != self.key.id:
-                    return self.needs_key(
-                        seq, f"record {seq} is keyed with key {record.get(KEY_ID)}"
-                    )
-                if not self.key.check(mac_body(record), record.get(MAC)):
-                    return self.tampered(
-                        number,
-                        seq,
-                        "edited: its MAC does not match its content (changed by someone"
-                        " without the key)",
-                    )
-                keyed_seen = True
-                self.keyed += 1
-            elif keyed_seen:
-                return self.tampered(
-                    number,
-                    seq,
-                    "it has no MAC, yet the records before it are keyed: written or rewritten"
-                    " without the key",
-                )
-            elif since is not None and seq >= since:
-                return self.tampered(
-                    number,
-                    seq,
-                    f"it has no MAC, yet this log is keyed from record {since} on (as"
-                    f" {registry_path(self.key).name} beside the key says): the log was"
-                    " rewritten without the key"
-                    if self.key is not None
-                    else "it has no MAC",
-                )
-            else:
-                self.unkeyed += 1
+            problem = self._record_problem(number, seq, record, raw)
+            if problem is not None:
+                return problem
+            assert seq is not None
+            keyed = self._record_key(number, seq, record, keyed_seen, since)
+            if isinstance(keyed, Verification):
+                return keyed
+            keyed_seen = keyed
             if seq != expected_seq or record.get("prev_hash") != expected_prev:
                 return self._out_of_chain(number, seq, expected_seq, prev_line)
             if pending is not None:
@@ -209,6 +175,59 @@ class _Check:
                 " were removed (and the rest rewritten without the key)",
             )
         return self._end(pending, prev_line, keyed_seen, anchors)
+
+    def _record_problem(
+        self, number: int, seq: int | None, record: dict[str, Any], raw: bytes
+    ) -> Verification | None:
+        """A record not as lockwatch wrote it: its hash, its bytes, its number."""
+        if record.get("hash") != record_hash(record):
+            return self.tampered(number, seq, "edited: its hash does not match its content")
+        if raw != serialized(record):
+            # Same content, other bytes (spacing, escapes, duplicate keys): not as written.
+            return self.tampered(number, seq, "edited: not byte for byte as lockwatch wrote it")
+        if seq is None:
+            return self.tampered(number, None, "has no sequence number")
+        return None
+
+    def _record_key(
+        self, number: int, seq: int, record: dict[str, Any], keyed_seen: bool, since: int | None
+    ) -> Verification | bool:
+        """A record's MAC checked (or its absence, where the log is keyed): whether
+        the records so far are keyed, or a Verification saying what is wrong."""
+        if KEY_ID in record or MAC in record:
+            if self.key is None:
+                return self.needs_key(seq, f"record {seq} is keyed")
+            if record.get(KEY_ID) != self.key.id:
+                return self.needs_key(seq, f"record {seq} is keyed with key {record.get(KEY_ID)}")
+            if not self.key.check(mac_body(record), record.get(MAC)):
+                return self.tampered(
+                    number,
+                    seq,
+                    "edited: its MAC does not match its content (changed by someone"
+                    " without the key)",
+                )
+            self.keyed += 1
+            return True
+        elif keyed_seen:
+            return self.tampered(
+                number,
+                seq,
+                "it has no MAC, yet the records before it are keyed: written or rewritten"
+                " without the key",
+            )
+        elif since is not None and seq >= since:
+            return self.tampered(
+                number,
+                seq,
+                f"it has no MAC, yet this log is keyed from record {since} on (as"
+                f" {registry_path(self.key).name} beside the key says): the log was"
+                " rewritten without the key"
+                if self.key is not None
+                else "it has no MAC",
+            )
+        else:
+            self.unkeyed += 1
+        return keyed_seen
 
     def _out_of_chain(
         self, number: int, seq: int, expected: int, prev_line: int | None
@@ -249,27 +268,65 @@ class _Check:
         last_seq = max(self.hashes, default=0)
         ended = _ends_with_newline(self.path)
         head = read_head(self.path)
+        torn = self._tail(pending, prev_line, ended, head, last_seq)
+        if isinstance(torn, Verification):
+            return torn
+        problem = self._head_problem(head, pending, keyed_seen, last_seq)
+        if problem is not None:
+            return problem
+        checked = self._anchors(anchors, last_seq)
+        if isinstance(checked, Verification):
+            return checked
+        if torn is not None:
+            self.notes.append(torn)
+        return Verification(
+            True,
+            self.count,
+            status=TORN_TAIL if torn is not None else INTACT,
+            keyed=self.keyed,
+            unkeyed=self.unkeyed,
+            key_id=self.key.id if self.keyed and self.key else None,
+            notes=tuple(self.notes),
+            anchored=checked,
+        )
+
+    def _tail(
+        self,
+        pending: tuple[int, bytes] | None,
+        prev_line: int | None,
+        ended: bool,
+        head: Any,
+        last_seq: int,
+    ) -> Verification | str | None:
+        """How the log ends (`ended`: with a newline): whole (None), torn by a
+        crash (the note saying so), or edited (a Verification)."""
         head_seq = head.get("seq") if isinstance(head, dict) else None
-        torn: str | None = None
         if pending is not None:
             if ended:
                 return self.tampered(pending[0], None, "not a JSON record (edited or damaged)")
-            torn = (
+            return (
                 f"the last line (line {pending[0]}, {len(pending[1])} bytes) was cut short"
                 " while it was being written: torn by a crash, not an edit (the next record"
                 " lockwatch writes marks it)"
             )
-        elif self.count and not ended:
+        if self.count and not ended:
             if head_seq == last_seq:
                 return self.tampered(
                     prev_line,
                     last_seq,
                     "edited or cut short: the last record does not end its line",
                 )
-            torn = (
+            return (
                 f"record {last_seq} was written whole but not its newline: an append"
                 " interrupted by a crash, not an edit"
             )
+        return None
+
+    def _head_problem(
+        self, head: Any, pending: tuple[int, bytes] | None, keyed_seen: bool, last_seq: int
+    ) -> Verification | None:
+        """The head file missing, damaged, unkeyed or naming another record than
+        the log holds; None when it vouches for the log."""
         name = head_path(self.path).name
         if head is None:
             if self.count or pending is not None:
@@ -292,7 +349,13 @@ class _Check:
         problem = self._head_key(head, keyed_seen)
         if problem is not None:
             return problem
-        head_seq, head_hash = int(head["seq"]), str(head["hash"])
+        return self._head_seq(int(head["seq"]), str(head["hash"]), keyed_seen, last_seq)
+
+    def _head_seq(
+        self, head_seq: int, head_hash: str, keyed_seen: bool, last_seq: int
+    ) -> Verification | None:
+        """The record the head names against the log's last."""
+        name = head_path(self.path).name
         if head_seq > last_seq:
             gone = (
                 f"record {last_seq + 1}"
@@ -321,21 +384,7 @@ class _Check:
                 " its head"
                 + ("" if keyed_seen else "; unkeyed, nothing vouches for the records after it")
             )
-        checked = self._anchors(anchors, last_seq)
-        if isinstance(checked, Verification):
-            return checked
-        if torn is not None:
-            self.notes.append(torn)
-        return Verification(
-            True,
-            self.count,
-            status=TORN_TAIL if torn is not None else INTACT,
-            keyed=self.keyed,
-            unkeyed=self.unkeyed,
-            key_id=self.key.id if self.keyed and self.key else None,
-            notes=tuple(self.notes),
-            anchored=checked,
-        )
+        return None
 
     def _head_key(self, head: dict[str, Any], keyed_seen: bool) -> Verification | None:
         name = head_path(self.path).name

@@ -70,6 +70,29 @@ def _stamp(action_id: str, log: AuditLog) -> str:
     return at.strftime("%Y%m%dT%H%M%S.%fZ") + "-" + action_id[:8]
 
 
+def _record(
+    plan: Plan, action_id: str, reason: str, force: bool, expect_sha256: str | None
+) -> dict[str, Any]:
+    """The audit record of an action about to be tried."""
+    lock = plan.lock
+    record: dict[str, Any] = {
+        "action_id": action_id,
+        "action": plan.kind.value,
+        "target": target_of(lock),
+        "previous_lock": plain(lock.content),
+        "previous_lock_hash": lock_hash(lock),
+        "state": plan.verdict.state.value,
+        "reasons": list(plan.verdict.codes),
+        "reason": reason,
+        "effect": plan.effect,
+        "forced": force,
+    }
+    if expect_sha256:
+        # What the operator saw, when it is not what lockwatch read before asking.
+        record["expected_lock_hash"] = f"sha256:{expect_sha256.lower()}"
+    return record
+
+
 class Executor:
     """Runs plans for one operator, auditing to one log."""
 
@@ -111,51 +134,12 @@ class Executor:
         """`force`: the operator typed the lock's name (CLI: --force).
         `expect_sha256`: the bytes the operator saw, if not the plan's lock's.
         `held`: the HeldAdvisory a dashboard release lets go of."""
-        lock = plan.lock
         action_id = new_action_id()
         reason = " ".join(reason.split())
-        record: dict[str, Any] = {
-            "action_id": action_id,
-            "action": plan.kind.value,
-            "target": target_of(lock),
-            "previous_lock": plain(lock.content),
-            "previous_lock_hash": lock_hash(lock),
-            "state": plan.verdict.state.value,
-            "reasons": list(plan.verdict.codes),
-            "reason": reason,
-            "effect": plan.effect,
-            "forced": force,
-        }
-        if expect_sha256:
-            # What the operator saw, when it is not what lockwatch read before asking.
-            record["expected_lock_hash"] = f"sha256:{expect_sha256.lower()}"
-        if not reason:
-            return self._refuse(record, "no_reason", "a reason is required; nothing done")
-        if plan.refusal is not None:
-            return self._refuse(record, *plan.refusal)
-        if plan.needs_name and not force:
-            if plan.why_name:
-                return self._refuse(
-                    record,
-                    "inferred",
-                    f"{plan.why_name}: {plan.verb}ing it needs --force"
-                    " (in the dashboard: type its name); nothing done",
-                )
-            return self._refuse(
-                record,
-                "not_stale",
-                f"{lock.name} is {plan.verdict.state}, not stale: breaking it needs --force"
-                " (in the dashboard: type its name)",
-            )
-        if plan.recheck and plan.verdict.state in (State.STALE, State.FREE) and not force:
-            now = self.rejudge(lock)
-            if now.state is not plan.verdict.state:
-                why = "; ".join(r.message for r in now.reasons) or "its holder is alive"
-                return self._refuse(
-                    record,
-                    "changed",
-                    f"{lock.name} is {now.state} now, not stale ({why}): nothing done",
-                )
+        record = _record(plan, action_id, reason, force, expect_sha256)
+        refusal = self._not_allowed(plan, record, reason, force)
+        if refusal is not None:
+            return refusal
         try:
             self.audit.append(INTENT, {**record, "intent": plan.event, "result": "pending"})
         except AuditError as exc:
@@ -194,6 +178,41 @@ class Executor:
         return self._finish(
             record, plan.event, "success", outcome.message, extra=details, base=outcome
         )
+
+    def _not_allowed(
+        self, plan: Plan, record: dict[str, Any], reason: str, force: bool
+    ) -> Outcome | None:
+        """The action refused (audited) before anything is touched: no reason, a
+        refused plan, a name not typed, or a lock no longer stale; else None."""
+        lock = plan.lock
+        if not reason:
+            return self._refuse(record, "no_reason", "a reason is required; nothing done")
+        if plan.refusal is not None:
+            return self._refuse(record, *plan.refusal)
+        if plan.needs_name and not force:
+            if plan.why_name:
+                return self._refuse(
+                    record,
+                    "inferred",
+                    f"{plan.why_name}: {plan.verb}ing it needs --force"
+                    " (in the dashboard: type its name); nothing done",
+                )
+            return self._refuse(
+                record,
+                "not_stale",
+                f"{lock.name} is {plan.verdict.state}, not stale: breaking it needs --force"
+                " (in the dashboard: type its name)",
+            )
+        if plan.recheck and plan.verdict.state in (State.STALE, State.FREE) and not force:
+            now = self.rejudge(lock)
+            if now.state is not plan.verdict.state:
+                why = "; ".join(r.message for r in now.reasons) or "its holder is alive"
+                return self._refuse(
+                    record,
+                    "changed",
+                    f"{lock.name} is {now.state} now, not stale ({why}): nothing done",
+                )
+        return None
 
     def unseen(self, kind: Kind, target: str, reason: str, message: str) -> Outcome:
         """An action on a lock that is not there (gone, unreadable): refused, audited."""

@@ -106,46 +106,11 @@ def ls(**values: Any) -> None:
     stale = sum(part.stale for part in parts)
     errors = sorted((e for part in parts for e in part.errors), key=lambda e: e.path)
 
+    assessed: list[Any] = []
     if as_json:
-        from lockwatch.model.report import lock_record, ls_json_bytes, records_json_array
-
-        arrays = []
-        for part in parts:
-            arrays.extend(part.arrays)
-            if part.assessed:
-                records = [
-                    lock_record(lock, verdict, request.now) for lock, verdict in part.assessed
-                ]
-                arrays.append(records_json_array(records))
-        statuses = [status for part in parts for status in part.statuses]
-        trees = [tree for part in parts for tree in part.blocking]
-        pieces = [*ls_json_bytes(request.now, host, arrays, errors, statuses, trees), b"\n"]
-        if sys.stdout.isatty():
-            from lockwatch.model.report import unprintable_escaped
-
-            document = orjson.loads(b"".join(pieces))
-            indented = orjson.dumps(document, option=orjson.OPT_INDENT_2)
-            pieces = [unprintable_escaped(indented), b"\n"]  # re-dumping undid the escapes
-        # Piece by piece: the whole document (megabytes at 10,000 locks) is never copied.
-        _write_all(*pieces)
+        _print_json(parts, request, host, errors)
     else:
-        # The table's code is imported for a table only: `--json` in cron never renders one.
-        from lockwatch.cli.table import render_table, summary
-
-        assessed = [pair for part in parts for pair in part.assessed]
-        color = None if "NO_COLOR" not in os.environ else False
-        table = render_table(assessed, long=values["long_"], cwd=os.getcwd(), now=request.now)
-        for line in table:
-            click.echo(line, color=color)
-        places = [place for part in parts for place in part.places]
-        # What could not be read (a server down) is said before the closing line.
-        said = _say_warnings(parts) if not assessed else []
-        # A PATH that does not exist is said once, as the error below: not
-        # also as "No locks under" it.
-        if assessed or not any(part.usage_errors for part in parts):
-            closing = summary(assessed, places, failed=bool(said), unread=len(errors))
-            if closing is not None:
-                click.echo(closing, color=color)
+        assessed = _print_table(parts, values, request, errors)
 
     for error in errors:
         click.echo(f"lockwatch: {printable(error.path)}: {printable(error.message)}", err=True)
@@ -158,6 +123,55 @@ def ls(**values: Any) -> None:
     if any(part.usage_errors for part in parts):
         finish(EXIT_BAD_PATH)
     finish(EXIT_PARTIAL if errors or warnings else 0)
+
+
+def _print_json(
+    parts: list[Collected], request: ListingRequest, host: str, errors: list[Any]
+) -> None:
+    """The listing as one JSON document on stdout (indented on a terminal)."""
+    from lockwatch.model.report import lock_record, ls_json_bytes, records_json_array
+
+    arrays = []
+    for part in parts:
+        arrays.extend(part.arrays)
+        if part.assessed:
+            records = [lock_record(lock, verdict, request.now) for lock, verdict in part.assessed]
+            arrays.append(records_json_array(records))
+    statuses = [status for part in parts for status in part.statuses]
+    trees = [tree for part in parts for tree in part.blocking]
+    pieces = [*ls_json_bytes(request.now, host, arrays, errors, statuses, trees), b"\n"]
+    if sys.stdout.isatty():
+        from lockwatch.model.report import unprintable_escaped
+
+        document = orjson.loads(b"".join(pieces))
+        indented = orjson.dumps(document, option=orjson.OPT_INDENT_2)
+        pieces = [unprintable_escaped(indented), b"\n"]  # re-dumping undid the escapes
+    # Piece by piece: the whole document (megabytes at 10,000 locks) is never copied.
+    _write_all(*pieces)
+
+
+def _print_table(
+    parts: list[Collected], values: dict[str, Any], request: ListingRequest, errors: list[Any]
+) -> list[Any]:
+    """The listing as a table on stdout, and its closing line; the locks shown."""
+    # The table's code is imported for a table only: `--json` in cron never renders one.
+    from lockwatch.cli.table import render_table, summary
+
+    assessed = [pair for part in parts for pair in part.assessed]
+    color = None if "NO_COLOR" not in os.environ else False
+    table = render_table(assessed, long=values["long_"], cwd=os.getcwd(), now=request.now)
+    for line in table:
+        click.echo(line, color=color)
+    places = [place for part in parts for place in part.places]
+    # What could not be read (a server down) is said before the closing line.
+    said = _say_warnings(parts) if not assessed else []
+    # A PATH that does not exist is said once, as the error below: not
+    # also as "No locks under" it.
+    if assessed or not any(part.usage_errors for part in parts):
+        closing = summary(assessed, places, failed=bool(said), unread=len(errors))
+        if closing is not None:
+            click.echo(closing, color=color)
+    return assessed
 
 
 def _say_warnings(parts: list[Collected]) -> list[str]:

@@ -26,10 +26,13 @@ def killed_lock(w: Workspace) -> Path:
 
 
 def cast(w: Workspace) -> list[Role]:
-    shared = str(w.memory("main"))
-    runner = str(w.gitclaw_locks("runner-1"))
+    """The demo's child processes, in the order they start."""
+    return [*_clocked(w), *_broken(w), *_busy(w), *_coming_and_going(w)]
+
+
+def _clocked(w: Workspace) -> list[Role]:
+    """The holders whose timing the demo's promises rest on (see `clocks`)."""
     tower = str(w.tower_locks)
-    project = str(w.loops_project)
     return [
         # Those whose clock matters start first: children start slowly when seventeen
         # of them share a couple of cores with an embedded PostgreSQL being set up.
@@ -48,6 +51,14 @@ def cast(w: Workspace) -> list[Role]:
              "--operation", "compact:memory", "--hold", "inf"),
             "nightly compaction, SIGKILLed after 3 s: its lock stays, holder dead (stale)",
         ),
+    ]  # fmt: skip
+
+
+def _broken(w: Workspace) -> list[Role]:
+    """Locks left wrong: invalid, too old, or taken by two at once."""
+    tower = str(w.tower_locks)
+    project = str(w.loops_project)
+    return [
         Role(
             "tower-backup-invalid",
             "tower",
@@ -77,6 +88,14 @@ def cast(w: Workspace) -> list[Role]:
              "--run", "inf", "--racy-start"),
             "loop on src/api: both passed the conflict check before either wrote (conflict)",
         ),
+    ]  # fmt: skip
+
+
+def _busy(w: Workspace) -> list[Role]:
+    """Sessions and runs contending for one lock each, on and off."""
+    shared = str(w.memory("main"))
+    runner = str(w.gitclaw_locks("runner-1"))
+    return [
         Role(
             "clawdbot-main",
             "clawdbot",
@@ -119,6 +138,14 @@ def cast(w: Workspace) -> list[Role]:
             ("--locks", runner, "--issue", "17", "--hold", "15,30", "--pause", "3,6"),
             "workflow runs for issue #17",
         ),
+    ]  # fmt: skip
+
+
+def _coming_and_going(w: Workspace) -> list[Role]:
+    """Holders with a ttl and heartbeat, loops that give up or queue, builds under flock."""
+    tower = str(w.tower_locks)
+    project = str(w.loops_project)
+    return [
         Role(
             "tower-money-tracker",
             "tower",

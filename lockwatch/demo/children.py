@@ -37,19 +37,15 @@ import argparse
 import contextlib
 import os
 import random
-import signal
 import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from types import FrameType
 
 from lockwatch.demo import lockfiles as lf
-
-SLICE_S = 0.1  # how soon a sleeping child notices it must stop
-PR_SET_PDEATHSIG = 1
+from lockwatch.demo.life import Life
 
 Span = tuple[float, float]
 Log = Callable[[str], None]
@@ -63,48 +59,6 @@ BACKOFF_MAX_MS = 2000
 GITCLAW_TTL_S = 600.0
 # seed 004: wait_for_scope polls once a second
 QUEUE_POLL_S = 1.0
-
-
-class Life:
-    """Whether to go on: no stop signal came and the parent is still there."""
-
-    def __init__(self, parent: int, pdeathsig: bool) -> None:
-        self.parent = parent
-        self.stopping = False
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, self._stop)
-        if pdeathsig:
-            _set_pdeathsig(signal.SIGTERM)
-        # The parent may have died before prctl took effect: `going` checks the pid.
-
-    def _stop(self, signum: int, frame: FrameType | None) -> None:
-        self.stopping = True
-
-    @property
-    def going(self) -> bool:
-        return not self.stopping and os.getppid() == self.parent
-
-    def sleep(self, seconds: float) -> bool:
-        """Sleep `seconds` (inf: until stopped); False as soon as it is time to stop."""
-        deadline = time.monotonic() + seconds
-        while self.going:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return True
-            time.sleep(min(SLICE_S, left))
-        return False
-
-
-def _set_pdeathsig(signum: int) -> None:
-    """Linux: the kernel signals us when the thread that started us exits. Only asked
-    for when the demo runs in its main thread (a worker thread exiting would kill us)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
 
 
 def make_log(name: str) -> Log:
@@ -134,14 +88,18 @@ def pick(rng: random.Random, between: Span) -> float:
 # --------------------------------------------------------------------------- seed 000
 
 
-def clawdbot(args: argparse.Namespace, life: Life, log: Log, rng: random.Random) -> int:
-    lock = Path(args.memory) / ".lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    me = os.getpid()
-    host = socket.gethostname()
-    operations: list[str] = args.operation or ["write:tasks.json"]
+class _Memory:
+    """A clawdbot session's hold on `memory/.lock`, as the seed takes it (a plain
+    class: no dataclasses at a child's start)."""
 
-    def stale(doc: lf.Doc) -> str | None:
+    def __init__(self, args: argparse.Namespace, life: Life, log: Log) -> None:
+        self.args, self.life, self.log = args, life, log
+        self.lock = Path(args.memory) / ".lock"
+        self.lock.parent.mkdir(parents=True, exist_ok=True)
+        self.me = os.getpid()
+        self.host = socket.gethostname()
+
+    def stale(self, doc: lf.Doc) -> str | None:
         # The seed's _is_lock_stale, in its order.
         pid = doc.get("pid")
         if pid and not lf.pid_alive(pid):
@@ -150,17 +108,23 @@ def clawdbot(args: argparse.Namespace, life: Life, log: Log, rng: random.Random)
         if age is not None and age > CLAWDBOT_STALE_S:
             return f"lock is {age:.1f}s old (>{CLAWDBOT_STALE_S:g}s)"
         hostname = doc.get("hostname")
-        if hostname and hostname != host and age is not None and age > CLAWDBOT_FOREIGN_STALE_S:
+        if (
+            hostname
+            and hostname != self.host
+            and age is not None
+            and age > CLAWDBOT_FOREIGN_STALE_S
+        ):
             return f"cross-machine lock from {hostname}, {age:.1f}s old"
         return None
 
-    def try_acquire(operation: str) -> bool:
+    def try_acquire(self, operation: str) -> bool:
+        lock, me = self.lock, self.me
         data = lf.encode(
             lf.clawdbot_doc(
                 pid=me,
-                session_id=args.session,
+                session_id=self.args.session,
                 acquired_at=lf.utc_now(),
-                hostname=host,
+                hostname=self.host,
                 operation=operation,
             )
         )
@@ -174,26 +138,27 @@ def clawdbot(args: argparse.Namespace, life: Life, log: Log, rng: random.Random)
         elif doc.get("pid") == me:
             return True  # re-entrant, as the seed is
         else:
-            reason = stale(doc)
+            reason = self.stale(doc)
         if reason is None:
             return False
-        log(f"[LOCK] Breaking stale lock: {reason}")
+        self.log(f"[LOCK] Breaking stale lock: {reason}")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)
         return lf.create_exclusive(lock, data)
 
-    def acquire_blocking(operation: str) -> bool:
+    def acquire_blocking(self, operation: str) -> bool:
+        args, life, log = self.args, self.life, self.log
         start = time.monotonic()
         attempt = 0
         backoff_ms = 0
         while life.going:
-            if try_acquire(operation):
+            if self.try_acquire(operation):
                 waited = time.monotonic() - start
                 after = f" after {attempt + 1} tries ({waited:.1f}s)" if attempt else ""
                 log(f"acquired memory/.lock for {operation}{after}")
                 return True
             if time.monotonic() - start >= args.max_wait:
-                doc = lf.read_doc(lock) or {}
+                doc = lf.read_doc(self.lock) or {}
                 log(
                     f"Could not acquire lock within {args.max_wait:g}s. Held by session"
                     f" '{doc.get('session_id', 'unknown')}' for operation"
@@ -206,23 +171,27 @@ def clawdbot(args: argparse.Namespace, life: Life, log: Log, rng: random.Random)
             backoff_ms = min(BACKOFF_BASE_MS * 2**attempt, BACKOFF_MAX_MS)
         return False
 
-    def release() -> None:
-        if lf.remove_if(lock, lambda doc: doc.get("pid") == me):
-            log("released memory/.lock")
+    def release(self) -> None:
+        if lf.remove_if(self.lock, lambda doc: doc.get("pid") == self.me):
+            self.log("released memory/.lock")
 
+
+def clawdbot(args: argparse.Namespace, life: Life, log: Log, rng: random.Random) -> int:
+    memory = _Memory(args, life, log)
+    operations: list[str] = args.operation or ["write:tasks.json"]
     held = False
     try:
         while life.going:
             operation = rng.choice(operations)
-            held = acquire_blocking(operation)
+            held = memory.acquire_blocking(operation)
             if held:
                 life.sleep(pick(rng, args.hold))
-                release()
+                memory.release()
                 held = False
             life.sleep(pick(rng, args.pause))
     finally:
         if held:
-            release()
+            memory.release()
     return 0
 
 
@@ -306,22 +275,26 @@ def gitclaw(args: argparse.Namespace, life: Life, log: Log, rng: random.Random) 
 # --------------------------------------------------------------------------- seed 002
 
 
-def tower(args: argparse.Namespace, life: Life, log: Log, rng: random.Random) -> int:
-    name: str = args.name
-    lock = Path(args.locks) / f"{name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    ttl: int = args.ttl
-    # The spec heartbeats every ttl/3; a little sooner keeps a healthy executor from
-    # ever looking late (lockwatch flags a heartbeat older than ttl/3).
-    interval = ttl / 4
-    host = socket.gethostname()
+class _Tower:
+    """An executor's `<lock_name>.lock`, as the seed takes, heartbeats and releases it
+    (a plain class: no dataclasses at a child's start)."""
 
+    def __init__(self, args: argparse.Namespace, log: Log) -> None:
+        self.args, self.log = args, log
+        self.name: str = args.name
+        self.lock = Path(args.locks) / f"{self.name}.lock"
+        self.lock.parent.mkdir(parents=True, exist_ok=True)
+        self.ttl: int = args.ttl
+        self.host = socket.gethostname()
+
+    @staticmethod
     def is_stale(doc: lf.Doc) -> bool:
         age = lf.age_seconds(doc.get("last_heartbeat_at"), lf.utc_now())
         limit = doc.get("ttl_seconds")
         return age is not None and isinstance(limit, int) and age > limit
 
-    def acquire(request_id: str) -> bool:
+    def acquire(self, request_id: str) -> bool:
+        args, name, ttl = self.args, self.name, self.ttl
         now = lf.utc_now()
         doc = lf.tower_doc(
             lock_name=name,
@@ -329,65 +302,85 @@ def tower(args: argparse.Namespace, life: Life, log: Log, rng: random.Random) ->
             actor=args.actor,
             intent=args.intent,
             intent_version=args.intent_version,
-            host_id=host,
+            host_id=self.host,
             pid=os.getpid(),
             created_at=now,
             heartbeat_at=now,
             ttl_seconds=str(ttl) if args.ttl_as_string else ttl,
             metadata={"ticket": args.ticket} if args.ticket else None,
         )
-        if lf.create_exclusive(lock, lf.encode(doc), tag=request_id):
-            log(f"Lock acquired: {name} ({request_id}, ttl {ttl}s)")
+        if lf.create_exclusive(self.lock, lf.encode(doc), tag=request_id):
+            self.log(f"Lock acquired: {name} ({request_id}, ttl {ttl}s)")
             return True
-        existing = lf.read_doc(lock) or {}
-        if is_stale(existing):
-            log(f"ERROR: Lock is stale (held by {existing.get('request_id')}). Use --force-lock")
+        existing = lf.read_doc(self.lock) or {}
+        if self.is_stale(existing):
+            self.log(
+                f"ERROR: Lock is stale (held by {existing.get('request_id')}). Use --force-lock"
+            )
         else:
-            log(f"ERROR: Lock is held by active process ({existing.get('request_id')})")
+            self.log(f"ERROR: Lock is held by active process ({existing.get('request_id')})")
         return False
 
-    def heartbeat(request_id: str) -> bool:
-        doc = lf.read_doc(lock)
+    def heartbeat(self, request_id: str) -> bool:
+        doc = lf.read_doc(self.lock)
         if doc is None or doc.get("request_id") != request_id:
             return False
         doc["last_heartbeat_at"] = lf.tower_iso(lf.utc_now())
-        lf.replace_atomic(lock, lf.encode(doc), tag="heartbeat")
+        lf.replace_atomic(self.lock, lf.encode(doc), tag="heartbeat")
         return True
 
-    def release(request_id: str) -> None:
-        if lf.remove_if(lock, lambda doc: doc.get("request_id") == request_id):
-            log(f"Lock released: {name}")
+    def release(self, request_id: str) -> None:
+        if lf.remove_if(self.lock, lambda doc: doc.get("request_id") == request_id):
+            self.log(f"Lock released: {self.name}")
 
+    def run(self, request_id: str, life: Life, rng: random.Random) -> str:
+        """One run holding the lock, heartbeating: "done", "lost" (broken or
+        stolen) or "hung" (it stopped heartbeating and slept until stopped)."""
+        # The spec heartbeats every ttl/3; a little sooner keeps a healthy executor from
+        # ever looking late (lockwatch flags a heartbeat older than ttl/3).
+        interval = self.ttl / 4
+        hang_after = self.args.hang_after
+        run_for = pick(rng, self.args.run)
+        started = time.monotonic()
+        while life.going:
+            left = run_for - (time.monotonic() - started)
+            if left <= 0 or not life.sleep(min(interval, left)):
+                break
+            if hang_after is not None and time.monotonic() - started >= hang_after:
+                self.log(
+                    f"hung: no more heartbeats; the lock goes stale {self.ttl}s after the last one"
+                )
+                return "hung"
+            if not self.heartbeat(request_id):
+                self.log(f"Lock {self.name} lost (broken or stolen): aborting the run")
+                return "lost"
+        return "done"
+
+
+def tower(args: argparse.Namespace, life: Life, log: Log, rng: random.Random) -> int:
+    executor = _Tower(args, log)
     held: str | None = None
     try:
         while life.going:
             request_id = f"req_{rng.getrandbits(48):012x}"
-            if not acquire(request_id):
+            if not executor.acquire(request_id):
                 life.sleep(pick(rng, args.pause))
                 continue
             held = request_id
-            run_for = pick(rng, args.run)
-            started = time.monotonic()
-            while life.going:
-                left = run_for - (time.monotonic() - started)
-                if left <= 0 or not life.sleep(min(interval, left)):
-                    break
-                if args.hang_after is not None and time.monotonic() - started >= args.hang_after:
-                    log(f"hung: no more heartbeats; the lock goes stale {ttl}s after the last one")
-                    held = None  # a hung executor cleans nothing up, even when stopped
-                    life.sleep(float("inf"))
-                    return 0
-                if not heartbeat(request_id):
-                    log(f"Lock {name} lost (broken or stolen): aborting the run")
-                    held = None
-                    break
+            ended = executor.run(request_id, life, rng)
+            if ended == "hung":
+                held = None  # a hung executor cleans nothing up, even when stopped
+                life.sleep(float("inf"))
+                return 0
+            if ended == "lost":
+                held = None
             if held is not None:
-                release(held)
+                executor.release(held)
                 held = None
             life.sleep(pick(rng, args.pause))
     finally:
         if held is not None:
-            release(held)
+            executor.release(held)
     return 0
 
 

@@ -268,7 +268,46 @@ def _compile_plan(cls: type) -> _Plan:
     except (NameError, TypeError, AttributeError):
         hints = {}  # e.g. a class defined in a function: its fields are read generically
     name = cls.__name__
-    scope: dict[str, Any] = {
+    scope = _plan_scope(cls, name)
+    required = ["'~': NAME"]
+    optional: list[str] = []
+    reads: list[str] = []
+    opaque: set[str] = set()
+    for i, spec in enumerate(dataclasses.fields(cast(Any, cls))):
+        if not spec.init:
+            continue
+        field = spec.name
+        hint = hints.get(field, spec.type if not isinstance(spec.type, str) else object)
+        compiled = _OPAQUE if hint is Any else _compile_type(hint)
+        if compiled is _OPAQUE:
+            opaque.add(field)
+        dec = None if compiled is _OPAQUE else (compiled.slow or compiled.dec)
+        scope[f"e{i}"], scope[f"c{i}"] = compiled.enc, dec
+        write = compiled.inline.replace("@e", f"e{i}")
+        default = _field_default(spec)
+        # encode: required fields in the dict display, the others unless default
+        if default is _REQUIRED:
+            required.append(f"{field!r}: {write.replace('@v', f'obj.{field}')}")
+        else:
+            scope[f"d{i}"], scope[f"t{i}"] = default, type(default)
+            same = (
+                "v is None" if default is None else f"v is d{i} or (type(v) is t{i} and v == d{i})"
+            )
+            optional += [
+                f"    v = obj.{field}",
+                f"    if not ({same}):",
+                f"        out[{field!r}] = {write.replace('@v', 'v')}",
+            ]
+        reads += _field_reads(field, i, default is _REQUIRED, dec, compiled.fast)
+    reads += _legacy_reads(cls, scope)
+    source = _plan_source(required, optional, reads)
+    exec(compile(source, f"<lockwatch codec for {_qualified(cls)}>", "exec"), scope)
+    return _Plan(cls, name, scope["encode"], scope["decode"], frozenset(opaque))
+
+
+def _plan_scope(cls: type, name: str) -> dict[str, Any]:
+    """The names a class's generated encode and decode see."""
+    return {
         "ABSENT": _ABSENT,
         "NAME": name,
         "CodecError": CodecError,
@@ -284,71 +323,52 @@ def _compile_plan(cls: type) -> _Plan:
         "UTC": UTC,
         "datetime": datetime,
     }
-    required = ["'~': NAME"]
-    optional: list[str] = []
+
+
+def _field_default(spec: dataclasses.Field[Any]) -> Any:
+    """A field's default (made by its factory), or _REQUIRED."""
+    if spec.default is not dataclasses.MISSING:
+        return spec.default
+    if spec.default_factory is not dataclasses.MISSING:
+        return spec.default_factory()
+    return _REQUIRED
+
+
+def _field_reads(field: str, i: int, required: bool, dec: Any, fast: str | None) -> list[str]:
+    """The generated decode's lines for one field: read, check, convert, keep."""
+    reads = [f"    v = data.get({field!r}, ABSENT)"]
+    if dec is None:
+        reads += [
+            "    if v is ABSENT:",
+            f"        v = data.get({field + _JSON_SUFFIX!r}, ABSENT)",
+            "        if v is not ABSENT:",
+            f"            v = _loads_opaque(v, {field!r})",
+        ]
+    if required:
+        reads += ["    if v is ABSENT:", f"        raise _missing(NAME, {field!r})"]
+        indent = "    "
+    else:
+        reads.append("    if v is not ABSENT:")
+        indent = "        "
+    if dec is not None:
+        inner = indent
+        if fast is not None:
+            reads.append(f"{indent}if not ({fast}):")
+            inner += "    "
+        reads += [
+            f"{inner}try:",
+            f"{inner}    v = c{i}(v, context)",
+            f"{inner}except CodecError as err:",
+            f"{inner}    raise err.within({'.' + field!r}) from None",
+        ]
+    reads.append(f"{indent}kwargs[{field!r}] = v")
+    return reads
+
+
+def _legacy_reads(cls: type, scope: dict[str, Any]) -> list[str]:
+    """The generated decode's lines for fields older recordings wrote under
+    another name (`_legacy`), each converted to its new field."""
     reads: list[str] = []
-    opaque: set[str] = set()
-    for i, spec in enumerate(dataclasses.fields(cast(Any, cls))):
-        if not spec.init:
-            continue
-        field = spec.name
-        hint = hints.get(field, spec.type if not isinstance(spec.type, str) else object)
-        compiled = _OPAQUE if hint is Any else _compile_type(hint)
-        if compiled is _OPAQUE:
-            opaque.add(field)
-        dec = None if compiled is _OPAQUE else (compiled.slow or compiled.dec)
-        fast = compiled.fast
-        scope[f"e{i}"], scope[f"c{i}"] = compiled.enc, dec
-
-        def write(value: str, i: int = i, compiled: _Compiled = compiled) -> str:
-            return compiled.inline.replace("@v", value).replace("@e", f"e{i}")
-
-        if spec.default is not dataclasses.MISSING:
-            default: Any = spec.default
-        elif spec.default_factory is not dataclasses.MISSING:
-            default = spec.default_factory()
-        else:
-            default = _REQUIRED
-        # encode: required fields in the dict display, the others unless default
-        if default is _REQUIRED:
-            required.append(f"{field!r}: {write(f'obj.{field}')}")
-        else:
-            scope[f"d{i}"], scope[f"t{i}"] = default, type(default)
-            same = (
-                "v is None" if default is None else f"v is d{i} or (type(v) is t{i} and v == d{i})"
-            )
-            optional += [
-                f"    v = obj.{field}",
-                f"    if not ({same}):",
-                f"        out[{field!r}] = {write('v')}",
-            ]
-        # decode
-        reads.append(f"    v = data.get({field!r}, ABSENT)")
-        if dec is None:
-            reads += [
-                "    if v is ABSENT:",
-                f"        v = data.get({field + _JSON_SUFFIX!r}, ABSENT)",
-                "        if v is not ABSENT:",
-                f"            v = _loads_opaque(v, {field!r})",
-            ]
-        if default is _REQUIRED:
-            reads += ["    if v is ABSENT:", f"        raise _missing(NAME, {field!r})"]
-            indent = "    "
-        else:
-            reads.append("    if v is not ABSENT:")
-            indent = "        "
-        if dec is not None:
-            inner = indent
-            if fast is not None:
-                reads.append(f"{indent}if not ({fast}):")
-                inner += "    "
-            reads += [
-                f"{inner}try:",
-                f"{inner}    v = c{i}(v, context)",
-                f"{inner}except CodecError as err:",
-                f"{inner}    raise err.within({'.' + field!r}) from None",
-            ]
-        reads.append(f"{indent}kwargs[{field!r}] = v")
     for number, (old, (new, convert)) in enumerate(_legacy.get(cls, {}).items()):
         scope[f"L{number}"] = convert
         scope["_decode_any"] = _decode_any
@@ -362,7 +382,12 @@ def _compile_plan(cls: type) -> _Plan:
             "        except (TypeError, ValueError, AttributeError) as err:",
             "            raise _cannot_build(NAME, err) from err",
         ]
-    source = "\n".join(
+    return reads
+
+
+def _plan_source(required: list[str], optional: list[str], reads: list[str]) -> str:
+    """The source of a class's encode and decode."""
+    return "\n".join(
         [
             "def encode(obj, context):",
             "    key = id(obj)",
@@ -383,8 +408,6 @@ def _compile_plan(cls: type) -> _Plan:
             "        raise _cannot_build(NAME, err) from err",
         ]
     )
-    exec(compile(source, f"<lockwatch codec for {_qualified(cls)}>", "exec"), scope)
-    return _Plan(cls, name, scope["encode"], scope["decode"], frozenset(opaque))
 
 
 def _missing(name: str, field: str) -> CodecError:

@@ -18,6 +18,9 @@ from lockwatch.serve.access import Access
 from lockwatch.serve.settings import ServeSettings
 
 if TYPE_CHECKING:
+    from lockwatch.serve.clients import ClientErrors
+    from lockwatch.serve.http import Endpoints
+    from lockwatch.serve.watcher import Watcher
     from lockwatch.sources.feed import Feed
 
 EXIT_USAGE = 2
@@ -114,38 +117,16 @@ def run(
     Feed) for every selected source."""
     import socket
 
-    from prometheus_client import CollectorRegistry, ProcessCollector
-    from prometheus_client.exposition import choose_encoder
-
-    from lockwatch.serve.clients import ClientErrors, ListenerCollector
-    from lockwatch.serve.document import Documents
-    from lockwatch.serve.http import Endpoints, Limits, Server
-    from lockwatch.serve.metrics import BoardCollector
+    from lockwatch.serve.clients import ClientErrors
+    from lockwatch.serve.http import Limits, Server
     from lockwatch.serve.pace import Pace
     from lockwatch.serve.watcher import Watcher
 
     the_plan = plan(settings)
     clock = clock or SystemClock()
     watcher = Watcher(feeds, host=host, clock=clock, pace=Pace())
-    registry = CollectorRegistry(auto_describe=False)
-    collector = BoardCollector(watcher, max_series=settings.max_lock_series)
-    registry.register(collector)
     errors = ClientErrors()
-    registry.register(ListenerCollector(errors))
-    ProcessCollector(registry=registry)
-
-    def metrics(accept: str | None) -> tuple[bytes, str]:
-        watcher.asked()
-        encoder, content_type = choose_encoder(accept or "")
-        return encoder(registry), content_type
-
-    documents = Documents(watcher, host)
-
-    def locks() -> bytes:
-        watcher.asked()
-        return documents.get(clock.now())
-
-    endpoints = Endpoints(the_plan.access, metrics, locks, watcher.health)
+    endpoints = _endpoints(watcher, the_plan, settings, host, clock, errors)
     try:
         address = (the_plan.host, the_plan.port)
         limits = Limits(max_connections=connections_allowed())
@@ -169,16 +150,7 @@ def run(
         time.sleep(0.05)
     answering = threading.Thread(target=server.serve_forever, name="lockwatch-http", daemon=True)
     answering.start()
-    bound = the_plan.url.rsplit(":", 1)[0] + f":{server.port}"
-    guarded = "open" if the_plan.access.token is None else "token required"
-    if the_plan.access.token is not None and the_plan.access.open_metrics:
-        guarded = "token required for /v1/locks; /metrics open"
-    print(
-        f"lockwatch serve: listening on {bound} (/metrics, /v1/locks, /healthz; {guarded})"
-        + (f"; watching {describe}" if describe else ""),
-        file=sys.stderr,
-        flush=True,
-    )
+    print(_listening(the_plan, server.port, describe), file=sys.stderr, flush=True)
     try:
         while not stopping.wait(0.5):
             pass
@@ -190,3 +162,52 @@ def run(
             signal.signal(sig, handler)
     print("lockwatch serve: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _endpoints(
+    watcher: Watcher,
+    the_plan: Plan,
+    settings: ServeSettings,
+    host: str,
+    clock: Clock,
+    errors: ClientErrors,
+) -> Endpoints:
+    """What the server answers: the metrics of the watcher's board (and of the
+    listener and the process), the locks document, the health."""
+    from prometheus_client import CollectorRegistry, ProcessCollector
+    from prometheus_client.exposition import choose_encoder
+
+    from lockwatch.serve.clients import ListenerCollector
+    from lockwatch.serve.document import Documents
+    from lockwatch.serve.http import Endpoints
+    from lockwatch.serve.metrics import BoardCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    collector = BoardCollector(watcher, max_series=settings.max_lock_series)
+    registry.register(collector)
+    registry.register(ListenerCollector(errors))
+    ProcessCollector(registry=registry)
+
+    def metrics(accept: str | None) -> tuple[bytes, str]:
+        watcher.asked()
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(registry), content_type
+
+    documents = Documents(watcher, host)
+
+    def locks() -> bytes:
+        watcher.asked()
+        return documents.get(clock.now())
+
+    return Endpoints(the_plan.access, metrics, locks, watcher.health)
+
+
+def _listening(the_plan: Plan, port: int, describe: str) -> str:
+    """The line saying where it listens, what it serves and how it is guarded."""
+    bound = the_plan.url.rsplit(":", 1)[0] + f":{port}"
+    guarded = "open" if the_plan.access.token is None else "token required"
+    if the_plan.access.token is not None and the_plan.access.open_metrics:
+        guarded = "token required for /v1/locks; /metrics open"
+    return f"lockwatch serve: listening on {bound} (/metrics, /v1/locks, /healthz; {guarded})" + (
+        f"; watching {describe}" if describe else ""
+    )

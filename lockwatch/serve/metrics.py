@@ -281,6 +281,13 @@ def _wait_families(prefix: str, servers: list[tuple[str, ServerWaits]]) -> Itera
 
 
 def families(found: Figures) -> Iterator[Metric]:
+    yield from _lock_families(found)
+    yield from _server_wait_families(found)
+    yield from _source_families(found)
+
+
+def _lock_families(found: Figures) -> Iterator[Metric]:
+    """Locks counted by source and state, the oldest's age, the stale ones each."""
     from prometheus_client.core import GaugeMetricFamily
 
     locks = GaugeMetricFamily(
@@ -322,6 +329,11 @@ def families(found: Figures) -> Iterator[Metric]:
         value=found.dropped,
     )
 
+
+def _server_wait_families(found: Figures) -> Iterator[Metric]:
+    """Each server source's wait families, then the families sources add of their own."""
+    from prometheus_client.core import GaugeMetricFamily
+
     # Every family a source has, with or without servers in view (as before any poll).
     by_prefix: dict[str, list[tuple[str, ServerWaits]]] = {
         source.wait_metrics: [] for source in registry.SOURCES if source.wait_metrics is not None
@@ -338,6 +350,11 @@ def families(found: Figures) -> Iterator[Metric]:
         for (server, name), value in samples:
             gauge.add_metric([server, name], value)
         yield gauge
+
+
+def _source_families(found: Figures) -> Iterator[Metric]:
+    """Each source's health: up, last success, collection time, errors; the build."""
+    from prometheus_client.core import GaugeMetricFamily
 
     up = GaugeMetricFamily(
         "lockwatch_source_up",

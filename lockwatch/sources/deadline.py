@@ -200,8 +200,13 @@ def deadline_transport(
     (httpx's HTTPTransport takes no network backend: its pool, built here).
     `ssl_context`: the TLS settings (a private CA, a client certificate) where the
     system's trust store is not the one (a Kubernetes API server's)."""
+    return _pooled_transport(_deadline_backend(deadline), ssl_context)
+
+
+def _deadline_backend(deadline: Deadline) -> httpcore.NetworkBackend:
+    """httpcore's sync network backend with every operation's timeout cut to what
+    is left of `deadline`."""
     import httpcore
-    import httpx
 
     class Stream(httpcore.NetworkStream):
         def __init__(self, inner: httpcore.NetworkStream) -> None:
@@ -260,8 +265,15 @@ def deadline_transport(
         def sleep(self, seconds: float) -> None:
             self._inner.sleep(seconds)
 
-    # httpcore's errors as httpx's (what HTTPTransport does): callers catch httpx's.
-    mapped: list[tuple[type[Exception], type[httpx.TransportError]]] = [
+    return Backend()
+
+
+def _error_map() -> list[tuple[type[Exception], type[httpx.TransportError]]]:
+    """httpcore's errors and the httpx errors they become (what HTTPTransport does)."""
+    import httpcore
+    import httpx
+
+    return [
         (httpcore.ConnectTimeout, httpx.ConnectTimeout),
         (httpcore.ReadTimeout, httpx.ReadTimeout),
         (httpcore.WriteTimeout, httpx.WriteTimeout),
@@ -276,6 +288,18 @@ def deadline_transport(
         (httpcore.NetworkError, httpx.NetworkError),
         (httpcore.ProtocolError, httpx.ProtocolError),
     ]
+
+
+def _pooled_transport(
+    backend: httpcore.NetworkBackend, ssl_context: ssl.SSLContext | None
+) -> httpx.BaseTransport:
+    """An httpx transport over a one-connection httpcore pool on `backend`
+    (`ssl_context`: the TLS settings, else the system's trust store)."""
+    import httpcore
+    import httpx
+
+    # httpcore's errors as httpx's (what HTTPTransport does): callers catch httpx's.
+    mapped = _error_map()
 
     @contextlib.contextmanager
     def as_httpx() -> Iterator[None]:
@@ -308,7 +332,7 @@ def deadline_transport(
                 ssl_context=ssl_context or httpx.create_ssl_context(trust_env=False),
                 max_connections=1,
                 max_keepalive_connections=1,
-                network_backend=Backend(),
+                network_backend=backend,
             )
 
         def handle_request(self, request: httpx.Request) -> httpx.Response:

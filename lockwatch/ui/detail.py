@@ -108,14 +108,26 @@ def describe(
 ) -> RenderableType:
     """Everything about one lock, as Rich text that never interprets markup in
     what the lock file says."""
-    holder = lock.holder
-    parts: list[RenderableType] = []
+    parts: list[RenderableType] = [*_headline(lock, verdict, state_style)]
+    parts.append(_heading("Lock"))
+    parts.append(_lock_fields(lock, verdict, now))
+    parts.append(_heading("Holder"))
+    parts.append(_holder_fields(lock, verdict, now))
+    parts += _fact_sections(lock, now)
+    if radius is not None:
+        parts.append(_heading("Blast radius"))
+        parts.append(_radius_fields(radius))
+    parts.append(_heading("History (since lockwatch started watching)"))
+    parts.append(_history(history))
+    return Group(*parts)
+
+
+def _headline(lock: Lock, verdict: Verdict, state_style: str) -> list[RenderableType]:
+    """The verdict and the lock's name, then the verdict's reasons."""
     title = Text()
     title.append(f" {verdict.state.value.upper()} ", style=f"reverse {state_style}".strip())
     title.append(" ")
     title.append(clean(lock.name), style="bold")
-    parts.append(title)
-
     reasons = Table.grid(padding=(0, 1))
     reasons.add_column(no_wrap=True, style="bold")
     reasons.add_column()
@@ -123,52 +135,55 @@ def describe(
         reasons.add_row(safe(reason.code), safe(reason.message))
     if not verdict.reasons:
         reasons.add_row(Text("ok"), Text("nothing wrong with this lock by its format's rules"))
-    parts.append(reasons)
+    return [title, reasons]
 
-    parts.append(_heading("Lock"))
-    parts.append(
-        _fields(
-            [
-                ("id", _whole(lock.id)),
-                ("source", lock.source),
-                ("format", lock.format),
-                ("path", _whole(lock.path)),
-                ("acquired", _when(lock.acquired_at, now) if lock.acquired_at else None),
-                ("heartbeat", _when(lock.heartbeat_at, now) if lock.heartbeat_at else None),
-                ("ttl", None if lock.ttl_seconds is None else duration(lock.ttl_seconds)),
-                (
-                    "stale at",
-                    _when(verdict.next_change_at, now) if verdict.next_change_at else None,
-                ),
-                ("scope", ", ".join(lock.scope)),
-                ("conflicts", ", ".join(verdict.conflicts_with)),
-                ("sha256", lock.sha256),
-            ]
-        )
+
+def _lock_fields(lock: Lock, verdict: Verdict, now: datetime) -> RenderableType:
+    return _fields(
+        [
+            ("id", _whole(lock.id)),
+            ("source", lock.source),
+            ("format", lock.format),
+            ("path", _whole(lock.path)),
+            ("acquired", _when(lock.acquired_at, now) if lock.acquired_at else None),
+            ("heartbeat", _when(lock.heartbeat_at, now) if lock.heartbeat_at else None),
+            ("ttl", None if lock.ttl_seconds is None else duration(lock.ttl_seconds)),
+            (
+                "stale at",
+                _when(verdict.next_change_at, now) if verdict.next_change_at else None,
+            ),
+            ("scope", ", ".join(lock.scope)),
+            ("conflicts", ", ".join(verdict.conflicts_with)),
+            ("sha256", lock.sha256),
+        ]
     )
 
-    parts.append(_heading("Holder"))
+
+def _holder_fields(lock: Lock, verdict: Verdict, now: datetime) -> RenderableType:
+    holder = lock.holder
     process = verdict.process
     alive = {True: "alive", False: "not running", None: "unknown here"}[verdict.alive]
-    parts.append(
-        _fields(
-            [
-                ("pid", pid_here(lock, verdict)),
-                ("host", holder.host),
-                ("actor", holder.actor),
-                ("session", holder.session),
-                ("operation", holder.operation),
-                ("process", alive if holder.pid is not None else None),
-                ("command", " ".join(process.cmdline) if process else None),
-                ("user", process.user if process else None),
-                (
-                    "started",
-                    _when(process.started_at, now) if process and process.started_at else None,
-                ),
-            ]
-        )
+    return _fields(
+        [
+            ("pid", pid_here(lock, verdict)),
+            ("host", holder.host),
+            ("actor", holder.actor),
+            ("session", holder.session),
+            ("operation", holder.operation),
+            ("process", alive if holder.pid is not None else None),
+            ("command", " ".join(process.cmdline) if process else None),
+            ("user", process.user if process else None),
+            (
+                "started",
+                _when(process.started_at, now) if process and process.started_at else None,
+            ),
+        ]
     )
 
+
+def _fact_sections(lock: Lock, now: datetime) -> list[RenderableType]:
+    """The lock's source's own sections, then its raw content."""
+    parts: list[RenderableType] = []
     facts = lock.facts
     if facts is not None:
         for section in facts.sections(lock, now):
@@ -184,36 +199,35 @@ def describe(
     if content is not None:
         parts.append(_heading(content))
         parts.append(_content(lock))
+    return parts
 
-    if radius is not None:
-        parts.append(_heading("Blast radius"))
-        where = (
-            "the root of its chain: ending it frees all of them"
-            if radius.root
-            else "itself waiting on another session"
-        )
-        parts.append(
-            _fields(
-                [
-                    ("blocks", f"{radius.direct} directly, {radius.total} in total"),
-                    ("it is", where),
-                ]
-            )
-        )
 
-    parts.append(_heading("History (since lockwatch started watching)"))
+def _radius_fields(radius: Radius) -> RenderableType:
+    where = (
+        "the root of its chain: ending it frees all of them"
+        if radius.root
+        else "itself waiting on another session"
+    )
+    return _fields(
+        [
+            ("blocks", f"{radius.direct} directly, {radius.total} in total"),
+            ("it is", where),
+        ]
+    )
+
+
+def _history(history: Iterable[Event]) -> RenderableType:
+    """The lock's last 50 events."""
     events = list(history)
     if not events:
-        parts.append(Text("nothing seen yet", style="dim"))
-    else:
-        log = Table.grid(padding=(0, 1))
-        log.add_column(no_wrap=True, style="dim")
-        log.add_column(no_wrap=True, style="bold")
-        log.add_column()
-        for event in events[-50:]:
-            log.add_row(event.at.strftime("%H:%M:%S"), str(event.kind), safe(event.detail))
-        parts.append(log)
-    return Group(*parts)
+        return Text("nothing seen yet", style="dim")
+    log = Table.grid(padding=(0, 1))
+    log.add_column(no_wrap=True, style="dim")
+    log.add_column(no_wrap=True, style="bold")
+    log.add_column()
+    for event in events[-50:]:
+        log.add_row(event.at.strftime("%H:%M:%S"), str(event.kind), safe(event.detail))
+    return log
 
 
 class DetailPane(VerticalScroll):

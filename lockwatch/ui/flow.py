@@ -28,6 +28,7 @@ from lockwatch.ui.safe import clean
 if TYPE_CHECKING:
     from lockwatch.actions.run import Outcome
     from lockwatch.actions.session import ActionSession
+    from lockwatch.model.verdict import Verdict
     from lockwatch.ui.app import LockwatchApp
 
 
@@ -72,6 +73,47 @@ def liveness(plan: Plan) -> str:
     )
 
 
+def confirm_words(kind: Kind, plan: Plan) -> tuple[str | None, str, str | None]:
+    """What a confirmation asks typed (None: nothing), the prompt's words for it,
+    and its warning."""
+    lock = plan.lock
+    facts = lock.facts
+    warning = liveness(plan) if kind is Kind.STEAL else None
+    must_type = None
+    must_type_what = f"the lock's name to {kind.value} it anyway"
+    if plan.needs_name:
+        # Its holder's session by name where the action ends a session; else the lock's.
+        word = facts.confirm_word(lock) if facts is not None else None
+        must_type = word or lock.name
+        if word:
+            must_type_what = f"the session's name to {kind.value} it anyway"
+        why = (
+            plan.why_name
+            if plan.why_name
+            else f"{lock.name} is {plan.verdict.state}, not stale: someone may be using it"
+        )
+        # What to type is the prompt's: the warning says why.
+        warning = " ".join(part for part in (warning, f"{why}.") if part)
+    return must_type, must_type_what, warning
+
+
+def drift_note(opened: Plan, now: Plan, verdict: Verdict, drifted: bool) -> str | None:
+    """What a confirmation says changed since it opened on `opened`: what it would
+    do now, when that drifted; else a new verdict; else nothing."""
+    if drifted:
+        return (
+            f"changed while open: it would now {now.event.replace('_', ' ')}"
+            f" on {now.lock.name}, not what this opened on; confirming does"
+            " nothing: open it again"
+        )
+    if verdict.state is not opened.verdict.state:
+        return (
+            f"changed while open: now {verdict.state.value}, was"
+            f" {opened.verdict.state.value} when this opened"
+        )
+    return None
+
+
 class ActionFlow:
     """Break, steal, release and cancel from any view, behind a confirmation."""
 
@@ -106,22 +148,7 @@ class ActionFlow:
         lock = plan.lock
         facts = lock.facts
         now = self.app.clock.now()
-        warning = liveness(plan) if kind is Kind.STEAL else None
-        must_type = None
-        must_type_what = f"the lock's name to {kind.value} it anyway"
-        if plan.needs_name:
-            # Its holder's session by name where the action ends a session; else the lock's.
-            word = facts.confirm_word(lock) if facts is not None else None
-            must_type = word or lock.name
-            if word:
-                must_type_what = f"the session's name to {kind.value} it anyway"
-            why = (
-                plan.why_name
-                if plan.why_name
-                else f"{lock.name} is {plan.verdict.state}, not stale: someone may be using it"
-            )
-            # What to type is the prompt's: the warning says why.
-            warning = " ".join(part for part in (warning, f"{why}.") if part)
+        must_type, must_type_what, warning = confirm_words(kind, plan)
         title = facts.confirm_title(lock, kind, now) if facts is not None else None
         # What the dialog shows now, which is what confirming acts on.
         shown = [plan]
@@ -148,21 +175,10 @@ class ActionFlow:
             shown[0] = self.actions.plan(
                 kind, board.entries[lock_id].lock, verdict, peers, **given()
             )
-            changed = None
             was = first.setdefault(chosen[0], (shown[0].lock.id, shown[0].event))
             if was != (shown[0].lock.id, shown[0].event):
                 drifted[0] = True
-            if drifted[0]:
-                changed = (
-                    f"changed while open: it would now {shown[0].event.replace('_', ' ')}"
-                    f" on {shown[0].lock.name}, not what this opened on; confirming does"
-                    " nothing: open it again"
-                )
-            elif verdict.state is not plan.verdict.state:
-                changed = (
-                    f"changed while open: now {verdict.state.value}, was"
-                    f" {plan.verdict.state.value} when this opened"
-                )
+            changed = drift_note(plan, shown[0], verdict, drifted[0])
             # The way chosen may be another action (a queue head's cancel): the
             # button says what confirming does now.
             screen.set_verb(verb_of(shown[0].kind))
@@ -185,26 +201,30 @@ class ActionFlow:
             ),
         )
 
-        def done(result: Confirmed | None) -> None:
-            if result is None:
-                self._nothing_done()
-            elif drifted[0]:
-                self._say("changed while open — nothing done; open it again", "warning")
-            elif shown[0].refusal is not None:
-                self._refused(shown[0])
-            elif (
-                shown[0].needs_name
-                and not result.forced
-                and shown[0].lock.id != lock_id
-                and shown[0].lock.id in self.app.board
-            ):
-                # The way chosen acts on another lock (the root a waiter queues behind),
-                # whose name this dialog did not ask for: its own confirmation asks.
-                self.act(shown[0].kind, shown[0].lock.id)
-            else:
-                self._execute([shown[0]], result.reason, result.forced, row=lock_id)
+        self.app.push_screen(screen, partial(self._confirmed, lock_id, shown, drifted))
 
-        self.app.push_screen(screen, done)
+    def _confirmed(
+        self, lock_id: str, shown: list[Plan], drifted: list[bool], result: Confirmed | None
+    ) -> None:
+        """The confirmation's answer, acted on: `shown[0]` is what the dialog showed
+        last; `drifted[0]` whether it came to act on another lock or do another thing."""
+        if result is None:
+            self._nothing_done()
+        elif drifted[0]:
+            self._say("changed while open — nothing done; open it again", "warning")
+        elif shown[0].refusal is not None:
+            self._refused(shown[0])
+        elif (
+            shown[0].needs_name
+            and not result.forced
+            and shown[0].lock.id != lock_id
+            and shown[0].lock.id in self.app.board
+        ):
+            # The way chosen acts on another lock (the root a waiter queues behind),
+            # whose name this dialog did not ask for: its own confirmation asks.
+            self.act(shown[0].kind, shown[0].lock.id)
+        else:
+            self._execute([shown[0]], result.reason, result.forced, row=lock_id)
 
     def plan(self, kind: Kind, lock_id: str, **given: Any) -> Plan | None:
         """`given`: the way chosen among the action's choices (its source's names)."""

@@ -257,6 +257,7 @@ LS_PG_OWN = frozenset(
         "sources.postgres.query",
         "sources.postgres.records",
         "sources.postgres.report",
+        "sources.postgres.rowread",
         "sources.postgres.rules",
         "sources.postgres.source",
         "sources.postgres.terms",

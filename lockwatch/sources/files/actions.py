@@ -56,16 +56,96 @@ def _refusal(lock: Lock) -> tuple[str, str] | None:
     return None
 
 
+def _kernel_held(kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan | None:
+    """A lock file a kernel lock is held on is never moved: its break signals the
+    holder (the kernel's break), anything else is refused. None: no kernel lock."""
+    from lockwatch.sources.kernel.ids import kernel_lock_id
+
+    assert lock.path is not None
+    evidence = lock.evidence
+    if evidence is not None and evidence.holds and kind is not Kind.CANCEL:
+        hold = evidence.holds[0]
+        if kind is Kind.BREAK and len(evidence.holds) == 1 and asked.given.get("signal"):
+            # The file's row is its kernel lock's (one row per file): breaking it
+            # is the kernel's break, signalling the processes that hold it.
+            from lockwatch.sources.kernel.actions import ACTIONS as KERNEL_ACTIONS
+            from lockwatch.sources.kernel.records import lock_of
+
+            # The kernel lock's own file: another than this row's for a lock
+            # taken through a companion (Terraform's state, SQLite's -shm).
+            held = lock_of(hold, hold.path or lock.path)
+            return KERNEL_ACTIONS.plan(kind, held, verdict, asked)
+        who = f"pid {hold.holder_pid}" if hold.holder_pid else "a process"
+        several = len(evidence.holds) > 1
+        ask = (
+            f"; {len(evidence.holds)} kernel locks are held on it: break each by its id"
+            if several
+            else " (--signal TERM or KILL with this break)"
+        )
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "kernel_lock",
+            f"{who} holds a kernel lock on {lock.path}: moving the file would let a second"
+            f" holder in while it still holds the old one; signal the holder instead{ask}"
+            f" (lockwatch break '{kernel_lock_id(hold)}')",
+        )
+    return None
+
+
+def _steal(
+    kind: Kind, lock: Lock, verdict: Verdict, asked: Asked, module: Any, stale: bool
+) -> Plan:
+    """A steal: the lock moved to a tombstone and a new one written in its format
+    (`module`, its writer) for the operator."""
+    from lockwatch.model.humanize import duration
+
+    assert lock.path is not None
+    tombstone_dir = asked.tombstone_dir
+    if not stale:
+        why = (
+            "it is invalid; break it instead"
+            if verdict.state is State.INVALID
+            else "stealing a lock that is not stale is never allowed (lock spec §7.1)"
+        )
+        return refused(kind, lock, verdict, "not_stale", f"{lock.name} is {verdict.state}: {why}")
+    new_holder = asked.new_holder
+    content = (
+        module.handover(lock.content, new_holder)
+        if module is not None and new_holder is not None
+        else None
+    )
+    if content is None or new_holder is None:
+        return refused(
+            kind,
+            lock,
+            verdict,
+            "unsupported",
+            f"lockwatch cannot write {lock.name} ({lock.format}) for you: it records no"
+            " holder to hand over; break it instead",
+        )
+    # Heartbeat formats record the writer's pid (informational); the others' liveness
+    # is the pid: the operator's shell, or lockwatch itself.
+    pid = new_holder.own_pid if lock.policy.heartbeat else new_holder.pid
+    terms = f"pid {pid} on {new_holder.host}"
+    if lock.ttl_seconds is not None:
+        terms += f", ttl {duration(lock.ttl_seconds)}"
+    effect = (
+        f"rename {lock.path} to {_tombstone(lock, tombstone_dir)}, then write a new"
+        f" {lock.format} lock there held by {new_holder.operator} ({terms})"
+    )
+    return Plan(kind, lock, verdict, "lock_stolen", effect, new_content=content, recheck=True)
+
+
 class FileActions(ActionsBase):
     name = ids.FILE
     kinds = frozenset({Kind.BREAK, Kind.STEAL, Kind.RELEASE})
     takes_paths = True
 
     def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
-        from lockwatch.model.humanize import duration
         from lockwatch.sources.files.cas import inside
         from lockwatch.sources.files.decoders import writer
-        from lockwatch.sources.kernel.ids import kernel_lock_id
 
         roots = asked.given.get("roots")
         if roots is not None and lock.path is not None and not inside(lock.path, roots):
@@ -77,35 +157,9 @@ class FileActions(ActionsBase):
             return refused(kind, lock, verdict, *refusal)
         assert lock.path is not None
         tombstone_dir = asked.tombstone_dir
-        evidence = lock.evidence
-        if evidence is not None and evidence.holds and kind is not Kind.CANCEL:
-            hold = evidence.holds[0]
-            if kind is Kind.BREAK and len(evidence.holds) == 1 and asked.given.get("signal"):
-                # The file's row is its kernel lock's (one row per file): breaking it
-                # is the kernel's break, signalling the processes that hold it.
-                from lockwatch.sources.kernel.actions import ACTIONS as KERNEL_ACTIONS
-                from lockwatch.sources.kernel.records import lock_of
-
-                # The kernel lock's own file: another than this row's for a lock
-                # taken through a companion (Terraform's state, SQLite's -shm).
-                held = lock_of(hold, hold.path or lock.path)
-                return KERNEL_ACTIONS.plan(kind, held, verdict, asked)
-            who = f"pid {hold.holder_pid}" if hold.holder_pid else "a process"
-            several = len(evidence.holds) > 1
-            ask = (
-                f"; {len(evidence.holds)} kernel locks are held on it: break each by its id"
-                if several
-                else " (--signal TERM or KILL with this break)"
-            )
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "kernel_lock",
-                f"{who} holds a kernel lock on {lock.path}: moving the file would let a second"
-                f" holder in while it still holds the old one; signal the holder instead{ask}"
-                f" (lockwatch break '{kernel_lock_id(hold)}')",
-            )
+        kernel = _kernel_held(kind, lock, verdict, asked)
+        if kernel is not None:
+            return kernel
         module = writer(lock.format)
         if module is not None and not getattr(module, "MOVABLE", True):
             # A database, dpkg's lock: its tool's own file, which it expects to stay.
@@ -147,42 +201,7 @@ class FileActions(ActionsBase):
                 )
             effect = f"rename {lock.path} to {_tombstone(lock, tombstone_dir)}: the lock is free"
             return Plan(kind, lock, verdict, "lock_released", effect)
-        # Steal.
-        if not stale:
-            why = (
-                "it is invalid; break it instead"
-                if verdict.state is State.INVALID
-                else "stealing a lock that is not stale is never allowed (lock spec §7.1)"
-            )
-            return refused(
-                kind, lock, verdict, "not_stale", f"{lock.name} is {verdict.state}: {why}"
-            )
-        new_holder = asked.new_holder
-        content = (
-            module.handover(lock.content, new_holder)
-            if module is not None and new_holder is not None
-            else None
-        )
-        if content is None or new_holder is None:
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "unsupported",
-                f"lockwatch cannot write {lock.name} ({lock.format}) for you: it records no"
-                " holder to hand over; break it instead",
-            )
-        # Heartbeat formats record the writer's pid (informational); the others' liveness
-        # is the pid: the operator's shell, or lockwatch itself.
-        pid = new_holder.own_pid if lock.policy.heartbeat else new_holder.pid
-        terms = f"pid {pid} on {new_holder.host}"
-        if lock.ttl_seconds is not None:
-            terms += f", ttl {duration(lock.ttl_seconds)}"
-        effect = (
-            f"rename {lock.path} to {_tombstone(lock, tombstone_dir)}, then write a new"
-            f" {lock.format} lock there held by {new_holder.operator} ({terms})"
-        )
-        return Plan(kind, lock, verdict, "lock_stolen", effect, new_content=content, recheck=True)
+        return _steal(kind, lock, verdict, asked, module, stale)
 
     def choices(self, kind: Kind, lock: Lock) -> Choices | None:
         """A lock file one kernel lock is held on: its break signals the holders,

@@ -446,9 +446,23 @@ def _row_name(row: Sequence[Any]) -> str:
 
 
 def _metadata(b: _Builder) -> None:
-    poll = b.poll
     waiters = _waiting(b, MDL_STATES)
-    granted: dict[str, list[tuple[int, str, float | None]]] = {}
+    granted, pending = _mdl_held_and_pending(b.poll)
+    waiting_threads = {int(row[0]) for row in waiters}
+    if not waiters and not pending:
+        return
+    queues = _mdl_queues(waiters, granted, pending)
+    for table, queue in queues.items():
+        _metadata_queue(b, table, queue, granted.get(table, ()), waiting_threads)
+
+
+_Granted = dict[str, list[tuple[int, str, float | None]]]
+
+
+def _mdl_held_and_pending(poll: Poll) -> tuple[_Granted, dict[int, str]]:
+    """The table metadata locks granted, by table, and the pending requests
+    (MySQL 8), by thread."""
+    granted: _Granted = {}
     pending: dict[int, str] = {}
     for row in poll.mdl or ():
         if row[3] != "Table metadata lock" or not row[5]:
@@ -458,11 +472,14 @@ def _metadata(b: _Builder) -> None:
             pending[int(row[0])] = named
             continue
         granted.setdefault(named, []).append((int(row[0]), str(row[1]), row[2]))
-    waiting_threads = {int(row[0]) for row in waiters}
-    if not waiters and not pending:
-        return
-    # Which table each waiter waits for: its pending request (MySQL 8), the table
-    # it holds an upgradable lock on (a DDL statement), or its statement's first.
+    return granted, pending
+
+
+def _mdl_queues(
+    waiters: Sequence[Sequence[Any]], granted: _Granted, pending: dict[int, str]
+) -> dict[str, list[Sequence[Any]]]:
+    """The waiters by the table each waits for: its pending request (MySQL 8), the
+    table it holds an upgradable lock on (a DDL statement), or its statement's first."""
     queues: dict[str, list[Sequence[Any]]] = {}
     for row in waiters:
         thread = int(row[0])
@@ -479,68 +496,73 @@ def _metadata(b: _Builder) -> None:
             )
         table = table or table_of(row[7], row[3]) or "?"
         queues.setdefault(table, []).append(row)
-    for table, queue in queues.items():
-        head = next((row for row in queue if _DDL.match(row[7] or "")), None)
-        holders = [
-            (owner, mode, ms)
-            for owner, mode, ms in granted.get(table, ())
-            if owner not in waiting_threads
-        ]
-        suspected = poll.mdl is None and poll.trx is not None
-        if suspected:
-            holders = _suspects(b, queue, waiting_threads)
-        holder_threads = tuple(sorted({owner for owner, _, _ in holders}))
-        behind = (
-            [] if head is None else [r for r in queue if float(r[5] or 0) < float(head[5] or 0)]
+    return queues
+
+
+def _metadata_queue(
+    b: _Builder,
+    table: str,
+    queue: list[Sequence[Any]],
+    granted: Sequence[tuple[int, str, float | None]],
+    waiting_threads: set[int],
+) -> None:
+    """One table's metadata locks: its holders (`granted`, or suspects), the
+    waiters ahead of a DDL head and those queued behind it."""
+    head = next((row for row in queue if _DDL.match(row[7] or "")), None)
+    holders = [(owner, mode, ms) for owner, mode, ms in granted if owner not in waiting_threads]
+    suspected = b.poll.mdl is None and b.poll.trx is not None
+    if suspected:
+        holders = _suspects(b, queue, waiting_threads)
+    holder_threads = tuple(sorted({owner for owner, _, _ in holders}))
+    behind = [] if head is None else [r for r in queue if float(r[5] or 0) < float(head[5] or 0)]
+    ahead = [r for r in queue if r not in behind]
+    for owner, mode, ms in holders:
+        b.add(
+            METADATA_LOCK,
+            owner,
+            True,
+            table,
+            table,
+            mode,
+            acquired_ms=ms,
+            # A suspect blocks nobody for sure: its edges stay out of the trees.
+            blocking=() if suspected else tuple(int(r[0]) for r in ahead),
+            found_by="suspect" if suspected else b.poll.mdl_from,
+            suspected=suspected,
+            table=table,
         )
-        ahead = [r for r in queue if r not in behind]
-        for owner, mode, ms in holders:
-            b.add(
-                METADATA_LOCK,
-                owner,
-                True,
-                table,
-                table,
-                mode,
-                acquired_ms=ms,
-                # A suspect blocks nobody for sure: its edges stay out of the trees.
-                blocking=() if suspected else tuple(int(r[0]) for r in ahead),
-                found_by="suspect" if suspected else poll.mdl_from,
-                suspected=suspected,
-                table=table,
-            )
-        for row in ahead:
-            thread = int(row[0])
-            is_head = head is not None and thread == int(head[0])
-            b.add(
-                METADATA_LOCK,
-                thread,
-                False,
-                table,
-                table,
-                "MDL_EXCLUSIVE" if is_head else "MDL_SHARED",
-                wait_start=_started(b, row),
-                blocked_by=holder_threads,
-                queued_behind=len(behind) if is_head else 0,
-                found_by="processlist",
-                suspected=suspected,
-                table=table,
-            )
-        for row in behind:
-            assert head is not None
-            b.add(
-                METADATA_LOCK,
-                int(row[0]),
-                False,
-                table,
-                table,
-                "MDL_SHARED",
-                wait_start=_started(b, row),
-                blocked_by=(int(head[0]),),
-                queue_head=int(head[0]),
-                found_by="processlist",
-                table=table,
-            )
+    for row in ahead:
+        thread = int(row[0])
+        is_head = head is not None and thread == int(head[0])
+        b.add(
+            METADATA_LOCK,
+            thread,
+            False,
+            table,
+            table,
+            "MDL_EXCLUSIVE" if is_head else "MDL_SHARED",
+            wait_start=_started(b, row),
+            blocked_by=holder_threads,
+            queued_behind=len(behind) if is_head else 0,
+            found_by="processlist",
+            suspected=suspected,
+            table=table,
+        )
+    for row in behind:
+        assert head is not None
+        b.add(
+            METADATA_LOCK,
+            int(row[0]),
+            False,
+            table,
+            table,
+            "MDL_SHARED",
+            wait_start=_started(b, row),
+            blocked_by=(int(head[0]),),
+            queue_head=int(head[0]),
+            found_by="processlist",
+            table=table,
+        )
 
 
 def _suspects(

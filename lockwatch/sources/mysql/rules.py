@@ -37,42 +37,66 @@ def threads(ids: tuple[int, ...] | list[int]) -> str:
 def evaluate_my(lock: Lock, my: MyLock, now: datetime) -> Verdict:
     session = my.session
     age = seconds_since(lock.acquired_at, now)
-    what = f"{_WHAT.get(my.kind, my.kind)} {lock.name}"
     hidden = hidden_reason(session.monitor_user) if session.hidden else None
-
     if not my.granted:
-        waited = seconds_since(my.wait_start, now)
-        how_long = f" for {duration(waited)}" if waited is not None else ""
-        if my.name_unread is not None:
-            return _unread(my, how_long, hidden, age)
-        by = ""
-        if my.blocked_by:
-            suspects = " (suspected: no metadata_lock_info plugin)" if my.suspected else ""
-            by = f", blocked by {threads(my.blocked_by)}{suspects}"
-        reasons = [Reason("waiting", f"waiting{how_long} for {my.mode} on {what}{by}")]
-        if my.queued_behind:
-            count = my.queued_behind
-            noun = "statement is" if count == 1 else "statements are"
-            reasons.append(
-                Reason(
-                    "ddl_queue",
-                    f"head of the metadata-lock queue on {my.target}: {count} {noun} queued"
-                    " behind this DDL, which itself waits; cancelling it (KILL QUERY) lets"
-                    " them run at once",
-                )
-            )
-        elif my.queue_head is not None:
-            reasons.append(
-                Reason(
-                    "ddl_queue",
-                    f"queued behind DDL thread {my.queue_head}, which itself waits for"
-                    f" {my.target}'s metadata lock",
-                )
-            )
-        if hidden is not None:
-            reasons.append(hidden)
-        return Verdict(State.WAITING, tuple(reasons), age_seconds=age, alive=True)
+        return _waiting(lock, my, now, hidden, age)
+    info = _held_info(my)
+    client = session.client_process
+    if client is not None and not client.alive:
+        state = f" (the session is {session.state_text})" if session.state_text else ""
+        gone = Reason(
+            "client_dead",
+            f"its client process {client.label} is gone, yet its server thread holds on{state}:"
+            " nothing will release this lock until the server notices or the connection is"
+            " killed",
+        )
+        return Verdict(State.STALE, (gone, *info), age_seconds=age, alive=False)
+    if hidden is not None:
+        return Verdict(State.UNKNOWN, (hidden, *info), age_seconds=age, alive=None)
+    return _idle_rule(lock, my, now, info, age)
 
+
+def _waiting(
+    lock: Lock, my: MyLock, now: datetime, hidden: Reason | None, age: float | None
+) -> Verdict:
+    """A request not granted: who it waits on, for how long, its DDL queue."""
+    what = f"{_WHAT.get(my.kind, my.kind)} {lock.name}"
+    waited = seconds_since(my.wait_start, now)
+    how_long = f" for {duration(waited)}" if waited is not None else ""
+    if my.name_unread is not None:
+        return _unread(my, how_long, hidden, age)
+    by = ""
+    if my.blocked_by:
+        suspects = " (suspected: no metadata_lock_info plugin)" if my.suspected else ""
+        by = f", blocked by {threads(my.blocked_by)}{suspects}"
+    reasons = [Reason("waiting", f"waiting{how_long} for {my.mode} on {what}{by}")]
+    if my.queued_behind:
+        count = my.queued_behind
+        noun = "statement is" if count == 1 else "statements are"
+        reasons.append(
+            Reason(
+                "ddl_queue",
+                f"head of the metadata-lock queue on {my.target}: {count} {noun} queued"
+                " behind this DDL, which itself waits; cancelling it (KILL QUERY) lets"
+                " them run at once",
+            )
+        )
+    elif my.queue_head is not None:
+        reasons.append(
+            Reason(
+                "ddl_queue",
+                f"queued behind DDL thread {my.queue_head}, which itself waits for"
+                f" {my.target}'s metadata lock",
+            )
+        )
+    if hidden is not None:
+        reasons.append(hidden)
+    return Verdict(State.WAITING, tuple(reasons), age_seconds=age, alive=True)
+
+
+def _held_info(my: MyLock) -> list[Reason]:
+    """What a granted lock's verdict tells besides: whom it blocks, and whether
+    its holder is only suspected."""
     info: list[Reason] = []
     if my.blocking:
         count = len(my.blocking)
@@ -88,19 +112,17 @@ def evaluate_my(lock: Lock, my: MyLock, now: datetime) -> Verdict:
                 " lock (INSTALL SONAME 'metadata_lock_info')",
             )
         )
-    client = session.client_process
-    if client is not None and not client.alive:
-        state = f" (the session is {session.state_text})" if session.state_text else ""
-        gone = Reason(
-            "client_dead",
-            f"its client process {client.label} is gone, yet its server thread holds on{state}:"
-            " nothing will release this lock until the server notices or the connection is"
-            " killed",
-        )
-        return Verdict(State.STALE, (gone, *info), age_seconds=age, alive=False)
-    if hidden is not None:
-        return Verdict(State.UNKNOWN, (hidden, *info), age_seconds=age, alive=None)
+    return info
 
+
+def _idle_rule(
+    lock: Lock, my: MyLock, now: datetime, info: list[Reason], age: float | None
+) -> Verdict:
+    """A held lock by its session's idle time: stale past the limit idle in a
+    transaction (or idle holding a named lock), unless its client process is
+    seen alive."""
+    session = my.session
+    client = session.client_process
     limit = lock.policy.idle_after
     idle_for = seconds_since(session.state_since, now) if session.idle else None
     stale: list[Reason] = []

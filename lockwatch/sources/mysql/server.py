@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import pymysql
 
 from lockwatch.clock import Clock, SystemClock
+from lockwatch.model.lock import Lock
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
@@ -230,22 +231,8 @@ class MyServer:
             )
             polled_at = self.clock.now()
             trx = self._denied(cursor, queries.TRANSACTIONS)
-            waits = None
-            if trx is not None and self._mariadb:
-                edges = self._denied(cursor, queries.LOCK_WAITS_MARIADB)
-                locks_rows = self._denied(cursor, queries.LOCKS_MARIADB) if edges else []
-                waits = join_waits(trx, edges or (), locks_rows or ())
-            elif trx is not None:
-                waits = self._denied(cursor, queries.INNODB_WAITS_MYSQL)
-            mdl, pending, mdl_from = None, False, "metadata_lock_info"
-            if self._mariadb:
-                cursor.execute(queries.PLUGIN_ACTIVE)
-                active = cursor.fetchone()
-                if active and active[0]:
-                    mdl = self._denied(cursor, queries.METADATA_LOCK_INFO)
-            elif self._performance_schema:
-                mdl = self._denied(cursor, queries.METADATA_LOCKS_MYSQL)
-                pending, mdl_from = True, "metadata_locks"
+            waits = self._row_waits(cursor, trx)
+            mdl, pending, mdl_from = self._metadata_rows(cursor)
             used = self._used(cursor, processes, mdl)
             tables = read_tables(
                 cursor,
@@ -275,15 +262,47 @@ class MyServer:
             listed=self._listed,
             server_offset=offset,
         )
-        holders = {int(row[0]) for row in mdl or ()}
-        holders.update(int(thread) for thread in used.values() if thread is not None)
-        holders.update(int(row[7]) for row in waits or ())
-        # Idle in a transaction past the limit: stale unless its client is found alive.
-        holders.update(idle_in_transaction(processes, trx, self.idle_after))
-        if mdl is None and any(row[6] in queries.MDL_STATES for row in processes):
-            holders.update(int(row[0]) for row in trx or () if row[0])
+        holders = _holders(processes, trx, waits, mdl, used, self.idle_after)
         poll.clients = self._clients(processes, holders)
         locks = build(poll) + tables
+        self._remember(locks)
+        self.failures = 0
+        self._updated_at = polled_at
+        reason = self._partial_reason(hidden, mdl, processes)
+        self.status = SourceStatus(
+            KIND, self.server, "connected", reason=reason, updated_at=polled_at, partial=hidden
+        )
+        return Polled(polled_at, (self.status,), locks)
+
+    def _row_waits(self, cursor: Any, trx: Sequence[Sequence[Any]] | None) -> Any:
+        """Who waits for whose row lock: MariaDB's lock waits joined to its
+        locks, or MySQL's data_lock_waits; None without the transactions."""
+        waits = None
+        if trx is not None and self._mariadb:
+            edges = self._denied(cursor, queries.LOCK_WAITS_MARIADB)
+            locks_rows = self._denied(cursor, queries.LOCKS_MARIADB) if edges else []
+            waits = join_waits(trx, edges or (), locks_rows or ())
+        elif trx is not None:
+            waits = self._denied(cursor, queries.INNODB_WAITS_MYSQL)
+        return waits
+
+    def _metadata_rows(self, cursor: Any) -> tuple[Any, bool, str]:
+        """The metadata locks the server tells (MariaDB's plugin, MySQL's
+        performance_schema), whether pending requests are among them, and from where."""
+        mdl, pending, mdl_from = None, False, "metadata_lock_info"
+        if self._mariadb:
+            cursor.execute(queries.PLUGIN_ACTIVE)
+            active = cursor.fetchone()
+            if active and active[0]:
+                mdl = self._denied(cursor, queries.METADATA_LOCK_INFO)
+        elif self._performance_schema:
+            mdl = self._denied(cursor, queries.METADATA_LOCKS_MYSQL)
+            pending, mdl_from = True, "metadata_locks"
+        return mdl, pending, mdl_from
+
+    def _remember(self, locks: Sequence[Lock]) -> None:
+        """What the next poll needs of this one's locks: when each was known held,
+        and each granted one's mode and finder."""
         self._seen = {}
         self._listed = {}
         for lock in locks:
@@ -292,8 +311,11 @@ class MyServer:
                 self._seen[lock.id] = facts.known_held_at
             if isinstance(facts, MyLock) and facts.granted:
                 self._listed[lock.id] = (facts.mode, facts.found_by)
-        self.failures = 0
-        self._updated_at = polled_at
+
+    def _partial_reason(
+        self, hidden: bool, mdl: Any, processes: Sequence[Sequence[Any]]
+    ) -> str | None:
+        """Why the picture is partial: privileges, or metadata-lock holders guessed."""
         reason = privilege_hint(self._user) if hidden else None
         if (
             not hidden
@@ -305,10 +327,7 @@ class MyServer:
                 "metadata-lock holders are suspects only: INSTALL SONAME 'metadata_lock_info'"
                 " to see who holds a table's metadata lock"
             )
-        self.status = SourceStatus(
-            KIND, self.server, "connected", reason=reason, updated_at=polled_at, partial=hidden
-        )
-        return Polled(polled_at, (self.status,), locks)
+        return reason
 
     def _used(
         self, cursor: Any, processes: Sequence[Sequence[Any]], mdl: Sequence[Sequence[Any]] | None
@@ -481,3 +500,23 @@ def describe(exc: BaseException, endpoint: Endpoint) -> str:
     if args and args[0] == 1045:
         text += " — check the password (DSN, MYSQL_PWD, option file or password_file)"
     return endpoint.scrub(text)
+
+
+def _holders(
+    processes: Sequence[Sequence[Any]],
+    trx: Sequence[Sequence[Any]] | None,
+    waits: Any,
+    mdl: Any,
+    used: Mapping[Any, Any],
+    idle_after: float,
+) -> set[int]:
+    """The threads whose client processes are looked for: every holder, and
+    those idle in a transaction past the limit (stale unless found alive)."""
+    holders = {int(row[0]) for row in mdl or ()}
+    holders.update(int(thread) for thread in used.values() if thread is not None)
+    holders.update(int(row[7]) for row in waits or ())
+    # Idle in a transaction past the limit: stale unless its client is found alive.
+    holders.update(idle_in_transaction(processes, trx, idle_after))
+    if mdl is None and any(row[6] in queries.MDL_STATES for row in processes):
+        holders.update(int(row[0]) for row in trx or () if row[0])
+    return holders

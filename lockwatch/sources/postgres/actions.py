@@ -56,24 +56,8 @@ def _plan(
     held_elsewhere: bool = False,
 ) -> Plan:
     pg = _pg(lock)
-    pid = pg.backend.pid
-    where = pg.server
-    if pid is None:
-        gid = pg.backend.prepared_gid
-        if gid is None:
-            how = "end it with COMMIT PREPARED or ROLLBACK PREPARED (its gid is not known)"
-        else:
-            commit, rollback = prepared_commands(gid)
-            how = f"run {commit} to keep its work, or {rollback} to undo it"
-        database = f", connected to database {pg.database}" if pg.database else ""
-        owner = f" as {pg.backend.user} (or a superuser)" if pg.backend.user else ""
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "prepared_transaction",
-            f"{pg.backend.label} has no session to signal: {how} on {where}{database}{owner}",
-        )
+    if pg.backend.pid is None:
+        return _prepared_refused(kind, lock, verdict, pg)
     stale = verdict.state is State.STALE
     # Stale by idle time alone, its client unseen: as deliberate as an active lock.
     inferred = stale and "inferred" in verdict.codes
@@ -83,17 +67,8 @@ def _plan(
         if inferred
         else None
     )
-    vacuum = _vacuum_note(pg)
     if kind is Kind.BREAK:
-        effect = (
-            f"call pg_terminate_backend({pid}) on {where}: {_session_effect(lock, peers)}{vacuum}"
-        )
-        if pg.queued_behind:
-            # A queue head: the lower-risk way, for a CLI break that did not choose it.
-            effect += (
-                f"; cancelling only its statement (c, lockwatch cancel) would free the"
-                f" {sessions(pg.queued_behind)} queued behind it and keep its session"
-            )
+        effect = _break_effect(lock, pg, peers)
         return Plan(
             kind,
             lock,
@@ -104,84 +79,127 @@ def _plan(
             why_name=why_name,
         )
     if kind is Kind.CANCEL:
-        state = pg.backend.state or "unknown"
-        if state.startswith("idle"):
-            what = (
-                f"it is {state}: there is no query to cancel, and its locks stay held"
-                " (b terminates it)"
-            )
-        else:
-            query = f" ({pg.backend.query})" if pg.backend.query else ""
-            what = f"cancels its current query{query}; its session stays connected"
-            if pg.queued_behind:
-                count = pg.queued_behind
-                pids = named("pid", [str(p) for p in pg.queued_here], most=10)
-                wait = "waits" if count == 1 else "wait"
-                what += (
-                    f"; its waiting {pg.mode} request leaves the queue, and the"
-                    f" {sessions(count)} queued behind it ({pids}) no longer {wait} on it"
-                )
-        effect = f"call pg_cancel_backend({pid}) on {where}: {what}{vacuum}"
-        return Plan(kind, lock, verdict, "backend_cancelled", effect)
-    key = pg.advisory_key
+        return Plan(kind, lock, verdict, "backend_cancelled", _cancel_effect(pg))
     if kind is Kind.RELEASE:
-        if not held or key is None:
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "not_held",
-                "lockwatch does not hold this lock (only advisory locks it stole can be released)",
+        return _release_plan(kind, lock, verdict, pg, held, held_elsewhere)
+    refusal = _steal_refusal(lock, verdict, pg, stale)
+    if refusal is not None:
+        return refused(kind, lock, verdict, *refusal)
+    shared = "_shared" if pg.mode == "ShareLock" else ""
+    effect = (
+        f"call pg_terminate_backend({pg.backend.pid}) on {pg.server}:"
+        f" {_session_effect(lock, peers)}; then take"
+        f" advisory lock {lock.name} ({pg.advisory_key}) with pg_try_advisory_lock{shared} on"
+        " lockwatch's own connection and hold it until released (r)"
+    )
+    return Plan(kind, lock, verdict, "lock_stolen", effect, needs_name=inferred, why_name=why_name)
+
+
+def _prepared_refused(kind: Kind, lock: Lock, verdict: Verdict, pg: PgLock) -> Plan:
+    """A prepared transaction has no session to signal: how to end it, refused."""
+    gid = pg.backend.prepared_gid
+    if gid is None:
+        how = "end it with COMMIT PREPARED or ROLLBACK PREPARED (its gid is not known)"
+    else:
+        commit, rollback = prepared_commands(gid)
+        how = f"run {commit} to keep its work, or {rollback} to undo it"
+    database = f", connected to database {pg.database}" if pg.database else ""
+    owner = f" as {pg.backend.user} (or a superuser)" if pg.backend.user else ""
+    return refused(
+        kind,
+        lock,
+        verdict,
+        "prepared_transaction",
+        f"{pg.backend.label} has no session to signal: {how} on {pg.server}{database}{owner}",
+    )
+
+
+def _break_effect(lock: Lock, pg: PgLock, peers: Sequence[Lock]) -> str:
+    """What terminating the holder's backend does."""
+    effect = (
+        f"call pg_terminate_backend({pg.backend.pid}) on {pg.server}:"
+        f" {_session_effect(lock, peers)}{_vacuum_note(pg)}"
+    )
+    if pg.queued_behind:
+        # A queue head: the lower-risk way, for a CLI break that did not choose it.
+        effect += (
+            f"; cancelling only its statement (c, lockwatch cancel) would free the"
+            f" {sessions(pg.queued_behind)} queued behind it and keep its session"
+        )
+    return effect
+
+
+def _cancel_effect(pg: PgLock) -> str:
+    """What cancelling the backend's current query does."""
+    state = pg.backend.state or "unknown"
+    if state.startswith("idle"):
+        what = (
+            f"it is {state}: there is no query to cancel, and its locks stay held (b terminates it)"
+        )
+    else:
+        query = f" ({pg.backend.query})" if pg.backend.query else ""
+        what = f"cancels its current query{query}; its session stays connected"
+        if pg.queued_behind:
+            count = pg.queued_behind
+            pids = named("pid", [str(p) for p in pg.queued_here], most=10)
+            wait = "waits" if count == 1 else "wait"
+            what += (
+                f"; its waiting {pg.mode} request leaves the queue, and the"
+                f" {sessions(count)} queued behind it ({pids}) no longer {wait} on it"
             )
-        if held_elsewhere:
-            effect = (
-                f"call pg_terminate_backend({pid}) on {where}: ends the lockwatch steal session"
-                f" holding advisory lock {lock.name} ({key}), which frees it"
-            )
-        else:
-            effect = (
-                f"unlock advisory lock {lock.name} ({key}) on lockwatch's own connection to {where}"
-            )
-        return Plan(kind, lock, verdict, "lock_released", effect)
-    if key is None or pg.locktype != "advisory":
+    return f"call pg_cancel_backend({pg.backend.pid}) on {pg.server}: {what}{_vacuum_note(pg)}"
+
+
+def _release_plan(
+    kind: Kind, lock: Lock, verdict: Verdict, pg: PgLock, held: bool, held_elsewhere: bool
+) -> Plan:
+    """Releasing an advisory lock lockwatch stole: on its own connection, or by
+    ending the steal session that holds it."""
+    key = pg.advisory_key
+    if not held or key is None:
         return refused(
             kind,
             lock,
             verdict,
+            "not_held",
+            "lockwatch does not hold this lock (only advisory locks it stole can be released)",
+        )
+    if held_elsewhere:
+        effect = (
+            f"call pg_terminate_backend({pg.backend.pid}) on {pg.server}: ends the lockwatch"
+            f" steal session holding advisory lock {lock.name} ({key}), which frees it"
+        )
+    else:
+        effect = (
+            f"unlock advisory lock {lock.name} ({key}) on lockwatch's own connection to {pg.server}"
+        )
+    return Plan(kind, lock, verdict, "lock_released", effect)
+
+
+def _steal_refusal(lock: Lock, verdict: Verdict, pg: PgLock, stale: bool) -> tuple[str, str] | None:
+    """Why a steal is refused (reason code, words), or None when it may go ahead."""
+    if pg.advisory_key is None or pg.locktype != "advisory":
+        return (
             "unsupported",
             f"only advisory locks can be stolen; this is a {pg.locktype} lock (b terminates"
             " its holder)",
         )
     if not pg.granted:
-        return refused(
-            kind, lock, verdict, "not_held", f"pid {pid} waits for {lock.name}; it holds nothing"
-        )
+        return "not_held", f"pid {pg.backend.pid} waits for {lock.name}; it holds nothing"
     if not stale:
-        return refused(
-            kind,
-            lock,
-            verdict,
+        return (
             "not_stale",
             f"{lock.name} is {verdict.state}: stealing a lock that is not stale is never allowed",
         )
     if pg.blocking_here:
         waiting = ", ".join(str(w) for w in pg.blocking_here)
-        return refused(
-            kind,
-            lock,
-            verdict,
+        return (
             "has_waiters",
             f"{lock.name} has queued waiters (pid {waiting}): PostgreSQL grants it to them"
             " before lockwatch could take it, so a steal would only terminate its holder;"
             " nothing done. Break it instead (b, or lockwatch break) and let the waiter have it",
         )
-    shared = "_shared" if pg.mode == "ShareLock" else ""
-    effect = (
-        f"call pg_terminate_backend({pid}) on {where}: {_session_effect(lock, peers)}; then take"
-        f" advisory lock {lock.name} ({key}) with pg_try_advisory_lock{shared} on lockwatch's own"
-        " connection and hold it until released (r)"
-    )
-    return Plan(kind, lock, verdict, "lock_stolen", effect, needs_name=inferred, why_name=why_name)
+    return None
 
 
 def _vacuum_note(pg: PgLock) -> str:

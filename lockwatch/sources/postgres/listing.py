@@ -14,7 +14,7 @@ from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_record, records_json_array
 from lockwatch.model.verdict import State, evaluate_all
 from lockwatch.sources.postgres.facts import NO_NAMES
-from lockwatch.sources.postgres.records import Entry, Follower
+from lockwatch.sources.postgres.rowread import Entry, Follower
 from lockwatch.sources.postgres.settings import PgSettings
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
 

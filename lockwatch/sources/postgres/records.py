@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
-from lockwatch.model.compact import Row as CompactRow
 from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.postgres.facts import (
@@ -22,6 +21,7 @@ from lockwatch.sources.postgres.facts import (
     autovacuum_kind,
 )
 from lockwatch.sources.postgres.ids import pg_id
+from lockwatch.sources.postgres.rowread import Entry, Follower, row_reader
 
 FORMAT = "pg_locks"
 QUERY_CHARS = 200
@@ -349,58 +349,6 @@ def _bounds(
     return known, after, level
 
 
-# What to_locks reads of every row, in one call per row: a poll's rows are
-# thousands, and a `Row` read key by key is a Python call per key.
-_PER_ROW = (
-    "pid", "target", "granted", "locktype", "mode", "classid", "objid", "objsubid",
-    "wait_age", "database_name",
-)  # fmt: skip
-_by_name = itemgetter(*_PER_ROW)
-
-
-def _row_reader() -> Callable[[Row], tuple[Any, ...]]:
-    """A reader of `_PER_ROW` from a row: by position from a compact `Row`'s
-    values (its columns shared by its result's rows), else key by key; a column
-    the result lacks reads as NULL."""
-    columns: Any = None
-    by_position: Callable[[Any], tuple[Any, ...]] = _by_name
-
-    def lenient(row: Row) -> tuple[Any, ...]:
-        return tuple(row.get(name) for name in _PER_ROW)
-
-    def read(row: Row) -> tuple[Any, ...]:
-        nonlocal columns, by_position
-        if type(row) is not CompactRow:
-            try:
-                return _by_name(row)  # type: ignore[no-any-return]
-            except KeyError:
-                return lenient(row)
-        if row._columns is not columns:
-            index = row._columns.index
-            if not all(name in index for name in _PER_ROW):
-                return lenient(row)
-            columns = row._columns
-            by_position = itemgetter(*(index[name] for name in _PER_ROW))
-        return by_position(row._values)
-
-    return read
-
-
-class Follower(NamedTuple):
-    """A lock of a listing that is an earlier one's (`leader`, an index into
-    to_locks' answer) but for these: its record is the leader's with them."""
-
-    leader: int
-    id: str
-    name: str
-    mode: str
-    database: str | None
-    advisory_key: AdvisoryKey | None
-
-
-Entry = int | Follower
-
-
 def to_locks(
     rows: Sequence[Row],
     sessions: Mapping[int, Row],
@@ -431,31 +379,26 @@ def to_locks(
     share_key) is not built; `entries` gets, for each row of interest in order,
     its lock's index in the answer, or a `Follower` of such a lock.
     """
-    seen = seen or {}
-    clients = clients or {}
-    since_of: dict[int | str, datetime] = {}
-    bounds_of: dict[
-        tuple[int | str, bool, datetime],
-        tuple[datetime | None, datetime | None, Literal["session", "transaction"] | None],
-    ] = {}
     if waits is None:
         waits = index_waits(rows)
-    waits_here, waiters_of, prepared_by_target = waits.here, waits.of, waits.prepared
-    queued_for = waits.queued
-    behind = waits.behind or {}
-
-    policy = StalenessPolicy(idle_after=idle_after)
+    poll = _Poll(
+        server, polled_at, sessions, names, seen or {}, waits,
+        StalenessPolicy(idle_after=idle_after), {}, {},
+    )  # fmt: skip
+    clients = clients or {}
+    waits_here, waiters_of = waits.here, waits.of
     # A session often holds many locks (80 advisory locks on a pooled connection):
     # its backend, holder and blockers are built once and shared by its records.
-    built: dict[int | str, tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]] = {}
+    built: dict[int | str, _Session] = {}
     locks: list[Lock] = []
     leaders: dict[tuple[Any, ...], int] = {}
-    read = _row_reader()
-    stale = () if all_rows else stale_idle_rows(rows, sessions, clients, idle_after, seen, waits)
+    read = row_reader()
+    stale: Container[int] = ()
+    if not all_rows:
+        stale = stale_idle_rows(rows, sessions, clients, idle_after, poll.seen, waits)
     for index, row in enumerate(rows):
-        (pid, target, granted, locktype, mode, classid, objid, objsubid, wait_age, database) = read(
-            row
-        )
+        cols = read(row)
+        pid, target, granted, locktype, mode, classid, objid, objsubid, _, database = cols
         holder_key = pid if pid is not None else _holder_key(row)
         granted = bool(granted)
         found = waits_here.get((holder_key, target))
@@ -468,108 +411,169 @@ def to_locks(
             session = built[holder_key] = _session(
                 row, activity, holder_key, polled_at, waiters_of, clients, monitor_role
             )
-        backend, holder, blocked_by, blocking = session
         key = None
         if locktype == "advisory" and classid is not None:
             key = AdvisoryKey.from_pg_locks(classid, objid, objsubid)
-        wait_start = acquired_at = known = after = None
-        level: Literal["session", "transaction"] | None = None
-        if not granted:
-            # Before PostgreSQL 14 there is no waitstart: the query's start bounds it.
-            # waitstart is also NULL for a moment after a wait begins.
-            if wait_age is not None:
-                acquired_at = wait_start = _ago(polled_at, wait_age)
-            elif pid is not None:
-                wait_start = _ago(polled_at, activity.get("query_age"))
-        else:
-            # What this poll shows is the session's (its many locks share it); an
-            # earlier poll may have seen a hold before that.
-            first = since_of.get(holder_key)
-            if first is None:
-                first = since_of[holder_key] = held_since(row, activity, polled_at)
-            if seen and pid is not None:
-                earlier = seen.get((pid, activity.get("backend_started"), target, mode))
-                if earlier is not None and earlier < first:
-                    first = earlier
-            bounds_key = (holder_key, locktype == "advisory", first)
-            bounds = bounds_of.get(bounds_key)
-            if bounds is None:
-                bounds = bounds_of[bounds_key] = _bounds(row, backend, first)
-            known, after, level = bounds
-            # Only a prepared transaction's time is known exactly.
-            acquired_at = backend.prepared_at
-        if entries is not None and granted and not here and 0 not in blocked_by:
+        first = _first_seen(poll, row, activity, holder_key, pid, target, mode) if granted else None
+        if entries is not None and granted and not here and 0 not in session[2]:
             alike = (holder_key, locktype, first)
             leader = leaders.get(alike)
             if leader is not None:
-                entries.append(
-                    Follower(
-                        leader,
-                        pg_id(server, holder_key, target, mode, "held"),
-                        advisory_name(row, key, names)
-                        if key is not None
-                        else _name(row, key, names),
-                        mode,
-                        database or _session_database(sessions, row),
-                        key,
-                    )
-                )
+                name = _lock_name(row, key, names)
+                held = pg_id(server, holder_key, target, mode, "held")
+                database = database or _session_database(sessions, row)
+                entries.append(Follower(leader, held, name, mode, database, key))
                 continue
             leaders[alike] = len(locks)
         if entries is not None:
             entries.append(len(locks))
-        prepared = prepared_by_target.get(target, ()) if 0 in blocked_by else ()
-        heads: tuple[int, ...] = ()
-        head_query = None
-        vacuums: tuple[tuple[int, Autovacuum], ...] = ()
-        if not granted and blocked_by:
-            vacuums = _vacuums(blocked_by, sessions)
-        queued_here: tuple[int, ...] = ()
-        if not granted and blocked_by and queued_for:
-            # Its blockers all wait for this very lock themselves: it is queued
-            # behind their requests alone, and waits on no holder.
-            waiting_here = queued_for.get(target, ())
-            if all(pid and pid in waiting_here for pid in blocked_by):
-                heads = blocked_by
-                head_query = trim_query(sessions.get(heads[0], _NO_SESSION).get("query"))
-        if not granted and pid is not None:
-            queued_here = tuple(sorted(set(behind.get((pid, target), ()))))
-        pg = PgLock(
-            server=server,
-            locktype=locktype,
-            mode=mode,
-            granted=granted,
-            # pg_locks has no database for transaction ids: the holder's session has.
-            database=database or _session_database(sessions, row),
-            backend=backend,
-            advisory_key=key,
-            wait_start=wait_start,
-            blocked_by=blocked_by,
-            blocking=blocking,
-            blocking_here=here,
-            blocked_by_prepared=tuple(prepared),
-            known_held_at=known,
-            acquired_after=after,
-            level=level,
-            queue_heads=heads,
-            queue_head_query=head_query,
-            queued_here=queued_here,
-            blocked_by_autovacuum=vacuums,
-        )
-        state = "held" if granted else "wait"
-        locks.append(
-            Lock(
-                id=pg_id(server, holder_key, target, mode, state),
-                source="postgres",
-                format=FORMAT,
-                # An advisory lock is named by its key alone: no other column to read.
-                name=advisory_name(row, key, names) if key is not None else _name(row, key, names),
-                path=None,
-                holder=holder,
-                acquired_at=acquired_at,
-                policy=policy,
-                content=row,
-                facts=pg,
-            )
-        )
+        locks.append(_lock(poll, row, cols, session, here, key, first, holder_key))
     return locks
+
+
+_Bounds = tuple[datetime | None, datetime | None, Literal["session", "transaction"] | None]
+_Session = tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]
+_NOT_QUEUED: tuple[tuple[int, ...], str | None, tuple[tuple[int, Autovacuum], ...], tuple[int, ...]]
+_NOT_QUEUED = ((), None, (), ())
+
+
+@dataclass(frozen=True, slots=True)
+class _Poll:
+    """What every row of one to_locks call reads: the poll, and the memos its
+    rows fill (a session's first sighting and bounds, worked out once)."""
+
+    server: str
+    polled_at: datetime
+    sessions: Mapping[int, Row]
+    names: AdvisoryNames
+    seen: Mapping[SeenKey, datetime]
+    waits: Waits
+    policy: StalenessPolicy
+    since_of: dict[int | str, datetime]
+    bounds_of: dict[tuple[int | str, bool, datetime], _Bounds]
+
+
+def _lock_name(row: Row, key: AdvisoryKey | None, names: AdvisoryNames) -> str:
+    # An advisory lock is named by its key alone: no other column to read.
+    return advisory_name(row, key, names) if key is not None else _name(row, key, names)
+
+
+def _first_seen(
+    poll: _Poll, row: Row, activity: Row, holder_key: int | str, pid: Any, target: str, mode: str
+) -> datetime:
+    """When a granted hold was first known to exist: what this poll shows is the
+    session's (its many locks share it); an earlier poll may have seen it before."""
+    first = poll.since_of.get(holder_key)
+    if first is None:
+        first = poll.since_of[holder_key] = held_since(row, activity, poll.polled_at)
+    if poll.seen and pid is not None:
+        earlier = poll.seen.get((pid, activity.get("backend_started"), target, mode))
+        if earlier is not None and earlier < first:
+            first = earlier
+    return first
+
+
+def _wait_start(poll: _Poll, pid: Any, wait_age: Any) -> tuple[datetime | None, datetime | None]:
+    """A waiting lock's wait start, and its acquired_at (the same, when the server says)."""
+    # Before PostgreSQL 14 there is no waitstart: the query's start bounds it.
+    # waitstart is also NULL for a moment after a wait begins.
+    if wait_age is not None:
+        started = _ago(poll.polled_at, wait_age)
+        return started, started
+    if pid is not None:
+        return _ago(poll.polled_at, poll.sessions.get(pid, _NO_SESSION).get("query_age")), None
+    return None, None
+
+
+def _queue(
+    poll: _Poll, pid: Any, target: str, blocked_by: tuple[int, ...]
+) -> tuple[tuple[int, ...], str | None, tuple[tuple[int, Autovacuum], ...], tuple[int, ...]]:
+    """A waiting lock's queue: the heads it is queued behind (and the first's
+    query), the autovacuum workers blocking it, and who is queued behind it."""
+    heads: tuple[int, ...] = ()
+    head_query = None
+    vacuums: tuple[tuple[int, Autovacuum], ...] = ()
+    if blocked_by:
+        vacuums = _vacuums(blocked_by, poll.sessions)
+    queued_for = poll.waits.queued
+    if blocked_by and queued_for:
+        # Its blockers all wait for this very lock themselves: it is queued
+        # behind their requests alone, and waits on no holder.
+        waiting_here = queued_for.get(target, ())
+        if all(pid and pid in waiting_here for pid in blocked_by):
+            heads = blocked_by
+            head_query = trim_query(poll.sessions.get(heads[0], _NO_SESSION).get("query"))
+    queued_here: tuple[int, ...] = ()
+    if pid is not None:
+        queued_here = tuple(sorted(set((poll.waits.behind or {}).get((pid, target), ()))))
+    return heads, head_query, vacuums, queued_here
+
+
+def _lock(
+    poll: _Poll,
+    row: Row,
+    cols: tuple[Any, ...],
+    session: _Session,
+    here: tuple[int, ...],
+    key: AdvisoryKey | None,
+    first: datetime | None,
+    holder_key: int | str,
+) -> Lock:
+    """A row's Lock: its PgLock facts from the row (`cols`, as read), its session and the poll."""
+    pid, target, granted, locktype, mode, _, _, _, wait_age, database = cols
+    backend, holder, blocked_by, blocking = session
+    known = after = level = None
+    if granted:
+        assert first is not None
+        wait_start = None
+        # Once per session, lock kind and first sighting (a call per row costs).
+        bounds_key = (holder_key, locktype == "advisory", first)
+        bounds = poll.bounds_of.get(bounds_key)
+        if bounds is None:
+            bounds = poll.bounds_of[bounds_key] = _bounds(row, backend, first)
+        known, after, level = bounds
+        # Only a prepared transaction's time is known exactly.
+        acquired_at = backend.prepared_at
+    else:
+        wait_start, acquired_at = _wait_start(poll, pid, wait_age)
+    heads, head_query, vacuums, queued_here = (
+        _NOT_QUEUED if granted else _queue(poll, pid, target, blocked_by)
+    )
+    prepared = poll.waits.prepared.get(target, ()) if 0 in blocked_by else ()
+    pg = PgLock(
+        server=poll.server,
+        locktype=locktype,
+        mode=mode,
+        granted=bool(granted),
+        # pg_locks has no database for transaction ids: the holder's session has.
+        database=database or _session_database(poll.sessions, row),
+        backend=backend,
+        advisory_key=key,
+        wait_start=wait_start,
+        blocked_by=blocked_by,
+        blocking=blocking,
+        blocking_here=here,
+        blocked_by_prepared=tuple(prepared),
+        known_held_at=known,
+        acquired_after=after,
+        level=level,
+        queue_heads=heads,
+        queue_head_query=head_query,
+        queued_here=queued_here,
+        blocked_by_autovacuum=vacuums,
+    )
+    return Lock(
+        id=pg_id(poll.server, holder_key, target, mode, "held" if granted else "wait"),
+        source="postgres",
+        format=FORMAT,
+        # An advisory lock is named by its key alone: no other column to read.
+        name=advisory_name(row, key, poll.names)
+        if key is not None
+        else _name(row, key, poll.names),
+        path=None,
+        holder=holder,
+        acquired_at=acquired_at,
+        policy=poll.policy,
+        content=row,
+        facts=pg,
+    )

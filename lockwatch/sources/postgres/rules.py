@@ -125,74 +125,24 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
     backend = pg.backend
     age = seconds_since(lock.acquired_at, now)
     info: list[Reason] = []
-    stale: list[Reason] = []
-    deadline: datetime | None = None
-    limit = lock.policy.idle_after
     alive = None if backend.pid is None else True
-
     gid = backend.prepared_gid
     if gid is not None:
-        commit, rollback = prepared_commands(gid)
-        where = f" in database {pg.database}" if pg.database else ""
-        info.append(
-            Reason(
-                "prepared_transaction",
-                f"held by prepared transaction {gid!r}: no session holds it, so terminating a"
-                f" backend cannot free it; run {commit} (keep its work) or {rollback} (undo"
-                f" it){where}",
-            )
-        )
+        info.append(_prepared_reason(pg, gid))
     hidden = _hidden(backend) if backend.hidden else None
-
     if not pg.granted:
-        waited = seconds_since(pg.wait_start, now)
-        blockers = [
-            f"pid {who}"
-            if isinstance(who, int)
-            else "a prepared transaction"
-            if who == "prepared:?"
-            else f"prepared transaction {who.removeprefix('prepared:')!r}"
-            for who in pg.waits_on()
-        ]
-        how_long = f" for {duration(waited)}" if waited is not None else ""
-        by = f", blocked by {', '.join(blockers)}" if blockers else ""
-        extra = [*info, hidden] if hidden is not None else info
-        queue = queue_reason(pg, lock.name)
-        waiting = Reason("waiting", f"waiting{how_long} for {pg.mode} on {lock.name}{by}")
-        said = [waiting] if queue is None else [waiting, queue]
-        said += [blocker_vacuum(pid, kind) for pid, kind in pg.blocked_by_autovacuum]
-        return Verdict(
-            State.WAITING,
-            (*said, *extra),
-            age_seconds=age,
-            alive=True,
-        )
-
+        return _waiting(lock, pg, now, [*info, hidden] if hidden is not None else info, age)
     if pg.blocking_here:
         count = len(pg.blocking_here)
         noun = "session" if count == 1 else "sessions"
         info.insert(
             0, Reason("blocking", f"blocks {count} waiting {noun}: {_pids(pg.blocking_here)}")
         )
-
     vacuum = autovacuum_reason(backend)
     if vacuum is not None:
         info.insert(0, vacuum)
-
     if gid is not None:
-        if limit is not None and age is not None and lock.acquired_at is not None:
-            if age > limit:
-                stale.append(
-                    Reason(
-                        "prepared_too_long",
-                        f"prepared {duration(age)} ago (limit {limit_text(limit)}) and never"
-                        " committed or rolled back: nothing will release its locks",
-                    )
-                )
-            else:
-                deadline = plus_seconds(lock.acquired_at, limit)
-        return _stale_or_active(stale, info, age, alive, deadline)
-
+        return _prepared_held(lock, info, age, alive)
     client = backend.client_process
     if client is not None and not client.alive:
         state = f" (the session is {backend.state})" if backend.state else ""
@@ -206,7 +156,75 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
     if hidden is not None and client is None:
         # Whether it sits idle in a transaction is exactly what is hidden.
         return Verdict(State.UNKNOWN, (hidden, *info), age_seconds=age, alive=alive)
+    return _idle_rule(lock, pg, now, info, age, alive)
 
+
+def _prepared_reason(pg: PgLock, gid: str) -> Reason:
+    """A prepared transaction's hold, and the commands that end it."""
+    commit, rollback = prepared_commands(gid)
+    where = f" in database {pg.database}" if pg.database else ""
+    return Reason(
+        "prepared_transaction",
+        f"held by prepared transaction {gid!r}: no session holds it, so terminating a"
+        f" backend cannot free it; run {commit} (keep its work) or {rollback} (undo"
+        f" it){where}",
+    )
+
+
+def _waiting(
+    lock: Lock, pg: PgLock, now: datetime, extra: list[Reason], age: float | None
+) -> Verdict:
+    """A request not granted: who it waits on, for how long, its queue."""
+    waited = seconds_since(pg.wait_start, now)
+    blockers = [
+        f"pid {who}"
+        if isinstance(who, int)
+        else "a prepared transaction"
+        if who == "prepared:?"
+        else f"prepared transaction {who.removeprefix('prepared:')!r}"
+        for who in pg.waits_on()
+    ]
+    how_long = f" for {duration(waited)}" if waited is not None else ""
+    by = f", blocked by {', '.join(blockers)}" if blockers else ""
+    queue = queue_reason(pg, lock.name)
+    waiting = Reason("waiting", f"waiting{how_long} for {pg.mode} on {lock.name}{by}")
+    said = [waiting] if queue is None else [waiting, queue]
+    said += [blocker_vacuum(pid, kind) for pid, kind in pg.blocked_by_autovacuum]
+    return Verdict(State.WAITING, (*said, *extra), age_seconds=age, alive=True)
+
+
+def _prepared_held(
+    lock: Lock, info: list[Reason], age: float | None, alive: bool | None
+) -> Verdict:
+    """A prepared transaction's lock: stale once prepared longer than the limit."""
+    limit = lock.policy.idle_after
+    stale: list[Reason] = []
+    deadline: datetime | None = None
+    if limit is not None and age is not None and lock.acquired_at is not None:
+        if age > limit:
+            stale.append(
+                Reason(
+                    "prepared_too_long",
+                    f"prepared {duration(age)} ago (limit {limit_text(limit)}) and never"
+                    " committed or rolled back: nothing will release its locks",
+                )
+            )
+        else:
+            deadline = plus_seconds(lock.acquired_at, limit)
+    return _stale_or_active(stale, info, age, alive, deadline)
+
+
+def _idle_rule(
+    lock: Lock, pg: PgLock, now: datetime, info: list[Reason], age: float | None, alive: bool | None
+) -> Verdict:
+    """A session's lock by its idle time: stale past the limit idle in a
+    transaction (or idle holding a session advisory lock), unless its client
+    process is seen alive."""
+    backend = pg.backend
+    client = backend.client_process
+    limit = lock.policy.idle_after
+    stale: list[Reason] = []
+    deadline: datetime | None = None
     idle_for = seconds_since(backend.state_since, now)
     if limit is not None and idle_for is not None:
         code = None

@@ -42,13 +42,13 @@ from lockwatch.sources.postgres.facts import (
 from lockwatch.sources.postgres.locktables import NOTHING, read_tables, table_locks
 from lockwatch.sources.postgres.query import TARGET_COLUMNS, lock_query, target_of
 from lockwatch.sources.postgres.records import (
-    Entry,
     SeenKey,
     Waits,
     holds_seen,
     index_waits,
     to_locks,
 )
+from lockwatch.sources.postgres.rowread import Entry
 from lockwatch.sources.postgres.settings import DEFAULT_IDLE_AFTER
 from lockwatch.sources.postgres.terms import local_client
 

@@ -200,11 +200,6 @@ def execute(
     plan: Plan, expect_sha256: str | None, reach: Mapping[str, Any]
 ) -> tuple[dict[str, Any], str]:
     """Carry out a break planned by `plan_action`: (audit details, message)."""
-    import redis
-
-    from lockwatch.sources.redis.endpoint import endpoint_for
-    from lockwatch.sources.redis.server import raw, text
-
     lock = plan.lock
     store = lock.facts
     assert isinstance(store, StoreLock) and store.value is not None
@@ -220,38 +215,70 @@ def execute(
     untouched: list[dict[str, Any]] = []
     failed: list[str] = []
     for server in servers:
-        endpoint = endpoint_for(server, reach)
-        if endpoint is None:
-            failed.append(f"{server}: no URL for it (name it with --redis)")
-            continue
-        client = endpoint.connect()
-        try:
-            done, value, ttl = client.eval(COMPARE_AND_DELETE, 1, raw(store.key), raw(token))
-        except (redis.RedisError, OSError) as exc:
-            from lockwatch.sources.redis.server import describe
+        _delete_on(server, store, token, reach, deleted, untouched, failed)
+    return _outcome(store, token, servers, deleted, untouched, failed)
 
-            said = describe(exc, endpoint)
-            if isinstance(exc, redis.TimeoutError | redis.ConnectionError | OSError):
-                # The script may have run before the answer was lost.
-                said += f" (whether {store.key} was deleted there is not known: look at it)"
-            failed.append(f"{server}: {said}")
-            continue
-        finally:
-            client.close()
-        held = None if value is None else text(value)
-        if done:
-            deleted.append(
-                {
-                    "server": server,
-                    "key": store.key,
-                    "previous_value": held,
-                    "token": token,
-                    "ttl_ms": ttl,
-                    "restore": _restore(store.key, token, int(ttl)),
-                }
-            )
-        else:
-            untouched.append({"server": server, "key": store.key, "value": held, "ttl_ms": ttl})
+
+def _delete_on(
+    server: str,
+    store: StoreLock,
+    token: str,
+    reach: Mapping[str, Any],
+    deleted: list[dict[str, Any]],
+    untouched: list[dict[str, Any]],
+    failed: list[str],
+) -> None:
+    """The compare-and-delete on one server of the lock's group: what it did goes
+    into `deleted`, `untouched` or `failed`."""
+    import redis
+
+    from lockwatch.sources.redis.endpoint import endpoint_for
+    from lockwatch.sources.redis.server import raw, text
+
+    endpoint = endpoint_for(server, reach)
+    if endpoint is None:
+        failed.append(f"{server}: no URL for it (name it with --redis)")
+        return
+    client = endpoint.connect()
+    try:
+        done, value, ttl = client.eval(COMPARE_AND_DELETE, 1, raw(store.key), raw(token))
+    except (redis.RedisError, OSError) as exc:
+        from lockwatch.sources.redis.server import describe
+
+        said = describe(exc, endpoint)
+        if isinstance(exc, redis.TimeoutError | redis.ConnectionError | OSError):
+            # The script may have run before the answer was lost.
+            said += f" (whether {store.key} was deleted there is not known: look at it)"
+        failed.append(f"{server}: {said}")
+        return
+    finally:
+        client.close()
+    held = None if value is None else text(value)
+    if done:
+        deleted.append(
+            {
+                "server": server,
+                "key": store.key,
+                "previous_value": held,
+                "token": token,
+                "ttl_ms": ttl,
+                "restore": _restore(store.key, token, int(ttl)),
+            }
+        )
+    else:
+        untouched.append({"server": server, "key": store.key, "value": held, "ttl_ms": ttl})
+
+
+def _outcome(
+    store: StoreLock,
+    token: str,
+    servers: list[str],
+    deleted: list[dict[str, Any]],
+    untouched: list[dict[str, Any]],
+    failed: list[str],
+) -> tuple[dict[str, Any], str]:
+    """The break's audit details and message; refused or failed where nothing
+    was deleted."""
     details: dict[str, Any] = {"key": store.key, "token": token, "deleted": deleted}
     if untouched:
         details["untouched"] = untouched
