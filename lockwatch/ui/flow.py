@@ -49,6 +49,8 @@ def done_event(kind: Kind) -> str:
 
 # A bulk confirmation lists this many locks by name; the rest are counted.
 BULK_LISTED = 20
+# How long a toast of what happened stays (seconds); tests that picture one pin it.
+SAY_SECONDS = 3.0
 
 
 def facts_of(plan: Plan, now: datetime) -> list[tuple[str, str]]:
@@ -408,7 +410,7 @@ class ActionFlow:
         self._say("cancelled — nothing done")
 
     def _say(self, message: str, severity: SeverityLevel = "information") -> None:
-        self.app.notify(markup=False, message=message, severity=severity, timeout=3)
+        self.app.notify(markup=False, message=message, severity=severity, timeout=SAY_SECONDS)
 
     # -- the locks lockwatch holds -------------------------------------------------
 

@@ -17,6 +17,7 @@ from textual.pilot import Pilot
 
 from lockwatch.actions.session import ActionSession
 from lockwatch.model.changes import ChangeSet
+from lockwatch.ui import flow
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.confirm import ConfirmScreen
 from tests.ui.fakes import (
@@ -62,11 +63,16 @@ def test_contention_lines_cut_at_words(snap_compare: SnapCompare, size: tuple[in
 
 @SIZES
 def test_terminate_dialog_after_a_toast(
-    snap_compare: SnapCompare, size: tuple[int, int], actions: ActionSession
+    snap_compare: SnapCompare,
+    size: tuple[int, int],
+    actions: ActionSession,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """b on the root blocker, escape (`cancelled — nothing done` toasts), b again,
     enter with no reason: no toast over the name field or the buttons (the hint
-    line says a reason is required), the facts' overflow said in words."""
+    line says a reason is required), the facts' overflow said in words. The toast
+    is pinned: on a loaded machine its three seconds could pass before the picture."""
+    monkeypatch.setattr(flow, "SAY_SECONDS", 3600.0)
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await on(PG_ROOT_ID, "b")(pilot)
