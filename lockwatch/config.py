@@ -30,11 +30,12 @@ import difflib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.model.slots import lean_dataclass
 
 FILE_NAME = "lockwatch.toml"
 # A config is a page of settings: 256 KiB is not one, a deeper nesting than this
@@ -58,7 +59,7 @@ class ConfigError(ValueError):
     """The config file exists but cannot be used; the message says where and why."""
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class Config:
     readonly: bool = False
     audit_log: str | None = None

@@ -22,8 +22,9 @@ import os
 import shlex
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
+
+from lockwatch.model.slots import lean_dataclass
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -41,7 +42,7 @@ _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
 )
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class Trust:
     """Who may have written a file for lockwatch to believe it."""
 
