@@ -26,7 +26,6 @@ what to watch has the registry read the sources' own
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -343,6 +342,8 @@ def refuse_unknown(tables: Mapping[str, Any], where: str) -> None:
 
 
 def _unknown(where: str, prefix: str, key: str, value: Any, table: Asked) -> str:
+    import difflib  # only for a key that may be a typo: off the start-up path
+
     close = difflib.get_close_matches(key, sorted(table.asked), n=1, cutoff=0.6)
     if isinstance(value, dict):
         what = f"table [{prefix}{key}]"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
 import stat
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -175,6 +174,8 @@ def _mode(st: os.stat_result) -> str:
 def file_problem(path: str, st: os.stat_result, trust: Trust) -> str | None:
     """Why a file of status `st` cannot be trusted (with the command that fixes
     it), or None."""
+    import shlex  # for the fix's command; a run with no config file needs none
+
     me = os.geteuid()
     q = shlex.quote(path)
     if not trust.named and st.st_uid not in (me, 0):
@@ -309,6 +310,8 @@ def dir_problem(path: str, owner: int, trust: Trust) -> str | None:
                 continue  # gone or unsearchable: opening the file says so
             why = passage_problem(st, owners)
             if why is not None:
+                import shlex
+
                 q = shlex.quote(directory)
                 fix = (
                     f"chown {who(me)} {q}, or move it"
