@@ -26,15 +26,15 @@ what to watch has the registry read the sources' own
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.model.slots import lean_dataclass
 
 FILE_NAME = "lockwatch.toml"
 # A config is a page of settings: 256 KiB is not one, a deeper nesting than this
@@ -58,7 +58,7 @@ class ConfigError(ValueError):
     """The config file exists but cannot be used; the message says where and why."""
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class Config:
     readonly: bool = False
     audit_log: str | None = None
@@ -342,6 +342,8 @@ def refuse_unknown(tables: Mapping[str, Any], where: str) -> None:
 
 
 def _unknown(where: str, prefix: str, key: str, value: Any, table: Asked) -> str:
+    import difflib  # only for a key that may be a typo: off the start-up path
+
     close = difflib.get_close_matches(key, sorted(table.asked), n=1, cutoff=0.6)
     if isinstance(value, dict):
         what = f"table [{prefix}{key}]"

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
+
+from lockwatch.model.slots import lean_dataclass
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -41,7 +41,7 @@ _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
 )
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class Trust:
     """Who may have written a file for lockwatch to believe it."""
 
@@ -174,6 +174,8 @@ def _mode(st: os.stat_result) -> str:
 def file_problem(path: str, st: os.stat_result, trust: Trust) -> str | None:
     """Why a file of status `st` cannot be trusted (with the command that fixes
     it), or None."""
+    import shlex  # for the fix's command; a run with no config file needs none
+
     me = os.geteuid()
     q = shlex.quote(path)
     if not trust.named and st.st_uid not in (me, 0):
@@ -308,6 +310,8 @@ def dir_problem(path: str, owner: int, trust: Trust) -> str | None:
                 continue  # gone or unsearchable: opening the file says so
             why = passage_problem(st, owners)
             if why is not None:
+                import shlex
+
                 q = shlex.quote(directory)
                 fix = (
                     f"chown {who(me)} {q}, or move it"

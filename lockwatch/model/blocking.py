@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import cast
 
 from lockwatch.model.facts import Facts, Party
 from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lock import Lock
+from lockwatch.model.slots import lean_dataclass
 
 # A session is a pid; a prepared transaction, which has none, is "prepared:<gid>".
 NodeId = int | str
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class BlockNode:
     id: NodeId
     waiters: tuple[BlockNode, ...]
@@ -48,7 +48,7 @@ class BlockNode:
         return rendered[id(self)]
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class BlockingTree:
     roots: tuple[BlockNode, ...]
     cycles: tuple[tuple[NodeId, ...], ...]
@@ -112,7 +112,7 @@ def build(waits_on: Mapping[NodeId, Iterable[NodeId]]) -> BlockingTree:
 KERNEL_GROUP = "kernel"
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class HeldFile(Facts):
     """What the wait-for graphs ask of a lock file a kernel lock is held on: the
     file's row is that lock's row (one row per file), so it is the node that
@@ -178,7 +178,7 @@ def trees(locks: Iterable[Lock]) -> dict[str, BlockingTree]:
     return {where: from_locks(members) for where, members in by_group.items() if where in listed}
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Radius:
     """A blocker's blast radius: sessions it holds up directly and in total."""
 

@@ -135,6 +135,16 @@ class Board:
         shown = self._conflicted.get(lock_id)
         return shown if shown is not None else self.entries[lock_id].verdict
 
+    def judged(self) -> tuple[tuple[Lock, Verdict], ...]:
+        """Every lock with the verdict shown for it, in the board's order: a copy
+        of references, no call per lock (an incident's capture on the UI thread)."""
+        if not self._conflicted:
+            return tuple((entry.lock, entry.verdict) for entry in self.entries.values())
+        shown = self._conflicted.get
+        return tuple(
+            (entry.lock, shown(lock_id) or entry.verdict) for lock_id, entry in self.entries.items()
+        )
+
     def verdict_at(self, lock_id: str, now: datetime) -> Verdict:
         """The verdict as of `now`, messages and all (what a detail view shows):
         judged again from the facts the feed saw, scope conflicts kept."""

@@ -9,19 +9,18 @@ row shows. Pure, like the board: no clock is read here.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import HostPid, ProcessFacts, ProcessLookup
-from lockwatch.model.slots import fast_init
+from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import Verdict, evaluate_all
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Entry:
     """A lock as a feed judged it. `facts` are the holder's process facts at that
     moment, so the lock can be judged again when time alone changes its verdict
@@ -32,7 +31,7 @@ class Entry:
     facts: ProcessFacts | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class ChangeSet:
     """What one feed saw at one instant. `full`: these are all its locks, so any
     other lock the board holds from this feed is gone."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from lockwatch.model.slots import lean_dataclass
 
 
 class ClueKind(StrEnum):
@@ -26,7 +27,7 @@ class ClueKind(StrEnum):
     NOT_A_LOCK = "not_a_lock"  # the message is about something else (a statement timeout)
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Clue:
     kind: ClueKind
     value: str
@@ -71,7 +72,7 @@ class Sureness(StrEnum):
     POSSIBLE = "possible"  # it blocks others now; the text names nothing of it
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Match:
     """How surely a clue leads to a lock, and what matched, in words."""
 

@@ -17,11 +17,11 @@ its rules as a `StalenessPolicy`, judged by `model/verdict.py`.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.model.clues import ClueKind, Match, Sureness, names_lock
+from lockwatch.model.slots import lean_dataclass
 
 if TYPE_CHECKING:
     from lockwatch.model.action import Kind
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 Row = tuple[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Section:
     """A titled block of the detail pane ("Session", "Redis", "Kernel lock")."""
 
@@ -45,7 +45,7 @@ class Section:
     whole: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Party:
     """A holder or waiter in a wait-for graph, as the contention view lines it up."""
 

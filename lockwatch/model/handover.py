@@ -8,18 +8,18 @@ in what it writes, and how to tell that a lock is one lockwatch holds.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.lock import Lock
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.timestamps import format_timestamp
 
 # The key under which lockwatch marks a lock it wrote (tower-fleet: inside metadata).
 MARK = "lockwatch"
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class NewHolder:
     """The operator taking a lock over, as the new lock records them."""
 

@@ -79,12 +79,10 @@ def capture(
 ) -> Incident:
     """The board as it is now. Cheap: references copied into tuples (every lock,
     whatever the filter: `filter_text` is only recorded)."""
-    verdict = board.verdict
-    entries = tuple((entry.lock, verdict(lock_id)) for lock_id, entry in board.entries.items())
     return Incident(
         at=now,
         host=host,
-        entries=entries,
+        entries=board.judged(),
         statuses=tuple(board.all_statuses()),
         errors=tuple(board.all_errors()),
         trees=tuple(sorted(board.blocking_trees().items(), key=lambda item: item[0])),

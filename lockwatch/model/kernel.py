@@ -7,12 +7,11 @@ as major(st_dev) and minor(st_dev) give them (procfs writes them in hex).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, Literal
 
-from lockwatch.model.slots import fast_init
+from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.timestamps import format_timestamp
 
 KernelType = Literal["FLOCK", "POSIX", "OFDLCK"]
@@ -25,7 +24,7 @@ CALLS: dict[str, str] = {"FLOCK": "flock", "POSIX": "fcntl/lockf", "OFDLCK": "an
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class FileKey:
     """A file's identity as the kernel names it: device and inode."""
 
@@ -48,7 +47,7 @@ def _device_name(st_dev: int) -> str:
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class KernelHolder:
     """A process whose open file holds a kernel lock, as it was when seen: what
     the table and the detail pane name it by, and what a break compares before
@@ -139,7 +138,7 @@ def holders_label(lock: KernelLock) -> str | None:
     return text + (f" + {len(pids) - 1} more" if len(pids) > 1 else "")
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class KernelLock:
     """One line of /proc/locks, with what lockwatch found out about it."""
 
@@ -198,7 +197,7 @@ class KernelLock:
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class KernelEvidence:
     """What the kernel says about one lock file at one moment.
 

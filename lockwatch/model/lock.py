@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 from lockwatch.model.facts import Facts
 from lockwatch.model.kernel import FileKey, KernelEvidence
-from lockwatch.model.slots import fast_init
+from lockwatch.model.slots import fast_init, lean_dataclass
 
 # A source's name in the registry (lockwatch/sources/registry.py): file, postgres, kernel, ...
 SourceKind = str
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Reason:
     """Why a lock has its state. `code` is a stable snake_case contract."""
 
@@ -26,7 +26,7 @@ class Reason:
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Holder:
     """Who the lock says holds it; every field is optional because formats differ."""
 
@@ -57,7 +57,7 @@ class Holder:
 NO_HOLDER = Holder()
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class StalenessPolicy:
     """A format's own staleness rules, declared by its decoder as data.
 
@@ -177,7 +177,7 @@ NO_POLICY = StalenessPolicy()
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Lock:
     id: str
     source: SourceKind

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from lockwatch.model.slots import fast_init
+from lockwatch.model.slots import fast_init, lean_dataclass
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class ProcessFacts:
     pid: int
     alive: bool
@@ -28,7 +27,7 @@ class ProcessFacts:
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class HostPid:
     """Pid N of pid namespace I (a container's), as this host sees it.
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
+
+from lockwatch.model.slots import lean_dataclass
 
 # "polling": lock files read by polling, not events (the reason says why): still live.
 SourceState = Literal[
@@ -14,7 +15,7 @@ SourceState = Literal[
 LIVE_STATES: frozenset[str] = frozenset({"ok", "watching", "polling", "connected"})
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class SourceStatus:
     kind: str  # the source's name in the registry: file, postgres, kernel
     name: str  # a path, or a server's name (never with a password)
@@ -49,7 +50,7 @@ def backoff_seconds(failures: int, jitter: float = 0.0, cap: float = 30.0) -> fl
     return min(cap, max(0.5, base * (1 + 0.2 * jitter)))
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class ScanError:
     """A place that could not be read; shown, never fatal."""
 

@@ -8,7 +8,6 @@ the part of its format's `StalenessPolicy` it is named for.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
@@ -20,7 +19,7 @@ from lockwatch.model.humanize import duration
 from lockwatch.model.kernel import CALLS, KernelEvidence, uncertain_holder
 from lockwatch.model.lock import EXISTENCE, KERNEL, Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.process import ProcessFacts, ProcessLookup
-from lockwatch.model.slots import fast_init
+from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.timestamps import plus_seconds
 
 # Hosts' clocks drift by fractions of a second even when synchronised: only more
@@ -41,7 +40,7 @@ class State(StrEnum):
 
 
 @fast_init
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Verdict:
     state: State
     reasons: tuple[Reason, ...] = ()

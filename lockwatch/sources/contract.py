@@ -28,11 +28,12 @@ methods, so `lockwatch ls` on files never pays for a driver it does not use.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lockwatch.model.lock import Lock
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import Verdict
 
@@ -62,7 +63,7 @@ class LookupFailed(Exception):
     """The source could not be asked (a server is down): an action fails, exit 3."""
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class Wanted:
     """What one run asks of the sources."""
 
@@ -79,7 +80,7 @@ class Wanted:
         return self.config.sources.get(source)
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class ListingRequest:
     """How `ls` wants a one-shot picture."""
 
@@ -89,7 +90,7 @@ class ListingRequest:
     jobs: int  # processes it may use
 
 
-@dataclass
+@lean_dataclass
 class Collected:
     """One source's one-shot picture for `ls`."""
 
@@ -109,7 +110,7 @@ class Collected:
     places: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class Choice:
     """One way an action may be carried out, offered in the dashboard's
     confirmation as the CLI offers it by options (a kernel break's signal)."""
@@ -119,7 +120,7 @@ class Choice:
     given: tuple[tuple[str, Any], ...]
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class Choices:
     """The ways an action on a lock may be carried out: the first is the default."""
 
@@ -127,7 +128,7 @@ class Choices:
     options: tuple[Choice, ...]
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class Hint:
     """What a source tells a dashboard that shows no lock: what it looked for
     and where (when it runs), and what it could show that is not shown, with

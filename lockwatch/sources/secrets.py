@@ -7,12 +7,12 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
 
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.model.slots import lean_dataclass
 
 
 class PasswordFileError(ValueError):
@@ -96,7 +96,7 @@ def hide_where_given(secrets: set[str], values: Iterable[str]) -> bool:
 # -- which options carry passwords: each source declares its own ----------------
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class InArguments:
     """An option whose values may carry a password (`--redis redis://:pw@h`): how
     to find it in a value, and where the operator should keep it instead."""

@@ -14,7 +14,7 @@ from lockwatch.model.changes import Entry
 from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts
-from lockwatch.model.slots import fast_init
+from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.verdict import Verdict
 
 SPED_UP = (Lock, Holder, Reason, Verdict, Entry, FileKey, KernelEvidence, ProcessFacts)
@@ -97,3 +97,91 @@ def test_the_model_classes_have_it_with_their_own_signature(cls: type) -> None:
     assert "_set_0" in init.__code__.co_names
     names = [f.name for f in dataclasses.fields(cls)]
     assert list(inspect.signature(cls).parameters) == names
+
+
+# -- record: dataclass's class with eq, hash and repr made without compiling ------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlainRecord:
+    a: int
+    b: str = "b"
+    c: tuple[int, ...] = ()
+    hidden: float = field(default=0.0, repr=False, compare=False)
+
+
+@lean_dataclass(frozen=True, slots=True)
+class FastRecord:
+    a: int
+    b: str = "b"
+    c: tuple[int, ...] = ()
+    hidden: float = field(default=0.0, repr=False, compare=False)
+
+
+@lean_dataclass(frozen=True, slots=True)
+class Single:
+    a: float
+
+
+@lean_dataclass
+class Mutable:
+    a: int
+    items: list[int] = field(default_factory=list)
+
+
+@lean_dataclass(frozen=True)
+class Nested:
+    inner: object
+
+
+def test_a_record_compares_hashes_and_shows_as_the_dataclass() -> None:
+    for args in [(1,), (1, "x"), (1, "x", (2, 3), 4.5)]:
+        fast, plain = FastRecord(*args), PlainRecord(*args)  # type: ignore[arg-type]
+        assert repr(fast) == repr(plain).replace("PlainRecord", "FastRecord")
+        assert hash(fast) == hash(plain)
+        assert fast == FastRecord(*args) and (fast != FastRecord(*args)) is False  # type: ignore[arg-type]
+    assert FastRecord(1, hidden=1.0) == FastRecord(1, hidden=2.0)  # compare=False
+    other: object = PlainRecord(1)
+    assert FastRecord(1) != FastRecord(2) and FastRecord(1) != other
+    assert FastRecord(1).__eq__(PlainRecord(1)) is NotImplemented
+    nan = float("nan")
+    assert Single(nan) == Single(nan)  # the fields' tuple: the same object is equal
+    assert Single(1.0) != Single(2.0) and hash(Single(1.0)) == hash((1.0,))
+    assert FastRecord.__repr__.__qualname__ == "FastRecord.__repr__"
+
+
+def test_a_record_is_a_frozen_slotted_dataclass_that_pickles() -> None:
+    fast = FastRecord(1, "x", (2,))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.a = 2  # type: ignore[misc]
+    assert "__slots__" in FastRecord.__dict__ and not hasattr(fast, "__dict__")
+    assert [f.name for f in dataclasses.fields(FastRecord)] == ["a", "b", "c", "hidden"]
+    assert dataclasses.replace(fast, a=5) == FastRecord(5, "x", (2,))
+    assert pickle.loads(pickle.dumps(fast)) == fast
+    assert str(inspect.signature(FastRecord)) == str(inspect.signature(PlainRecord))
+
+
+def test_a_mutable_record_is_unhashable_and_shows_recursion() -> None:
+    one = Mutable(1)
+    assert Mutable.__dict__["__hash__"] is None and one == Mutable(1) and one != Mutable(2)
+    one.items.append(3)
+    assert repr(one) == "Mutable(a=1, items=[3])"
+    loop = Nested([])
+    assert isinstance(loop.inner, list)
+    loop.inner.append(loop)
+    assert repr(loop) == "Nested(inner=[...])"
+
+
+def test_a_record_refuses_what_it_does_not_make() -> None:
+    with pytest.raises(TypeError, match="order"):
+        lean_dataclass(order=True)
+    with pytest.raises(TypeError, match="__eq__"):
+
+        @lean_dataclass(frozen=True)
+        class Own:
+            a: int
+
+            def __eq__(self, other: object) -> bool:
+                return True
+
+            __hash__ = object.__hash__

@@ -9,7 +9,7 @@ back whole and judged together here, because scope conflicts cross slices.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from lockwatch.fanout import fan_out
 from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, records_json_array
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 MIN_AREAS_PER_JOB = 8
 
 
-@dataclass
+@lean_dataclass
 class Judged:
     """One slice's results, rendered, plus what must be judged across slices."""
 
@@ -101,7 +102,7 @@ def _add_scope_conflicts(parts: list[Judged]) -> None:
         part.locks = records_json_array(rendered)
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class Listing:
     arrays: list[bytes]  # JSON arrays of lock records; joined in order, sorted by id
     errors: list[ScanError]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
 
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.sources.contract import (
     ActionProvider,
@@ -107,7 +107,7 @@ class FilesSource:
         return clues(text, lambda path: is_candidate(path, "file"))
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class SelectedFiles:
     roots: tuple[str, ...]
     # What the config declares paths' locks to be ([[protocols]]).

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from lockwatch.model.lock import PROTOCOLS, Lock, amended, declare
+from lockwatch.model.slots import lean_dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Declared:
     """One [[protocols]] entry: the glob as written (expanded) and its protocol."""
 
@@ -37,7 +37,7 @@ class Declared:
     pattern: re.Pattern[str]
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Protocols:
     """The config's [[protocols]] entries, in order."""
 

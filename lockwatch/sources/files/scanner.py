@@ -13,11 +13,12 @@ import operator
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.status import ScanError
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import (
@@ -66,7 +67,7 @@ DEPENDENCY_LOCKFILES = frozenset(
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
-@dataclass
+@lean_dataclass
 class ScanResult:
     locks: list[Lock] = field(default_factory=list)
     errors: list[ScanError] = field(default_factory=list)
@@ -74,7 +75,7 @@ class ScanResult:
     unread: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Candidate:
     """A directory entry that names a lock, as the walk saw it."""
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from lockwatch.model.lock import Lock
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.files.decoders import git, pacman
 from lockwatch.sources.files.mounts import remote_devices
 
@@ -39,14 +40,14 @@ _GIT_ENV = (b"GIT_DIR", b"GIT_WORK_TREE", b"GIT_COMMON_DIR", b"GIT_INDEX_FILE")
 RepoKey = tuple[int, int]
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class GitProcess:
     pid: int
     start_ticks: int
     repositories: frozenset[RepoKey]
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class GitProcesses:
     """Every git process this host shows, and whether it showed all of them."""
 

@@ -9,10 +9,9 @@ the kernel source's `id_prefix` (the registry's vocabulary of prefixes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.model.slots import lean_dataclass
 
 KERNEL = "kernel"
 
@@ -22,7 +21,7 @@ _KERNEL = lazy_compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class KernelId:
     device: str  # "major:minor", decimal
     inode: int

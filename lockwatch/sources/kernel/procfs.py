@@ -35,11 +35,12 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Literal
 
 from lockwatch.model.kernel import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.kernel.holders import Describer
 
 __all__ = [
@@ -179,7 +180,7 @@ def _fd_names(proc: str, pid: int) -> _Listing:
         return "gone"
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class _Fd:
     """One open regular-looking file of a process."""
 
@@ -252,7 +253,7 @@ def _path_of(fd: _Fd) -> str | None:
 # -- open files -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class OpenFiles:
     """Which live processes have which files open, the calling process aside
     (lockwatch's own fds never hold anybody's lock file)."""
@@ -290,7 +291,7 @@ def open_files(proc: str = "/proc") -> OpenFiles:
 # -- the table ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class KernelTable:
     """/proc/locks at one moment: every flock, POSIX and OFD lock, granted and
     waiting, with owners, paths and who blocks whom filled in."""

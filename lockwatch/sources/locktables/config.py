@@ -14,17 +14,17 @@ rows are locks, and which of its columns say held, by whom and since when.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.model.slots import lean_dataclass
 
 # A break writes only these (never text from the config into SQL otherwise).
 UNLOCK_VALUES = ("false", "true", "0", "1")
 _NAME = lazy_compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class TableSpec:
     table: str
     locked: str

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.facts import Facts, Section
 from lockwatch.model.humanize import named
 from lockwatch.model.lock import Reason
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.verdict import State, Verdict, same_host
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ UNLOCKS: dict[str, tuple[tuple[str, str], ...]] = {
 UNLOCK_COMMANDS = {KNEX: "knex migrate:unlock", LIQUIBASE: "liquibase releaseLocks"}
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class TableLock(Facts):
     engine: str  # "postgres" or "mysql": whose SQL a break speaks
     server: str  # the server's display name (never a DSN)

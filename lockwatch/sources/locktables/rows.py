@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.locktables.config import TableSpec
 from lockwatch.sources.locktables.facts import KNEX, LIQUIBASE, UNLOCKS, TableLock
 
@@ -21,7 +21,7 @@ FORMAT = "lock-table"
 _LOCKEDBY = lazy_compile(r"\s*(?P<host>[^\s()]+)\s*\((?P<ip>[^()]*)\)\s*")
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Found:
     """One lock table on a server, and the sessions that touch it now."""
 

@@ -27,8 +27,8 @@ import socket
 import struct
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.postgres.facts import PgClient
 from lockwatch.sources.postgres.terms import local_client
 
@@ -38,7 +38,7 @@ _LISTEN = 0x0A
 Address = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Session:
     """What pg_stat_activity says about one backend's client."""
 
@@ -47,7 +47,7 @@ class Session:
     client_port: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class _TcpEntry:
     local: Address
     remote: Address
@@ -265,7 +265,7 @@ class _Owners:
         return found
 
 
-@dataclass
+@lean_dataclass
 class Sockets:
     """This host's TCP table and who holds which socket, read ahead: while a poll's
     query runs on the server, so that its answer is matched at once."""

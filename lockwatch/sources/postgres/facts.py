@@ -7,12 +7,13 @@ Pure: no psycopg here. The source fills these in; verdicts and views read them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.text import scrub_arguments, scrub_secrets
 from lockwatch.sources.postgres import display
 from lockwatch.sources.postgres.display import activity, sections
@@ -32,7 +33,7 @@ INSUFFICIENT_PRIVILEGE = "<insufficient privilege>"
 # Seconds a holder may sit idle (in a transaction) before its locks count as stale.
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class AdvisoryKey:
     """An advisory lock key as the application passed it.
 
@@ -90,7 +91,7 @@ def string_key_int32(name: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class AdvisoryNames:
     """What the operator's config calls advisory keys.
 
@@ -161,7 +162,7 @@ def autovacuum_kind(backend_type: str | None, query: str | None) -> Autovacuum |
     return "wraparound" if "(to prevent wraparound)" in text else "plain"
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class PgClient:
     """The process at the client end of a session, found on this host (through the
     kernel's socket tables); `alive` False when that end is gone while the server's
@@ -188,7 +189,7 @@ class PgClient:
         return f"{who} ({command})" if command else who
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class PgBackend:
     """The session behind a pg_locks row (pg_stat_activity), or a prepared
     transaction, which holds locks with no session at all."""
@@ -252,7 +253,7 @@ class PgBackend:
         return sum(count for _, count in self.held) if self.held else None
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class PgLock(Facts):
     """One pg_locks row of interest."""
 

@@ -9,9 +9,8 @@ the postgres source's `id_prefix` (the registry's vocabulary of prefixes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.model.slots import lean_dataclass
 
 PG = "pg"
 
@@ -20,7 +19,7 @@ PG = "pg"
 _PG = lazy_compile(r"pg:(?P<server>(?:[^@:/]+@)?[^:/]+:\d+/[^:]*):(?P<rest>.+)")
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class PgId:
     server: str  # user@host:port/db
     rest: str  # holder:target:mode:state

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from lockwatch.model.lock import Lock
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.contract import ActionProvider
 from lockwatch.sources.locktables.config import TableSpec, spec_for
 from lockwatch.sources.locktables.facts import CONFIGURED, KNEX, TableLock
@@ -72,7 +73,7 @@ _ROW_MODES = ("RowShareLock", "RowExclusiveLock")
 _READ_MODE = "AccessShareLock"
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class TablesRead:
     database: str = ""
     found: Sequence[Found] = ()

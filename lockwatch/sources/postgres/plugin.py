@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
@@ -143,7 +143,7 @@ def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:
     return dsns
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class SelectedServers:
     dsns: tuple[str, ...]
     settings: PgSettings

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.locktables.config import TableSpec, read_specs
 
 # Seconds a session may sit idle in a transaction holding locks before it is
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from lockwatch.sources.postgres.facts import AdvisoryNames
 
 
-@dataclass(frozen=True)
+@lean_dataclass(frozen=True)
 class PgSettings:
     dsns: tuple[str, ...] = ()
     idle_after: float = DEFAULT_IDLE_AFTER

@@ -13,7 +13,7 @@ import math
 import os
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime, timedelta
 from itertools import repeat
 from operator import itemgetter
@@ -27,6 +27,7 @@ from psycopg.rows import RowMaker, dict_row, no_result, tuple_row
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.compact import Columns, Row
 from lockwatch.model.lock import Lock
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.status import SourceStatus, backoff_seconds
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
@@ -62,7 +63,7 @@ PRIVILEGE_HINT = (
 ClientFinder = Callable[[Sequence[Session], "int | None"], "dict[int, PgClient | None]"]
 
 
-@dataclass
+@lean_dataclass
 class PgSnapshot:
     """One poll's rows. Records are built from them on demand: a one-shot listing
     shares that work among processes (see cli/pg.py), a dashboard asks `locks`."""

@@ -5,10 +5,10 @@ sources/etcd/ids.py); this is only the shape both parsers return.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from lockwatch.model.slots import lean_dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class StoreId:
     server: str  # a server's (or a Redlock group's) display name
     key: str  # the key, and for a Redis waiter `#client=<id>` after it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,6 +12,7 @@ import orjson
 
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.timestamps import parse_timestamp
 from lockwatch.sources.files.ids import file_id
 
@@ -23,7 +24,7 @@ MAX_INTEGER = 2**53
 _SHARED_CHARS = 40
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class LockFile:
     """A lock file's bytes as read, with the facts the filesystem gave about it."""
 
@@ -73,7 +74,7 @@ class LockFile:
         return name or self.parents(1)[0] or self.name
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Claims:
     """Which entries a tool's format (NATIVE) can claim at all, declared in its
     module as `CLAIMS`: a scan offers an entry only to the formats whose claims
@@ -258,7 +259,7 @@ def dump(doc: Mapping[str, Any]) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Unreadable:
     """Bytes at a format's own place that are not its record: shown invalid."""
 

@@ -29,13 +29,13 @@ gone, one running is named as the holder, several are unknown.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 
 FORMAT = "lockfile"
@@ -55,7 +55,7 @@ _HOST_TNAME = lazy_compile(r"-[0-9a-f]{5,7}0")
 _MKDIR_NAME = lazy_compile(r"(?P<host>[^/\s]+)\.(?P<rest>-?[0-9a-f]+)")
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class UniqueName:
     """What a lockfile unique name says: host, thread ident, the pid if it is
     certain, and every pid the name can be read as."""
