@@ -62,7 +62,7 @@ class Party:
     state_since: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class Series:
     """One gauge of a source's own in `serve`'s /metrics for one lock (a Lease's
     holder age, its leadership transitions), labelled {server, name}: the lock's
