@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lockwatch.model.humanize import duration
-from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.lock import Lock, Reason, StalenessPolicy
 from lockwatch.model.process import HostPid, ProcessFacts, ProcessLookup
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ BOOT_TIME_TOLERANCE_SECONDS = 1.0
 
 def holder_checks(
     lock: Lock,
+    policy: StalenessPolicy,
     foreign: bool,
     processes: ProcessLookup,
     local_host: str,
@@ -48,7 +49,6 @@ def holder_checks(
         )
         return None, None, None
     pid = holder.pid
-    policy = lock.policy
     if pid is None:
         if holder.pid_readings and policy.pid_liveness:
             return _readings(lock, holder.pid_readings, processes, info, stale)

@@ -9,7 +9,6 @@ from functools import lru_cache
 from typing import Any
 
 from lockwatch.model.facts import Facts
-from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.slots import fast_init
 
 # A source's name in the registry (lockwatch/sources/registry.py): file, postgres, kernel, ...
@@ -77,8 +76,7 @@ class StalenessPolicy:
       waiter: waiter;
       undecided, foreign_unknown: holder_checks (unknown); sentinel_unproven:
         kernel_unheld, pid_or_sentinel; declared: kernel_unheld, pid_or_sentinel;
-        expiry_code: lease_expiry;
-      idle_after: PostgreSQL's own rules (its facts' judge), not a lock file's.
+        expiry_code: lease_expiry.
     """
 
     # A dead holder pid on this host makes the lock stale (also a recycled pid).
@@ -97,8 +95,6 @@ class StalenessPolicy:
     heartbeat: bool = False
     # Past `Lock.expires_at`, the tool breaks the lock after this many seconds.
     expiry_grace: float = 0.0
-    # Postgres: a holder idle (or idle in a transaction) longer than this is stale.
-    idle_after: float | None = None
     # Past this fraction of the ttl without a heartbeat, say it is late.
     heartbeat_late_fraction: float = 1 / 3
     # The file is only a sentinel for a kernel lock (flock, fcntl): whoever holds
@@ -196,43 +192,14 @@ class Lock:
     content: Any = field(default=None, compare=False, hash=False)
     # sha256 hex of the raw bytes: what an action compares before touching anything.
     sha256: str | None = None
-    policy: StalenessPolicy = NO_POLICY
     # Problems the decoder found in the content; any of them makes the lock invalid.
     defects: tuple[Reason, ...] = ()
     # Facts the decoder wants shown but that never change the state.
     notes: tuple[Reason, ...] = ()
-    # What its source knows about it (a pg_locks row, a /proc/locks line, a key
-    # in a store, another host's verdict): what every view asks about it. A
-    # lock file has none: its `policy` says how it is judged.
+    # What its source knows about it (a lock file's rules and the kernel's word on
+    # it, a pg_locks row, a /proc/locks line, a key in a store, another host's
+    # verdict): what every view asks about it, and what judges it.
     facts: Facts | None = None
-    # A lock file's device and inode, as it was read: how kernel locks find it.
-    file_key: FileKey | None = None
-    # What the lock file is: a regular "file", a "symlink" lock (read, never
-    # followed) or a lock "dir" (the mkdir idiom). A break moves that very entry.
-    entry: str = "file"
-    # What the kernel says about a lock file; None where nobody could ask.
-    evidence: KernelEvidence | None = None
-    # The file whose kernel locks decide this lock, when it is not the lock file
-    # itself (Terraform's .lock.info: the kernel lock is on the state file).
-    kernel_file: str | None = None
-    # Processes working on what the lock guards, as the file source found them
-    # (git processes in the repository of a `.git/*.lock`); None: nobody looked.
-    users: tuple[int, ...] | None = None
-    # Live locks of one format with the same singleton name exclude each other
-    # whatever their scopes (little-loops' `singleton: true` loops, by loop_name).
-    singleton: str | None = None
-    # Why this sighting is only the last one: the lock could not be read again (its
-    # directory made unreadable), so nobody here can tell whether it is still held.
-    # A fact of the lock, not of one verdict: judged again, it stays unknown.
-    unseen: Reason | None = None
-    # Why its content was never read (lockwatch's user may not read it: a root-only
-    # dpkg lock, to anyone else): listed from its place alone. A kernel lock held on
-    # it still says who holds it; with none, nobody here can tell.
-    unread: Reason | None = None
-    # The file's mtime where it is not the lock's age (a sentinel's, which the
-    # kernel's word dropped from `acquired_at`) but a reading names it: an
-    # existence lock's age, if that is what the file is.
-    modified_at: datetime | None = None
 
 
 _NAMES = tuple(f.name for f in fields(Lock))

@@ -3,6 +3,7 @@ the verdict rules, the source's shape, and that `ls` on files never loads PyMySQ
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.model.lock import Lock, StalenessPolicy
+from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State
 from lockwatch.sources.contract import LABEL_WIDTH, SourceError
 from lockwatch.sources.lazy import LazySource
@@ -93,8 +94,7 @@ def _lock(my: MyLock, idle_after: float = 60.0) -> Lock:
         format=my.kind,
         name=my.target,
         path=None,
-        policy=StalenessPolicy(idle_after=idle_after),
-        facts=my,
+        facts=dataclasses.replace(my, idle_after=idle_after),
     )
 
 

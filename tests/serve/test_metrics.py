@@ -20,6 +20,7 @@ from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.serve.metrics import Figures, families, figures
+from lockwatch.sources.files.facts import FileFacts
 from lockwatch.sources.remote.facts import RemoteOrigin
 from tests.conftest import LOCAL_HOST, NOW
 from tests.facts_of import PgLock, pg_of
@@ -61,7 +62,7 @@ def dead_pid_lock(name: str, age: float, directory: str = "/srv/locks") -> Lock:
         path=f"{directory}/{name}.pid",
         holder=Holder(pid=70000),
         acquired_at=NOW - timedelta(seconds=age),
-        policy=StalenessPolicy(pid_liveness=True),
+        facts=FileFacts(StalenessPolicy(pid_liveness=True)),
     )
 
 

@@ -16,6 +16,7 @@ from lockwatch.model.lock import Holder, Lock, StalenessPolicy
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import State, evaluate
+from lockwatch.sources.files.facts import FileFacts
 from lockwatch.sources.files.unseen import unreadable
 from tests.conftest import LOCAL_HOST, NOW, alive
 
@@ -34,7 +35,7 @@ def lock(path: str, **changes: object) -> Lock:
         "path": path,
         "holder": Holder(pid=PID),
         "acquired_at": NOW - timedelta(seconds=10),
-        "policy": POLICY,
+        "facts": FileFacts(POLICY),
         "sha256": "ab" * 32,
     }
     fields.update(changes)

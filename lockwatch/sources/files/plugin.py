@@ -52,11 +52,17 @@ class FilesSource:
         " with the kernel's flock/fcntl locks on them"
     )
     config_tables: tuple[str, ...] = ("protocols",)
-    record_types: tuple[type, ...] = ()
     title = "files under"
     status_word = ""
     sees_waits = False
     wait_metrics: str | None = None
+
+    @property
+    def record_types(self) -> tuple[type, ...]:
+        # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.sources.files.facts import FileFacts
+
+        return (FileFacts,)
 
     @property
     def actions(self) -> ActionProvider:

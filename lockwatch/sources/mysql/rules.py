@@ -101,7 +101,7 @@ def evaluate_my(lock: Lock, my: MyLock, now: datetime) -> Verdict:
     if hidden is not None:
         return Verdict(State.UNKNOWN, (hidden, *info), age_seconds=age, alive=None)
 
-    limit = lock.policy.idle_after
+    limit = my.idle_after
     idle_for = seconds_since(session.state_since, now) if session.idle else None
     stale: list[Reason] = []
     deadline: datetime | None = None

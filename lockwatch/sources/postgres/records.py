@@ -9,7 +9,7 @@ from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
 from lockwatch.model.compact import Row as CompactRow
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.postgres.facts import (
     NO_NAMES,
@@ -444,7 +444,6 @@ def to_locks(
     queued_for = waits.queued
     behind = waits.behind or {}
 
-    policy = StalenessPolicy(idle_after=idle_after)
     # A session often holds many locks (80 advisory locks on a pooled connection):
     # its backend, holder and blockers are built once and shared by its records.
     built: dict[int | str, tuple[PgBackend, Holder, tuple[int, ...], tuple[int, ...]]] = {}
@@ -555,6 +554,7 @@ def to_locks(
             queue_head_query=head_query,
             queued_here=queued_here,
             blocked_by_autovacuum=vacuums,
+            idle_after=idle_after,
         )
         state = "held" if granted else "wait"
         locks.append(
@@ -567,7 +567,6 @@ def to_locks(
                 path=None,
                 holder=holder,
                 acquired_at=acquired_at,
-                policy=policy,
                 content=row,
                 facts=pg,
             )

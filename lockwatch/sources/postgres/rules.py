@@ -127,7 +127,7 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
     info: list[Reason] = []
     stale: list[Reason] = []
     deadline: datetime | None = None
-    limit = lock.policy.idle_after
+    limit = pg.idle_after
     alive = None if backend.pid is None else True
 
     gid = backend.prepared_gid

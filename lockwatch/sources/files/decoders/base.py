@@ -13,6 +13,7 @@ import orjson
 from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.timestamps import parse_timestamp
+from lockwatch.sources.files.facts import FileFacts
 from lockwatch.sources.files.ids import file_id
 
 # Largest pid any supported OS hands out (Windows pids are 32-bit).
@@ -221,12 +222,9 @@ def file_lock(
         scope=scope,
         content=content,
         sha256=file.sha256,
-        policy=policy,
         defects=tuple(defects),
         notes=tuple(notes),
-        file_key=file.key,
-        entry=file.kind,
-        unread=unread,
+        facts=FileFacts(policy, file.key, file.kind, None, None, None, None, None, unread),
     )
 
 

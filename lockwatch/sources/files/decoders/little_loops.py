@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +35,7 @@ from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.files.decoders.base import MAX_PID, Fields, LockFile, dump, file_lock
+from lockwatch.sources.files.facts import refiled
 
 FORMAT = "little-loops"
 # No pid-reuse allowance (time_by_writer): `started_at` is stamped by the holder
@@ -106,7 +106,7 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         scope=normalized,
         defects=fields.defects,
     )
-    return replace(lock, singleton=singleton) if singleton else lock
+    return refiled(lock, {"singleton_name": singleton}) if singleton else lock
 
 
 def read_runner_file(file: LockFile) -> Lock | None:
