@@ -106,11 +106,6 @@ def build(waits_on: Mapping[NodeId, Iterable[NodeId]]) -> BlockingTree:
     return BlockingTree(tuple(built[root] for root in roots), _cycles(blockers))
 
 
-# The group kernel locks' tree is listed under: one per host, beside each
-# Postgres server's.
-KERNEL_GROUP = "kernel"
-
-
 def tree_facts(lock: Lock) -> Facts | None:
     """What the blocking trees ask of `lock`: its source's facts, or what stands
     for them there (a lock file's held kernel lock); None: it is in no wait-for

@@ -88,8 +88,7 @@ import orjson
 from lockwatch import collector
 from lockwatch.model.compact import plain
 from lockwatch.model.facts import Facts
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
@@ -1073,14 +1072,10 @@ def _dumps_deep(value: Any) -> bytes:
 register(
     Holder,
     Reason,
-    StalenessPolicy,
     Lock,
     ProcessFacts,
     State,
     Verdict,
-    FileKey,
-    KernelLock,
-    KernelEvidence,
     SourceStatus,
     ScanError,
 )

@@ -26,10 +26,10 @@ from lockwatch.model import codec
 from lockwatch.model.changes import ChangeSet, Entry
 from lockwatch.model.facts import Facts
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
+from lockwatch.sources.filelocks import KernelLock
 from lockwatch.sources.files.facts import FileFacts
 from lockwatch.sources.files.ids import FILE as FILES
 from lockwatch.sources.kernel.facts import KernelFacts

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.model.kernel import FileKey
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files.cas import ActionRefused, check, move_aside, replace
 from lockwatch.sources.files.facts import facts_of
 

@@ -15,14 +15,15 @@ from datetime import timedelta
 import pytest
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model.kernel import KernelEvidence
-from lockwatch.model.lock import Lock, declare
+from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_json
 from lockwatch.model.verdict import State, Verdict, evaluate
+from lockwatch.sources.filelocks import KernelEvidence
 from lockwatch.sources.files.decoders import decode_file, mercurial, vim_swap
 from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import declare
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, iso, lock_file
 
 LIVE, DEAD = 100, 4321

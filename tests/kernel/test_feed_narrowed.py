@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.verdict import State
+from lockwatch.sources.filelocks import FileKey, KernelEvidence
 from lockwatch.sources.files import evidence as evidence_module
 from lockwatch.sources.files.evidence import Evidence
 from lockwatch.sources.files.facts import facts_of

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.model.kernel import KernelEvidence
+from lockwatch.sources.filelocks import KernelEvidence
 from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
 from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import scan

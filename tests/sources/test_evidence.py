@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lock import Lock
+from lockwatch.sources.filelocks import KernelLock
 from lockwatch.sources.files.evidence import Evidence
 from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import load

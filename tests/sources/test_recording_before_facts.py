@@ -20,9 +20,10 @@ import pytest
 from lockwatch.model import codec
 from lockwatch.model.changes import ChangeSet
 from lockwatch.model.facts import Facts
-from lockwatch.model.lock import NO_POLICY, Lock
+from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record
 from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.policy import NO_POLICY
 from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.recording import ReplayFeed
 from tests.conftest import NOW

@@ -27,11 +27,11 @@ from textual.pilot import Pilot
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.changes import ChangeSet, Entry, judge
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
+from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.evidence import with_evidence

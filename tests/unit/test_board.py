@@ -15,12 +15,13 @@ from lockwatch.model import board as board_module
 from lockwatch.model.board import Applied, Board
 from lockwatch.model.changes import ChangeSet, Entry, judge, merge, same
 from lockwatch.model.events import Event, EventKind
-from lockwatch.model.lock import Lock, StalenessPolicy
+from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.facts import refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 from lockwatch.sources.postgres.records import to_locks
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, iso, lock_file
 from tests.facts_of import PgLock

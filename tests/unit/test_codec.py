@@ -15,11 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockwatch.model.codec import CodecError, decode, dumps_line, encode, loads_line, register
-from lockwatch.model.lock import NO_HOLDER, NO_POLICY, Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.policy import NO_POLICY, StalenessPolicy
 from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgLock
 from tests.facts_of import pg_of
 

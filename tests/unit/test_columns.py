@@ -11,9 +11,10 @@ import pytest
 
 from lockwatch.model import columns
 from lockwatch.model.columns import Said
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.policy import StalenessPolicy
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 DEMO = "lockwatch-demo-67f5e5a2/"

@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources import registry
+from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders import generic
 from lockwatch.sources.files.evidence import with_evidence
 from lockwatch.sources.files.facts import FileFacts, refiled

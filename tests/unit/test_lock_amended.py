@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.lock import Holder, Lock, Reason, amended
+from lockwatch.sources.filelocks import FileKey, KernelEvidence
 from lockwatch.sources.files.facts import FileFacts, refiled
 
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from lockwatch.model.changes import Entry
-from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts
 from lockwatch.model.slots import fast_init
 from lockwatch.model.verdict import Verdict
+from lockwatch.sources.filelocks import FileKey, KernelEvidence
 
 SPED_UP = (Lock, Holder, Reason, Verdict, Entry, FileKey, KernelEvidence, ProcessFacts)
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 
 from lockwatch.model.changes import Entry
-from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files.facts import FileFacts, facts_of, refiled
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from lockwatch.model.kernel import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Lock, Reason
+from lockwatch.sources.filelocks import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import kernel_file
 from lockwatch.sources.files.facts import facts_of, refiled

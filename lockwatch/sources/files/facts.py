@@ -15,11 +15,17 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lockwatch.model.blocking import KERNEL_GROUP
 from lockwatch.model.facts import Facts, Party
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock, holders_label
-from lockwatch.model.lock import NO_POLICY, Lock, Reason, StalenessPolicy, amended
+from lockwatch.model.lock import Lock, Reason, amended
 from lockwatch.model.slots import fast_init
+from lockwatch.sources.filelocks import (
+    KERNEL_GROUP,
+    FileKey,
+    KernelEvidence,
+    KernelLock,
+    holders_label,
+)
+from lockwatch.sources.files.policy import NO_POLICY, StalenessPolicy
 from lockwatch.sources.files.rules import evaluate_file
 
 if TYPE_CHECKING:
@@ -78,8 +84,8 @@ class FileFacts(Facts):
     def record(
         self, lock: Lock, verdict: Verdict, now: datetime | None, memo: dict[Any, Any]
     ) -> dict[str, Any] | None:
-        from lockwatch.model.kernel import holders_json, uncertainty_json
         from lockwatch.model.report import generic_record
+        from lockwatch.sources.filelocks import holders_json, uncertainty_json
 
         record = generic_record(lock, verdict)
         evidence = self.evidence

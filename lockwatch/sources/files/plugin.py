@@ -60,9 +60,11 @@ class FilesSource:
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelHolder, KernelLock
         from lockwatch.sources.files.facts import FileFacts
+        from lockwatch.sources.files.policy import StalenessPolicy
 
-        return (FileFacts,)
+        return (FileFacts, StalenessPolicy, FileKey, KernelEvidence, KernelLock, KernelHolder)
 
     @property
     def actions(self) -> ActionProvider:

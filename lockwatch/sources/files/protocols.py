@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from lockwatch.model.lock import PROTOCOLS, Lock, declare
+from lockwatch.model.lock import Lock
 from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import PROTOCOLS, declare
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from lockwatch.model.holder import describe_process, holder_checks
+from lockwatch.model.holder import describe_process
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import CALLS, KernelEvidence, uncertain_holder
-from lockwatch.model.lock import EXISTENCE, KERNEL, Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, ProcessLookup
 from lockwatch.model.timestamps import plus_seconds
 from lockwatch.model.verdict import (
@@ -26,6 +25,9 @@ from lockwatch.model.verdict import (
     same_host,
     skew,
 )
+from lockwatch.sources.filelocks import CALLS, KernelEvidence, uncertain_holder
+from lockwatch.sources.files.holder import holder_checks
+from lockwatch.sources.files.policy import EXISTENCE, KERNEL, StalenessPolicy
 
 if TYPE_CHECKING:
     from lockwatch.sources.files.facts import FileFacts

@@ -18,12 +18,12 @@ from lockwatch import heap
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.fanout import available_cpus
 from lockwatch.model.changes import ChangeSet, Entry, judge
-from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import same_host
 from lockwatch.sources.feed import Coalescer, Differ, Emit
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files import pieces
 from lockwatch.sources.files.changes import Changes, pace
 from lockwatch.sources.files.collect import Collected, parent_name, read_changes, with_listing

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.sources.filelocks import KernelLock
 
 KERNEL = "kernel"
 

@@ -38,8 +38,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from lockwatch.model.kernel import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.sources.filelocks import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.kernel.holders import Describer
 
 __all__ = [

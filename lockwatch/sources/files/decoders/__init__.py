@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from lockwatch.model.compact import Document
-from lockwatch.model.lock import Lock, Reason, StalenessPolicy, amended
+from lockwatch.model.lock import Lock, Reason, amended
 from lockwatch.sources.files.decoders import (
     cargo,
     clawdbot,
@@ -55,6 +55,7 @@ from lockwatch.sources.files.decoders import (
 from lockwatch.sources.files.decoders.base import LockFile, file_lock
 from lockwatch.sources.files.decoders.dispatch import Dispatch
 from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 # Tools' own formats, most specific place or shape first; lockdir (any `x.lock/`)
 # is the fallback for directories.

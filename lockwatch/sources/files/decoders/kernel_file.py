@@ -15,9 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import NO_HOLDER, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import NO_HOLDER, Lock, Reason
 from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "kernel-file"
 # Only the kernel's lock says anything; the file's mtime is its data's, not the lock's.

@@ -32,10 +32,11 @@ from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.files.decoders.base import MAX_PID, Fields, LockFile, dump, file_lock
 from lockwatch.sources.files.facts import refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "little-loops"
 # No pid-reuse allowance (time_by_writer): `started_at` is stamped by the holder

@@ -16,10 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
+from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "pacman"
 # Held while some process has it open (`users`, found by `explain`); with

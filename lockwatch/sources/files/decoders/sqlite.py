@@ -30,10 +30,11 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.lock import Lock, Reason, StalenessPolicy, amended
+from lockwatch.model.lock import Lock, Reason, amended
+from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
 from lockwatch.sources.files.facts import facts_of
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "sqlite"
 POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True, sentinel_mtime_only=True)

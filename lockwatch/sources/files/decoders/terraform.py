@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import (
     Claims,
     Fields,
@@ -29,6 +29,7 @@ from lockwatch.sources.files.decoders.base import (
     schema_violation,
 )
 from lockwatch.sources.files.facts import refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "terraform"
 POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True)
