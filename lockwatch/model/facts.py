@@ -8,7 +8,7 @@ blocking trees, filters, the table, the detail pane, metrics, actions) never
 names a source: it asks the facts. Each source defines its facts type in its
 own package (`lockwatch/sources/<name>/facts.py`, pure: no client library, no
 I/O, no Textual) as a frozen dataclass subclassing `Facts`, and overrides what
-its locks need; the defaults here are what a plain lock file would answer.
+its locks need; the defaults here say nothing more.
 
 A lock file's facts are the file source's (`sources/files/facts.py`): its
 format's rules, its identity on disk, the kernel's word on it.

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from lockwatch.model.lock import Holder
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.verdict import State
 from lockwatch.sources.files.decoders import decode_file, little_loops, loops_queue
-from lockwatch.sources.files.facts import facts_of
+from lockwatch.sources.files.facts import facts_of, refiled
 from tests.conftest import LOCAL_HOST, NOW, ago, lock_file
 from tests.formats.common import by_name, codes, lockwatch_ls, ls_document, wait_until
 
@@ -591,13 +591,13 @@ def test_two_runs_of_a_singleton_loop_conflict_whatever_their_scopes(
     first = _singleton_lock("autodev", "autodev-20261124T025724", 20, f"{ROOT}/a")
     second = _singleton_lock("autodev", "autodev-20261124T025801", 40, f"{ROOT}/b")
     if not second_singleton:
-        second = replace(second, singleton=None)
+        second = refiled(second, {"singleton_name": None})
     processes = StaticProcesses(
         ProcessFacts(20, True, ago(60.0), ancestors=(1,)),
         ProcessFacts(40, True, ago(30.0), ancestors=inner_ancestors),
     )
     judged = assess([first, second], processes, FrozenClock(NOW), LOCAL_HOST)
-    assert first.singleton == "autodev"
+    assert facts_of(first).singleton_name == "autodev"
     for _, verdict in judged:
         assert (verdict.codes == ("scope_conflict",)) is conflict
     if conflict:

@@ -1,4 +1,4 @@
-"""The kernel source's facts: one /proc/locks line (`model/kernel.KernelLock`,
+"""The kernel source's facts: one /proc/locks line (`sources/filelocks.KernelLock`,
 which lock files' kernel evidence shares), as a lock of its own."""
 
 from __future__ import annotations
