@@ -78,8 +78,9 @@ def holder_text(lock: Lock) -> str:
 
 
 def kernel_holders(lock: Lock) -> str | None:
-    """A lock file a kernel lock is held on: its holders by command, as lslocks
-    names them (`sqlite3 (pid 4242)`, `flock (pid 7472) + 2 more`), not a bare pid."""
+    """Its holders by command where its facts know them (a lock file a kernel lock
+    is held on: as lslocks names them, `sqlite3 (pid 4242)`, `flock (pid 7472) + 2
+    more`), not a bare pid; None: they do not."""
     facts = lock.facts
     return None if facts is None else facts.holders_label()
 

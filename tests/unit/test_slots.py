@@ -16,8 +16,9 @@ from lockwatch.model.process import ProcessFacts
 from lockwatch.model.slots import fast_init
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources.filelocks import FileKey, KernelEvidence
+from lockwatch.sources.files.facts import FileFacts
 
-SPED_UP = (Lock, Holder, Reason, Verdict, Entry, FileKey, KernelEvidence, ProcessFacts)
+SPED_UP = (Lock, Holder, Reason, Verdict, Entry, FileKey, KernelEvidence, ProcessFacts, FileFacts)
 
 
 @dataclass(frozen=True, slots=True)
