@@ -277,3 +277,61 @@ def test_no_module_is_longer_than_600_lines() -> None:
         and str(path.relative_to(PACKAGE)) not in LONG_MODULES
     ]
     assert not long, f"modules over {MODULE_LINES} lines: {sorted(long)}"
+
+
+# --- the generic Lock: what every source has ----------------------------------------
+
+MAX_LOCK_FIELDS = 16
+
+
+def test_lock_holds_only_what_every_source_has() -> None:
+    """A source's own fields live in its facts (`Lock.facts`): a lock file's policy
+    and the kernel's word on it are the file source's, never the generic Lock's."""
+    from dataclasses import fields
+
+    from lockwatch.model.lock import Lock
+
+    names = [f.name for f in fields(Lock)]
+    assert len(names) <= MAX_LOCK_FIELDS, names
+
+
+def _source_names() -> set[str]:
+    from lockwatch.sources import registry
+
+    return {source.name for source in registry.SOURCES} | {
+        source.id_prefix for source in registry.SOURCES
+    }
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        if isinstance(node, kinds) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def test_no_model_module_is_a_sources() -> None:
+    """No module of `lockwatch/model/` is one source's: none is named after a
+    source (the kernel's types live below the sources that share them), and
+    none names one in its code (a string equal to a source's name or id prefix,
+    docstrings aside)."""
+    names = _source_names()
+    wrong = []
+    for path in sorted((PACKAGE / "model").rglob("*.py")):
+        if path.stem in names:
+            wrong.append(f"{path.relative_to(ROOT)}: named after a source")
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        wrong.extend(
+            f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value in names
+            and id(node) not in docs
+        )
+    assert wrong == []

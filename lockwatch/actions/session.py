@@ -67,13 +67,8 @@ def _refresh_every(lock: Lock) -> float | None:
     """How often lockwatch rewrites a lock it holds: at half the time after which
     its format calls a heartbeat late, so a held lock never looks late, even with
     a tick's delay and a slow write."""
-    policy = lock.policy
-    if policy.heartbeat and lock.ttl_seconds:
-        late_after = lock.ttl_seconds * policy.heartbeat_late_fraction
-        return min(late_after / 2, MAX_REFRESH_SECONDS)
-    if policy.max_age:
-        return min(policy.max_age / 3, MAX_REFRESH_SECONDS)
-    return None
+    every = None if lock.facts is None else lock.facts.refresh_every(lock)
+    return None if every is None else min(every, MAX_REFRESH_SECONDS)
 
 
 class ActionSession:

@@ -252,10 +252,7 @@ def waits_line(lock: Lock, waiters: Sequence[Any] = ()) -> str | None:
             return "waiting on its holder: " + ", ".join(str(node) for node in waiters)
         if count:
             return f"{count} waiting on it"
-        return None
-    evidence = lock.evidence
-    if evidence is not None and evidence.waiters:
-        return f"{evidence.waiters} waiting on it (kernel)"
+        return facts.waits_said()
     return None
 
 

@@ -1,6 +1,6 @@
 """Pure lock data and verdicts: no I/O, no Textual, no psycopg, no psutil."""
 
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, ProcessLookup
 from lockwatch.model.verdict import State, Verdict, evaluate
 
@@ -10,7 +10,6 @@ __all__ = [
     "ProcessFacts",
     "ProcessLookup",
     "Reason",
-    "StalenessPolicy",
     "State",
     "Verdict",
     "evaluate",

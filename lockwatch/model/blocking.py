@@ -10,11 +10,10 @@ never loop on it.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import cast
 
-from lockwatch.model.facts import Facts, Party
-from lockwatch.model.kernel import KernelLock
+from lockwatch.model.facts import Facts
 from lockwatch.model.lock import Lock
 from lockwatch.model.slots import lean_dataclass
 
@@ -107,50 +106,12 @@ def build(waits_on: Mapping[NodeId, Iterable[NodeId]]) -> BlockingTree:
     return BlockingTree(tuple(built[root] for root in roots), _cycles(blockers))
 
 
-# The group kernel locks' tree is listed under: one per host, beside each
-# Postgres server's.
-KERNEL_GROUP = "kernel"
-
-
-@lean_dataclass(frozen=True, slots=True)
-class HeldFile(Facts):
-    """What the wait-for graphs ask of a lock file a kernel lock is held on: the
-    file's row is that lock's row (one row per file), so it is the node that
-    processes blocked on the file wait on, named as the kernel's own row of the
-    lock would name it. Nothing else of the file's row changes: its verdict,
-    record and views are the file's."""
-
-    line: KernelLock  # the granted lock on the file its holder is named by
-    waiters: int  # processes blocked on the file's locks
-
-    def group(self) -> str | None:
-        return KERNEL_GROUP
-
-    def holds_as(self) -> Hashable | None:
-        return self.line.holder_pid
-
-    def waiter_count(self) -> int:
-        return self.waiters
-
-    def party(self, lock: Lock) -> Party | None:
-        pid = self.line.holder_pid
-        if pid is None:
-            return None
-        name = lock.path.rpartition("/")[2] if lock.path else lock.name
-        return Party(pid, True, f"{self.line.mode} {self.line.format} on {name}")
-
-
 def tree_facts(lock: Lock) -> Facts | None:
-    """What the blocking trees ask of `lock`: its source's facts, else, for a
-    lock file a kernel lock is held on, the held lock's (HeldFile); None: it is
-    in no wait-for graph."""
+    """What the blocking trees ask of `lock`: its source's facts, or what stands
+    for them there (a lock file's held kernel lock); None: it is in no wait-for
+    graph."""
     facts = lock.facts
-    if facts is not None:
-        return facts
-    evidence = lock.evidence
-    if evidence is None or not evidence.holds:
-        return None
-    return HeldFile(evidence.holds[0], evidence.waiters)
+    return None if facts is None else facts.in_trees(lock)
 
 
 def group(lock: Lock) -> str | None:
@@ -173,7 +134,7 @@ def trees(locks: Iterable[Lock]) -> dict[str, BlockingTree]:
         where = group(lock)
         if where is not None:
             by_group.setdefault(where, []).append(lock)
-            if lock.facts is not None:
+            if lock.facts is not None and tree_facts(lock) is lock.facts:
                 listed.add(where)
     return {where: from_locks(members) for where, members in by_group.items() if where in listed}
 

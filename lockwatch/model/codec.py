@@ -88,8 +88,7 @@ import orjson
 from lockwatch import collector
 from lockwatch.model.compact import plain
 from lockwatch.model.facts import Facts
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
@@ -100,6 +99,7 @@ __all__ = [
     "dumps_line",
     "encode",
     "legacy_fields",
+    "legacy_regroup",
     "loads_line",
     "register",
     "register_base",
@@ -163,6 +163,11 @@ _bases: set[type] = set()
 # Fields older recordings have that a record no longer does, by record class:
 # old name -> (the field it now feeds, how its decoded value becomes that one's).
 _legacy: dict[type, dict[str, tuple[str, Callable[[Any], Any]]]] = {}
+# Older recordings' fields that now feed several of a record's at once, by
+# record class: (the old names, how the record's decoded fields and the old
+# ones become the fields to build it with).
+Regroup = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]
+_regrouped: dict[type, tuple[tuple[str, ...], Regroup]] = {}
 _plans: dict[type, _Plan] = {}
 _plans_named: dict[str, _Plan] = {}  # compiled plans by record name, for decoding
 
@@ -204,6 +209,18 @@ def legacy_fields(cls: type, fields: dict[str, tuple[str, Callable[[Any], Any]]]
     value, decoded as any value is, is converted into the field it now feeds
     (when the record does not have that field itself)."""
     _legacy.setdefault(cls, {}).update(fields)
+    _plans.clear()
+    _plans_named.clear()
+
+
+def legacy_regroup(cls: type, old: tuple[str, ...], build: Regroup) -> None:
+    """Read recordings whose `cls` records had fields `old` that now live
+    elsewhere (in another record a field of it holds): `build(fields, olds, raw)`
+    gets the record's decoded fields, the old ones present (decoded as any value
+    is) and the same as written (a shared record's own dict for a reference: what
+    a record type has since lost, its decoded form no longer holds), and completes
+    the fields in place. It is called for every record of `cls` read."""
+    _regrouped[cls] = (old, build)
     _plans.clear()
     _plans_named.clear()
 
@@ -300,6 +317,7 @@ def _compile_plan(cls: type) -> _Plan:
             ]
         reads += _field_reads(field, i, default is _REQUIRED, dec, compiled.fast)
     reads += _legacy_reads(cls, scope)
+    reads += _regroup_reads(cls, scope)
     source = _plan_source(required, optional, reads)
     exec(compile(source, f"<lockwatch codec for {_qualified(cls)}>", "exec"), scope)
     return _Plan(cls, name, scope["encode"], scope["decode"], frozenset(opaque))
@@ -408,6 +426,33 @@ def _plan_source(required: list[str], optional: list[str], reads: list[str]) -> 
             "        raise _cannot_build(NAME, err) from err",
         ]
     )
+
+
+def _regroup_reads(cls: type, scope: dict[str, Any]) -> list[str]:
+    """The decoding lines that hand a record's old fields to its `legacy_regroup`."""
+    regrouped = _regrouped.get(cls)
+    if regrouped is None:
+        return []
+    old, build = regrouped
+    scope["R"], scope["_decode_any"] = build, _decode_any
+    reads = ["    old = {}", "    raw = {}"]
+    for name in old:
+        reads += [
+            f"    v = data.get({name!r}, ABSENT)",
+            "    if v is not ABSENT:",
+            "        try:",
+            f"            old[{name!r}] = _decode_any(v, context)",
+            f"            raw[{name!r}] = context.peek(v)",
+            "        except CodecError as err:",
+            f"            raise err.within({'.' + name!r}) from None",
+        ]
+    return [
+        *reads,
+        "    try:",
+        "        R(kwargs, old, raw)",
+        "    except (TypeError, ValueError, AttributeError) as err:",
+        "        raise _cannot_build(NAME, err) from err",
+    ]
 
 
 def _missing(name: str, field: str) -> CodecError:
@@ -632,6 +677,14 @@ class _DecodeContext:
         self.table = table
         self.done: dict[int, Any] = {}
         self.busy: set[int] = set()
+
+    def peek(self, value: Any) -> Any:
+        """`value` as written: a reference's shared record as its dict, undecoded."""
+        if type(value) is dict and _REF in value:
+            index = value[_REF]
+            if type(index) is int and 0 <= index < len(self.table):
+                return self.table[index]
+        return value
 
     def resolve(self, data: dict[str, Any]) -> Any:
         index = data[_REF]
@@ -1042,14 +1095,10 @@ def _dumps_deep(value: Any) -> bytes:
 register(
     Holder,
     Reason,
-    StalenessPolicy,
     Lock,
     ProcessFacts,
     State,
     Verdict,
-    FileKey,
-    KernelLock,
-    KernelEvidence,
     SourceStatus,
     ScanError,
 )

@@ -77,8 +77,9 @@ def with_scope_conflicts(locks: Sequence[Lock], verdicts: Sequence[Verdict]) -> 
             continue
         if lock.scope:
             by_format[lock.format].append(index)
-        if lock.singleton is not None:
-            singles[(lock.format, lock.singleton)].append(index)
+        single = _singleton(lock)
+        if single is not None:
+            singles[(lock.format, single)].append(index)
 
     partners: dict[int, set[int]] = defaultdict(set)
     for members in by_format.values():
@@ -98,13 +99,14 @@ def with_scope_conflicts(locks: Sequence[Lock], verdicts: Sequence[Verdict]) -> 
             shown += f" and {len(names) - _NAMES_SHOWN} more"
         verdict = result[index]
         lock = locks[index]
-        overlaps = lock.singleton is None or any(
-            (locks[j].format, locks[j].singleton) != (lock.format, lock.singleton) for j in others
+        single = _singleton(lock)
+        overlaps = single is None or any(
+            (locks[j].format, _singleton(locks[j])) != (lock.format, single) for j in others
         )
         what = (
             f"scope overlaps live lock(s) {shown}"
             if overlaps
-            else f"singleton loop {lock.singleton} is already running as {shown}"
+            else f"singleton loop {single} is already running as {shown}"
         )
         result[index] = replace(
             verdict,
@@ -124,3 +126,9 @@ def _link(
         if not _nested((locks[i], verdicts[i]), (locks[j], verdicts[j])):
             partners[i].add(j)
             partners[j].add(i)
+
+
+def _singleton(lock: Lock) -> str | None:
+    """The name its live locks of one format exclude each other by, if any."""
+    facts = lock.facts
+    return None if facts is None else facts.singleton()

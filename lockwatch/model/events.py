@@ -7,7 +7,6 @@ from datetime import datetime
 from enum import StrEnum
 
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import holders_label
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 
@@ -79,12 +78,11 @@ def holder_text(lock: Lock) -> str:
 
 
 def kernel_holders(lock: Lock) -> str | None:
-    """A lock file a kernel lock is held on: its holders by command, as lslocks
-    names them (`sqlite3 (pid 4242)`, `flock (pid 7472) + 2 more`), not a bare pid."""
-    evidence = lock.evidence
-    if evidence is None or not evidence.holds:
-        return None
-    return holders_label(evidence.holds[0])
+    """Its holders by command where its facts know them (a lock file a kernel lock
+    is held on: as lslocks names them, `sqlite3 (pid 4242)`, `flock (pid 7472) + 2
+    more`), not a bare pid; None: they do not."""
+    facts = lock.facts
+    return None if facts is None else facts.holders_label()
 
 
 def waiters(lock: Lock) -> int:

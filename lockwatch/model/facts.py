@@ -8,10 +8,10 @@ blocking trees, filters, the table, the detail pane, metrics, actions) never
 names a source: it asks the facts. Each source defines its facts type in its
 own package (`lockwatch/sources/<name>/facts.py`, pure: no client library, no
 I/O, no Textual) as a frozen dataclass subclassing `Facts`, and overrides what
-its locks need; the defaults here are what a plain lock file would answer.
+its locks need; the defaults here say nothing more.
 
-A lock file has no facts (`Lock.facts is None`): its format's decoder declares
-its rules as a `StalenessPolicy`, judged by `model/verdict.py`.
+A lock file's facts are the file source's (`sources/files/facts.py`): its
+format's rules, its identity on disk, the kernel's word on it.
 """
 
 from __future__ import annotations
@@ -88,14 +88,17 @@ class Facts:
     # Locks with these facts are other hosts' (judged and exported there): a
     # source whose facts these are has no locks of its own to count here.
     foreign: ClassVar[bool] = False
+    # Its lock is a file lockwatch may write anew (take, hand over, refresh):
+    # a server's, the kernel's or another host's lock is its source's.
+    rewritable: ClassVar[bool] = False
 
     # --- the verdict ----------------------------------------------------------
 
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
     ) -> Verdict | None:
-        """This lock's verdict by its source's own rules; None: the generic
-        lock-file rules (its policy) decide."""
+        """This lock's verdict by its source's own rules; None: it has none
+        (nobody here can tell: unknown)."""
         return None
 
     def share_key(self, lock: Lock) -> Hashable | None:
@@ -120,6 +123,27 @@ class Facts:
     def holder_text(self, lock: Lock) -> str | None:
         """Who holds it, in the dashboard's HOLDER column, events and confirmations
         (None: the generic pid@host actor)."""
+        return None
+
+    def holders_label(self) -> str | None:
+        """Who holds it by command where its source knows more than a pid (a
+        kernel lock held on a lock file: `sqlite3 (pid 4242)`, `flock (pid 7472)
+        + 2 more`), as lslocks names them; None: nothing more."""
+        return None
+
+    def waits_said(self) -> str | None:
+        """Who waits on it, in its source's words, where no wait-for graph of
+        its own says it ("2 waiting on it (kernel)")."""
+        return None
+
+    def refresh_every(self, lock: Lock) -> float | None:
+        """How often lockwatch, holding this lock, rewrites it so that it never
+        looks late or old (None: never)."""
+        return None
+
+    def singleton(self) -> str | None:
+        """A name live locks of its format exclude each other by, whatever their
+        scopes (little-loops' singleton loops); None: none."""
         return None
 
     def where(self, lock: Lock) -> str | None:
@@ -225,6 +249,11 @@ class Facts:
         return None
 
     # --- blocking trees -------------------------------------------------------
+
+    def in_trees(self, lock: Lock) -> Facts | None:
+        """What the wait-for graphs ask of this lock: these facts, or another's
+        standing for them (a lock file's held kernel lock); None: in no graph."""
+        return self
 
     def group(self) -> str | None:
         """Which wait-for graph the lock belongs to (a server); None: none."""

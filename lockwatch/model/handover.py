@@ -63,9 +63,9 @@ def marked(content: Any) -> Mapping[str, Any] | None:
 def held_by_lockwatch(lock: Lock, pid: int | None = None, operator: str | None = None) -> bool:
     """Whether lockwatch wrote this lock for an operator (`operator`, if given): it
     carries lockwatch's mark naming them, or (formats that record nothing but a
-    pid) it names `pid`. Only a lock file is written anew (a lock with facts is
-    its source's: a server's, the kernel's, another host's)."""
-    if lock.facts is not None or lock.defects:
+    pid) it names `pid`. Only a lock its facts call rewritable (a lock file) is
+    written anew: a server's, the kernel's or another host's is its source's."""
+    if lock.facts is None or not lock.facts.rewritable or lock.defects:
         return False
     mark = marked(lock.content)
     if mark is not None:

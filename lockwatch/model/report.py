@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from lockwatch.model.holder import pid_here
-from lockwatch.model.kernel import holders_json, uncertainty_json
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError, SourceStatus
@@ -50,27 +49,11 @@ def lock_record(
     render; the records share those parts, so treat them as read-only."""
     facts = lock.facts
     if facts is None:
-        # A lock file: the hot path of `ls --json`, nothing to ask.
-        record = generic_record(lock, verdict)
-        evidence = lock.evidence
-        if evidence is not None and evidence.holds:
-            # A lock file's kernel lock, as the kernel source would list it: the
-            # file's row is that lock's (one row per file), its facts joined here.
-            hold = evidence.holds[0]
-            record["kernel"] = hold.as_json()
-            record.update(uncertainty_json(hold))
-            if hold.holders:
-                record["holders"] = holders_json(hold)
-            if hold.blocking:
-                record["blocking"] = list(hold.blocking)
-        return record
+        return generic_record(lock, verdict)
     whole = facts.record(lock, verdict, now, {} if memo is None else memo)
     if whole is not None:
         return whole
     record = generic_record(lock, verdict)
-    evidence = lock.evidence
-    if evidence is not None and evidence.holds:
-        record["kernel"] = evidence.holds[0].as_json()
     facts.extend_record(record)
     return record
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import queue
 import threading
@@ -25,10 +26,12 @@ from lockwatch.model import codec
 from lockwatch.model.changes import ChangeSet, Entry
 from lockwatch.model.facts import Facts
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
+from lockwatch.sources.filelocks import KernelLock
+from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.ids import FILE as FILES
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.registry import record_types
 
@@ -77,6 +80,42 @@ def _as_facts(value: Any) -> Facts | None:
 codec.legacy_fields(
     Lock, {old: ("facts", _as_facts) for old in ("pg", "kernel", "store", "remote")}
 )
+
+# Recordings made before a lock file's own fields moved into its facts
+# (`FileFacts`) kept them on the lock: they read as that lock's file facts.
+_FILE_FIELDS = {
+    "policy": "policy",
+    "file_key": "file_key",
+    "entry": "entry",
+    "evidence": "evidence",
+    "kernel_file": "kernel_file",
+    "users": "users",
+    "singleton": "singleton_name",
+    "unseen": "unseen",
+    "unread": "unread",
+    "modified_at": "modified_at",
+}
+
+
+def _file_facts(fields: dict[str, Any], old: dict[str, Any], raw: dict[str, Any]) -> None:
+    if fields.get("source") != FILES:
+        _idle_limit(fields, raw.get("policy"))
+    elif "facts" not in fields:
+        fields["facts"] = FileFacts(**{_FILE_FIELDS[name]: value for name, value in old.items()})
+
+
+# A server's idle limit was its lock's policy's `idle_after` in those recordings:
+# it is its facts' own now (PostgreSQL's, MySQL's).
+def _idle_limit(fields: dict[str, Any], policy: Any) -> None:
+    facts = fields.get("facts")
+    if not isinstance(policy, dict) or facts is None or not hasattr(facts, "idle_after"):
+        return
+    limit = policy.get("idle_after")
+    if isinstance(limit, int | float) and not isinstance(limit, bool):
+        fields["facts"] = dataclasses.replace(facts, idle_after=float(limit))
+
+
+codec.legacy_regroup(Lock, tuple(_FILE_FIELDS), _file_facts)
 
 
 class RecordingError(ValueError):

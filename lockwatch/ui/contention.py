@@ -15,11 +15,12 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from lockwatch.model.blocking import KERNEL_GROUP, BlockNode, tree_facts
+from lockwatch.model.blocking import BlockNode, tree_facts
 from lockwatch.model.board import Board
 from lockwatch.model.facts import Party
 from lockwatch.model.humanize import duration
 from lockwatch.sources import registry
+from lockwatch.sources.filelocks import KERNEL_GROUP
 from lockwatch.ui.fold import cut
 from lockwatch.ui.keys import Move, move_bindings, moved
 from lockwatch.ui.safe import clean

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.model.kernel import FileKey
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files.cas import ActionRefused, check, move_aside, replace
+from lockwatch.sources.files.facts import facts_of
 
 OLD = b'{"pid": 4242, "host": "tower-01", "acquired_at": "2020-01-01T00:00:00Z"}\n'
 NEW = b'{"pid": 777, "host": "tower-02"}\n'
@@ -258,7 +259,7 @@ def test_the_executor_acts_only_on_the_file_that_was_listed(
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     listed = on_disk(tmp_path / "locks" / "worker.pid", STALE_PID)
-    assert listed.file_key is not None
+    assert facts_of(listed).file_key is not None
     (tmp_path / "locks").rename(tmp_path / "locks-real")
     (tmp_path / "locks").mkdir()
     (tmp_path / "locks" / "worker.pid").write_bytes(STALE_PID)

@@ -121,7 +121,6 @@ STARTUP = frozenset(
         "model.facts",
         "model.holder",
         "model.humanize",
-        "model.kernel",
         "model.lazyre",
         "model.lock",
         "model.process",
@@ -169,9 +168,15 @@ STARTUP = frozenset(
 # Each registry entry's declaration, from the registry: a new source needs no line here.
 STARTUP |= declarations()
 
-# Every lock format's decoder: `ls DIR` and `why` read files with them all.
+# Every lock format's decoder: `ls DIR` and `why` read files with them all, and
+# the lock file's facts they build (its rules, its policy, the kernel's word).
 DECODERS = frozenset(
     {
+        "sources.filelocks",
+        "sources.files.facts",
+        "sources.files.holder",
+        "sources.files.policy",
+        "sources.files.rules",
         "sources.files.decoders",
         "sources.files.decoders.base",
         "sources.files.decoders.cargo",
@@ -232,6 +237,7 @@ LS_OWN = DECODERS | frozenset(
 # `ls --pg DSN` (tests/postgres/test_start_imports_pg.py): the PostgreSQL listing.
 LS_PG_OWN = frozenset(
     {
+        "sources.filelocks",
         "sources.postgres.plugin",
         "sources.postgres.settings",
         "sources.locktables",

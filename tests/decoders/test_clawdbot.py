@@ -14,6 +14,7 @@ from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.decoders import clawdbot, decode_file
+from lockwatch.sources.files.facts import facts_of
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, iso, lock_file
 
 PATH = "/srv/workspace/memory/.lock"
@@ -79,7 +80,7 @@ def test_python_writer_decodes_every_field() -> None:
     assert lock.content == json.loads(text)
     assert lock.sha256 == hashlib.sha256(text.encode()).hexdigest()
     assert lock.defects == ()
-    assert lock.policy == clawdbot.POLICY
+    assert facts_of(lock).policy == clawdbot.POLICY
 
 
 def test_powershell_writer_decodes() -> None:

@@ -10,19 +10,20 @@ layout (an imitation, said so: the real Vim's is read in test_vim_swap.py).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model.kernel import KernelEvidence
-from lockwatch.model.lock import Lock, declare
+from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_json
 from lockwatch.model.verdict import State, Verdict, evaluate
+from lockwatch.sources.filelocks import KernelEvidence
 from lockwatch.sources.files.decoders import decode_file, mercurial, vim_swap
 from lockwatch.sources.files.decoders.base import LockFile
+from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import declare
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, iso, lock_file
 
 LIVE, DEAD = 100, 4321
@@ -74,7 +75,7 @@ def test_zero_in_a_file_not_named_as_a_lock_is_no_lock_of_theirs() -> None:
 
 
 def _with(lock: Lock, evidence: KernelEvidence) -> Lock:
-    return replace(lock, evidence=evidence, acquired_at=None)
+    return refiled(lock, {"evidence": evidence}, acquired_at=None)
 
 
 def test_an_empty_file_nobody_holds_or_has_open_is_unknown_never_free() -> None:
@@ -96,8 +97,8 @@ def test_the_unknown_reason_names_the_files_age_from_its_mtime() -> None:
     # The kernel's word drops a sentinel's mtime from its age (with_evidence); the
     # existence reading's age is still the file's, named in words.
     decoded = decode("/srv/app/app.lock", b"", age=192)
-    lock = replace(decoded, acquired_at=None, modified_at=ago(192))
-    verdict = judge(replace(lock, evidence=KernelEvidence()))
+    lock = refiled(decoded, {"modified_at": ago(192)}, acquired_at=None)
+    verdict = judge(refiled(lock, {"evidence": KernelEvidence()}))
     assert verdict.codes == ("existence_unknown",)
     assert verdict.age_seconds is None
     assert "an empty file, last modified 3m12s ago" in verdict.reasons[0].message
@@ -116,7 +117,7 @@ def test_a_declared_protocol_settles_an_empty_file(
     protocol: str, evidence: KernelEvidence | None, state: State, codes: tuple[str, ...]
 ) -> None:
     lock = decode("/srv/app/app.lock", b"")
-    lock = replace(lock, policy=declare(lock.policy, protocol), evidence=evidence)
+    lock = refiled(lock, {"policy": declare(facts_of(lock).policy, protocol), "evidence": evidence})
     assert (judge(lock).state, judge(lock).codes) == (state, codes)
 
 
@@ -136,14 +137,14 @@ def test_a_bare_pid_no_kernel_lock_is_on_is_never_a_bare_active(
 ) -> None:
     lock = decode("/srv/app/job.lock", f"{pid}\n")
     if protocol is not None:
-        lock = replace(lock, policy=declare(lock.policy, protocol))
-    verdict = judge(replace(lock, evidence=KernelEvidence()))
+        lock = refiled(lock, {"policy": declare(facts_of(lock).policy, protocol)})
+    verdict = judge(refiled(lock, {"evidence": KernelEvidence()}))
     assert (verdict.state, verdict.codes) == (state, codes)
 
 
 def test_a_declaration_leaves_a_formats_own_rules_alone() -> None:
     lock = decode("/srv/app/job.lock", {"pid": LIVE})  # a JSON record, not a bare pid
-    assert declare(lock.policy, "kernel") is lock.policy
+    assert declare(facts_of(lock).policy, "kernel") is facts_of(lock).policy
 
 
 # --- a record's own expiry --------------------------------------------------------------

@@ -14,6 +14,7 @@ from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.decoders import decode_file, generic
+from lockwatch.sources.files.facts import facts_of
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, iso, lock_file
 
 PATH = "/var/lock/backup.lock"
@@ -53,7 +54,7 @@ def test_json_with_pid_host_and_time() -> None:
     assert lock.content == doc
     assert lock.sha256 == hashlib.sha256(text.encode()).hexdigest()
     assert lock.defects == ()
-    assert lock.policy == generic.POLICY
+    assert facts_of(lock).policy == generic.POLICY
     verdict = judge(lock)
     assert (verdict.state, verdict.codes, verdict.alive) == (State.ACTIVE, (), True)
     assert verdict.age_seconds == pytest.approx(30.0)

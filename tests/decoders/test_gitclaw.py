@@ -14,6 +14,7 @@ from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.decoders import decode_file, gitclaw
+from lockwatch.sources.files.facts import facts_of
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, lock_file
 
 ROOT = "/home/runner/work/agent/agent/.GITCLAW/state/locks"
@@ -57,7 +58,7 @@ def test_seed_lock_decodes_every_field() -> None:
     assert lock.content == json.loads(text)
     assert lock.sha256 == hashlib.sha256(text.encode()).hexdigest()
     assert lock.defects == ()
-    assert lock.policy == gitclaw.POLICY
+    assert facts_of(lock).policy == gitclaw.POLICY
 
 
 def test_run_id_from_date_now_fallback() -> None:

@@ -14,6 +14,7 @@ from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.files.decoders import decode_file, little_loops
+from lockwatch.sources.files.facts import facts_of
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, lock_file
 
 PROJECT = "/home/dev/proj"
@@ -59,7 +60,7 @@ def test_seed_lock_decodes_every_field() -> None:
     assert lock.content == json.loads(text)
     assert lock.sha256 == hashlib.sha256(text.encode()).hexdigest()
     assert lock.defects == ()
-    assert lock.policy == little_loops.POLICY
+    assert facts_of(lock).policy == little_loops.POLICY
 
 
 def test_seed_test_fixture_form() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lockwatch.model.kernel import FileKey, KernelLock
+from lockwatch.sources.filelocks import FileKey, KernelLock
 from lockwatch.sources.files.decoders.sqlite import (
     PENDING_BYTE,
     RESERVED_BYTE,

@@ -29,6 +29,7 @@ from lockwatch.clock import FrozenClock
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, evaluate
 from lockwatch.sources.files.decoders import git as git_format
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import load
 from lockwatch.sources.files.users import attach_users, scan_git_processes
 from lockwatch.sources.processes import PsutilProcesses
@@ -488,14 +489,15 @@ def test_attach_users_on_decoded_locks_follows_git(repo: Path, hold: Hold) -> No
     lock_path = str(repo / ".git" / "index.lock")
     decoded = load(lock_path)
     assert isinstance(decoded, Lock)
-    assert decoded.format == "git" and decoded.users is None
+    assert decoded.format == "git" and facts_of(decoded).users is None
     assert decoded.acquired_at is not None
 
     scan = scan_git_processes()
     assert scan is not None and scan.complete
     (attached,) = attach_users([decoded])
-    assert attached.users is not None and held.pid in attached.users
-    assert attached.holder.pid == attached.users[0] == held.pid
+    users = facts_of(attached).users
+    assert users is not None and held.pid in users
+    assert attached.holder.pid == users[0] == held.pid
     assert attach_users([attached])[0] == attached  # idempotent
 
     later = FrozenClock(decoded.acquired_at + timedelta(seconds=60))
@@ -504,7 +506,7 @@ def test_attach_users_on_decoded_locks_follows_git(repo: Path, hold: Hold) -> No
 
     held.kill()
     (again,) = attach_users([decoded])
-    assert again.users == ()
+    assert facts_of(again).users == ()
     assert again.holder.pid is None
     verdict = evaluate(again, PsutilProcesses(), later, HOST)
     assert verdict.state is State.STALE

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from lockwatch.model.lock import Holder
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.verdict import State
 from lockwatch.sources.files.decoders import decode_file, little_loops, loops_queue
+from lockwatch.sources.files.facts import facts_of, refiled
 from tests.conftest import LOCAL_HOST, NOW, ago, lock_file
 from tests.formats.common import by_name, codes, lockwatch_ls, ls_document, wait_until
 
@@ -504,10 +505,14 @@ def test_real_lock_names_the_instance() -> None:
 
 def test_pid_file_and_sentinel_decode() -> None:
     pid = decode_file(lock_file(f"{RUNNING}/sleeper-20261124T025724.pid", "15621"))
-    assert (pid.format, pid.policy, pid.defects) == ("little-loops", little_loops.PID_FILE, ())
+    assert (pid.format, facts_of(pid).policy, pid.defects) == (
+        "little-loops",
+        little_loops.PID_FILE,
+        (),
+    )
     assert pid.holder.pid == 15621
     sentinel = decode_file(lock_file(f"{RUNNING}/.acquire.lock", b""))
-    assert (sentinel.policy, sentinel.defects) == (little_loops.SENTINEL, ())
+    assert (facts_of(sentinel).policy, sentinel.defects) == (little_loops.SENTINEL, ())
     # Outside .loops/.running the same files are nobody's in particular.
     assert decode_file(lock_file("/tmp/x/sleeper.pid", "15621")).format == "generic"
 
@@ -518,7 +523,7 @@ def test_queue_entry_decodes_every_field() -> None:
     assert not loops_queue.wants(path, "dir")
     assert not loops_queue.wants(f"{ROOT}/.loops/.running/x.json", "file")
     entry = decode_file(lock_file(path, REAL_QUEUE))
-    assert (entry.format, entry.name, entry.policy) == (
+    assert (entry.format, entry.name, facts_of(entry).policy) == (
         "little-loops-queue",
         "sleeper",
         loops_queue.POLICY,
@@ -586,13 +591,13 @@ def test_two_runs_of_a_singleton_loop_conflict_whatever_their_scopes(
     first = _singleton_lock("autodev", "autodev-20261124T025724", 20, f"{ROOT}/a")
     second = _singleton_lock("autodev", "autodev-20261124T025801", 40, f"{ROOT}/b")
     if not second_singleton:
-        second = replace(second, singleton=None)
+        second = refiled(second, {"singleton_name": None})
     processes = StaticProcesses(
         ProcessFacts(20, True, ago(60.0), ancestors=(1,)),
         ProcessFacts(40, True, ago(30.0), ancestors=inner_ancestors),
     )
     judged = assess([first, second], processes, FrozenClock(NOW), LOCAL_HOST)
-    assert first.singleton == "autodev"
+    assert facts_of(first).singleton_name == "autodev"
     for _, verdict in judged:
         assert (verdict.codes == ("scope_conflict",)) is conflict
     if conflict:
@@ -606,7 +611,9 @@ def test_the_library_agrees_that_a_live_singleton_run_blocks_its_name(tmp_path: 
     manager = LockManager(tmp_path / ".loops")
     assert manager.acquire("autodev", [str(tmp_path / "a")], singleton=True)
     (held,) = (tmp_path / ".loops" / ".running").glob("autodev*.lock")
-    assert decode_file(lock_file(str(held), held.read_bytes())).singleton == "autodev"
+    assert (
+        facts_of(decode_file(lock_file(str(held), held.read_bytes()))).singleton_name == "autodev"
+    )
     conflict = manager.find_conflict(
         [str(tmp_path / "b")], caller_loop_name="autodev", caller_singleton=True
     )

@@ -28,9 +28,9 @@ import pytest
 
 from lockwatch.model.action import ActionRefused, Asked, Kind
 from lockwatch.model.blocking import from_locks
-from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.kernel.actions import ACTIONS
 from lockwatch.sources.kernel.breaking import Breaker
 from lockwatch.sources.kernel.current import locks_now

@@ -21,8 +21,8 @@ from textual.pilot import Pilot
 
 from lockwatch.actions.session import ActionSession
 from lockwatch.clock import SystemClock
-from lockwatch.model.kernel import FileKey
 from lockwatch.model.verdict import State
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files.watch import FileFeed
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.feed import KernelFeed

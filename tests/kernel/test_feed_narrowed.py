@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.verdict import State
+from lockwatch.sources.filelocks import FileKey, KernelEvidence
 from lockwatch.sources.files import evidence as evidence_module
 from lockwatch.sources.files.evidence import Evidence
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import partition, scan
 from lockwatch.sources.files.watch import FileFeed
 from lockwatch.sources.kernel.procfs import KernelTable, read_table
@@ -77,14 +78,16 @@ def test_the_feeds_look_resolves_its_own_files_only(
         evidence = feed._evidence(locks)
         assert evidence.table is not None
         files = {lock.file for lock in evidence.table.locks}
-        held_key = next(lock.file_key for lock in locks if lock.path == str(held))
+        held_key = next(facts_of(lock).file_key for lock in locks if lock.path == str(held))
         assert files == {held_key}  # the 20 others were never resolved
         assert not files & held_elsewhere
         # The same word on each lock as the whole table gives (but for the lines'
         # numbers in /proc/locks, which other locks coming and going shift).
         narrow = evidence.attach(locks)
         whole = Evidence(read_table()).attach(locks)
-        assert [_said(lock.evidence) for lock in narrow] == [_said(lock.evidence) for lock in whole]
+        assert [_said(facts_of(lock).evidence) for lock in narrow] == [
+            _said(facts_of(lock).evidence) for lock in whole
+        ]
         (judged,) = [entry for entry in feed._judge_now(narrow) if entry.lock.path == str(held)]
         assert judged.verdict.state is State.ACTIVE and "kernel_lock" in judged.verdict.codes
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.model.kernel import KernelEvidence
+from lockwatch.sources.filelocks import KernelEvidence
 from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import scan
 from lockwatch.sources.kernel.procfs import read_table
 
@@ -43,15 +44,15 @@ def test_the_table_holds_the_scanned_files_locks_and_no_others(tmp_path: Path) -
             table = kernel_table_for(listed, locks)
             assert table is not None
             files = {lock.file for lock in table.locks}
-            held_key = next(lock.file_key for lock in locks if lock.path == str(held))
+            held_key = next(facts_of(lock).file_key for lock in locks if lock.path == str(held))
             assert files == {held_key}  # the 20 others were never resolved
 
             # The verdicts' evidence is what the whole table gives (but for the lines'
             # numbers in /proc/locks, which other locks coming and going shift).
             whole = Evidence(read_table()).attach(locks)
             narrow = Evidence(table).attach(locks)
-            assert [_said(lock.evidence) for lock in narrow] == [
-                _said(lock.evidence) for lock in whole
+            assert [_said(facts_of(lock).evidence) for lock in narrow] == [
+                _said(facts_of(lock).evidence) for lock in whole
             ]
         finally:
             for handle in handles:

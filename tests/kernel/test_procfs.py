@@ -31,7 +31,7 @@ import psutil
 import pytest
 
 import lockwatch
-from lockwatch.model.kernel import FileKey, KernelLock
+from lockwatch.sources.filelocks import FileKey, KernelLock
 from lockwatch.sources.kernel.procfs import (
     KernelTable,
     OpenFiles,

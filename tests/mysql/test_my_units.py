@@ -3,6 +3,7 @@ the verdict rules, the source's shape, and that `ls` on files never loads PyMySQ
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.model.lock import Lock, StalenessPolicy
-from lockwatch.model.verdict import State
+from lockwatch.model.lock import Lock
+from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import LABEL_WIDTH, SourceError
 from lockwatch.sources.lazy import LazySource
 from lockwatch.sources.mysql.dsn import parse
@@ -93,9 +94,15 @@ def _lock(my: MyLock, idle_after: float = 60.0) -> Lock:
         format=my.kind,
         name=my.target,
         path=None,
-        policy=StalenessPolicy(idle_after=idle_after),
-        facts=my,
+        facts=dataclasses.replace(my, idle_after=idle_after),
     )
+
+
+def _judge(my: MyLock) -> Verdict:
+    """`my`'s verdict, its idle limit the source's default (60 s)."""
+    lock = _lock(my)
+    assert isinstance(lock.facts, MyLock)
+    return evaluate_my(lock, lock.facts, NOW)
 
 
 def test_rules_never_guess() -> None:
@@ -103,7 +110,7 @@ def test_rules_never_guess() -> None:
         7, "app", "127.0.0.1:5000", command="Sleep", state_since=NOW - timedelta(hours=1)
     )
     held = MyLock("s", "get_lock", "X", True, idle, "job", blocking=(9,))
-    verdict = evaluate_my(_lock(held), held, NOW)
+    verdict = _judge(held)
     assert verdict.state is State.STALE and {"idle_holder", "inferred", "blocking"} <= set(
         verdict.codes
     )
@@ -122,20 +129,20 @@ def test_rules_never_guess() -> None:
         ),
         "job",
     )
-    assert evaluate_my(_lock(alive), alive, NOW).state is State.ACTIVE
+    assert _judge(alive).state is State.ACTIVE
     gone = MyLock(
         "s", "get_lock", "X", True, MySession(7, client_process=MyClient(None, alive=False)), "job"
     )
-    assert evaluate_my(_lock(gone), gone, NOW).codes[0] == "client_dead"
+    assert _judge(gone).codes[0] == "client_dead"
     hidden = MyLock(
         "s", "get_lock", "X", True, MySession(7, hidden=True, monitor_user="mon"), "job"
     )
-    unknown = evaluate_my(_lock(hidden), hidden, NOW)
+    unknown = _judge(hidden)
     assert unknown.state is State.UNKNOWN and "GRANT PROCESS" in unknown.reasons[0].message
     head = MyLock(
         "s", "metadata_lock", "MDL_EXCLUSIVE", False, MySession(8), "t.x", queued_behind=3
     )
-    assert evaluate_my(_lock(head), head, NOW).codes == ("waiting", "ddl_queue")
+    assert _judge(head).codes == ("waiting", "ddl_queue")
 
 
 def test_a_poll_at_thousands_of_rows_builds_one_session_each() -> None:

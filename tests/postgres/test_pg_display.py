@@ -6,11 +6,12 @@ those that still wait. Pure: no server needed (tests/postgres's others use one).
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from lockwatch.model import columns
 from lockwatch.model.action import Kind
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.postgres.effect import session_effect
 from lockwatch.sources.postgres.facts import PgBackend, PgLock
@@ -65,9 +66,8 @@ def pg_lock(
         path=None,
         holder=Holder(pid=who.pid, actor=who.user),
         acquired_at=None,
-        policy=StalenessPolicy(idle_after=60.0),
         content={},
-        facts=facts,
+        facts=dataclasses.replace(facts, idle_after=60.0),
     )
 
 

@@ -7,6 +7,7 @@ for its name. The locks are an imitation of what a poll of the outage reports
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from textual.widgets import Button
 
 from lockwatch.actions.session import ActionSession
 from lockwatch.model.changes import ChangeSet, judge
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.postgres.facts import PgBackend, PgLock
@@ -62,9 +63,8 @@ def _lock(backend: PgBackend, mode: str, granted: bool, **facts: object) -> Lock
         path=None,
         holder=Holder(pid=backend.pid, actor=backend.user, session=backend.application),
         acquired_at=None,
-        policy=StalenessPolicy(idle_after=60.0),
         content={"target": TARGET, "pid": backend.pid, "mode": mode, "granted": granted},
-        facts=pg,
+        facts=dataclasses.replace(pg, idle_after=60.0),
     )
 
 

@@ -7,10 +7,11 @@ test_pg_ddl_queue.py's."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from lockwatch.model.action import Asked, Kind
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.verdict import State
 from lockwatch.sources.postgres import display
 from lockwatch.sources.postgres.actions import ACTIONS, queue_choices
@@ -45,9 +46,8 @@ def lock_of(facts: PgLock, name: str = "public.orders") -> Lock:
         path=None,
         holder=Holder(pid=facts.backend.pid, actor=facts.backend.user),
         acquired_at=None,
-        policy=StalenessPolicy(idle_after=60.0),
         content={"target": TARGET},
-        facts=facts,
+        facts=dataclasses.replace(facts, idle_after=60.0),
     )
 
 

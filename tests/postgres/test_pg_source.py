@@ -24,7 +24,7 @@ from lockwatch.clock import FrozenClock, SystemClock
 from lockwatch.model.blocking import BlockingTree, BlockNode, build
 from lockwatch.model.compact import Row
 from lockwatch.model.humanize import duration
-from lockwatch.model.lock import Lock, StalenessPolicy
+from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources.postgres.dsn import display_name
@@ -378,7 +378,8 @@ async def test_row_lock_chain_with_idle_in_transaction_holder(
     assert v.state is State.STALE
     assert v.codes == ("idle_in_transaction", "inferred", "blocking")
     # The same holder under the default threshold (60 s) is not stale yet.
-    patient = dataclasses.replace(remote, policy=StalenessPolicy(idle_after=60.0))
+    assert isinstance(remote.facts, PgLock)
+    patient = dataclasses.replace(remote, facts=dataclasses.replace(remote.facts, idle_after=60.0))
     v = verdict(patient, clock)
     assert v.state is State.ACTIVE and v.codes == ("blocking",)
     assert isinstance(remote.facts, PgLock) and remote.facts.backend.state_since is not None

@@ -15,11 +15,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from lockwatch.model import blocking
 from lockwatch.model.board import Board
 from lockwatch.model.changes import ChangeSet, Entry, judge
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.serve.metrics import Figures, families, figures
+from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.policy import StalenessPolicy
 from lockwatch.sources.remote.facts import RemoteOrigin
 from tests.conftest import LOCAL_HOST, NOW
 from tests.facts_of import PgLock, pg_of
@@ -61,7 +63,7 @@ def dead_pid_lock(name: str, age: float, directory: str = "/srv/locks") -> Lock:
         path=f"{directory}/{name}.pid",
         holder=Holder(pid=70000),
         acquired_at=NOW - timedelta(seconds=age),
-        policy=StalenessPolicy(pid_liveness=True),
+        facts=FileFacts(StalenessPolicy(pid_liveness=True)),
     )
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lock import Lock
+from lockwatch.sources.filelocks import KernelLock
 from lockwatch.sources.files.evidence import Evidence
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import load
 from lockwatch.sources.kernel.procfs import KernelTable
 
@@ -16,19 +17,21 @@ from lockwatch.sources.kernel.procfs import KernelTable
 def pid_lock(path: Path) -> Lock:
     path.write_text("1\n")
     lock = load(str(path))
-    assert isinstance(lock, Lock) and lock.file_key is not None
+    assert isinstance(lock, Lock) and facts_of(lock).file_key is not None
     return lock
 
 
 def test_a_held_lock_is_remembered_with_its_path(tmp_path: Path) -> None:
     lock = pid_lock(tmp_path / "worker.pid")
-    assert lock.file_key is not None
+    key = facts_of(lock).file_key
+    assert key is not None
     pid = os.getpid()
-    held = KernelTable((KernelLock(1, "FLOCK", "WRITE", lock.file_key, 0, None, pid),))
+    held = KernelTable((KernelLock(1, "FLOCK", "WRITE", key, 0, None, pid),))
     evidence = Evidence(held, remote=frozenset())
     (attached,) = evidence.attach([lock])
-    assert attached.evidence is not None and attached.evidence.holds
-    assert evidence.held_seen == {lock.file_key: lock.path}
+    said = facts_of(attached).evidence
+    assert said is not None and said.holds
+    assert evidence.held_seen == {key: lock.path}
     # Nothing held, nothing remembered.
     quiet = Evidence(KernelTable(()), remote=frozenset())
     quiet.attach([lock])
@@ -37,15 +40,16 @@ def test_a_held_lock_is_remembered_with_its_path(tmp_path: Path) -> None:
 
 def test_was_held_only_for_the_lock_that_was_seen_held(tmp_path: Path) -> None:
     lock = pid_lock(tmp_path / "worker.pid")
-    key = lock.file_key
+    key = facts_of(lock).file_key
     assert key is not None and lock.path is not None
     released = KernelTable(())
 
     def was_held(remembered_path: str) -> bool:
         evidence = Evidence(released, remote=frozenset(), was_held={key: remembered_path})
         (attached,) = evidence.attach([lock])
-        assert attached.evidence is not None
-        return attached.evidence.was_held
+        said = facts_of(attached).evidence
+        assert said is not None
+        return said.was_held
 
     assert was_held(lock.path)
     # Another lock was held on this inode before (the file removed, the inode given

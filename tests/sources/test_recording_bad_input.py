@@ -14,6 +14,7 @@ from lockwatch.model.changes import ChangeSet, Entry
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.status import SourceStatus
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.files.facts import FileFacts
 from lockwatch.sources.recording import FORMAT, Recorder, ReplayFeed
 from tests.conftest import NOW
 
@@ -26,7 +27,15 @@ def change(seconds: float, *upserts: Entry) -> ChangeSet:
 
 
 def lock_entry(pid: int) -> Entry:
-    lock = Lock("file:/srv/a.lock", "file", "generic", "a", "/srv/a.lock", Holder(pid=pid))
+    lock = Lock(
+        "file:/srv/a.lock",
+        "file",
+        "generic",
+        "a",
+        "/srv/a.lock",
+        Holder(pid=pid),
+        facts=FileFacts(),
+    )
     return Entry(lock, Verdict(State.ACTIVE))
 
 

@@ -22,6 +22,9 @@ from lockwatch.model.changes import ChangeSet
 from lockwatch.model.facts import Facts
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record
+from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.policy import NO_POLICY
+from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.recording import ReplayFeed
 from tests.conftest import NOW
 
@@ -40,12 +43,29 @@ def test_every_old_lock_reads_with_its_facts_in_the_one_field() -> None:
     locks = [entry.lock for change in sets for entry in change.upserts]
     assert len(locks) == 33
     kinds = {type(lock.facts).__name__ for lock in locks if lock.facts is not None}
-    # Every family the old Lock had a field for arrives as its source's facts.
-    assert kinds == {"PgLock", "KernelFacts", "StoreLock", "RemoteOrigin"}
-    assert all(isinstance(lock.facts, Facts) for lock in locks if lock.facts is not None)
+    # Every family the old Lock had a field for arrives as its source's facts, and
+    # a lock file's own fields (its policy, the kernel's word) as the file's facts.
+    assert kinds == {"PgLock", "KernelFacts", "StoreLock", "RemoteOrigin", "FileFacts"}
+    assert all(isinstance(lock.facts, Facts) for lock in locks)
     by_source = {lock.source: type(lock.facts).__name__ for lock in locks if lock.facts}
     assert by_source["postgres"] == "PgLock" and by_source["kernel"] == "KernelFacts"
     assert by_source["redis"] == "StoreLock"
+    # A lock file here reads with the file's facts (another host's, with its origin).
+    assert {type(lock.facts).__name__ for lock in locks if lock.source == "file"} == {
+        "FileFacts",
+        "RemoteOrigin",
+    }
+
+
+def test_old_file_fields_and_idle_limits_read_as_their_sources_facts() -> None:
+    locks = [entry.lock for change in _change_sets() for entry in change.upserts]
+    files = [lock.facts for lock in locks if isinstance(lock.facts, FileFacts)]
+    assert files
+    assert any(facts.policy != NO_POLICY for facts in files)
+    assert any(facts.evidence is not None for facts in files)
+    # PostgreSQL's idle limit was its lock's policy's: its facts' own now.
+    limits = {lock.facts.idle_after for lock in locks if isinstance(lock.facts, PgLock)}
+    assert limits == {60.0}
 
 
 # Fields added to the JSON contract since that release (additions only: a field
@@ -96,3 +116,41 @@ def test_an_old_field_that_holds_no_facts_is_a_codec_error() -> None:
     # The new field is checked by its type, as every field is.
     with pytest.raises(codec.CodecError, match="expected a Facts"):
         codec.loads_line(old + b',"facts":{"~":"Holder","pid":1}}')
+
+
+def test_every_old_file_field_reads_as_the_files_facts() -> None:
+    """A lock file's line as that release wrote it, every field it had set: each
+    old field of the lock is its file facts' field now."""
+    key = {"~": "FileKey", "device": "8:1", "inode": 7}
+    why = {"~": "Reason", "code": "unreadable", "message": "cannot read /srv now"}
+    old = {
+        "~": "Lock",
+        "id": "file:/srv/x.lock",
+        "source": "file",
+        "format": "generic",
+        "name": "x",
+        "path": "/srv/x.lock",
+        "policy": {"~": "StalenessPolicy", "pid_liveness": True, "max_age": 30.0},
+        "file_key": key,
+        "entry": "dir",
+        "evidence": {"~": "KernelEvidence", "waiters": 2, "open_by": [4, 5]},
+        "kernel_file": "/srv/state",
+        "users": [4],
+        "singleton": "loop",
+        "unseen": why,
+        "unread": why,
+        "modified_at": {"~t": "2026-11-21T12:00:00Z"},
+    }
+    lock = codec.decode(old)
+    assert isinstance(lock, Lock) and isinstance(lock.facts, FileFacts)
+    facts = lock.facts
+    assert facts.policy.pid_liveness and facts.policy.max_age == 30.0
+    assert (facts.file_key, facts.entry, facts.kernel_file) == (
+        codec.decode(key),
+        "dir",
+        "/srv/state",
+    )
+    assert facts.evidence is not None and facts.evidence.open_by == (4, 5)
+    assert (facts.users, facts.singleton_name) == ((4,), "loop")
+    assert facts.unseen == facts.unread == codec.decode(why)
+    assert facts.modified_at is not None and facts.modified_at.year == 2026

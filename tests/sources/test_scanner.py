@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lockwatch.sources.files import scanner
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import MAX_LOCK_BYTES, is_lock_name, scan
 
 
@@ -178,7 +179,7 @@ def test_an_unreadable_file_is_a_row_and_an_unreadable_directory_an_error(
     monkeypatch.setattr("lockwatch.sources.files.scanner.os.scandir", denying_scandir)
     result = scan([str(tmp_path)])
     assert list(by_name(result)) == ["ok.lock", "secret.lock"]
-    [unread] = [lock.unread for lock in result.locks if lock.path == str(secret)]
+    [unread] = [facts_of(lock).unread for lock in result.locks if lock.path == str(secret)]
     assert unread is not None and unread.code == "permission_denied", unread
     assert "Permission denied" in unread.message and result.unread == 1
     assert [(e.path, e.code) for e in result.errors] == [(str(closed), "permission_denied")]

@@ -26,6 +26,7 @@ from lockwatch.fanout import Streamed
 from lockwatch.model.board import Board
 from lockwatch.sources.feed import Coalescer, Differ
 from lockwatch.sources.files import watch
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.pieces import CHUNK_FIRST
 from lockwatch.sources.files.scanner import Candidate, partition, scan, scan_chunks
 from lockwatch.sources.files.watch import FileFeed
@@ -350,13 +351,13 @@ async def test_the_feed_keeps_decoded_locks_only_where_the_kernel_changed_them(
         feed = feed_on(tmp_path)
         seen = await first_scan(feed)
         shown = seen.current[f"file:{held}"].lock
-        if shown.evidence is None:
+        if facts_of(shown).evidence is None:
             pytest.skip("/proc/locks cannot be read here")
         assert shown.holder.pid == os.getpid()
         assert set(feed.decoded.kept()) == {shown.id}
         assert feed.decoded.kept()[shown.id].holder.pid == never_running_pid()
         for judged in seen.current.values():
-            assert feed.decoded.of(judged.lock).evidence is None
+            assert facts_of(feed.decoded.of(judged.lock)).evidence is None
 
 
 async def test_a_rescan_sends_only_what_changed(tmp_path: Path) -> None:

@@ -12,10 +12,12 @@ from datetime import timedelta
 from lockwatch.clock import FrozenClock
 from lockwatch.model.board import Board
 from lockwatch.model.changes import ChangeSet, Entry, judge
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import State, evaluate
+from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.policy import StalenessPolicy
 from lockwatch.sources.files.unseen import unreadable
 from tests.conftest import LOCAL_HOST, NOW, alive
 
@@ -34,7 +36,7 @@ def lock(path: str, **changes: object) -> Lock:
         "path": path,
         "holder": Holder(pid=PID),
         "acquired_at": NOW - timedelta(seconds=10),
-        "policy": POLICY,
+        "facts": FileFacts(POLICY),
         "sha256": "ab" * 32,
     }
     fields.update(changes)

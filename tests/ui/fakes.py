@@ -17,6 +17,7 @@ exactly as the real feeds do.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -26,11 +27,11 @@ from textual.pilot import Pilot
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.changes import ChangeSet, Entry, judge
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Emit
+from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders import decode_file
 from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.evidence import with_evidence
@@ -585,9 +586,8 @@ def _pg_lock(
         path=None,
         holder=holder,
         acquired_at=wait_start,
-        policy=StalenessPolicy(idle_after=DEFAULT_IDLE_AFTER),
         content={"locktype": locktype, "mode": mode, "granted": granted, "pid": backend.pid},
-        facts=pg,
+        facts=dataclasses.replace(pg, idle_after=DEFAULT_IDLE_AFTER),
     )
 
 

@@ -23,6 +23,7 @@ from textual.pilot import Pilot
 from lockwatch.clock import SystemClock
 from lockwatch.model.events import EventKind
 from lockwatch.model.verdict import State
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.watch import FileFeed
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.panels import EmptyState
@@ -241,7 +242,7 @@ async def test_a_lock_directory_and_what_is_put_inside_it(root: Path) -> None:
         path.mkdir()
         await until(pilot, lambda: lock in app.rows.ids, "the lock directory's row")
         entry = app.board.entries[lock]
-        assert entry.lock.format == "mkdir" and entry.lock.entry == "dir"
+        assert entry.lock.format == "mkdir" and facts_of(entry.lock).entry == "dir"
         assert entry.lock.content == {"entries": []}
 
         # What lockfile's MkdirLockFile writes inside: `<host>.<pid>`.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lockwatch.model.blocking import KERNEL_GROUP, NodeId, build, from_locks, group
-from lockwatch.model.kernel import FileKey, KernelLock
+from lockwatch.model.blocking import NodeId, build, from_locks, group
 from lockwatch.model.lock import Holder, Lock
+from lockwatch.sources.filelocks import KERNEL_GROUP, FileKey, KernelLock
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.ids import kernel_lock_id
 

@@ -7,7 +7,6 @@ Postgres locks come from pg_locks rows, as the pg feed builds them.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -16,11 +15,13 @@ from lockwatch.model import board as board_module
 from lockwatch.model.board import Applied, Board
 from lockwatch.model.changes import ChangeSet, Entry, judge, merge, same
 from lockwatch.model.events import Event, EventKind
-from lockwatch.model.lock import Lock, StalenessPolicy
+from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State
 from lockwatch.sources.files.decoders import decode_file
+from lockwatch.sources.files.facts import refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 from lockwatch.sources.postgres.records import to_locks
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, iso, lock_file
 from tests.facts_of import PgLock
@@ -497,7 +498,7 @@ def test_verdict_at_keeps_scope_conflicts_of_live_locks() -> None:
 
 def test_verdict_at_drops_conflicts_of_a_lock_no_longer_live() -> None:
     # A scoped lock that time alone makes stale (no shipped format has one yet).
-    aging = replace(FIX, policy=StalenessPolicy(pid_liveness=True, max_age=300.0))
+    aging = refiled(FIX, {"policy": StalenessPolicy(pid_liveness=True, max_age=300.0)})
     board = Board(LOCAL_HOST)
     board.apply(full(FILES, *judged(aging, REFACTOR)))
     assert board.verdict(FIX.id).codes == ("scope_conflict",)

@@ -15,10 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockwatch.model.codec import CodecError, decode, dumps_line, encode, loads_line, register
-from lockwatch.model.lock import NO_HOLDER, NO_POLICY, Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.policy import NO_POLICY, StalenessPolicy
 from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgLock
 from tests.facts_of import pg_of
 
@@ -75,7 +77,6 @@ POLICY = StalenessPolicy(
     max_age_inclusive=True,
     foreign_max_age=600.0,
     heartbeat=True,
-    idle_after=60.0,
     heartbeat_late_fraction=0.5,
 )
 
@@ -94,7 +95,7 @@ def file_lock(i: int = 1, **changes: Any) -> Lock:
         "scope": ("repo/a", "repo/b"),
         "content": {"pid": 4242, "host": "tower-01", "tags": ["a", {"b": None}], "ttl": 30.5},
         "sha256": "ab" * 32,
-        "policy": POLICY,
+        "facts": FileFacts(POLICY),
         "defects": (Reason("schema_violation", "pid must be a number"),),
         "notes": (Reason("foreign_host", "written on host tower-01"),),
     }
@@ -129,8 +130,8 @@ def pg_lock(i: int, session: PgBackend, key: AdvisoryKey | None = None) -> Lock:
         path=None,
         holder=Holder(pid=session.pid, actor="app"),
         acquired_at=NOW - timedelta(seconds=100),
-        policy=StalenessPolicy(idle_after=60.0),
         facts=PgLock(
+            idle_after=60.0,
             server="postgresql://app@db/main",
             locktype="advisory",
             mode="ExclusiveLock",
@@ -170,7 +171,8 @@ def verdict(**changes: Any) -> Verdict:
 
 
 def test_file_lock_with_every_field_set() -> None:
-    lock = file_lock(unseen=Reason("unreadable", "cannot read /srv/locks now (Permission denied)"))
+    unseen = Reason("unreadable", "cannot read /srv/locks now (Permission denied)")
+    lock = file_lock(facts=FileFacts(POLICY, unseen=unseen, users=(7, 8), singleton_name="s"))
     back = both_ways(lock)
     same_lock(lock, back)
     assert type(back.scope) is tuple and type(back.defects) is tuple
@@ -179,10 +181,14 @@ def test_file_lock_with_every_field_set() -> None:
 
 
 def test_minimal_lock() -> None:
-    lock = Lock("file:/x", "file", "generic", "x", None)
+    lock = Lock("pg:x", "postgres", "pg_locks", "x", None)
     back = both_ways(lock)
     same_lock(lock, back)
-    assert back.holder is NO_HOLDER and back.policy is NO_POLICY
+    assert back.holder is NO_HOLDER and back.facts is None
+    filed = Lock("file:/x", "file", "generic", "x", None, facts=FileFacts())
+    back = both_ways(filed)
+    same_lock(filed, back)
+    assert isinstance(back.facts, FileFacts) and back.facts.policy is NO_POLICY
 
 
 @pytest.mark.parametrize(
@@ -388,7 +394,9 @@ def test_defaults_are_left_out_and_restored() -> None:
         "pid": 3,
         "alive": False,
     }
-    lock = Lock("file:/x", "file", "generic", "x", None, holder=Holder(), policy=StalenessPolicy())
+    lock = Lock(
+        "file:/x", "file", "generic", "x", None, holder=Holder(), facts=FileFacts(StalenessPolicy())
+    )
     assert encode(lock) == {
         "~": "Lock",
         "id": "file:/x",
@@ -396,6 +404,7 @@ def test_defaults_are_left_out_and_restored() -> None:
         "format": "generic",
         "name": "x",
         "path": None,
+        "facts": {"~": "FileFacts"},
     }
     assert decode(encode(lock)) == lock
     # A non-default value equal to the default by == but of another type is kept.
@@ -649,18 +658,27 @@ LOCKS = st.builds(
     scope=st.lists(ANY_TEXT, max_size=3).map(tuple),
     content=CONTENT | st.text(),
     sha256=st.none() | st.text("0123456789abcdef", min_size=64, max_size=64),
-    policy=st.builds(
-        StalenessPolicy,
-        pid_liveness=st.booleans(),
-        max_age=st.none() | FLOATS,
-        max_age_inclusive=st.booleans(),
-        heartbeat=st.booleans(),
-        idle_after=st.none() | FLOATS,
-        heartbeat_late_fraction=FLOATS,
-    ),
     defects=REASONS,
     notes=REASONS,
-    facts=st.none() | PG,
+    facts=st.none()
+    | PG
+    | st.builds(
+        FileFacts,
+        policy=st.builds(
+            StalenessPolicy,
+            pid_liveness=st.booleans(),
+            max_age=st.none() | FLOATS,
+            max_age_inclusive=st.booleans(),
+            heartbeat=st.booleans(),
+            heartbeat_late_fraction=FLOATS,
+        ),
+        users=st.none() | st.lists(INT64, max_size=3).map(tuple),
+        singleton_name=st.none() | ANY_TEXT,
+    ),
+).filter(
+    # A lock file always has its facts; one without reads back with the default
+    # ones (a recording made before the facts kept a file's fields on the lock).
+    lambda lock: lock.source != "file" or lock.facts is not None
 )
 VERDICTS = st.builds(
     Verdict,

@@ -11,8 +11,10 @@ import pytest
 
 from lockwatch.model import columns
 from lockwatch.model.columns import Said
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.policy import StalenessPolicy
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 DEMO = "lockwatch-demo-67f5e5a2/"
@@ -61,7 +63,7 @@ def lock(**fields: object) -> Lock:
         "path": "/x.lock",
         "holder": Holder(pid=4242, host="db1", actor="deploy"),
         "acquired_at": NOW - timedelta(seconds=75),
-        "policy": StalenessPolicy(),
+        "facts": FileFacts(StalenessPolicy()),
         "content": {},
     }
     base.update(fields)

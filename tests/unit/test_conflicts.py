@@ -15,6 +15,7 @@ from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.files.decoders import decode_file, little_loops
+from lockwatch.sources.files.facts import FileFacts
 from tests.conftest import LOCAL_HOST, NOW, ago, alive, iso, lock_file
 
 # --- overlapping_pairs -----------------------------------------------------------------
@@ -164,7 +165,7 @@ def make_lock(name: str, scope: Sequence[str], fmt: str = little_loops.FORMAT) -
         holder=Holder(pid=100),
         acquired_at=ago(60),
         scope=tuple(scope),
-        policy=little_loops.POLICY,
+        facts=FileFacts(little_loops.POLICY),
     )
 
 

@@ -12,13 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lockwatch.clock import FrozenClock
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts, StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate
 from lockwatch.sources import registry
+from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders import generic
 from lockwatch.sources.files.evidence import with_evidence
+from lockwatch.sources.files.facts import FileFacts, refiled
 from lockwatch.sources.files.ids import file_id, file_path
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.ids import KernelId, kernel_id, kernel_lock_id, parse_kernel
@@ -54,9 +55,8 @@ def lock_file(
         path="/locks/x.lock",
         holder=Holder(pid=pid),
         acquired_at=ago(60),
-        policy=policy,
         defects=defects,
-        file_key=KEY,
+        facts=FileFacts(policy, KEY),
     )
 
 
@@ -132,7 +132,7 @@ def test_no_evidence_keeps_the_files_own_rules() -> None:
 def test_a_kernel_only_sentinel_without_the_kernels_word_is_unknown() -> None:
     # Terraform's lock.info, little-loops' .acquire.lock: the tool asks the
     # kernel only, so without /proc/locks nobody here can tell.
-    lock = replace(lock_file(), policy=replace(generic.SENTINEL, kernel_only=True))
+    lock = refiled(lock_file(), {"policy": replace(generic.SENTINEL, kernel_only=True)})
     _, verdict = judge(lock, None)
     assert (verdict.state, verdict.codes) == (State.UNKNOWN, ("no_kernel_evidence",))
     _, verdict = judge(lock, KernelEvidence())
@@ -160,7 +160,9 @@ def test_a_bare_sentinels_mtime_is_no_age_once_the_kernel_decides() -> None:
 def test_seed_formats_are_not_sentinels() -> None:
     from lockwatch.sources.files.decoders import clawdbot
 
-    lock = replace(lock_file(pid=DEAD, sentinel=False), policy=clawdbot.POLICY, format="clawdbot")
+    lock = refiled(
+        lock_file(pid=DEAD, sentinel=False), {"policy": clawdbot.POLICY}, format="clawdbot"
+    )
     _, verdict = judge(lock, KernelEvidence(was_held=True))
     assert verdict.state is State.STALE
 

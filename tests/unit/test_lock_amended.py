@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.lock import Holder, Lock, Reason, amended
+from lockwatch.sources.filelocks import FileKey, KernelEvidence
+from lockwatch.sources.files.facts import FileFacts, refiled
 
 
 def a_lock() -> Lock:
@@ -23,7 +24,7 @@ def a_lock() -> Lock:
         content={"pid": 42},
         sha256="ab" * 32,
         defects=(Reason("bad", "bad"),),
-        file_key=FileKey("8:1", 7),
+        facts=FileFacts(file_key=FileKey("8:1", 7)),
     )
 
 
@@ -32,8 +33,8 @@ def a_lock() -> Lock:
     [
         {},
         {"content": None},
-        {"evidence": KernelEvidence(), "holder": Holder(pid=7), "acquired_at": None},
-        {"id": "file:/elsewhere", "entry": "dir", "users": (1, 2)},
+        {"facts": FileFacts(evidence=KernelEvidence()), "holder": Holder(pid=7)},
+        {"id": "file:/elsewhere", "acquired_at": None},
     ],
 )
 def test_amended_is_replace(changes: dict[str, object]) -> None:
@@ -50,3 +51,34 @@ def test_amended_is_replace(changes: dict[str, object]) -> None:
 def test_amended_refuses_a_field_lock_has_not() -> None:
     with pytest.raises(TypeError, match="no field 'pdi'"):
         amended(a_lock(), pdi=3)
+
+
+@pytest.mark.parametrize(
+    ("facts", "changes"),
+    [
+        ({}, {}),
+        ({"evidence": KernelEvidence(), "users": (1, 2)}, {"holder": Holder(pid=7)}),
+        ({"entry": "dir"}, {"id": "file:/elsewhere", "acquired_at": None}),
+    ],
+)
+def test_refiled_is_replace_of_lock_and_facts(
+    facts: dict[str, object], changes: dict[str, object]
+) -> None:
+    lock = a_lock()
+    made = refiled(lock, facts, **changes)
+    was = lock.facts
+    assert isinstance(was, FileFacts)
+    wanted = dataclasses.replace(
+        lock,
+        facts=dataclasses.replace(was, **facts),  # type: ignore[arg-type]
+        **changes,  # type: ignore[arg-type]
+    )
+    assert made == wanted and made.facts == wanted.facts
+    assert lock == a_lock()  # the original untouched
+
+
+def test_refiled_refuses_a_field_file_facts_have_not() -> None:
+    with pytest.raises(TypeError, match="no field 'policy'"):
+        refiled(a_lock(), {}, policy=3)
+    with pytest.raises(TypeError, match="no field 'pdi'"):
+        refiled(a_lock(), {"pdi": 3})

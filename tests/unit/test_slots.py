@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from lockwatch.model.changes import Entry
-from lockwatch.model.kernel import FileKey, KernelEvidence
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import ProcessFacts
 from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.verdict import Verdict
+from lockwatch.sources.filelocks import FileKey, KernelEvidence
+from lockwatch.sources.files.facts import FileFacts
 
-SPED_UP = (Lock, Holder, Reason, Verdict, Entry, FileKey, KernelEvidence, ProcessFacts)
+SPED_UP = (Lock, Holder, Reason, Verdict, Entry, FileKey, KernelEvidence, ProcessFacts, FileFacts)
 
 
 @dataclass(frozen=True, slots=True)

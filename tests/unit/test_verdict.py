@@ -14,10 +14,12 @@ import pytest
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.assess import assess
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.process import HostPid, ProcessFacts, ProcessLookup, StaticProcesses
 from lockwatch.model.verdict import State, Verdict, evaluate, same_host
 from lockwatch.sources.files.decoders import clawdbot, generic, gitclaw, little_loops, tower_fleet
+from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.policy import StalenessPolicy
 from tests.conftest import LOCAL_HOST, NOW, ago, alive
 
 MS = 0.001
@@ -52,9 +54,9 @@ def make_lock(
         acquired_at=acquired_at,
         heartbeat_at=heartbeat_at,
         ttl_seconds=ttl,
-        policy=policy,
         defects=defects,
         notes=notes,
+        facts=FileFacts(policy),
     )
 
 

@@ -13,6 +13,7 @@ from lockwatch.model.action import Asked, Doing, Done, Kind, Plan, decoded, refu
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase, Choices
 from lockwatch.sources.files import ids
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def _refusal(lock: Lock) -> tuple[str, str] | None:
         return ("not_regular_file", f"{lock.path} is not a regular file")
     if "too_large" in codes:
         return ("too_large", f"{lock.path} is too large to be a lock; look at it by hand")
-    if lock.unread is not None:
+    if facts_of(lock).unread is not None:
         # Its bytes were never read: no digest to compare right before a move.
         return (
             "permission_denied",
@@ -62,7 +63,7 @@ def _kernel_held(kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan
     from lockwatch.sources.kernel.ids import kernel_lock_id
 
     assert lock.path is not None
-    evidence = lock.evidence
+    evidence = facts_of(lock).evidence
     if evidence is not None and evidence.holds and kind is not Kind.CANCEL:
         hold = evidence.holds[0]
         if kind is Kind.BREAK and len(evidence.holds) == 1 and asked.given.get("signal"):
@@ -127,7 +128,7 @@ def _steal(
         )
     # Heartbeat formats record the writer's pid (informational); the others' liveness
     # is the pid: the operator's shell, or lockwatch itself.
-    pid = new_holder.own_pid if lock.policy.heartbeat else new_holder.pid
+    pid = new_holder.own_pid if facts_of(lock).policy.heartbeat else new_holder.pid
     terms = f"pid {pid} on {new_holder.host}"
     if lock.ttl_seconds is not None:
         terms += f", ttl {duration(lock.ttl_seconds)}"
@@ -206,7 +207,7 @@ class FileActions(ActionsBase):
     def choices(self, kind: Kind, lock: Lock) -> Choices | None:
         """A lock file one kernel lock is held on: its break signals the holders,
         with the kernel's choice of signal."""
-        evidence = lock.evidence
+        evidence = facts_of(lock).evidence
         if kind is not Kind.BREAK or evidence is None or len(evidence.holds) != 1:
             return None
         from lockwatch.sources.kernel.actions import SIGNAL_CHOICES
@@ -228,7 +229,7 @@ class FileActions(ActionsBase):
                 stamp=doing.stamp,
                 token=doing.action_id,
                 tombstone_dir=doing.tombstone_dir,
-                listed=lock.file_key,
+                listed=facts_of(lock).file_key,
             )
             new_hash = cas.sha256_hex(plan.new_content)
             details = {
@@ -249,9 +250,9 @@ class FileActions(ActionsBase):
             seen,
             stamp=doing.stamp,
             tombstone_dir=doing.tombstone_dir,
-            entry=lock.entry,
+            entry=facts_of(lock).entry,
             # The very file that was listed; a release's lock was rewritten by heartbeats.
-            listed=lock.file_key if plan.kind is Kind.BREAK else None,
+            listed=facts_of(lock).file_key if plan.kind is Kind.BREAK else None,
         )
         verb = "released" if plan.kind is Kind.RELEASE else "broke"
         message = f"{verb} {lock.path}; kept in {moved.tombstone}"
@@ -265,7 +266,7 @@ class FileActions(ActionsBase):
         return {"source": self.name, "id": ids.file_id(path), "path": path}
 
     def rejudge(self, lock: Lock, clock: Clock, host: str) -> Verdict:
-        if lock.evidence is not None:
+        if facts_of(lock).evidence is not None:
             # The kernel's word as it is now: someone may have taken the lock.
             from lockwatch.sources.files.evidence import Evidence, kernel_table
 

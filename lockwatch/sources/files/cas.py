@@ -32,7 +32,7 @@ from typing import NoReturn
 
 from lockwatch.model.action import ActionFailed as ActionFailed  # re-exported: callers catch them
 from lockwatch.model.action import ActionRefused as ActionRefused
-from lockwatch.model.kernel import FileKey
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files.scanner import (
     MAX_DIR_ENTRIES,
     MAX_LOCK_BYTES,

@@ -16,8 +16,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 
 from lockwatch.model.changes import Entry
-from lockwatch.model.kernel import FileKey
-from lockwatch.model.lock import Lock, amended
+from lockwatch.model.lock import Lock
+from lockwatch.sources.filelocks import FileKey
+from lockwatch.sources.files.facts import FileFacts, facts_of, refiled
 
 
 class DecodedLocks:
@@ -50,15 +51,17 @@ def as_decoded(lock: Lock) -> Lock:
     """`lock` without the kernel's word and its users: the lock as decoded from
     its file, unless the kernel's word changed more (a holder or an age it
     replaced: then the feed keeps the decoded lock itself)."""
-    if lock.evidence is None and lock.users is None:
+    if facts_of(lock).evidence is None and facts_of(lock).users is None:
         return lock
-    return amended(lock, evidence=None, users=None)
+    return refiled(lock, {"evidence": None, "users": None})
 
 
 # What the kernel's word (Evidence.attach) adds to a decoded lock; any other field
 # it changed makes `as_decoded` wrong for that lock.
+# (Those are its file facts' fields: the rest of its facts and of the lock are kept.)
 _ADDED = frozenset({"evidence", "users"})
-_KEPT = operator.attrgetter(*(f.name for f in fields(Lock) if f.name not in _ADDED))
+_KEPT = operator.attrgetter(*(f.name for f in fields(Lock) if f.name != "facts"))
+_KEPT_FACTS = operator.attrgetter(*(f.name for f in fields(FileFacts) if f.name not in _ADDED))
 
 
 def worth_keeping(decoded: Sequence[Lock], attached: Sequence[Lock]) -> list[Lock]:
@@ -73,15 +76,15 @@ def worth_keeping(decoded: Sequence[Lock], attached: Sequence[Lock]) -> list[Loc
 def kernel_may_move(lock: Lock, keys: set[FileKey]) -> bool:
     """Whether the kernel's word on `lock` may differ from what it has, given
     the files /proc/locks names now (`keys`)."""
-    policy = lock.policy
-    if lock.kernel_file is not None or policy.kernel_sentinel or policy.held_while_used:
+    policy = facts_of(lock).policy
+    if facts_of(lock).kernel_file is not None or policy.kernel_sentinel or policy.held_while_used:
         return True  # another file's, who has it open, who works on it: looked at again
-    if lock.file_key is None:
+    if facts_of(lock).file_key is None:
         return False  # nothing the kernel could say
-    evidence = lock.evidence
+    evidence = facts_of(lock).evidence
     if evidence is None:
         return True  # never asked (/proc/locks was unreadable then)
-    return lock.file_key in keys or bool(
+    return facts_of(lock).file_key in keys or bool(
         evidence.holds or evidence.waiters or evidence.open_by or evidence.open_unknown
     )
 
@@ -89,25 +92,29 @@ def kernel_may_move(lock: Lock, keys: set[FileKey]) -> bool:
 def only_kernel_added(decoded: Lock, lock: Lock) -> bool:
     """Whether `as_decoded(lock)` is `decoded` (compared field by field: cheaper
     than building it, for every lock of a scan)."""
-    if decoded.evidence is not None or decoded.users is not None:
+    was = facts_of(decoded)
+    if was.evidence is not None or was.users is not None:
         return False
     if lock is decoded:
         return True
     before, after = _KEPT(decoded), _KEPT(lock)
     # The same objects, as `amended` leaves them, nearly always: no == needed.
+    if not (all(map(operator.is_, before, after)) or before == after):
+        return False
+    before, after = _KEPT_FACTS(was), _KEPT_FACTS(facts_of(lock))
     return all(map(operator.is_, before, after)) or before == after
 
 
 def kernel_view(lock: Lock) -> tuple[object, ...]:
     """What of the kernel's word changes a verdict: who holds, who has it open
     (and who works on what it guards)."""
-    evidence = lock.evidence
+    evidence = facts_of(lock).evidence
     if evidence is None:
-        return (lock.users,)
+        return (facts_of(lock).users,)
     return (
         tuple((hold.holder_pid, hold.type, hold.mode) for hold in evidence.holds),
         evidence.waiters,
         evidence.open_by,
         evidence.was_held,
-        lock.users,
+        facts_of(lock).users,
     )

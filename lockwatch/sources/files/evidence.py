@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from lockwatch.model.kernel import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
-from lockwatch.model.lock import Lock, Reason, amended
+from lockwatch.model.lock import Lock, Reason
+from lockwatch.sources.filelocks import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import kernel_file
+from lockwatch.sources.files.facts import facts_of, refiled
 from lockwatch.sources.files.mounts import remote_devices
 from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
 from lockwatch.sources.files.users import GitProcesses, attach_users, scan_git_processes
@@ -45,25 +46,29 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
     held kernel lock names the holder: its process, not the pid the file may
     still record."""
     if evidence is None:
-        return lock if lock.evidence is None else amended(lock, evidence=None)
+        return lock if facts_of(lock).evidence is None else refiled(lock, {"evidence": None})
     holder = lock.holder
     if evidence.holds:
         pid = evidence.holds[0].holder_pid
         if pid is not None and pid != holder.pid:
             holder = replace(holder, pid=pid)
-    elif evidence.open_by and holder.pid is None and lock.policy.kernel_sentinel:
+    elif evidence.open_by and holder.pid is None and facts_of(lock).policy.kernel_sentinel:
         # Nobody holds a kernel lock on it, but this process has it open: the
         # likely holder (the verdict says `open_by`).
         holder = replace(holder, pid=evidence.open_by[0])
     # The kernel keeps no time, and a bare sentinel's mtime is not the lock's:
     # no age anywhere (verdict, table, JSON) rather than a made-up one.
-    policy = lock.policy
+    policy = facts_of(lock).policy
     if not policy.sentinel_mtime_only:
-        return amended(lock, evidence=evidence, holder=holder)
+        return refiled(lock, {"evidence": evidence}, holder=holder)
     # Where it may be an existence lock instead, its mtime is that lock's age:
     # kept for the reason that names both readings.
-    modified = (lock.acquired_at or lock.modified_at) if policy.sentinel_unproven else None
-    return amended(lock, evidence=evidence, holder=holder, acquired_at=None, modified_at=modified)
+    modified = (
+        (lock.acquired_at or facts_of(lock).modified_at) if policy.sentinel_unproven else None
+    )
+    return refiled(
+        lock, {"evidence": evidence, "modified_at": modified}, holder=holder, acquired_at=None
+    )
 
 
 def kernel_table() -> KernelTable | None:
@@ -107,7 +112,8 @@ def kernel_table_for(
     wanted: set[FileKey] = set()
     inodes = _inodes(listed_keys)
     for lock in locks:
-        key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
+        ff = facts_of(lock)
+        key = ff.file_key if ff.kernel_file is None else _key_of(ff.kernel_file)
         if key is not None and key.inode in inodes and key in listed_keys:
             wanted.add(key)
             # Files whose locks its format reads too (an SQLite database's -shm).
@@ -207,11 +213,12 @@ class Evidence:
         out = []
         for lock in locks:
             lock = declared(lock)  # before the kernel's word: it reads the policy
-            key = lock.file_key if lock.kernel_file is None else _key_of(lock.kernel_file)
-            if key is None and lock.kernel_file is not None:
+            ff = facts_of(lock)
+            key = ff.file_key if ff.kernel_file is None else _key_of(ff.kernel_file)
+            if key is None and ff.kernel_file is not None:
                 # No file, no kernel lock on it: the tool's next run creates
                 # the file, locks it and goes ahead.
-                out.append(with_evidence(_without(lock, lock.kernel_file), KernelEvidence()))
+                out.append(with_evidence(_without(lock, ff.kernel_file), KernelEvidence()))
                 continue
             if table is None or key is None or key.device in self._remote:
                 out.append(lock)
@@ -229,7 +236,7 @@ class Evidence:
             # Who has the file open is only worth a look through every process's
             # fds for a sentinel that no kernel lock covers.
             needs_open = (
-                lock.policy.kernel_sentinel
+                facts_of(lock).policy.kernel_sentinel
                 and lock.holder.pid is None
                 and not held
                 and lock.format not in own_openers

@@ -15,7 +15,7 @@ import os
 import stat
 from collections.abc import Iterable
 
-from lockwatch.model.kernel import FileKey
+from lockwatch.sources.filelocks import FileKey
 
 # /proc/locks in one read (as procfs.py reads it): a host with more is unusual.
 _MAX_READ = 1 << 20

@@ -35,7 +35,7 @@ from lockwatch.sources.files.scanner import (
 from lockwatch.sources.processes import PsutilProcesses
 
 if TYPE_CHECKING:
-    from lockwatch.model.kernel import FileKey
+    from lockwatch.sources.filelocks import FileKey
 
 # Share the work only with at least this many directories or files per worker:
 # below that, forking costs more than it saves.

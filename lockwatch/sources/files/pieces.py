@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from lockwatch.fanout import Streamed
 from lockwatch.model.changes import Entry
-from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoded import worth_keeping
 from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for

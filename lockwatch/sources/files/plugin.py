@@ -52,11 +52,19 @@ class FilesSource:
         " with the kernel's flock/fcntl locks on them"
     )
     config_tables: tuple[str, ...] = ("protocols",)
-    record_types: tuple[type, ...] = ()
     title = "files under"
     status_word = ""
     sees_waits = False
     wait_metrics: str | None = None
+
+    @property
+    def record_types(self) -> tuple[type, ...]:
+        # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
+        from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelHolder, KernelLock
+        from lockwatch.sources.files.facts import FileFacts
+        from lockwatch.sources.files.policy import StalenessPolicy
+
+        return (FileFacts, StalenessPolicy, FileKey, KernelEvidence, KernelLock, KernelHolder)
 
     @property
     def actions(self) -> ActionProvider:

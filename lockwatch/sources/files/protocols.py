@@ -24,8 +24,10 @@ import os
 import re
 from typing import Any
 
-from lockwatch.model.lock import PROTOCOLS, Lock, amended, declare
+from lockwatch.model.lock import Lock
 from lockwatch.model.slots import lean_dataclass
+from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import PROTOCOLS, declare
 
 
 @lean_dataclass(frozen=True, slots=True)
@@ -59,13 +61,13 @@ class Protocols:
     def declared(self, lock: Lock) -> Lock:
         """`lock` with its path's declared protocol in its policy, where it has one
         and its reading is open."""
-        if not self.entries or not lock.policy.sentinel_unproven or lock.path is None:
+        if not self.entries or not facts_of(lock).policy.sentinel_unproven or lock.path is None:
             return lock
         kind = self.kind_of(lock.path)
         if kind is None:
             return lock
-        policy = declare(lock.policy, kind)
-        return lock if policy is lock.policy else amended(lock, policy=policy)
+        policy = declare(facts_of(lock).policy, kind)
+        return lock if policy is facts_of(lock).policy else refiled(lock, {"policy": policy})
 
 
 NO_PROTOCOLS = Protocols()

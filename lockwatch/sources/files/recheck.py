@@ -18,6 +18,7 @@ from lockwatch.sources.files.decoded import (
     worth_keeping,
 )
 from lockwatch.sources.files.evidence import Evidence
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import load
 
 JudgeNow = Callable[[Sequence[Lock]], list[Entry]]
@@ -51,7 +52,7 @@ def recheck_dirs(
     its mkdir may come before the watch on it does (cheap: a listing each)."""
     changed = []
     for entry in entries:
-        if entry.lock.entry != "dir" or entry.lock.path is None:
+        if facts_of(entry.lock).entry != "dir" or entry.lock.path is None:
             continue
         loaded = load(entry.lock.path)
         if isinstance(loaded, Lock) and loaded.sha256 != entry.lock.sha256:

@@ -16,10 +16,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import field
 from typing import Any
 
-from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.status import ScanError
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import (
     decode_file,

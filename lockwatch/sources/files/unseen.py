@@ -15,11 +15,12 @@ from datetime import datetime
 
 from lockwatch.clock import FrozenClock
 from lockwatch.model.changes import Entry
-from lockwatch.model.lock import Reason, amended
+from lockwatch.model.lock import Reason
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError
 from lockwatch.model.verdict import evaluate
 from lockwatch.sources.files import ids
+from lockwatch.sources.files.facts import facts_of, refiled
 
 # The scanner's codes for a place that is there but cannot be read (scanner._error):
 # not `not_found`, which is a lock gone, nor `moved`, a root lockwatch no longer follows.
@@ -49,10 +50,10 @@ def unreadable(
         error = _behind(old.lock.path, blocked)
         if error is None:
             continue
-        if old.lock.unseen is not None:
+        if facts_of(old.lock).unseen is not None:
             kept[lock_id] = old
             continue
-        lock = amended(old.lock, unseen=_reason(old.lock.path, error))
+        lock = refiled(old.lock, {"unseen": _reason(old.lock.path, error)})
         kept[lock_id] = Entry(lock, evaluate(lock, processes, clock, host), old.facts)
     return kept
 

@@ -28,6 +28,7 @@ from dataclasses import replace
 from lockwatch.model.lock import Lock
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.files.decoders import git, pacman
+from lockwatch.sources.files.facts import facts_of, refiled
 from lockwatch.sources.files.mounts import remote_devices
 
 PROC = "/proc"
@@ -74,7 +75,7 @@ def attach_users(
     wanted = [
         i
         for i, lock in enumerate(locks)
-        if lock.policy.held_while_used and lock.path and lock.format != pacman.FORMAT
+        if facts_of(lock).policy.held_while_used and lock.path and lock.format != pacman.FORMAT
     ]
     out = list(locks)
     if not wanted:
@@ -84,7 +85,8 @@ def attach_users(
     for i in wanted:
         lock = locks[i]
         users: tuple[int, ...] | None = None
-        on_remote = lock.file_key is not None and lock.file_key.device in remote
+        key = facts_of(lock).file_key
+        on_remote = key is not None and key.device in remote
         if scan is not None and lock.path is not None and not on_remote:
             repository = repository_of(lock.path)
             if repository is not None:
@@ -100,7 +102,7 @@ def with_users(lock: Lock, users: tuple[int, ...] | None) -> Lock:
     given users gets them anew."""
     named = git.named_pid(lock.path) if lock.path is not None else None
     pid = named if named is not None else users[0] if users else None
-    return replace(lock, users=users, holder=replace(lock.holder, pid=pid))
+    return refiled(lock, {"users": users}, holder=replace(lock.holder, pid=pid))
 
 
 def repository_of(lock_path: str) -> RepoKey | None:

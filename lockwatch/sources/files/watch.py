@@ -18,17 +18,18 @@ from lockwatch import heap
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.fanout import available_cpus
 from lockwatch.model.changes import ChangeSet, Entry, judge
-from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import same_host
 from lockwatch.sources.feed import Coalescer, Differ, Emit
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files import pieces
 from lockwatch.sources.files.changes import Changes, pace
 from lockwatch.sources.files.collect import Collected, parent_name, read_changes, with_listing
 from lockwatch.sources.files.decoded import DecodedLocks, worth_keeping
 from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
+from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.inotify import Watcher
 from lockwatch.sources.files.inotify_kernel import Inotify, Kernel
 from lockwatch.sources.files.polling import Poller, polling_reason
@@ -279,10 +280,10 @@ class FileFeed:
         before = [known[i] for i in gone if i in known]
         before.extend(known[e.lock.id] for e in entries if e.lock.id in known)
         if self._was_held and before:
-            now = {e.lock.file_key for e in entries}
+            now = {facts_of(e.lock).file_key for e in entries}
             held = self._was_held
             for entry in before:
-                key, path = entry.lock.file_key, entry.lock.path
+                key, path = facts_of(entry.lock).file_key, entry.lock.path
                 if key not in now and key is not None and held.get(key) == path:
                     del held[key]
         return self._differ.partial(entries, gone)
@@ -425,7 +426,7 @@ class FileFeed:
             self._in_order(emit)
             # A lock that cannot be read now stays unknown whatever its pid does:
             # only a look at its file says more (the watcher's, or a rescan's).
-            entries = [e for e in self._differ.entries.values() if e.lock.unseen is None]
+            entries = [e for e in self._differ.entries.values() if facts_of(e.lock).unseen is None]
             local = [
                 entry
                 for entry in entries

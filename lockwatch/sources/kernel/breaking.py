@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lockwatch.model.action import ActionFailed, ActionRefused, Done
-from lockwatch.model.kernel import KernelHolder, KernelLock
+from lockwatch.sources.filelocks import KernelHolder, KernelLock
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.holders import describe
 from lockwatch.sources.kernel.procfs import holds, listed, read_table

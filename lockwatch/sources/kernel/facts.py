@@ -1,4 +1,4 @@
-"""The kernel source's facts: one /proc/locks line (`model/kernel.KernelLock`,
+"""The kernel source's facts: one /proc/locks line (`sources/filelocks.KernelLock`,
 which lock files' kernel evidence shares), as a lock of its own."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.blocking import KERNEL_GROUP
 from lockwatch.model.facts import Facts, Party, Section
 from lockwatch.model.humanize import duration
-from lockwatch.model.kernel import (
+from lockwatch.sources.filelocks import (
+    KERNEL_GROUP,
     KernelHolder,
     KernelLock,
     holders_json,

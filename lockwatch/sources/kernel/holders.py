@@ -12,7 +12,7 @@ import os
 import pwd
 from datetime import UTC, datetime
 
-from lockwatch.model.kernel import KernelHolder
+from lockwatch.sources.filelocks import KernelHolder
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

@@ -9,9 +9,9 @@ the kernel source's `id_prefix` (the registry's vocabulary of prefixes).
 
 from __future__ import annotations
 
-from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.slots import lean_dataclass
+from lockwatch.sources.filelocks import KernelLock
 
 KERNEL = "kernel"
 

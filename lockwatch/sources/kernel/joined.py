@@ -18,8 +18,8 @@ import stat
 from collections import Counter
 from collections.abc import Sequence
 
-from lockwatch.model.kernel import FileKey
 from lockwatch.model.lock import Lock
+from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.narrow import narrowed
 

@@ -44,7 +44,7 @@ class KernelSource(KernelDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
-        from lockwatch.model.kernel import FileKey, KernelEvidence, KernelHolder, KernelLock
+        from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelHolder, KernelLock
         from lockwatch.sources.kernel.facts import KernelFacts
 
         return (FileKey, KernelLock, KernelEvidence, KernelFacts, KernelHolder)
@@ -117,7 +117,8 @@ class SelectedKernel:
     def collect(self, request: ListingRequest) -> Collected:
         from lockwatch.clock import FrozenClock
         from lockwatch.model.assess import assess
-        from lockwatch.model.blocking import KERNEL_GROUP, from_locks
+        from lockwatch.model.blocking import from_locks
+        from lockwatch.sources.filelocks import KERNEL_GROUP
         from lockwatch.sources.kernel.current import locks_now, status
         from lockwatch.sources.processes import PsutilProcesses
 

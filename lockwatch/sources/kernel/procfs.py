@@ -38,9 +38,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import field, replace
 from typing import Literal
 
-from lockwatch.model.kernel import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.slots import lean_dataclass
+from lockwatch.sources.filelocks import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.kernel.holders import Describer
 
 __all__ = [

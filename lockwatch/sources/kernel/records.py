@@ -6,8 +6,8 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from lockwatch.model.kernel import FileKey, KernelLock
 from lockwatch.model.lock import Holder, Lock
+from lockwatch.sources.filelocks import FileKey, KernelLock
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.ids import kernel_lock_id
 from lockwatch.sources.kernel.procfs import KernelTable

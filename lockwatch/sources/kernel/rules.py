@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from lockwatch.model.holder import describe_process
 from lockwatch.model.humanize import counted, named
-from lockwatch.model.kernel import CALLS, KernelLock, uncertain_holder
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.process import ProcessLookup
 from lockwatch.model.verdict import State, Verdict
+from lockwatch.sources.filelocks import CALLS, KernelLock, uncertain_holder
 
 
 def evaluate_kernel(lock: Lock, kernel: KernelLock, processes: ProcessLookup) -> Verdict:

@@ -137,7 +137,7 @@ def activity(lock: Lock, my: MyLock, now: datetime) -> str:
     since = session.state_since
     how_long = f" for {duration((now - since).total_seconds())}" if since is not None else ""
     if session.idle:
-        limit = lock.policy.idle_after
+        limit = my.idle_after
         against = f" (limit {duration(limit)})" if limit is not None else ""
         return f"{session.state_text}{how_long}{against}, running nothing; {_client_doing(my)}"
     query = " ".join((session.query or "").split())

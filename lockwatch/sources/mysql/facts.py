@@ -166,6 +166,9 @@ class MyLock(Facts):
     # A GET_LOCK waiter whose name its statement does not tell: why (its verdict is
     # `unknown`, and it is put behind no holder).
     name_unread: str | None = None
+    # The source's idle limit: a holder idle (or idle in a transaction) longer
+    # than this many seconds is stale (None: no limit).
+    idle_after: float | None = None
 
     # --- the verdict ----------------------------------------------------------
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.mysql.facts import (
     GET_LOCK,
     INNODB_ROW,
@@ -155,7 +155,6 @@ class _Builder:
     def __init__(self, poll: Poll) -> None:
         self.poll = poll
         self.now = poll.polled_at
-        self.policy = StalenessPolicy(idle_after=poll.idle_after)
         self.rows = {int(row[0]): row for row in poll.processes}
         self.trx: dict[int, Sequence[Any]] = {int(t[0]): t for t in poll.trx or () if t[0]}
         self.sessions: dict[int, MySession] = {}
@@ -252,6 +251,7 @@ class _Builder:
             session=session,
             target=target,
             known_held_at=known,
+            idle_after=self.poll.idle_after,
             **facts,
         )
         holder = Holder(
@@ -269,7 +269,6 @@ class _Builder:
                 path=None,
                 holder=holder,
                 acquired_at=acquired_at,
-                policy=self.policy,
                 content=self.seen[thread],
                 facts=my,
             )

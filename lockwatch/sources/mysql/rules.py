@@ -123,7 +123,7 @@ def _idle_rule(
     seen alive."""
     session = my.session
     client = session.client_process
-    limit = lock.policy.idle_after
+    limit = my.idle_after
     idle_for = seconds_since(session.state_since, now) if session.idle else None
     stale: list[Reason] = []
     deadline: datetime | None = None

@@ -140,7 +140,7 @@ def activity(lock: Lock, pg: PgLock, now: datetime) -> str:
     idle = seconds_since(backend.state_since, now)
     how_long = f" for {duration(idle)}" if idle is not None else ""
     if state in _IDLE_IN_TRANSACTION or state == "idle":
-        limit = lock.policy.idle_after
+        limit = pg.idle_after
         against = f" (limit {limit_text(limit)})" if limit is not None else ""
         return f"{state}{how_long}{against}, running nothing; {_client_doing(backend)}"
     if state == "active":

@@ -291,6 +291,9 @@ class PgLock(Facts):
     # A waiter's blockers that are autovacuum workers, with what kind (they differ
     # in whether they yield to its request).
     blocked_by_autovacuum: tuple[tuple[int, Autovacuum], ...] = ()
+    # The source's idle limit: a holder idle (or idle in a transaction) longer
+    # than this many seconds is stale (None: no limit).
+    idle_after: float | None = None
 
     @property
     def queued_behind(self) -> int:
@@ -319,7 +322,7 @@ class PgLock(Facts):
         # lock type (idle_holder is for advisory locks), the threshold, its age.
         if not self.granted or self.blocking_here:
             return None
-        return (id(self.backend), self.locktype, lock.policy.idle_after, lock.acquired_at)
+        return (id(self.backend), self.locktype, self.idle_after, lock.acquired_at)
 
     def matches_text(self, needle: str) -> bool:
         # The source copies these into the holder today; asking the backend too

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.postgres.facts import (
     NO_NAMES,
@@ -383,7 +383,7 @@ def to_locks(
         waits = index_waits(rows)
     poll = _Poll(
         server, polled_at, sessions, names, seen or {}, waits,
-        StalenessPolicy(idle_after=idle_after), {}, {},
+        idle_after, {}, {},
     )  # fmt: skip
     clients = clients or {}
     waits_here, waiters_of = waits.here, waits.of
@@ -448,7 +448,7 @@ class _Poll:
     names: AdvisoryNames
     seen: Mapping[SeenKey, datetime]
     waits: Waits
-    policy: StalenessPolicy
+    idle_after: float
     since_of: dict[int | str, datetime]
     bounds_of: dict[tuple[int | str, bool, datetime], _Bounds]
 
@@ -561,6 +561,7 @@ def _lock(
         queue_head_query=head_query,
         queued_here=queued_here,
         blocked_by_autovacuum=vacuums,
+        idle_after=poll.idle_after,
     )
     return Lock(
         id=pg_id(poll.server, holder_key, target, mode, "held" if granted else "wait"),
@@ -573,7 +574,6 @@ def _lock(
         path=None,
         holder=holder,
         acquired_at=acquired_at,
-        policy=poll.policy,
         content=row,
         facts=pg,
     )

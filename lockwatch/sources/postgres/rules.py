@@ -142,7 +142,7 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
     if vacuum is not None:
         info.insert(0, vacuum)
     if gid is not None:
-        return _prepared_held(lock, info, age, alive)
+        return _prepared_held(lock, pg, info, age, alive)
     client = backend.client_process
     if client is not None and not client.alive:
         state = f" (the session is {backend.state})" if backend.state else ""
@@ -194,10 +194,10 @@ def _waiting(
 
 
 def _prepared_held(
-    lock: Lock, info: list[Reason], age: float | None, alive: bool | None
+    lock: Lock, pg: PgLock, info: list[Reason], age: float | None, alive: bool | None
 ) -> Verdict:
     """A prepared transaction's lock: stale once prepared longer than the limit."""
-    limit = lock.policy.idle_after
+    limit = pg.idle_after
     stale: list[Reason] = []
     deadline: datetime | None = None
     if limit is not None and age is not None and lock.acquired_at is not None:
@@ -222,7 +222,7 @@ def _idle_rule(
     process is seen alive."""
     backend = pg.backend
     client = backend.client_process
-    limit = lock.policy.idle_after
+    limit = pg.idle_after
     stale: list[Reason] = []
     deadline: datetime | None = None
     idle_for = seconds_since(backend.state_since, now)

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from lockwatch.model.compact import Document
-from lockwatch.model.lock import Lock, Reason, StalenessPolicy, amended
+from lockwatch.model.lock import Lock, Reason, amended
 from lockwatch.sources.files.decoders import (
     cargo,
     clawdbot,
@@ -54,6 +54,8 @@ from lockwatch.sources.files.decoders import (
 )
 from lockwatch.sources.files.decoders.base import LockFile, file_lock
 from lockwatch.sources.files.decoders.dispatch import Dispatch
+from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 # Tools' own formats, most specific place or shape first; lockdir (any `x.lock/`)
 # is the fallback for directories.
@@ -156,8 +158,8 @@ def decode_unread(file: LockFile, reason: Reason) -> Lock:
     whose files stay empty) reads it in its own words, content unneeded; anything
     else is a generic lock nothing is known of but its name and mtime."""
     native = decode_native(file)
-    if native is not None and native.policy.kernel_only:
-        return amended(native, unread=reason)
+    if native is not None and facts_of(native).policy.kernel_only:
+        return refiled(native, {"unread": reason})
     return file_lock(
         file,
         format=generic.FORMAT,

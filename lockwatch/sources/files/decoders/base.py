@@ -10,11 +10,13 @@ from typing import Any
 
 import orjson
 
-from lockwatch.model.kernel import FileKey
-from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.timestamps import parse_timestamp
+from lockwatch.sources.filelocks import FileKey
+from lockwatch.sources.files.facts import FileFacts
 from lockwatch.sources.files.ids import file_id
+from lockwatch.sources.files.policy import StalenessPolicy
 
 # Largest pid any supported OS hands out (Windows pids are 32-bit).
 MAX_PID = 2**32 - 1
@@ -222,12 +224,9 @@ def file_lock(
         scope=scope,
         content=content,
         sha256=file.sha256,
-        policy=policy,
         defects=tuple(defects),
         notes=tuple(notes),
-        file_key=file.key,
-        entry=file.kind,
-        unread=unread,
+        facts=FileFacts(policy, file.key, file.kind, None, None, None, None, None, unread),
     )
 
 

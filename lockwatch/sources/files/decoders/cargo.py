@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "cargo"
 POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True, sentinel_mtime_only=True)

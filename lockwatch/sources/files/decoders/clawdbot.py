@@ -12,9 +12,10 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.files.decoders.base import Fields, LockFile, dump, file_lock
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "clawdbot"
 POLICY = StalenessPolicy(pid_liveness=True, max_age=30.0, foreign_max_age=10.0)

@@ -18,7 +18,7 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import (
     MAX_INTEGER,
     Claims,
@@ -28,6 +28,7 @@ from lockwatch.sources.files.decoders.base import (
     file_lock,
     json_object,
 )
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "clawdbot-gateway"
 # With startTime, clawdbot compares start ticks and nothing else (no age, and

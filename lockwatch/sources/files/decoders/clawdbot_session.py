@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import (
     Claims,
     Fields,
@@ -23,6 +23,7 @@ from lockwatch.sources.files.decoders.base import (
     file_lock,
     json_object,
 )
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "clawdbot-session"
 # `staleMs = 30 * 60 * 1000`, compared with `>`. clawdbot's isAlive is kill(pid,

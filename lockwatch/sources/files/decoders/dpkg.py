@@ -25,9 +25,10 @@ from functools import lru_cache
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.lock import Lock, Reason, StalenessPolicy, amended
+from lockwatch.model.lock import Lock, Reason, amended
+from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "dpkg"
 # Free whenever no kernel lock is on it (the file always stays); its age is the

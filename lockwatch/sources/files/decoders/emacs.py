@@ -21,8 +21,9 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "emacs"
 POLICY = StalenessPolicy(pid_liveness=True)

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp, parse_timestamp, plus_seconds
 from lockwatch.sources.files.decoders.base import (
     MAX_INTEGER,
@@ -28,6 +28,7 @@ from lockwatch.sources.files.decoders.base import (
     schema_violation,
     shown,
 )
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "generic"
 # A pid file may be a kernel lock's sentinel too (portalocker, a daemon's

@@ -25,8 +25,9 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "git"
 # Between git's O_EXCL create and the process scan that finds the git at work

@@ -15,8 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import NO_HOLDER, Lock, Reason, StalenessPolicy, amended
+from lockwatch.model.lock import NO_HOLDER, Lock, Reason
 from lockwatch.sources.files.decoders.base import LockFile
+from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "kernel-file"
 # Only the kernel's lock says anything; the file's mtime is its data's, not the lock's.
@@ -47,7 +49,7 @@ def read(file: LockFile) -> Lock | None:
 def replaces(lock: Lock) -> bool:
     """Whether `lock`, as decoded, is no lock of a known format: with a kernel
     lock on its file, it is this format's."""
-    if lock.format != "generic" or lock.entry != "file":
+    if lock.format != "generic" or facts_of(lock).entry != "file":
         return False
     return any(r.code in _REPLACED for r in (*lock.notes, *lock.defects))
 
@@ -55,11 +57,11 @@ def replaces(lock: Lock) -> bool:
 def of(lock: Lock) -> Lock:
     """`lock` as a kernel-locked file: named by its file, no content, no time."""
     name = os.path.basename(lock.path or "") or lock.name
-    return amended(
+    return refiled(
         lock,
+        {"policy": POLICY},
         format=FORMAT,
         name=name,
-        policy=POLICY,
         content=None,
         holder=NO_HOLDER,
         acquired_at=None,

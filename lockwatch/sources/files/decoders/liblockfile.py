@@ -16,8 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, no_pid_lock
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "liblockfile"
 # lockfile_check: "Without a pid in the lockfile, the lock is valid if it is newer than 5 mins".

@@ -27,15 +27,16 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.files.decoders.base import MAX_PID, Fields, LockFile, dump, file_lock
+from lockwatch.sources.files.facts import refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "little-loops"
 # No pid-reuse allowance (time_by_writer): `started_at` is stamped by the holder
@@ -106,7 +107,7 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         scope=normalized,
         defects=fields.defects,
     )
-    return replace(lock, singleton=singleton) if singleton else lock
+    return refiled(lock, {"singleton_name": singleton}) if singleton else lock
 
 
 def read_runner_file(file: LockFile) -> Lock | None:

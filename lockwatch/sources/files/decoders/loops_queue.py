@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders import little_loops
 from lockwatch.sources.files.decoders.base import (
     Claims,
@@ -29,6 +29,7 @@ from lockwatch.sources.files.decoders.base import (
     file_lock,
     schema_violation,
 )
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "little-loops-queue"
 # A waiter, not a holder: waiting while its pid lives, stale once it is gone,

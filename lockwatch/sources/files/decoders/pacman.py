@@ -16,9 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy, amended
+from lockwatch.model.lock import Holder, Lock, Reason
+from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.facts import facts_of, refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "pacman"
 # Held while some process has it open (`users`, found by `explain`); with
@@ -66,11 +68,12 @@ def explain(
     open_by: Callable[[FileKey], tuple[int, ...]],
 ) -> tuple[Lock, KernelEvidence]:
     """Who has it open: its holder (there is no other sign of one)."""
-    if lock.file_key is None:
+    key = facts_of(lock).file_key
+    if key is None:
         return lock, evidence
-    users = open_by(lock.file_key)
+    users = open_by(key)
     holder = Holder(pid=users[0]) if users else lock.holder
-    return amended(lock, users=users, holder=holder), evidence
+    return refiled(lock, {"users": users}, holder=holder), evidence
 
 
 def handover(content: Any, new: NewHolder) -> bytes | None:

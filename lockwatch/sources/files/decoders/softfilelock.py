@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import (
     DIGITS,
     STRIPPED_LEADS,
@@ -27,6 +27,7 @@ from lockwatch.sources.files.decoders.base import (
     LockFile,
     file_lock,
 )
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "filelock-soft"
 # time_by_writer: filelock proves reuse by the start token alone; without one,

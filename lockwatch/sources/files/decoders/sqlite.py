@@ -30,9 +30,11 @@ from datetime import datetime
 from typing import Any
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.kernel import FileKey, KernelEvidence, KernelLock
-from lockwatch.model.lock import Lock, Reason, StalenessPolicy, amended
+from lockwatch.model.lock import Lock, Reason, amended
+from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.facts import facts_of
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "sqlite"
 POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True, sentinel_mtime_only=True)
@@ -255,7 +257,7 @@ def explain(
     if evidence.holds and not notes:
         notes.append(Reason("sqlite_locks", "kernel locks on it outside SQLite's lock bytes"))
     holders = {pid for pid in (*db, *shm)}
-    key = lock.file_key
+    key = facts_of(lock).file_key
     others = [pid for pid in (open_by(key) if key is not None else ()) if pid not in holders]
     if others and writers:
         listed = ", ".join(f"pid {pid}" for pid in others[:8])

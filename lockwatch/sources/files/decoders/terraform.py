@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import orjson
 
 from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import (
     Claims,
     Fields,
@@ -29,6 +28,8 @@ from lockwatch.sources.files.decoders.base import (
     file_lock,
     schema_violation,
 )
+from lockwatch.sources.files.facts import refiled
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "terraform"
 POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True)
@@ -154,7 +155,7 @@ def _lock(
         defects=defects,
     )
     state_file = _state_file(file, state, recorded_path)
-    return replace(lock, kernel_file=state_file, scope=(state_file,))
+    return refiled(lock, {"kernel_file": state_file}, scope=(state_file,))
 
 
 def handover(content: Any, new: NewHolder) -> bytes | None:

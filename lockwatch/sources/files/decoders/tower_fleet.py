@@ -14,7 +14,7 @@ from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.files.decoders.base import (
     Fields,
@@ -23,6 +23,7 @@ from lockwatch.sources.files.decoders.base import (
     file_lock,
     schema_violation,
 )
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "tower-fleet/v1"
 POLICY = StalenessPolicy(heartbeat=True)

@@ -26,8 +26,9 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, Reason, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "vim-swap"
 POLICY = StalenessPolicy(pid_liveness=True, foreign_unknown=True)

@@ -13,8 +13,9 @@ from typing import Any
 
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, StalenessPolicy
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "zc.lockfile"
 POLICY = StalenessPolicy(pid_liveness=True, kernel_sentinel=True)

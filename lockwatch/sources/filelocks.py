@@ -1,7 +1,9 @@
-"""What the kernel says about file locks (`/proc/locks`), as plain data.
+"""What the kernel says about file locks (`/proc/locks`), as plain data: what
+the kernel source lists as its locks and the file source attaches to lock files
+as the kernel's word on them, so it lives below both.
 
 Pure: the kernel source (lockwatch/sources/kernel) reads procfs and fills these
-in; verdicts and views read them. Device numbers are "major:minor" in decimal,
+in; both sources' rules and facts read them. Device numbers are "major:minor" in decimal,
 as major(st_dev) and minor(st_dev) give them (procfs writes them in hex).
 """
 
@@ -16,6 +18,10 @@ from lockwatch.model.timestamps import format_timestamp
 
 KernelType = Literal["FLOCK", "POSIX", "OFDLCK"]
 KernelMode = Literal["READ", "WRITE"]
+
+# The group kernel locks' wait-for tree is listed under: one per host, beside
+# each server's (a lock file a kernel lock is held on is that lock's node in it).
+KERNEL_GROUP = "kernel"
 
 # The `format` a kernel lock record has, by the kernel's type of lock.
 FORMATS: dict[str, str] = {"FLOCK": "flock", "POSIX": "posix", "OFDLCK": "ofd"}
