@@ -119,6 +119,11 @@ class SelectedFiles:
 
         return self.protocols or NO_PROTOCOLS
 
+    @property
+    def lock_trees(self) -> tuple[str, ...]:
+        # contract.Walking: the trees the dashboard's file actions stay inside.
+        return self.roots
+
     def collect(self, request: ListingRequest) -> Collected:
         from lockwatch.sources.kernel.procfs import listed as read_listed
 
