@@ -237,7 +237,7 @@ def test_no_source_facts_read_outside_sources() -> None:
     outside lockwatch/sources/ reads `.pg`, `.store`, `.kernel`, `.remote` or
     tells a source by comparing its name with a literal."""
     sources = PACKAGE / "sources"
-    wrong = []
+    wrong: list[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if sources not in path.parents:
             wrong.extend(facts_read_outside_sources(path))
@@ -291,7 +291,7 @@ def test_source_packages_are_found() -> None:
 def test_nothing_outside_sources_imports_a_source() -> None:
     """actions, cli, serve, ui and model ask the registry and the contract
     (sources/registry.py, sources/contract.py), never one source's package."""
-    wrong = []
+    wrong: list[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if SOURCES_DIR in path.parents or any(where in path.parents for where in PRODUCERS):
             continue
@@ -306,7 +306,7 @@ def test_nothing_outside_sources_imports_a_source() -> None:
 def test_no_source_imports_another() -> None:
     """What two sources both need lives below both (a shared module or package
     of sources/), so each can be read, changed and left out on its own."""
-    wrong = []
+    wrong: list[str] = []
     for path in sorted(SOURCES_DIR.rglob("*.py")):
         own = source_package_of(_module_name(path))
         if own is None:

@@ -23,10 +23,10 @@ from lockwatch.actions.plan import Kind, Plan, plan, provider
 from lockwatch.actions.run import Executor, Outcome, decoded
 from lockwatch.actions.targets import prepare
 from lockwatch.clock import Clock
+from lockwatch.model.action import ActionRefused
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.model.action import ActionRefused
 from lockwatch.sources.contract import ActionProvider, Choices
 
 # Heartbeats of held locks: a third of the time they stay fresh, and at least

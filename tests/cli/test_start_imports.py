@@ -208,6 +208,7 @@ LS_PG_OWN = frozenset(
         "sources.locktables.facts",
         "sources.locktables.rows",
         "sources.locktables.work",
+        "sources.clients",
         "sources.postgres.clients",
         "sources.postgres.display",
         "sources.postgres.facts",

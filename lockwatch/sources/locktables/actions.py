@@ -171,6 +171,20 @@ class WithTables:
     def rejudge(self, lock: Lock, clock: Any, host: str) -> Verdict:
         return self._base.rejudge(lock, clock, host)
 
+    # Lock rows are never held by writing them, nor moved aside: the source's word.
+
+    def tombstone_place(self, tombstone_dir: str | None) -> str | None:
+        return self._base.tombstone_place(tombstone_dir)
+
+    def refreshed(self, format: str, content: Any, now: datetime) -> bytes | None:
+        return self._base.refreshed(format, content, now)
+
+    def rewrite(self, path: str, expected_sha256: str, content: bytes, *, token: str) -> None:
+        self._base.rewrite(path, expected_sha256, content, token=token)
+
+    def reload(self, path: str) -> Lock | None:
+        return self._base.reload(path)
+
 
 def _row(lock: Lock) -> bool:
     return isinstance(lock.facts, TableLock)

@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from lockwatch.sources.postgres.clients import _address, _cmdline, _Owners, unix_peers
+from lockwatch.sources.clients import Owners, parse_address, unix_peers
 
 _ACCEPTCON = 0x10000  # a listening socket (__SO_ACCEPTCON in /proc/net/unix's Flags)
 _STREAM = 1
@@ -101,7 +101,7 @@ def _tcp_listeners(port: int, proc: str) -> set[int]:
         for line in lines:
             fields = line.split()
             with contextlib.suppress(ValueError, IndexError):
-                if int(fields[3], 16) == _TCP_LISTEN and _address(fields[1])[1] == port:
+                if int(fields[3], 16) == _TCP_LISTEN and parse_address(fields[1])[1] == port:
                     found.add(int(fields[9]))
     return found
 
@@ -117,7 +117,7 @@ def unix_clients(
     connections' client processes; None when the server is not found here.
     `exclude`: client socket inodes to leave out (lockwatch's own connection)."""
     entries = [e for e in read_unix(f"{proc}/net/unix") if e.kind == _STREAM]
-    owners = _Owners(proc)
+    owners = Owners(proc)
     owners.scan(None)
     listening = [e for e in entries if e.flags & _ACCEPTCON and e.path in set(paths)]
     if listening:
@@ -167,7 +167,3 @@ def start_time(pid: int, proc: str = "/proc") -> int | None:
         return int(stat.rpartition(")")[2].split()[19])
     except (IndexError, ValueError):
         return None
-
-
-def cmdline(pid: int, proc: str = "/proc") -> tuple[str, ...]:
-    return _cmdline(pid, proc)

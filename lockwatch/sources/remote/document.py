@@ -25,7 +25,7 @@ from lockwatch.model.status import LIVE_STATES
 from lockwatch.model.timestamps import parse_timestamp
 from lockwatch.model.verdict import same_host
 from lockwatch.sources.remote import ids
-from lockwatch.sources.remote.facts import CLAIMED_FIELD, HOST_FIELD, REMOTE_FIELD, RemoteOrigin
+from lockwatch.sources.remote.facts import HOST_FIELD, RemoteOrigin
 from lockwatch.sources.remote.records import RecordError, check_record, cut, shown
 
 # A lock's text fields (name, path, holder's) as the table and the detail pane

@@ -20,6 +20,7 @@ LOCKS_PATH = "/v1/locks"
 # (about 10 MB) crosses a slow link in less; a remote that takes longer is stalled.
 DEFAULT_TIMEOUT = 10.0
 
+
 class EndpointError(ValueError):
     """A remote URL that cannot be used; the message says why."""
 
