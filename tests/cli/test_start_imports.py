@@ -121,6 +121,7 @@ STARTUP = frozenset(
         "sources.remote",
         "sources.remote.ids",
         "sources.secrets",
+        "sources.servers",
         "sources.stores",
         "sources.stores.ids",
         "trusted",

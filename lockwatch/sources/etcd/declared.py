@@ -3,17 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from lockwatch.sources.etcd import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
+from lockwatch.sources.servers import ServerDeclared
 
 if TYPE_CHECKING:
-    from lockwatch.model.clues import Clue
-    from lockwatch.sources.contract import Decorator, Wanted
+    from lockwatch.sources.contract import Decorator
 
 # An --etcd URL with credentials is refused (endpoint.py); until then it is in `ps`.
 IN_ARGUMENTS = InArguments(
@@ -24,16 +24,14 @@ IN_ARGUMENTS = InArguments(
 )
 
 
-class EtcdDeclared:
+class EtcdDeclared(ServerDeclared):
     name = "etcd"
     label = "etcd"
     id_prefix = ids.ETCD
     summary = "etcd v3 locks (etcdctl lock, concurrency mutexes): holders, waiters, leases"
     config_tables: tuple[str, ...] = ("etcd",)
     title = "etcd"
-    status_word = ""
-    sees_waits = False
-    wait_metrics: str | None = None
+    asking = ("etcd_urls",)
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -56,17 +54,6 @@ class EtcdDeclared:
                 " /tooz/locksmith); end it with / for a directory.",
             ),
         ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("etcd_urls"))
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids (etcd:...) are the registry's to recognise.
-        return ()
-
-    def may_run(self, wanted: Wanted) -> bool:
-        # Servers come from the flags or the [etcd] table only.
-        return self.asked(wanted.values) or wanted.settings(self.name) is not None
 
 
 DECLARED = EtcdDeclared()

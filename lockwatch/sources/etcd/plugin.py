@@ -22,25 +22,28 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.sources.contract import (
     ActionProvider,
-    Decorator,
     Found,
-    LookupFailed,
     Selected,
     SourceError,
     Wanted,
 )
 from lockwatch.sources.etcd import ids
 from lockwatch.sources.etcd.declared import IN_ARGUMENTS, EtcdDeclared
-from lockwatch.sources.secrets import secret_option
 from lockwatch.sources.selection import StoreSelection
+from lockwatch.sources.servers import (
+    DEFAULT_REFRESH,
+    ServerPlugin,
+    TargetOption,
+    config_strings,
+    polled_once,
+    refresh,
+)
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.sources.etcd.endpoint import EtcdEndpoint
     from lockwatch.sources.etcd.poller import EtcdPoller
 
-DEFAULT_REFRESH = 2.0
 DEFAULT_PREFIXES = ("/locks/",)
 
 
@@ -53,15 +56,6 @@ class EtcdSettings:
 DEFAULTS = EtcdSettings()
 
 
-def _strings(value: Any, what: str, where: str) -> tuple[str, ...]:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-        from lockwatch.config import ConfigError
-
-        raise ConfigError(f"{where}: {what} must be a string or a list of strings")
-    return tuple(values)
-
-
 def read_settings(data: Mapping[str, Any], where: str) -> EtcdSettings:
     table = data.get("etcd", {})
     if not isinstance(table, dict):
@@ -69,8 +63,8 @@ def read_settings(data: Mapping[str, Any], where: str) -> EtcdSettings:
 
         raise ConfigError(f"{where}: [etcd] must be a table")
     return EtcdSettings(
-        _strings(table.get("url", []), "etcd.url", where),
-        _strings(table.get("prefixes", []), "etcd.prefixes", where),
+        config_strings(table.get("url", []), "etcd.url", where),
+        config_strings(table.get("prefixes", []), "etcd.prefixes", where),
     )
 
 
@@ -80,7 +74,15 @@ def range_prefixes(given: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*DEFAULT_PREFIXES, *given)))
 
 
-class EtcdSource(EtcdDeclared):
+class EtcdSource(ServerPlugin, EtcdDeclared):
+    target_option = TargetOption(
+        "--etcd",
+        "etcd_urls",
+        IN_ARGUMENTS,
+        "URL",
+        "The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
+    )
+
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
@@ -94,20 +96,6 @@ class EtcdSource(EtcdDeclared):
         from lockwatch.sources.etcd.actions import ACTIONS
 
         return ACTIONS
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            secret_option(
-                "--etcd",
-                "etcd_urls",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL",
-                help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
-            )
-        ]
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> EtcdSettings:
         return read_settings(tables, where)
@@ -124,7 +112,7 @@ class EtcdSource(EtcdDeclared):
         return SelectedEtcd(
             endpoints,
             range_prefixes(given),
-            float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+            refresh(wanted),
         )
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
@@ -165,16 +153,10 @@ def find_etcd(target: str, wanted: Wanted, host: str) -> Found | str:
     if endpoint is None:
         raise SourceError(f"no etcd server {parsed.server} among --etcd/config")
     poller = EtcdPoller(EtcdServer(endpoint, (), clock=SystemClock(), exact=parsed.key))
-    try:
-        polled = poller.poll()
-    finally:
-        poller.close()
-    if polled.locks is None:
-        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
-        raise LookupFailed(f"cannot read etcd {parsed.server}: {reasons or 'no answer'}")
-    for lock in polled.locks:
+    locks = polled_once(poller, f"etcd {parsed.server}")
+    for lock in locks:
         if lock.id == target:
-            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), polled.locks
+            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), locks
     return f"no lock {target} now: released, or its lease expired"
 
 

@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 import click
 
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
+from lockwatch.sources.servers import ServerDeclared
 
 if TYPE_CHECKING:
     from lockwatch.model.clues import Clue
-    from lockwatch.sources.contract import Decorator, Wanted
+    from lockwatch.sources.contract import Decorator
 
 DEFAULT_IDLE_AFTER = 60.0
 
@@ -37,7 +38,7 @@ IN_ARGUMENTS = InArguments(
 )
 
 
-class MysqlDeclared:
+class MysqlDeclared(ServerDeclared):
     name = "mysql"
     label = "my"
     id_prefix = "mysql"
@@ -48,6 +49,9 @@ class MysqlDeclared:
     status_word = "my "
     sees_waits = True
     wait_metrics: str | None = "mysql"
+    asking = ("mysql_dsns",)
+    # --mysql-idle-after alone still loads the plugin: its select refuses a nan.
+    loading = ("mysql_idle_after",)
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -78,22 +82,10 @@ class MysqlDeclared:
             ),
         ]
 
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("mysql_dsns"))
-
     def clues(self, text: str) -> Sequence[Clue]:
         from lockwatch.sources.mysql.messages import clues
 
         return clues(text)
-
-    def may_run(self, wanted: Wanted) -> bool:
-        # Servers come from the flags or the [mysql] table only (settings.resolve).
-        # --mysql-idle-after alone still loads the plugin: its select refuses a nan.
-        return (
-            self.asked(wanted.values)
-            or wanted.values.get("mysql_idle_after") is not None
-            or wanted.settings(self.name) is not None
-        )
 
 
 DECLARED = MysqlDeclared()

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS, LIBPQ_SERVER_VARS
 from lockwatch.sources.secrets import secret_option
+from lockwatch.sources.servers import ServerDeclared
 
 if TYPE_CHECKING:
     from lockwatch.model.clues import Clue
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_IDLE_AFTER = 60.0
 
 
-class PostgresDeclared:
+class PostgresDeclared(ServerDeclared):
     name = "postgres"
     label = "pg"
     id_prefix = ids.PG
@@ -29,6 +30,9 @@ class PostgresDeclared:
     status_word = "pg "
     sees_waits = True
     wait_metrics: str | None = "pg"
+    asking = ("pg_dsns",)
+    # --pg-idle-after alone still loads the plugin: its select refuses a nan.
+    loading = ("pg_idle_after",)
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -55,22 +59,16 @@ class PostgresDeclared:
             ),
         ]
 
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("pg_dsns"))
-
     def clues(self, text: str) -> Sequence[Clue]:
         from lockwatch.sources.postgres.messages import clues
 
         return clues(text)
 
     def may_run(self, wanted: Wanted) -> bool:
-        # Where dsn.resolve_dsns finds servers: flags, LOCKWATCH_PG, the config, libpq's
-        # PG*. --pg-idle-after alone still loads the plugin: its select refuses a nan.
+        # Where dsn.resolve_dsns finds servers: flags, the config, LOCKWATCH_PG, libpq's PG*.
         environ = wanted.environ
         return (
-            self.asked(wanted.values)
-            or wanted.values.get("pg_idle_after") is not None
-            or wanted.settings(self.name) is not None
+            super().may_run(wanted)
             or bool(environ.get("LOCKWATCH_PG"))
             or any(environ.get(name) for name in LIBPQ_SERVER_VARS)
         )

@@ -3,17 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from lockwatch.sources.redis import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
+from lockwatch.sources.servers import ServerDeclared
 
 if TYPE_CHECKING:
-    from lockwatch.model.clues import Clue
-    from lockwatch.sources.contract import Decorator, Wanted
+    from lockwatch.sources.contract import Decorator
 
 # --redis's and --redlock's URLs may carry a password: hidden from `ps` as soon
 # as they are parsed.
@@ -22,7 +22,7 @@ IN_ARGUMENTS = InArguments("--redis", url_passwords, _INSTEAD)
 REDLOCK_IN_ARGUMENTS = InArguments("--redlock", url_passwords, _INSTEAD)
 
 
-class RedisDeclared:
+class RedisDeclared(ServerDeclared):
     name = "redis"
     label = "rds"
     id_prefix = ids.REDIS
@@ -32,9 +32,7 @@ class RedisDeclared:
     )
     config_tables: tuple[str, ...] = ("redis",)
     title = "Redis"
-    status_word = ""
-    sees_waits = False
-    wait_metrics: str | None = None
+    asking = ("redis_urls", "redlock_groups")
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -65,17 +63,6 @@ class RedisDeclared:
                 " with how many servers hold it (repeatable).",
             ),
         ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("redis_urls") or values.get("redlock_groups"))
-
-    def may_run(self, wanted: Wanted) -> bool:
-        # Servers come from the flags or the [redis] table only.
-        return self.asked(wanted.values) or wanted.settings(self.name) is not None
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids (redis:...) are the registry's to recognise.
-        return ()
 
 
 DECLARED = RedisDeclared()

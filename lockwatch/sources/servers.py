@@ -1,0 +1,167 @@
+"""What the server sources (postgres, mysql, redis, etcd) have in common, as
+defaults a new one inherits: it writes only what differs.
+
+- `ServerDeclared`, the base of its `declared.py` class: it is asked for by its
+  server flags (`asking`), may run when asked or configured, and recognises
+  nothing in pasted text unless it says otherwise.
+- `ServerPlugin`, the base of its plugin's source: the option the action
+  commands take to reach a TARGET's server (`target_option`), the empty
+  dashboard's hint of a server listening on this host (`listens`), the refresh
+  and idle-after values of a selection, and `polled_once` for `find`.
+
+Light: every run loads it with the declarations; what it calls on is imported
+when called.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
+    from lockwatch.model.clues import Clue
+    from lockwatch.model.lock import Lock
+    from lockwatch.sources.contract import Decorator, Hint, Wanted
+    from lockwatch.sources.polled import Polled
+    from lockwatch.sources.secrets import InArguments
+
+# Seconds between polls of a server, unless --refresh says otherwise.
+DEFAULT_REFRESH = 2.0
+
+
+class ServerDeclared:
+    """Defaults for a server source's declaration (`contract.Declared`)."""
+
+    name: str
+    status_word = ""
+    sees_waits = False
+    wait_metrics: str | None = None
+    # The CLI values (click parameter names) that ask for it by name: its servers.
+    asking: tuple[str, ...] = ()
+    # Values that load its plugin without asking for it (an --x-idle-after its
+    # select checks: a nan is refused there).
+    loading: tuple[str, ...] = ()
+
+    def asked(self, values: Mapping[str, Any]) -> bool:
+        return any(values.get(name) for name in self.asking)
+
+    def clues(self, text: str) -> Sequence[Clue]:
+        # Its ids are the registry's to recognise; its messages, none.
+        return ()
+
+    def may_run(self, wanted: Wanted) -> bool:
+        # Servers come from its flags or its config table.
+        return (
+            self.asked(wanted.values)
+            or any(wanted.values.get(name) is not None for name in self.loading)
+            or wanted.settings(self.name) is not None
+        )
+
+
+@dataclass(frozen=True)
+class TargetOption:
+    """The option of the action commands naming the server a TARGET lives on."""
+
+    flag: str  # "--pg"
+    dest: str  # "pg_dsns", the same as its listing option's
+    carries: InArguments  # its values may carry a password: hidden from `ps`
+    metavar: str
+    help: str
+
+
+@dataclass(frozen=True)
+class Listens:
+    """How an empty dashboard tells of a server of its kind on this host."""
+
+    server: str  # "a PostgreSQL server"
+    port: int
+    sockets: tuple[str, ...]  # where a local server's socket is by default
+    watch: str  # the flag that would show its locks, in words
+
+
+class ServerPlugin:
+    """Defaults for a server source's plugin (`contract.Source`)."""
+
+    target_option: TargetOption | None = None
+    listens: Listens | None = None
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        if kind is not None or self.target_option is None:
+            return ()
+        from lockwatch.sources.secrets import secret_option
+
+        option = self.target_option
+        return [
+            secret_option(
+                option.flag,
+                option.dest,
+                carries=option.carries,
+                multiple=True,
+                metavar=option.metavar,
+                help=option.help,
+            )
+        ]
+
+    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
+        """Not watching any: a server on this host, seen by its port or socket
+        (nothing connects), and the flag that would watch it."""
+        if running or self.listens is None:
+            return None
+        from lockwatch.sources.listening import server_hint
+
+        listens = self.listens
+        return server_hint(listens.server, listens.port, listens.sockets, listens.watch)
+
+
+def config_strings(value: Any, what: str, where: str) -> tuple[str, ...]:
+    """A config value that is a string or a list of strings, as a tuple
+    (ConfigError naming `what` at `where` when it is neither)."""
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+        from lockwatch.config import ConfigError
+
+        raise ConfigError(f"{where}: {what} must be a string or a list of strings")
+    return tuple(values)
+
+
+def refresh(wanted: Wanted) -> float:
+    """Seconds between polls: --refresh, else the default."""
+    return float(wanted.values.get("refresh") or DEFAULT_REFRESH)
+
+
+def idle_after(wanted: Wanted, name: str, default: float) -> float:
+    """Seconds idle in a transaction before a holder is stale: the option `name`
+    (`pg_idle_after`), else `default` (the config's); a nan or infinity is refused."""
+    from lockwatch.sources.contract import SourceError
+
+    given = wanted.values.get(name)
+    if given is None:
+        return default
+    if not math.isfinite(given):
+        flag = "--" + name.replace("_", "-")
+        raise SourceError(f"{flag}: must be a finite number of seconds")
+    return float(given)
+
+
+class Poller(Protocol):
+    def poll(self) -> Polled: ...
+
+    def close(self) -> None: ...
+
+
+def polled_once(poller: Poller, server: str) -> list[Lock]:
+    """One poll of one server, for `find`: its locks, or LookupFailed saying why
+    there are none (`server`: how the message names it)."""
+    from lockwatch.sources.contract import LookupFailed
+
+    try:
+        polled = poller.poll()
+    finally:
+        poller.close()
+    if polled.locks is None:
+        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
+        raise LookupFailed(f"cannot read {server}: {reasons or 'no answer'}")
+    return polled.locks
