@@ -303,17 +303,29 @@ def test_nothing_outside_sources_imports_a_source() -> None:
     assert wrong == []
 
 
+# Still to untangle (issue 43, item 4 (d)): a file's row carries the kernel's lock
+# on it (files reads /proc/locks through kernel/procfs.py, and its break is the
+# kernel's break), and the kernel's joined.py asks files which paths it lists.
+# What both need goes below both; then these go. Only ever shrinks.
+STILL_REACHING = frozenset({("files", "kernel"), ("kernel", "files")})
+
+
 def test_no_source_imports_another() -> None:
     """What two sources both need lives below both (a shared module or package
     of sources/), so each can be read, changed and left out on its own."""
     wrong: list[str] = []
+    reaching: set[tuple[str, str]] = set()
     for path in sorted(SOURCES_DIR.rglob("*.py")):
         own = source_package_of(_module_name(path))
         if own is None:
             continue
-        wrong.extend(
-            f"{path.relative_to(ROOT)} imports {name}"
-            for name in sorted(named_modules(path))
-            if source_package_of(name) not in (None, own)
-        )
+        for name in sorted(named_modules(path)):
+            other = source_package_of(name)
+            if other in (None, own):
+                continue
+            assert other is not None
+            reaching.add((own, other))
+            if (own, other) not in STILL_REACHING:
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert wrong == []
+    assert reaching == STILL_REACHING, "untangled: take it off STILL_REACHING"
