@@ -10,7 +10,7 @@ from lockwatch.model.kernel import KernelLock
 from lockwatch.model.lock import Lock
 from lockwatch.sources.files.evidence import Evidence
 from lockwatch.sources.files.scanner import load
-from lockwatch.sources.kernel.procfs import KernelTable
+from lockwatch.sources.procfs import KernelTable
 
 
 def pid_lock(path: Path) -> Lock:

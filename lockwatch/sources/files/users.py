@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from lockwatch.model.lock import Lock
 from lockwatch.sources.files.decoders import git, pacman
-from lockwatch.sources.files.mounts import remote_devices
+from lockwatch.sources.mounts import remote_devices
 
 PROC = "/proc"
 # Path arguments looked at per process: `git add` may name thousands.
