@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.model.lock import Lock
-    from lockwatch.sources.contract import Decorator, Hint, Wanted
+    from lockwatch.sources.contract import ActionProvider, Decorator, Hint, Wanted
     from lockwatch.sources.polled import Polled
     from lockwatch.sources.secrets import InArguments
 
@@ -87,6 +87,16 @@ class ServerPlugin:
 
     target_option: TargetOption | None = None
     listens: Listens | None = None
+
+    @property
+    def actions(self) -> ActionProvider:
+        """Its package's `actions.ACTIONS`: loaded when an action is planned, not
+        when the CLI starts."""
+        import importlib
+
+        package = type(self).__module__.rpartition(".")[0]
+        provider: ActionProvider = importlib.import_module(f"{package}.actions").ACTIONS
+        return provider
 
     def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
         if kind is not None or self.target_option is None:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.sources.contract import (
-    ActionProvider,
     Found,
     Selected,
     SourceError,
@@ -89,13 +88,6 @@ class EtcdSource(ServerPlugin, EtcdDeclared):
         from lockwatch.sources.stores.facts import StoreLock
 
         return (StoreLock,)
-
-    @property
-    def actions(self) -> ActionProvider:
-        # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.etcd.actions import ACTIONS
-
-        return ACTIONS
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> EtcdSettings:
         return read_settings(tables, where)

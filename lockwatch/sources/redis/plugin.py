@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.sources.contract import (
-    ActionProvider,
     Found,
     Selected,
     SourceError,
@@ -138,13 +137,6 @@ class RedisSource(ServerPlugin, RedisDeclared):
             SemaphoreFacts,
             SubscriptionFacts,
         )
-
-    @property
-    def actions(self) -> ActionProvider:
-        # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.redis.actions import ACTIONS
-
-        return ACTIONS
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> RedisSettings:
         return read_settings(tables, where)
