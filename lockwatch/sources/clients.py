@@ -97,12 +97,9 @@ def canonical(address: str) -> str:
     return str(mapped or parsed)
 
 
-def read_tcp(
-    tables: Iterable[str] = _TCP_TABLES, ports: Collection[int] | None = None
-) -> list[TcpEntry]:
-    """The kernel's TCP sockets in this network namespace (listening ones left out);
-    with `ports`, only those whose local port is one of them."""
-    entries: list[TcpEntry] = []
+def _tcp_lines(tables: Iterable[str]) -> Iterator[list[str]]:
+    """Each socket's fields in /proc/net/tcp-like `tables` (a table that cannot
+    be read: none of its sockets)."""
     for table in tables:
         try:
             with open(table, encoding="ascii") as handle:
@@ -110,21 +107,40 @@ def read_tcp(
         except OSError:
             continue
         for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] == "0A":  # too short, or LISTEN
+            yield line.split()
+
+
+def listening_on(port: int, proc: str = "/proc") -> set[int]:
+    """The inodes of the sockets listening on TCP `port` here."""
+    found: set[int] = set()
+    for fields in _tcp_lines((f"{proc}/net/tcp", f"{proc}/net/tcp6")):
+        with contextlib.suppress(ValueError, IndexError):
+            if int(fields[3], 16) == _LISTEN and parse_address(fields[1])[1] == port:
+                found.add(int(fields[9]))
+    return found
+
+
+def read_tcp(
+    tables: Iterable[str] = _TCP_TABLES, ports: Collection[int] | None = None
+) -> list[TcpEntry]:
+    """The kernel's TCP sockets in this network namespace (listening ones left out);
+    with `ports`, only those whose local port is one of them."""
+    entries: list[TcpEntry] = []
+    for fields in _tcp_lines(tables):
+        if len(fields) < 10 or fields[3] == "0A":  # too short, or LISTEN
+            continue
+        with contextlib.suppress(ValueError):
+            local = fields[1]
+            if ports is not None and int(local.rpartition(":")[2], 16) not in ports:
                 continue
-            with contextlib.suppress(ValueError):
-                local = fields[1]
-                if ports is not None and int(local.rpartition(":")[2], 16) not in ports:
-                    continue
-                entries.append(
-                    TcpEntry(
-                        parse_address(local),
-                        parse_address(fields[2]),
-                        int(fields[3], 16),
-                        int(fields[9]),
-                    )
+            entries.append(
+                TcpEntry(
+                    parse_address(local),
+                    parse_address(fields[2]),
+                    int(fields[3], 16),
+                    int(fields[9]),
                 )
+            )
     return entries
 
 

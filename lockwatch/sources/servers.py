@@ -137,6 +137,19 @@ def config_strings(value: Any, what: str, where: str) -> tuple[str, ...]:
     return tuple(values)
 
 
+def idle_after_option(flag: str, default: float) -> Decorator:
+    """Its `--x-idle-after SECONDS` option (its listing's and the dashboard's)."""
+    import click
+
+    return click.option(
+        flag,
+        type=click.FloatRange(min=0),
+        default=None,
+        metavar="SECONDS",
+        help=f"Idle (in transaction) holders older than this are stale [default: {default:g}].",
+    )
+
+
 def refresh(wanted: Wanted) -> float:
     """Seconds between polls: --refresh, else the default."""
     return float(wanted.values.get("refresh") or DEFAULT_REFRESH)

@@ -21,12 +21,11 @@ import contextlib
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from lockwatch.sources.clients import Owners, parse_address, unix_peers
+from lockwatch.sources.clients import Owners, listening_on, unix_peers
 
 _ACCEPTCON = 0x10000  # a listening socket (__SO_ACCEPTCON in /proc/net/unix's Flags)
 _STREAM = 1
 _CONNECTED = 3
-_TCP_LISTEN = 0x0A
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,23 +88,6 @@ def read_unix(path: str = "/proc/net/unix") -> list[_UnixEntry]:
     return entries
 
 
-def _tcp_listeners(port: int, proc: str) -> set[int]:
-    """The inodes of the sockets listening on TCP `port` here."""
-    found: set[int] = set()
-    for table in (f"{proc}/net/tcp", f"{proc}/net/tcp6"):
-        try:
-            with open(table, encoding="ascii") as handle:
-                lines = handle.readlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            with contextlib.suppress(ValueError, IndexError):
-                if int(fields[3], 16) == _TCP_LISTEN and parse_address(fields[1])[1] == port:
-                    found.add(int(fields[9]))
-    return found
-
-
 def unix_clients(
     paths: Collection[str],
     port: int | None,
@@ -124,7 +106,7 @@ def unix_clients(
         servers = {pid for e in listening for pid in owners.by_inode.get(e.inode, ())}
     elif port:
         servers = {
-            pid for inode in _tcp_listeners(port, proc) for pid in owners.by_inode.get(inode, ())
+            pid for inode in listening_on(port, proc) for pid in owners.by_inode.get(inode, ())
         }
     else:
         return None

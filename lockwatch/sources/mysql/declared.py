@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 import click
 
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
-from lockwatch.sources.servers import ServerDeclared
+from lockwatch.sources.servers import ServerDeclared, idle_after_option
 
 if TYPE_CHECKING:
     from lockwatch.model.clues import Clue
@@ -64,14 +64,7 @@ class MysqlDeclared(ServerDeclared):
                 help="A MySQL or MariaDB server: mysql://user@host:port/db or a unix socket's"
                 " path (repeatable; password from MYSQL_PWD, ~/.my.cnf or mysql.password_file).",
             ),
-            click.option(
-                "--mysql-idle-after",
-                type=click.FloatRange(min=0),
-                default=None,
-                metavar="SECONDS",
-                help="Idle (in transaction) holders older than this are stale"
-                f" [default: {DEFAULT_IDLE_AFTER:g}].",
-            ),
+            idle_after_option("--mysql-idle-after", DEFAULT_IDLE_AFTER),
             click.option(
                 "--mysql-lock",
                 "mysql_locks",

@@ -11,7 +11,7 @@ import click
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS, LIBPQ_SERVER_VARS
 from lockwatch.sources.secrets import secret_option
-from lockwatch.sources.servers import ServerDeclared
+from lockwatch.sources.servers import ServerDeclared, idle_after_option
 
 if TYPE_CHECKING:
     from lockwatch.model.clues import Clue
@@ -44,14 +44,7 @@ class PostgresDeclared(ServerDeclared):
                 metavar="DSN",
                 help="A PostgreSQL server to read pg_locks from (repeatable).",
             ),
-            click.option(
-                "--pg-idle-after",
-                type=click.FloatRange(min=0),
-                default=None,
-                metavar="SECONDS",
-                help="Idle (in transaction) holders older than this are stale"
-                f" [default: {DEFAULT_IDLE_AFTER:g}].",
-            ),
+            idle_after_option("--pg-idle-after", DEFAULT_IDLE_AFTER),
             click.option(
                 "--pg-all",
                 is_flag=True,
