@@ -32,6 +32,21 @@ from lockwatch.sources.locktables.facts import UNLOCK_COMMANDS, TableLock
 Unlocker = Callable[[Mapping[str, Any], TableLock], int]
 
 
+def unlocker(reach_key: str, flag: str, unlock: Callable[[Any, TableLock], int]) -> Unlocker:
+    """A source's Unlocker: the row's server found through the action's reach
+    (`reach_key`: the source's lookup by server name), the row unlocked there by
+    `unlock`; refused (`no_dsn`) where the operator named no such server (`flag`)."""
+
+    def run(reach: Mapping[str, Any], facts: TableLock) -> int:
+        find = reach.get(reach_key)
+        server = find(facts.server) if find is not None else None
+        if server is None:
+            raise ActionRefused("no_dsn", f"no DSN for {facts.server}: name the server with {flag}")
+        return unlock(server, facts)
+
+    return run
+
+
 def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
     facts = lock.facts
     assert isinstance(facts, TableLock)
