@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from lockwatch.model.action import Kind
@@ -27,6 +26,14 @@ if TYPE_CHECKING:
     from lockwatch.sources.contract import ActionProvider, Decorator, Hint, Wanted
     from lockwatch.sources.polled import Polled
     from lockwatch.sources.secrets import InArguments
+
+    class Poller(Protocol):
+        """A server's poller, or the server itself (MySQL's): polled once, closed."""
+
+        def poll(self) -> Polled: ...
+
+        def close(self) -> None: ...
+
 
 # Seconds between polls of a server, unless --refresh says otherwise.
 DEFAULT_REFRESH = 2.0
@@ -61,8 +68,7 @@ class ServerDeclared:
         )
 
 
-@dataclass(frozen=True)
-class TargetOption:
+class TargetOption(NamedTuple):
     """The option of the action commands naming the server a TARGET lives on."""
 
     flag: str  # "--pg"
@@ -72,8 +78,7 @@ class TargetOption:
     help: str
 
 
-@dataclass(frozen=True)
-class Listens:
+class Listens(NamedTuple):
     """How an empty dashboard tells of a server of its kind on this host."""
 
     server: str  # "a PostgreSQL server"
@@ -167,12 +172,6 @@ def idle_after(wanted: Wanted, name: str, default: float) -> float:
         flag = "--" + name.replace("_", "-")
         raise SourceError(f"{flag}: must be a finite number of seconds")
     return float(given)
-
-
-class Poller(Protocol):
-    def poll(self) -> Polled: ...
-
-    def close(self) -> None: ...
 
 
 def polled_once(poller: Poller, server: str) -> list[Lock]:
