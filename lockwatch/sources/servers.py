@@ -1,27 +1,23 @@
-"""What the server sources (postgres, mysql, redis, etcd) have in common, as
-defaults a new one inherits: it writes only what differs.
+"""What the server sources' plugins (postgres, mysql, redis, etcd) have in
+common, as defaults a new one inherits: it writes only what differs (its
+declaration's base is `declaring.ServerDeclared`).
 
-- `ServerDeclared`, the base of its `declared.py` class: it is asked for by its
-  server flags (`asking`), may run when asked or configured, and recognises
-  nothing in pasted text unless it says otherwise.
 - `ServerPlugin`, the base of its plugin's source: the option the action
   commands take to reach a TARGET's server (`target_option`), the empty
   dashboard's hint of a server listening on this host (`listens`), the refresh
   and idle-after values of a selection, and `polled_once` for `find`.
 
-Light: every run loads it with the declarations; what it calls on is imported
-when called.
+Loaded with a server source's plugin, never at the CLI's start.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
     from lockwatch.model.lock import Lock
     from lockwatch.sources.contract import ActionProvider, Decorator, Hint, Wanted
     from lockwatch.sources.polled import Polled
@@ -37,35 +33,6 @@ if TYPE_CHECKING:
 
 # Seconds between polls of a server, unless --refresh says otherwise.
 DEFAULT_REFRESH = 2.0
-
-
-class ServerDeclared:
-    """Defaults for a server source's declaration (`contract.Declared`)."""
-
-    name: str
-    status_word = ""
-    sees_waits = False
-    wait_metrics: str | None = None
-    # The CLI values (click parameter names) that ask for it by name: its servers.
-    asking: tuple[str, ...] = ()
-    # Values that load its plugin without asking for it (an --x-idle-after its
-    # select checks: a nan is refused there).
-    loading: tuple[str, ...] = ()
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return any(values.get(name) for name in self.asking)
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids are the registry's to recognise; its messages, none.
-        return ()
-
-    def may_run(self, wanted: Wanted) -> bool:
-        # Servers come from its flags or its config table.
-        return (
-            self.asked(wanted.values)
-            or any(wanted.values.get(name) is not None for name in self.loading)
-            or wanted.settings(self.name) is not None
-        )
 
 
 class TargetOption(NamedTuple):
@@ -140,19 +107,6 @@ def config_strings(value: Any, what: str, where: str) -> tuple[str, ...]:
 
         raise ConfigError(f"{where}: {what} must be a string or a list of strings")
     return tuple(values)
-
-
-def idle_after_option(flag: str, default: float) -> Decorator:
-    """Its `--x-idle-after SECONDS` option (its listing's and the dashboard's)."""
-    import click
-
-    return click.option(
-        flag,
-        type=click.FloatRange(min=0),
-        default=None,
-        metavar="SECONDS",
-        help=f"Idle (in transaction) holders older than this are stale [default: {default:g}].",
-    )
 
 
 def refresh(wanted: Wanted) -> float:

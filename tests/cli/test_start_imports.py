@@ -97,6 +97,7 @@ STARTUP = frozenset(
         "model.verdict",
         "sources",
         "sources.contract",
+        "sources.declaring",
         "sources.etcd",
         "sources.etcd.declared",
         "sources.kernel.declared",
@@ -122,7 +123,6 @@ STARTUP = frozenset(
         "sources.remote",
         "sources.remote.ids",
         "sources.secrets",
-        "sources.servers",
         "sources.stores",
         "sources.stores.ids",
         "trusted",
@@ -196,6 +196,7 @@ LS_PG_OWN = frozenset(
     {
         "sources.postgres.plugin",
         "sources.postgres.settings",
+        "sources.servers",
         "sources.locktables",
         "sources.locktables.config",
         "cli.ls",

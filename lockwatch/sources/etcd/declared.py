@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from lockwatch.sources.declaring import ServerDeclared
 from lockwatch.sources.etcd import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
-from lockwatch.sources.servers import ServerDeclared
 
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Decorator

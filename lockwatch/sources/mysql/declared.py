@@ -9,8 +9,8 @@ from urllib.parse import unquote, urlsplit
 
 import click
 
+from lockwatch.sources.declaring import ServerDeclared, idle_after_option
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
-from lockwatch.sources.servers import ServerDeclared, idle_after_option
 
 if TYPE_CHECKING:
     from lockwatch.model.clues import Clue

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from lockwatch.sources.declaring import ServerDeclared, idle_after_option
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS, LIBPQ_SERVER_VARS
 from lockwatch.sources.secrets import secret_option
-from lockwatch.sources.servers import ServerDeclared, idle_after_option
 
 if TYPE_CHECKING:
     from lockwatch.model.clues import Clue
