@@ -50,6 +50,12 @@ class _DashboardByDefault(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from lockwatch.cli.where import sources_section
+
+        sources_section(formatter, "Sources (their options: lockwatch watch --help)")
+        super().format_epilog(ctx, formatter)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # `lockwatch --readonly SUBCOMMAND …`: no action anywhere in this run.
         if len(args) > 1 and args[0] == READONLY_FLAG and _is_command(args[1]):
@@ -142,11 +148,10 @@ def _refuse_a_mistyped_command(ctx: click.Context, word: str, commands: Iterable
 def cli(ctx: click.Context) -> None:
     """See every lock's holder, age and staleness: files, kernel, servers.
 
-    lockwatch reads lock files (the tools' own: git, filelock, flufl.lock,
-    Terraform, little-loops, clawdbot, ...; pid files and bare lock files), the
-    kernel's file locks and PostgreSQL's pg_locks, and judges each lock active,
-    stale, invalid, waiting, free or unknown by its writer's own rules, with
-    machine-readable reasons.
+    lockwatch reads the locks of every source below (lock files, the kernel's
+    file locks, lock servers), and judges each lock active, stale, invalid,
+    waiting, free or unknown by its writer's own rules, with machine-readable
+    reasons.
 
     With no command, or with PATHs, it opens the live dashboard: its options
     (--pg, --kernel, --filter, --theme, ...) are in `lockwatch watch --help`.

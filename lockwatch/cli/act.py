@@ -45,13 +45,11 @@ EXIT_USAGE = 2
 EXIT_FAILED = 3
 
 ACT_EPILOG = """\b
-TARGET is a lock file's path, or a lock id as `lockwatch ls --json` prints it
-(file:/srv/locks/app.lock, pg:user@host:5432/db:4242:advisory/...,
-kernel:254:0:1234:FLOCK:0-EOF:4242, redis:cache1:6379/0:lock:deploy, or
-etcd:etcd1:2379:/locks/deploy/694d7e2c1a2b3c4d). A
-Postgres id is looked up on its server: --pg names it (with a password, if one
-is needed), else LOCKWATCH_PG, the config or PG* variables, else the id's own
-user@host:port/db.
+TARGET is a lock file's path, or a lock id as `lockwatch ls --json` prints it:
+its source's prefix (below) and what names the lock in that source
+(file:/srv/locks/app.lock). A server's lock is looked up on its server: the
+source's option above names it (with a password, if one is needed), else its
+config table or variables, else the server the id itself names.
 
 \b
 Rules: a reason is required. Without --yes, lockwatch shows the lock and the
@@ -186,8 +184,22 @@ def command(kind: ActionKind) -> click.Command:
     func: Any = act
     for decorate in reversed(decorators):
         func = decorate(func)
-    made = click.command(kind.command, short_help=kind.short_help, help=kind.doc, epilog=ACT_EPILOG)
+    made = click.command(
+        kind.command, cls=_ActionCommand, short_help=kind.short_help, help=kind.doc,
+        epilog=ACT_EPILOG,
+    )  # fmt: skip
     return made(func)
+
+
+class _ActionCommand(click.Command):
+    """An action command, whose --help lists the sources a TARGET may be of: from
+    the registry, so a new source's line comes with its entry."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from lockwatch.cli.where import sources_section
+
+        super().format_epilog(ctx, formatter)
+        sources_section(formatter, "Sources, by the prefix of their lock ids", ids=True)
 
 
 # -- the shared flow -------------------------------------------------------------

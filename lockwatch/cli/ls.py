@@ -13,7 +13,7 @@ import click
 import orjson
 
 from lockwatch.cli.ending import finish
-from lockwatch.cli.where import resolve_targets, target_options
+from lockwatch.cli.where import SourcesListed, resolve_targets, target_options
 from lockwatch.clock import SystemClock
 from lockwatch.fanout import available_cpus
 from lockwatch.model.text import terminal_safe as printable
@@ -26,6 +26,7 @@ EXIT_STALE = 3
 
 @click.command(
     "ls",
+    cls=SourcesListed,
     short_help="List locks with their state and reasons (scriptable).",
     epilog="""\b
 Exit status:
@@ -76,8 +77,8 @@ Examples:
     help="Processes for large --json scans (default: one per CPU).",
 )
 def ls(**values: Any) -> None:
-    """List locks under PATHs (default: the current directory), on PostgreSQL
-    servers and in the kernel, each with its verdict.
+    """List locks under PATHs (default: the current directory) and in every
+    source below that its options or the config name, each with its verdict.
 
     Scans recursively for *.lock and *.pid files, lock directories and the
     lock files tools name their own way (git, flufl.lock, filelock, Emacs

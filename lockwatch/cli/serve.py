@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from lockwatch.cli.where import resolve_targets, target_options
+from lockwatch.cli.where import SourcesListed, resolve_targets, target_options
 
 SERVE_EPILOG = """\b
 Endpoints (read-only: GET and HEAD; nothing can be done through them):
@@ -46,6 +46,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 
 @click.command(
     "serve",
+    cls=SourcesListed,
     short_help="Serve locks to Prometheus (/metrics) and other lockwatches (/v1/locks).",
     epilog=SERVE_EPILOG,
 )

@@ -17,6 +17,7 @@ from lockwatch.cli.where import (
     AUDIT_SYSLOG_OPTION,
     OPERATOR_OPTION,
     TOMBSTONE_DIR_OPTION,
+    SourcesListed,
     Targets,
     resolve_targets,
     target_options,
@@ -91,6 +92,7 @@ def _common(func: Any) -> Any:
 
 @click.command(
     "watch",
+    cls=SourcesListed,
     short_help="The live dashboard (also: lockwatch [PATH]...).",
     epilog=WATCH_EPILOG,
 )
@@ -125,8 +127,8 @@ def _common(func: Any) -> Any:
 @_common
 def watch(**values: Any) -> None:
     """Watch locks live: lock files under PATHs (default: the current
-    directory), PostgreSQL servers' pg_locks and (with --kernel) the kernel's
-    file locks.
+    directory) and the locks of every source below that its options or the
+    config name.
 
     Files are watched for changes (a new, changed or removed lock shows within
     a quarter of a second) and read again in full every 30 s; servers and the

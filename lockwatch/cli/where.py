@@ -74,6 +74,25 @@ def target_options(func: F) -> F:
     return func
 
 
+def sources_section(formatter: click.HelpFormatter, title: str, ids: bool = False) -> None:
+    """Every registered source, its name (`ids`: its lock ids' prefix) and
+    summary, as a --help section: a new source's line comes with its registry
+    entry (its declaration's `summary`; no plugin is loaded for it)."""
+    from lockwatch.sources.registry import help_rows
+
+    with formatter.section(title):
+        formatter.write_dl(help_rows(ids))
+
+
+class SourcesListed(click.Command):
+    """A command that looks at the sources (`ls`, `watch`, `serve`): its --help
+    ends with the list of them, from the registry."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_epilog(ctx, formatter)
+        sources_section(formatter, "Sources (each with its options above)")
+
+
 class Targets(NamedTuple):
     sources: list[tuple[Source, Selected]]  # what this run looks at, configured
     config: Config

@@ -62,6 +62,20 @@ class Party:
     state_since: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One gauge of a source's own in `serve`'s /metrics for one lock (a Lease's
+    holder age, its leadership transitions), labelled {server, name}: the lock's
+    server and name. Its value is `value`, or the seconds since `since` at each
+    scrape. Bounded: at most --max-lock-series of each metric."""
+
+    metric: str  # the whole name, lockwatch_<source>_...: "lockwatch_k8s_lease_transitions"
+    help: str
+    server: str
+    value: float | None = None
+    since: datetime | None = None
+
+
 class Facts:
     """The base of every source's facts type: the questions generic code asks.
 
@@ -247,6 +261,10 @@ class Facts:
         """Its session as its group's blocking tree labels it: (node, label), such
         as (4242, "pid 4242 (alice, active)"). None: trees label its node plainly."""
         return None
+
+    def series(self, lock: Lock) -> Sequence[Series]:
+        """Gauges of its source's own for this lock in `serve`'s /metrics (none)."""
+        return ()
 
     # --- where it lives -------------------------------------------------------
 

@@ -47,29 +47,19 @@ class ActionKind:
         return self.action or f"act({self.kind.value!r})"
 
 
-_BREAK_DOC = """Break the lock TARGET.
-
-    A lock file is renamed into .lockwatch-broken/ beside it (kept, never
-    deleted); a Postgres lock's holder session is ended with
-    pg_terminate_backend(pid), which rolls back its transaction and frees its
-    locks. A kernel lock (flock, fcntl, OFD) cannot be released from outside:
-    every process holding it (all that share its open file) is sent SIGTERM,
-    then SIGKILL if still holding it after --grace (--no-kill: SIGTERM only;
-    --signal KILL: SIGKILL at once); done only once the kernel no longer lists
-    the lock, else it fails naming who holds it. A lock file a kernel lock is
-    held on is never moved aside under its holder: its break is refused, or,
-    with --signal, is that kernel lock's. A Redis lock's key is deleted
-    only if it still holds the token you saw (one Lua script); an etcd lock's
-    key only if its revision is the one you saw, and its lease is revoked. A
-    lock that is not stale (or free) needs --force; a kernel lock always does.
+_BREAK_DOC = """Break the lock TARGET, as its own tool would end it: a lock file
+    is renamed into .lockwatch-broken/ beside it (kept, never deleted); a
+    server's lock is dropped on its server, or its holder's session ended, only
+    if it is still the one you saw. What each source's break does is its own
+    (docs/actions.md), and so are its options above; the sources are listed
+    below. A lock that is not stale (or free) needs --force, and some sources'
+    always do (a kernel lock: its holders are signalled).
 
     \b
     Examples:
       lockwatch break /srv/locks/deploy.lock --reason "holder died, INC-123"
       lockwatch break file:/srv/locks/deploy.lock --reason x --expect-sha256 9f2c...
-      lockwatch break 'pg:monitor@db1:5432/app:4242:advisory/...' --reason x --yes
-      lockwatch break kernel:254:0:1234:FLOCK:0-EOF:4242 --reason "hung" --force
-      lockwatch break redis:cache1:6379/0:lock:deploy --redis redis://:pw@cache1 --reason x
+      lockwatch break "$(lockwatch ls --json | jq -r '.locks[0].id')" --reason x --yes
     """
 
 _STEAL_DOC = """Steal the stale lock TARGET: the old lock is moved into

@@ -10,6 +10,8 @@ locks there are, except for one family, which is capped:
   locks only, at most --max-lock-series (the oldest first), and
   lockwatch_lock_series_dropped counts the rest;
 - lockwatch_pg_* {server}: one per PostgreSQL server;
+- a source's own gauges per lock (`Facts.series`: lockwatch_k8s_lease_transitions
+  {server,name}, ...): at most --max-lock-series of each;
 - lockwatch_source_up, lockwatch_source_last_success_timestamp_seconds
   {source,name}: one per PATH, server and remote;
 - lockwatch_collect_duration_seconds, lockwatch_scan_errors {source}: one per source.
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from lockwatch import __version__
 from lockwatch.model.board import Board
+from lockwatch.model.facts import Series
 from lockwatch.model.status import LIVE_STATES, SourceStatus
 from lockwatch.model.text import terminal_safe
 from lockwatch.model.verdict import State
@@ -67,6 +70,8 @@ class Figures:
     last_success: list[tuple[str, str, float]] = field(default_factory=list)
     durations: dict[str, float] = field(default_factory=dict)
     scan_errors: dict[str, int] = field(default_factory=dict)
+    # A source's own gauges (`Facts.series`): metric -> (help, [(labels, value)]).
+    own: dict[str, tuple[str, list[tuple[tuple[str, str], float]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -85,6 +90,8 @@ class Tally:
     # when the first waits.
     blocked: dict[tuple[str, str], set[Hashable]] = field(default_factory=dict)
     first_wait: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    # Sources' own gauges, with the lock's name each is for.
+    own: list[tuple[Series, str]] = field(default_factory=list)
 
 
 def tally(board: Board) -> Tally:
@@ -110,6 +117,7 @@ def tally(board: Board) -> Tally:
             server = facts.wait_metrics_server()
             if server is not None:
                 _count_wait(out, (lock.source, server), facts.waits(), waiting)
+            out.own.extend((each, lock.name) for each in facts.series(lock))
         if start is not None:
             known = first.get(key)
             if known is None or start < known:
@@ -170,6 +178,7 @@ def figures(
     for (source, state), start in counted.first.items():
         out.oldest[(source, state.value)] = max(0.0, (now - start).total_seconds())
     _stale_series(out, counted.stale, now, max_series)
+    _own_series(out, counted.own, now, max_series)
     servers = out.servers
     for key, blocked in counted.blocked.items():
         since = counted.first_wait.get(key)
@@ -219,6 +228,20 @@ def _stale_series(
         age = None if start is None else max(0.0, (now - start).total_seconds())
         out.stale.append((labels, age))
     out.dropped = len(stale) - len(out.stale)
+
+
+def _own_series(out: Figures, own: list[tuple[Series, str]], now: datetime, cap: int) -> None:
+    """Each source's own gauges, at most `cap` of each metric (by server and name)."""
+    for each, name in sorted(own, key=lambda item: (item[0].metric, item[0].server, item[1])):
+        if each.value is not None:
+            value = each.value
+        elif each.since is not None:
+            value = max(0.0, (now - each.since).total_seconds())
+        else:
+            continue
+        _, samples = out.own.setdefault(each.metric, (each.help, []))
+        if len(samples) < cap:
+            samples.append(((terminal_safe(each.server), terminal_safe(name)), value))
 
 
 def _wait_prefix(source: str) -> str | None:
@@ -309,6 +332,12 @@ def families(found: Figures) -> Iterator[Metric]:
             by_prefix.setdefault(prefix, []).append((server, waits))
     for prefix, servers in sorted(by_prefix.items()):
         yield from _wait_families(prefix, servers)
+
+    for metric, (text, samples) in sorted(found.own.items()):
+        gauge = GaugeMetricFamily(metric, text, labels=["server", "name"])
+        for (server, name), value in samples:
+            gauge.add_metric([server, name], value)
+        yield gauge
 
     up = GaugeMetricFamily(
         "lockwatch_source_up",

@@ -193,9 +193,13 @@ class Deadline:
 _SLACK = 0.05
 
 
-def deadline_transport(deadline: Deadline) -> httpx.BaseTransport:
+def deadline_transport(
+    deadline: Deadline, ssl_context: ssl.SSLContext | None = None
+) -> httpx.BaseTransport:
     """An httpx transport whose every connect, read and write ends by `deadline`
-    (httpx's HTTPTransport takes no network backend: its pool, built here)."""
+    (httpx's HTTPTransport takes no network backend: its pool, built here).
+    `ssl_context`: the TLS settings (a private CA, a client certificate) where the
+    system's trust store is not the one (a Kubernetes API server's)."""
     import httpcore
     import httpx
 
@@ -301,7 +305,7 @@ def deadline_transport(deadline: Deadline) -> httpx.BaseTransport:
     class Transport(httpx.BaseTransport):
         def __init__(self) -> None:
             self._pool = httpcore.ConnectionPool(
-                ssl_context=httpx.create_ssl_context(trust_env=False),
+                ssl_context=ssl_context or httpx.create_ssl_context(trust_env=False),
                 max_connections=1,
                 max_keepalive_connections=1,
                 network_backend=Backend(),

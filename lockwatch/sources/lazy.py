@@ -5,10 +5,11 @@ config and asks each source whether it runs: with each `plugin.py` imported for
 that, a listing of files paid for five servers' settings, endpoints and
 selections (their dataclasses), ~80M instructions of a ~600M start (issue 42).
 A source's package therefore declares what every run asks of it in a light
-`declared.py` (`DECLARED`, a `contract.Declared`): its names, options, config
-tables, `clues` and `may_run`. Its `plugin.SOURCE` is imported the first time
-anything else is asked: its settings when the config has one of its tables, its
-`select` when `may_run` says it may run, its actions, records, `find`.
+`declared.py` (`DECLARED`, a `contract.Declared`): its names, options (the
+action commands' too: `--help` builds them), config tables, `clues` and
+`may_run`. Its `plugin.SOURCE` is imported the first time anything else is
+asked: its settings when the config has one of its tables, its `select` when
+`may_run` says it may run, its actions, records, `find`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ class LazySource:
         self.wait_metrics = declared.wait_metrics
 
     @property
+    def package(self) -> str:
+        """Its package's name (`lockwatch.sources.redis`)."""
+        return self._package
+
+    @property
     def plugin(self) -> Source:
         if self._plugin is None:
             self._plugin = importlib.import_module(f"{self._package}.plugin").SOURCE
@@ -60,6 +66,15 @@ class LazySource:
 
     def options(self) -> Sequence[Decorator]:
         return self._declared.options()
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        # The action commands are built with every source's (so is `--help`): a
+        # declaration answers without its plugin; one that does not say, its plugin.
+        declared = getattr(self._declared, "action_options", None)
+        if declared is None:
+            return self.plugin.action_options(kind)
+        options: Sequence[Decorator] = declared(kind)
+        return options
 
     def asked(self, values: Mapping[str, Any]) -> bool:
         return self._declared.asked(values)
@@ -87,9 +102,6 @@ class LazySource:
     @property
     def actions(self) -> ActionProvider | None:
         return self.plugin.actions
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        return self.plugin.action_options(kind)
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return self.plugin.find(target, wanted, host)

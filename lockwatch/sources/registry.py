@@ -30,6 +30,8 @@ SOURCES: tuple[Source, ...] = (
     LazySource("lockwatch.sources.redis"),
     LazySource("lockwatch.sources.etcd"),
     LazySource("lockwatch.sources.mysql"),
+    LazySource("lockwatch.sources.zookeeper"),
+    LazySource("lockwatch.sources.k8s"),
 )
 
 
@@ -129,6 +131,13 @@ def record_types() -> tuple[type, ...]:
     return tuple(kind for source in SOURCES for kind in source.record_types)
 
 
+def help_rows(ids: bool = False) -> list[tuple[str, str]]:
+    """(name, summary) per source, in registry order, for --help (`lockwatch
+    --help`; with `ids`, its lock ids' prefix for the name, for the action
+    commands'): from the declarations, no plugin loaded."""
+    return [(f"{s.id_prefix}:" if ids else s.name, s.summary) for s in SOURCES]
+
+
 def help_lines() -> list[str]:
     """One line per source, for --help epilogs."""
-    return [f"  {source.name:<9} {source.summary}" for source in SOURCES]
+    return [f"  {name:<9} {summary}" for name, summary in help_rows()]

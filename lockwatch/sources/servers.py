@@ -2,9 +2,9 @@
 common, as defaults a new one inherits: it writes only what differs (its
 declaration's base is `declaring.ServerDeclared`).
 
-- `ServerPlugin`, the base of its plugin's source: the option the action
-  commands take to reach a TARGET's server (`target_option`), the empty
-  dashboard's hint of a server listening on this host (`listens`), the refresh
+- `ServerPlugin`, the base of its plugin's source: its package's
+  `actions.ACTIONS`, the empty dashboard's hint of a server listening on this
+  host (`listens`), the refresh
   and idle-after values of a selection, and `polled_once` for `find`.
 
 Loaded with a server source's plugin, never at the CLI's start.
@@ -13,15 +13,12 @@ Loaded with a server source's plugin, never at the CLI's start.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from lockwatch.model.action import Kind
     from lockwatch.model.lock import Lock
-    from lockwatch.sources.contract import ActionProvider, Decorator, Hint, Wanted
+    from lockwatch.sources.contract import ActionProvider, Hint, Wanted
     from lockwatch.sources.polled import Polled
-    from lockwatch.sources.secrets import InArguments
 
     class Poller(Protocol):
         """A server's poller, or the server itself (MySQL's): polled once, closed."""
@@ -33,16 +30,6 @@ if TYPE_CHECKING:
 
 # Seconds between polls of a server, unless --refresh says otherwise.
 DEFAULT_REFRESH = 2.0
-
-
-class TargetOption(NamedTuple):
-    """The option of the action commands naming the server a TARGET lives on."""
-
-    flag: str  # "--pg"
-    dest: str  # "pg_dsns", the same as its listing option's
-    carries: InArguments  # its values may carry a password: hidden from `ps`
-    metavar: str
-    help: str
 
 
 class Listens(NamedTuple):
@@ -57,7 +44,6 @@ class Listens(NamedTuple):
 class ServerPlugin:
     """Defaults for a server source's plugin (`contract.Source`)."""
 
-    target_option: TargetOption | None = None
     listens: Listens | None = None
 
     @property
@@ -69,23 +55,6 @@ class ServerPlugin:
         package = type(self).__module__.rpartition(".")[0]
         provider: ActionProvider = importlib.import_module(f"{package}.actions").ACTIONS
         return provider
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None or self.target_option is None:
-            return ()
-        from lockwatch.sources.secrets import secret_option
-
-        option = self.target_option
-        return [
-            secret_option(
-                option.flag,
-                option.dest,
-                carries=option.carries,
-                multiple=True,
-                metavar=option.metavar,
-                help=option.help,
-            )
-        ]
 
     def hint(self, wanted: Wanted, running: bool) -> Hint | None:
         """Not watching any: a server on this host, seen by its port or socket

@@ -70,6 +70,41 @@ def loaded(tmp_path: Path, *args: str) -> tuple[list[str], list[str]]:
     return ours, others
 
 
+def declarations() -> frozenset[str]:
+    """Each lazy registry entry's package, its declared.py and the modules of its
+    own package that declared.py imports: every start loads them (sources/lazy.py),
+    so a new source's entry brings them here without a line of this file."""
+    import ast
+    import importlib.util
+
+    from lockwatch.sources.lazy import LazySource
+    from lockwatch.sources.registry import SOURCES
+
+    found: set[str] = set()
+    for source in SOURCES:
+        if not isinstance(source, LazySource):
+            continue
+        package = source.package
+        found |= {package, f"{package}.declared"}
+        spec = importlib.util.find_spec(f"{package}.declared")
+        assert spec is not None and spec.origin is not None, package
+        # Its top-level imports: those inside functions run when asked, not at start.
+        for node in ast.parse(Path(spec.origin).read_text()).body:
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = package if node.level else node.module or ""
+            if node.level and node.module:
+                module = f"{package}.{node.module}"
+            if module != package and not module.startswith(f"{package}."):
+                continue
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                place = Path(spec.origin).parent.joinpath(*sub.split(".")[3:])
+                is_module = place.with_suffix(".py").exists() or (place / "__init__.py").exists()
+                found.add(sub if is_module else module)
+    return frozenset(name.removeprefix("lockwatch.") for name in found)
+
+
 # Every command's start: the console script, the config, the registry with every
 # source's declaration (`ls` and the dashboard take every source's options: its
 # declared.py) and the files plugin, and the model those name. Not the plugin of a
@@ -125,11 +160,16 @@ STARTUP = frozenset(
         "sources.secrets",
         "sources.stores",
         "sources.stores.ids",
+        "sources.zookeeper",
+        "sources.zookeeper.declared",
+        "sources.zookeeper.ids",
         "trusted",
         "model.clues",
         "model.hosts",
     }
 )
+# Each registry entry's declaration, from the registry: a new source needs no line here.
+STARTUP |= declarations()
 
 # Every lock format's decoder: `ls DIR` and `why` read files with them all.
 DECODERS = frozenset(
@@ -243,8 +283,10 @@ WHY_OWN = DECODERS | frozenset(
         "sources.mounts",
         "sources.files.scanner",
         "sources.files.tombstones",
+        "sources.k8s.messages",
         "sources.mysql.messages",
         "sources.postgres.messages",
+        "sources.zookeeper.messages",
     }
 )
 
@@ -285,3 +327,13 @@ def test_why_imports_the_messages_and_nothing_else(tmp_path: Path) -> None:
     ours, others = loaded(tmp_path, "why", message)
     assert unlisted_and_missing(ours, named(STARTUP, WHY_OWN)) == ([], [])
     assert others == WHY_PACKAGES
+
+
+def test_help_lists_every_source_without_loading_their_plugins(tmp_path: Path) -> None:
+    """`--help` and an action command's list every source (registry.help_rows)
+    and take every source's action options from its declared.py: no source's
+    plugin is loaded for it but the files' (every start's)."""
+    for args in (("--help",), ("break", "--help")):
+        ours, _ = loaded(tmp_path, *args)
+        plugins = [m for m in ours if m.endswith(".plugin")]
+        assert plugins == ["lockwatch.sources.files.plugin"], (args, plugins)

@@ -31,8 +31,8 @@ def test_every_label_fits_the_source_column() -> None:
 
 def test_a_source_this_build_lacks_is_shown_by_its_name() -> None:
     """A recording from a newer lockwatch may name a source unknown here."""
-    assert registry.label("zookeeper") == "zookeeper"
-    assert registry.by_name("zookeeper") is None
+    assert registry.label("consul") == "consul"
+    assert registry.by_name("consul") is None
 
 
 # --- lazy entries (sources/lazy.py): a declaration now, the plugin when used -------
@@ -119,3 +119,31 @@ def test_a_config_table_loads_its_source_to_read_it(tmp_path: Path) -> None:
         registry.configured(from_mapping({"redis": {"url": 5}}))
     with pytest.raises(ConfigError, match="unknown table"):
         registry.configured(from_mapping({"rediss": {}}))
+
+
+def test_a_declaration_without_action_options_gets_its_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A declared.py written before the action commands' options were declared
+    still works: its plugin answers them (loaded for it); one that declares them
+    answers without its plugin (`--help` loads none)."""
+    for name, declares in (("olddeclared", False), ("newdeclared", True)):
+        package = tmp_path / name
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        own = "    def action_options(self, kind):\n        return ['declared']\n"
+        (package / "declared.py").write_text(
+            "class D:\n    name = label = id_prefix = summary = title = status_word = 'x'\n"
+            "    config_tables = ()\n    sees_waits = False\n    wait_metrics = None\n"
+            + (own if declares else "")
+            + "DECLARED = D()\n"
+        )
+        (package / "plugin.py").write_text(
+            "class P:\n    def action_options(self, kind):\n        return ['plugin']\n"
+            "SOURCE = P()\n"
+        )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    old, new = LazySource("olddeclared"), LazySource("newdeclared")
+    answers: list[Any] = [list(old.action_options(None)), list(new.action_options(None))]
+    assert answers == [["plugin"], ["declared"]]
+    assert new._plugin is None  # never loaded

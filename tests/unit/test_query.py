@@ -128,7 +128,7 @@ def hits(text: str) -> set[str]:
         ("source:post", {"agent:42", "orders"}),
         ("source:p", {"agent:42", "orders"}),
         ("source:kernel", {"cron 12:30"}),
-        ("source:k", {"cron 12:30"}),
+        ("source:ke", {"cron 12:30"}),  # "k" alone is kernel or k8s: ambiguous
         # format: substring
         ("format:pg-", {"agent:42", "orders"}),
         ("format:FLOCK", {"cron 12:30"}),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lockwatch.sources.declaring import ServerDeclared
+from lockwatch.sources.declaring import ServerDeclared, TargetOption
 from lockwatch.sources.etcd import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
@@ -32,6 +32,13 @@ class EtcdDeclared(ServerDeclared):
     config_tables: tuple[str, ...] = ("etcd",)
     title = "etcd"
     asking = ("etcd_urls",)
+    target_option = TargetOption(
+        "--etcd",
+        "etcd_urls",
+        IN_ARGUMENTS,
+        "URL",
+        "The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
+    )
 
     def options(self) -> Sequence[Decorator]:
         return [

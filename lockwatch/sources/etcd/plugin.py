@@ -27,12 +27,11 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.etcd import ids
-from lockwatch.sources.etcd.declared import IN_ARGUMENTS, EtcdDeclared
+from lockwatch.sources.etcd.declared import EtcdDeclared
 from lockwatch.sources.selection import StoreSelection
 from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
     ServerPlugin,
-    TargetOption,
     config_strings,
     polled_once,
     refresh,
@@ -74,14 +73,6 @@ def range_prefixes(given: Sequence[str]) -> tuple[str, ...]:
 
 
 class EtcdSource(ServerPlugin, EtcdDeclared):
-    target_option = TargetOption(
-        "--etcd",
-        "etcd_urls",
-        IN_ARGUMENTS,
-        "URL",
-        "The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
-    )
-
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.

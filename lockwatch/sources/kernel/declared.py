@@ -11,6 +11,7 @@ import click
 from lockwatch.sources.kernel import ids
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
@@ -37,6 +38,43 @@ class KernelDeclared:
                 help="Also list every kernel file lock (/proc/locks: flock, POSIX, OFD) with its"
                 " holder and waiters [config: kernel.enabled].",
             )
+        ]
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        from lockwatch.model.action import Kind  # not at the top: `ls` never asks
+
+        if kind is not Kind.BREAK:
+            return ()
+        return [
+            click.option(
+                "--signal",
+                type=click.Choice(["TERM", "KILL"], case_sensitive=False),
+                default=None,
+                show_default="TERM",
+                callback=lambda ctx, param, value: value.upper() if value else None,
+                help="Kernel locks: the signal sent to every process holding the lock. TERM asks"
+                " them to exit, and SIGKILL follows after --grace for those still holding it"
+                " (unless --no-kill); KILL ends them at once, with no clean-up. A lock file a"
+                " kernel lock is held on is broken this way only when --signal is given (it is"
+                " never moved aside under its holder).",
+            ),
+            click.option(
+                "--grace",
+                type=click.FloatRange(min=0, max=3600),
+                default=10.0,
+                show_default=True,
+                metavar="SECONDS",
+                help="Kernel locks: how long the holders have after SIGTERM to let go of it.",
+            ),
+            click.option(
+                "--kill/--no-kill",
+                "kill",
+                default=True,
+                show_default=True,
+                help="Kernel locks: SIGKILL the holders still holding it after --grace. With"
+                " --no-kill, SIGTERM only: a lock still held then is a failure naming who holds"
+                " it.",
+            ),
         ]
 
     def asked(self, values: Mapping[str, Any]) -> bool:

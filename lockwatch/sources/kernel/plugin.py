@@ -17,12 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
-    Decorator,
     Found,
     Hint,
     ListingRequest,
@@ -35,7 +32,6 @@ from lockwatch.sources.kernel.declared import KernelDeclared
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.sources.feed import Feed
 
 
@@ -59,43 +55,6 @@ class KernelSource(KernelDeclared):
         from lockwatch.sources.kernel.actions import ACTIONS
 
         return ACTIONS
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        from lockwatch.model.action import Kind  # not at the top: `ls` never asks
-
-        if kind is not Kind.BREAK:
-            return ()
-        return [
-            click.option(
-                "--signal",
-                type=click.Choice(["TERM", "KILL"], case_sensitive=False),
-                default=None,
-                show_default="TERM",
-                callback=lambda ctx, param, value: value.upper() if value else None,
-                help="Kernel locks: the signal sent to every process holding the lock. TERM asks"
-                " them to exit, and SIGKILL follows after --grace for those still holding it"
-                " (unless --no-kill); KILL ends them at once, with no clean-up. A lock file a"
-                " kernel lock is held on is broken this way only when --signal is given (it is"
-                " never moved aside under its holder).",
-            ),
-            click.option(
-                "--grace",
-                type=click.FloatRange(min=0, max=3600),
-                default=10.0,
-                show_default=True,
-                metavar="SECONDS",
-                help="Kernel locks: how long the holders have after SIGTERM to let go of it.",
-            ),
-            click.option(
-                "--kill/--no-kill",
-                "kill",
-                default=True,
-                show_default=True,
-                help="Kernel locks: SIGKILL the holders still holding it after --grace. With"
-                " --no-kill, SIGTERM only: a lock still held then is a failure naming who holds"
-                " it.",
-            ),
-        ]
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> KernelSettings:
         from lockwatch.config import ConfigError

@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 
 import click
 
-from lockwatch.sources.declaring import ServerDeclared, idle_after_option
+from lockwatch.sources.declaring import ServerDeclared, TargetOption, idle_after_option
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
 if TYPE_CHECKING:
@@ -52,6 +52,13 @@ class MysqlDeclared(ServerDeclared):
     asking = ("mysql_dsns",)
     # --mysql-idle-after alone still loads the plugin: its select refuses a nan.
     loading = ("mysql_idle_after",)
+    target_option = TargetOption(
+        "--mysql",
+        "mysql_dsns",
+        IN_ARGUMENTS,
+        "DSN",
+        "The server a MySQL TARGET lives on (repeatable).",
+    )
 
     def options(self) -> Sequence[Decorator]:
         return [

@@ -30,7 +30,7 @@ from lockwatch.sources.contract import (
     SourceError,
     Wanted,
 )
-from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER, IN_ARGUMENTS, MysqlDeclared
+from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER, MysqlDeclared
 from lockwatch.sources.mysql.settings import (
     DEFAULTS,
     MySettings,
@@ -42,7 +42,6 @@ from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
     Listens,
     ServerPlugin,
-    TargetOption,
     idle_after,
     polled_once,
     refresh,
@@ -57,13 +56,6 @@ if TYPE_CHECKING:
 
 
 class MysqlSource(ServerPlugin, MysqlDeclared):
-    target_option = TargetOption(
-        "--mysql",
-        "mysql_dsns",
-        IN_ARGUMENTS,
-        "DSN",
-        "The server a MySQL TARGET lives on (repeatable).",
-    )
     listens = Listens(
         "a MySQL/MariaDB server",
         3306,

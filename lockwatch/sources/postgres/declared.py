@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lockwatch.sources.declaring import ServerDeclared, idle_after_option
+from lockwatch.sources.declaring import ServerDeclared, TargetOption, idle_after_option
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS, LIBPQ_SERVER_VARS
 from lockwatch.sources.secrets import secret_option
@@ -33,6 +33,13 @@ class PostgresDeclared(ServerDeclared):
     asking = ("pg_dsns",)
     # --pg-idle-after alone still loads the plugin: its select refuses a nan.
     loading = ("pg_idle_after",)
+    target_option = TargetOption(
+        "--pg",
+        "pg_dsns",
+        IN_ARGUMENTS,
+        "DSN",
+        "The server a Postgres TARGET lives on (repeatable).",
+    )
 
     def options(self) -> Sequence[Decorator]:
         return [

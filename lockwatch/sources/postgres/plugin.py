@@ -43,7 +43,6 @@ from lockwatch.sources.contract import (
 )
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.declared import PostgresDeclared
-from lockwatch.sources.postgres.dsn import IN_ARGUMENTS
 from lockwatch.sources.postgres.settings import (
     PgSettings,
     defaults,
@@ -53,7 +52,6 @@ from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
     Listens,
     ServerPlugin,
-    TargetOption,
     idle_after,
     refresh,
 )
@@ -64,13 +62,6 @@ if TYPE_CHECKING:
 
 
 class PostgresSource(ServerPlugin, PostgresDeclared):
-    target_option = TargetOption(
-        "--pg",
-        "pg_dsns",
-        IN_ARGUMENTS,
-        "DSN",
-        "The server a Postgres TARGET lives on (repeatable).",
-    )
     listens = Listens(
         "a PostgreSQL server",
         5432,

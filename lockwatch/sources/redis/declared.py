@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lockwatch.sources.declaring import ServerDeclared
+from lockwatch.sources.declaring import ServerDeclared, TargetOption
 from lockwatch.sources.redis import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
@@ -33,6 +33,13 @@ class RedisDeclared(ServerDeclared):
     config_tables: tuple[str, ...] = ("redis",)
     title = "Redis"
     asking = ("redis_urls", "redlock_groups")
+    target_option = TargetOption(
+        "--redis",
+        "redis_urls",
+        IN_ARGUMENTS,
+        "URL",
+        "The Redis server (with its password) a redis: TARGET lives on (repeatable).",
+    )
 
     def options(self) -> Sequence[Decorator]:
         return [

@@ -27,14 +27,13 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.redis import ids
-from lockwatch.sources.redis.declared import IN_ARGUMENTS, RedisDeclared
+from lockwatch.sources.redis.declared import RedisDeclared
 from lockwatch.sources.redis.endpoint import DEFAULT_PORT
 from lockwatch.sources.selection import StoreSelection
 from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
     Listens,
     ServerPlugin,
-    TargetOption,
     config_strings,
     polled_once,
     refresh,
@@ -104,13 +103,6 @@ def read_settings(data: Mapping[str, Any], where: str) -> RedisSettings:
 
 
 class RedisSource(ServerPlugin, RedisDeclared):
-    target_option = TargetOption(
-        "--redis",
-        "redis_urls",
-        IN_ARGUMENTS,
-        "URL",
-        "The Redis server (with its password) a redis: TARGET lives on (repeatable).",
-    )
     listens = Listens(
         "a Redis server",
         DEFAULT_PORT,

@@ -12,6 +12,7 @@ from lockwatch.sources.remote import ids
 from lockwatch.sources.remote.ids import REMOTE as REMOTE_KIND
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
@@ -47,6 +48,9 @@ class RemoteDeclared:
                 " remote.token_file, remote.token_files].",
             ),
         ]
+
+    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
+        return ()
 
     def asked(self, values: Mapping[str, Any]) -> bool:
         return bool(values.get("remotes"))

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
-    Decorator,
     Found,
     ListingRequest,
     Selected,
@@ -45,7 +44,6 @@ from lockwatch.sources.secrets import TokenFileError, read_token
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.sources.feed import Feed
     from lockwatch.sources.remote.document import RemoteListing
 
@@ -69,9 +67,6 @@ class RemoteSource(RemoteDeclared):
         from lockwatch.sources.remote.actions import ACTIONS
 
         return ACTIONS
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        return ()
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> RemoteSettings:
         return read_settings(tables, where)

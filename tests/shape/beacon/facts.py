@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.facts import Facts, Section
@@ -18,16 +18,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class BeaconLease(Facts):
-    server: str
+    server: str  # host:port, as its lock id carries it
     key: str
     owner: str
-    fence: int
-    polled_at: datetime
-    lease_left: float  # seconds at the poll; <= 0: lapsed, and never renewed since
-
-    @property
-    def lapses_at(self) -> datetime:
-        return self.polled_at + timedelta(seconds=self.lease_left)
+    fence: int  # the server's count of takings: a break names the one it saw
+    # When the lease lapses (the server's word): an instant, not a countdown, so
+    # that a lease seen again at the next poll is the same lease.
+    lapses_at: datetime
 
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str

@@ -1,0 +1,1 @@
+"""Kubernetes Leases (coordination.k8s.io/v1) and LeaseCandidates."""

@@ -1,0 +1,1 @@
+"""ZooKeeper lock recipes (kazoo's and Curator's), read with kazoo."""

@@ -1,0 +1,97 @@
+"""Verdicts for ZooKeeper lock recipes: what their library would decide.
+
+A contender's node exists as long as its session does (ephemeral): the library
+that wrote it takes it as held (or queued) for exactly that long. What lockwatch
+adds is whether the session still has a client (the `cons` four-letter word of
+every server of the ensemble): a holder whose session has no connection is one
+whose client died or lost its network, and whose own library (kazoo, Curator:
+SUSPENDED) tells it it may no longer hold the lock; ZooKeeper deletes its node
+only when the session expires. A persistent node in a lock's queue (no session)
+is never deleted at all.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lockwatch.model.lock import Lock, Reason
+from lockwatch.model.timestamps import seconds_since
+from lockwatch.model.verdict import State, Verdict
+
+if TYPE_CHECKING:
+    from lockwatch.sources.zookeeper.facts import ZkLock
+
+CONNECTED = "connected"
+DISCONNECTED = "disconnected"
+UNKNOWN = "unknown"
+NO_SESSION = "none"
+
+
+def evaluate_zk(lock: Lock, zk: ZkLock, now: datetime) -> Verdict:
+    age = seconds_since(lock.acquired_at, now)
+    if zk.orphan:
+        return Verdict(
+            State.INVALID,
+            (
+                Reason(
+                    "orphaned_parent",
+                    f"{zk.parent} has no contenders left (its children came and went"
+                    f" {zk.cversion} times): a lock parent its library never deletes;"
+                    " nothing holds or waits on it",
+                ),
+            ),
+        )
+    if not zk.holds:
+        holders = ", ".join(zk.blocked_by) or "its holder"
+        where = f", position {zk.position} in the queue" if zk.position else ""
+        reasons = [Reason("waiting", f"waits for {lock.name}, held by {holders}{where}")]
+        if zk.session_state in (DISCONNECTED, NO_SESSION):
+            reasons.append(_session_reason(zk, holder=False))
+        return Verdict(State.WAITING, tuple(reasons), age_seconds=age)
+    info: list[Reason] = []
+    if zk.blocking:
+        count = len(zk.blocking)
+        shown = ", ".join(zk.blocking[:5])
+        more = f" and {count - 5} more" if count > 5 else ""
+        info.append(
+            Reason(
+                "blocking", f"blocks {count} {'waiter' if count == 1 else 'waiters'}: {shown}{more}"
+            )
+        )
+    if zk.conflict:
+        others = ", ".join(zk.conflict)
+        reason = Reason(
+            "two_holders",
+            f"{zk.node} holds {lock.name} by {zk.library}'s rule, and so does {others} by its"
+            " own: two clients each believe they hold what only one may (two libraries, or"
+            " two layouts, on one lock path)",
+        )
+        return Verdict(State.INVALID, (reason, *info), age_seconds=age)
+    if zk.session_state in (DISCONNECTED, NO_SESSION):
+        return Verdict(State.STALE, (_session_reason(zk, holder=True), *info), age_seconds=age)
+    if zk.session_state == UNKNOWN:
+        info.insert(
+            0,
+            Reason(
+                "client_unknown",
+                f"whether session {zk.session} still has a client is unknown: {zk.session_why}",
+            ),
+        )
+    return Verdict(State.ACTIVE, tuple(info), age_seconds=age)
+
+
+def _session_reason(zk: ZkLock, *, holder: bool) -> Reason:
+    if zk.session_state == NO_SESSION:
+        return Reason(
+            "no_session",
+            f"{zk.node} is a persistent node: no session owns it, so ZooKeeper never deletes"
+            " it" + (" and every contender waits for it forever" if holder else ""),
+        )
+    return Reason(
+        "session_gone",
+        f"session {zk.session} has no connection to any server of {zk.server} (cons):"
+        " its client died or lost its network, and its library (SUSPENDED) no longer"
+        " counts on the lock; ZooKeeper deletes the node when the session expires,"
+        " unless the client reconnects first",
+    )
