@@ -43,9 +43,16 @@ def provider(lock: Lock) -> ActionProvider | None:
 def tombstone_place(tombstone_dir: str | None) -> str:
     """Where broken locks go, in words: the configured directory, or the default
     beside each lock."""
-    from lockwatch.sources.files.actions import tombstone_place as place
+    from lockwatch.sources.registry import SOURCES
 
-    return place(tombstone_dir)
+    # The first source whose breaks move locks aside says where (the files
+    # source, first in the registry: no other source's plugin is loaded for it).
+    places = (
+        source.actions.tombstone_place(tombstone_dir)
+        for source in SOURCES
+        if source.actions is not None
+    )
+    return next((place for place in places if place is not None), "")
 
 
 def plan(

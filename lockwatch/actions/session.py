@@ -7,6 +7,7 @@ shows it, and hands it back to `run` in a worker thread.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import uuid
@@ -22,13 +23,11 @@ from lockwatch.actions.plan import Kind, Plan, plan, provider
 from lockwatch.actions.run import Executor, Outcome, decoded
 from lockwatch.actions.targets import prepare
 from lockwatch.clock import Clock
+from lockwatch.model.action import ActionRefused
 from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.contract import Choices
-from lockwatch.sources.files import cas as files
-from lockwatch.sources.files.decoders import writer
-from lockwatch.sources.files.scanner import load
+from lockwatch.sources.contract import ActionProvider, Choices
 
 # Heartbeats of held locks: a third of the time they stay fresh, and at least
 # every 30 s, as the tower-fleet spec recommends (§5.2).
@@ -43,6 +42,7 @@ class HeldFile:
     path: str
     name: str
     format: str
+    actions: ActionProvider  # its source's: what rewrites and reloads it
     sha256: str  # of what lockwatch last wrote: heartbeats compare against it
     content: Any  # decoded, as the format's writer takes it
     refresh_every: float | None
@@ -208,6 +208,7 @@ class ActionSession:
         )
         if not outcome.ok:
             return outcome
+        actions = provider(lock)
         with self._lock:
             if the_plan.kind is Kind.RELEASE or (the_plan.kind is Kind.BREAK and held):
                 self.holdings.advisory.pop(lock.id, None)
@@ -219,7 +220,7 @@ class ActionSession:
             elif the_plan.kind is Kind.STEAL and outcome.held is not None:
                 self.holdings.advisory[outcome.held.lock_id] = outcome.held
                 self.holdings.stolen_from[outcome.held.lock_id] = lock
-            elif the_plan.kind is Kind.STEAL and outcome.new_sha256 and lock.path:
+            elif the_plan.kind is Kind.STEAL and outcome.new_sha256 and lock.path and actions:
                 every = _refresh_every(lock)
                 now = self.clock.now()
                 self.holdings.files[lock.id] = HeldFile(
@@ -227,6 +228,7 @@ class ActionSession:
                     path=lock.path,
                     name=lock.name,
                     format=lock.format,
+                    actions=actions,
                     sha256=outcome.new_sha256,
                     content=decoded(outcome.new_content),
                     refresh_every=every,
@@ -269,19 +271,18 @@ class ActionSession:
         for held in held_files:
             if held.next_refresh is None or held.next_refresh > now or held.refresh_every is None:
                 continue
-            module = writer(held.format)
-            content = module.refresh(held.content, now) if module is not None else None
+            content = held.actions.refreshed(held.format, held.content, now)
             if content is None:
                 held.next_refresh = None
                 continue
             try:
-                files.rewrite(held.path, held.sha256, content, token=uuid.uuid4().hex)
-            except (files.ActionRefused, OSError) as exc:
+                held.actions.rewrite(held.path, held.sha256, content, token=uuid.uuid4().hex)
+            except (ActionRefused, OSError) as exc:
                 with self._lock:
                     self.holdings.files.pop(held.lock_id, None)
                 lost.append(f"{held.name}: no longer held by you ({_why(exc)})")
                 continue
-            held.sha256 = files.sha256_hex(content)
+            held.sha256 = hashlib.sha256(content).hexdigest()
             held.content = decoded(content)
             held.next_refresh = now + timedelta(seconds=held.refresh_every)
         for lock_id, taken in advisory:
@@ -323,8 +324,8 @@ class ActionSession:
             self.holdings = Holdings()
         with self._writing:  # a heartbeat in flight finishes first
             for held in held_files:
-                loaded = load(held.path)
-                if not isinstance(loaded, Lock):
+                loaded = held.actions.reload(held.path)
+                if loaded is None:
                     results.append(f"{held.name}: already gone")
                     continue
                 the_plan = plan(Kind.RELEASE, loaded, Verdict(State.ACTIVE), held=True)
@@ -340,6 +341,6 @@ class ActionSession:
 
 
 def _why(exc: Exception) -> str:
-    if isinstance(exc, files.ActionRefused):
+    if isinstance(exc, ActionRefused):
         return exc.message
     return str(exc)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from lockwatch.cli.ending import fail
 from lockwatch.cli.where import (
     AUDIT_KEY_OPTION,
     AUDIT_LOG_OPTION,
@@ -204,13 +205,6 @@ class _ActionCommand(click.Command):
 # -- the shared flow -------------------------------------------------------------
 
 
-def _fail(message: str, code: int) -> None:
-    from lockwatch.cli.table import printable
-
-    click.echo(f"lockwatch: {printable(message)}", err=True)
-    sys.exit(code)
-
-
 def readonly_reason(config: Config, flag: bool = False) -> str | None:
     """Why actions are off in this run, if they are: --readonly (before the
     subcommand or on the dashboard), LOCKWATCH_READONLY, or the config."""
@@ -236,7 +230,7 @@ def _act(kind: Kind, request: Request) -> None:
         raise click.UsageError(str(exc)) from exc
     readonly = readonly_reason(config)
     if readonly:
-        _fail(f"read-only: {readonly}; no {kind.value} from here", EXIT_USAGE)
+        fail(f"read-only: {readonly}; no {kind.value} from here", EXIT_USAGE)
     if request.reason is None or not request.reason.strip():
         raise click.UsageError(
             "--reason is required: say why, for the audit log (e.g. --reason 'holder died,"
@@ -317,7 +311,7 @@ def _executor(audit: Any, request: Request, config: Config, wanted: Wanted) -> E
     try:
         reaching = reach(wanted)
     except SourceError as exc:
-        _fail(str(exc), EXIT_USAGE)
+        fail(str(exc), EXIT_USAGE)
     return Executor(audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, **reaching)
 
 
@@ -334,12 +328,12 @@ def _find(target: str, wanted: Wanted, host: str) -> Found | str:
             # A path typed, not an id listed: nobody saw a lock there, so nothing
             # is audited (a typo is no action on a lock), as `ls` and the
             # dashboard refuse a PATH that does not exist.
-            _fail(f"{path}: no such file or directory; nothing was done", EXIT_USAGE)
+            fail(f"{path}: no such file or directory; nothing was done", EXIT_USAGE)
         return find(target, wanted, host)
     except SourceError as exc:
-        _fail(str(exc), EXIT_USAGE)
+        fail(str(exc), EXIT_USAGE)
     except LookupFailed as exc:
-        _fail(str(exc), EXIT_FAILED)
+        fail(str(exc), EXIT_FAILED)
     raise AssertionError("unreachable")
 
 
@@ -360,7 +354,7 @@ def _plan(
 
     holder_pid = request.pid or os.getppid()
     if kind is Kind.STEAL and request.pid is not None and not _running(request.pid):
-        _fail(f"--pid {request.pid} is not a running process: the lock would be stale", EXIT_USAGE)
+        fail(f"--pid {request.pid} is not a running process: the lock would be stale", EXIT_USAGE)
     new_holder = NewHolder(
         operator=operator,
         pid=holder_pid,
@@ -410,7 +404,7 @@ def _confirm(the_plan: Plan, request: Request) -> None:
     if the_plan.refusal is not None or (the_plan.needs_name and not request.force):
         return  # refused below, and audited: no question to ask
     if not click.confirm(f"{the_plan.verb.capitalize()} it?", default=False, err=True):
-        _fail("cancelled; nothing was done", EXIT_REFUSED)
+        fail("cancelled; nothing was done", EXIT_REFUSED)
 
 
 def _report(outcome: Outcome, as_json: bool, *, finish: bool = True) -> None:

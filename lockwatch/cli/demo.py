@@ -62,23 +62,11 @@ Examples:
 
 
 def _check_dsn(dsn: str) -> None:
-    from psycopg import ProgrammingError, conninfo
+    from lockwatch.demo.postgres import unusable
 
-    from lockwatch.demo.postgres import probe
-    from lockwatch.sources.postgres.dsn import display_name, problem, scrub
-
-    if not dsn.strip():
-        raise click.BadParameter("an empty DSN (an unset variable?)", param_hint="--pg")
-    why = problem(dsn)
+    why = unusable(dsn)
     if why is not None:
         raise click.BadParameter(why, param_hint="--pg")
-    try:
-        conninfo.conninfo_to_dict(dsn)
-    except ProgrammingError as exc:
-        raise click.BadParameter(f"not a DSN: {scrub(str(exc), dsn)}", param_hint="--pg") from None
-    why = probe(dsn)
-    if why is not None:
-        raise click.BadParameter(f"cannot connect to {display_name(dsn)}: {why}", param_hint="--pg")
 
 
 @click.command(

@@ -19,3 +19,14 @@ def finish(code: int) -> NoReturn:
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """End a command with one line on stderr (no traceback) and exit `code`;
+    `message` may carry others' text (a path): made printable first."""
+    import click
+
+    from lockwatch.cli.table import printable
+
+    click.echo(f"lockwatch: {printable(message)}", err=True)
+    sys.exit(code)

@@ -160,10 +160,10 @@ def watch(**values: Any) -> None:
         try:
             recorder = Recorder(record, host=host)
         except RecordingError as exc:
-            from lockwatch.cli.act import _fail
+            from lockwatch.cli.ending import fail
 
             _abandon(feeds[1])  # its workers scan for nobody now
-            _fail(f"--record: {exc}", 2)  # one line: the path is someone else's text
+            fail(f"--record: {exc}", 2)  # one line: the path is someone else's text
     app = build_app(
         targets,
         host=host,

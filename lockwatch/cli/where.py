@@ -101,19 +101,15 @@ class Targets(NamedTuple):
     def hints(self) -> list[Hint]:
         """What the sources tell an empty dashboard (contract.Hinting): what they
         looked for, and what they could show that is not shown, with its flag."""
-        from dataclasses import replace
-
         from lockwatch.sources.contract import Hinting
-        from lockwatch.sources.files.plugin import SOURCE as FILES
-        from lockwatch.sources.registry import SOURCES
+        from lockwatch.sources.registry import SOURCES, with_others_asked
 
         if self.wanted is None:
             return []
         running = {source.name for source, _ in self.sources}
         # As the registry's select sees it: PATHs default to "." only when no other
         # source was asked for.
-        others = any(s.asked(self.wanted.values) for s in SOURCES if s is not FILES)
-        wanted = replace(self.wanted, others_asked=others)
+        wanted = with_others_asked(self.wanted)
         said = []
         for source in SOURCES:
             if isinstance(source, Hinting):
@@ -124,11 +120,11 @@ class Targets(NamedTuple):
 
     def roots(self) -> tuple[str, ...]:
         """The lock trees looked at ((): none)."""
-        from lockwatch.sources.files.plugin import SelectedFiles
+        from lockwatch.sources.contract import Walking
 
         for _, selected in self.sources:
-            if isinstance(selected, SelectedFiles):
-                return selected.roots
+            if isinstance(selected, Walking):
+                return selected.lock_trees
         return ()
 
 

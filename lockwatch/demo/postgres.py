@@ -126,6 +126,26 @@ def _first_line(exc: BaseException, dsn: str) -> str:
     return scrub(text.splitlines()[0] if text else type(exc).__name__, dsn)
 
 
+def unusable(dsn: str) -> str | None:
+    """Why `--pg DSN` cannot be the demo's server (never with its password);
+    None: a server answers there."""
+    from psycopg import ProgrammingError, conninfo
+
+    from lockwatch.sources.postgres.dsn import display_name, problem, scrub
+
+    if not dsn.strip():
+        return "an empty DSN (an unset variable?)"
+    why = problem(dsn)
+    if why is not None:
+        return why
+    try:
+        conninfo.conninfo_to_dict(dsn)
+    except ProgrammingError as exc:
+        return f"not a DSN: {scrub(str(exc), dsn)}"
+    why = probe(dsn)
+    return None if why is None else f"cannot connect to {display_name(dsn)}: {why}"
+
+
 def probe(dsn: str) -> str | None:
     """None when a server answers at `dsn`, else why not (never with its password)."""
     import psycopg

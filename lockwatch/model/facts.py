@@ -300,3 +300,9 @@ class Facts:
     def remote_host(self) -> str | None:
         """The host that judged it, when that is not this one (read-only here)."""
         return None
+
+    def record_at(self, lock: Lock, now: datetime) -> dict[str, Any] | None:
+        """Its lock's record as the host that judged it wrote it, aged to `now`,
+        for a document that passes other hosts' locks on (a serve that merges
+        them); None: a lock judged here, whose record is rendered here."""
+        return None

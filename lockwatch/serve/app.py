@@ -46,7 +46,7 @@ class Plan:
 
 def plan(settings: ServeSettings) -> Plan:
     from lockwatch.serve.listen import ListenError, family, loopback_only, parse_listen
-    from lockwatch.sources.remote.endpoints import EndpointError, read_token
+    from lockwatch.sources.secrets import TokenFileError, read_token
 
     try:
         listen = parse_listen(settings.listen)
@@ -58,7 +58,7 @@ def plan(settings: ServeSettings) -> Plan:
     if settings.token_file:
         try:
             token = read_token(settings.token_file)
-        except EndpointError as exc:
+        except TokenFileError as exc:
             raise ServeError(f"--token-file: {exc}") from None
         if _readable_by_others(settings.token_file):
             print(

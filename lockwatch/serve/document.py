@@ -21,7 +21,6 @@ from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import Verdict
 from lockwatch.serve.watcher import Watcher
 from lockwatch.sources import registry
-from lockwatch.sources.remote.document import aged_record
 
 _NO_TREE = BlockingTree((), ())
 
@@ -56,7 +55,7 @@ def _gather(watcher: Watcher, now: datetime, host: str) -> _Gathered:
             facts = entry.lock.facts
             if facts is not None and facts.remote_host() is not None:
                 # Another host's: its record as that host wrote it, aged to now.
-                record = aged_record(entry.lock, now)
+                record = facts.record_at(entry.lock, now)
                 if record is not None:
                     remote.append(record)
             else:

@@ -148,6 +148,16 @@ class Hinting(Protocol):
         ...
 
 
+@runtime_checkable
+class Walking(Protocol):
+    """A selection that walks lock trees (the file source's PATHs)."""
+
+    @property
+    def lock_trees(self) -> tuple[str, ...]:
+        """The trees it walks, as given ((): none)."""
+        ...
+
+
 # What `find` answers: the lock, its verdict now, and the locks around it (a
 # holder's other locks, for the effect of an action); or why there is none.
 Found = tuple[Lock, Verdict, list[Lock]]
@@ -328,6 +338,28 @@ class ActionProvider(Protocol):
         from in a confirmation (each re-plans with its `given`); None: one way."""
         ...
 
+    def tombstone_place(self, tombstone_dir: str | None) -> str | None:
+        """Where its broken locks go, in words (`tombstone_dir`: the configured
+        directory); None: breaking one moves nothing aside."""
+        ...
+
+    # A lock lockwatch took and holds by writing it (a stolen lock file): its
+    # heartbeat rewrites it, and quitting lets go of it as it is then.
+
+    def refreshed(self, format: str, content: Any, now: datetime) -> bytes | None:
+        """What a held lock of `format` (`content`: as written, decoded) says
+        at `now`, its heartbeat; None: its format is never refreshed."""
+        ...
+
+    def rewrite(self, path: str, expected_sha256: str, content: bytes, *, token: str) -> None:
+        """Write `content` over the held lock at `path` if it is still what
+        lockwatch wrote (`expected_sha256`): raise ActionRefused when it is not."""
+        ...
+
+    def reload(self, path: str) -> Lock | None:
+        """The held lock at `path` as it is now; None: gone, or not a lock."""
+        ...
+
 
 class ActionsBase:
     """Defaults for an `ActionProvider`: a source overrides what its locks need."""
@@ -378,6 +410,20 @@ class ActionsBase:
         return ()
 
     def choices(self, kind: Kind, lock: Lock) -> Choices | None:
+        return None
+
+    def tombstone_place(self, tombstone_dir: str | None) -> str | None:
+        return None
+
+    def refreshed(self, format: str, content: Any, now: datetime) -> bytes | None:
+        return None
+
+    def rewrite(self, path: str, expected_sha256: str, content: bytes, *, token: str) -> None:
+        from lockwatch.model.action import ActionRefused
+
+        raise ActionRefused("unsupported", f"{self.name} locks are not held by writing them")
+
+    def reload(self, path: str) -> Lock | None:
         return None
 
     def rejudge(self, lock: Lock, clock: Clock, host: str) -> Verdict:

@@ -103,11 +103,22 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     return configured(load(explicit))
 
 
+def others_asked(values: Mapping[str, Any]) -> bool:
+    """Whether the CLI flags ask for a source other than files by name (--pg,
+    --kernel): a run without PATH then looks at those only, not at the current
+    directory."""
+    return any(source.asked(values) for source in SOURCES if source is not FILES)
+
+
+def with_others_asked(wanted: Wanted) -> Wanted:
+    """`wanted` with `others_asked` as its flags say."""
+    others = others_asked(wanted.values)
+    return wanted if others == wanted.others_asked else replace(wanted, others_asked=others)
+
+
 def select(wanted: Wanted) -> list[tuple[Source, Selected]]:
     """The sources this run looks at, configured."""
-    others = any(source.asked(wanted.values) for source in SOURCES if source is not FILES)
-    if others != wanted.others_asked:
-        wanted = replace(wanted, others_asked=others)
+    wanted = with_others_asked(wanted)
     chosen = []
     for source in SOURCES:
         selected = source.select(wanted)

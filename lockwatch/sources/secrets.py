@@ -19,6 +19,34 @@ class PasswordFileError(ValueError):
     """The config's password_file cannot be used; the message says why."""
 
 
+class TokenFileError(ValueError):
+    """A bearer token's file (a serve's --token-file, a remote's) cannot be used;
+    the message says why."""
+
+
+# A token is one line: a file larger than this holds none.
+MAX_TOKEN_BYTES = 4096
+
+
+def read_token(path: str) -> str:
+    """The token in file `path`: its content, surrounding whitespace stripped."""
+    from lockwatch.trusted import read_file  # bounded; a file only you or root wrote
+
+    try:
+        data = read_file(os.path.expanduser(path), MAX_TOKEN_BYTES)
+    except OSError as exc:
+        raise TokenFileError(f"token file {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_TOKEN_BYTES:
+        raise TokenFileError(f"token file {path}: too large to hold a token")
+    try:
+        token = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise TokenFileError(f"token file {path}: not UTF-8 text") from None
+    if not token or any(ch.isspace() or not ch.isprintable() for ch in token):
+        raise TokenFileError(f"token file {path}: empty, or not one line of printable text")
+    return token
+
+
 def read_password_file(path: str) -> str:
     """The password in `path`: its first line. Refused when others may read or
     write it (as libpq refuses a ~/.pgpass that group or others can read), when

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from lockwatch.sources.filelocks import FileKey
-from lockwatch.sources.kernel.procfs import read_table
+from lockwatch.sources.procfs import read_table
 from tests.conftest import run_cli
 
 _SENDER = """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.sources.kernel.procfs import listed
+from lockwatch.sources.procfs import listed
 
 pytestmark = pytest.mark.skipif(shutil.which("flock") is None, reason="util-linux flock")
 

@@ -17,7 +17,7 @@ from lockwatch.model.process import StaticProcesses
 from lockwatch.model.verdict import evaluate
 from lockwatch.sources.files import scanner
 from lockwatch.sources.files.decoders import decode_file
-from lockwatch.sources.files.mounts import pseudo_mounts
+from lockwatch.sources.mounts import pseudo_mounts
 from tests.conftest import LOCAL_HOST, NOW, alive, lock_file
 from tests.formats.common import clean_env, locks_dir
 

@@ -31,12 +31,12 @@ from lockwatch.model.blocking import from_locks
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.filelocks import FileKey
+from lockwatch.sources.holders import Describer
 from lockwatch.sources.kernel.actions import ACTIONS
 from lockwatch.sources.kernel.breaking import Breaker
 from lockwatch.sources.kernel.current import locks_now
 from lockwatch.sources.kernel.facts import KernelFacts
-from lockwatch.sources.kernel.holders import Describer
-from lockwatch.sources.kernel.procfs import read_table
+from lockwatch.sources.procfs import read_table
 from tests.kernel.flock_tree import DEADLINE_S, SCRIPT, STUBBORN, FlockTree, listed, start
 from tests.kernel.holders import Holders, locks_on
 from tests.kernel.test_kernel_break import audit, lockwatch

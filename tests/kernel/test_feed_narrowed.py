@@ -26,7 +26,7 @@ from lockwatch.sources.files.evidence import Evidence
 from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import partition, scan
 from lockwatch.sources.files.watch import FileFeed
-from lockwatch.sources.kernel.procfs import KernelTable, read_table
+from lockwatch.sources.procfs import KernelTable, read_table
 from tests.conftest import LOCAL_HOST
 
 pytestmark = pytest.mark.skipif(

@@ -16,7 +16,7 @@ from lockwatch.sources.filelocks import KernelEvidence
 from lockwatch.sources.files.evidence import Evidence, kernel_listed, kernel_table_for
 from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import scan
-from lockwatch.sources.kernel.procfs import read_table
+from lockwatch.sources.procfs import read_table
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="kernel locks are read from /proc/locks"

@@ -32,7 +32,7 @@ import pytest
 
 import lockwatch
 from lockwatch.sources.filelocks import FileKey, KernelLock
-from lockwatch.sources.kernel.procfs import (
+from lockwatch.sources.procfs import (
     KernelTable,
     OpenFiles,
     open_files,
@@ -557,7 +557,7 @@ def test_file_named_deleted_keeps_its_path(spawn: Spawn, tmp_path: Path) -> None
 
 NOBODY_SCRIPT = """
 import json, sys
-from lockwatch.sources.kernel.procfs import read_table
+from lockwatch.sources.procfs import read_table
 table = read_table()
 print(json.dumps({
     "readable": table.readable,
@@ -599,7 +599,7 @@ def nobody_pythonpath() -> Iterator[str]:
     """Where `nobody` can import lockwatch from: the checkout if it may read it,
     else a world-readable copy of the package."""
     checkout = str(Path(lockwatch.__file__).resolve().parent.parent)
-    probe = run_as_nobody("import lockwatch.sources.kernel.procfs", checkout)
+    probe = run_as_nobody("import lockwatch.sources.procfs", checkout)
     if probe.returncode == 0:
         yield checkout
         return
@@ -615,7 +615,7 @@ def nobody_pythonpath() -> Iterator[str]:
             os.chmod(directory, 0o755)
             for name in files:
                 os.chmod(os.path.join(directory, name), 0o644)
-        probe = run_as_nobody("import lockwatch.sources.kernel.procfs", copy)
+        probe = run_as_nobody("import lockwatch.sources.procfs", copy)
         if probe.returncode != 0:
             pytest.skip(f"user nobody cannot run {sys.executable}: {probe.stderr.strip()}")
         yield copy

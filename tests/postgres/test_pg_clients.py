@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from lockwatch.sources.postgres.clients import (
+from lockwatch.sources.clients import (
+    Owners,
     Session,
-    _address,
-    _Owners,
     dump_tcp,
-    find_clients,
+    parse_address,
     read_sockets,
     read_tcp,
 )
+from lockwatch.sources.postgres.clients import find_clients
 from lockwatch.sources.postgres.facts import PgClient
 from lockwatch.sources.postgres.terms import local_client
 
@@ -83,10 +83,10 @@ SESSION = Session(pid=4242, client="127.0.0.1", client_port=50123)
 
 
 def test_addresses_as_the_kernel_writes_them() -> None:
-    assert _address("0100007F:1538") == ("127.0.0.1", 5432)
-    assert _address("00000000000000000000000001000000:1538") == ("::1", 5432)
+    assert parse_address("0100007F:1538") == ("127.0.0.1", 5432)
+    assert parse_address("00000000000000000000000001000000:1538") == ("::1", 5432)
     # A v4 client on a dual-stack socket: the address pg_stat_activity shows.
-    assert _address("0000000000000000FFFF00000100007F:C3CB") == ("127.0.0.1", 50123)
+    assert parse_address("0000000000000000FFFF00000100007F:C3CB") == ("127.0.0.1", 50123)
 
 
 def test_the_kernels_sock_diag_answer_is_its_tcp_tables() -> None:
@@ -254,7 +254,7 @@ def test_a_scan_reads_processes_only_as_far_as_it_must(proc: FakeProc) -> None:
     proc.process(100, ("a",), 901)
     proc.process(200, ("b",), 902, 901)
     proc.process(300, ("c",), 903)
-    owners = _Owners(str(proc.root))
+    owners = Owners(str(proc.root))
     owners.scan({901})
     assert owners.by_inode == {901: [100]}  # 200 and 300 not read
     owners.scan({903})

@@ -11,7 +11,7 @@ from lockwatch.sources.filelocks import KernelLock
 from lockwatch.sources.files.evidence import Evidence
 from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import load
-from lockwatch.sources.kernel.procfs import KernelTable
+from lockwatch.sources.procfs import KernelTable
 
 
 def pid_lock(path: Path) -> Lock:

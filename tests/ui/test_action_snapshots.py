@@ -27,6 +27,7 @@ from textual.pilot import Pilot
 
 from lockwatch.actions import session as session_module
 from lockwatch.actions.session import ActionSession, HeldFile
+from lockwatch.sources.files.actions import ACTIONS as FILE_ACTIONS
 from lockwatch.ui.app import LockwatchApp
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
 from lockwatch.ui.table import LockTable
@@ -179,6 +180,7 @@ def hold(app: Any, actions: ActionSession, lock_id: str) -> None:
         path=lock.path,
         name=lock.name,
         format=lock.format,
+        actions=FILE_ACTIONS,
         sha256=lock.sha256,
         content=lock.content,
         refresh_every=None,  # no heartbeat during the snapshot

@@ -3,18 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
+from lockwatch.sources.declaring import ServerDeclared, TargetOption
 from lockwatch.sources.etcd import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
 if TYPE_CHECKING:
-    from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
-    from lockwatch.sources.contract import Decorator, Wanted
+    from lockwatch.sources.contract import Decorator
 
 # An --etcd URL with credentials is refused (endpoint.py); until then it is in `ps`.
 IN_ARGUMENTS = InArguments(
@@ -25,16 +24,21 @@ IN_ARGUMENTS = InArguments(
 )
 
 
-class EtcdDeclared:
+class EtcdDeclared(ServerDeclared):
     name = "etcd"
     label = "etcd"
     id_prefix = ids.ETCD
     summary = "etcd v3 locks (etcdctl lock, concurrency mutexes): holders, waiters, leases"
     config_tables: tuple[str, ...] = ("etcd",)
     title = "etcd"
-    status_word = ""
-    sees_waits = False
-    wait_metrics: str | None = None
+    asking = ("etcd_urls",)
+    target_option = TargetOption(
+        "--etcd",
+        "etcd_urls",
+        IN_ARGUMENTS,
+        "URL",
+        "The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
+    )
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -57,31 +61,6 @@ class EtcdDeclared:
                 " /tooz/locksmith); end it with / for a directory.",
             ),
         ]
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            secret_option(
-                "--etcd",
-                "etcd_urls",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL",
-                help="The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
-            )
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("etcd_urls"))
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids (etcd:...) are the registry's to recognise.
-        return ()
-
-    def may_run(self, wanted: Wanted) -> bool:
-        # Servers come from the flags or the [etcd] table only.
-        return self.asked(wanted.values) or wanted.settings(self.name) is not None
 
 
 DECLARED = EtcdDeclared()

@@ -21,9 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.sources.contract import (
-    ActionProvider,
     Found,
-    LookupFailed,
     Selected,
     SourceError,
     Wanted,
@@ -31,13 +29,19 @@ from lockwatch.sources.contract import (
 from lockwatch.sources.etcd import ids
 from lockwatch.sources.etcd.declared import EtcdDeclared
 from lockwatch.sources.selection import StoreSelection
+from lockwatch.sources.servers import (
+    DEFAULT_REFRESH,
+    ServerPlugin,
+    config_strings,
+    polled_once,
+    refresh,
+)
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.sources.etcd.endpoint import EtcdEndpoint
     from lockwatch.sources.etcd.poller import EtcdPoller
 
-DEFAULT_REFRESH = 2.0
 DEFAULT_PREFIXES = ("/locks/",)
 
 
@@ -50,15 +54,6 @@ class EtcdSettings:
 DEFAULTS = EtcdSettings()
 
 
-def _strings(value: Any, what: str, where: str) -> tuple[str, ...]:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-        from lockwatch.config import ConfigError
-
-        raise ConfigError(f"{where}: {what} must be a string or a list of strings")
-    return tuple(values)
-
-
 def read_settings(data: Mapping[str, Any], where: str) -> EtcdSettings:
     table = data.get("etcd", {})
     if not isinstance(table, dict):
@@ -66,8 +61,8 @@ def read_settings(data: Mapping[str, Any], where: str) -> EtcdSettings:
 
         raise ConfigError(f"{where}: [etcd] must be a table")
     return EtcdSettings(
-        _strings(table.get("url", []), "etcd.url", where),
-        _strings(table.get("prefixes", []), "etcd.prefixes", where),
+        config_strings(table.get("url", []), "etcd.url", where),
+        config_strings(table.get("prefixes", []), "etcd.prefixes", where),
     )
 
 
@@ -77,20 +72,13 @@ def range_prefixes(given: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*DEFAULT_PREFIXES, *given)))
 
 
-class EtcdSource(EtcdDeclared):
+class EtcdSource(ServerPlugin, EtcdDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
         from lockwatch.sources.stores.facts import StoreLock
 
         return (StoreLock,)
-
-    @property
-    def actions(self) -> ActionProvider:
-        # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.etcd.actions import ACTIONS
-
-        return ACTIONS
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> EtcdSettings:
         return read_settings(tables, where)
@@ -107,7 +95,7 @@ class EtcdSource(EtcdDeclared):
         return SelectedEtcd(
             endpoints,
             range_prefixes(given),
-            float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+            refresh(wanted),
         )
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
@@ -148,16 +136,10 @@ def find_etcd(target: str, wanted: Wanted, host: str) -> Found | str:
     if endpoint is None:
         raise SourceError(f"no etcd server {parsed.server} among --etcd/config")
     poller = EtcdPoller(EtcdServer(endpoint, (), clock=SystemClock(), exact=parsed.key))
-    try:
-        polled = poller.poll()
-    finally:
-        poller.close()
-    if polled.locks is None:
-        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
-        raise LookupFailed(f"cannot read etcd {parsed.server}: {reasons or 'no answer'}")
-    for lock in polled.locks:
+    locks = polled_once(poller, f"etcd {parsed.server}")
+    for lock in locks:
         if lock.id == target:
-            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), polled.locks
+            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), locks
     return f"no lock {target} now: released, or its lease expired"
 
 

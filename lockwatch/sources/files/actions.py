@@ -17,6 +17,8 @@ from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from lockwatch.clock import Clock
     from lockwatch.model.lock import Lock
 
@@ -264,6 +266,27 @@ class FileActions(ActionsBase):
     def unseen_target(self, lock_id: str) -> dict[str, Any]:
         path = ids.file_path(lock_id) or lock_id
         return {"source": self.name, "id": ids.file_id(path), "path": path}
+
+    def tombstone_place(self, tombstone_dir: str | None) -> str | None:
+        return tombstone_place(tombstone_dir)
+
+    def refreshed(self, format: str, content: Any, now: datetime) -> bytes | None:
+        from lockwatch.sources.files.decoders import writer
+
+        module = writer(format)
+        return module.refresh(content, now) if module is not None else None
+
+    def rewrite(self, path: str, expected_sha256: str, content: bytes, *, token: str) -> None:
+        from lockwatch.sources.files import cas
+
+        cas.rewrite(path, expected_sha256, content, token=token)
+
+    def reload(self, path: str) -> Lock | None:
+        from lockwatch.model.lock import Lock
+        from lockwatch.sources.files.scanner import load
+
+        loaded = load(path)
+        return loaded if isinstance(loaded, Lock) else None
 
     def rejudge(self, lock: Lock, clock: Clock, host: str) -> Verdict:
         if facts_of(lock).evidence is not None:

@@ -18,10 +18,10 @@ from lockwatch.sources.filelocks import NO_EVIDENCE, FileKey, KernelEvidence, Ke
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import kernel_file
 from lockwatch.sources.files.facts import facts_of, refiled
-from lockwatch.sources.files.mounts import remote_devices
 from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
 from lockwatch.sources.files.users import GitProcesses, attach_users, scan_git_processes
-from lockwatch.sources.kernel.procfs import KernelTable, OpenFiles, listed, open_files, read_table
+from lockwatch.sources.mounts import remote_devices
+from lockwatch.sources.procfs import KernelTable, OpenFiles, listed, open_files, read_table
 
 # A format's reading of the kernel's locks (sqlite.explain): the lock and its
 # evidence, given the locks on any file and who has a file open.

@@ -62,7 +62,7 @@ def refresh(proc: str = "/proc") -> None:
     """The files kernel locks are on now, from /proc/locks alone (no process's
     fds: that is the evidence's work): for a walk about to start (the dashboard's
     scans). Where it cannot be read, nothing is listed for it."""
-    from lockwatch.sources.kernel.procfs import parse_proc_locks
+    from lockwatch.sources.procfs import parse_proc_locks
 
     try:
         with open(f"{proc}/locks", "rb") as f:

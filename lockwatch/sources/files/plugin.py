@@ -25,6 +25,7 @@ from lockwatch.sources.contract import (
     Wanted,
 )
 from lockwatch.sources.files import ids
+from lockwatch.sources.named import answered_by
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -127,8 +128,13 @@ class SelectedFiles:
 
         return self.protocols or NO_PROTOCOLS
 
+    @property
+    def lock_trees(self) -> tuple[str, ...]:
+        # contract.Walking: the trees the dashboard's file actions stay inside.
+        return self.roots
+
     def collect(self, request: ListingRequest) -> Collected:
-        from lockwatch.sources.kernel.procfs import listed as read_listed
+        from lockwatch.sources.procfs import listed as read_listed
 
         # /proc/locks' files, no process looked at yet: the full read is narrowed to
         # the scanned lock files (a host's other locks cost nothing). Its first read
@@ -262,4 +268,13 @@ def _statuses(
     return statuses
 
 
+def _listed_by_name(path: str) -> bool:
+    # Loaded when a kernel feed first asks: not every run walks files.
+    from lockwatch.sources.files.scanner import is_candidate
+
+    return is_candidate(path, "file")
+
+
 SOURCE = FilesSource()
+# The kernel source's live feed asks which files a walk lists by name (named.py).
+answered_by(_listed_by_name)

@@ -31,8 +31,8 @@ from lockwatch.sources.files.decoders import (
     wanters,
 )
 from lockwatch.sources.files.decoders.base import LockFile
-from lockwatch.sources.files.mounts import pseudo_mounts
 from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
+from lockwatch.sources.mounts import pseudo_mounts
 
 MAX_LOCK_BYTES = 64 * 1024
 # Names listed from inside a lock directory (MkdirLockFile keeps one file there).

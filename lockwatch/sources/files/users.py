@@ -29,7 +29,7 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.files.decoders import git, pacman
 from lockwatch.sources.files.facts import facts_of, refiled
-from lockwatch.sources.files.mounts import remote_devices
+from lockwatch.sources.mounts import remote_devices
 
 PROC = "/proc"
 # Path arguments looked at per process: `git add` may name thousands.

@@ -29,9 +29,9 @@ from typing import Any
 
 from lockwatch.model.action import ActionFailed, ActionRefused, Done
 from lockwatch.sources.filelocks import KernelHolder, KernelLock
+from lockwatch.sources.holders import describe
 from lockwatch.sources.kernel.facts import KernelFacts
-from lockwatch.sources.kernel.holders import describe
-from lockwatch.sources.kernel.procfs import holds, listed, read_table
+from lockwatch.sources.procfs import holds, listed, read_table
 
 SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL}
 # How long SIGKILLed holders have to be gone: at once, unless one sleeps in the

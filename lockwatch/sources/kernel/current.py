@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from lockwatch.model.lock import Lock
-    from lockwatch.sources.kernel.procfs import KernelTable
+    from lockwatch.sources.procfs import KernelTable
 
 STATUS_NAME = "/proc/locks"
 
@@ -33,8 +33,8 @@ def locks_now(
     feed, beside the files feed (joined.py says which files it lists at once)."""
     from lockwatch.sources.kernel.joined import joined as without_joined
     from lockwatch.sources.kernel.narrow import narrowed
-    from lockwatch.sources.kernel.procfs import read_table
     from lockwatch.sources.kernel.records import known_files, to_locks
+    from lockwatch.sources.procfs import read_table
 
     table = read_table()
     unplaced = {lock.file for lock in table.locks if lock.path is None}

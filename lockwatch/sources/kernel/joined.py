@@ -47,8 +47,8 @@ def joined(locks: Sequence[Lock], roots: Sequence[str], *, live: bool = False) -
     its next rescan, tens of seconds on: until then its lock would be on no row,
     so only lock-named files' locks are joined there (a one-shot scan finds the
     others at once, through /proc/locks)."""
-    from lockwatch.sources.files.mounts import remote_devices
-    from lockwatch.sources.files.scanner import is_candidate
+    from lockwatch.sources.mounts import remote_devices
+    from lockwatch.sources.named import listed_by_name
 
     remote = remote_devices()
     # A file's row carries one holder's locks (its holder, the processes sharing
@@ -68,6 +68,6 @@ def joined(locks: Sequence[Lock], roots: Sequence[str], *, live: bool = False) -
         if on_listed_file(lock, remote)
         and isinstance(lock.facts, KernelFacts)
         and held[lock.facts.file] == 1
-        and (not live or (lock.path is not None and is_candidate(lock.path, "file")))
+        and (not live or (lock.path is not None and listed_by_name(lock.path)))
     }
     return [lock for lock in locks if id(lock) not in carried]

@@ -86,8 +86,8 @@ class KernelSource(KernelDeclared):
         if running:
             return None
         from lockwatch.sources.kernel.narrow import narrowed
-        from lockwatch.sources.kernel.procfs import read_table
         from lockwatch.sources.kernel.records import to_locks
+        from lockwatch.sources.procfs import read_table
 
         roots = wanted.paths or (() if wanted.others_asked else (".",))
         if not roots:

@@ -10,7 +10,7 @@ from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.filelocks import FileKey, KernelLock
 from lockwatch.sources.kernel.facts import KernelFacts
 from lockwatch.sources.kernel.ids import kernel_lock_id
-from lockwatch.sources.kernel.procfs import KernelTable
+from lockwatch.sources.procfs import KernelTable
 
 # Bounds on the walk that finds files no holder's fds name (another user's
 # process, without root): a kernel lock never makes lockwatch read a whole disk.

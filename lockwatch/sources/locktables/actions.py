@@ -32,6 +32,21 @@ from lockwatch.sources.locktables.facts import UNLOCK_COMMANDS, TableLock
 Unlocker = Callable[[Mapping[str, Any], TableLock], int]
 
 
+def unlocker(reach_key: str, flag: str, unlock: Callable[[Any, TableLock], int]) -> Unlocker:
+    """A source's Unlocker: the row's server found through the action's reach
+    (`reach_key`: the source's lookup by server name), the row unlocked there by
+    `unlock`; refused (`no_dsn`) where the operator named no such server (`flag`)."""
+
+    def run(reach: Mapping[str, Any], facts: TableLock) -> int:
+        find = reach.get(reach_key)
+        server = find(facts.server) if find is not None else None
+        if server is None:
+            raise ActionRefused("no_dsn", f"no DSN for {facts.server}: name the server with {flag}")
+        return unlock(server, facts)
+
+    return run
+
+
 def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
     facts = lock.facts
     assert isinstance(facts, TableLock)
@@ -170,6 +185,20 @@ class WithTables:
 
     def rejudge(self, lock: Lock, clock: Any, host: str) -> Verdict:
         return self._base.rejudge(lock, clock, host)
+
+    # Lock rows are never held by writing them, nor moved aside: the source's word.
+
+    def tombstone_place(self, tombstone_dir: str | None) -> str | None:
+        return self._base.tombstone_place(tombstone_dir)
+
+    def refreshed(self, format: str, content: Any, now: datetime) -> bytes | None:
+        return self._base.refreshed(format, content, now)
+
+    def rewrite(self, path: str, expected_sha256: str, content: bytes, *, token: str) -> None:
+        self._base.rewrite(path, expected_sha256, content, token=token)
+
+    def reload(self, path: str) -> Lock | None:
+        return self._base.reload(path)
 
 
 def _row(lock: Lock) -> bool:

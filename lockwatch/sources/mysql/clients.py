@@ -21,12 +21,11 @@ import contextlib
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from lockwatch.sources.postgres.clients import _address, _cmdline, _Owners, unix_peers
+from lockwatch.sources.clients import Owners, listening_on, unix_peers
 
 _ACCEPTCON = 0x10000  # a listening socket (__SO_ACCEPTCON in /proc/net/unix's Flags)
 _STREAM = 1
 _CONNECTED = 3
-_TCP_LISTEN = 0x0A
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,23 +88,6 @@ def read_unix(path: str = "/proc/net/unix") -> list[_UnixEntry]:
     return entries
 
 
-def _tcp_listeners(port: int, proc: str) -> set[int]:
-    """The inodes of the sockets listening on TCP `port` here."""
-    found: set[int] = set()
-    for table in (f"{proc}/net/tcp", f"{proc}/net/tcp6"):
-        try:
-            with open(table, encoding="ascii") as handle:
-                lines = handle.readlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            with contextlib.suppress(ValueError, IndexError):
-                if int(fields[3], 16) == _TCP_LISTEN and _address(fields[1])[1] == port:
-                    found.add(int(fields[9]))
-    return found
-
-
 def unix_clients(
     paths: Collection[str],
     port: int | None,
@@ -117,14 +99,14 @@ def unix_clients(
     connections' client processes; None when the server is not found here.
     `exclude`: client socket inodes to leave out (lockwatch's own connection)."""
     entries = [e for e in read_unix(f"{proc}/net/unix") if e.kind == _STREAM]
-    owners = _Owners(proc)
+    owners = Owners(proc)
     owners.scan(None)
     listening = [e for e in entries if e.flags & _ACCEPTCON and e.path in set(paths)]
     if listening:
         servers = {pid for e in listening for pid in owners.by_inode.get(e.inode, ())}
     elif port:
         servers = {
-            pid for inode in _tcp_listeners(port, proc) for pid in owners.by_inode.get(inode, ())
+            pid for inode in listening_on(port, proc) for pid in owners.by_inode.get(inode, ())
         }
     else:
         return None
@@ -167,7 +149,3 @@ def start_time(pid: int, proc: str = "/proc") -> int | None:
         return int(stat.rpartition(")")[2].split()[19])
     except (IndexError, ValueError):
         return None
-
-
-def cmdline(pid: int, proc: str = "/proc") -> tuple[str, ...]:
-    return _cmdline(pid, proc)

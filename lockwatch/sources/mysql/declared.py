@@ -3,18 +3,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 import click
 
+from lockwatch.sources.declaring import ServerDeclared, TargetOption, idle_after_option
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
 if TYPE_CHECKING:
-    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
-    from lockwatch.sources.contract import Decorator, Wanted
+    from lockwatch.sources.contract import Decorator
 
 DEFAULT_IDLE_AFTER = 60.0
 
@@ -38,7 +38,7 @@ IN_ARGUMENTS = InArguments(
 )
 
 
-class MysqlDeclared:
+class MysqlDeclared(ServerDeclared):
     name = "mysql"
     label = "my"
     id_prefix = "mysql"
@@ -49,6 +49,16 @@ class MysqlDeclared:
     status_word = "my "
     sees_waits = True
     wait_metrics: str | None = "mysql"
+    asking = ("mysql_dsns",)
+    # --mysql-idle-after alone still loads the plugin: its select refuses a nan.
+    loading = ("mysql_idle_after",)
+    target_option = TargetOption(
+        "--mysql",
+        "mysql_dsns",
+        IN_ARGUMENTS,
+        "DSN",
+        "The server a MySQL TARGET lives on (repeatable).",
+    )
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -61,14 +71,7 @@ class MysqlDeclared:
                 help="A MySQL or MariaDB server: mysql://user@host:port/db or a unix socket's"
                 " path (repeatable; password from MYSQL_PWD, ~/.my.cnf or mysql.password_file).",
             ),
-            click.option(
-                "--mysql-idle-after",
-                type=click.FloatRange(min=0),
-                default=None,
-                metavar="SECONDS",
-                help="Idle (in transaction) holders older than this are stale"
-                f" [default: {DEFAULT_IDLE_AFTER:g}].",
-            ),
+            idle_after_option("--mysql-idle-after", DEFAULT_IDLE_AFTER),
             click.option(
                 "--mysql-lock",
                 "mysql_locks",
@@ -79,36 +82,10 @@ class MysqlDeclared:
             ),
         ]
 
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            secret_option(
-                "--mysql",
-                "mysql_dsns",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="DSN",
-                help="The server a MySQL TARGET lives on (repeatable).",
-            )
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("mysql_dsns"))
-
     def clues(self, text: str) -> Sequence[Clue]:
         from lockwatch.sources.mysql.messages import clues
 
         return clues(text)
-
-    def may_run(self, wanted: Wanted) -> bool:
-        # Servers come from the flags or the [mysql] table only (settings.resolve).
-        # --mysql-idle-after alone still loads the plugin: its select refuses a nan.
-        return (
-            self.asked(wanted.values)
-            or wanted.values.get("mysql_idle_after") is not None
-            or wanted.settings(self.name) is not None
-        )
 
 
 DECLARED = MysqlDeclared()

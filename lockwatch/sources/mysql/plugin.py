@@ -19,7 +19,6 @@ PyMySQL is imported only when a server is polled or acted on.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -27,8 +26,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from lockwatch.sources.contract import (
     ActionProvider,
     Found,
-    Hint,
-    LookupFailed,
     Selected,
     SourceError,
     Wanted,
@@ -41,6 +38,14 @@ from lockwatch.sources.mysql.settings import (
     resolve,
 )
 from lockwatch.sources.selection import StoreSelection
+from lockwatch.sources.servers import (
+    DEFAULT_REFRESH,
+    Listens,
+    ServerPlugin,
+    idle_after,
+    polled_once,
+    refresh,
+)
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -49,14 +54,16 @@ if TYPE_CHECKING:
     from lockwatch.sources.mysql.server import MyServer
     from lockwatch.sources.polled import PolledFeed
 
-DEFAULT_REFRESH = 2.0
 
+class MysqlSource(ServerPlugin, MysqlDeclared):
+    listens = Listens(
+        "a MySQL/MariaDB server",
+        3306,
+        # Where a local server's socket is by default (Debian's and the upstream builds').
+        ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/tmp/mysql.sock"),
+        "--mysql mysql://USER@127.0.0.1:3306 shows its locks",
+    )
 
-# Where a local server's socket is by default (Debian's and the upstream builds').
-LOCAL_SOCKETS = ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/tmp/mysql.sock")
-
-
-class MysqlSource(MysqlDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
@@ -77,36 +84,20 @@ class MysqlSource(MysqlDeclared):
 
     def select(self, wanted: Wanted) -> Selected | None:
         settings: MySettings = wanted.settings(self.name) or DEFAULTS
-        idle_after = wanted.values.get("mysql_idle_after")
-        if idle_after is not None and not math.isfinite(idle_after):
-            raise SourceError("--mysql-idle-after: must be a finite number of seconds")
+        idle = idle_after(wanted, "mysql_idle_after", settings.idle_after)
         endpoints = resolve(wanted, settings)
         if not endpoints:
             return None
         return SelectedMysql(
             endpoints,
-            settings.idle_after if idle_after is None else float(idle_after),
+            idle,
             tuple(wanted.values.get("mysql_locks") or ()) + settings.named_locks,
-            float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+            refresh(wanted),
             settings.locktables,
         )
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_mysql(target, wanted, host)
-
-    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
-        """Not watching any: a server on this host, seen by its port or socket
-        (nothing connects), and the flag that would watch it."""
-        if running:
-            return None
-        from lockwatch.sources.listening import server_hint
-
-        return server_hint(
-            "a MySQL/MariaDB server",
-            3306,
-            LOCAL_SOCKETS,
-            "--mysql mysql://USER@127.0.0.1:3306 shows its locks",
-        )
 
 
 @dataclass(frozen=True)
@@ -164,21 +155,14 @@ def find_mysql(target: str, wanted: Wanted, host: str) -> Found | str:
     names = tuple(wanted.values.get("mysql_locks") or ()) + settings.named_locks
     if parsed.kind == "get_lock" and parsed.target not in names:
         names += (parsed.target,)
-    idle_after = wanted.values.get("mysql_idle_after")
+    given = wanted.values.get("mysql_idle_after")
     server = MyServer(
         endpoint,
-        idle_after=settings.idle_after if idle_after is None else float(idle_after),
+        idle_after=settings.idle_after if given is None else float(given),
         names=names,
         locktables=settings.locktables,
     )
-    try:
-        polled = server.poll()
-    finally:
-        server.close()
-    if polled.locks is None:
-        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
-        raise LookupFailed(f"cannot read {parsed.server}: {reasons or 'no answer'}")
-    locks = polled.locks
+    locks = polled_once(server, parsed.server)
     verdicts = evaluate_all(locks, StaticProcesses(), SystemClock(), host)
     for lock, verdict in zip(locks, verdicts, strict=True):
         if lock.id == target:

@@ -21,11 +21,12 @@ import pymysql
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.sources.clients import cmdline
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
 from lockwatch.sources.locktables.config import TableSpec
 from lockwatch.sources.mysql import queries
-from lockwatch.sources.mysql.clients import UnixClients, cmdline, start_time, unix_clients
+from lockwatch.sources.mysql.clients import UnixClients, start_time, unix_clients
 from lockwatch.sources.mysql.dsn import Endpoint
 from lockwatch.sources.mysql.facts import MyClient, MyLock
 from lockwatch.sources.mysql.idle import idle_in_transaction
@@ -57,18 +58,12 @@ def find_clients(
     wanted: dict[int, tuple[str, int]], server_port: int
 ) -> dict[int, MyClient | None]:
     """The client processes on this host of TCP sessions (thread -> (address,
-    port)), through the kernel's socket tables (sources/postgres/clients.py does
-    the same for PostgreSQL's sessions)."""
-    from lockwatch.sources.postgres.clients import Session
-    from lockwatch.sources.postgres.clients import find_clients as find
+    port)), through the kernel's socket tables (sources/clients.py)."""
+    from lockwatch.sources.clients import Session
+    from lockwatch.sources.clients import find_clients as find
 
     sessions = [Session(thread, address, port) for thread, (address, port) in wanted.items()]
-    found: dict[int, MyClient | None] = {}
-    for thread, client in find(sessions, server_port).items():
-        found[thread] = (
-            None if client is None else MyClient(client.pid, client.cmdline, client.alive)
-        )
-    return found
+    return find(sessions, server_port, MyClient)
 
 
 def join_waits(

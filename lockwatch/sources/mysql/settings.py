@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.sources.locktables.config import TableSpec, read_specs
 from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER as DEFAULT_IDLE_AFTER
+from lockwatch.sources.servers import config_strings
 
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Wanted
@@ -40,13 +41,6 @@ def _error(message: str) -> Exception:
     return ConfigError(message)
 
 
-def _strings(value: Any, what: str, where: str) -> tuple[str, ...]:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-        raise _error(f"{where}: {what} must be a string or a list of strings")
-    return tuple(values)
-
-
 def _path(table: Mapping[str, Any], key: str, where: str) -> str | None:
     value = table.get(key)
     if value is None:
@@ -69,9 +63,9 @@ def read_settings(data: Mapping[str, Any], where: str) -> MySettings:
     ):
         raise _error(f"{where}: mysql.idle_after must be a number of seconds >= 0")
     return MySettings(
-        _strings(table.get("dsn", []), "mysql.dsn", where),
+        config_strings(table.get("dsn", []), "mysql.dsn", where),
         float(idle_after),
-        _strings(table.get("named_locks", []), "mysql.named_locks", where),
+        config_strings(table.get("named_locks", []), "mysql.named_locks", where),
         _path(table, "password_file", where),
         _path(table, "option_file", where),
         read_specs(data.get("locktables"), where),

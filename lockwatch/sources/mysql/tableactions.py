@@ -4,19 +4,14 @@ never reaches the actions."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from lockwatch.model.action import ActionRefused
 from lockwatch.sources.contract import ActionProvider
 from lockwatch.sources.locktables.facts import TableLock
 
 
-def _unlock(reach: Mapping[str, Any], facts: TableLock) -> int:
-    find = reach.get("mysql_endpoint")
-    endpoint = find(facts.server) if find is not None else None
-    if endpoint is None:
-        raise ActionRefused("no_dsn", f"no DSN for {facts.server}: name the server with --mysql")
+def _unlock_row(endpoint: Any, facts: TableLock) -> int:
+    # Loaded when a row is broken: PyMySQL with it.
     from lockwatch.sources.mysql.locktables import unlock_row
 
     return unlock_row(endpoint, facts)
@@ -24,7 +19,7 @@ def _unlock(reach: Mapping[str, Any], facts: TableLock) -> int:
 
 def actions() -> ActionProvider:
     """The mysql source's actions, lock rows' breaks included."""
-    from lockwatch.sources.locktables.actions import WithTables
+    from lockwatch.sources.locktables.actions import WithTables, unlocker
     from lockwatch.sources.mysql.actions import ACTIONS
 
-    return WithTables(ACTIONS, _unlock)
+    return WithTables(ACTIONS, unlocker("mysql_endpoint", "--mysql", _unlock_row))

@@ -3,24 +3,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
+from lockwatch.sources.declaring import ServerDeclared, TargetOption, idle_after_option
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS, LIBPQ_SERVER_VARS
 from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
-    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, Wanted
 
 DEFAULT_IDLE_AFTER = 60.0
 
 
-class PostgresDeclared:
+class PostgresDeclared(ServerDeclared):
     name = "postgres"
     label = "pg"
     id_prefix = ids.PG
@@ -30,6 +30,16 @@ class PostgresDeclared:
     status_word = "pg "
     sees_waits = True
     wait_metrics: str | None = "pg"
+    asking = ("pg_dsns",)
+    # --pg-idle-after alone still loads the plugin: its select refuses a nan.
+    loading = ("pg_idle_after",)
+    target_option = TargetOption(
+        "--pg",
+        "pg_dsns",
+        IN_ARGUMENTS,
+        "DSN",
+        "The server a Postgres TARGET lives on (repeatable).",
+    )
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -41,14 +51,7 @@ class PostgresDeclared:
                 metavar="DSN",
                 help="A PostgreSQL server to read pg_locks from (repeatable).",
             ),
-            click.option(
-                "--pg-idle-after",
-                type=click.FloatRange(min=0),
-                default=None,
-                metavar="SECONDS",
-                help="Idle (in transaction) holders older than this are stale"
-                f" [default: {DEFAULT_IDLE_AFTER:g}].",
-            ),
+            idle_after_option("--pg-idle-after", DEFAULT_IDLE_AFTER),
             click.option(
                 "--pg-all",
                 is_flag=True,
@@ -56,36 +59,16 @@ class PostgresDeclared:
             ),
         ]
 
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            secret_option(
-                "--pg",
-                "pg_dsns",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="DSN",
-                help="The server a Postgres TARGET lives on (repeatable).",
-            )
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("pg_dsns"))
-
     def clues(self, text: str) -> Sequence[Clue]:
         from lockwatch.sources.postgres.messages import clues
 
         return clues(text)
 
     def may_run(self, wanted: Wanted) -> bool:
-        # Where dsn.resolve_dsns finds servers: flags, LOCKWATCH_PG, the config, libpq's
-        # PG*. --pg-idle-after alone still loads the plugin: its select refuses a nan.
+        # Where dsn.resolve_dsns finds servers: flags, the config, LOCKWATCH_PG, libpq's PG*.
         environ = wanted.environ
         return (
-            self.asked(wanted.values)
-            or wanted.values.get("pg_idle_after") is not None
-            or wanted.settings(self.name) is not None
+            super().may_run(wanted)
             or bool(environ.get("LOCKWATCH_PG"))
             or any(environ.get(name) for name in LIBPQ_SERVER_VARS)
         )

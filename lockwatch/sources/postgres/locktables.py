@@ -291,23 +291,12 @@ def _literal(value: str) -> str:
     return value.upper()
 
 
-def _unlock(reach: Mapping[str, Any], facts: TableLock) -> int:
-    # Here, not at the top: listings load this module, and only a break needs it.
-    from lockwatch.model.action import ActionRefused
-
-    dsn_for = reach.get("dsn_for")
-    dsn = dsn_for(facts.server) if dsn_for is not None else None
-    if dsn is None:
-        raise ActionRefused("no_dsn", f"no DSN for {facts.server}: name the server with --pg")
-    return unlock_row(dsn, facts)
-
-
 def actions() -> ActionProvider:
     """The postgres source's actions, lock rows' breaks included."""
-    from lockwatch.sources.locktables.actions import WithTables
+    from lockwatch.sources.locktables.actions import WithTables, unlocker
     from lockwatch.sources.postgres.actions import ACTIONS
 
-    return WithTables(ACTIONS, _unlock)
+    return WithTables(ACTIONS, unlocker("dsn_for", "--pg", unlock_row))
 
 
 def render_tables(locks: Sequence[Lock], now: datetime, host: str) -> tuple[bytes, int]:

@@ -27,7 +27,6 @@ Config tables it owns:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +35,6 @@ from lockwatch.sources.contract import (
     ActionProvider,
     Collected,
     Found,
-    Hint,
     ListingRequest,
     LookupFailed,
     Selected,
@@ -50,19 +48,28 @@ from lockwatch.sources.postgres.settings import (
     defaults,
     read_settings,
 )
+from lockwatch.sources.servers import (
+    DEFAULT_REFRESH,
+    Listens,
+    ServerPlugin,
+    idle_after,
+    refresh,
+)
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.sources.feed import Feed
 
-DEFAULT_REFRESH = 2.0
 
+class PostgresSource(ServerPlugin, PostgresDeclared):
+    listens = Listens(
+        "a PostgreSQL server",
+        5432,
+        # Where a local server's socket is by default (Debian's and the upstream builds').
+        ("/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432"),
+        "--pg postgresql://USER@127.0.0.1:5432/postgres (or LOCKWATCH_PG) shows its locks",
+    )
 
-# Where a local server's socket is by default (Debian's and the upstream builds').
-LOCAL_SOCKETS = ("/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432")
-
-
-class PostgresSource(PostgresDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start
@@ -84,9 +91,7 @@ class PostgresSource(PostgresDeclared):
 
     def select(self, wanted: Wanted) -> Selected | None:
         settings: PgSettings = wanted.settings(self.name) or defaults()
-        idle_after = wanted.values.get("pg_idle_after")
-        if idle_after is not None and not math.isfinite(idle_after):
-            raise SourceError("--pg-idle-after: must be a finite number of seconds")
+        idle = idle_after(wanted, "pg_idle_after", settings.idle_after)
         dsns = _resolve(wanted, settings)
         if not dsns:
             return None
@@ -94,32 +99,18 @@ class PostgresSource(PostgresDeclared):
             tuple(dsns),
             PgSettings(
                 tuple(dsns),
-                settings.idle_after if idle_after is None else float(idle_after),
+                idle,
                 bool(wanted.values.get("pg_all")) or settings.all_rows,
                 settings.advisory,
                 locktables=settings.locktables,
             ),
-            float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+            refresh(wanted),
         )
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         settings: PgSettings = wanted.settings(self.name) or defaults()
         dsns = _resolve(wanted, settings)
         return find_pg(target, dsns, settings, host)
-
-    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
-        """Not watching any: a server on this host, seen by its port or socket
-        (nothing connects), and the flag that would watch it."""
-        if running:
-            return None
-        from lockwatch.sources.listening import server_hint
-
-        return server_hint(
-            "a PostgreSQL server",
-            5432,
-            LOCAL_SOCKETS,
-            "--pg postgresql://USER@127.0.0.1:5432/postgres (or LOCKWATCH_PG) shows its locks",
-        )
 
 
 def _resolve(wanted: Wanted, settings: PgSettings) -> list[str]:

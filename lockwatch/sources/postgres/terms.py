@@ -4,8 +4,11 @@ address is on the server's own host."""
 
 from __future__ import annotations
 
-from lockwatch.model.hosts import is_local_address
 from lockwatch.model.humanize import counted
+
+# Whether a client address is on the server's own host: every server source's
+# question, answered where their client lookup is (re-exported for rules, records).
+from lockwatch.sources.clients import local_client as local_client
 
 
 def sql_literal(text: str) -> str:
@@ -21,11 +24,3 @@ def sessions(count: int) -> str:
 def prepared_commands(gid: str) -> tuple[str, str]:
     """What ends a prepared transaction, one way or the other."""
     return f"COMMIT PREPARED {sql_literal(gid)}", f"ROLLBACK PREPARED {sql_literal(gid)}"
-
-
-def local_client(client: str | None) -> bool:
-    """Whether a session's client address is on the server's own host: a unix
-    socket (`local`) or a loopback address."""
-    if client is None:
-        return False
-    return client == "local" or is_local_address(client)

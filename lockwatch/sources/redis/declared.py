@@ -3,18 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
+from lockwatch.sources.declaring import ServerDeclared, TargetOption
 from lockwatch.sources.redis import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
 if TYPE_CHECKING:
-    from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
-    from lockwatch.sources.contract import Decorator, Wanted
+    from lockwatch.sources.contract import Decorator
 
 # --redis's and --redlock's URLs may carry a password: hidden from `ps` as soon
 # as they are parsed.
@@ -23,7 +22,7 @@ IN_ARGUMENTS = InArguments("--redis", url_passwords, _INSTEAD)
 REDLOCK_IN_ARGUMENTS = InArguments("--redlock", url_passwords, _INSTEAD)
 
 
-class RedisDeclared:
+class RedisDeclared(ServerDeclared):
     name = "redis"
     label = "rds"
     id_prefix = ids.REDIS
@@ -33,9 +32,14 @@ class RedisDeclared:
     )
     config_tables: tuple[str, ...] = ("redis",)
     title = "Redis"
-    status_word = ""
-    sees_waits = False
-    wait_metrics: str | None = None
+    asking = ("redis_urls", "redlock_groups")
+    target_option = TargetOption(
+        "--redis",
+        "redis_urls",
+        IN_ARGUMENTS,
+        "URL",
+        "The Redis server (with its password) a redis: TARGET lives on (repeatable).",
+    )
 
     def options(self) -> Sequence[Decorator]:
         return [
@@ -66,31 +70,6 @@ class RedisDeclared:
                 " with how many servers hold it (repeatable).",
             ),
         ]
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        return [
-            secret_option(
-                "--redis",
-                "redis_urls",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL",
-                help="The Redis server (with its password) a redis: TARGET lives on (repeatable).",
-            )
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("redis_urls") or values.get("redlock_groups"))
-
-    def may_run(self, wanted: Wanted) -> bool:
-        # Servers come from the flags or the [redis] table only.
-        return self.asked(wanted.values) or wanted.settings(self.name) is not None
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids (redis:...) are the registry's to recognise.
-        return ()
 
 
 DECLARED = RedisDeclared()

@@ -21,10 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.sources.contract import (
-    ActionProvider,
     Found,
-    Hint,
-    LookupFailed,
     Selected,
     SourceError,
     Wanted,
@@ -33,19 +30,20 @@ from lockwatch.sources.redis import ids
 from lockwatch.sources.redis.declared import RedisDeclared
 from lockwatch.sources.redis.endpoint import DEFAULT_PORT
 from lockwatch.sources.selection import StoreSelection
+from lockwatch.sources.servers import (
+    DEFAULT_REFRESH,
+    Listens,
+    ServerPlugin,
+    config_strings,
+    polled_once,
+    refresh,
+)
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.sources.redis.endpoint import RedisEndpoint
     from lockwatch.sources.redis.poll import RedisPoller
 
-DEFAULT_REFRESH = 2.0
-# Where Debian's redis-server (and a hand-started one) puts its socket, if enabled.
-LOCAL_SOCKETS = (
-    "/run/redis/redis-server.sock",
-    "/var/run/redis/redis-server.sock",
-    "/tmp/redis.sock",
-)
 # python-redis-lock, pottery's Redlock, names ending in lock, .lock or :lock, and
 # Java's camel case (Redisson's `getLock("orderLock")`). Any type: hashes (Redisson)
 # and sorted sets (redis-semaphore's `semaphore:<name>`) are read too. One SCAN walk
@@ -72,19 +70,14 @@ def _error(message: str) -> Exception:
     return ConfigError(message)
 
 
-def _strings(value: Any, what: str, where: str) -> tuple[str, ...]:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-        raise _error(f"{where}: {what} must be a string or a list of strings")
-    return tuple(values)
-
-
 def read_settings(data: Mapping[str, Any], where: str) -> RedisSettings:
     table = data.get("redis", {})
     if not isinstance(table, dict):
         raise _error(f"{where}: [redis] must be a table")
-    urls = _strings(table.get("url", []), "redis.url", where)
-    patterns = _strings(table.get("patterns", list(DEFAULT_PATTERNS)), "redis.patterns", where)
+    urls = config_strings(table.get("url", []), "redis.url", where)
+    patterns = config_strings(
+        table.get("patterns", list(DEFAULT_PATTERNS)), "redis.patterns", where
+    )
     if not patterns:
         raise _error(f"{where}: redis.patterns must name at least one pattern")
     password_file = table.get("password_file")
@@ -92,9 +85,9 @@ def read_settings(data: Mapping[str, Any], where: str) -> RedisSettings:
         raise _error(f"{where}: redis.password_file must be a path")
     redlock = table.get("redlock", [])
     if isinstance(redlock, list) and redlock and all(isinstance(g, list) for g in redlock):
-        groups = tuple(_strings(g, "each redis.redlock group", where) for g in redlock)
+        groups = tuple(config_strings(g, "each redis.redlock group", where) for g in redlock)
     else:
-        groups = (_strings(redlock, "redis.redlock", where),) if redlock else ()
+        groups = (config_strings(redlock, "redis.redlock", where),) if redlock else ()
     for group in groups:
         if len(group) < 2:
             raise _error(f"{where}: a redis.redlock group needs at least two servers")
@@ -109,7 +102,15 @@ def read_settings(data: Mapping[str, Any], where: str) -> RedisSettings:
     return RedisSettings(urls, patterns, password_file, groups, tuple(sorted(limits.items())))
 
 
-class RedisSource(RedisDeclared):
+class RedisSource(ServerPlugin, RedisDeclared):
+    listens = Listens(
+        "a Redis server",
+        DEFAULT_PORT,
+        # Where Debian's redis-server (and a hand-started one) puts its socket, if enabled.
+        ("/run/redis/redis-server.sock", "/var/run/redis/redis-server.sock", "/tmp/redis.sock"),
+        f"--redis redis://127.0.0.1:{DEFAULT_PORT} shows its lock keys",
+    )
+
     @property
     def record_types(self) -> tuple[type, ...]:
         # Its facts' types, for recordings: loaded when asked, not at the CLI's start.
@@ -127,27 +128,6 @@ class RedisSource(RedisDeclared):
             RedissonOwner,
             SemaphoreFacts,
             SubscriptionFacts,
-        )
-
-    @property
-    def actions(self) -> ActionProvider:
-        # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.redis.actions import ACTIONS
-
-        return ACTIONS
-
-    def hint(self, wanted: Wanted, running: bool) -> Hint | None:
-        """Not watching any: a Redis server on this host, seen by its port or
-        socket (nothing connects), and the flag that would watch it."""
-        if running:
-            return None
-        from lockwatch.sources.listening import server_hint
-
-        return server_hint(
-            "a Redis server",
-            DEFAULT_PORT,
-            LOCAL_SOCKETS,
-            f"--redis redis://127.0.0.1:{DEFAULT_PORT} shows its lock keys",
         )
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> RedisSettings:
@@ -169,7 +149,7 @@ class RedisSource(RedisDeclared):
             endpoints,
             grouped,
             patterns,
-            float(wanted.values.get("refresh") or DEFAULT_REFRESH),
+            refresh(wanted),
             settings.semaphore_limits,
         )
 
@@ -237,14 +217,7 @@ def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
         exact=(key,),
         limits=settings.semaphore_limits,
     )
-    try:
-        polled = poller.poll()
-    finally:
-        poller.close()
-    if polled.locks is None:
-        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
-        raise LookupFailed(f"cannot read {parsed.server}: {reasons or 'no answer'}")
-    locks = polled.locks
+    locks = polled_once(poller, parsed.server)
     wanted_id = ids.canonical(target)
     for lock in locks:
         if lock.id == wanted_id:

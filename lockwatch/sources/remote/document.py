@@ -25,19 +25,13 @@ from lockwatch.model.status import LIVE_STATES
 from lockwatch.model.timestamps import parse_timestamp
 from lockwatch.model.verdict import same_host
 from lockwatch.sources.remote import ids
-from lockwatch.sources.remote.facts import RemoteOrigin
+from lockwatch.sources.remote.facts import HOST_FIELD, RemoteOrigin
 from lockwatch.sources.remote.records import RecordError, check_record, cut, shown
 
 # A lock's text fields (name, path, holder's) as the table and the detail pane
 # show them: longer is cut, its length said; the record keeps it whole.
 SHOWN_IN_MODEL = 1024
 
-# The fields a merged listing adds to each record of another host.
-HOST_FIELD = "host"
-REMOTE_FIELD = "remote"
-# Added when a serve said it was this host: what it claimed (`host` is then the
-# address it was read from).
-CLAIMED_FIELD = "claimed_host"
 CLAIM_CODE = "claims_this_host"
 # A host name is at most 253 characters (RFC 1035): the rest is shown cut.
 MAX_HOST = 253
@@ -140,7 +134,7 @@ def read_document(
         if locks:
             kept.append(lock)
         if records:
-            rendered.append(_passed_on(checked, origin))
+            rendered.append(origin.passed_on(checked))
     errors = document.get("errors")
     return RemoteListing(
         host,
@@ -165,16 +159,6 @@ def address(remote: str) -> str:
     """The serve's own name, as the operator gave it: its URL without the scheme
     (`db7:9464`, `proxy/lockwatch/db1`)."""
     return remote.partition("://")[2] or remote
-
-
-def _passed_on(record: dict[str, Any], origin: RemoteOrigin) -> dict[str, Any]:
-    """A checked record for a merged listing: whose it is added."""
-    out = {**record, HOST_FIELD: origin.host, REMOTE_FIELD: origin.remote}
-    if origin.claimed_host is not None:
-        out[CLAIMED_FIELD] = origin.claimed_host
-        code, message = origin.reasons[-1]
-        out["reasons"] = [*record.get("reasons", []), {"code": code, "message": message}]
-    return out
 
 
 def _unwell(sources: Any) -> list[str]:
@@ -278,16 +262,6 @@ def _seconds(value: Any) -> float | None:
 
 def _time(value: Any) -> datetime | None:
     return parse_timestamp(value) if isinstance(value, str) else None
-
-
-def aged_record(lock: Lock, now: datetime) -> dict[str, Any] | None:
-    """A remote lock's record for a document written at `now` (a serve that merges
-    other hosts): `age_seconds` as of then, whose it is added."""
-    origin, record = lock.facts, lock.content
-    if not isinstance(origin, RemoteOrigin) or not isinstance(record, dict):
-        return None
-    age = origin.age_at(now)
-    return {**_passed_on(record, origin), "age_seconds": None if age is None else round(age, 3)}
 
 
 def advice(verb: str, lock: Lock, origin: RemoteOrigin) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,12 +19,10 @@ LOCKS_PATH = "/v1/locks"
 # Seconds for a whole answer (connect, headers, body): a 10,000-lock document
 # (about 10 MB) crosses a slow link in less; a remote that takes longer is stalled.
 DEFAULT_TIMEOUT = 10.0
-# A token longer than this is not a token: a wrong file was named.
-MAX_TOKEN_BYTES = 4096
 
 
 class EndpointError(ValueError):
-    """A remote URL or token file that cannot be used; the message says why."""
+    """A remote URL that cannot be used; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -84,25 +81,6 @@ def normalise(text: str) -> str:
     if port == 0:
         raise EndpointError(f"{text!r}: port 0")
     return f"{scheme}://{parts.netloc.lower()}{path}"
-
-
-def read_token(path: str) -> str:
-    """The token in file `path`: its content, surrounding whitespace stripped."""
-    try:
-        from lockwatch.trusted import read_file  # bounded; a file only you or root wrote
-
-        data = read_file(Path(path).expanduser(), MAX_TOKEN_BYTES)
-    except OSError as exc:
-        raise EndpointError(f"token file {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_TOKEN_BYTES:
-        raise EndpointError(f"token file {path}: too large to hold a token")
-    try:
-        token = data.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise EndpointError(f"token file {path}: not UTF-8 text") from None
-    if not token or any(ch.isspace() or not ch.isprintable() for ch in token):
-        raise EndpointError(f"token file {path}: empty, or not one line of printable text")
-    return token
 
 
 def read_settings(tables: Mapping[str, Any], where: str) -> RemoteSettings:

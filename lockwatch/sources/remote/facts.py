@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.model.facts import Facts, Section
 from lockwatch.model.lock import Reason
@@ -22,6 +22,13 @@ if TYPE_CHECKING:
 # The kind of source status a remote has (`sources[].kind`), and the registry
 # name of the source that reads remotes.
 REMOTE_KIND = "remote"
+
+# The fields a merged listing adds to each record of another host.
+HOST_FIELD = "host"
+REMOTE_FIELD = "remote"
+# Added when a serve said it was this host: what it claimed (`host` is then the
+# address it was read from).
+CLAIMED_FIELD = "claimed_host"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,23 @@ class RemoteOrigin(Facts):
 
     def remote_host(self) -> str:
         return self.host
+
+    def passed_on(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Its checked record for a merged listing: whose it is added."""
+        out = {**record, HOST_FIELD: self.host, REMOTE_FIELD: self.remote}
+        if self.claimed_host is not None:
+            out[CLAIMED_FIELD] = self.claimed_host
+            code, message = self.reasons[-1]
+            out["reasons"] = [*record.get("reasons", []), {"code": code, "message": message}]
+        return out
+
+    def record_at(self, lock: Lock, now: datetime) -> dict[str, Any] | None:
+        # As that host wrote it, aged to now, whose it is added.
+        record = lock.content
+        if not isinstance(record, dict):
+            return None
+        age = self.age_at(now)
+        return {**self.passed_on(record), "age_seconds": None if age is None else round(age, 3)}
 
     def where(self, lock: Lock) -> str:
         # Another host's: its own path (or name), after its host.

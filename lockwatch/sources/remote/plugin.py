@@ -38,9 +38,9 @@ from lockwatch.sources.remote.endpoints import (
     RemoteSettings,
     normalise,
     read_settings,
-    read_token,
 )
 from lockwatch.sources.remote.ids import REMOTE as REMOTE_KIND
+from lockwatch.sources.secrets import TokenFileError, read_token
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
@@ -86,7 +86,7 @@ class RemoteSource(RemoteDeclared):
             path = flag_token or settings.token_files.get(url) or settings.token_file
             try:
                 token = read_token(path) if path else None
-            except EndpointError as exc:
+            except TokenFileError as exc:
                 raise SourceError(str(exc)) from None
             remotes.append(Remote(url, token))
         refresh = float(wanted.values.get("refresh") or DEFAULT_REFRESH)

@@ -27,6 +27,9 @@ A deleted file keeps its locks: `/proc/<pid>/fd/<n>` then reads `<old path>
 live there now (unlink-and-recreate is how lock files are often replaced), and
 an action on the path would hit the wrong file. Such a lock has `path=None`
 unless `known` names the inode (another hard link).
+
+Below both the kernel source (its rows) and the file source (a lock file's
+kernel evidence), which read it alike.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Literal
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.filelocks import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
-from lockwatch.sources.kernel.holders import Describer
+from lockwatch.sources.holders import Describer
 
 __all__ = [
     "KernelTable",

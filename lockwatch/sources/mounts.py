@@ -1,7 +1,8 @@
 """Which mounted filesystems are network ones, from mountinfo: a lock there may
 be held from another host, where the local /proc/locks and /proc cannot see it.
 Read by the kernel evidence (nothing is asked about such files) and by the
-users of a work tree (nobody seen using it proves nothing there)."""
+users of a work tree (nobody seen using it proves nothing there), and by the
+kernel source (a lock on such a file is on no file's row). Below both."""
 
 from __future__ import annotations
 

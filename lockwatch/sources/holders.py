@@ -3,7 +3,8 @@ the kernel's name for each (`comm`), its command line, its user and when it
 started (in clock ticks since boot, exact, and as a time).
 
 Read from the same procfs root as the locks (a test's fake tree included), a
-few small files per holder, each holder once per table.
+few small files per holder, each holder once per table. Below the kernel and
+file sources, with procfs.py.
 """
 
 from __future__ import annotations
