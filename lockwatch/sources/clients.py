@@ -413,55 +413,9 @@ def find_clients(
     tcp_sessions = [s for s in local if s.client != "local" and (s.client_port or 0) > 0]
     unix_sessions = [s for s in local if s.client == "local"]
     if tcp_sessions and server_port:
-        ports = {server_port, *(s.client_port for s in tcp_sessions if s.client_port)}
-        table = read_tcp(ports=ports) if tcp is None else tcp
-        # Each end by its (local, remote) pair: one look-up per session, not a
-        # walk of every connection to the server (a pooler has hundreds).
-        ends: dict[tuple[Address, Address], list[TcpEntry]] = {}
-        for entry in table:
-            if entry.state != _LISTEN and entry.local[1] in ports:
-                ends.setdefault((entry.local, entry.remote), []).append(entry)
-        servers: dict[Address, list[Address]] = {}
-        for here, there in ends:
-            if here[1] == server_port:
-                servers.setdefault(there, []).append(here)
-        texts: dict[str, str] = {}
-        for session in tcp_sessions:
-            assert session.client is not None and session.client_port is not None
-            address = texts.get(session.client)
-            if address is None:
-                address = texts[session.client] = canonical(session.client)
-            client_end: Address = (address, session.client_port)
-            server_ends = [
-                entry for here in servers.get(client_end, ()) for entry in ends[(here, client_end)]
-            ]
-            if len(server_ends) != 1:
-                continue  # the server is not on this host (or not in this namespace)
-            server_end = server_ends[0].local
-            mine = ends.get((client_end, server_end), [])
-            if all(e.inode == 0 for e in mine):
-                # The server still has its end; the client's is closed, or left to
-                # the kernel by a process that died: nobody is there any more.
-                result[session.pid] = make(None, (), False)
-                continue
-            client_inode[session.pid] = next(e.inode for e in mine if e.inode)
+        _tcp_ends(tcp_sessions, server_port, tcp, make, result, client_inode)
     if unix_sessions:
-        ours = _net_namespace("self", proc)
-        diag = unix_peers() if peers is None else peers
-        for session in unix_sessions:
-            if diag is None or ours is None or _net_namespace(session.pid, proc) != ours:
-                continue
-            if not is_backend(session.pid, proc):
-                continue
-            sockets = owners.sockets_of(session.pid)
-            connected = [inode for inode in sockets or () if inode in diag]
-            if len(connected) != 1:
-                continue  # unreadable, or not one client socket: cannot tell which
-            peer = diag[connected[0]]
-            if peer == 0:
-                result[session.pid] = make(None, (), False)
-                continue
-            client_inode[session.pid] = peer
+        _unix_ends(unix_sessions, proc, peers, is_backend, owners, make, result, client_inode)
     owners.scan(set(client_inode.values()))
     known: dict[int, C] = {}
     for pid, inode in client_inode.items():
@@ -470,3 +424,76 @@ def find_clients(
             result[pid] = _found(holders, proc, known, make)
         # else: someone lockwatch may not look at holds it; say nothing
     return result
+
+
+def _tcp_ends(
+    tcp_sessions: Sequence[Session],
+    server_port: int,
+    tcp: Sequence[TcpEntry] | None,
+    make: MakeClient[C],
+    result: dict[int, C | None],
+    client_inode: dict[int, int],
+) -> None:
+    """Place each TCP session's client end: its socket inode into `client_inode`,
+    or a gone client into `result` when only the server's end is left."""
+    ports = {server_port, *(s.client_port for s in tcp_sessions if s.client_port)}
+    table = read_tcp(ports=ports) if tcp is None else tcp
+    # Each end by its (local, remote) pair: one look-up per session, not a
+    # walk of every connection to the server (a pooler has hundreds).
+    ends: dict[tuple[Address, Address], list[TcpEntry]] = {}
+    for entry in table:
+        if entry.state != _LISTEN and entry.local[1] in ports:
+            ends.setdefault((entry.local, entry.remote), []).append(entry)
+    servers: dict[Address, list[Address]] = {}
+    for here, there in ends:
+        if here[1] == server_port:
+            servers.setdefault(there, []).append(here)
+    texts: dict[str, str] = {}
+    for session in tcp_sessions:
+        assert session.client is not None and session.client_port is not None
+        address = texts.get(session.client)
+        if address is None:
+            address = texts[session.client] = canonical(session.client)
+        client_end: Address = (address, session.client_port)
+        server_ends = [
+            entry for here in servers.get(client_end, ()) for entry in ends[(here, client_end)]
+        ]
+        if len(server_ends) != 1:
+            continue  # the server is not on this host (or not in this namespace)
+        server_end = server_ends[0].local
+        mine = ends.get((client_end, server_end), [])
+        if all(e.inode == 0 for e in mine):
+            # The server still has its end; the client's is closed, or left to
+            # the kernel by a process that died: nobody is there any more.
+            result[session.pid] = make(None, (), False)
+            continue
+        client_inode[session.pid] = next(e.inode for e in mine if e.inode)
+
+
+def _unix_ends(
+    unix_sessions: Sequence[Session],
+    proc: str,
+    peers: Mapping[int, int] | None,
+    is_backend: Callable[[int, str], bool],
+    owners: Owners,
+    make: MakeClient[C],
+    result: dict[int, C | None],
+    client_inode: dict[int, int],
+) -> None:
+    """Place each unix-socket session's client end by its server process's peer."""
+    ours = _net_namespace("self", proc)
+    diag = unix_peers() if peers is None else peers
+    for session in unix_sessions:
+        if diag is None or ours is None or _net_namespace(session.pid, proc) != ours:
+            continue
+        if not is_backend(session.pid, proc):
+            continue
+        sockets = owners.sockets_of(session.pid)
+        connected = [inode for inode in sockets or () if inode in diag]
+        if len(connected) != 1:
+            continue  # unreadable, or not one client socket: cannot tell which
+        peer = diag[connected[0]]
+        if peer == 0:
+            result[session.pid] = make(None, (), False)
+            continue
+        client_inode[session.pid] = peer
