@@ -18,6 +18,7 @@ from lockwatch.serve.access import Access
 from lockwatch.serve.settings import ServeSettings
 
 if TYPE_CHECKING:
+    from lockwatch.history.recorder import Recorder
     from lockwatch.sources.feed import Feed
 
 EXIT_USAGE = 2
@@ -109,6 +110,7 @@ def run(
     host: str,
     clock: Clock | None = None,
     describe: str = "",
+    recorder: Recorder | None = None,
 ) -> int:
     """Serve until SIGTERM or SIGINT; the exit status. `feeds`: (source name,
     Feed) for every selected source."""
@@ -126,7 +128,10 @@ def run(
 
     the_plan = plan(settings)
     clock = clock or SystemClock()
-    watcher = Watcher(feeds, host=host, clock=clock, pace=Pace())
+    # While recording, the feeds poll at --refresh whoever scrapes: a stall
+    # nobody scraped for is what the history is for.
+    pace = None if recorder is not None else Pace()
+    watcher = Watcher(feeds, host=host, clock=clock, pace=pace, recorder=recorder)
     registry = CollectorRegistry(auto_describe=False)
     collector = BoardCollector(watcher, max_series=settings.max_lock_series)
     registry.register(collector)
@@ -186,6 +191,8 @@ def run(
         server.shutdown()
         server.server_close()
         watcher.stop()
+        if recorder is not None:
+            recorder.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print("lockwatch serve: stopped", file=sys.stderr, flush=True)

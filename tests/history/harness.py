@@ -1,0 +1,62 @@
+"""Recording for the history tests: the real sources' feeds (as `serve` builds
+them from its flags) into a Watcher with a Recorder on a history file, as
+`lockwatch serve` runs them; and bounded waits on conditions, never on time."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from lockwatch.clock import SystemClock
+from lockwatch.history.api import HistoryStore, open_history
+from lockwatch.history.recorder import Recorder
+from lockwatch.serve.watcher import Watcher
+
+WAIT_S = 60.0  # a bound for waits under a loaded machine, never a timing assertion
+HOST = "testhost"
+
+
+def wait_until(predicate: Callable[[], object], what: str, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def recording(args: list[str], history: Path, poll: float = 0.2) -> Iterator[Watcher]:
+    """A watcher over what `lockwatch serve ARGS` would watch, polling every
+    `poll` seconds, recording into `history`; closed (flushed) on the way out."""
+    from lockwatch.cli.serve import serve
+    from lockwatch.cli.where import resolve_targets
+
+    ctx = serve.make_context("serve", [*args, "--refresh", str(poll)])
+    targets = resolve_targets(ctx.params, None)
+    clock = SystemClock()
+    feeds = [
+        (source.name, feed)
+        for source, selected in targets.sources
+        for feed in selected.feeds(clock, HOST)
+    ]
+
+    def opener() -> HistoryStore:
+        return open_history(str(history), host=HOST, write=True)
+
+    recorder = Recorder(opener, poll_seconds=poll)
+    watcher = Watcher(feeds, host=HOST, clock=clock, recorder=recorder)
+    watcher.start()
+    try:
+        yield watcher
+    finally:
+        watcher.stop()
+        recorder.close()
+        assert recorder.failed is None, recorder.failed
+
+
+def reader(history: Path) -> HistoryStore:
+    return open_history(str(history), host=HOST)
