@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from datetime import datetime
+from lockwatch.model.changes import ChangeSet
+
 from lockwatch.clock import SystemClock
 from lockwatch.history.api import HistoryStore, open_history
 from lockwatch.history.recorder import Recorder
@@ -49,6 +52,16 @@ def recording(args: list[str], history: Path, poll: float = 0.2) -> Iterator[Wat
 
     recorder = Recorder(opener, poll_seconds=poll)
     watcher = Watcher(feeds, host=HOST, clock=clock, recorder=recorder)
+    # When each change set was taken, by feed: how far apart polls really are.
+    taken: dict[str, list[datetime]] = {}
+    receive = watcher.receive
+
+    def noted(change: ChangeSet) -> None:
+        taken.setdefault(change.feed, []).append(change.at)
+        receive(change)
+
+    watcher.receive = noted  # type: ignore[method-assign]
+    watcher.taken = taken  # type: ignore[attr-defined]
     watcher.start()
     try:
         yield watcher
@@ -56,6 +69,17 @@ def recording(args: list[str], history: Path, poll: float = 0.2) -> Iterator[Wat
         watcher.stop()
         recorder.close()
         assert recorder.failed is None, recorder.failed
+
+
+def poll_gap(watcher: Watcher) -> float:
+    """The longest time between two change sets of one feed: one real poll."""
+    taken: dict[str, list[datetime]] = watcher.taken  # type: ignore[attr-defined]
+    gaps = [
+        (later - earlier).total_seconds()
+        for times in taken.values()
+        for earlier, later in zip(times, times[1:], strict=False)
+    ]
+    return max(gaps, default=0.0)
 
 
 def reader(history: Path) -> HistoryStore:
