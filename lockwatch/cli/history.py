@@ -55,8 +55,8 @@ def configured_target(given: str | None) -> str | None:
         config = load(None)
     except Exception:  # noqa: BLE001 - a broken config is said by the commands that use it
         return None
-    table = config.tables.get("history") if hasattr(config.tables, "get") else None
-    path = table.get("path") if hasattr(table, "get") else None
+    table: Any = config.tables.get("history") if hasattr(config.tables, "get") else None
+    path = table.get("path") if table is not None and hasattr(table, "get") else None
     return path if isinstance(path, str) and path.strip() else None
 
 
@@ -98,7 +98,7 @@ Examples:
 @click.option("--source", metavar="S", help="Only this source's (postgres, kernel, file, …).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"episodes": [...]}.')
 @click.pass_context
-def history(ctx: click.Context, **values: Any) -> None:
+def history(ctx: click.Context, /, **values: Any) -> None:
     """List lock episodes: one root blocker and everyone who waited behind it,
     from the first wait to the last, worst first (waiter-seconds); and the
     trails of locks that were stale or invalid with nobody waiting.
@@ -145,7 +145,9 @@ def _print_table(found: list[Any]) -> None:
                 clock(episode.start),
                 clock(episode.end),
                 episode.source,
-                episode.resource if episode.state is None else f"{episode.resource} ({episode.state})",
+                episode.resource
+                if episode.state is None
+                else f"{episode.resource} ({episode.state})",
                 blocker_words(episode.blocker, episode.start),
                 str(episode.peak_waiters),
                 duration(episode.waiter_seconds) if episode.waiter_seconds else "-",
@@ -155,7 +157,9 @@ def _print_table(found: list[Any]) -> None:
     cut = [tuple(terminal_safe(cell)[:48] for cell in row) for row in rows]
     widths = [max(len(row[i]) for row in cut) for i in range(len(header))]
     for row in cut:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        click.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
 
 
 @history.command("show", short_help="One episode's timeline.")
@@ -188,5 +192,5 @@ def show(ctx: click.Context, episode_id: str, as_json: bool) -> None:
         who = f"pid {waiter.pid}" if waiter.pid is not None else waiter.node
         app = f" ({waiter.application})" if waiter.application else ""
         said = waiter.outcome or "still waiting"
-        say(f"  {clock(waiter.start)}–{clock(waiter.end)}  {who}{app}: {said}")
+        say(f"  {clock(waiter.start)}-{clock(waiter.end)}  {who}{app}: {said}")
     finish(0)

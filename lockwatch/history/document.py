@@ -65,7 +65,7 @@ def episode_json(episode: Episode) -> dict[str, Any]:
 
 
 def blocker_words(who: Who, at: datetime | None = None) -> str:
-    """"pid 4242 (billing-api, idle in transaction 7m)"."""
+    """ "pid 4242 (billing-api, idle in transaction 7m)"."""
     head = f"pid {who.pid}" if who.pid is not None else who.node
     about = [part for part in (who.application,) if part]
     if who.state:
@@ -93,7 +93,7 @@ def ending_words(episode: Episode) -> str:
 def summary_line(episode: Episode) -> str:
     """One line: "deploy.lock stale 02:10-02:55, broken by ops (audit #41)" or
     "pid 4242 (…) blocked 37 on relation jobs 03:11-03:19, released"."""
-    span = f"{clock(episode.start)}–{clock(episode.end)}"
+    span = f"{clock(episode.start)}-{clock(episode.end)}"
     if episode.state is not None:
         return f"{episode.resource} {episode.state} {span}, {ending_words(episode)}"
     waiters = len(episode.waiters)

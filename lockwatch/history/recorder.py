@@ -212,8 +212,17 @@ class Recorder:
                 batch.closed.append((lock_id, at))
             self._open[lock_id] = key
             lock = entry.lock
-            span = LockSpan(host, lock_id, lock.source, spans.clean(lock.name) or "",
-                            spans.place(lock), key[0], key[1], key[2], at)
+            span = LockSpan(
+                host,
+                lock_id,
+                lock.source,
+                spans.clean(lock.name) or "",
+                spans.place(lock),
+                key[0],
+                key[1],
+                key[2],
+                at,
+            )
             batch.opened.append((span, entry))
         return waits_touched
 
@@ -230,13 +239,27 @@ class Recorder:
         for key, edge in now_edges.items():
             if key not in self._edges:
                 batch.waits_opened.append(
-                    WaitSpan(host, edge.source, edge.server, edge.resource, edge.mode,
-                             edge.waiter, edge.blocker, at, cycle=edge.cycle)
+                    WaitSpan(
+                        host,
+                        edge.source,
+                        edge.server,
+                        edge.resource,
+                        edge.mode,
+                        edge.waiter,
+                        edge.blocker,
+                        at,
+                        cycle=edge.cycle,
+                    )
                 )
             elif edge.cycle and not self._edges[key].cycle:
                 now_edges[key] = self._edges[key].__class__(
-                    edge.server, edge.source, self._edges[key].waiter, self._edges[key].blocker,
-                    edge.resource, edge.mode, True,
+                    edge.server,
+                    edge.source,
+                    self._edges[key].waiter,
+                    self._edges[key].blocker,
+                    edge.resource,
+                    edge.mode,
+                    True,
                 )
                 continue
             else:
@@ -245,8 +268,11 @@ class Recorder:
 
     def _statuses(self, batch: Batch, at: datetime, statuses: list[SourceStatus]) -> None:
         host = self._store.host if self._store is not None else ""
-        now_down = {(s.kind, s.name): s for s in statuses if s.state not in LIVE_STATES
-                    and s.state != "connecting"}
+        now_down = {
+            (s.kind, s.name): s
+            for s in statuses
+            if s.state not in LIVE_STATES and s.state != "connecting"
+        }
         for key in self._down:
             if key not in now_down:
                 batch.outages_closed.append((key, at))
@@ -254,8 +280,14 @@ class Recorder:
             if key not in self._down:
                 detail = status.state + (f": {status.reason}" if status.reason else "")
                 batch.outages_opened.append(
-                    Outage(host, status.kind, spans.clean(status.name) or "", at, None,
-                           spans.clean(detail) or "")
+                    Outage(
+                        host,
+                        status.kind,
+                        spans.clean(status.name) or "",
+                        at,
+                        None,
+                        spans.clean(detail) or "",
+                    )
                 )
         self._down = now_down
 

@@ -34,8 +34,8 @@ def start_recorder(
     is the recorder's `failed`, said once: watching goes on)."""
     if off:
         return None
-    table = tables.get("history") if hasattr(tables, "get") else None
-    table = table if hasattr(table, "get") else {}
+    found: Any = tables.get("history") if hasattr(tables, "get") else None
+    table: Mapping[str, Any] = found if found is not None and hasattr(found, "get") else {}
     path = given or table.get("path")
     if path is not None and (not isinstance(path, str) or not path.strip()):
         raise HistoryError("history.path must be a path or a postgresql:// DSN")

@@ -10,18 +10,16 @@ SIGKILL loses at most what the writer had not flushed.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-import orjson
-
 from lockwatch.history.api import SCHEMA_VERSION, Batch, HistoryError
-from lockwatch.model import episodes as folding
-from lockwatch.model.changes import Entry
-from lockwatch.model.history import ActionMark, Episode, LockSpan, Outage, WaitSpan, Who
-from lockwatch.model.lock import Lock
+from lockwatch.history.reading import Reader
+from lockwatch.history.rows import ts, who_json
+from lockwatch.model.history import ActionMark, WaitSpan
 
 # How often a live recorder says so, and how long after its last word a
 # recorder that never closed counts as dead.
@@ -30,7 +28,6 @@ DEAD_AFTER = 3 * BEAT_SECONDS
 # Bounded reads: no query hands back more rows than this, no entry is decoded
 # from more bytes than this.
 MAX_ROWS = 5_000_000
-MAX_ENTRY_BYTES = 16 * 1024 * 1024
 
 TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -65,60 +62,7 @@ TABLES = (
 PRUNED = ("locks", "waits", "outages")
 
 
-def ts(at: datetime) -> float:
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return at.timestamp()
-
-
-def dt(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
-def _opt_dt(seconds: float | None) -> datetime | None:
-    return None if seconds is None else dt(seconds)
-
-
-def who_json(who: Who) -> str:
-    data = {
-        "node": who.node,
-        "pid": who.pid,
-        "application": who.application,
-        "user": who.user,
-        "state": who.state,
-        "query": who.query,
-        "since": None if who.since is None else ts(who.since),
-        "lock_id": who.lock_id,
-    }
-    return orjson.dumps({k: v for k, v in data.items() if v is not None}).decode()
-
-
-def who_of(text: str) -> Who:
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-
-    def text_of(key: str) -> str | None:
-        value = data.get(key)
-        return value if isinstance(value, str) else None
-
-    pid, since = data.get("pid"), data.get("since")
-    return Who(
-        node=text_of("node") or "?",
-        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-        application=text_of("application"),
-        user=text_of("user"),
-        state=text_of("state"),
-        query=text_of("query"),
-        since=dt(since) if isinstance(since, int | float) and not isinstance(since, bool) else None,
-        lock_id=text_of("lock_id"),
-    )
-
-
-class SqlStore:
+class SqlStore(Reader):
     """The store over a DB-API connection; subclasses open it and say how
     placeholders, binary values and errors are spelt."""
 
@@ -153,16 +97,14 @@ class SqlStore:
 
     def _insert_id(self, text: str, args: Sequence[Any]) -> int:
         cursor = self._db.execute(self._sql(text), tuple(args))
-        return int(cursor.lastrowid)
+        return int(cursor.lastrowid or 0)
 
     def _commit(self) -> None:
         self._db.commit()
 
     def _rollback(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # the first error is the one to report
             self._db.rollback()
-        except Exception:  # noqa: BLE001 - the first error is the one to report
-            pass
 
     def check_version(self) -> int | None:
         rows = self._rows("SELECT value FROM meta WHERE key = 'schema'")
@@ -171,7 +113,9 @@ class SqlStore:
         try:
             version = int(rows[0][0])
         except (TypeError, ValueError):
-            raise HistoryError(f"{self.name}: not a lockwatch history (a bad schema version)")
+            raise HistoryError(
+                f"{self.name}: not a lockwatch history (a bad schema version)"
+            ) from None
         if version > SCHEMA_VERSION:
             raise HistoryError(
                 f"{self.name}: written by a newer lockwatch (history schema {version};"
@@ -184,8 +128,9 @@ class SqlStore:
             self._db.execute(statement.format(serial=serial, blob=blob))
         self.migrate()
         self._db.execute(
-            self._sql("INSERT INTO meta (key, value) VALUES ('schema', ?)"
-                      " ON CONFLICT (key) DO NOTHING"),
+            self._sql(
+                "INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING"
+            ),
             (str(SCHEMA_VERSION),),
         )
         self._commit()
@@ -206,7 +151,7 @@ class SqlStore:
         for _, host, started, _, _ in rows:
             later[host] = max(later.get(host, started), started)
         ends: dict[int, tuple[str, float | None]] = {}
-        for sid, host, started, beat, ended in rows:
+        for sid, host, _, beat, ended in rows:
             if sid == self._session:
                 ends[sid] = (host, None)
             elif ended is not None:
@@ -254,11 +199,13 @@ class SqlStore:
 
         know_sources()
         first = min((ts(s.start) for s, _ in batch.opened), default=time.time())
-        sid = self._session if self._session is not None else self._start_session(
-            poll_seconds, first
+        sid = (
+            self._session if self._session is not None else self._start_session(poll_seconds, first)
         )
         execute = self._db.execute
-        close = self._sql("UPDATE locks SET stop = ? WHERE session = ? AND lock_id = ? AND stop IS NULL")
+        close = self._sql(
+            "UPDATE locks SET stop = ? WHERE session = ? AND lock_id = ? AND stop IS NULL"
+        )
         for lock_id, end in batch.closed:
             execute(close, (ts(end), sid, lock_id))
         insert = self._sql(
@@ -269,8 +216,19 @@ class SqlStore:
             blob = self._blob(dumps_line(entry))
             execute(
                 insert,
-                (sid, self.host, span.lock_id, span.source, span.name, span.place, span.state,
-                 " ".join(span.reasons), span.holder, ts(span.start), blob),
+                (
+                    sid,
+                    self.host,
+                    span.lock_id,
+                    span.source,
+                    span.name,
+                    span.place,
+                    span.state,
+                    " ".join(span.reasons),
+                    span.holder,
+                    ts(span.start),
+                    blob,
+                ),
             )
         self._write_waits(sid, batch)
         for mark in batch.actions:
@@ -294,10 +252,23 @@ class SqlStore:
                 " blocker_node, waiter, blocker, start, stop, outcome, origin, cycle)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
-            (sid, span.host, span.source, span.server, span.resource, span.mode,
-             span.waiter.node, span.blocker.node, who_json(span.waiter), who_json(span.blocker),
-             ts(span.start), None if span.end is None else ts(span.end), span.outcome,
-             span.origin, int(span.cycle)),
+            (
+                sid,
+                span.host,
+                span.source,
+                span.server,
+                span.resource,
+                span.mode,
+                span.waiter.node,
+                span.blocker.node,
+                who_json(span.waiter),
+                who_json(span.blocker),
+                ts(span.start),
+                None if span.end is None else ts(span.end),
+                span.outcome,
+                span.origin,
+                int(span.cycle),
+            ),
         )
 
     def _insert_action(self, sid: int, mark: ActionMark) -> None:
@@ -306,8 +277,16 @@ class SqlStore:
                 "INSERT INTO actions (session, host, at, lock_id, action, operator, audit_id,"
                 " result) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
             ),
-            (sid, mark.host, ts(mark.at), mark.lock_id, mark.action, mark.operator,
-             mark.audit_id, mark.result),
+            (
+                sid,
+                mark.host,
+                ts(mark.at),
+                mark.lock_id,
+                mark.action,
+                mark.operator,
+                mark.audit_id,
+                mark.result,
+            ),
         )
 
     def _write_outages(self, sid: int, batch: Batch) -> None:
@@ -348,8 +327,14 @@ class SqlStore:
                 if self._rows(
                     "SELECT 1 FROM waits WHERE host = ? AND server = ? AND waiter_node = ?"
                     " AND blocker_node = ? AND start = ? AND origin = ?",
-                    (span.host, span.server, span.waiter.node, span.blocker.node,
-                     ts(span.start), span.origin),
+                    (
+                        span.host,
+                        span.server,
+                        span.waiter.node,
+                        span.blocker.node,
+                        ts(span.start),
+                        span.origin,
+                    ),
                 ):
                     continue
                 self._insert_wait(sid, span)
@@ -365,8 +350,10 @@ class SqlStore:
 
     def record_action(self, mark: ActionMark) -> None:
         try:
-            sid = self._session if self._session is not None else self._start_session(
-                0.0, ts(mark.at)
+            sid = (
+                self._session
+                if self._session is not None
+                else self._start_session(0.0, ts(mark.at))
             )
             self._insert_action(sid, mark)
             self._commit()
@@ -375,23 +362,25 @@ class SqlStore:
             raise self._error(exc) from exc
 
     def prune(self, before: datetime, *, most: int = 5000) -> int:
-        gone = 0
+        gone: int = 0
         cut = ts(before)
         try:
             for table in PRUNED:
                 cursor = self._db.execute(
                     self._sql(
-                        f"DELETE FROM {table} WHERE id IN"  # noqa: S608 - our own table names
+                        f"DELETE FROM {table} WHERE id IN"
                         f" (SELECT id FROM {table} WHERE stop < ? LIMIT ?)"
                     ),
                     (cut, most),
                 )
-                gone += max(cursor.rowcount, 0)
+                gone += max(int(cursor.rowcount), 0)
             cursor = self._db.execute(
-                self._sql("DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ? LIMIT ?)"),
+                self._sql(
+                    "DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ? LIMIT ?)"
+                ),
                 (cut, most),
             )
-            gone += max(cursor.rowcount, 0)
+            gone += max(int(cursor.rowcount), 0)
             self._commit()
         except Exception as exc:
             self._rollback()
@@ -409,195 +398,3 @@ class SqlStore:
             self._rollback()
         finally:
             self._db.close()
-
-    # --- reading --------------------------------------------------------------
-
-    def _host_clause(self, host: str | None) -> tuple[str, list[Any]]:
-        return ("", []) if host is None else (" AND host = ?", [host])
-
-    def entries_at(self, at: datetime, *, host: str | None = None) -> list[Entry]:
-        from lockwatch.model.codec import CodecError, loads_line
-        from lockwatch.sources.recording import know_sources
-
-        know_sources()
-        when = ts(at)
-        where, args = self._host_clause(host)
-        rows = self._rows(
-            "SELECT session, host, lock_id, start, stop, entry FROM locks"
-            " WHERE start <= ? AND (stop IS NULL OR stop > ?)" + where,
-            [when, when, *args],
-        )
-        latest: dict[tuple[str, str], tuple[float, bytes]] = {}
-        for session, row_host, lock_id, start, stop, blob in rows:
-            stop = self._stop(session, stop)
-            if stop is not None and stop <= when:
-                continue
-            key = (row_host, lock_id)
-            kept = latest.get(key)
-            if kept is None or start > kept[0]:
-                latest[key] = (start, bytes(blob))
-        found: list[Entry] = []
-        for _, blob in latest.values():
-            if len(blob) > MAX_ENTRY_BYTES:
-                continue
-            try:
-                entry = loads_line(blob)
-            except CodecError:
-                continue
-            if isinstance(entry, Entry):
-                found.append(entry)
-        found.sort(key=lambda entry: entry.lock.id)
-        return found
-
-    def locks_at(self, at: datetime, *, host: str | None = None) -> list[Lock]:
-        return [entry.lock for entry in self.entries_at(at, host=host)]
-
-    def change_times(
-        self, since: datetime, until: datetime, *, host: str | None = None
-    ) -> list[datetime]:
-        low, high = ts(since), ts(until)
-        where, args = self._host_clause(host)
-        found: set[float] = set()
-        for table in ("locks", "waits"):
-            for column in ("start", "stop"):
-                rows = self._rows(
-                    f"SELECT DISTINCT {column} FROM {table}"  # noqa: S608 - our own names
-                    f" WHERE {column} >= ? AND {column} <= ?" + where,
-                    [low, high, *args],
-                )
-                found.update(row[0] for row in rows)
-        return [dt(value) for value in sorted(found)]
-
-    def _span_rows(
-        self, table: str, columns: str, since: datetime | None, until: datetime | None,
-        extra: str = "", extra_args: Iterable[Any] = (),
-    ) -> list[Any]:
-        clauses, args = [], []
-        if until is not None:
-            clauses.append("start <= ?")
-            args.append(ts(until))
-        if since is not None:
-            clauses.append("(stop IS NULL OR stop >= ?)")
-            args.append(ts(since))
-        text = f"SELECT {columns} FROM {table}"  # noqa: S608 - our own names
-        if clauses or extra:
-            text += " WHERE " + " AND ".join([*clauses, *([extra] if extra else [])])
-        return self._rows(text + " ORDER BY start", [*args, *extra_args])
-
-    def waits(
-        self, since: datetime | None, until: datetime | None, *, host: str | None = None
-    ) -> list[WaitSpan]:
-        extra, extra_args = ("host = ?", [host]) if host is not None else ("", [])
-        rows = self._span_rows(
-            "waits",
-            "session, host, source, server, resource, mode, waiter, blocker, start, stop,"
-            " outcome, origin, cycle",
-            since, until, extra, extra_args,
-        )
-        spans = []
-        for (session, row_host, source, server, resource, mode, waiter, blocker, start, stop,
-             outcome, origin, cycle) in rows:
-            end = self._stop(session, stop)
-            if since is not None and end is not None and end < ts(since):
-                continue
-            spans.append(
-                WaitSpan(row_host, source, server, resource, mode, who_of(waiter),
-                         who_of(blocker), dt(start), _opt_dt(end), outcome, origin, bool(cycle))
-            )
-        return spans
-
-    def lock_spans(
-        self,
-        since: datetime | None,
-        until: datetime | None,
-        *,
-        lock_id: str | None = None,
-        host: str | None = None,
-    ) -> list[LockSpan]:
-        parts, extra_args = [], []
-        if lock_id is not None:
-            parts.append("lock_id = ?")
-            extra_args.append(lock_id)
-        if host is not None:
-            parts.append("host = ?")
-            extra_args.append(host)
-        rows = self._span_rows(
-            "locks", "session, host, lock_id, source, name, place, state, reasons, holder,"
-            " start, stop", since, until, " AND ".join(parts), extra_args,
-        )
-        spans = []
-        for session, row_host, lid, source, name, place, state, reasons, holder, start, stop in rows:
-            end = self._stop(session, stop)
-            if since is not None and end is not None and end < ts(since):
-                continue
-            spans.append(LockSpan(row_host, lid, source, name, place, state,
-                                  tuple(reasons.split()), holder, dt(start), _opt_dt(end)))
-        return spans
-
-    def actions(
-        self, since: datetime | None, until: datetime | None, *, host: str | None = None
-    ) -> list[ActionMark]:
-        clauses, args = [], []
-        if since is not None:
-            clauses.append("at >= ?")
-            args.append(ts(since))
-        if until is not None:
-            clauses.append("at <= ?")
-            args.append(ts(until))
-        if host is not None:
-            clauses.append("host = ?")
-            args.append(host)
-        where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
-        rows = self._rows(
-            "SELECT host, at, lock_id, action, operator, audit_id, result FROM actions"
-            + where + " ORDER BY at",
-            args,
-        )
-        return [ActionMark(h, dt(at), lid, act, op, aid, res) for h, at, lid, act, op, aid, res in rows]
-
-    def outages(
-        self, since: datetime | None, until: datetime | None, *, host: str | None = None
-    ) -> list[Outage]:
-        extra, extra_args = ("host = ?", [host]) if host is not None else ("", [])
-        rows = self._span_rows(
-            "outages", "session, host, source, name, start, stop, detail", since, until,
-            extra, extra_args,
-        )
-        return [
-            Outage(h, source, name, dt(start), _opt_dt(self._stop(sid, stop)), detail)
-            for sid, h, source, name, start, stop, detail in rows
-        ]
-
-    def hosts(self) -> list[str]:
-        return sorted({row[0] for row in self._rows("SELECT DISTINCT host FROM sessions")})
-
-    def _polls(self) -> dict[str, float]:
-        polls: dict[str, float] = {}
-        for host, poll in self._rows("SELECT host, poll FROM sessions"):
-            polls[host] = max(polls.get(host, 0.0), float(poll))
-        return polls
-
-    def episodes(
-        self,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        source: str | None = None,
-        *,
-        host: str | None = None,
-    ) -> list[Episode]:
-        waits = self.waits(since, until, host=host)
-        problems = [
-            span
-            for span in self.lock_spans(since, until, host=host)
-            if span.state in folding.TRAIL_STATES
-        ]
-        found = folding.fold(waits, problems, self.actions(since, None, host=host), self._polls())
-        if source is not None:
-            found = [episode for episode in found if episode.source == source]
-        return folding.worst_first(found)
-
-    def episode(self, episode_id: str) -> Episode | None:
-        for found in self.episodes():
-            if found.id == episode_id or found.id.startswith(episode_id):
-                return found
-        return None

@@ -103,7 +103,9 @@ def _peak(intervals: Iterable[tuple[datetime, datetime]]) -> int:
     return peak
 
 
-def _waiters(cluster: list[WaitSpan], now: datetime) -> tuple[list[EpisodeWaiter], list[float], int]:
+def _waiters(
+    cluster: list[WaitSpan], now: datetime
+) -> tuple[list[EpisodeWaiter], list[float], int]:
     by_node: dict[str, list[WaitSpan]] = defaultdict(list)
     for span in cluster:
         by_node[span.waiter.node].append(span)
@@ -220,8 +222,10 @@ def _trails(
         runs: list[list[LockSpan]] = []
         for span in spans:
             last = runs[-1][-1] if runs else None
-            if last is not None and last.state == span.state and (
-                last.end is None or span.start <= last.end
+            if (
+                last is not None
+                and last.state == span.state
+                and (last.end is None or span.start <= last.end)
             ):
                 runs[-1].append(span)
             else:
@@ -281,9 +285,9 @@ def fold(
             root, _ = _root(span, waits_of)
             by_root[host, server, root].append(span)
     deaths: dict[tuple[str, str], list[LockSpan]] = defaultdict(list)
-    for span in problems:
-        if "holder_dead" in span.reasons:
-            deaths[span.host, span.lock_id].append(span)
+    for problem in problems:
+        if "holder_dead" in problem.reasons:
+            deaths[problem.host, problem.lock_id].append(problem)
     found = []
     for key, spans in by_root.items():
         gap = timedelta(seconds=2 * polls.get(key[0], 0.0)) if polls.get(key[0]) else NO_GAP

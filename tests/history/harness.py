@@ -5,18 +5,18 @@ them from its flags) into a Watcher with a Recorder on a history file, as
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from datetime import datetime
-from lockwatch.model.changes import ChangeSet
-
 from lockwatch.clock import SystemClock
 from lockwatch.history.api import HistoryStore, open_history
 from lockwatch.history.recorder import Recorder
+from lockwatch.model.changes import ChangeSet
 from lockwatch.serve.watcher import Watcher
 
 WAIT_S = 60.0  # a bound for waits under a loaded machine, never a timing assertion
@@ -77,7 +77,7 @@ def poll_gap(watcher: Watcher) -> float:
     gaps = [
         (later - earlier).total_seconds()
         for times in taken.values()
-        for earlier, later in zip(times, times[1:], strict=False)
+        for earlier, later in itertools.pairwise(times)
     ]
     return max(gaps, default=0.0)
 

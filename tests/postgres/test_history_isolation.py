@@ -31,7 +31,9 @@ SLACK = timedelta(seconds=POLL)
 def _tester() -> Path:
     if not TESTER.exists():
         if os.environ.get("LOCKWATCH_REQUIRE_PG") == "1":
-            pytest.fail(f"{TESTER} is missing (apt-get install postgresql-client-15 / postgresql-15)")
+            pytest.fail(
+                f"{TESTER} is missing (apt-get install postgresql-client-15 / postgresql-15)"
+            )
         pytest.skip(f"{TESTER} is missing")
     return TESTER
 
@@ -78,11 +80,13 @@ def run_spec(
         took[0] = poll_gap(watcher) + max(watcher.durations.values(), default=0.0)
         # The last poll after the tester ended has been recorded: every wait is over.
         wait_until(
-            lambda: not any(
-                e.verdict.state.value == "waiting"
-                and e.lock.facts is not None
-                and (e.lock.facts.where(e.lock) or "").endswith(mine)
-                for e in list(watcher.board.entries.values())
+            lambda: (
+                not any(
+                    e.verdict.state.value == "waiting"
+                    and e.lock.facts is not None
+                    and (e.lock.facts.where(e.lock) or "").endswith(mine)
+                    for e in list(watcher.board.entries.values())
+                )
             ),
             "no session left waiting on the board",
         )
@@ -126,7 +130,7 @@ def test_lock_timeout(pg_db: str, tmp_path: Path) -> None:
     assert len(episodes) == 1, episodes
     episode = episodes[0]
     assert episode.blocker.application == "batch"
-    waiters = {w.application: w for w in episode.waiters}
+    waiters = {w.application or "": w for w in episode.waiters}
     assert sorted(waiters) == ["cron", "web"]
     assert waiters["web"].outcome == "timeout"
     assert waiters["cron"].outcome == "acquired"
@@ -138,7 +142,11 @@ def test_lock_timeout(pg_db: str, tmp_path: Path) -> None:
     # the wait ended before; it lasted lock_timeout, within a poll.
     assert web.end <= gave_up + slack
     assert abs((web.end - web.start).total_seconds() - 5.0) <= slack.total_seconds()
-    assert 5 - 2 * slack.total_seconds() <= episode.longest_wait_seconds <= 5 + 2 * slack.total_seconds()
+    assert (
+        5 - 2 * slack.total_seconds()
+        <= episode.longest_wait_seconds
+        <= 5 + 2 * slack.total_seconds()
+    )
 
 
 def test_deadlock(pg_db: str, tmp_path: Path) -> None:
