@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from lockwatch.history.base import SCHEMA_VERSION, Batch, HistoryError
 from lockwatch.model.changes import Entry
 from lockwatch.model.history import ActionMark, Episode, LockSpan, Outage, WaitSpan
 from lockwatch.model.lock import Lock
@@ -41,59 +42,6 @@ __all__ = [
     "is_dsn",
     "open_history",
 ]
-
-# The schema version this lockwatch writes and reads; a file with a higher
-# version is refused (one line), a lower one is migrated on open for writing.
-SCHEMA_VERSION = 1
-
-
-class HistoryError(Exception):
-    """The history cannot be read or written: one line for the operator."""
-
-
-class Batch:
-    """What one writer flush hands the store (the recorder builds it; the store
-    applies it in one transaction). Times are aware datetimes.
-
-    - `opened`: new lock spans, each with its board entry (Lock, verdict,
-      process facts), kept encoded with the recording codec so `locks_at` and
-      `entries_at` give back real objects;
-    - `closed`: (lock id, end) for spans that ended (a state change closes one
-      span and opens the next at the same instant);
-    - `waits_opened`, `waits_closed` ((server, waiter node, blocker node), end,
-      outcome);
-    - `actions`, `outages_opened`, `outages_closed` ((source, name), end).
-    """
-
-    __slots__ = (
-        "actions",
-        "closed",
-        "opened",
-        "outages_closed",
-        "outages_opened",
-        "waits_closed",
-        "waits_opened",
-    )
-
-    def __init__(self) -> None:
-        self.opened: list[tuple[LockSpan, Entry]] = []
-        self.closed: list[tuple[str, datetime]] = []
-        self.waits_opened: list[WaitSpan] = []
-        self.waits_closed: list[tuple[tuple[str, str, str], datetime, str | None]] = []
-        self.actions: list[ActionMark] = []
-        self.outages_opened: list[Outage] = []
-        self.outages_closed: list[tuple[tuple[str, str], datetime]] = []
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.opened
-            or self.closed
-            or self.waits_opened
-            or self.waits_closed
-            or self.actions
-            or self.outages_opened
-            or self.outages_closed
-        )
 
 
 class HistoryStore(Protocol):

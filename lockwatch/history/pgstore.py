@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lockwatch.history.api import HistoryError
+from lockwatch.history.base import HistoryError
 from lockwatch.history.store import SqlStore
 
 CONNECT_TIMEOUT_S = 5

@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 
 from lockwatch import trusted
-from lockwatch.history.api import HistoryError
+from lockwatch.history.base import HistoryError
 from lockwatch.history.store import SqlStore
 
 BUSY_MS = 5000
@@ -73,14 +73,18 @@ class SqliteStore(SqlStore):
                 raise HistoryError(f"{self.name}: not a lockwatch history (no schema version)")
         except sqlite3.DatabaseError as exc:
             db.close()
-            raise HistoryError(f"{self.name}: not a lockwatch history ({exc})") from exc
+            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+                raise HistoryError(f"{self.name}: not a lockwatch history ({exc})") from None
+            raise self._error(exc) from None
         except HistoryError:
             db.close()
             raise
 
     def _error(self, exc: Exception) -> HistoryError:
         text = str(exc)
-        if "full" in text:
+        code = getattr(exc, "sqlite_errorname", "")
+        if "full" in text or code.startswith(("SQLITE_FULL", "SQLITE_IOERR")):
+            # SQLite says "disk I/O error" where a write found no room (ENOSPC).
             return HistoryError(f"{self.name}: disk full (or past history.max_mb): {text}")
         return HistoryError(f"{self.name}: {text}")
 

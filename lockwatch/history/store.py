@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from lockwatch.history.api import SCHEMA_VERSION, Batch, HistoryError
+from lockwatch.history.base import SCHEMA_VERSION, Batch, HistoryError
 from lockwatch.history.reading import Reader
 from lockwatch.history.rows import ts, who_json
 from lockwatch.model.history import ActionMark, WaitSpan
