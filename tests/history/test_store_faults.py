@@ -204,17 +204,19 @@ def test_a_full_disk_stops_recording_not_watching(tmp_path: Path) -> None:
         locks.mkdir()
         for n in range(200):
             (locks / f"job-{n}.lock").write_text(f'{{"pid": {os.getpid()}, "note": "{"x" * 500}"}}')
-        with pytest.raises(AssertionError, match="disk full"):
-            with recording([str(locks)], history, 0.2) as watcher:
-                recorder = watcher.recorder
-                assert recorder is not None
-                wait_until(lambda: recorder.failed is not None, "the recording to stop")
-                assert "disk full" in (recorder.failed or "")
-                # Watching goes on: a new lock still reaches the board.
-                (locks / "late.lock").write_text("{}")
-                wait_until(
-                    lambda: any(
-                        e.lock.name.startswith("late") for e in list(watcher.board.entries.values())
-                    ),
-                    "a new lock on the board after the disk filled",
-                )
+        with (
+            pytest.raises(AssertionError, match="disk full"),
+            recording([str(locks)], history, 0.2) as watcher,
+        ):
+            recorder = watcher.recorder
+            assert recorder is not None
+            wait_until(lambda: recorder.failed is not None, "the recording to stop")
+            assert "disk full" in (recorder.failed or "")
+            # Watching goes on: a new lock still reaches the board.
+            (locks / "late.lock").write_text("{}")
+            wait_until(
+                lambda: any(
+                    e.lock.name.startswith("late") for e in list(watcher.board.entries.values())
+                ),
+                "a new lock on the board after the disk filled",
+            )
