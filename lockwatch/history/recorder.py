@@ -27,6 +27,7 @@ from lockwatch.clock import Clock, SystemClock
 from lockwatch.history import spans
 from lockwatch.history.api import Batch, HistoryError, HistoryStore
 from lockwatch.history.store import BEAT_SECONDS
+from lockwatch.history.tally import WaitTally
 from lockwatch.model.board import Applied, Board
 from lockwatch.model.changes import Entry
 from lockwatch.model.history import ActionMark, LockSpan, Outage, WaitSpan
@@ -51,10 +52,15 @@ class Recorder:
         retention_days: float = 14.0,
         clock: Clock | None = None,
         flush_seconds: float = FLUSH_SECONDS,
+        target: str | None = None,
     ) -> None:
         """`opener` opens the store in the writer thread (each thread its own
         connection). `poll_seconds`: how often the feeds poll."""
         self.poll_seconds = poll_seconds
+        # What the store was opened from (a path, a DSN, None: the default file).
+        self.target = target
+        # Wait counters for serve's metrics: kept up while the store fails too.
+        self.tally = WaitTally(poll_seconds)
         self.retention = timedelta(days=retention_days)
         self.clock = clock or SystemClock()
         self.flush_seconds = flush_seconds
@@ -265,6 +271,7 @@ class Recorder:
             else:
                 now_edges[key] = self._edges[key]  # as first seen
         self._edges = now_edges
+        self.tally.update(now_edges, at)
 
     def _statuses(self, batch: Batch, at: datetime, statuses: list[SourceStatus]) -> None:
         host = self._store.host if self._store is not None else ""

@@ -46,4 +46,4 @@ def start_recorder(
     def opener() -> HistoryStore:
         return open_history(path, host=me, write=True, max_mb=max_mb)
 
-    return Recorder(opener, poll_seconds=poll_seconds, retention_days=retention)
+    return Recorder(opener, poll_seconds=poll_seconds, retention_days=retention, target=path)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
 
 from lockwatch.model import blocking
 from lockwatch.model.changes import Entry
@@ -166,8 +165,7 @@ def outcome(
 
 
 def holding_nodes(entries: Iterable[Entry]) -> set[str]:
-    return {f"{where}\0{node}" for where, node in _holders(entries)}
-
-
-def when(entry_at: datetime) -> datetime:
-    return entry_at
+    """Who holds, by the sources' own rows only: a lock file's kernel evidence
+    comes from another feed, a poll behind or ahead of the waiter's row."""
+    own = (entry for entry in entries if entry.lock.facts is not None)
+    return {f"{where}\0{node}" for where, node in _holders(own)}

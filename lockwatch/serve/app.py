@@ -150,7 +150,12 @@ def run(
         watcher.asked()
         return documents.get(clock.now())
 
-    endpoints = Endpoints(the_plan.access, metrics, locks, watcher.health)
+    answer_history = None
+    if recorder is not None:
+        from lockwatch.serve.history import history_answer
+
+        answer_history = history_answer(recorder.target, clock)
+    endpoints = Endpoints(the_plan.access, metrics, locks, watcher.health, answer_history)
     try:
         address = (the_plan.host, the_plan.port)
         limits = Limits(max_connections=connections_allowed())
