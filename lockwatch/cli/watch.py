@@ -112,6 +112,15 @@ def _common(func: Any) -> Any:
     help="Append every snapshot the sources produce to FILE (JSON Lines) for replay.",
 )
 @click.option(
+    "--history",
+    "history_path",
+    metavar="PATH|DSN",
+    default=None,
+    help="Record the lock history here (a SQLite file or a postgresql:// DSN) [default:"
+    " history.sqlite3 in the user state directory; config: history.path].",
+)
+@click.option("--no-history", is_flag=True, help="Record no lock history.")
+@click.option(
     "--readonly",
     is_flag=True,
     help="No break, steal, release or cancel: the action keys are gone (also: readonly ="
@@ -162,11 +171,26 @@ def watch(**values: Any) -> None:
 
             _abandon(feeds[1])  # its workers scan for nobody now
             _fail(f"--record: {exc}", 2)  # one line: the path is someone else's text
+    from lockwatch.history.base import HistoryError
+    from lockwatch.history.settings import start_recorder
+
+    try:
+        history = start_recorder(
+            values["history_path"],
+            values["no_history"],
+            targets.config.tables,
+            poll_seconds=values["refresh"],
+            host=host,
+        )
+    except HistoryError as exc:
+        _abandon(feeds[1])
+        raise click.UsageError(str(exc)) from exc
     app = build_app(
         targets,
         host=host,
         feeds=feeds,
         recorder=recorder,
+        history=history,
         readonly=readonly,
         audit_log=values["audit_log"],
         audit_key=values["audit_key"],

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lockwatch.history.base import SCHEMA_VERSION, Batch, HistoryError
+from lockwatch.model.board import Applied, Board
 from lockwatch.model.changes import Entry
 from lockwatch.model.history import ActionMark, Episode, LockSpan, Outage, WaitSpan
 from lockwatch.model.lock import Lock
@@ -37,6 +38,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Batch",
     "HistoryError",
+    "HistoryObserver",
     "HistoryStore",
     "default_path",
     "is_dsn",
@@ -170,6 +172,20 @@ class HistoryStore(Protocol):
         """End this store's recorder session (its open spans stay open: the
         next poll's recorder, or a reader, ends them) and close the store."""
         ...
+
+
+class HistoryObserver(Protocol):
+    """What the dashboard and `serve` hand their board changes to: the
+    recorder (history/recorder.py), which writes in its own thread."""
+
+    # Why recording stopped (disk full, ...), one line; None while it goes on.
+    failed: str | None
+
+    def observe(self, board: Board, applied: Applied | None, at: datetime) -> None:
+        """Right after `board` applied a change set or ticked (`applied`)."""
+        ...
+
+    def close(self) -> None: ...
 
 
 def is_dsn(target: str | None) -> bool:

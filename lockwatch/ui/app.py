@@ -48,6 +48,7 @@ from lockwatch.ui.themes import DEFAULT_THEME, LoadedTheme, load_all, variable_d
 
 if TYPE_CHECKING:
     from lockwatch.actions.session import ActionSession
+    from lockwatch.history.api import HistoryObserver
 
 TICK_SECONDS = 1.0
 # The exit status when the terminal went away: 128 + SIGHUP, as a shell reports it.
@@ -134,9 +135,13 @@ class LockwatchApp(App[None]):
         actions: ActionSession | None = None,
         readonly: bool = False,
         hints: Callable[[], Sequence[Hint]] | None = None,
+        history: HistoryObserver | None = None,
     ) -> None:
-        """`hints`: what the sources tell an empty dashboard (asked off the loop)."""
+        """`hints`: what the sources tell an empty dashboard (asked off the loop).
+        `history`: the lock history's recorder (None: --no-history, replays)."""
         super().__init__()
+        self.history = history
+        self._stopped_said: set[str] = set()  # writers whose stop was said
         self.readonly = readonly
         self.hints = hints
         # Break, steal, release and cancel; None (read-only, replays): no action keys.
@@ -168,7 +173,6 @@ class LockwatchApp(App[None]):
         # keys typed ahead in the same burst (a paste, a busy app).
         self._typing_filter = False
         self._abandoned = False  # the terminal went away: leaving
-        self._recording_failed = False  # said so once
         self.views: dict[View, ViewScreen] = {}
         for view, screen_class in SCREENS.items():
             self.add_mode(view.value, partial(self._make_view, view, screen_class))
@@ -283,6 +287,8 @@ class LockwatchApp(App[None]):
                 await feed.close()
         if self.recorder is not None:
             self.recorder.close()
+        if self.history is not None:
+            self.history.close()
 
     # -- data in, and the one way it is drawn ----------------------------------
 
@@ -296,7 +302,10 @@ class LockwatchApp(App[None]):
             self.show_header()
             return
         try:
-            self.show(self.board.apply(change))
+            applied = self.board.apply(change)
+            if self.history is not None:
+                self.history.observe(self.board, applied, change.at)
+            self.show(applied)
         except Exception as exc:  # noqa: BLE001 - one bad change set must not stop its feed
             self.log.error(f"could not apply a change set from {change.feed}: {exc!r}")
             self.notify(
@@ -307,19 +316,14 @@ class LockwatchApp(App[None]):
             )
 
     def _check_recording(self) -> None:
-        """Say once, loudly, that the recording stopped (it writes in its own
-        thread): it must not pass for one going on."""
-        if self.recorder is None or not self.recorder.failed or self._recording_failed:
-            return
-        self._recording_failed = True
-        self.notify(
-            markup=False,
-            message=clean(self.recorder.failed),
-            title="recording stopped",
-            severity="error",
-            timeout=30,
-        )
-        self.show_header()
+        """Say once, loudly, that the recording (or the history) stopped (each
+        writes in its own thread): it must not pass for one going on."""
+        for writer, title in ((self.recorder, "recording stopped"), (self.history, "history")):
+            if writer is None or not writer.failed or title in self._stopped_said:
+                continue
+            self._stopped_said.add(title)
+            self.notify(markup=False, message=clean(writer.failed), title=title, timeout=30)
+            self.show_header()
 
     def tick(self) -> None:
         """Once a second: re-judge the locks whose deadline passed, and let
@@ -330,6 +334,8 @@ class LockwatchApp(App[None]):
         self.now = self.clock.now()
         # Every second, not only when a deadline is due: a clock gone back is seen.
         applied = self.board.tick(self.now)
+        if self.history is not None:
+            self.history.observe(self.board, applied, self.now)
         self.board.sample(self.now)
         self.show(applied, ticked=True)
 
@@ -392,6 +398,8 @@ class LockwatchApp(App[None]):
             parts.append("READ-ONLY")
         if self.recorder is not None and self.recorder.failed:
             parts.append("RECORDING STOPPED (see --record)")
+        if self.history is not None and self.history.failed:
+            parts.append("HISTORY STOPPED (watching goes on)")
         if self.marks:
             parts.append(f"{len(self.marks)} marked (space)")
         if self.held:
@@ -493,6 +501,8 @@ class LockwatchApp(App[None]):
         for change in pending:
             applied.merge(self.board.apply(change))
         self.now = self.clock.now()
+        if self.history is not None:
+            self.history.observe(self.board, applied, self.now)
         self.show(applied, ticked=True)
 
     def action_next_theme(self) -> None:

@@ -45,7 +45,9 @@ def test_two_hosts_record_into_one_database(pg_db: str, tmp_path: Path) -> None:
         assert store.hosts() == ["web-1", "web-2"]
         out = subprocess.run(
             [sys.executable, "-m", "lockwatch", "history", "--history", target, "--json"],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert out.returncode == 0, out.stderr
         episodes = [e for e in orjson.loads(out.stdout)["episodes"] if e["waiters"]]
