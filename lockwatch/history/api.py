@@ -185,6 +185,10 @@ class HistoryObserver(Protocol):
         """Right after `board` applied a change set or ticked (`applied`)."""
         ...
 
+    def action(self, mark: ActionMark) -> None:
+        """An action done (with its audit record's seq): recorded with the next flush."""
+        ...
+
     def close(self) -> None: ...
 
 

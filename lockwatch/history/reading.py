@@ -228,13 +228,14 @@ class Reader:
             args.append(host)
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         rows = self._rows(
-            "SELECT host, at, lock_id, action, operator, audit_id, result FROM actions"
+            "SELECT host, at, lock_id, action, operator, audit_id, result, node FROM actions"
             + where
             + " ORDER BY at",
             args,
         )
         return [
-            ActionMark(h, dt(at), lid, act, op, aid, res) for h, at, lid, act, op, aid, res in rows
+            ActionMark(h, dt(at), lid, act, op, aid, res, node)
+            for h, at, lid, act, op, aid, res, node in rows
         ]
 
     def outages(

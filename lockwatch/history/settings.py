@@ -9,6 +9,7 @@ from typing import Any
 
 from lockwatch.history.api import HistoryError, HistoryStore, open_history
 from lockwatch.history.recorder import Recorder
+from lockwatch.model.lock import Lock
 
 RETENTION_DAYS = 14.0
 MAX_MB = 512.0
@@ -47,3 +48,49 @@ def start_recorder(
         return open_history(path, host=me, write=True, max_mb=max_mb)
 
     return Recorder(opener, poll_seconds=poll_seconds, retention_days=retention, target=path)
+
+
+def note_action(
+    tables: Mapping[str, Any],
+    host: str,
+    lock: Lock,
+    event: str,
+    operator: str,
+    audit_seq: int | None,
+) -> None:
+    """An action the CLI took (`lockwatch break …`), into the history the
+    recorders on this host write (the config's, else the default file), so the
+    episode it ended says so; only where that history exists (an action never
+    starts one), and never failing the action: its audit record is the proof."""
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from lockwatch.history.api import default_path, is_dsn
+    from lockwatch.model.blocking import node_of
+    from lockwatch.model.history import ActionMark
+
+    found: Any = tables.get("history") if hasattr(tables, "get") else None
+    path = found.get("path") if found is not None and hasattr(found, "get") else None
+    target = path if isinstance(path, str) and path.strip() else None
+    if target is None and not default_path().exists():
+        return
+    if target is not None and not is_dsn(target) and not Path(target).exists():
+        return
+    node = node_of(lock)
+    mark = ActionMark(
+        host,
+        datetime.now(UTC),
+        lock.id,
+        event,
+        operator,
+        audit_seq,
+        node=None if node is None else str(node),
+    )
+    try:
+        store = open_history(target, host=host, write=True)
+        try:
+            store.record_action(mark)
+        finally:
+            store.close()
+    except HistoryError:
+        return

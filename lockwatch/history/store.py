@@ -52,7 +52,8 @@ TABLES = (
     " WHERE stop IS NULL",
     "CREATE TABLE IF NOT EXISTS actions (id {serial}, session BIGINT NOT NULL,"
     " host TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, lock_id TEXT NOT NULL,"
-    " action TEXT NOT NULL, operator TEXT NOT NULL, audit_id BIGINT, result TEXT NOT NULL)",
+    " action TEXT NOT NULL, operator TEXT NOT NULL, audit_id BIGINT, result TEXT NOT NULL,"
+    " node TEXT)",
     "CREATE INDEX IF NOT EXISTS actions_at ON actions (at)",
     "CREATE TABLE IF NOT EXISTS outages (id {serial}, session BIGINT NOT NULL,"
     " host TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL,"
@@ -275,7 +276,7 @@ class SqlStore(Reader):
         self._db.execute(
             self._sql(
                 "INSERT INTO actions (session, host, at, lock_id, action, operator, audit_id,"
-                " result) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " result, node) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             (
                 sid,
@@ -286,6 +287,7 @@ class SqlStore(Reader):
                 mark.operator,
                 mark.audit_id,
                 mark.result,
+                mark.node,
             ),
         )
 

@@ -132,14 +132,23 @@ def _waiters(
 
 
 def _action(
-    lock_id: str | None, host: str, end: datetime | None, actions: Sequence[ActionMark]
+    lock_id: str | None,
+    host: str,
+    end: datetime | None,
+    actions: Sequence[ActionMark],
+    node: str | None = None,
 ) -> ActionMark | None:
-    if lock_id is None or end is None:
+    """The successful action on the lock (or on its holder's session) that
+    ended what ended at `end`."""
+    if end is None:
         return None
     for mark in actions:
+        hit = (lock_id is not None and mark.lock_id == lock_id) or (
+            node is not None and mark.node == node
+        )
         if (
-            mark.host == host
-            and mark.lock_id == lock_id
+            hit
+            and mark.host == host
             and mark.result == "success"
             and end - ACTION_SLACK - timedelta(seconds=30) <= mark.at <= end + ACTION_SLACK
         ):
@@ -185,7 +194,7 @@ def _wait_episode(
     end = None if any(s.end is None for s in cluster) else max(s.end or now for s in cluster)
     blocker, resource = _blocker(root, cluster)
     waiters, seconds, peak = _waiters(cluster, now)
-    mark = _action(blocker.lock_id, host, end, actions)
+    mark = _action(blocker.lock_id, host, end, actions, root)
     died = end is not None and any(
         span.start <= end and (span.end is None or span.end >= end - ACTION_SLACK)
         for span in deaths.get((host, blocker.lock_id or ""), ())

@@ -107,6 +107,9 @@ class ActionMark:
     operator: str
     audit_id: int | None
     result: str = "success"
+    # The session or process the lock's holder is in its wait-for graph (a
+    # backend pid), where it is in one: an action on any of its locks ends it.
+    node: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

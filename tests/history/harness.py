@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -20,7 +21,7 @@ from lockwatch.model.changes import ChangeSet
 from lockwatch.serve.watcher import Watcher
 
 WAIT_S = 60.0  # a bound for waits under a loaded machine, never a timing assertion
-HOST = "testhost"
+HOST = os.uname().nodename  # as the CLI names this host in what it records
 
 
 def wait_until(predicate: Callable[[], object], what: str, timeout: float = WAIT_S) -> None:
