@@ -23,7 +23,7 @@ call. A store never raises anything else for bad data in the file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
@@ -113,9 +113,10 @@ class HistoryStore(Protocol):
         *,
         lock_id: str | None = None,
         host: str | None = None,
+        states: Iterable[str] | None = None,
     ) -> list[LockSpan]:
-        """The lock spans overlapping [since, until] (of `lock_id` only, if given),
-        oldest first."""
+        """The lock spans overlapping [since, until] (of `lock_id` only, in
+        `states` only, if given), oldest first."""
         ...
 
     def actions(

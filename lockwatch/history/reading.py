@@ -39,10 +39,13 @@ class Reader:
         know_sources()
         when = ts(at)
         where, args = self._host_clause(host)
+        # Two halves, so each uses an index: the open spans (few: the locks of
+        # now) and the spans that ended after `at` (by their end).
+        columns = "SELECT session, host, lock_id, start, stop, entry FROM locks"
         rows = self._rows(
-            "SELECT session, host, lock_id, start, stop, entry FROM locks"
-            " WHERE start <= ? AND (stop IS NULL OR stop > ?)" + where,
-            [when, when, *args],
+            f"{columns} WHERE stop IS NULL AND start <= ?{where}"
+            f" UNION ALL {columns} WHERE stop > ? AND start <= ?{where}",
+            [when, *args, when, when, *args],
         )
         latest: dict[tuple[str, str], tuple[float, bytes]] = {}
         for session, row_host, lock_id, start, stop, blob in rows:
@@ -94,17 +97,21 @@ class Reader:
         extra: str = "",
         extra_args: Iterable[Any] = (),
     ) -> list[Any]:
-        clauses, args = [], []
-        if until is not None:
-            clauses.append("start <= ?")
-            args.append(ts(until))
-        if since is not None:
-            clauses.append("(stop IS NULL OR stop >= ?)")
-            args.append(ts(since))
-        text = f"SELECT {columns} FROM {table}"
-        if clauses or extra:
-            text += " WHERE " + " AND ".join([*clauses, *([extra] if extra else [])])
-        return self._rows(text + " ORDER BY start", [*args, *extra_args])
+        # Spans overlapping [since, until]: the open ones, and those that ended
+        # since `since` (two halves, so each uses an index).
+        head = f"SELECT {columns} FROM {table} WHERE "
+        tail = (" AND " + extra) if extra else ""
+        bound = [] if until is None else [ts(until)]
+        before = "" if until is None else " AND start <= ?"
+        if since is None:
+            text = head + "1 = 1" + before + tail
+            return self._rows(text + " ORDER BY start", [*bound, *extra_args])
+        text = (
+            f"{head}stop IS NULL{before}{tail} UNION ALL"
+            f" {head}stop >= ?{before}{tail} ORDER BY start"
+        )
+        args = [*bound, *extra_args, ts(since), *bound, *extra_args]
+        return self._rows(text, args)
 
     def waits(
         self, since: datetime | None, until: datetime | None, *, host: str | None = None
@@ -163,8 +170,13 @@ class Reader:
         *,
         lock_id: str | None = None,
         host: str | None = None,
+        states: Iterable[str] | None = None,
     ) -> list[LockSpan]:
         parts, extra_args = [], []
+        if states is not None:
+            # Literal (our own words, quotes doubled): a partial index matches them.
+            said = ", ".join("'" + state.replace("'", "''") + "'" for state in sorted(states))
+            parts.append(f"state IN ({said})")
         if lock_id is not None:
             parts.append("lock_id = ?")
             extra_args.append(lock_id)
@@ -273,11 +285,7 @@ class Reader:
         host: str | None = None,
     ) -> list[Episode]:
         waits = self.waits(since, until, host=host)
-        problems = [
-            span
-            for span in self.lock_spans(since, until, host=host)
-            if span.state in folding.TRAIL_STATES
-        ]
+        problems = self.lock_spans(since, until, host=host, states=folding.TRAIL_STATES)
         found = folding.fold(waits, problems, self.actions(since, None, host=host), self._polls())
         if source is not None:
             found = [episode for episode in found if episode.source == source]

@@ -41,6 +41,8 @@ TABLES = (
     "CREATE INDEX IF NOT EXISTS locks_start ON locks (start)",
     "CREATE INDEX IF NOT EXISTS locks_stop ON locks (stop)",
     "CREATE INDEX IF NOT EXISTS locks_open ON locks (session, lock_id) WHERE stop IS NULL",
+    # Trails (model/episodes.py TRAIL_STATES): found without reading every span.
+    "CREATE INDEX IF NOT EXISTS locks_trails ON locks (stop) WHERE state IN ('invalid', 'stale')",
     "CREATE TABLE IF NOT EXISTS waits (id {serial}, session BIGINT NOT NULL,"
     " host TEXT NOT NULL, source TEXT NOT NULL, server TEXT NOT NULL, resource TEXT NOT NULL,"
     " mode TEXT NOT NULL, waiter_node TEXT NOT NULL, blocker_node TEXT NOT NULL,"
