@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, work
 from textual.app import App, SystemCommand
@@ -34,11 +34,13 @@ from lockwatch.sources.contract import Hint
 from lockwatch.sources.feed import Feed
 from lockwatch.tty import exit_soon
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
+from lockwatch.ui.controls import Recorder, ReplayControl
 from lockwatch.ui.flow import ActionFlow
 from lockwatch.ui.hangup import watch_terminal
 from lockwatch.ui.keys import Group, View, app_keys, main_screen_actions
 from lockwatch.ui.palette import palette_commands
 from lockwatch.ui.panels import HelpScreen
+from lockwatch.ui.past import ReaderFactory, TimeTravel
 from lockwatch.ui.safe import clean
 from lockwatch.ui.screens.base import Refresh, ViewScreen
 from lockwatch.ui.screens.contention import ContentionScreen
@@ -68,36 +70,6 @@ SCREENS: dict[View, type[ViewScreen]] = {
 }
 
 
-class Recorder(Protocol):
-    # Why the recording stopped (a full disk, a change set it cannot write); None
-    # while it goes on.
-    failed: str | None
-
-    def write(self, change: ChangeSet) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class ReplayControl(Protocol):
-    """What the replay keys drive (see sources/recording.py)."""
-
-    @property
-    def paused(self) -> bool: ...
-
-    @property
-    def speed(self) -> float: ...
-
-    def toggle_pause(self) -> None: ...
-
-    def step(self) -> None: ...
-
-    def faster(self) -> None: ...
-
-    def slower(self) -> None: ...
-
-    def describe(self) -> str: ...
-
-
 def _bindings(*groups: Group) -> list[BindingType]:
     return [
         Binding(key.keys, key.action, key.label, show=key.footer, priority=key.priority)
@@ -106,7 +78,7 @@ def _bindings(*groups: Group) -> list[BindingType]:
     ]
 
 
-class LockwatchApp(App[None]):
+class LockwatchApp(TimeTravel, App[None]):
     """Holds the board and what the operator set (filter, sort, marks, pause),
     runs the feeds and the clock, and draws through one path, `show`, into the
     view on screen. Each view is a screen (ui/screens/), switched with tab; the
@@ -136,11 +108,17 @@ class LockwatchApp(App[None]):
         readonly: bool = False,
         hints: Callable[[], Sequence[Hint]] | None = None,
         history: HistoryObserver | None = None,
+        history_reader: ReaderFactory | None = None,
+        at: datetime | None = None,
     ) -> None:
         """`hints`: what the sources tell an empty dashboard (asked off the loop).
-        `history`: the lock history's recorder (None: --no-history, replays)."""
+        `history`: the lock history's recorder (None: --no-history, replays);
+        `history_reader` opens the history time travel reads, `at` the instant
+        the dashboard opens on (None: live)."""
         super().__init__()
         self.history = history
+        self.history_reader = history_reader
+        self._open_at = at
         self._stopped_said: set[str] = set()  # writers whose stop was said
         self.readonly = readonly
         self.hints = hints
@@ -235,6 +213,8 @@ class LockwatchApp(App[None]):
             self.set_interval(1.0, self.flow.keep_holdings)
         if not self.is_headless:
             watch_terminal(self, self._terminal_gone)
+        if self._open_at is not None:
+            self.travel_to(self._open_at)
         for warning in self.theme_warnings:
             self.notify(
                 markup=False, message=warning, title="theme skipped", severity="warning", timeout=8
@@ -297,7 +277,7 @@ class LockwatchApp(App[None]):
         if self.recorder is not None:
             self.recorder.write(change)
             self._check_recording()
-        if self.paused:
+        if self.paused or self.past is not None:
             self._pending.append(change)
             self.show_header()
             return
@@ -329,7 +309,7 @@ class LockwatchApp(App[None]):
         """Once a second: re-judge the locks whose deadline passed, and let
         every age on screen move, without reading anything again."""
         self._check_recording()
-        if self.paused:
+        if self.paused or self.past is not None:
             return
         self.now = self.clock.now()
         # Every second, not only when a deadline is due: a clock gone back is seen.
@@ -493,8 +473,16 @@ class LockwatchApp(App[None]):
             self.show_header()
             return
         self.paused = not self.paused
-        if self.paused:
+        if self.paused or self.past is not None:
             self.show_header()
+            return
+        self.come_back()
+
+    def come_back(self) -> None:
+        """Back from a pause or the past: the change sets held meanwhile, applied."""
+        self.refresh_bindings()
+        if self.paused:
+            self.show(None)
             return
         pending, self._pending = self._pending, []
         applied = Applied()
