@@ -64,7 +64,9 @@ def _root(span: WaitSpan, waits_of: Mapping[str, list[WaitSpan]]) -> tuple[str, 
         if onward is None:
             return node, False
         node = onward.blocker.node
-    return min(seen, key=lambda n: (len(n), n)), True
+    # A cycle: it closes at the node seen again (in a cycle of two, the waiter of
+    # the later edge, which the earlier edge's chain ended at too).
+    return node, True
 
 
 def _clusters(spans: list[WaitSpan], gap: timedelta) -> list[list[WaitSpan]]:
