@@ -114,7 +114,9 @@ def _waiters(
     waiters, seconds, every = [], [], []
     for node, spans in by_node.items():
         open_ = any(s.end is None for s in spans)
-        last = max(spans, key=lambda s: (s.end is None, s.end or now))
+        # The span that ended last says how the wait ended (of two ending at one
+        # poll, the one that says how: a queue that moved leaves None).
+        last = max(spans, key=lambda s: (s.end is None, s.end or now, s.outcome is not None))
         first = min(spans, key=lambda s: s.start)
         union = _union(((s.start, s.end) for s in spans), now)
         every.extend(union)
