@@ -223,15 +223,23 @@ class SqlStore(Reader):
         close = self._sql(
             "UPDATE spans SET stop = ? WHERE session = ? AND ref = ? AND stop IS NULL"
         )
-        for lock_id, end in batch.closed:
-            ref = self._ref_of(lock_id)
-            if ref is not None:
-                execute(close, (ts(end), sid, ref[0]))
         insert = self._sql(
             "INSERT INTO spans (session, ref, state, reasons, holder, start, entry)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)"
         )
-        for span, entry in batch.opened:
+        # In time order, an end before a start at one instant: a batch holds several
+        # polls, and a span may start and end within it (closed after it is made).
+        steps: list[tuple[float, int, int]] = [
+            (ts(end), 0, n) for n, (_, end) in enumerate(batch.closed)
+        ] + [(ts(span.start), 1, n) for n, (span, _) in enumerate(batch.opened)]
+        for _, kind, n in sorted(steps):
+            if kind == 0:
+                lock_id, end = batch.closed[n]
+                ref = self._ref_of(lock_id)
+                if ref is not None:
+                    execute(close, (ts(end), sid, ref[0]))
+                continue
+            span, entry = batch.opened[n]
             whole = dumps_line(entry)
             ref = self._ref_of(span.lock_id) or self._new_ref(span, whole)
             packed = None if whole == ref[1] else pack(whole, ref[1])
@@ -279,10 +287,16 @@ class SqlStore(Reader):
             "UPDATE waits SET stop = ?, outcome = ? WHERE session = ? AND server = ?"
             " AND waiter_node = ? AND blocker_node = ? AND stop IS NULL"
         )
-        for (server, waiter, blocker), end, outcome in batch.waits_closed:
+        # In time order, as the lock spans (a wait may start and end in one batch).
+        steps: list[tuple[float, int, int]] = [
+            (ts(end), 0, n) for n, (_, end, _) in enumerate(batch.waits_closed)
+        ] + [(ts(span.start), 1, n) for n, span in enumerate(batch.waits_opened)]
+        for _, kind, n in sorted(steps):
+            if kind == 1:
+                self._insert_wait(sid, batch.waits_opened[n])
+                continue
+            (server, waiter, blocker), end, outcome = batch.waits_closed[n]
             self._db.execute(close, (ts(end), outcome, sid, server, waiter, blocker))
-        for span in batch.waits_opened:
-            self._insert_wait(sid, span)
 
     def _insert_wait(self, sid: int, span: WaitSpan) -> None:
         self._db.execute(
