@@ -61,7 +61,7 @@ class PgStore(SqlStore):
             exists = self._db.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]
             if write:
                 self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
-                self.create("BIGSERIAL PRIMARY KEY", "BYTEA")
+                self.create("BIGSERIAL PRIMARY KEY", "BYTEA", "OR REPLACE VIEW")
             elif not exists:
                 raise HistoryError(f"{self.name}: no history recorded here (no lockwatch tables)")
             if self.check_version() is None:

@@ -5,11 +5,13 @@ Open spans of a recorder that died end at its last heartbeat (`_stop`)."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from lockwatch.history.rows import dt, opt_dt, ts, who_of
+from lockwatch.history.unpack import unpack
 from lockwatch.model import episodes as folding
 from lockwatch.model.changes import Entry
 from lockwatch.model.history import ActionMark, Episode, LockSpan, Outage, WaitSpan
@@ -41,28 +43,26 @@ class Reader:
         where, args = self._host_clause(host)
         # Two halves, so each uses an index: the open spans (few: the locks of
         # now) and the spans that ended after `at` (by their end).
-        columns = "SELECT session, host, lock_id, start, stop, entry FROM locks"
+        columns = "SELECT session, host, lock_id, start, stop, entry, base FROM locks"
         rows = self._rows(
             f"{columns} WHERE stop IS NULL AND start <= ?{where}"
             f" UNION ALL {columns} WHERE stop > ? AND start <= ?{where}",
             [when, *args, when, when, *args],
         )
-        latest: dict[tuple[str, str], tuple[float, bytes]] = {}
-        for session, row_host, lock_id, start, stop, blob in rows:
+        latest: dict[tuple[str, str], tuple[float, bytes | None, bytes]] = {}
+        for session, row_host, lock_id, start, stop, packed, base in rows:
             stop = self._stop(session, stop)
             if stop is not None and stop <= when:
                 continue
             key = (row_host, lock_id)
             kept = latest.get(key)
             if kept is None or start > kept[0]:
-                latest[key] = (start, bytes(blob))
+                latest[key] = (start, None if packed is None else bytes(packed), bytes(base))
         found: list[Entry] = []
-        for _, blob in latest.values():
-            if len(blob) > MAX_ENTRY_BYTES:
-                continue
+        for _, packed, base in latest.values():
             try:
-                entry = loads_line(blob)
-            except CodecError:
+                entry = loads_line(unpack(packed, base, MAX_ENTRY_BYTES))
+            except (CodecError, ValueError, zlib.error):
                 continue
             if isinstance(entry, Entry):
                 found.append(entry)

@@ -19,7 +19,9 @@ from typing import Any
 from lockwatch.history.base import SCHEMA_VERSION, Batch, HistoryError
 from lockwatch.history.reading import Reader
 from lockwatch.history.rows import ts, who_json
-from lockwatch.model.history import ActionMark, WaitSpan
+from lockwatch.history.unpack import pack
+from lockwatch.model.episodes import TRAIL_STATES
+from lockwatch.model.history import ActionMark, LockSpan, WaitSpan
 
 # How often a live recorder says so, and how long after its last word a
 # recorder that never closed counts as dead.
@@ -34,15 +36,25 @@ TABLES = (
     "CREATE TABLE IF NOT EXISTS sessions (id {serial}, host TEXT NOT NULL, pid INTEGER,"
     " started DOUBLE PRECISION NOT NULL, beat DOUBLE PRECISION NOT NULL,"
     " ended DOUBLE PRECISION, poll DOUBLE PRECISION NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS locks (id {serial}, session BIGINT NOT NULL,"
-    " host TEXT NOT NULL, lock_id TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL,"
-    " place TEXT NOT NULL, state TEXT NOT NULL, reasons TEXT NOT NULL, holder TEXT NOT NULL,"
+    # A lock's name and place once (`lockrefs`), its spans by reference: a day of
+    # churn is millions of spans. Each span's entry is zlib-compressed against the
+    # lock's first (`base`, kept once): a change of pid or heartbeat costs tens of
+    # bytes, not the whole lock again. `holder` is kept for trails (stale,
+    # invalid): any other span's holder is in its entry.
+    "CREATE TABLE IF NOT EXISTS lockrefs (id {serial}, host TEXT NOT NULL,"
+    " lock_id TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL, place TEXT NOT NULL,"
+    " base {blob} NOT NULL)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS lockrefs_by_id ON lockrefs (host, lock_id)",
+    "CREATE TABLE IF NOT EXISTS spans (id {serial}, session BIGINT NOT NULL, ref BIGINT NOT NULL,"
+    " state TEXT NOT NULL, reasons TEXT NOT NULL, holder TEXT NOT NULL,"
     " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION, entry {blob})",
-    "CREATE INDEX IF NOT EXISTS locks_start ON locks (start)",
-    "CREATE INDEX IF NOT EXISTS locks_stop ON locks (stop)",
-    "CREATE INDEX IF NOT EXISTS locks_open ON locks (session, lock_id) WHERE stop IS NULL",
+    "CREATE INDEX IF NOT EXISTS spans_stop ON spans (stop)",
+    "CREATE INDEX IF NOT EXISTS spans_open ON spans (session, ref) WHERE stop IS NULL",
     # Trails (model/episodes.py TRAIL_STATES): found without reading every span.
-    "CREATE INDEX IF NOT EXISTS locks_trails ON locks (stop) WHERE state IN ('invalid', 'stale')",
+    "CREATE INDEX IF NOT EXISTS spans_trails ON spans (stop) WHERE state IN ('invalid', 'stale')",
+    "CREATE {view} locks AS SELECT s.id, s.session, r.host, r.lock_id, r.source, r.name,"
+    " r.place, s.state, s.reasons, s.holder, s.start, s.stop, s.entry, r.base"
+    " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref",
     "CREATE TABLE IF NOT EXISTS waits (id {serial}, session BIGINT NOT NULL,"
     " host TEXT NOT NULL, source TEXT NOT NULL, server TEXT NOT NULL, resource TEXT NOT NULL,"
     " mode TEXT NOT NULL, waiter_node TEXT NOT NULL, blocker_node TEXT NOT NULL,"
@@ -62,7 +74,7 @@ TABLES = (
     " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION, detail TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS outages_start ON outages (start)",
 )
-PRUNED = ("locks", "waits", "outages")
+PRUNED = ("spans", "waits", "outages")
 
 
 class SqlStore(Reader):
@@ -78,6 +90,8 @@ class SqlStore(Reader):
         self.name = name
         self.host = host
         self._session: int | None = None
+        # Each lock's reference and base entry (lockrefs), as looked up or made.
+        self._refs: dict[str, tuple[int, bytes]] = {}
         self._sessions: dict[int, tuple[str, float | None]] | None = None
 
     # --- plumbing -----------------------------------------------------------
@@ -126,9 +140,9 @@ class SqlStore(Reader):
             )
         return version
 
-    def create(self, serial: str, blob: str) -> None:
+    def create(self, serial: str, blob: str, view: str = "VIEW IF NOT EXISTS") -> None:
         for statement in TABLES:
-            self._db.execute(statement.format(serial=serial, blob=blob))
+            self._db.execute(statement.format(serial=serial, blob=blob, view=view))
         self.migrate()
         self._db.execute(
             self._sql(
@@ -207,30 +221,39 @@ class SqlStore(Reader):
         )
         execute = self._db.execute
         close = self._sql(
-            "UPDATE locks SET stop = ? WHERE session = ? AND lock_id = ? AND stop IS NULL"
+            "UPDATE spans SET stop = ? WHERE session = ? AND ref = ? AND stop IS NULL"
         )
-        for lock_id, end in batch.closed:
-            execute(close, (ts(end), sid, lock_id))
         insert = self._sql(
-            "INSERT INTO locks (session, host, lock_id, source, name, place, state, reasons,"
-            " holder, start, entry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO spans (session, ref, state, reasons, holder, start, entry)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)"
         )
-        for span, entry in batch.opened:
-            blob = self._blob(dumps_line(entry))
+        # In time order, an end before a start at one instant: a batch holds several
+        # polls, and a span may start and end within it (closed after it is made).
+        steps: list[tuple[float, int, int]] = [
+            (ts(end), 0, n) for n, (_, end) in enumerate(batch.closed)
+        ] + [(ts(span.start), 1, n) for n, (span, _) in enumerate(batch.opened)]
+        for _, kind, n in sorted(steps):
+            if kind == 0:
+                lock_id, end = batch.closed[n]
+                ref = self._ref_of(lock_id)
+                if ref is not None:
+                    execute(close, (ts(end), sid, ref[0]))
+                continue
+            span, entry = batch.opened[n]
+            whole = dumps_line(entry)
+            ref = self._ref_of(span.lock_id) or self._new_ref(span, whole)
+            packed = None if whole == ref[1] else pack(whole, ref[1])
+            holder = span.holder if span.state in TRAIL_STATES else ""
             execute(
                 insert,
                 (
                     sid,
-                    self.host,
-                    span.lock_id,
-                    span.source,
-                    span.name,
-                    span.place,
+                    ref[0],
                     span.state,
                     " ".join(span.reasons),
-                    span.holder,
+                    holder,
                     ts(span.start),
-                    blob,
+                    None if packed is None else self._blob(packed),
                 ),
             )
         self._write_waits(sid, batch)
@@ -238,15 +261,42 @@ class SqlStore(Reader):
             self._insert_action(sid, mark)
         self._write_outages(sid, batch)
 
+    def _ref_of(self, lock_id: str) -> tuple[int, bytes] | None:
+        """The lock's reference and base entry, as this host recorded it first."""
+        found = self._refs.get(lock_id)
+        if found is None:
+            rows = self._rows(
+                "SELECT id, base FROM lockrefs WHERE host = ? AND lock_id = ?",
+                (self.host, lock_id),
+            )
+            if rows:
+                found = self._refs[lock_id] = (int(rows[0][0]), bytes(rows[0][1]))
+        return found
+
+    def _new_ref(self, span: LockSpan, whole: bytes) -> tuple[int, bytes]:
+        ref = self._insert_id(
+            "INSERT INTO lockrefs (host, lock_id, source, name, place, base)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (self.host, span.lock_id, span.source, span.name, span.place, self._blob(whole)),
+        )
+        found = self._refs[span.lock_id] = (ref, whole)
+        return found
+
     def _write_waits(self, sid: int, batch: Batch) -> None:
         close = self._sql(
             "UPDATE waits SET stop = ?, outcome = ? WHERE session = ? AND server = ?"
             " AND waiter_node = ? AND blocker_node = ? AND stop IS NULL"
         )
-        for (server, waiter, blocker), end, outcome in batch.waits_closed:
+        # In time order, as the lock spans (a wait may start and end in one batch).
+        steps: list[tuple[float, int, int]] = [
+            (ts(end), 0, n) for n, (_, end, _) in enumerate(batch.waits_closed)
+        ] + [(ts(span.start), 1, n) for n, span in enumerate(batch.waits_opened)]
+        for _, kind, n in sorted(steps):
+            if kind == 1:
+                self._insert_wait(sid, batch.waits_opened[n])
+                continue
+            (server, waiter, blocker), end, outcome = batch.waits_closed[n]
             self._db.execute(close, (ts(end), outcome, sid, server, waiter, blocker))
-        for span in batch.waits_opened:
-            self._insert_wait(sid, span)
 
     def _insert_wait(self, sid: int, span: WaitSpan) -> None:
         self._db.execute(

@@ -64,7 +64,9 @@ def _root(span: WaitSpan, waits_of: Mapping[str, list[WaitSpan]]) -> tuple[str, 
         if onward is None:
             return node, False
         node = onward.blocker.node
-    return min(seen, key=lambda n: (len(n), n)), True
+    # A cycle: it closes at the node seen again (in a cycle of two, the waiter of
+    # the later edge, which the earlier edge's chain ended at too).
+    return node, True
 
 
 def _clusters(spans: list[WaitSpan], gap: timedelta) -> list[list[WaitSpan]]:
@@ -112,7 +114,9 @@ def _waiters(
     waiters, seconds, every = [], [], []
     for node, spans in by_node.items():
         open_ = any(s.end is None for s in spans)
-        last = max(spans, key=lambda s: (s.end is None, s.end or now))
+        # The span that ended last says how the wait ended (of two ending at one
+        # poll, the one that says how: a queue that moved leaves None).
+        last = max(spans, key=lambda s: (s.end is None, s.end or now, s.outcome is not None))
         first = min(spans, key=lambda s: s.start)
         union = _union(((s.start, s.end) for s in spans), now)
         every.extend(union)
