@@ -13,6 +13,7 @@ import click
 import orjson
 
 from lockwatch.cli.ending import finish
+from lockwatch.cli.pglog import PG_LOG_OPTION, PG_SERVER_OPTION
 from lockwatch.model.text import terminal_safe
 
 EXIT_NO_HISTORY = 2
@@ -90,6 +91,8 @@ Examples:
   lockwatch history --json | jq '.episodes[0].waiters'
   lockwatch history show 3f2a1b9c04de         # one episode's timeline
   lockwatch history --history postgresql://lockwatch@db/history   # a fleet's
+  lockwatch history --pg-log /var/log/postgresql/postgresql-15-main.log \\
+      --pg-server monitor@db1:5432/app        # PostgreSQL's own log of its waits too
 """,
 )
 @history_option
@@ -97,6 +100,8 @@ Examples:
 @click.option("--until", metavar="T", help="Up to this time (default: now).")
 @click.option("--source", metavar="S", help="Only this source's (postgres, kernel, file, …).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"episodes": [...]}.')
+@PG_LOG_OPTION
+@PG_SERVER_OPTION
 @click.pass_context
 def history(ctx: click.Context, /, **values: Any) -> None:
     """List lock episodes: one root blocker and everyone who waited behind it,
@@ -111,6 +116,11 @@ def history(ctx: click.Context, /, **values: Any) -> None:
         return
     since = when(values["since"], "--since") or datetime.now().astimezone() - timedelta(days=1)
     until = when(values["until"], "--until")
+    if values["pg_logs"]:
+        from lockwatch.cli.pglog import fold_logs
+
+        target = configured_target(values["history_path"])
+        fold_logs(target, values["pg_logs"], values["pg_server"])
     store = open_reader(values["history_path"])
     from lockwatch.history.api import HistoryError
 

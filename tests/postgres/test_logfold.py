@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -74,7 +75,7 @@ def _pid(conn: psycopg.Connection[Any]) -> int:
     return int(row[0])
 
 
-def test_the_log_folds_into_waits(logging_cluster: Cluster) -> None:
+def test_the_log_folds_into_waits(logging_cluster: Cluster, tmp_path: Path) -> None:
     cluster = logging_cluster
     began = datetime.now(UTC)
     holder = psycopg.connect(cluster.dsn)
@@ -133,3 +134,26 @@ def test_the_log_folds_into_waits(logging_cluster: Cluster) -> None:
         [(holder_pid, waiter_pid)],
     )
     assert deadlocked[0].cycle
+    _history_folds_the_log(cluster, tmp_path, holder_pid, waiter_pid)
+
+
+def _history_folds_the_log(cluster: Cluster, tmp_path: Path, holder: int, waiter: int) -> None:
+    """`lockwatch history --pg-log` folds the same real log into a history
+    file: the episodes say they are from the log; a second fold adds nothing."""
+    import orjson
+
+    from tests.conftest import run_cli
+
+    history = tmp_path / "history.sqlite3"
+    args = ["history", "--history", str(history), "--pg-log", str(cluster.logfile)]
+    code, out, err = run_cli(*args, "--pg-server", "db", "--since", "-1h", "--json")
+    assert code == 0, err
+    episodes = orjson.loads(out)["episodes"]
+    ours = [e for e in episodes if e["blocker"]["pid"] in (holder, waiter)]
+    assert ours and all(e["origins"] == ["log"] and e["server"] == "db" for e in ours)
+    outcomes = {w["outcome"] for e in ours for w in e["waiters"]}
+    assert {"acquired", "timeout", "deadlock"} <= outcomes
+    code, again, err = run_cli(*args, "--pg-server", "db", "--since", "-1h", "--json")
+    assert code == 0 and orjson.loads(again) == orjson.loads(out), err
+    code, _, err = run_cli(*args[:3], "--pg-log", str(tmp_path / "missing.log"))
+    assert code == 2 and "--pg-log" in err and "Traceback" not in err
