@@ -200,7 +200,11 @@ class TimeTravel:
         app = self._app()
         if self._reader is None:
             if self.history_reader is None:
-                app.notify("no lock history here (--no-history)", severity="warning", timeout=5)
+                app.notify(
+                    "no lock history here (--no-history, or a replay)",
+                    severity="warning",
+                    timeout=5,
+                )
                 return None
             from lockwatch.history.api import HistoryError
 
@@ -260,9 +264,13 @@ class TimeTravel:
         if not app.feeds:
             app.notify("a recorded history: there is no live board", timeout=4)
             return
+        shown = app.rows
         app.board, app.rows = self._live
         self._live = None
         self.past = None
+        # The sort and filter set in the past stay: the live rows take them.
+        app.rows.sort = shown.sort
+        app.rows.query = shown.query
         app.come_back()
         app.rows.rebuild()
         app.show(None)
@@ -298,9 +306,9 @@ class TimeTravel:
         if self._live is None:
             self._live = (app.board, app.rows)
         board = board_at(entries, episodes, app.host, at)
-        live_rows = self._live[1]
+        shown = app.rows  # the sort and filter the operator has now, live or past
         app.board = board
-        app.rows = Rows(board, live_rows.sort, live_rows.query)
+        app.rows = Rows(board, shown.sort, shown.query)
         self.past = at
         app.now = at
         app.show(None)

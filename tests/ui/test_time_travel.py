@@ -128,9 +128,13 @@ async def test_seek_to_a_typed_time_then_back_live(tmp_path: Path) -> None:
         await pilot.press("backspace", *"-7m", "enter")
         await until(pilot, lambda: app.past == NOW - timedelta(minutes=7), "the sought time")
         assert gone in app.board.entries  # it went at -5m
+        await pilot.press("s")  # a sort set in the past stays when back live
+        await pilot.pause()
+        assert app.rows.sort == "age"
         await pilot.press("L")
         await until(pilot, lambda: app.past is None, "live again")
         assert "PAST" not in header_text(app)
+        assert app.rows.sort == "age" and gone in app.rows.ids
 
 
 async def test_actions_are_refused_in_the_past_and_say_why(
