@@ -185,70 +185,48 @@ class SeekScreen(ModalScreen[datetime | None]):
 
 
 class TimeTravel:
-    """The App's time travel keys (a mixin of LockwatchApp: `self` is the app)."""
+    """The App's time travel keys (a mixin of LockwatchApp: `self` is the app).
+
+    The history is read in a worker thread (a step at 10,000 locks reads and
+    judges them all: seconds, which must not freeze the screen), each time on
+    a reader of its own (a store belongs to one thread); only the newest
+    request's board is shown (a step pressed again before the first arrives
+    steps from where the board shown is)."""
 
     past: datetime | None = None
     history_reader: ReaderFactory | None = None
-    _reader: HistoryStore | None = None
     _live: tuple[Board, Rows] | None = None
+    _asked = 0  # the newest request: an older one's answer is dropped
+    _heading: datetime | None = None  # where the newest request goes (a step's start)
 
     def _app(self) -> LockwatchApp:
         return cast("LockwatchApp", self)
 
-    def _store(self) -> HistoryStore | None:
-        """The history reader, opened on first use; None (said) when there is none."""
-        app = self._app()
-        if self._reader is None:
-            if self.history_reader is None:
-                app.notify(
-                    "no lock history here (--no-history, or a replay)",
-                    severity="warning",
-                    timeout=5,
-                )
-                return None
-            from lockwatch.history.api import HistoryError
-
-            try:
-                self._reader = self.history_reader()
-            except HistoryError as exc:
-                app.notify(markup=False, message=clean(str(exc)), title="history", timeout=10)
-                return None
-        return self._reader
-
     def _live_now(self) -> datetime:
         return self._app().clock.now()
 
+    def _has_history(self) -> bool:
+        if self.history_reader is None:
+            self._app().notify(
+                "no lock history here (--no-history, or a replay)", severity="warning", timeout=5
+            )
+            return False
+        return True
+
     def action_step_back(self) -> None:
-        store = self._store()
-        if store is None:
-            return
-        start = self.past or self._live_now()
-        at = self._ask(lambda: previous_change(store, start))
-        if at is None:
-            if store is not None and self._reader is not None:
-                self._app().notify("no recorded change before this", timeout=3)
-            return
-        self.travel_to(at)
+        if self._has_history():
+            self._ask(-1, self._heading or self.past or self._live_now())
 
     def action_step_forward(self) -> None:
-        if self.past is None:
+        start = self._heading or self.past
+        if start is None:
             self._app().notify("live: nothing after now ([ steps back)", timeout=3)
             return
-        store = self._store()
-        if store is None:
-            return
-        start = self.past
-        at = self._ask(lambda: next_change(store, start, self._live_now()))
-        if at is None:
-            if self._app().feeds:
-                self.action_live()
-            else:
-                self._app().notify("the last recorded change", timeout=3)
-            return
-        self.travel_to(at)
+        if self._has_history():
+            self._ask(1, start)
 
     def action_seek(self) -> None:
-        if self._store() is None:
+        if not self._has_history():
             return
 
         def chosen(at: datetime | None) -> None:
@@ -259,6 +237,8 @@ class TimeTravel:
 
     def action_live(self) -> None:
         app = self._app()
+        self._asked += 1  # whatever is being read is no longer wanted
+        self._heading = None
         if self.past is None or self._live is None:
             return
         if not app.feeds:
@@ -275,37 +255,66 @@ class TimeTravel:
         app.rows.rebuild()
         app.show(None)
 
-    def _ask(self, question: Callable[[], datetime | None]) -> datetime | None:
-        from lockwatch.history.api import HistoryError
-
-        try:
-            return question()
-        except HistoryError as exc:
-            self._app().notify(markup=False, message=clean(str(exc)), title="history", timeout=10)
-            return None
-
     def travel_to(self, at: datetime) -> None:
         """Show the board as the history recorded it at `at` (a future time: the
         live board)."""
-        app = self._app()
-        store = self._store()
-        if store is None:
-            return
-        at = at.astimezone(UTC)
-        if at >= self._live_now() and app.feeds:
-            self.action_live()
-            return
-        from lockwatch.history.api import HistoryError
+        if self._has_history():
+            self._ask(0, at.astimezone(UTC))
 
-        try:
-            entries = store.entries_at(at)
-            episodes = store.episodes(at - EPISODES_BEFORE, at)
-        except HistoryError as exc:
-            app.notify(markup=False, message=clean(str(exc)), title="history", timeout=10)
+    def _ask(self, direction: int, start: datetime) -> None:
+        """Read, off the event loop, the board at `start` (`direction` 0) or at
+        the recorded change before (-1) or after (1) it."""
+        app = self._app()
+        self._asked += 1
+        asked = self._asked
+        now = self._live_now()
+        live = bool(app.feeds)
+        reader = self.history_reader
+        assert reader is not None
+        self._heading = start if direction == 0 else None
+
+        def read() -> None:
+            from lockwatch.history.api import HistoryError
+
+            try:
+                store = reader()
+                try:
+                    found = _read_past(store, direction, start, now, app.host)
+                finally:
+                    store.close()
+            except HistoryError as exc:
+                app.call_from_thread(self._said, asked, clean(str(exc)))
+                return
+            app.call_from_thread(self._arrive, asked, direction, found, live)
+
+        app.run_worker(read, thread=True, group="past", exit_on_error=False)
+
+    def _said(self, asked: int, message: str) -> None:
+        if asked == self._asked:
+            self._heading = None
+            self._app().notify(markup=False, message=message, title="history", timeout=10)
+
+    def _arrive(
+        self, asked: int, direction: int, found: tuple[datetime, Board] | None, live: bool
+    ) -> None:
+        if asked != self._asked:
+            return
+        app = self._app()
+        self._heading = None
+        if found is None:
+            if direction < 0:
+                app.notify("no recorded change before this", timeout=3)
+            elif direction > 0 and live:
+                self.action_live()
+            elif direction > 0:
+                app.notify("the last recorded change", timeout=3)
+            return
+        at, board = found
+        if direction == 0 and at >= self._live_now() and live:
+            self.action_live()
             return
         if self._live is None:
             self._live = (app.board, app.rows)
-        board = board_at(entries, episodes, app.host, at)
         shown = app.rows  # the sort and filter the operator has now, live or past
         app.board = board
         app.rows = Rows(board, shown.sort, shown.query)
@@ -313,3 +322,23 @@ class TimeTravel:
         app.now = at
         app.show(None)
         app.refresh_bindings()
+
+
+def _read_past(
+    store: HistoryStore, direction: int, start: datetime, now: datetime, host: str
+) -> tuple[datetime, Board] | None:
+    """In a worker thread: the instant asked for and the board then (None: no
+    recorded change that way)."""
+    if direction < 0:
+        at = previous_change(store, start)
+    elif direction > 0:
+        at = next_change(store, start, now)
+    else:
+        at = start
+    if at is None:
+        return None
+    if direction == 0 and at >= now:
+        return at, Board(host)  # the live board is shown instead
+    entries = store.entries_at(at)
+    episodes = store.episodes(at - EPISODES_BEFORE, at)
+    return at, board_at(entries, episodes, host, at)
