@@ -12,7 +12,7 @@ from lockwatch.history.api import HistoryStore, open_history
 from lockwatch.history.recorder import Recorder
 from lockwatch.model.board import Board
 from lockwatch.model.changes import ChangeSet
-from lockwatch.model.status import SourceStatus
+from lockwatch.model.status import SourceState, SourceStatus
 
 T0 = datetime(2026, 12, 7, 3, 0, tzinfo=UTC)
 
@@ -26,7 +26,13 @@ def test_an_outage_within_one_flush_is_recorded(tmp_path: Path) -> None:
     # A flush interval longer than the test: everything lands in one batch.
     recorder = Recorder(opener, poll_seconds=2.0, flush_seconds=3600.0)
     board = Board("h")
-    for seconds, state in ((0, "connected"), (2, "error"), (4, "error"), (6, "connected")):
+    steps: tuple[tuple[int, SourceState], ...] = (
+        (0, "connected"),
+        (2, "error"),
+        (4, "error"),
+        (6, "connected"),
+    )
+    for seconds, state in steps:
         status = SourceStatus(
             "postgres", "db1", state, reason="refused" if state == "error" else None
         )
