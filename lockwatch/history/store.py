@@ -348,14 +348,22 @@ class SqlStore(Reader):
             "UPDATE outages SET stop = ? WHERE session = ? AND source = ? AND name = ?"
             " AND stop IS NULL"
         )
-        for (source, name), end in batch.outages_closed:
-            self._db.execute(close, (ts(end), sid, source, name))
-        for outage in batch.outages_opened:
+        insert = self._sql(
+            "INSERT INTO outages (session, host, source, name, start, detail)"
+            " VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        # In time order, as the spans: an outage may begin and end within one batch.
+        steps: list[tuple[float, int, int]] = [
+            (ts(end), 0, n) for n, (_, end) in enumerate(batch.outages_closed)
+        ] + [(ts(o.start), 1, n) for n, o in enumerate(batch.outages_opened)]
+        for _, kind, n in sorted(steps):
+            if kind == 0:
+                (source, name), end = batch.outages_closed[n]
+                self._db.execute(close, (ts(end), sid, source, name))
+                continue
+            outage = batch.outages_opened[n]
             self._db.execute(
-                self._sql(
-                    "INSERT INTO outages (session, host, source, name, start, detail)"
-                    " VALUES (?, ?, ?, ?, ?, ?)"
-                ),
+                insert,
                 (sid, outage.host, outage.source, outage.name, ts(outage.start), outage.detail),
             )
 

@@ -69,6 +69,25 @@ def _root(span: WaitSpan, waits_of: Mapping[str, list[WaitSpan]]) -> tuple[str, 
     return node, True
 
 
+def _cycle_names(spans: Sequence[WaitSpan]) -> dict[str, str]:
+    """Each node of a wait-for cycle (edges marked `cycle`) named by its cycle's
+    least node: the nodes joined by cycle edges, one name each (union-find)."""
+    parent: dict[str, str] = {}
+
+    def find(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for span in spans:
+        if span.cycle:
+            a, b = find(span.waiter.node), find(span.blocker.node)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return {node: find(node) for node in list(parent)}
+
+
 def _clusters(spans: list[WaitSpan], gap: timedelta) -> list[list[WaitSpan]]:
     spans.sort(key=lambda s: s.start)
     clusters: list[list[WaitSpan]] = []
@@ -294,8 +313,13 @@ def fold(
         waits_of: dict[str, list[WaitSpan]] = defaultdict(list)
         for span in spans:
             waits_of[span.waiter.node].append(span)
+        cycles = _cycle_names(spans)
         for span in spans:
-            root, _ = _root(span, waits_of)
+            root, looped = _root(span, waits_of)
+            if span.cycle or looped:
+                # Every edge of one wait-for cycle under one name, however the
+                # polls first saw its edges (together, or one after the other).
+                root = cycles.get(root, root)
             by_root[host, server, root].append(span)
     deaths: dict[tuple[str, str], list[LockSpan]] = defaultdict(list)
     for problem in problems:

@@ -142,11 +142,8 @@ def test_lock_timeout(pg_db: str, tmp_path: Path) -> None:
     # the wait ended before; it lasted lock_timeout, within a poll.
     assert web.end <= gave_up + slack
     assert abs((web.end - web.start).total_seconds() - 5.0) <= slack.total_seconds()
-    assert (
-        5 - 2 * slack.total_seconds()
-        <= episode.longest_wait_seconds
-        <= 5 + 2 * slack.total_seconds()
-    )
+    # The patient one waited until batch committed: the longest wait, past web's.
+    assert episode.longest_wait_seconds >= (web.end - web.start).total_seconds() + 1
 
 
 def test_deadlock(pg_db: str, tmp_path: Path) -> None:
