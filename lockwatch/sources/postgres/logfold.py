@@ -41,7 +41,8 @@ MAX_BYTES = 1024 * 1024 * 1024
 
 # `%m [%p] ` (PostgreSQL's default): "2026-12-07 15:40:01.123 UTC [4243] LOG:  …"
 _LINE = lazy_compile(
-    r"(?P<at>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)(?: (?P<zone>[A-Za-z][\w+:-]*))?"
+    r"(?P<at>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)"
+    r"(?: (?P<zone>[A-Za-z][\w+:-]*|[+-]\d{2}(?::?\d{2})?))?"
     r".*?\[(?P<pid>\d+)\][^A-Z]*(?P<level>LOG|DETAIL|ERROR|STATEMENT|CONTEXT|HINT|FATAL):\s+"
     r"(?P<text>.*)"
 )
