@@ -51,6 +51,7 @@ SYSLOG_MODES = ("required", "best-effort")
 # command that reads them (`lockwatch serve` checks [serve] against this too).
 COMMAND_TABLES: Mapping[str, frozenset[str]] = {
     "serve": frozenset({"listen", "token_file", "open_metrics", "max_lock_series"}),
+    "history": frozenset({"path", "retention_days", "max_mb"}),
 }
 
 

@@ -185,6 +185,10 @@ FORBIDDEN = {
     "lockwatch.model": ("sources", "actions", "ui", "cli", "serve"),
     "lockwatch.sources": ("actions", "ui", "cli", "serve"),
     "lockwatch.actions": ("ui", "cli"),
+    # The history records any source's locks through the generic model (and the
+    # generic sources-layer modules: the recording codec's types, URL scrubbing);
+    # the CLI, the dashboard and serve import it, never the other way round.
+    "lockwatch.history": ("actions", "ui", "cli", "serve"),
 }
 
 

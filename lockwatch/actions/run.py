@@ -38,6 +38,9 @@ class Outcome:
     audited: bool = True
     # What lockwatch now holds for the operator (a source's holding), until released.
     held: Any = None
+    # The audit record of the result (its `seq`): the history ties what the action
+    # ended to it ("broken by ops, audit #41").
+    audit_seq: int | None = None
 
 
 def lock_hash(lock: Lock) -> str | None:
@@ -286,8 +289,11 @@ class Executor:
         if code is not None:
             fields["code"] = code
         audited = True
+        seq: int | None = None
         try:
-            self.audit.append(event, fields)
+            written = self.audit.append(event, fields)
+            said = written.get("seq") if isinstance(written, dict) else None
+            seq = said if isinstance(said, int) else None
         except AuditError as exc:
             audited = False
             message = f"{message} — WARNING: not audited: {exc}"
@@ -302,6 +308,7 @@ class Executor:
                 base.new_content,
                 audited,
                 base.held,
+                seq,
             )
         return Outcome(
             result == "success",
@@ -310,6 +317,7 @@ class Executor:
             code,
             (extra or {}).get("tombstone"),
             audited=audited,
+            audit_seq=seq,
         )
 
 

@@ -22,6 +22,7 @@ from lockwatch.cli import ending
 _COMMANDS: dict[str, tuple[str, str]] = {
     "ls": ("lockwatch.cli.ls", "ls"),
     "why": ("lockwatch.cli.why", "why"),
+    "history": ("lockwatch.cli.history", "history"),
     "audit": ("lockwatch.cli.audit", "audit"),
     "watch": ("lockwatch.cli.watch", "watch"),
     "replay": ("lockwatch.cli.watch", "replay"),

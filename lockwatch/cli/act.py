@@ -279,6 +279,10 @@ def _act(kind: Kind, request: Request) -> None:
         force=request.force,
         expect_sha256=request.expect_sha256,
     )
+    if outcome.ok:
+        from lockwatch.history.settings import note_action
+
+        note_action(config.tables, host, lock, outcome.event, operator.name, outcome.audit_seq)
     if outcome.ok and outcome.held is not None:
         _report(outcome, request.as_json, finish=False)
         _hold(outcome, executor, the_plan, request.reason, request.as_json)

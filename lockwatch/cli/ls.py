@@ -76,6 +76,21 @@ Examples:
     default=None,
     help="Processes for large --json scans (default: one per CPU).",
 )
+@click.option(
+    "--at",
+    metavar="T",
+    default=None,
+    help="The locks as they were at T, from the recorded history (RFC 3339, HH:MM[:SS]"
+    " today, or -15m/-2h/-1d); with --json, the document has `as_of`.",
+)
+@click.option(
+    "--history",
+    "history_path",
+    metavar="PATH|DSN",
+    default=None,
+    help="The history --at reads [default: the user state directory's history.sqlite3;"
+    " config: history.path].",
+)
 def ls(**values: Any) -> None:
     """List locks under PATHs (default: the current directory) and in every
     source below that its options or the config name, each with its verdict.
@@ -97,6 +112,11 @@ def ls(**values: Any) -> None:
     insufficient_privilege.
     """
     as_json: bool = values["as_json"]
+    if values["at"] is not None:
+        # The history's readers load only for --at: `ls` itself stays light.
+        from lockwatch.cli.history_at import ls_at
+
+        ls_at(values["at"], values["history_path"], as_json=as_json, long=values["long_"])
     targets = resolve_targets(values, values.get("config_path"))
     clock = SystemClock()
     host = os.uname().nodename  # what gethostname() returns, without importing socket

@@ -89,6 +89,15 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     callback=_finite,
     help="How often servers, the kernel and remotes are polled.",
 )
+@click.option(
+    "--history",
+    "history_path",
+    metavar="PATH|DSN",
+    default=None,
+    help="Record the lock history here: a SQLite file or a postgresql:// DSN [default: the"
+    " user state directory's history.sqlite3; config: history.path].",
+)
+@click.option("--no-history", is_flag=True, help="Record no history.")
 def serve(**values: Any) -> None:
     """Watch locks as the dashboard does, headless, and serve them over HTTP:
     lock files under PATHs (default: the current directory), PostgreSQL
@@ -114,8 +123,21 @@ def serve(**values: Any) -> None:
         for feed in selected.feeds(clock, host)
     ]
     watched = ", ".join(dict.fromkeys(source.name for source, _ in targets.sources))
+    from lockwatch.history.api import HistoryError
+    from lockwatch.history.settings import start_recorder
+
     try:
-        code = run(feeds, settings, host=host, clock=clock, describe=watched)
+        recorder = start_recorder(
+            values["history_path"],
+            values["no_history"],
+            targets.config.tables,
+            poll_seconds=values["refresh"],
+            host=host,
+        )
+    except HistoryError as exc:
+        raise click.UsageError(str(exc)) from exc
+    try:
+        code = run(feeds, settings, host=host, clock=clock, describe=watched, recorder=recorder)
     except ServeError as exc:
         click.echo(f"lockwatch serve: {exc}", err=True)
         sys.exit(EXIT_USAGE)

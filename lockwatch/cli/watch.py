@@ -26,6 +26,7 @@ from lockwatch.ui.keys import epilog
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from datetime import datetime
 
     from lockwatch.clock import Clock
     from lockwatch.sources.feed import Feed
@@ -114,6 +115,23 @@ def _common(func: Any) -> Any:
     help="Append every snapshot the sources produce to FILE (JSON Lines) for replay.",
 )
 @click.option(
+    "--history",
+    "history_path",
+    metavar="PATH|DSN",
+    default=None,
+    help="Record the lock history here (a SQLite file or a postgresql:// DSN) [default:"
+    " history.sqlite3 in the user state directory; config: history.path].",
+)
+@click.option("--no-history", is_flag=True, help="Record no lock history.")
+@click.option(
+    "--at",
+    "at_text",
+    metavar="TIME",
+    default=None,
+    help="Open on the board as the history recorded it at TIME (RFC 3339, HH:MM[:SS] today,"
+    " or -15m/-2h/-1d); [ ] step, @ seeks, L returns live.",
+)
+@click.option(
     "--readonly",
     is_flag=True,
     help="No break, steal, release or cancel: the action keys are gone (also: readonly ="
@@ -142,6 +160,7 @@ def watch(**values: Any) -> None:
     # load after the feeds start (they import the UI toolkit): a first scan, in
     # forked workers, runs meanwhile.
     themes = None if values["theme"] is None else _check_theme(values["theme"])
+    at = _check_at(values, targets)
     _need_terminal()
     from lockwatch.cli.act import readonly_reason
 
@@ -164,11 +183,30 @@ def watch(**values: Any) -> None:
 
             _abandon(feeds[1])  # its workers scan for nobody now
             fail(f"--record: {exc}", 2)  # one line: the path is someone else's text
+    from lockwatch.history.base import HistoryError
+    from lockwatch.history.settings import start_recorder
+
+    try:
+        history = start_recorder(
+            values["history_path"],
+            values["no_history"],
+            targets.config.tables,
+            poll_seconds=values["refresh"],
+            host=host,
+        )
+    except HistoryError as exc:
+        _abandon(feeds[1])
+        raise click.UsageError(str(exc)) from exc
+    from lockwatch.cli.travel import reader_for
+
     app = build_app(
         targets,
         host=host,
         feeds=feeds,
         recorder=recorder,
+        history=history,
+        history_reader=None if history is None else reader_for(history.target),
+        at=at,
         readonly=readonly,
         audit_log=values["audit_log"],
         audit_key=values["audit_key"],
@@ -185,8 +223,17 @@ def watch(**values: Any) -> None:
     sys.exit(app.return_code or 0)
 
 
-@click.command("replay", short_help="Play a --record recording back through the dashboard.")
+@click.command(
+    "replay", short_help="Play a --record recording or a history store through the dashboard."
+)
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--at",
+    "at_text",
+    metavar="TIME",
+    default=None,
+    help="A history store: open at TIME (RFC 3339, HH:MM[:SS], -15m) [default: its last change].",
+)
 @click.option(
     "--speed",
     type=click.FloatRange(min=0.01, max=10000),
@@ -199,6 +246,7 @@ def watch(**values: Any) -> None:
 @_common
 def replay(
     file: Path,
+    at_text: str | None,
     speed: float,
     paused: bool,
     theme: str | None,
@@ -208,13 +256,28 @@ def replay(
 ) -> None:
     """Replay FILE, written by `lockwatch --record FILE`, with the recorded
     times: ages, staleness and events are as they were during the incident.
+    FILE may also be a lock history store (history.sqlite3): the board as it
+    was recorded, stepped through its changes.
 
     \b
     Keys as in the dashboard, plus: p pause/resume · n step · + faster · - slower
+    A history store: [ ] step back/forward through its changes · @ go to a time
     """
     from lockwatch.sources.recording import RecordingError, ReplayFeed
 
     themes = _check_view_options(theme, filter_text)
+    from lockwatch.cli.travel import history_replay, is_history_file
+
+    if is_history_file(file):
+        store_app = history_replay(
+            file, at_text, theme=theme, filter_text=filter_text, sort=sort,
+            export_dir=export_dir, themes=themes,
+        )  # fmt: skip
+        _need_terminal()
+        store_app.run()
+        sys.exit(store_app.return_code or 0)
+    if at_text is not None:
+        raise click.UsageError("--at needs a history store (a recording replays from its start)")
     try:
         feed = ReplayFeed.open(file, speed=speed, paused=paused)
     except RecordingError as exc:
@@ -297,6 +360,20 @@ def _reach(targets: Targets) -> dict[str, Any]:
         return reach(wanted, [source for source, _ in targets.sources])
     except SourceError as exc:
         raise click.UsageError(str(exc)) from exc
+
+
+def _check_at(values: Mapping[str, Any], targets: Targets) -> datetime | None:
+    """--at: a time, and a history to read it from (checked before anything
+    starts: one line, exit 2)."""
+    if values["at_text"] is None:
+        return None
+    if values["no_history"]:
+        raise click.UsageError("--at reads the lock history: it cannot go with --no-history")
+    from lockwatch.cli.travel import check_readable, configured, parse_at
+
+    at = parse_at(values["at_text"], "--at")
+    check_readable(configured(values["history_path"], targets.config.tables), "--at")
+    return at
 
 
 def _abandon(feeds: list[Feed]) -> None:

@@ -26,6 +26,7 @@ from lockwatch.cli.why_look import Finding, Look
 from lockwatch.model.clues import Clue, ClueKind, distinct
 from lockwatch.model.holder import pid_here
 from lockwatch.model.humanize import duration
+from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.text import SHOWN, cut
 from lockwatch.model.verdict import State
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from lockwatch.model.verdict import Verdict
 
 WHY_SCHEMA = "lockwatch.why/1"
+# A date and time in a pasted text: `why` then asks the history about that moment.
+_STAMP = lazy_compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
 EXIT_FOUND = 0
 EXIT_NOTHING = 1
 EXIT_USAGE = 2
@@ -113,6 +116,20 @@ Exit status:
 )
 @_source_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (lockwatch.why/1).")
+@click.option(
+    "--at",
+    metavar="T",
+    default=None,
+    help="Answer from the recorded history at T (RFC 3339, HH:MM[:SS] today, -15m);"
+    " without it, a past timestamp in the text is used where the history has a wait then.",
+)
+@click.option(
+    "--history",
+    "history_path",
+    metavar="PATH|DSN",
+    default=None,
+    help="The history --at reads [default: history.sqlite3 in the user state directory].",
+)
 @click.argument("what", nargs=-1, metavar="WHAT")
 def why(**values: Any) -> None:
     """Say who holds the lock WHAT names, for how long, whether it is stale,
@@ -122,6 +139,12 @@ def why(**values: Any) -> None:
     as_json: bool = values.pop("as_json")
     config = _config(values.get("config_path"))
     clues = recognise(text)
+    at_text, history_path = values.pop("at"), values.pop("history_path")
+    if at_text is not None or _has_time(text):
+        # The history's readers load only when the text or --at ask for a past time.
+        from lockwatch.cli.why_at import answer
+
+        answer(text, clues, at_text, history_path, as_json=as_json)
     from lockwatch.clock import SystemClock
 
     now = SystemClock().now()
@@ -133,6 +156,11 @@ def why(**values: Any) -> None:
     else:
         _print_text(clues, look)
     finish(EXIT_FOUND if look.findings else EXIT_NOTHING)
+
+
+def _has_time(text: str) -> bool:
+    """Whether the text holds a date and time (a server log line's stamp)."""
+    return _STAMP.search(text) is not None
 
 
 def _read(words: Sequence[str]) -> str:

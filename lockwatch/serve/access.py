@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 HEALTH = "/healthz"
 METRICS = "/metrics"
 LOCKS = "/v1/locks"
+# The recorded episodes (`?since=&until=`): the token as for /v1/locks.
+HISTORY = "/v1/history"
 
 
 def _digest(token: bytes) -> bytes:

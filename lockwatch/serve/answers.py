@@ -19,7 +19,7 @@ import h11
 
 from lockwatch import __version__
 from lockwatch.model.text import terminal_safe
-from lockwatch.serve.access import HEALTH, LOCKS, METRICS, Access
+from lockwatch.serve.access import HEALTH, HISTORY, LOCKS, METRICS, Access
 
 # Bodies smaller than this go out as they are: gzip would save nothing worth its time.
 _GZIP_FROM = 1024
@@ -50,9 +50,12 @@ class Endpoints:
     metrics: Callable[[str | None], tuple[bytes, str]]  # Accept header -> body, content type
     locks: Callable[[], bytes | Stream]
     health: Callable[[], tuple[bool, str]]
+    # The recorded episodes for a query string (`since=&until=`); None: no history.
+    history: Callable[[str], Response] | None = None
 
     def answer(self, path: str, authorization: str | None, accept: str | None) -> Response:
-        if path not in (HEALTH, METRICS, LOCKS, "/"):
+        path, _, query = path.partition("?")
+        if path not in (HEALTH, METRICS, LOCKS, HISTORY, "/"):
             return Response(404, b"not found: try /metrics, /v1/locks or /healthz\n")
         if not self.access.allows(path, authorization):
             return Response(
@@ -66,6 +69,10 @@ class Endpoints:
         if path == METRICS:
             body, content_type = self.metrics(accept)
             return Response(200, body, content_type, compressible=True)
+        if path == HISTORY:
+            if self.history is None:
+                return Response(404, b"no history: lockwatch serve runs with --no-history\n")
+            return self.history(query)
         if path == LOCKS:
             document = self.locks()
             if isinstance(document, bytes):
@@ -76,6 +83,7 @@ class Endpoints:
             b"lockwatch serve (read-only)\n"
             b"  /metrics   Prometheus metrics\n"
             b"  /v1/locks  the lockwatch.ls/1 document (lockwatch ls --json)\n"
+            b"  /v1/history?since=&until=  recorded episodes (lockwatch history --json)\n"
             b"  /healthz   ok once every source has been read through, while collection runs\n",
         )
 

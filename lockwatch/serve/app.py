@@ -18,6 +18,7 @@ from lockwatch.serve.access import Access
 from lockwatch.serve.settings import ServeSettings
 
 if TYPE_CHECKING:
+    from lockwatch.history.recorder import Recorder
     from lockwatch.serve.clients import ClientErrors
     from lockwatch.serve.http import Endpoints
     from lockwatch.serve.watcher import Watcher
@@ -112,6 +113,7 @@ def run(
     host: str,
     clock: Clock | None = None,
     describe: str = "",
+    recorder: Recorder | None = None,
 ) -> int:
     """Serve until SIGTERM or SIGINT; the exit status. `feeds`: (source name,
     Feed) for every selected source."""
@@ -124,9 +126,12 @@ def run(
 
     the_plan = plan(settings)
     clock = clock or SystemClock()
-    watcher = Watcher(feeds, host=host, clock=clock, pace=Pace())
+    # While recording, the feeds poll at --refresh whoever scrapes: a stall
+    # nobody scraped for is what the history is for.
+    pace = None if recorder is not None else Pace()
+    watcher = Watcher(feeds, host=host, clock=clock, pace=pace, recorder=recorder)
     errors = ClientErrors()
-    endpoints = _endpoints(watcher, the_plan, settings, host, clock, errors)
+    endpoints = _endpoints(watcher, the_plan, settings, host, clock, errors, recorder)
     try:
         address = (the_plan.host, the_plan.port)
         limits = Limits(max_connections=connections_allowed())
@@ -158,6 +163,8 @@ def run(
         server.shutdown()
         server.server_close()
         watcher.stop()
+        if recorder is not None:
+            recorder.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print("lockwatch serve: stopped", file=sys.stderr, flush=True)
@@ -171,9 +178,11 @@ def _endpoints(
     host: str,
     clock: Clock,
     errors: ClientErrors,
+    recorder: Recorder | None = None,
 ) -> Endpoints:
     """What the server answers: the metrics of the watcher's board (and of the
-    listener and the process), the locks document, the health."""
+    listener and the process), the locks document, the health, and the history
+    while recording."""
     from prometheus_client import CollectorRegistry, ProcessCollector
     from prometheus_client.exposition import choose_encoder
 
@@ -199,7 +208,12 @@ def _endpoints(
         watcher.asked()
         return documents.get(clock.now())
 
-    return Endpoints(the_plan.access, metrics, locks, watcher.health)
+    answer_history = None
+    if recorder is not None:
+        from lockwatch.serve.history import history_answer
+
+        answer_history = history_answer(recorder.target, clock)
+    return Endpoints(the_plan.access, metrics, locks, watcher.health, answer_history)
 
 
 def _listening(the_plan: Plan, port: int, describe: str) -> str:

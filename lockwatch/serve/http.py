@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import h11
 
 from lockwatch.model.text import terminal_safe
-from lockwatch.serve.access import METRICS
+from lockwatch.serve.access import HISTORY, METRICS
 from lockwatch.serve.answers import (
     Endpoints,
     Packed,
@@ -361,8 +361,11 @@ class Server:
         if method not in (b"GET", b"HEAD"):
             response = Response(405, b"read-only: GET or HEAD\n", headers={"Allow": _READ_ONLY})
         else:
-            target = event.target.decode("latin-1")
-            answered = await self._answer(conn, urlsplit(target).path, headers)
+            target = urlsplit(event.target.decode("latin-1"))
+            path = target.path
+            if path == HISTORY and target.query:
+                path = f"{path}?{target.query}"  # its time range: a key of its own
+            answered = await self._answer(conn, path, headers)
             if answered is None:
                 raise _Ended(CLOSED_EARLY)
             response = answered

@@ -419,3 +419,8 @@ class BoardCollector:
                 statuses=watcher.statuses(board, now),
             )
         yield from families(found)
+        recorder = watcher.recorder
+        if recorder is not None:
+            from lockwatch.history.tally import families as wait_families
+
+            yield from wait_families(recorder.tally, now, recorder.failed is None)

@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.board import Board
@@ -33,6 +34,9 @@ from lockwatch.model.status import LIVE_STATES, SourceStatus, backoff_seconds, f
 from lockwatch.model.text import terminal_safe
 from lockwatch.serve.pace import WAKE_WAIT, Pace
 from lockwatch.sources.feed import Feed
+
+if TYPE_CHECKING:
+    from lockwatch.history.recorder import Recorder
 
 TICK_SECONDS = 1.0
 # A polling feed whose sources are up is stalled once it has said nothing for
@@ -52,6 +56,7 @@ class Watcher:
         tick_seconds: float = TICK_SECONDS,
         stall_seconds: float = STALL_SECONDS,
         pace: Pace | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         """`feeds`: each feed with the name of the source (registry) it belongs to.
         `pace`: how often the feeds that take one poll (pace.py); None: their own
@@ -65,6 +70,8 @@ class Watcher:
         self._guard = threading.Lock()
         self._heard_anew = threading.Condition(self._guard)
         self.pace = pace
+        # The history's recorder (history/recorder.py): handed each change as applied.
+        self.recorder = recorder
         # The feeds that take a pace: they wait between polls with `sleep`.
         self._paced = [feed for _, feed in self._feeds if hasattr(feed, "sleep")]
         # By source: how long its last collection took, from its start to its
@@ -156,13 +163,15 @@ class Watcher:
         applied_at = self.clock.now()
         with self._guard:
             try:
-                self.board.apply(change)
+                applied = self.board.apply(change)
             except Exception as exc:  # noqa: BLE001 - one bad change set must not stop its feed
                 message = terminal_safe(
                     f"{change.feed}: a change set could not be applied: {exc!r}"
                 )
                 print(f"lockwatch serve: {message}", file=sys.stderr, flush=True)
                 return
+            if self.recorder is not None:
+                self.recorder.observe(self.board, applied, change.at)
             self._heard[change.feed] = applied_at
             self._heard_anew.notify_all()
             if change.statuses and all(s.state != "connecting" for s in change.statuses):
@@ -178,7 +187,9 @@ class Watcher:
     def tick(self) -> None:
         now = self.clock.now()
         with self._guard:
-            self.board.tick(now)
+            applied = self.board.tick(now)
+            if self.recorder is not None:
+                self.recorder.observe(self.board, applied, now)
         self._beat = time.monotonic()
 
     def asked(self, wait: float = WAKE_WAIT) -> None:

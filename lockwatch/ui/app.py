@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, work
 from textual.app import App, SystemCommand
@@ -34,11 +34,13 @@ from lockwatch.sources.contract import Hint
 from lockwatch.sources.feed import Feed
 from lockwatch.tty import exit_soon
 from lockwatch.ui.confirm import ConfirmScreen, QuitScreen
+from lockwatch.ui.controls import Recorder, ReplayControl
 from lockwatch.ui.flow import ActionFlow
 from lockwatch.ui.hangup import watch_terminal
 from lockwatch.ui.keys import Group, View, app_keys, main_screen_actions
 from lockwatch.ui.palette import palette_commands
 from lockwatch.ui.panels import HelpScreen
+from lockwatch.ui.past import ReaderFactory, TimeTravel
 from lockwatch.ui.safe import clean
 from lockwatch.ui.screens.base import Refresh, ViewScreen
 from lockwatch.ui.screens.contention import ContentionScreen
@@ -48,6 +50,7 @@ from lockwatch.ui.themes import DEFAULT_THEME, LoadedTheme, load_all, variable_d
 
 if TYPE_CHECKING:
     from lockwatch.actions.session import ActionSession
+    from lockwatch.history.api import HistoryObserver
 
 TICK_SECONDS = 1.0
 # The exit status when the terminal went away: 128 + SIGHUP, as a shell reports it.
@@ -67,36 +70,6 @@ SCREENS: dict[View, type[ViewScreen]] = {
 }
 
 
-class Recorder(Protocol):
-    # Why the recording stopped (a full disk, a change set it cannot write); None
-    # while it goes on.
-    failed: str | None
-
-    def write(self, change: ChangeSet) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class ReplayControl(Protocol):
-    """What the replay keys drive (see sources/recording.py)."""
-
-    @property
-    def paused(self) -> bool: ...
-
-    @property
-    def speed(self) -> float: ...
-
-    def toggle_pause(self) -> None: ...
-
-    def step(self) -> None: ...
-
-    def faster(self) -> None: ...
-
-    def slower(self) -> None: ...
-
-    def describe(self) -> str: ...
-
-
 def _bindings(*groups: Group) -> list[BindingType]:
     return [
         Binding(key.keys, key.action, key.label, show=key.footer, priority=key.priority)
@@ -105,7 +78,7 @@ def _bindings(*groups: Group) -> list[BindingType]:
     ]
 
 
-class LockwatchApp(App[None]):
+class LockwatchApp(TimeTravel, App[None]):
     """Holds the board and what the operator set (filter, sort, marks, pause),
     runs the feeds and the clock, and draws through one path, `show`, into the
     view on screen. Each view is a screen (ui/screens/), switched with tab; the
@@ -134,9 +107,19 @@ class LockwatchApp(App[None]):
         actions: ActionSession | None = None,
         readonly: bool = False,
         hints: Callable[[], Sequence[Hint]] | None = None,
+        history: HistoryObserver | None = None,
+        history_reader: ReaderFactory | None = None,
+        at: datetime | None = None,
     ) -> None:
-        """`hints`: what the sources tell an empty dashboard (asked off the loop)."""
+        """`hints`: what the sources tell an empty dashboard (asked off the loop).
+        `history`: the lock history's recorder (None: --no-history, replays);
+        `history_reader` opens the history time travel reads, `at` the instant
+        the dashboard opens on (None: live)."""
         super().__init__()
+        self.history = history
+        self.history_reader = history_reader
+        self._open_at = at
+        self._stopped_said: set[str] = set()  # writers whose stop was said
         self.readonly = readonly
         self.hints = hints
         # Break, steal, release and cancel; None (read-only, replays): no action keys.
@@ -168,7 +151,6 @@ class LockwatchApp(App[None]):
         # keys typed ahead in the same burst (a paste, a busy app).
         self._typing_filter = False
         self._abandoned = False  # the terminal went away: leaving
-        self._recording_failed = False  # said so once
         self.views: dict[View, ViewScreen] = {}
         for view, screen_class in SCREENS.items():
             self.add_mode(view.value, partial(self._make_view, view, screen_class))
@@ -231,6 +213,8 @@ class LockwatchApp(App[None]):
             self.set_interval(1.0, self.flow.keep_holdings)
         if not self.is_headless:
             watch_terminal(self, self._terminal_gone)
+        if self._open_at is not None:
+            self.travel_to(self._open_at)
         for warning in self.theme_warnings:
             self.notify(
                 markup=False, message=warning, title="theme skipped", severity="warning", timeout=8
@@ -283,6 +267,8 @@ class LockwatchApp(App[None]):
                 await feed.close()
         if self.recorder is not None:
             self.recorder.close()
+        if self.history is not None:
+            self.history.close()
 
     # -- data in, and the one way it is drawn ----------------------------------
 
@@ -291,12 +277,15 @@ class LockwatchApp(App[None]):
         if self.recorder is not None:
             self.recorder.write(change)
             self._check_recording()
-        if self.paused:
+        if self.paused or self.past is not None:
             self._pending.append(change)
             self.show_header()
             return
         try:
-            self.show(self.board.apply(change))
+            applied = self.board.apply(change)
+            if self.history is not None:
+                self.history.observe(self.board, applied, change.at)
+            self.show(applied)
         except Exception as exc:  # noqa: BLE001 - one bad change set must not stop its feed
             self.log.error(f"could not apply a change set from {change.feed}: {exc!r}")
             self.notify(
@@ -307,29 +296,26 @@ class LockwatchApp(App[None]):
             )
 
     def _check_recording(self) -> None:
-        """Say once, loudly, that the recording stopped (it writes in its own
-        thread): it must not pass for one going on."""
-        if self.recorder is None or not self.recorder.failed or self._recording_failed:
-            return
-        self._recording_failed = True
-        self.notify(
-            markup=False,
-            message=clean(self.recorder.failed),
-            title="recording stopped",
-            severity="error",
-            timeout=30,
-        )
-        self.show_header()
+        """Say once, loudly, that the recording (or the history) stopped (each
+        writes in its own thread): it must not pass for one going on."""
+        for writer, title in ((self.recorder, "recording stopped"), (self.history, "history")):
+            if writer is None or not writer.failed or title in self._stopped_said:
+                continue
+            self._stopped_said.add(title)
+            self.notify(markup=False, message=clean(writer.failed), title=title, timeout=30)
+            self.show_header()
 
     def tick(self) -> None:
         """Once a second: re-judge the locks whose deadline passed, and let
         every age on screen move, without reading anything again."""
         self._check_recording()
-        if self.paused:
+        if self.paused or self.past is not None:
             return
         self.now = self.clock.now()
         # Every second, not only when a deadline is due: a clock gone back is seen.
         applied = self.board.tick(self.now)
+        if self.history is not None:
+            self.history.observe(self.board, applied, self.now)
         self.board.sample(self.now)
         self.show(applied, ticked=True)
 
@@ -392,6 +378,8 @@ class LockwatchApp(App[None]):
             parts.append("READ-ONLY")
         if self.recorder is not None and self.recorder.failed:
             parts.append("RECORDING STOPPED (see --record)")
+        if self.history is not None and self.history.failed:
+            parts.append("HISTORY STOPPED (watching goes on)")
         if self.marks:
             parts.append(f"{len(self.marks)} marked (space)")
         if self.held:
@@ -485,14 +473,24 @@ class LockwatchApp(App[None]):
             self.show_header()
             return
         self.paused = not self.paused
-        if self.paused:
+        if self.paused or self.past is not None:
             self.show_header()
+            return
+        self.come_back()
+
+    def come_back(self) -> None:
+        """Back from a pause or the past: the change sets held meanwhile, applied."""
+        self.refresh_bindings()
+        if self.paused:
+            self.show(None)
             return
         pending, self._pending = self._pending, []
         applied = Applied()
         for change in pending:
             applied.merge(self.board.apply(change))
         self.now = self.clock.now()
+        if self.history is not None:
+            self.history.observe(self.board, applied, self.now)
         self.show(applied, ticked=True)
 
     def action_next_theme(self) -> None:

@@ -369,6 +369,7 @@ class ActionFlow:
             # The operator's actions are events too, done or not.
             if outcome.ok:
                 self._note(done_event(plan.kind), plan, outcome.message)
+                self._into_history(plan, outcome)
             else:
                 self._note(EventKind.ACTION_FAILED, plan, f"{plan.kind.value}: {outcome.message}")
         if len(outcomes) == 1:
@@ -390,6 +391,29 @@ class ActionFlow:
             title="bulk break",
             severity="warning" if failed else "information",
             timeout=12,
+        )
+
+    def _into_history(self, plan: Plan, outcome: Outcome) -> None:
+        """The action into the lock history, with its audit record's seq: what
+        it ended says "broken by <operator> (audit #N)"."""
+        history = self.app.history
+        if history is None:
+            return
+        from lockwatch.model.blocking import node_of
+        from lockwatch.model.history import ActionMark
+
+        lock = plan.lock
+        node = node_of(lock)
+        history.action(
+            ActionMark(
+                self.app.host,
+                self.app.clock.now(),
+                lock.id,
+                outcome.event,
+                self.actions.operator.name,
+                outcome.audit_seq,
+                node=None if node is None else str(node),
+            )
         )
 
     def _note(self, kind: str, plan: Plan, detail: str) -> None:

@@ -185,6 +185,25 @@ _AFTER_KINDS: tuple[Key, ...] = (
         "move in the table, the contention tree or the events (also j k g G)", footer=False,
     ),
     Key("ctrl+p", "ctrl+p", None, "every action", "command palette: every action", footer=False),
+    # Time travel (issue 44): the board as the lock history recorded it.
+    Key(
+        "left_square_bracket", "[", "step_back", "Back in time",
+        "the past: step back to the previous recorded change (the board as it was then)",
+        footer=False, palette="Step back in the history",
+    ),
+    Key(
+        "right_square_bracket", "]", "step_forward", "Forward in time",
+        "the past: step forward to the next recorded change (past the last: live again)",
+        footer=False, palette="Step forward in the history",
+    ),
+    Key(
+        "at", "@", "seek", "Seek", "the past: go to a time (RFC 3339, HH:MM[:SS], -15m/-2h/-1d)",
+        footer=False, palette="Go to a time in the history",
+    ),
+    Key(
+        "L", "L", "live", "Live", "back from the past to the live board", footer=False,
+        palette="Back to the live board",
+    ),
     Key(
         "q", "q", "quit", "Quit", "quit (asks what to do with locks you hold)", palette="Quit",
         main_only=False,

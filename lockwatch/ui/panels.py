@@ -87,15 +87,20 @@ class SourcesBar(Static):
         sort: str,
         filter_text: str,
         mode: str | None,
+        past: str | None = None,
     ) -> None:
+        """`past`: the board is the recorded past; said in place of the sources
+        (whose state now is not the board's), so it cannot pass for live."""
         line = Text(no_wrap=False)
         line.append("lockwatch ", style="bold")
-        statuses = board.all_statuses()
+        statuses = () if past else board.all_statuses()
         for index, status in enumerate(statuses):
             if index:
                 line.append("  ")
             line.append_text(status_text(status, now))
-        if not statuses:
+        if past:
+            line.append(f" {past} ", style="bold reverse")
+        elif not statuses:
             line.append("starting…", style="dim")
         errors = board.all_errors()
         if errors:

@@ -18,6 +18,7 @@ from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
 from lockwatch.ui.keys import Group, View, action_kinds, action_names, view_keys
 from lockwatch.ui.panels import SourcesBar
+from lockwatch.ui.past import banner
 
 if TYPE_CHECKING:
     from lockwatch.ui.app import LockwatchApp
@@ -106,6 +107,9 @@ class ViewScreen(Screen[None]):
             if key.action in self._kinds and key.action != "mark"
             for name in key.keys.split(",")
         }
+        self._all_action_keys = frozenset(
+            name for key in view_keys(self.VIEW, Group.ACTION) for name in key.keys.split(",")
+        )
 
     def _bind_new_kinds(self) -> None:
         """Bind the keys of action kinds added to their table since this class was
@@ -155,6 +159,7 @@ class ViewScreen(Screen[None]):
             sort=dash.rows.sort,
             filter_text=dash.rows.query.text,
             mode=dash.mode(),
+            past=None if dash.past is None else banner(dash.past),
         )
 
     def show_body(self, refresh: Refresh) -> None:
@@ -195,8 +200,9 @@ class ViewScreen(Screen[None]):
         return self._offered.get(action, True)
 
     def _offer_map(self) -> dict[str, bool]:
-        if self.dash.flow is None:
-            # Read-only: the action keys are gone, not merely disabled.
+        if self.dash.flow is None or self.dash.past is not None:
+            # Read-only: the action keys are gone, not merely disabled; in the
+            # past they are not offered either (pressed, they say why).
             return dict.fromkeys(self._action_names, False)
         kinds = self.selected_kinds()
         return {action: self.offered_here(action, kinds) for action in self._action_names}
@@ -219,6 +225,8 @@ class ViewScreen(Screen[None]):
         """An action key the selected row's source does not provide: not offered
         (footer, palette), yet pressed it says why, as its refusal (another
         host's lock: the command to run there), never silence."""
+        if self._past_refusal(event):
+            return
         action = self._action_keys.get(event.key)
         if action is None or self.dash.flow is None or self.app.screen is not self:
             return
@@ -228,6 +236,24 @@ class ViewScreen(Screen[None]):
         event.stop()
         event.prevent_default()
         self.dash.flow.act(self._kinds[action], lock_id)
+
+    def _past_refusal(self, event: events.Key) -> bool:
+        """An action key pressed while the board shown is the past: says why
+        nothing is done (actions compare against the live lock)."""
+        dash = self.dash
+        if dash.past is None or dash.flow is None or self.app.screen is not self:
+            return False
+        if event.key not in self._all_action_keys:
+            return False
+        event.stop()
+        event.prevent_default()
+        dash.notify(
+            "actions act on the live board, not the past: L returns live",
+            title="in the past",
+            severity="warning",
+            timeout=5,
+        )
+        return True
 
     def on_mount(self) -> None:
         self.show()

@@ -1,0 +1,298 @@
+"""The history store's readers (what `HistoryStore` promises in api.py), over
+the SQL of `store.py`: spans overlapping a time range, locks as they were at an
+instant, the instants where something changed, and episodes folded from waits.
+Open spans of a recorder that died end at its last heartbeat (`_stop`)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from lockwatch.history.rows import dt, opt_dt, ts, who_of
+from lockwatch.history.unpack import unpack
+from lockwatch.model import episodes as folding
+from lockwatch.model.changes import Entry
+from lockwatch.model.history import ActionMark, Episode, LockSpan, Outage, WaitSpan
+from lockwatch.model.lock import Lock
+
+MAX_ENTRY_BYTES = 16 * 1024 * 1024
+
+
+class Reader:
+    """Reading; `SqlStore` supplies `_rows` (bounded) and `_stop`."""
+
+    def _rows(self, text: str, args: Sequence[Any] = ()) -> list[Any]:
+        raise NotImplementedError
+
+    def _stop(self, session: int, stop: float | None) -> float | None:
+        raise NotImplementedError
+
+    # --- reading --------------------------------------------------------------
+
+    def _host_clause(self, host: str | None) -> tuple[str, list[Any]]:
+        return ("", []) if host is None else (" AND host = ?", [host])
+
+    def entries_at(self, at: datetime, *, host: str | None = None) -> list[Entry]:
+        from lockwatch.model.codec import CodecError, loads_line
+        from lockwatch.sources.recording import know_sources
+
+        know_sources()
+        when = ts(at)
+        where, args = self._host_clause(host)
+        # Two halves, so each uses an index: the open spans (few: the locks of
+        # now) and the spans that ended after `at` (by their end).
+        columns = "SELECT session, host, lock_id, start, stop, entry, base FROM locks"
+        rows = self._rows(
+            f"{columns} WHERE stop IS NULL AND start <= ?{where}"
+            f" UNION ALL {columns} WHERE stop > ? AND start <= ?{where}",
+            [when, *args, when, when, *args],
+        )
+        latest: dict[tuple[str, str], tuple[float, bytes | None, bytes]] = {}
+        for session, row_host, lock_id, start, stop, packed, base in rows:
+            stop = self._stop(session, stop)
+            if stop is not None and stop <= when:
+                continue
+            key = (row_host, lock_id)
+            kept = latest.get(key)
+            if kept is None or start > kept[0]:
+                latest[key] = (start, None if packed is None else bytes(packed), bytes(base))
+        found: list[Entry] = []
+        for _, packed, base in latest.values():
+            try:
+                entry = loads_line(unpack(packed, base, MAX_ENTRY_BYTES))
+            except (CodecError, ValueError, zlib.error):
+                continue
+            if isinstance(entry, Entry):
+                found.append(entry)
+        found.sort(key=lambda entry: entry.lock.id)
+        return found
+
+    def locks_at(self, at: datetime, *, host: str | None = None) -> list[Lock]:
+        return [entry.lock for entry in self.entries_at(at, host=host)]
+
+    def change_times(
+        self, since: datetime, until: datetime, *, host: str | None = None
+    ) -> list[datetime]:
+        low, high = ts(since), ts(until)
+        where, args = self._host_clause(host)
+        found: set[float] = set()
+        for table in ("locks", "waits"):
+            for column in ("start", "stop"):
+                rows = self._rows(
+                    f"SELECT DISTINCT {column} FROM {table}"
+                    f" WHERE {column} >= ? AND {column} <= ?" + where,
+                    [low, high, *args],
+                )
+                found.update(row[0] for row in rows)
+        return [dt(value) for value in sorted(found)]
+
+    def _span_rows(
+        self,
+        table: str,
+        columns: str,
+        since: datetime | None,
+        until: datetime | None,
+        extra: str = "",
+        extra_args: Iterable[Any] = (),
+    ) -> list[Any]:
+        # Spans overlapping [since, until]: the open ones, and those that ended
+        # since `since` (two halves, so each uses an index).
+        head = f"SELECT {columns} FROM {table} WHERE "
+        tail = (" AND " + extra) if extra else ""
+        bound = [] if until is None else [ts(until)]
+        before = "" if until is None else " AND start <= ?"
+        if since is None:
+            text = head + "1 = 1" + before + tail
+            return self._rows(text + " ORDER BY start", [*bound, *extra_args])
+        text = (
+            f"{head}stop IS NULL{before}{tail} UNION ALL"
+            f" {head}stop >= ?{before}{tail} ORDER BY start"
+        )
+        args = [*bound, *extra_args, ts(since), *bound, *extra_args]
+        return self._rows(text, args)
+
+    def waits(
+        self, since: datetime | None, until: datetime | None, *, host: str | None = None
+    ) -> list[WaitSpan]:
+        extra, extra_args = ("host = ?", [host]) if host is not None else ("", [])
+        rows = self._span_rows(
+            "waits",
+            "session, host, source, server, resource, mode, waiter, blocker, start, stop,"
+            " outcome, origin, cycle",
+            since,
+            until,
+            extra,
+            extra_args,
+        )
+        spans = []
+        for (
+            session,
+            row_host,
+            source,
+            server,
+            resource,
+            mode,
+            waiter,
+            blocker,
+            start,
+            stop,
+            outcome,
+            origin,
+            cycle,
+        ) in rows:
+            end = self._stop(session, stop)
+            if since is not None and end is not None and end < ts(since):
+                continue
+            spans.append(
+                WaitSpan(
+                    row_host,
+                    source,
+                    server,
+                    resource,
+                    mode,
+                    who_of(waiter),
+                    who_of(blocker),
+                    dt(start),
+                    opt_dt(end),
+                    outcome,
+                    origin,
+                    bool(cycle),
+                )
+            )
+        return spans
+
+    def lock_spans(
+        self,
+        since: datetime | None,
+        until: datetime | None,
+        *,
+        lock_id: str | None = None,
+        host: str | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[LockSpan]:
+        parts, extra_args = [], []
+        if states is not None:
+            # Literal (our own words, quotes doubled): a partial index matches them.
+            said = ", ".join("'" + state.replace("'", "''") + "'" for state in sorted(states))
+            parts.append(f"state IN ({said})")
+        if lock_id is not None:
+            parts.append("lock_id = ?")
+            extra_args.append(lock_id)
+        if host is not None:
+            parts.append("host = ?")
+            extra_args.append(host)
+        rows = self._span_rows(
+            "locks",
+            "session, host, lock_id, source, name, place, state, reasons, holder, start, stop",
+            since,
+            until,
+            " AND ".join(parts),
+            extra_args,
+        )
+        spans = []
+        for (
+            session,
+            row_host,
+            lid,
+            source,
+            name,
+            place,
+            state,
+            reasons,
+            holder,
+            start,
+            stop,
+        ) in rows:
+            end = self._stop(session, stop)
+            if since is not None and end is not None and end < ts(since):
+                continue
+            spans.append(
+                LockSpan(
+                    row_host,
+                    lid,
+                    source,
+                    name,
+                    place,
+                    state,
+                    tuple(reasons.split()),
+                    holder,
+                    dt(start),
+                    opt_dt(end),
+                )
+            )
+        return spans
+
+    def actions(
+        self, since: datetime | None, until: datetime | None, *, host: str | None = None
+    ) -> list[ActionMark]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        if since is not None:
+            clauses.append("at >= ?")
+            args.append(ts(since))
+        if until is not None:
+            clauses.append("at <= ?")
+            args.append(ts(until))
+        if host is not None:
+            clauses.append("host = ?")
+            args.append(host)
+        where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+        rows = self._rows(
+            "SELECT host, at, lock_id, action, operator, audit_id, result, node FROM actions"
+            + where
+            + " ORDER BY at",
+            args,
+        )
+        return [
+            ActionMark(h, dt(at), lid, act, op, aid, res, node)
+            for h, at, lid, act, op, aid, res, node in rows
+        ]
+
+    def outages(
+        self, since: datetime | None, until: datetime | None, *, host: str | None = None
+    ) -> list[Outage]:
+        extra, extra_args = ("host = ?", [host]) if host is not None else ("", [])
+        rows = self._span_rows(
+            "outages",
+            "session, host, source, name, start, stop, detail",
+            since,
+            until,
+            extra,
+            extra_args,
+        )
+        return [
+            Outage(h, source, name, dt(start), opt_dt(self._stop(sid, stop)), detail)
+            for sid, h, source, name, start, stop, detail in rows
+        ]
+
+    def hosts(self) -> list[str]:
+        return sorted({row[0] for row in self._rows("SELECT DISTINCT host FROM sessions")})
+
+    def _polls(self) -> dict[str, float]:
+        polls: dict[str, float] = {}
+        for host, poll in self._rows("SELECT host, poll FROM sessions"):
+            polls[host] = max(polls.get(host, 0.0), float(poll))
+        return polls
+
+    def episodes(
+        self,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        source: str | None = None,
+        *,
+        host: str | None = None,
+    ) -> list[Episode]:
+        waits = self.waits(since, until, host=host)
+        problems = self.lock_spans(since, until, host=host, states=folding.TRAIL_STATES)
+        found = folding.fold(waits, problems, self.actions(since, None, host=host), self._polls())
+        if source is not None:
+            found = [episode for episode in found if episode.source == source]
+        return folding.worst_first(found)
+
+    def episode(self, episode_id: str) -> Episode | None:
+        for found in self.episodes():
+            if found.id == episode_id or found.id.startswith(episode_id):
+                return found
+        return None

@@ -1,0 +1,102 @@
+"""The history in one SQLite file (the default): standard library, WAL.
+
+The file follows the audit log's trust rules: made 0600 in a directory only its
+owner can write; refused (one line) when it is not a regular file of yours or
+others can write it. A file that is not a lockwatch history, or one of a newer
+schema, is one line too. Two recorders on one file both write: WAL lets readers
+go on during a write, and a writer waits (busy_timeout) for the other's commit.
+A size cap (`max_mb`) turns into SQLite's max_page_count: past it a write fails
+as on a full disk, and the recorder stops saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from lockwatch import trusted
+from lockwatch.history.base import HistoryError
+from lockwatch.history.store import SqlStore
+
+BUSY_MS = 5000
+APPLICATION_ID = 0x4C4B5748  # "LKWH": `file` and lockwatch tell the file by it
+
+
+class SqliteStore(SqlStore):
+    @classmethod
+    def open(
+        cls, path: Path, *, host: str, write: bool, max_mb: float | None = None
+    ) -> SqliteStore:
+        name = str(path)
+        if write:
+            _make_own(path)
+        elif not path.exists():
+            raise HistoryError(f"{name}: no history recorded here (no such file)")
+        why = trusted.own_file_problem(path)
+        if why is not None and (write or "can write it" in why):
+            raise HistoryError(f"{name}: refused: {why}")
+        try:
+            connection = sqlite3.connect(
+                name if write else f"file:{name}?mode=ro",
+                uri=not write,
+                timeout=BUSY_MS / 1000,
+                check_same_thread=False,
+                isolation_level="DEFERRED",
+            )
+        except sqlite3.Error as exc:
+            raise HistoryError(f"{name}: cannot open: {exc}") from exc
+        store = cls(connection, name=name, host=host)
+        store._prepare(write, max_mb)
+        return store
+
+    def _prepare(self, write: bool, max_mb: float | None) -> None:
+        db = self._db
+        try:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            application = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if application != APPLICATION_ID and tables:
+                raise HistoryError(f"{self.name}: not a lockwatch history (another SQLite file)")
+            if write:
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = NORMAL")
+                if max_mb is not None:
+                    page = db.execute("PRAGMA page_size").fetchone()[0]
+                    db.execute(f"PRAGMA max_page_count = {max(16, int(max_mb * 2**20 / page))}")
+                if not tables:
+                    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    self.create("INTEGER PRIMARY KEY", "BLOB")
+            if not tables and not write:
+                raise HistoryError(f"{self.name}: no history recorded here (an empty file)")
+            if self.check_version() is None:
+                raise HistoryError(f"{self.name}: not a lockwatch history (no schema version)")
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+                raise HistoryError(f"{self.name}: not a lockwatch history ({exc})") from None
+            raise self._error(exc) from None
+        except HistoryError:
+            db.close()
+            raise
+
+    def _error(self, exc: Exception) -> HistoryError:
+        text = str(exc)
+        code = getattr(exc, "sqlite_errorname", "")
+        if "full" in text or code.startswith(("SQLITE_FULL", "SQLITE_IOERR")):
+            # SQLite says "disk I/O error" where a write found no room (ENOSPC).
+            return HistoryError(f"{self.name}: disk full (or past history.max_mb): {text}")
+        return HistoryError(f"{self.name}: {text}")
+
+
+def _make_own(path: Path) -> None:
+    """Make the file (0600, in a directory made 0700) if it is not there: an
+    existing one is checked by the caller."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, _ = trusted.open_own(path, os.O_RDWR)
+        os.close(fd)
+    except trusted.Refused as exc:
+        raise HistoryError(f"{path}: refused: {exc}") from exc
+    except OSError as exc:
+        raise HistoryError(f"{path}: cannot make it: {exc.strerror or exc}") from exc

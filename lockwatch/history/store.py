@@ -1,0 +1,462 @@
+"""The history store's SQL, shared by SQLite and PostgreSQL: one schema (a host
+column on every row), written in `?` placeholders (the PostgreSQL store turns
+them into `%s`). Times are float seconds since the epoch (UTC).
+
+Rows of a recorder session (`sessions`) that died without closing stay open;
+readers end them at that session's last heartbeat once it is older than
+`DEAD_AFTER` seconds (or a later session of the same host started), so a
+SIGKILL loses at most what the writer had not flushed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from lockwatch.history.base import SCHEMA_VERSION, Batch, HistoryError
+from lockwatch.history.reading import Reader
+from lockwatch.history.rows import ts, who_json
+from lockwatch.history.unpack import pack
+from lockwatch.model.episodes import TRAIL_STATES
+from lockwatch.model.history import ActionMark, LockSpan, WaitSpan
+
+# How often a live recorder says so, and how long after its last word a
+# recorder that never closed counts as dead.
+BEAT_SECONDS = 30.0
+DEAD_AFTER = 3 * BEAT_SECONDS
+# Bounded reads: no query hands back more rows than this, no entry is decoded
+# from more bytes than this.
+MAX_ROWS = 5_000_000
+
+TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sessions (id {serial}, host TEXT NOT NULL, pid INTEGER,"
+    " started DOUBLE PRECISION NOT NULL, beat DOUBLE PRECISION NOT NULL,"
+    " ended DOUBLE PRECISION, poll DOUBLE PRECISION NOT NULL)",
+    # A lock's name and place once (`lockrefs`), its spans by reference: a day of
+    # churn is millions of spans. Each span's entry is zlib-compressed against the
+    # lock's first (`base`, kept once): a change of pid or heartbeat costs tens of
+    # bytes, not the whole lock again. `holder` is kept for trails (stale,
+    # invalid): any other span's holder is in its entry.
+    "CREATE TABLE IF NOT EXISTS lockrefs (id {serial}, host TEXT NOT NULL,"
+    " lock_id TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL, place TEXT NOT NULL,"
+    " base {blob} NOT NULL)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS lockrefs_by_id ON lockrefs (host, lock_id)",
+    "CREATE TABLE IF NOT EXISTS spans (id {serial}, session BIGINT NOT NULL, ref BIGINT NOT NULL,"
+    " state TEXT NOT NULL, reasons TEXT NOT NULL, holder TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION, entry {blob})",
+    "CREATE INDEX IF NOT EXISTS spans_stop ON spans (stop)",
+    "CREATE INDEX IF NOT EXISTS spans_open ON spans (session, ref) WHERE stop IS NULL",
+    # Trails (model/episodes.py TRAIL_STATES): found without reading every span.
+    "CREATE INDEX IF NOT EXISTS spans_trails ON spans (stop) WHERE state IN ('invalid', 'stale')",
+    "CREATE {view} locks AS SELECT s.id, s.session, r.host, r.lock_id, r.source, r.name,"
+    " r.place, s.state, s.reasons, s.holder, s.start, s.stop, s.entry, r.base"
+    " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref",
+    "CREATE TABLE IF NOT EXISTS waits (id {serial}, session BIGINT NOT NULL,"
+    " host TEXT NOT NULL, source TEXT NOT NULL, server TEXT NOT NULL, resource TEXT NOT NULL,"
+    " mode TEXT NOT NULL, waiter_node TEXT NOT NULL, blocker_node TEXT NOT NULL,"
+    " waiter TEXT NOT NULL, blocker TEXT NOT NULL, start DOUBLE PRECISION NOT NULL,"
+    " stop DOUBLE PRECISION, outcome TEXT, origin TEXT NOT NULL, cycle INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS waits_start ON waits (start)",
+    "CREATE INDEX IF NOT EXISTS waits_stop ON waits (stop)",
+    "CREATE INDEX IF NOT EXISTS waits_open ON waits (session, server, waiter_node)"
+    " WHERE stop IS NULL",
+    "CREATE TABLE IF NOT EXISTS actions (id {serial}, session BIGINT NOT NULL,"
+    " host TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, lock_id TEXT NOT NULL,"
+    " action TEXT NOT NULL, operator TEXT NOT NULL, audit_id BIGINT, result TEXT NOT NULL,"
+    " node TEXT)",
+    "CREATE INDEX IF NOT EXISTS actions_at ON actions (at)",
+    "CREATE TABLE IF NOT EXISTS outages (id {serial}, session BIGINT NOT NULL,"
+    " host TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION, detail TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS outages_start ON outages (start)",
+)
+PRUNED = ("spans", "waits", "outages")
+
+
+class SqlStore(Reader):
+    """The store over a DB-API connection; subclasses open it and say how
+    placeholders, binary values and errors are spelt."""
+
+    name: str
+    host: str
+    placeholder = "?"
+
+    def __init__(self, connection: Any, *, name: str, host: str) -> None:
+        self._db = connection
+        self.name = name
+        self.host = host
+        self._session: int | None = None
+        # Each lock's reference and base entry (lockrefs), as looked up or made.
+        self._refs: dict[str, tuple[int, bytes]] = {}
+        self._sessions: dict[int, tuple[str, float | None]] | None = None
+
+    # --- plumbing -----------------------------------------------------------
+
+    def _sql(self, text: str) -> str:
+        return text if self.placeholder == "?" else text.replace("?", self.placeholder)
+
+    def _rows(self, text: str, args: Sequence[Any] = ()) -> list[Any]:
+        try:
+            cursor = self._db.execute(self._sql(text), tuple(args))
+            return list(cursor.fetchmany(MAX_ROWS))
+        except Exception as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: Exception) -> HistoryError:
+        return HistoryError(f"{self.name}: {exc}")
+
+    def _blob(self, data: bytes) -> Any:
+        return data
+
+    def _insert_id(self, text: str, args: Sequence[Any]) -> int:
+        cursor = self._db.execute(self._sql(text), tuple(args))
+        return int(cursor.lastrowid or 0)
+
+    def _commit(self) -> None:
+        self._db.commit()
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(Exception):  # the first error is the one to report
+            self._db.rollback()
+
+    def check_version(self) -> int | None:
+        rows = self._rows("SELECT value FROM meta WHERE key = 'schema'")
+        if not rows:
+            return None
+        try:
+            version = int(rows[0][0])
+        except (TypeError, ValueError):
+            raise HistoryError(
+                f"{self.name}: not a lockwatch history (a bad schema version)"
+            ) from None
+        if version > SCHEMA_VERSION:
+            raise HistoryError(
+                f"{self.name}: written by a newer lockwatch (history schema {version};"
+                f" this one reads up to {SCHEMA_VERSION}): upgrade lockwatch, or use --no-history"
+            )
+        return version
+
+    def create(self, serial: str, blob: str, view: str = "VIEW IF NOT EXISTS") -> None:
+        for statement in TABLES:
+            self._db.execute(statement.format(serial=serial, blob=blob, view=view))
+        self.migrate()
+        self._db.execute(
+            self._sql(
+                "INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING"
+            ),
+            (str(SCHEMA_VERSION),),
+        )
+        self._commit()
+
+    def migrate(self) -> None:
+        """Bring an older schema up to SCHEMA_VERSION (version 1 is the first:
+        nothing to do yet). Each later version adds one step here."""
+
+    # --- sessions -------------------------------------------------------------
+
+    def _session_ends(self) -> dict[int, tuple[str, float | None]]:
+        """Each session's host and where its open rows end (None: it lives)."""
+        if self._sessions is not None:
+            return self._sessions
+        rows = self._rows("SELECT id, host, started, beat, ended FROM sessions")
+        now = time.time()
+        later: dict[str, float] = {}
+        for _, host, started, _, _ in rows:
+            later[host] = max(later.get(host, started), started)
+        ends: dict[int, tuple[str, float | None]] = {}
+        for sid, host, _, beat, ended in rows:
+            if sid == self._session:
+                ends[sid] = (host, None)
+            elif ended is not None:
+                ends[sid] = (host, ended)
+            elif beat < now - DEAD_AFTER:
+                ends[sid] = (host, beat)
+            else:
+                ends[sid] = (host, None)
+        self._sessions = ends
+        return ends
+
+    def _stop(self, session: int, stop: float | None) -> float | None:
+        if stop is not None:
+            return stop
+        found = self._session_ends().get(session)
+        return None if found is None else found[1]
+
+    def _start_session(self, poll_seconds: float, at: float) -> int:
+        import os
+
+        sid = self._insert_id(
+            "INSERT INTO sessions (host, pid, started, beat, poll) VALUES (?, ?, ?, ?, ?)",
+            (self.host, os.getpid(), at, at, poll_seconds),
+        )
+        self._session = sid
+        self._sessions = None
+        return sid
+
+    # --- writing --------------------------------------------------------------
+
+    def record(self, batch: Batch, *, poll_seconds: float) -> None:
+        try:
+            self._record(batch, poll_seconds)
+            self._commit()
+        except HistoryError:
+            self._rollback()
+            raise
+        except Exception as exc:
+            self._rollback()
+            raise self._error(exc) from exc
+
+    def _record(self, batch: Batch, poll_seconds: float) -> None:
+        from lockwatch.model.codec import dumps_line
+        from lockwatch.sources.recording import know_sources
+
+        know_sources()
+        first = min((ts(s.start) for s, _ in batch.opened), default=time.time())
+        sid = (
+            self._session if self._session is not None else self._start_session(poll_seconds, first)
+        )
+        execute = self._db.execute
+        close = self._sql(
+            "UPDATE spans SET stop = ? WHERE session = ? AND ref = ? AND stop IS NULL"
+        )
+        insert = self._sql(
+            "INSERT INTO spans (session, ref, state, reasons, holder, start, entry)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)"
+        )
+        # In time order, an end before a start at one instant: a batch holds several
+        # polls, and a span may start and end within it (closed after it is made).
+        steps: list[tuple[float, int, int]] = [
+            (ts(end), 0, n) for n, (_, end) in enumerate(batch.closed)
+        ] + [(ts(span.start), 1, n) for n, (span, _) in enumerate(batch.opened)]
+        for _, kind, n in sorted(steps):
+            if kind == 0:
+                lock_id, end = batch.closed[n]
+                ref = self._ref_of(lock_id)
+                if ref is not None:
+                    execute(close, (ts(end), sid, ref[0]))
+                continue
+            span, entry = batch.opened[n]
+            whole = dumps_line(entry)
+            ref = self._ref_of(span.lock_id) or self._new_ref(span, whole)
+            packed = None if whole == ref[1] else pack(whole, ref[1])
+            holder = span.holder if span.state in TRAIL_STATES else ""
+            execute(
+                insert,
+                (
+                    sid,
+                    ref[0],
+                    span.state,
+                    " ".join(span.reasons),
+                    holder,
+                    ts(span.start),
+                    None if packed is None else self._blob(packed),
+                ),
+            )
+        self._write_waits(sid, batch)
+        for mark in batch.actions:
+            self._insert_action(sid, mark)
+        self._write_outages(sid, batch)
+
+    def _ref_of(self, lock_id: str) -> tuple[int, bytes] | None:
+        """The lock's reference and base entry, as this host recorded it first."""
+        found = self._refs.get(lock_id)
+        if found is None:
+            rows = self._rows(
+                "SELECT id, base FROM lockrefs WHERE host = ? AND lock_id = ?",
+                (self.host, lock_id),
+            )
+            if rows:
+                found = self._refs[lock_id] = (int(rows[0][0]), bytes(rows[0][1]))
+        return found
+
+    def _new_ref(self, span: LockSpan, whole: bytes) -> tuple[int, bytes]:
+        ref = self._insert_id(
+            "INSERT INTO lockrefs (host, lock_id, source, name, place, base)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (self.host, span.lock_id, span.source, span.name, span.place, self._blob(whole)),
+        )
+        found = self._refs[span.lock_id] = (ref, whole)
+        return found
+
+    def _write_waits(self, sid: int, batch: Batch) -> None:
+        close = self._sql(
+            "UPDATE waits SET stop = ?, outcome = ? WHERE session = ? AND server = ?"
+            " AND waiter_node = ? AND blocker_node = ? AND stop IS NULL"
+        )
+        # In time order, as the lock spans (a wait may start and end in one batch).
+        steps: list[tuple[float, int, int]] = [
+            (ts(end), 0, n) for n, (_, end, _) in enumerate(batch.waits_closed)
+        ] + [(ts(span.start), 1, n) for n, span in enumerate(batch.waits_opened)]
+        for _, kind, n in sorted(steps):
+            if kind == 1:
+                self._insert_wait(sid, batch.waits_opened[n])
+                continue
+            (server, waiter, blocker), end, outcome = batch.waits_closed[n]
+            self._db.execute(close, (ts(end), outcome, sid, server, waiter, blocker))
+
+    def _insert_wait(self, sid: int, span: WaitSpan) -> None:
+        self._db.execute(
+            self._sql(
+                "INSERT INTO waits (session, host, source, server, resource, mode, waiter_node,"
+                " blocker_node, waiter, blocker, start, stop, outcome, origin, cycle)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (
+                sid,
+                span.host,
+                span.source,
+                span.server,
+                span.resource,
+                span.mode,
+                span.waiter.node,
+                span.blocker.node,
+                who_json(span.waiter),
+                who_json(span.blocker),
+                ts(span.start),
+                None if span.end is None else ts(span.end),
+                span.outcome,
+                span.origin,
+                int(span.cycle),
+            ),
+        )
+
+    def _insert_action(self, sid: int, mark: ActionMark) -> None:
+        self._db.execute(
+            self._sql(
+                "INSERT INTO actions (session, host, at, lock_id, action, operator, audit_id,"
+                " result, node) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (
+                sid,
+                mark.host,
+                ts(mark.at),
+                mark.lock_id,
+                mark.action,
+                mark.operator,
+                mark.audit_id,
+                mark.result,
+                mark.node,
+            ),
+        )
+
+    def _write_outages(self, sid: int, batch: Batch) -> None:
+        close = self._sql(
+            "UPDATE outages SET stop = ? WHERE session = ? AND source = ? AND name = ?"
+            " AND stop IS NULL"
+        )
+        insert = self._sql(
+            "INSERT INTO outages (session, host, source, name, start, detail)"
+            " VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        # In time order, as the spans: an outage may begin and end within one batch.
+        steps: list[tuple[float, int, int]] = [
+            (ts(end), 0, n) for n, (_, end) in enumerate(batch.outages_closed)
+        ] + [(ts(o.start), 1, n) for n, o in enumerate(batch.outages_opened)]
+        for _, kind, n in sorted(steps):
+            if kind == 0:
+                (source, name), end = batch.outages_closed[n]
+                self._db.execute(close, (ts(end), sid, source, name))
+                continue
+            outage = batch.outages_opened[n]
+            self._db.execute(
+                insert,
+                (sid, outage.host, outage.source, outage.name, ts(outage.start), outage.detail),
+            )
+
+    def beat(self, at: datetime) -> None:
+        if self._session is None:
+            return
+        try:
+            self._db.execute(
+                self._sql("UPDATE sessions SET beat = ? WHERE id = ?"), (ts(at), self._session)
+            )
+            self._commit()
+        except Exception as exc:
+            self._rollback()
+            raise self._error(exc) from exc
+
+    def add_waits(self, spans: Sequence[WaitSpan], *, poll_seconds: float = 0.0) -> int:
+        added = 0
+        try:
+            sid = self._session
+            if sid is None:
+                sid = self._start_session(poll_seconds, time.time())
+            for span in spans:
+                if self._rows(
+                    "SELECT 1 FROM waits WHERE host = ? AND server = ? AND waiter_node = ?"
+                    " AND blocker_node = ? AND start = ? AND origin = ?",
+                    (
+                        span.host,
+                        span.server,
+                        span.waiter.node,
+                        span.blocker.node,
+                        ts(span.start),
+                        span.origin,
+                    ),
+                ):
+                    continue
+                self._insert_wait(sid, span)
+                added += 1
+            self._commit()
+        except HistoryError:
+            self._rollback()
+            raise
+        except Exception as exc:
+            self._rollback()
+            raise self._error(exc) from exc
+        return added
+
+    def record_action(self, mark: ActionMark) -> None:
+        try:
+            sid = (
+                self._session
+                if self._session is not None
+                else self._start_session(0.0, ts(mark.at))
+            )
+            self._insert_action(sid, mark)
+            self._commit()
+        except Exception as exc:
+            self._rollback()
+            raise self._error(exc) from exc
+
+    def prune(self, before: datetime, *, most: int = 5000) -> int:
+        gone: int = 0
+        cut = ts(before)
+        try:
+            for table in PRUNED:
+                cursor = self._db.execute(
+                    self._sql(
+                        f"DELETE FROM {table} WHERE id IN"
+                        f" (SELECT id FROM {table} WHERE stop < ? LIMIT ?)"
+                    ),
+                    (cut, most),
+                )
+                gone += max(int(cursor.rowcount), 0)
+            cursor = self._db.execute(
+                self._sql(
+                    "DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ? LIMIT ?)"
+                ),
+                (cut, most),
+            )
+            gone += max(int(cursor.rowcount), 0)
+            self._commit()
+        except Exception as exc:
+            self._rollback()
+            raise self._error(exc) from exc
+        return gone
+
+    def close(self) -> None:
+        try:
+            if self._session is not None:
+                self._db.execute(
+                    self._sql("UPDATE sessions SET ended = beat WHERE id = ?"), (self._session,)
+                )
+                self._commit()
+        except Exception:  # noqa: BLE001 - a dead session is ended by readers anyway
+            self._rollback()
+        finally:
+            self._db.close()
