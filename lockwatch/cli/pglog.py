@@ -43,7 +43,13 @@ def fold_logs(target: str | None, logs: Sequence[Path], server: str | None) -> i
     added. A file that cannot be read, or a history that cannot be written, is
     one line (exit 2)."""
     from lockwatch.history.api import HistoryError, open_history
-    from lockwatch.sources.postgres.logfold import fold, read_lines
+    from lockwatch.sources.contract import LogFolding
+    from lockwatch.sources.registry import by_name
+
+    # PostgreSQL's source reads its server's log (contract.LogFolding).
+    source: object = by_name("postgres")
+    if not isinstance(source, LogFolding):
+        fail("--pg-log: this build has no PostgreSQL source")
 
     added = 0
     try:
@@ -53,7 +59,7 @@ def fold_logs(target: str | None, logs: Sequence[Path], server: str | None) -> i
     try:
         for log in logs:
             try:
-                spans = fold(read_lines(log), host=store.host, server=server or log.name)
+                spans = source.fold_log(log, host=store.host, server=server or log.name)
             except OSError as exc:
                 fail(f"--pg-log: {log}: {exc.strerror or exc}")
             added += store.add_waits(spans)

@@ -65,12 +65,24 @@ def check_readable(target: str | None, option: str) -> None:
 
 
 def is_history_file(path: Path) -> bool:
-    """Whether `path` is a SQLite file (a history store), not a recording."""
+    """Whether `path` is a SQLite file (a history store), not a recording. Only a
+    regular file is opened to look: a FIFO or a device would block the open (the
+    replay's own checks refuse those in one line)."""
+    import os
+    import stat
+
     try:
-        with path.open("rb") as handle:
-            return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return os.read(fd, len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def history_replay(path: Path, at_text: str | None, **view: Any) -> LockwatchApp:

@@ -38,12 +38,15 @@ from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import Verdict
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from lockwatch.clock import Clock
     from lockwatch.config import Config
     from lockwatch.model.action import Asked, Doing, Done, Holding, Kind, Plan
     from lockwatch.model.blocking import BlockingTree
     from lockwatch.model.clues import Clue
     from lockwatch.model.facts import Row
+    from lockwatch.model.history import WaitSpan
     from lockwatch.sources.feed import Feed
 
 Decorator = Callable[[Any], Any]
@@ -145,6 +148,16 @@ class Hinting(Protocol):
     def hint(self, wanted: Wanted, running: bool) -> Hint | None:
         """What it tells an empty dashboard of this run (`running`: it was
         selected); None: nothing. Reads only local files (/proc), never a server."""
+        ...
+
+
+@runtime_checkable
+class LogFolding(Protocol):
+    """A source whose server keeps its own log of lock waits (PostgreSQL's
+    log_lock_waits): waits shorter than a poll, folded into the history."""
+
+    def fold_log(self, path: Path, *, host: str, server: str) -> list[WaitSpan]:
+        """The wait spans the log at `path` says, oldest first (OSError: unreadable)."""
         ...
 
 

@@ -268,7 +268,7 @@ def test_group_write_for_the_owners_own_group_is_no_one_elses(
         ("[advisory.namespace]\n1 = 'x'\n", "did you mean [advisory.namespaces]?"),
         ("[etcd]\nurls = []\n", "did you mean etcd.url?"),
         ("[mysql]\ndsns = []\n", "did you mean mysql.dsn?"),
-        ("[zookeeper]\nurl = 'x'\n", "unknown table [zookeeper]"),
+        ("[consul]\nurl = 'x'\n", "unknown table [consul]"),
     ],
 )
 def test_unknown_keys_and_tables_are_one_line_errors(tmp_path: Path, text: str, said: str) -> None:
