@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from lockwatch.model.blocking import BlockingTree
     from lockwatch.model.clues import Clue
     from lockwatch.model.facts import Row
+    from lockwatch.model.history import WaitSpan
     from lockwatch.sources.feed import Feed
 
 Decorator = Callable[[Any], Any]
@@ -241,10 +242,34 @@ class Source(Protocol):
         ...
 
 
+class LogFolding(Protocol):
+    """A server's own log of its lock waits, folded line by line into wait
+    spans (origin `log`) as it is read: PostgreSQL's `log_lock_waits` lines."""
+
+    def feed(self, line: str) -> None:
+        """One line of the log, as read (cut at its bound, no newline)."""
+        ...
+
+    def take(self) -> list[WaitSpan]:
+        """The waits ended since the last `take` (a wait still going is kept)."""
+        ...
+
+    def done(self) -> list[WaitSpan]:
+        """Every wait left, the unended ones ending at the last line read (a log
+        folded once, not followed)."""
+        ...
+
+
 class Declared(Protocol):
     """What a source declares in its light `declared.py` (`DECLARED`): what every
     run asks of every source, answered without loading its plugin
-    (`sources/lazy.py`). Its plugin's `SOURCE` answers the same, and the rest."""
+    (`sources/lazy.py`). Its plugin's `SOURCE` answers the same, and the rest.
+
+    Two more a source may declare (read with a default, `sources/lazy.py`):
+    `holder_gone`, the reason codes of its verdicts that say a lock's holder is
+    gone or its claim lapsed (the history's `holder_died`: an expired session, a
+    Lease nobody renews), and `fold_log(host, server) -> LogFolding`, for a
+    source whose server logs its lock waits (`--pg-log`)."""
 
     name: str
     label: str

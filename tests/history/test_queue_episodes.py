@@ -1,0 +1,189 @@
+"""Issue 45 meets issue 44: a ZooKeeper lock's queue and a Kubernetes Lease's
+hand-over recorded into the history as `serve` records them (the real feeds,
+the recorder, a history file), then asked back as episodes.
+
+ZooKeeper: the throwaway server of tests/zookeeper (Debian's, real), kazoo's
+real `Lock` recipe (a holder and two waiters in order; a holder in a process
+of its own to kill). Kubernetes: the fake API server of tests/k8s (an
+imitation: no kube-apiserver installs here), written as client-go's leader
+election writes a Lease and a LeaseCandidate."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from lockwatch.model.changes import Entry
+from lockwatch.model.history import Episode
+from lockwatch.serve.watcher import Watcher
+from tests.conftest import run_cli
+from tests.history.harness import reader, recording, wait_until
+from tests.k8s.conftest import kubeconfig, lease, micro
+from tests.k8s.fakeapi import FakeApi
+from tests.zookeeper.conftest import Area
+
+POLL = 0.2
+
+
+def _entries(watcher: Watcher, source: str) -> list[Entry]:
+    return [e for e in list(watcher.board.entries.values()) if e.lock.source == source]
+
+
+def _seen(watcher: Watcher, source: str, test: Callable[[Entry], bool]) -> Callable[[], bool]:
+    return lambda: any(test(entry) for entry in _entries(watcher, source))
+
+
+def _zk(identifier: str, state: str) -> Callable[[Entry], bool]:
+    def test(entry: Entry) -> bool:
+        facts: Any = entry.lock.facts
+        return bool(facts.identifier == identifier and entry.verdict.state.value == state)
+
+    return test
+
+
+def _hex(client: Any) -> str:
+    return f"0x{client.client_id[0]:x}"
+
+
+def _queue(zk: Area, watcher: Watcher, path: str, *names: str) -> list[Any]:
+    """A kazoo client per name, each queued for `path` in turn (seen waiting by
+    the feed before the next comes, so the queue's order is theirs)."""
+    clients = []
+    for name in names:
+        client = zk.zk.client(timeout=2.0)
+        threading.Thread(target=client.Lock(path, name).acquire, daemon=True).start()
+        wait_until(_seen(watcher, "zookeeper", _zk(name, "waiting")), f"{name} queued")
+        clients.append(client)
+    return clients
+
+
+def _one_episode(history: Path, source: str) -> Episode:
+    found = [e for e in reader(history).episodes(source=source) if e.waiters]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_zookeeper_queue_is_one_episode_released_by_its_holder(zk: Area, tmp_path: Path) -> None:
+    """A holder and two waiters: the second's session closes (`gone`), the
+    holder releases and the first takes the lock (`acquired`): `released`."""
+    history, path = tmp_path / "history.sqlite3", zk.path("jobs")
+    args = ["--zk", zk.zk.connect, "--zk-path", zk.root]
+    holder = zk.zk.client()
+    lock = holder.Lock(path, "holder-a")
+    assert lock.acquire(timeout=30)
+    with recording(args, history, POLL) as watcher:
+        wait_until(_seen(watcher, "zookeeper", _zk("holder-a", "active")), "the holder seen")
+        first, second = _queue(zk, watcher, path, "waiter-b", "waiter-c")
+        second.stop()  # its session closes: ZooKeeper deletes its node
+        second.close()
+        wait_until(
+            lambda: not _seen(watcher, "zookeeper", _zk("waiter-c", "waiting"))(),
+            "the closed session's node gone",
+        )
+        lock.release()
+        wait_until(_seen(watcher, "zookeeper", _zk("waiter-b", "active")), "the hand-over")
+    episode = _one_episode(history, "zookeeper")
+    assert episode.blocker.node == _hex(holder)
+    assert episode.blocker.application is not None
+    assert episode.blocker.application.startswith("holder-a from 127.0.0.1:")
+    assert [w.node for w in episode.waiters] == [_hex(first), _hex(second)]
+    assert [w.outcome for w in episode.waiters] == ["acquired", "gone"]
+    assert episode.ended_by == "released"
+    assert episode.server == f"zookeeper:{zk.zk.connect}"
+    assert episode.resource == path
+
+
+def test_a_zookeeper_holder_whose_session_expires_ends_its_episode_holder_died(
+    zk: Area, tmp_path: Path
+) -> None:
+    """The holder's process is killed: its session has no client (stale), then
+    expires, ZooKeeper deletes its node and the first waiter takes the lock."""
+    history, path = tmp_path / "history.sqlite3", zk.path("jobs")
+    args = ["--zk", zk.zk.connect, "--zk-path", zk.root]
+    doomed = zk.zk.holder("lock", path, "doomed", "2")  # a 2 s session
+    with recording(args, history, POLL) as watcher:
+        wait_until(_seen(watcher, "zookeeper", _zk("doomed", "active")), "the holder seen")
+        first, second = _queue(zk, watcher, path, "waiter-b", "waiter-c")
+        second.stop()
+        second.close()
+        wait_until(
+            lambda: not _seen(watcher, "zookeeper", _zk("waiter-c", "waiting"))(),
+            "the closed session's node gone",
+        )
+        doomed.kill()  # its connection closes; its session lives 2 s more
+        wait_until(_seen(watcher, "zookeeper", _zk("doomed", "stale")), "the holder stale")
+        wait_until(_seen(watcher, "zookeeper", _zk("waiter-b", "active")), "the hand-over")
+    episode = _one_episode(history, "zookeeper")
+    assert episode.blocker.application is not None
+    assert episode.blocker.application.startswith("doomed")
+    assert [w.node for w in episode.waiters] == [_hex(first), _hex(second)]
+    assert [w.outcome for w in episode.waiters] == ["acquired", "gone"]
+    assert episode.ended_by == "holder_died"
+
+
+def _candidate(fake: FakeApi, name: str, lease_name: str) -> None:
+    from datetime import UTC, datetime
+
+    now = micro(datetime.now(UTC))
+    spec = {"leaseName": lease_name, "binaryVersion": "1.33.1", "emulationVersion": "1.33"}
+    fake.put("leasecandidates", "apps", name, {**spec, "renewTime": now, "pingTime": now})
+
+
+def _lease_held_by(watcher: Watcher, holder: str, state: str) -> Callable[[], bool]:
+    def test(entry: Entry) -> bool:
+        facts: Any = entry.lock.facts
+        return bool(
+            entry.lock.format == "k8s-lease"
+            and facts.holder == holder
+            and entry.verdict.state.value == state
+        )
+
+    return _seen(watcher, "k8s", test)
+
+
+@pytest.mark.parametrize("ending", ["holder_died", "released"])
+def test_a_lease_hand_over_is_an_episode_ended_as_client_go_says(
+    ending: str,
+    fake: FakeApi,
+    certificate: tuple[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A LeaseCandidate waits on the Lease's holder. `holder_died`: the holder
+    stops renewing, lockwatch sees the Lease past due (client-go's rule: a
+    candidate takes it now), and the candidate takes it. `released`: the
+    holder gives it up (holderIdentity emptied, as ReleaseOnCancel does)
+    first. `lockwatch history --json` shows the episode."""
+    ca = {"certificate-authority": certificate[0]}
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig(tmp_path / "kubeconfig", fake.url, cluster=ca)))
+    history = tmp_path / "history.sqlite3"
+    lease(fake, "apps", "worker", "worker-0", renewed=0, duration=2)
+    _candidate(fake, "worker-1", "worker")
+    with recording(["--k8s"], history, POLL) as watcher:
+        wait_until(_lease_held_by(watcher, "worker-0", "active"), "the holder seen")
+        wait_until(
+            _seen(watcher, "k8s", lambda e: e.verdict.state.value == "waiting"), "the candidate"
+        )
+        if ending == "holder_died":
+            wait_until(_lease_held_by(watcher, "worker-0", "stale"), "the Lease past due")
+        else:
+            lease(fake, "apps", "worker", None, renewed=0, duration=1)
+            wait_until(_lease_held_by(watcher, "", "free"), "the Lease released")
+        lease(fake, "apps", "worker", "worker-1", renewed=0, duration=2, transitions=1)
+        wait_until(_lease_held_by(watcher, "worker-1", "active"), "the candidate holding")
+    episode = _one_episode(history, "k8s")
+    assert episode.blocker.application == "worker-0"
+    assert [w.application for w in episode.waiters] == ["worker-1"]
+    assert [w.outcome for w in episode.waiters] == ["acquired"]
+    assert episode.ended_by == ending
+    assert episode.resource == "apps/worker"
+    code, out, err = run_cli("history", "--history", str(history), "--since", "-1h", "--json")
+    assert code == 0, err
+    (shown,) = [e for e in orjson.loads(out)["episodes"] if e["source"] == "k8s"]
+    assert shown["id"] == episode.id and shown["ended_by"] == ending
+    assert shown["waiters"][0]["outcome"] == "acquired"
