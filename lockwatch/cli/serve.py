@@ -120,12 +120,8 @@ def serve(**values: Any) -> None:
 
     clock = SystemClock()
     host = os.uname().nodename
-    feeds = [
-        (source.name, feed)
-        for source, selected in targets.sources
-        for feed in selected.feeds(clock, host)
-    ]
-    watched = ", ".join(dict.fromkeys(source.name for source, _ in targets.sources))
+    # The history first: a bad [history] table or a --pg-log that cannot be read
+    # is one line before any feed starts.
     from lockwatch.history.api import HistoryError
     from lockwatch.history.settings import start_recorder
 
@@ -141,6 +137,12 @@ def serve(**values: Any) -> None:
         )
     except HistoryError as exc:
         raise click.UsageError(str(exc)) from exc
+    feeds = [
+        (source.name, feed)
+        for source, selected in targets.sources
+        for feed in selected.feeds(clock, host)
+    ]
+    watched = ", ".join(dict.fromkeys(source.name for source, _ in targets.sources))
     try:
         code = run(feeds, settings, host=host, clock=clock, describe=watched, recorder=recorder)
     except ServeError as exc:

@@ -40,6 +40,7 @@ PRUNE_SECONDS = 60.0
 # up (a dead disk that hangs): recording stops rather than eat the memory.
 MAX_PENDING = 10_000
 
+
 class Closing(Protocol):
     def close(self) -> None: ...
 

@@ -54,9 +54,7 @@ class LazySource:
         # Optional in a declared.py (contract.Declared): a default here, so that
         # asking never loads the plugin.
         self.holder_gone: frozenset[str] = getattr(declared, "holder_gone", frozenset())
-        self.fold_log: Callable[[str, str], LogFolding] | None = getattr(
-            declared, "fold_log", None
-        )
+        self.fold_log: Callable[[str, str], LogFolding] | None = getattr(declared, "fold_log", None)
 
     @property
     def package(self) -> str:

@@ -90,13 +90,18 @@ class LogTail:
         """Whole lines new since the last call, at most CHUNK bytes of them."""
         if self._fd is None and not self._open():
             return []
-        found = self._read()
-        if len(found[1]) < CHUNK and self._rotated():
-            # The old file is read to its end: the new one from its start.
+        try:
+            found = self._read()
+            if len(found[1]) < CHUNK and self._rotated():
+                # The old file is read to its end: the new one from its start.
+                self.close()
+                self._partial = b""
+                if self._open():
+                    found = (found[0] + self._read()[0], b"")
+        except OSError as exc:  # a read error (EIO): opened afresh at the next call
+            self.problem = f"{self.path}: {exc.strerror or exc}"
             self.close()
-            self._partial = b""
-            if self._open():
-                found = (found[0] + self._read()[0], b"")
+            return []
         return found[0]
 
     def _open(self) -> bool:

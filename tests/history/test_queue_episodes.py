@@ -23,8 +23,8 @@ from lockwatch.model.history import Episode
 from lockwatch.serve.watcher import Watcher
 from tests.conftest import run_cli
 from tests.history.harness import reader, recording, wait_until
-from tests.k8s.conftest import kubeconfig, lease, micro
-from tests.k8s.fakeapi import FakeApi
+from tests.k8s.conftest import kubeconfig, lease
+from tests.k8s.fakeapi import FakeApi, micro
 from tests.zookeeper.conftest import Area
 
 POLL = 0.2
@@ -90,7 +90,9 @@ def test_a_zookeeper_queue_is_one_episode_released_by_its_holder(zk: Area, tmp_p
     episode = _one_episode(history, "zookeeper")
     assert episode.blocker.node == _hex(holder)
     assert episode.blocker.application is not None
-    assert episode.blocker.application.startswith("holder-a from 127.0.0.1:")
+    # Who it was: the contender's identifier, and its session's client (cons).
+    assert episode.blocker.application.startswith("holder-a from ")
+    assert "127.0.0.1" in episode.blocker.application
     assert [w.node for w in episode.waiters] == [_hex(first), _hex(second)]
     assert [w.outcome for w in episode.waiters] == ["acquired", "gone"]
     assert episode.ended_by == "released"

@@ -118,5 +118,7 @@ def test_serve_refuses_a_log_it_cannot_follow_in_one_line(tmp_path: Path) -> Non
     for log in (link, tmp_path / "missing.log"):
         code, _, err = run_cli("serve", "--kernel", str(tmp_path), "--pg-log", str(log))
         assert code == 2 and "--pg-log" in err and "Traceback" not in err, err
-    code, _, err = run_cli("serve", "--kernel", str(tmp_path), "--no-history", "--pg-log", str(real))
+    code, _, err = run_cli(
+        "serve", "--kernel", str(tmp_path), "--no-history", "--pg-log", str(real)
+    )
     assert code == 2 and "--no-history" in err, err

@@ -96,6 +96,18 @@ def test_a_stale_lock_leaves_a_trail() -> None:
     assert fold([], [span], [], {"h": 2.0})[0].ended_by == "holder_died"
 
 
+def test_a_blocker_whose_source_says_its_holder_is_gone_died() -> None:
+    """The codes that say a holder is gone are each source's (`holder_gone`):
+    a blocker's lock stale for one of them as its episode ended: holder_died."""
+    span = LockSpan(
+        "h", "lock-1", "zookeeper", "/jobs", "zk", "stale", ("session_gone",), "0x1", at(3), at(9)
+    )
+    spans = [wait("2", "1", 0, 9, outcome="acquired")]
+    assert fold(spans, [span], [], {"h": 2.0})[0].ended_by == "released"
+    died = fold(spans, [span], [], {"h": 2.0}, holder_gone={"session_gone"})
+    assert [e.ended_by for e in died if e.waiters] == ["holder_died"]
+
+
 def test_worst_first() -> None:
     small = wait("2", "1", 0, 5, outcome="acquired")
     big = WaitSpan("h", "postgres", "db2", "t", "m", Who("9"), Who("8"), at(0), at(50), "acquired")
