@@ -252,7 +252,11 @@ def _trails(
     actions: Sequence[ActionMark],
     now: datetime,
     gone: frozenset[str],
+    told: Mapping[tuple[str, str], list[datetime | None]],
 ) -> list[Episode]:
+    """The trails of `problems`; `told[host, lock_id]`: the ends of the wait
+    episodes that lock was the root blocker of (a trail that ended with one is
+    that episode's own ending, told there: a stale Lease its candidate took)."""
     by_lock: dict[tuple[str, str], list[LockSpan]] = defaultdict(list)
     for span in problems:
         by_lock[span.host, span.lock_id].append(span)
@@ -273,6 +277,8 @@ def _trails(
         for run in runs:
             first = run[0]
             end = None if any(s.end is None for s in run) else max(s.end or now for s in run)
+            if any(_same_end(end, other) for other in told.get((host, lock_id), ())):
+                continue
             mark = _action(lock_id, host, end, actions)
             died = any(not gone.isdisjoint(s.reasons) for s in run)
             ending = None if end is None else BROKEN if mark else HOLDER_DIED if died else RELEASED
@@ -297,6 +303,12 @@ def _trails(
                 )
             )
     return found
+
+
+def _same_end(one: datetime | None, other: datetime | None) -> bool:
+    if one is None or other is None:
+        return one is other
+    return abs(one - other) <= ACTION_SLACK
 
 
 def fold(
@@ -342,7 +354,11 @@ def fold(
         gap = timedelta(seconds=2 * polls.get(key[0], 0.0)) if polls.get(key[0]) else NO_GAP
         for cluster in _clusters(spans, gap):
             found.append(_wait_episode(key, cluster, actions, deaths, now))
-    found.extend(_trails(problems, actions, now, gone))
+    told: dict[tuple[str, str], list[datetime | None]] = defaultdict(list)
+    for episode in found:
+        if episode.blocker.lock_id is not None:
+            told[episode.host, episode.blocker.lock_id].append(episode.end)
+    found.extend(_trails(problems, actions, now, gone, told))
     return found
 
 

@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -105,7 +106,11 @@ def test_a_blocker_whose_source_says_its_holder_is_gone_died() -> None:
     spans = [wait("2", "1", 0, 9, outcome="acquired")]
     assert fold(spans, [span], [], {"h": 2.0})[0].ended_by == "released"
     died = fold(spans, [span], [], {"h": 2.0}, holder_gone={"session_gone"})
-    assert [e.ended_by for e in died if e.waiters] == ["holder_died"]
+    # Its stale time ended with the episode: told there, not as a trail too.
+    assert [e.ended_by for e in died] == ["holder_died"]
+    # Stale on past the episode's end: a trail of its own.
+    longer = dataclasses.replace(span, end=at(60))
+    assert len(fold(spans, [longer], [], {"h": 2.0})) == 2
 
 
 def test_worst_first() -> None:

@@ -1,30 +1,21 @@
-"""Issue 45 meets issue 44: a ZooKeeper lock's queue and a Kubernetes Lease's
-hand-over recorded into the history as `serve` records them (the real feeds,
-the recorder, a history file), then asked back as episodes.
-
-ZooKeeper: the throwaway server of tests/zookeeper (Debian's, real), kazoo's
-real `Lock` recipe (a holder and two waiters in order; a holder in a process
-of its own to kill). Kubernetes: the fake API server of tests/k8s (an
-imitation: no kube-apiserver installs here), written as client-go's leader
-election writes a Lease and a LeaseCandidate."""
+"""Issue 45 meets issue 44: a ZooKeeper lock's queue recorded into the history
+as `serve` records it (the real feed, the recorder, a history file), then asked
+back as one episode: the throwaway server of this package's conftest
+(Debian's, real), kazoo's real `Lock` recipe (a holder and two waiters in
+order; a holder in a process of its own to kill)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
-import pytest
-
 from lockwatch.model.changes import Entry
 from lockwatch.model.history import Episode
 from lockwatch.serve.watcher import Watcher
-from tests.conftest import run_cli
 from tests.history.harness import reader, recording, wait_until
-from tests.k8s.conftest import kubeconfig, lease
-from tests.k8s.fakeapi import FakeApi, micro
 from tests.zookeeper.conftest import Area
 
 POLL = 0.2
@@ -50,13 +41,20 @@ def _hex(client: Any) -> str:
     return f"0x{client.client_id[0]:x}"
 
 
+def _acquire(lock: Any) -> None:
+    from kazoo.exceptions import KazooException
+
+    with contextlib.suppress(KazooException):  # its session closed under it: it is gone
+        lock.acquire()
+
+
 def _queue(zk: Area, watcher: Watcher, path: str, *names: str) -> list[Any]:
     """A kazoo client per name, each queued for `path` in turn (seen waiting by
     the feed before the next comes, so the queue's order is theirs)."""
     clients = []
     for name in names:
         client = zk.zk.client(timeout=2.0)
-        threading.Thread(target=client.Lock(path, name).acquire, daemon=True).start()
+        threading.Thread(target=_acquire, args=(client.Lock(path, name),), daemon=True).start()
         wait_until(_seen(watcher, "zookeeper", _zk(name, "waiting")), f"{name} queued")
         clients.append(client)
     return clients
@@ -79,6 +77,7 @@ def test_a_zookeeper_queue_is_one_episode_released_by_its_holder(zk: Area, tmp_p
     with recording(args, history, POLL) as watcher:
         wait_until(_seen(watcher, "zookeeper", _zk("holder-a", "active")), "the holder seen")
         first, second = _queue(zk, watcher, path, "waiter-b", "waiter-c")
+        queued = [_hex(first), _hex(second)]
         second.stop()  # its session closes: ZooKeeper deletes its node
         second.close()
         wait_until(
@@ -93,7 +92,7 @@ def test_a_zookeeper_queue_is_one_episode_released_by_its_holder(zk: Area, tmp_p
     # Who it was: the contender's identifier, and its session's client (cons).
     assert episode.blocker.application.startswith("holder-a from ")
     assert "127.0.0.1" in episode.blocker.application
-    assert [w.node for w in episode.waiters] == [_hex(first), _hex(second)]
+    assert [w.node for w in episode.waiters] == queued
     assert [w.outcome for w in episode.waiters] == ["acquired", "gone"]
     assert episode.ended_by == "released"
     assert episode.server == f"zookeeper:{zk.zk.connect}"
@@ -111,6 +110,7 @@ def test_a_zookeeper_holder_whose_session_expires_ends_its_episode_holder_died(
     with recording(args, history, POLL) as watcher:
         wait_until(_seen(watcher, "zookeeper", _zk("doomed", "active")), "the holder seen")
         first, second = _queue(zk, watcher, path, "waiter-b", "waiter-c")
+        queued = [_hex(first), _hex(second)]
         second.stop()
         second.close()
         wait_until(
@@ -123,69 +123,6 @@ def test_a_zookeeper_holder_whose_session_expires_ends_its_episode_holder_died(
     episode = _one_episode(history, "zookeeper")
     assert episode.blocker.application is not None
     assert episode.blocker.application.startswith("doomed")
-    assert [w.node for w in episode.waiters] == [_hex(first), _hex(second)]
+    assert [w.node for w in episode.waiters] == queued
     assert [w.outcome for w in episode.waiters] == ["acquired", "gone"]
     assert episode.ended_by == "holder_died"
-
-
-def _candidate(fake: FakeApi, name: str, lease_name: str) -> None:
-    from datetime import UTC, datetime
-
-    now = micro(datetime.now(UTC))
-    spec = {"leaseName": lease_name, "binaryVersion": "1.33.1", "emulationVersion": "1.33"}
-    fake.put("leasecandidates", "apps", name, {**spec, "renewTime": now, "pingTime": now})
-
-
-def _lease_held_by(watcher: Watcher, holder: str, state: str) -> Callable[[], bool]:
-    def test(entry: Entry) -> bool:
-        facts: Any = entry.lock.facts
-        return bool(
-            entry.lock.format == "k8s-lease"
-            and facts.holder == holder
-            and entry.verdict.state.value == state
-        )
-
-    return _seen(watcher, "k8s", test)
-
-
-@pytest.mark.parametrize("ending", ["holder_died", "released"])
-def test_a_lease_hand_over_is_an_episode_ended_as_client_go_says(
-    ending: str,
-    fake: FakeApi,
-    certificate: tuple[str, str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A LeaseCandidate waits on the Lease's holder. `holder_died`: the holder
-    stops renewing, lockwatch sees the Lease past due (client-go's rule: a
-    candidate takes it now), and the candidate takes it. `released`: the
-    holder gives it up (holderIdentity emptied, as ReleaseOnCancel does)
-    first. `lockwatch history --json` shows the episode."""
-    ca = {"certificate-authority": certificate[0]}
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig(tmp_path / "kubeconfig", fake.url, cluster=ca)))
-    history = tmp_path / "history.sqlite3"
-    lease(fake, "apps", "worker", "worker-0", renewed=0, duration=2)
-    _candidate(fake, "worker-1", "worker")
-    with recording(["--k8s"], history, POLL) as watcher:
-        wait_until(_lease_held_by(watcher, "worker-0", "active"), "the holder seen")
-        wait_until(
-            _seen(watcher, "k8s", lambda e: e.verdict.state.value == "waiting"), "the candidate"
-        )
-        if ending == "holder_died":
-            wait_until(_lease_held_by(watcher, "worker-0", "stale"), "the Lease past due")
-        else:
-            lease(fake, "apps", "worker", None, renewed=0, duration=1)
-            wait_until(_lease_held_by(watcher, "", "free"), "the Lease released")
-        lease(fake, "apps", "worker", "worker-1", renewed=0, duration=2, transitions=1)
-        wait_until(_lease_held_by(watcher, "worker-1", "active"), "the candidate holding")
-    episode = _one_episode(history, "k8s")
-    assert episode.blocker.application == "worker-0"
-    assert [w.application for w in episode.waiters] == ["worker-1"]
-    assert [w.outcome for w in episode.waiters] == ["acquired"]
-    assert episode.ended_by == ending
-    assert episode.resource == "apps/worker"
-    code, out, err = run_cli("history", "--history", str(history), "--since", "-1h", "--json")
-    assert code == 0, err
-    (shown,) = [e for e in orjson.loads(out)["episodes"] if e["source"] == "k8s"]
-    assert shown["id"] == episode.id and shown["ended_by"] == ending
-    assert shown["waiters"][0]["outcome"] == "acquired"
