@@ -122,3 +122,11 @@ def test_serve_refuses_a_log_it_cannot_follow_in_one_line(tmp_path: Path) -> Non
         "serve", "--kernel", str(tmp_path), "--no-history", "--pg-log", str(real)
     )
     assert code == 2 and "--no-history" in err, err
+
+
+def test_the_dashboard_and_serve_teach_pg_log_in_their_help() -> None:
+    from tests.conftest import run_cli
+
+    for command in ("watch", "serve", "history"):
+        code, out, _ = run_cli(command, "--help")
+        assert code == 0 and "--pg-log FILE" in out and "--pg-server NAME" in out, command
