@@ -75,7 +75,7 @@ def test_a_lease_hand_over_is_an_episode_ended_as_client_go_says(
     ca = {"certificate-authority": certificate[0]}
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig(tmp_path / "kubeconfig", fake.url, cluster=ca)))
     history = tmp_path / "history.sqlite3"
-    lease(fake, "apps", "worker", "worker-0", renewed=0, duration=2)
+    lease(fake, "apps", "worker", "worker-0", renewed=0, duration=3)
     _candidate(fake, "worker-1", "worker")
     with recording(["--k8s"], history, POLL) as watcher:
         wait_until(_lease_held_by(watcher, "worker-0", "active"), "the holder seen")

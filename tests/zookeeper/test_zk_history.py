@@ -106,7 +106,7 @@ def test_a_zookeeper_holder_whose_session_expires_ends_its_episode_holder_died(
     expires, ZooKeeper deletes its node and the first waiter takes the lock."""
     history, path = tmp_path / "history.sqlite3", zk.path("jobs")
     args = ["--zk", zk.zk.connect, "--zk-path", zk.root]
-    doomed = zk.zk.holder("lock", path, "doomed", "2")  # a 2 s session
+    doomed = zk.zk.holder("lock", path, "doomed", "4")  # a 4 s session
     with recording(args, history, POLL) as watcher:
         wait_until(_seen(watcher, "zookeeper", _zk("doomed", "active")), "the holder seen")
         first, second = _queue(zk, watcher, path, "waiter-b", "waiter-c")
@@ -117,7 +117,7 @@ def test_a_zookeeper_holder_whose_session_expires_ends_its_episode_holder_died(
             lambda: not _seen(watcher, "zookeeper", _zk("waiter-c", "waiting"))(),
             "the closed session's node gone",
         )
-        doomed.kill()  # its connection closes; its session lives 2 s more
+        doomed.kill()  # its connection closes; its session lives 4 s more
         wait_until(_seen(watcher, "zookeeper", _zk("doomed", "stale")), "the holder stale")
         wait_until(_seen(watcher, "zookeeper", _zk("waiter-b", "active")), "the hand-over")
     episode = _one_episode(history, "zookeeper")
