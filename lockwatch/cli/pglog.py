@@ -16,8 +16,10 @@ PG_LOG_OPTION = click.option(
     metavar="FILE",
     multiple=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Fold this PostgreSQL server log's lock waits (log_lock_waits = on) into the history"
-    " first: waits shorter than a poll, marked as from the log. Repeatable.",
+    help="Fold this PostgreSQL server log's lock waits (log_lock_waits = on) into the history:"
+    " waits shorter than a poll, marked as from the log. `history` folds it once before it"
+    " answers; the dashboard and `serve` follow it as it grows (and its rotations) while"
+    " they record. Repeatable.",
 )
 PG_SERVER_OPTION = click.option(
     "--pg-server",
@@ -43,13 +45,8 @@ def fold_logs(target: str | None, logs: Sequence[Path], server: str | None) -> i
     added. A file that cannot be read, or a history that cannot be written, is
     one line (exit 2)."""
     from lockwatch.history.api import HistoryError, open_history
-    from lockwatch.sources.contract import LogFolding
-    from lockwatch.sources.registry import by_name
-
-    # PostgreSQL's source reads its server's log (contract.LogFolding).
-    source: object = by_name("postgres")
-    if not isinstance(source, LogFolding):
-        fail("--pg-log: this build has no PostgreSQL source")
+    from lockwatch.sources.logtail import read_lines
+    from lockwatch.sources.registry import log_folding
 
     added = 0
     try:
@@ -58,8 +55,13 @@ def fold_logs(target: str | None, logs: Sequence[Path], server: str | None) -> i
         fail(str(exc))
     try:
         for log in logs:
+            folding = log_folding(store.host, server or log.name)
+            if folding is None:
+                fail("--pg-log: no source of this build reads a server's log")
             try:
-                spans = source.fold_log(log, host=store.host, server=server or log.name)
+                for line in read_lines(log):
+                    folding.feed(line)
+                spans = folding.done()
             except OSError as exc:
                 fail(f"--pg-log: {log}: {exc.strerror or exc}")
             added += store.add_waits(spans)

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from lockwatch.cli.pglog import PG_LOG_OPTION, PG_SERVER_OPTION
 from lockwatch.cli.where import SourcesListed, resolve_targets, target_options
 
 SERVE_EPILOG = """\b
@@ -98,6 +99,8 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     " user state directory's history.sqlite3; config: history.path].",
 )
 @click.option("--no-history", is_flag=True, help="Record no history.")
+@PG_LOG_OPTION
+@PG_SERVER_OPTION
 def serve(**values: Any) -> None:
     """Watch locks as the dashboard does, headless, and serve them over HTTP:
     lock files under PATHs (default: the current directory), PostgreSQL
@@ -117,12 +120,8 @@ def serve(**values: Any) -> None:
 
     clock = SystemClock()
     host = os.uname().nodename
-    feeds = [
-        (source.name, feed)
-        for source, selected in targets.sources
-        for feed in selected.feeds(clock, host)
-    ]
-    watched = ", ".join(dict.fromkeys(source.name for source, _ in targets.sources))
+    # The history first: a bad [history] table or a --pg-log that cannot be read
+    # is one line before any feed starts.
     from lockwatch.history.api import HistoryError
     from lockwatch.history.settings import start_recorder
 
@@ -133,9 +132,17 @@ def serve(**values: Any) -> None:
             targets.config.tables,
             poll_seconds=values["refresh"],
             host=host,
+            logs=values["pg_logs"],
+            log_server=values["pg_server"],
         )
     except HistoryError as exc:
         raise click.UsageError(str(exc)) from exc
+    feeds = [
+        (source.name, feed)
+        for source, selected in targets.sources
+        for feed in selected.feeds(clock, host)
+    ]
+    watched = ", ".join(dict.fromkeys(source.name for source, _ in targets.sources))
     try:
         code = run(feeds, settings, host=host, clock=clock, describe=watched, recorder=recorder)
     except ServeError as exc:

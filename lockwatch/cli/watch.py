@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from lockwatch.cli.pglog import PG_LOG_OPTION, PG_SERVER_OPTION
 from lockwatch.cli.where import (
     AUDIT_KEY_OPTION,
     AUDIT_LOG_OPTION,
@@ -123,6 +124,8 @@ def _common(func: Any) -> Any:
     " history.sqlite3 in the user state directory; config: history.path].",
 )
 @click.option("--no-history", is_flag=True, help="Record no lock history.")
+@PG_LOG_OPTION
+@PG_SERVER_OPTION
 @click.option(
     "--at",
     "at_text",
@@ -193,6 +196,8 @@ def watch(**values: Any) -> None:
             targets.config.tables,
             poll_seconds=values["refresh"],
             host=host,
+            logs=values["pg_logs"],
+            log_server=values["pg_server"],
         )
     except HistoryError as exc:
         _abandon(feeds[1])

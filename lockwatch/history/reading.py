@@ -286,7 +286,12 @@ class Reader:
     ) -> list[Episode]:
         waits = self.waits(since, until, host=host)
         problems = self.lock_spans(since, until, host=host, states=folding.TRAIL_STATES)
-        found = folding.fold(waits, problems, self.actions(since, None, host=host), self._polls())
+        from lockwatch.sources.registry import holder_gone_codes
+
+        actions = self.actions(since, None, host=host)
+        found = folding.fold(
+            waits, problems, actions, self._polls(), holder_gone=holder_gone_codes()
+        )
         if source is not None:
             found = [episode for episode in found if episode.source == source]
         return folding.worst_first(found)

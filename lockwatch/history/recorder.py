@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.history import spans
@@ -38,6 +39,11 @@ PRUNE_SECONDS = 60.0
 # Observations waiting for the writer past this many: the writer cannot keep
 # up (a dead disk that hangs): recording stops rather than eat the memory.
 MAX_PENDING = 10_000
+
+
+class Closing(Protocol):
+    def close(self) -> None: ...
+
 
 # (when, changed entries by id (None: gone), statuses if they changed)
 Observation = tuple[datetime, list[tuple[str, Entry | None]], list[SourceStatus] | None]
@@ -66,6 +72,9 @@ class Recorder:
         self.flush_seconds = flush_seconds
         self.failed: str | None = None
         self.writes = 0  # batches committed: tests wait on it
+        # What records beside it into the same store (a server log's follower,
+        # history/logfollow.py): closed with it.
+        self.companions: list[Closing] = []
         self._opener = opener
         self._pending: deque[Observation | ActionMark] = deque()
         self._wake = threading.Condition()
@@ -120,6 +129,8 @@ class Recorder:
 
     def close(self, timeout: float = 10.0) -> None:
         """Flush what is pending and end the session."""
+        for companion in self.companions:
+            companion.close()
         with self._wake:
             self._closing = True
             self._wake.notify()

@@ -4,12 +4,16 @@ and `[history]` in the config (`path`, `retention_days` = 14, `max_mb` = 512).""
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lockwatch.history.api import HistoryError, HistoryStore, open_history
 from lockwatch.history.recorder import Recorder
 from lockwatch.model.lock import Lock
+
+if TYPE_CHECKING:
+    from lockwatch.history.logfollow import LogFollower
 
 RETENTION_DAYS = 14.0
 MAX_MB = 512.0
@@ -29,11 +33,18 @@ def start_recorder(
     *,
     poll_seconds: float,
     host: str | None = None,
+    logs: Sequence[Path] = (),
+    log_server: str | None = None,
 ) -> Recorder | None:
     """The recorder the flags and the config ask for, started; None: --no-history.
-    Raises HistoryError for a bad [history] table (a store that cannot be opened
-    is the recorder's `failed`, said once: watching goes on)."""
+    `logs` (`--pg-log`): server logs followed into the same history, their waits
+    as the server `log_server` names (default: each file's name).
+    Raises HistoryError for a bad [history] table or a log that cannot be read
+    (a store that cannot be opened is the recorder's `failed`, said once:
+    watching goes on)."""
     if off:
+        if logs:
+            raise HistoryError("--pg-log folds into the history: it cannot go with --no-history")
         return None
     found: Any = tables.get("history") if hasattr(tables, "get") else None
     table: Mapping[str, Any] = found if found is not None and hasattr(found, "get") else {}
@@ -47,7 +58,42 @@ def start_recorder(
     def opener() -> HistoryStore:
         return open_history(path, host=me, write=True, max_mb=max_mb)
 
-    return Recorder(opener, poll_seconds=poll_seconds, retention_days=retention, target=path)
+    follower = follow_logs(logs, log_server, opener, host=me, poll_seconds=poll_seconds)
+    recorder = Recorder(opener, poll_seconds=poll_seconds, retention_days=retention, target=path)
+    if follower is not None:
+        recorder.companions.append(follower)
+    return recorder
+
+
+def follow_logs(
+    logs: Sequence[Path],
+    server: str | None,
+    opener: Callable[[], HistoryStore],
+    *,
+    host: str,
+    poll_seconds: float,
+) -> LogFollower | None:
+    """A follower of `logs` into the store `opener` opens (None: no logs).
+    HistoryError (one line) when a log cannot be read now or no source folds logs."""
+    if not logs:
+        return None
+    import os
+
+    from lockwatch.history.logfollow import LogFollower
+    from lockwatch.sources.logtail import LogTail, open_log
+    from lockwatch.sources.registry import log_folding
+
+    followed = []
+    for log in logs:
+        try:
+            os.close(open_log(log))
+        except OSError as exc:
+            raise HistoryError(f"--pg-log: {log}: {exc.strerror or exc}") from exc
+        folding = log_folding(host, server or log.name)
+        if folding is None:
+            raise HistoryError("--pg-log: no source of this build reads a server's log")
+        followed.append((LogTail(log), folding))
+    return LogFollower(followed, opener, poll_seconds=poll_seconds)
 
 
 def note_action(

@@ -60,12 +60,17 @@ def who(node: Hashable, entry: Entry | None) -> Who:
     party = facts.party(lock) if facts is not None else None
     pid = node if isinstance(node, int) else lock.holder.pid
     application = (party.who if party is not None and party.session else None) or None
+    # A party that is no session of its own but names its client (a ZooKeeper
+    # session's address): said after whatever names it below.
+    client = party.who if party is not None and not party.session and party.who else None
     if application is None and lock.facts is not None:
         application = lock.facts.holder_name(lock)
     if application is None and entry.facts is not None and entry.facts.cmdline:
         application = " ".join(entry.facts.cmdline)
     if application is None:
         application = lock.holder.actor or lock.holder.operation
+    if client is not None:
+        application = f"{application} from {client}" if application else client
     cell = lock.facts.holder_cell(lock) if lock.facts is not None else None
     state = party.state if party is not None and party.state else None
     since = party.state_since if party is not None else None
@@ -90,6 +95,10 @@ class Edge:
     resource: str
     mode: str
     cycle: bool
+    # Its waiter is a session of its own with no process (a ZooKeeper contender's
+    # session, a LeaseCandidate): its row going, while its blocker holds, is its
+    # session going (a pid's waiting row going is a timeout: the process lives on).
+    alone: bool = False
 
     @property
     def key(self) -> EdgeKey:
@@ -140,9 +149,16 @@ def edges(entries: Iterable[Entry]) -> dict[EdgeKey, Edge]:
                     clean(lock.name) or "",
                     clean(party.wants if party is not None else "") or "",
                     str(waiter) in in_cycle and str(blocker) in in_cycle,
+                    _alone(entry, waiter),
                 )
                 found.setdefault(edge.key, edge)
     return found
+
+
+def _alone(entry: Entry, waiter: Hashable) -> bool:
+    facts = entry.lock.facts
+    pid = waiter if isinstance(waiter, int) else entry.lock.holder.pid
+    return facts is not None and facts.session_key() is None and pid is None
 
 
 def outcome(
@@ -161,7 +177,7 @@ def outcome(
         return "acquired"
     if f"{edge.server}\0{edge.blocker.node}" not in holding:
         return "acquired"
-    return "timeout"
+    return "gone" if still is None and edge.alone else "timeout"
 
 
 def holding_nodes(entries: Iterable[Entry]) -> set[str]:

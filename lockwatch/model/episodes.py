@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from lockwatch.model.history import (
@@ -40,6 +40,11 @@ GAVE_UP = frozenset({TIMEOUT, "cancelled", GONE})
 ACTION_SLACK = timedelta(seconds=2)
 # Where no poll interval is known (spans from a log only): only touching spans join.
 NO_GAP = timedelta(0)
+# Reason codes that say a lock's holder is gone (or its claim lapsed, so that its
+# own library lets another take it) when the caller names none: a lock file's
+# dead pid. The store's reader passes every source's (`holder_gone` of each
+# registry entry: an expired ZooKeeper session, a Lease nobody renews, ...).
+HOLDER_GONE = frozenset({"holder_dead"})
 
 Span = tuple[datetime, datetime | None]
 
@@ -243,8 +248,15 @@ def _wait_episode(
 
 
 def _trails(
-    problems: Sequence[LockSpan], actions: Sequence[ActionMark], now: datetime
+    problems: Sequence[LockSpan],
+    actions: Sequence[ActionMark],
+    now: datetime,
+    gone: frozenset[str],
+    told: Mapping[tuple[str, str], list[datetime | None]],
 ) -> list[Episode]:
+    """The trails of `problems`; `told[host, lock_id]`: the ends of the wait
+    episodes that lock was the root blocker of (a trail that ended with one is
+    that episode's own ending, told there: a stale Lease its candidate took)."""
     by_lock: dict[tuple[str, str], list[LockSpan]] = defaultdict(list)
     for span in problems:
         by_lock[span.host, span.lock_id].append(span)
@@ -265,8 +277,10 @@ def _trails(
         for run in runs:
             first = run[0]
             end = None if any(s.end is None for s in run) else max(s.end or now for s in run)
+            if any(_same_end(end, other) for other in told.get((host, lock_id), ())):
+                continue
             mark = _action(lock_id, host, end, actions)
-            died = any("holder_dead" in s.reasons for s in run)
+            died = any(not gone.isdisjoint(s.reasons) for s in run)
             ending = None if end is None else BROKEN if mark else HOLDER_DIED if died else RELEASED
             found.append(
                 Episode(
@@ -291,16 +305,26 @@ def _trails(
     return found
 
 
+def _same_end(one: datetime | None, other: datetime | None) -> bool:
+    if one is None or other is None:
+        return one is other
+    return abs(one - other) <= ACTION_SLACK
+
+
 def fold(
     waits: Sequence[WaitSpan],
     problems: Sequence[LockSpan],
     actions: Sequence[ActionMark],
     polls: Mapping[str, float],
     now: datetime | None = None,
+    holder_gone: Collection[str] = HOLDER_GONE,
 ) -> list[Episode]:
     """Episodes of `waits` (wait spans, any origin) and the trails of
     `problems` (lock spans in TRAIL_STATES); `actions` tie endings to audit
-    records; `polls[host]` is that host's poll interval in seconds."""
+    records; `polls[host]` is that host's poll interval in seconds;
+    `holder_gone`: the reason codes that say a lock's holder is gone (a
+    blocker's lock in such a state when its episode ended: `holder_died`)."""
+    gone = frozenset(holder_gone)
     if now is None:
         ends = [s.end for s in waits if s.end] + [s.end for s in problems if s.end]
         starts = [s.start for s in waits] + [s.start for s in problems]
@@ -323,14 +347,18 @@ def fold(
             by_root[host, server, root].append(span)
     deaths: dict[tuple[str, str], list[LockSpan]] = defaultdict(list)
     for problem in problems:
-        if "holder_dead" in problem.reasons:
+        if not gone.isdisjoint(problem.reasons):
             deaths[problem.host, problem.lock_id].append(problem)
     found = []
     for key, spans in by_root.items():
         gap = timedelta(seconds=2 * polls.get(key[0], 0.0)) if polls.get(key[0]) else NO_GAP
         for cluster in _clusters(spans, gap):
             found.append(_wait_episode(key, cluster, actions, deaths, now))
-    found.extend(_trails(problems, actions, now))
+    told: dict[tuple[str, str], list[datetime | None]] = defaultdict(list)
+    for episode in found:
+        if episode.blocker.lock_id is not None:
+            told[episode.host, episode.blocker.lock_id].append(episode.end)
+    found.extend(_trails(problems, actions, now, gone, told))
     return found
 
 

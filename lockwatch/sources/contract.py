@@ -38,8 +38,6 @@ from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.verdict import Verdict
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from lockwatch.clock import Clock
     from lockwatch.config import Config
     from lockwatch.model.action import Asked, Doing, Done, Holding, Kind, Plan
@@ -152,16 +150,6 @@ class Hinting(Protocol):
 
 
 @runtime_checkable
-class LogFolding(Protocol):
-    """A source whose server keeps its own log of lock waits (PostgreSQL's
-    log_lock_waits): waits shorter than a poll, folded into the history."""
-
-    def fold_log(self, path: Path, *, host: str, server: str) -> list[WaitSpan]:
-        """The wait spans the log at `path` says, oldest first (OSError: unreadable)."""
-        ...
-
-
-@runtime_checkable
 class Walking(Protocol):
     """A selection that walks lock trees (the file source's PATHs)."""
 
@@ -254,10 +242,34 @@ class Source(Protocol):
         ...
 
 
+class LogFolding(Protocol):
+    """A server's own log of its lock waits, folded line by line into wait
+    spans (origin `log`) as it is read: PostgreSQL's `log_lock_waits` lines."""
+
+    def feed(self, line: str) -> None:
+        """One line of the log, as read (cut at its bound, no newline)."""
+        ...
+
+    def take(self) -> list[WaitSpan]:
+        """The waits ended since the last `take` (a wait still going is kept)."""
+        ...
+
+    def done(self) -> list[WaitSpan]:
+        """Every wait left, the unended ones ending at the last line read (a log
+        folded once, not followed)."""
+        ...
+
+
 class Declared(Protocol):
     """What a source declares in its light `declared.py` (`DECLARED`): what every
     run asks of every source, answered without loading its plugin
-    (`sources/lazy.py`). Its plugin's `SOURCE` answers the same, and the rest."""
+    (`sources/lazy.py`). Its plugin's `SOURCE` answers the same, and the rest.
+
+    Two more a source may declare (read with a default, `sources/lazy.py`):
+    `holder_gone`, the reason codes of its verdicts that say a lock's holder is
+    gone or its claim lapsed (the history's `holder_died`: an expired session, a
+    Lease nobody renews), and `fold_log(host, server) -> LogFolding`, for a
+    source whose server logs its lock waits (`--pg-log`)."""
 
     name: str
     label: str

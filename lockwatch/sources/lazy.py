@@ -15,7 +15,7 @@ asked: its settings when the config has one of its tables, its `select` when
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         Declared,
         Decorator,
         Found,
+        LogFolding,
         Selected,
         Source,
         Wanted,
@@ -50,6 +51,10 @@ class LazySource:
         self.status_word = declared.status_word
         self.sees_waits = declared.sees_waits
         self.wait_metrics = declared.wait_metrics
+        # Optional in a declared.py (contract.Declared): a default here, so that
+        # asking never loads the plugin.
+        self.holder_gone: frozenset[str] = getattr(declared, "holder_gone", frozenset())
+        self.fold_log: Callable[[str, str], LogFolding] | None = getattr(declared, "fold_log", None)
 
     @property
     def package(self) -> str:

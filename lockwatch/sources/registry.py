@@ -16,7 +16,7 @@ from typing import Any
 
 from lockwatch.config import Config, load, refuse_unknown
 from lockwatch.model.facts import Facts
-from lockwatch.sources.contract import Decorator, Selected, Source, Wanted
+from lockwatch.sources.contract import Decorator, LogFolding, Selected, Source, Wanted
 from lockwatch.sources.files.plugin import SOURCE as FILES
 from lockwatch.sources.lazy import LazySource
 
@@ -37,6 +37,27 @@ SOURCES: tuple[Source, ...] = (
 
 def by_name(name: str) -> Source | None:
     return next((source for source in SOURCES if source.name == name), None)
+
+
+def holder_gone_codes() -> frozenset[str]:
+    """Every source's reason codes that say a lock's holder is gone or its claim
+    lapsed (contract.Declared): what the history's episodes call `holder_died`."""
+    codes: set[str] = set()
+    for source in SOURCES:
+        codes.update(getattr(source, "holder_gone", ()))
+    return frozenset(codes)
+
+
+def log_folding(host: str, server: str) -> LogFolding | None:
+    """A fold of a server's log of its lock waits (`--pg-log`), from the source
+    that reads its server's log (contract.Declared's `fold_log`); None: no
+    source of this build does."""
+    for source in SOURCES:
+        fold = getattr(source, "fold_log", None)
+        if fold is not None:
+            folding: LogFolding = fold(host, server)
+            return folding
+    return None
 
 
 def label(name: str) -> str:

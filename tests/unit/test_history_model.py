@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -94,6 +95,22 @@ def test_a_stale_lock_leaves_a_trail() -> None:
     assert trail.state == "stale" and trail.waiters == ()
     assert (trail.ended_by, trail.audit_id) == ("broken", 41)
     assert fold([], [span], [], {"h": 2.0})[0].ended_by == "holder_died"
+
+
+def test_a_blocker_whose_source_says_its_holder_is_gone_died() -> None:
+    """The codes that say a holder is gone are each source's (`holder_gone`):
+    a blocker's lock stale for one of them as its episode ended: holder_died."""
+    span = LockSpan(
+        "h", "lock-1", "zookeeper", "/jobs", "zk", "stale", ("session_gone",), "0x1", at(3), at(9)
+    )
+    spans = [wait("2", "1", 0, 9, outcome="acquired")]
+    assert fold(spans, [span], [], {"h": 2.0})[0].ended_by == "released"
+    died = fold(spans, [span], [], {"h": 2.0}, holder_gone={"session_gone"})
+    # Its stale time ended with the episode: told there, not as a trail too.
+    assert [e.ended_by for e in died] == ["holder_died"]
+    # Stale on past the episode's end: a trail of its own.
+    longer = dataclasses.replace(span, end=at(60))
+    assert len(fold(spans, [longer], [], {"h": 2.0})) == 2
 
 
 def test_worst_first() -> None:

@@ -45,3 +45,28 @@ def test_lines_are_bounded_and_offsets_read() -> None:
     assert parse_line("x" * (MAX_LINE * 4)) is None
     line = parse_line("2026-12-07 03:12:12.000 +01 [1] LOG:  checkpoint complete")
     assert line is not None and line.at == datetime(2026, 12, 7, 2, 12, 12, tzinfo=UTC)
+
+
+def test_followed_a_line_at_a_time_a_wait_is_handed_over_once_it_ended() -> None:
+    """The fold as `serve --pg-log` drives it (through the registry, as generic
+    code reaches it): `take` gives the waits ended so far, never one still going."""
+    from lockwatch.sources.registry import log_folding
+
+    folding = log_folding("h", "db")
+    assert folding is not None
+    taken = []
+    for line in LINES[:6]:
+        folding.feed(line)
+        taken.append(len(folding.take()))
+    # The cancel (line 6) ends pid 300's wait on both holders: taken then, not before.
+    assert taken == [0, 0, 0, 0, 0, 2]
+    for line in LINES[6:]:
+        folding.feed(line)
+    assert folding.take() == []  # pid 400 still waits as far as the log says
+    assert [s.waiter.pid for s in folding.done()] == [400]
+
+
+def test_every_source_says_which_codes_mean_its_holder_is_gone() -> None:
+    from lockwatch.sources.registry import holder_gone_codes
+
+    assert {"holder_dead", "session_gone", "k8s_past_due", "client_dead"} <= holder_gone_codes()

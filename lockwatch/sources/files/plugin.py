@@ -57,6 +57,8 @@ class FilesSource:
     status_word = ""
     sees_waits = False
     wait_metrics: str | None = None
+    # A holder pid that is not running: whoever takes the lock next took it from the dead.
+    holder_gone = frozenset({"holder_dead"})
 
     @property
     def record_types(self) -> tuple[type, ...]:

@@ -28,6 +28,9 @@ class K8sDeclared:
     # LeaseCandidates wait on a Lease's holder: lockwatch_k8s_blocked_sessions {server}
     # and its kin count them (and `why` looks Leases up on the cluster).
     wait_metrics: str | None = "k8s"
+    # A Lease nobody renewed for leaseDurationSeconds: client-go's candidates take it
+    # from a holder they count as gone.
+    holder_gone = frozenset({"k8s_past_due", "k8s_past_due_by_clock"})
 
     def options(self) -> Sequence[Decorator]:
         return [

@@ -49,6 +49,8 @@ class MysqlDeclared(ServerDeclared):
     status_word = "my "
     sees_waits = True
     wait_metrics: str | None = "mysql"
+    # A connection whose client process is gone: what it held went with it.
+    holder_gone = frozenset({"client_dead"})
     asking = ("mysql_dsns",)
     # --mysql-idle-after alone still loads the plugin: its select refuses a nan.
     loading = ("mysql_idle_after",)

@@ -15,7 +15,7 @@ from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
     from lockwatch.model.clues import Clue
-    from lockwatch.sources.contract import Decorator, Wanted
+    from lockwatch.sources.contract import Decorator, LogFolding, Wanted
 
 DEFAULT_IDLE_AFTER = 60.0
 
@@ -30,6 +30,16 @@ class PostgresDeclared(ServerDeclared):
     status_word = "pg "
     sees_waits = True
     wait_metrics: str | None = "pg"
+    # A backend whose client process is gone: what it held went with it.
+    holder_gone = frozenset({"client_dead"})
+
+    @staticmethod
+    def fold_log(host: str, server: str) -> LogFolding:
+        """The server's log of its lock waits (log_lock_waits), folded as read."""
+        from lockwatch.sources.postgres.logfold import Folding
+
+        return Folding(host, server)
+
     asking = ("pg_dsns",)
     # --pg-idle-after alone still loads the plugin: its select refuses a nan.
     loading = ("pg_idle_after",)

@@ -104,30 +104,25 @@ def parse_line(raw: str) -> LogLine | None:
 def read_lines(path: Path) -> Iterator[str]:
     """The file's lines, each cut at MAX_LINE, at most MAX_BYTES in all; a
     symlink is refused (OSError), as every file lockwatch trusts is."""
-    import os
+    from lockwatch.sources.logtail import read_lines as read
 
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        read = 0
-        for raw in handle:
-            read += len(raw)
-            if read > MAX_BYTES:
-                return
-            yield raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")
+    return read(path, max_line=MAX_LINE, max_bytes=MAX_BYTES)
 
 
 def fold(lines: Iterable[str], *, host: str, server: str) -> list[WaitSpan]:
     """The wait spans PostgreSQL's log says, oldest first (see the module)."""
-    folding = _Folding(host, server)
+    folding = Folding(host, server)
     for raw in lines:
         folding.feed(raw)
     return folding.done()
 
 
-class _Folding:
+class Folding:
     """The fold's state: the waits open by waiter pid; the wait a DETAIL line
     (and its tab-indented continuation lines) belongs to; a wait whose end was
-    logged, kept open until its DETAIL is read (a deadlock's names the blocker)."""
+    logged, kept open until its DETAIL is read (a deadlock's names the blocker).
+    Fed a line at a time (`contract.LogFolding`): `take` hands over the waits
+    ended so far, for a log followed as it grows (`--pg-log` on serve)."""
 
     def __init__(self, host: str, server: str) -> None:
         self.host, self.server = host, server
@@ -167,6 +162,12 @@ class _Folding:
             wait, at, outcome = self.ending
             self.spans += _spans(wait, self.host, self.server, at, outcome)
             self.ending = None
+
+    def take(self) -> list[WaitSpan]:
+        if self.ending is not None and self.ending[2] != DEADLOCK:
+            self._end()  # only a deadlock's DETAIL, still to come, says more
+        ended, self.spans = self.spans, []
+        return ended
 
     def done(self) -> list[WaitSpan]:
         self._end()

@@ -57,10 +57,7 @@ from lockwatch.sources.servers import (
 )
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from lockwatch.clock import Clock
-    from lockwatch.model.history import WaitSpan
     from lockwatch.sources.feed import Feed
 
 
@@ -88,12 +85,6 @@ class PostgresSource(ServerPlugin, PostgresDeclared):
         from lockwatch.sources.postgres.locktables import actions
 
         return actions()
-
-    def fold_log(self, path: Path, *, host: str, server: str) -> list[WaitSpan]:
-        """The server's own log of its lock waits (`--pg-log`), as wait spans."""
-        from lockwatch.sources.postgres.logfold import fold, read_lines
-
-        return fold(read_lines(path), host=host, server=server)
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> PgSettings:
         return read_settings(tables, where)

@@ -31,6 +31,9 @@ class ZooKeeperDeclared:
     sees_waits = True
     # lockwatch_zk_blocked_sessions and its kin, per ensemble.
     wait_metrics: str | None = "zk"
+    # A holder whose session has no client: ZooKeeper deletes its node when the
+    # session expires, and the next contender takes the lock from the dead.
+    holder_gone = frozenset({"session_gone"})
 
     def options(self) -> Sequence[Decorator]:
         return [
