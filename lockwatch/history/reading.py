@@ -21,7 +21,10 @@ MAX_ENTRY_BYTES = 16 * 1024 * 1024
 
 
 class Reader:
-    """Reading; `SqlStore` supplies `_rows` (bounded) and `_stop`."""
+    """Reading; `SqlStore` supplies `_rows` (bounded), `_stop` and the schema
+    `version` of what it reads (1 as well as the current: see schema.py)."""
+
+    version: int
 
     def _rows(self, text: str, args: Sequence[Any] = ()) -> list[Any]:
         raise NotImplementedError
@@ -61,7 +64,7 @@ class Reader:
         found: list[Entry] = []
         for _, packed, base in latest.values():
             try:
-                entry = loads_line(unpack(packed, base, MAX_ENTRY_BYTES))
+                entry = loads_line(unpack(packed, base, MAX_ENTRY_BYTES, version=self.version))
             except (CodecError, ValueError, zlib.error):
                 continue
             if isinstance(entry, Entry):
@@ -177,6 +180,8 @@ class Reader:
             # Literal (our own words, quotes doubled): a partial index matches them.
             said = ", ".join("'" + state.replace("'", "''") + "'" for state in sorted(states))
             parts.append(f"state IN ({said})")
+            if self.version >= 2 and set(states) <= set(folding.TRAIL_STATES):
+                parts.append("trail = 1")  # what the partial index `spans_trail` covers
         if lock_id is not None:
             parts.append("lock_id = ?")
             extra_args.append(lock_id)

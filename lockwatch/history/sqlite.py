@@ -80,6 +80,12 @@ class SqliteStore(SqlStore):
             db.close()
             raise
 
+    def _begin(self) -> None:
+        # Python's sqlite3 runs DDL outside a transaction unless one is open:
+        # a migration is all or nothing, and one recorder at a time makes it.
+        if not self._db.in_transaction:
+            self._db.execute("BEGIN IMMEDIATE")
+
     def _error(self, exc: Exception) -> HistoryError:
         text = str(exc)
         code = getattr(exc, "sqlite_errorname", "")

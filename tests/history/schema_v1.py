@@ -23,6 +23,53 @@ FILE = DATA / "history-v1.sqlite3"
 READINGS = DATA / "history-v1.json"
 
 
+# Version 1's tables, verbatim from its store.py: for a PostgreSQL database of
+# version 1 (the migration test on the local server copies the file's rows in).
+V1_TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sessions (id {serial}, host TEXT NOT NULL, pid INTEGER,"
+    " started DOUBLE PRECISION NOT NULL, beat DOUBLE PRECISION NOT NULL,"
+    " ended DOUBLE PRECISION, poll DOUBLE PRECISION NOT NULL)",
+    # A lock's name and place once (`lockrefs`), its spans by reference: a day of
+    # churn is millions of spans. Each span's entry is zlib-compressed against the
+    # lock's first (`base`, kept once): a change of pid or heartbeat costs tens of
+    # bytes, not the whole lock again. `holder` is kept for trails (stale,
+    # invalid): any other span's holder is in its entry.
+    "CREATE TABLE IF NOT EXISTS lockrefs (id {serial}, host TEXT NOT NULL,"
+    " lock_id TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL, place TEXT NOT NULL,"
+    " base {blob} NOT NULL)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS lockrefs_by_id ON lockrefs (host, lock_id)",
+    "CREATE TABLE IF NOT EXISTS spans (id {serial}, session BIGINT NOT NULL, ref BIGINT NOT NULL,"
+    " state TEXT NOT NULL, reasons TEXT NOT NULL, holder TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION, entry {blob})",
+    "CREATE INDEX IF NOT EXISTS spans_stop ON spans (stop)",
+    "CREATE INDEX IF NOT EXISTS spans_open ON spans (session, ref) WHERE stop IS NULL",
+    # Trails (model/episodes.py TRAIL_STATES): found without reading every span.
+    "CREATE INDEX IF NOT EXISTS spans_trails ON spans (stop) WHERE state IN ('invalid', 'stale')",
+    "CREATE {view} locks AS SELECT s.id, s.session, r.host, r.lock_id, r.source, r.name,"
+    " r.place, s.state, s.reasons, s.holder, s.start, s.stop, s.entry, r.base"
+    " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref",
+    "CREATE TABLE IF NOT EXISTS waits (id {serial}, session BIGINT NOT NULL,"
+    " host TEXT NOT NULL, source TEXT NOT NULL, server TEXT NOT NULL, resource TEXT NOT NULL,"
+    " mode TEXT NOT NULL, waiter_node TEXT NOT NULL, blocker_node TEXT NOT NULL,"
+    " waiter TEXT NOT NULL, blocker TEXT NOT NULL, start DOUBLE PRECISION NOT NULL,"
+    " stop DOUBLE PRECISION, outcome TEXT, origin TEXT NOT NULL, cycle INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS waits_start ON waits (start)",
+    "CREATE INDEX IF NOT EXISTS waits_stop ON waits (stop)",
+    "CREATE INDEX IF NOT EXISTS waits_open ON waits (session, server, waiter_node)"
+    " WHERE stop IS NULL",
+    "CREATE TABLE IF NOT EXISTS actions (id {serial}, session BIGINT NOT NULL,"
+    " host TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, lock_id TEXT NOT NULL,"
+    " action TEXT NOT NULL, operator TEXT NOT NULL, audit_id BIGINT, result TEXT NOT NULL,"
+    " node TEXT)",
+    "CREATE INDEX IF NOT EXISTS actions_at ON actions (at)",
+    "CREATE TABLE IF NOT EXISTS outages (id {serial}, session BIGINT NOT NULL,"
+    " host TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION, detail TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS outages_start ON outages (start)",
+)
+
+
 def readings(store: Any) -> dict[str, Any]:
     """What the readers give back, as plain JSON values."""
     from tests.conftest import NOW
