@@ -162,12 +162,27 @@ def bench_churn(minutes: int) -> None:
     took = time.monotonic() - started
     per_hour = sizes[-1] / len(sizes) if sizes else _size(path) * 60 / minutes
     print(f"churn: {minutes} simulated minutes at 1,000 lock changes/min ({took:.0f} s)")
-    print(f"  store after each hour: {[round(s / 2**20, 1) for s in sizes]} MB")
+    print(f"  store after each hour: {[round(s / 2**20, 1) for s in sizes]} MB (with its WAL)")
     print(
         f"  growth {per_hour / 2**20:.1f} MB/hour: a day {24 * per_hour / 2**20:.0f} MB"
         " (target <= 100 MB)"
     )
+    _bytes_per_change(path, minutes * 1000)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _bytes_per_change(path: Path, changes: int) -> None:
+    """Where the bytes go (SQLite's dbstat): each table and index, per change."""
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT name, sum(pgsize), sum(unused) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+    total = sum(size for _, size, _ in rows)
+    print(f"  the file: {total / changes:.1f} bytes per change ({changes:,} changes)")
+    for name, size, unused in rows[:6]:
+        print(f"    {name}: {size / changes:.1f} bytes per change ({unused / size:.0%} unused)")
 
 
 def _size(path: Path) -> int:

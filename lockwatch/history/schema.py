@@ -41,23 +41,28 @@ HEAD = (
 SPANS = (
     "CREATE TABLE IF NOT EXISTS kinds (id {serial}, state TEXT NOT NULL, reasons TEXT NOT NULL)",
     "CREATE UNIQUE INDEX IF NOT EXISTS kinds_by_words ON kinds (state, reasons)",
-    # Ended spans: written once, never updated (pruning deletes them).
-    "CREATE TABLE IF NOT EXISTS spans (id {serial}, session BIGINT NOT NULL,"
-    " ref BIGINT NOT NULL, kind BIGINT NOT NULL, trail INTEGER NOT NULL, holder TEXT NOT NULL,"
-    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION NOT NULL, entry {blob})",
-    "CREATE INDEX IF NOT EXISTS spans_ended ON spans (stop)",
+    # Ended spans: written once, never updated (pruning deletes them), kept in
+    # the order of their ends (SQLite: WITHOUT ROWID, no rowid and no index of
+    # `stop` beside the table: the table is that index).
+    "CREATE TABLE IF NOT EXISTS spans (session BIGINT NOT NULL, ref BIGINT NOT NULL,"
+    " kind BIGINT NOT NULL, trail INTEGER NOT NULL, holder TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION NOT NULL, entry {blob},"
+    " PRIMARY KEY (stop, ref, session, start)){clustered}",
     "CREATE INDEX IF NOT EXISTS spans_trail ON spans (stop) WHERE trail = 1",
     # Spans still going on: one row per lock a recorder watches.
     "CREATE TABLE IF NOT EXISTS open_spans (id {serial}, session BIGINT NOT NULL,"
     " ref BIGINT NOT NULL, kind BIGINT NOT NULL, trail INTEGER NOT NULL, holder TEXT NOT NULL,"
     " start DOUBLE PRECISION NOT NULL, entry {blob})",
     "CREATE INDEX IF NOT EXISTS open_spans_by_ref ON open_spans (session, ref)",
-    "CREATE {view} locks AS SELECT s.id, s.session, r.host, r.lock_id, r.source, r.name,"
+    # Readers ask `ended_locks` for spans by their end and `open_locks` for those
+    # going on (a filter on `stop` does not reach through the union to an index).
+    "CREATE {view} ended_locks AS SELECT s.session, r.host, r.lock_id, r.source, r.name,"
     " r.place, k.state, k.reasons, s.trail, s.holder, s.start, s.stop, s.entry, r.base"
-    " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref JOIN kinds AS k ON k.id = s.kind"
-    " UNION ALL SELECT o.id, o.session, r.host, r.lock_id, r.source, r.name,"
-    " r.place, k.state, k.reasons, o.trail, o.holder, o.start, NULL, o.entry, r.base"
+    " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref JOIN kinds AS k ON k.id = s.kind",
+    "CREATE {view} open_locks AS SELECT o.session, r.host, r.lock_id, r.source, r.name,"
+    " r.place, k.state, k.reasons, o.trail, o.holder, o.start, NULL AS stop, o.entry, r.base"
     " FROM open_spans AS o JOIN lockrefs AS r ON r.id = o.ref JOIN kinds AS k ON k.id = o.kind",
+    "CREATE {view} locks AS SELECT * FROM ended_locks UNION ALL SELECT * FROM open_locks",
 )
 
 TAIL = (
@@ -100,7 +105,7 @@ V1_MOVE = (
     f" SELECT s.session, s.ref, k.id, CASE WHEN s.state IN {TRAIL_SQL} THEN 1 ELSE 0 END,"
     " s.holder, s.start, s.stop, s.entry FROM spans_v1 AS s"
     " JOIN kinds AS k ON k.state = s.state AND k.reasons = s.reasons"
-    " WHERE s.stop IS NOT NULL ORDER BY s.stop, s.id",
+    " WHERE s.stop IS NOT NULL ORDER BY s.stop, s.id ON CONFLICT DO NOTHING",
     "INSERT INTO open_spans (session, ref, kind, trail, holder, start, entry)"
     f" SELECT s.session, s.ref, k.id, CASE WHEN s.state IN {TRAIL_SQL} THEN 1 ELSE 0 END,"
     " s.holder, s.start, s.entry FROM spans_v1 AS s"
@@ -119,25 +124,25 @@ def migrate(store: Any, version: int, formats: dict[str, str]) -> None:
         store._db.execute(statement)
     for statement in TABLES:
         store._db.execute(statement.format(**formats))
+    _repack(store)
     for statement in V1_MOVE:
         store._db.execute(statement)
-    _repack(store)
 
 
 def _repack(store: Any) -> None:
-    """Version 1's entries were zlib streams; version 2's are raw deflate."""
+    """Version 1's entries were zlib streams of the whole entry; version 2's
+    are packed as unpack.py says (before the rows move)."""
     from lockwatch.history.reading import MAX_ENTRY_BYTES
     from lockwatch.history.unpack import pack, unpack
 
-    for table in ("spans", "open_spans"):
-        rows = store._db.execute(
-            f"SELECT t.id, t.entry, r.base FROM {table} AS t JOIN lockrefs AS r ON r.id = t.ref"
-            " WHERE t.entry IS NOT NULL"
-        ).fetchall()
-        update = store._sql(f"UPDATE {table} SET entry = ? WHERE id = ?")
-        for row_id, packed, base in rows:
-            try:
-                whole = unpack(bytes(packed), bytes(base), MAX_ENTRY_BYTES, version=1)
-            except (ValueError, zlib.error):
-                continue  # unreadable before as after: readers skip it
-            store._db.execute(update, (store._blob(pack(whole, bytes(base))), row_id))
+    rows = store._db.execute(
+        "SELECT t.id, t.entry, r.base FROM spans_v1 AS t JOIN lockrefs AS r ON r.id = t.ref"
+        " WHERE t.entry IS NOT NULL"
+    ).fetchall()
+    update = store._sql("UPDATE spans_v1 SET entry = ? WHERE id = ?")
+    for row_id, packed, base in rows:
+        try:
+            whole = unpack(bytes(packed), bytes(base), MAX_ENTRY_BYTES, version=1)
+        except (ValueError, zlib.error):
+            continue  # unreadable before as after: readers skip it
+        store._db.execute(update, (store._blob(pack(whole, bytes(base))), row_id))

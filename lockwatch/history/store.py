@@ -1,6 +1,8 @@
 """The history store's SQL, shared by SQLite and PostgreSQL: one schema (a host
-column on every row), written in `?` placeholders (the PostgreSQL store turns
-them into `%s`). Times are float seconds since the epoch (UTC).
+column on every row; the tables in schema.py), written in `?` placeholders (the
+PostgreSQL store turns them into `%s`). Times are float seconds since the epoch
+(UTC). A lock span lives in `open_spans` while it goes on and is written into
+`spans` once, with its end, when it ends.
 
 Rows of a recorder session (`sessions`) that died without closing stay open;
 readers end them at that session's last heartbeat once it is older than
@@ -33,7 +35,7 @@ DEAD_AFTER = 3 * BEAT_SECONDS
 # from more bytes than this.
 MAX_ROWS = 5_000_000
 
-PRUNED = ("spans", "waits", "outages")
+PRUNED = ("waits", "outages")
 
 
 class SqlStore(Reader):
@@ -110,12 +112,14 @@ class SqlStore(Reader):
         self.version = version
         return version
 
-    def create(self, serial: str, blob: str, view: str = "VIEW IF NOT EXISTS") -> None:
+    def create(
+        self, serial: str, blob: str, view: str = "VIEW IF NOT EXISTS", clustered: str = ""
+    ) -> None:
         """Make what is missing, migrating an older schema first (in the one
         transaction: a migration that fails leaves the file as it was)."""
         from lockwatch.history import schema
 
-        formats = {"serial": serial, "blob": blob, "view": view}
+        formats = {"serial": serial, "blob": blob, "view": view, "clustered": clustered}
         for statement in HEAD:
             self._db.execute(statement.format(**formats))
         self._begin()
@@ -174,7 +178,23 @@ class SqlStore(Reader):
         )
         self._session = sid
         self._sessions = None
+        self._end_closed_sessions()
         return sid
+
+    def _end_closed_sessions(self) -> None:
+        """Move the open spans of sessions that were closed into `spans`, ended
+        where readers end them (the session's end): `open_spans` stays the
+        locks being watched now, however often recorders restart."""
+        self._db.execute(
+            "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
+            " SELECT o.session, o.ref, o.kind, o.trail, o.holder, o.start, s.ended, o.entry"
+            " FROM open_spans AS o JOIN sessions AS s ON s.id = o.session"
+            " WHERE s.ended IS NOT NULL ON CONFLICT DO NOTHING"
+        )
+        self._db.execute(
+            "DELETE FROM open_spans WHERE session IN"
+            " (SELECT id FROM sessions WHERE ended IS NOT NULL)"
+        )
 
     # --- writing --------------------------------------------------------------
 
@@ -221,7 +241,7 @@ class SqlStore(Reader):
             self._sql(
                 "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
                 " SELECT session, ref, kind, trail, holder, start, ?, entry FROM open_spans"
-                " WHERE session = ? AND ref = ?"
+                " WHERE session = ? AND ref = ? ON CONFLICT DO NOTHING"
             ),
             (stop, sid, ref),
         )
@@ -435,6 +455,15 @@ class SqlStore(Reader):
         gone: int = 0
         cut = ts(before)
         try:
+            # Spans by their end (the table's key): up to the `most`-th oldest end.
+            cursor = self._db.execute(
+                self._sql(
+                    "DELETE FROM spans WHERE stop < ? AND stop <= (SELECT max(stop) FROM"
+                    " (SELECT stop FROM spans WHERE stop < ? ORDER BY stop LIMIT ?) AS oldest)"
+                ),
+                (cut, cut, most),
+            )
+            gone += max(int(cursor.rowcount), 0)
             for table in PRUNED:
                 cursor = self._db.execute(
                     self._sql(
