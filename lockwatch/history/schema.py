@@ -60,7 +60,8 @@ SPANS = (
     " r.place, k.state, k.reasons, s.trail, s.holder, s.start, s.stop, s.entry, r.base"
     " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref JOIN kinds AS k ON k.id = s.kind",
     "CREATE {view} open_locks AS SELECT o.session, r.host, r.lock_id, r.source, r.name,"
-    " r.place, k.state, k.reasons, o.trail, o.holder, o.start, NULL AS stop, o.entry, r.base"
+    " r.place, k.state, k.reasons, o.trail, o.holder, o.start,"
+    " CAST(NULL AS DOUBLE PRECISION) AS stop, o.entry, r.base"
     " FROM open_spans AS o JOIN lockrefs AS r ON r.id = o.ref JOIN kinds AS k ON k.id = o.kind",
     "CREATE {view} locks AS SELECT * FROM ended_locks UNION ALL SELECT * FROM open_locks",
 )

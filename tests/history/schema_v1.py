@@ -70,6 +70,13 @@ V1_TABLES = (
 )
 
 
+def normal(found: dict[str, Any]) -> dict[str, Any]:
+    """`readings` with spans that start at one instant, and episodes equally
+    bad, in one order (the API orders them, nothing of ties)."""
+    spans = sorted(found["lock_spans"], key=lambda s: (s[8], s[1]))
+    return {**found, "lock_spans": spans, "episodes": sorted(found["episodes"])}
+
+
 def readings(store: Any) -> dict[str, Any]:
     """What the readers give back, as plain JSON values."""
     from tests.conftest import NOW
