@@ -160,14 +160,32 @@ def bench_churn(minutes: int) -> None:
             sizes.append(_size(path))
     recorder.close()
     took = time.monotonic() - started
-    per_hour = sizes[-1] / len(sizes) if sizes else _size(path) * 60 / minutes
+    # All of it, once the writer caught up (the sizes at each hour miss what it
+    # had not written yet): the first hour's one-off rows (each lock's base) too.
+    per_hour = _size(path) * 60 / minutes
     print(f"churn: {minutes} simulated minutes at 1,000 lock changes/min ({took:.0f} s)")
-    print(f"  store after each hour: {[round(s / 2**20, 1) for s in sizes]} MB")
+    print(f"  store after each hour: {[round(s / 2**20, 1) for s in sizes]} MB (as written then)")
+    print(f"  store at the end: {_size(path) / 2**20:.1f} MB")
     print(
         f"  growth {per_hour / 2**20:.1f} MB/hour: a day {24 * per_hour / 2**20:.0f} MB"
         " (target <= 100 MB)"
     )
+    _bytes_per_change(path, minutes * 1000)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _bytes_per_change(path: Path, changes: int) -> None:
+    """Where the bytes go (SQLite's dbstat): each table and index, per change."""
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT name, sum(pgsize), sum(unused) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+    total = sum(size for _, size, _ in rows)
+    print(f"  the file: {total / changes:.1f} bytes per change ({changes:,} changes)")
+    for name, size, unused in rows[:6]:
+        print(f"    {name}: {size / changes:.1f} bytes per change ({unused / size:.0%} unused)")
 
 
 def _size(path: Path) -> int:
@@ -238,13 +256,23 @@ def build_million(path: Path, total: int) -> datetime:
     return end
 
 
+CPU_TIMES: list[float] = []  # each `timed` command's median CPU seconds, in order
+
+
 def timed(args: list[str], rounds: int) -> float:
-    times = []
+    """The median wall seconds of `args` (its median CPU seconds: CPU_TIMES)."""
+    import resource
+
+    times, cpus = [], []
     for _ in range(rounds):
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
         began = time.monotonic()
         out = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
         times.append(time.monotonic() - began)
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime)
         assert out.returncode == 0, out.stderr.decode()
+    CPU_TIMES.append(statistics.median(cpus))
     return statistics.median(times)
 
 
@@ -265,13 +293,16 @@ def bench_history(rounds: int, total: int) -> None:
         base = timed([*LOCKWATCH, "history", "--history", str(empty), "--json"], rounds)
         day = timed([*LOCKWATCH, "history", "--history", str(full), "--json"], rounds)
         print(
-            f"  `history --json` (last day): {day:.2f} s; over an empty store {base:.2f} s"
-            " (target <= 1 s)"
+            f"  `history --json` (last day): {day:.2f} s wall, {CPU_TIMES[-1]:.2f} s CPU;"
+            f" over an empty store {base:.2f} s wall, {CPU_TIMES[-2]:.2f} s CPU (target <= 1 s)"
         )
         store = open_history(str(full))
-        began = time.monotonic()
+        began, cpu = time.monotonic(), time.process_time()
         found = store.episodes(datetime.now(UTC) - timedelta(days=1))
-        print(f"  in-process episodes(): {time.monotonic() - began:.2f} s, {len(found)} episodes")
+        print(
+            f"  in-process episodes(): {time.monotonic() - began:.2f} s wall,"
+            f" {time.process_time() - cpu:.2f} s CPU, {len(found)} episodes"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -312,8 +343,9 @@ def bench_ls_at(rounds: int) -> None:
         base = timed([*LOCKWATCH, "ls", str(tree), "--json"], rounds)
         lsat = timed([*LOCKWATCH, "ls", "--at", at, "--history", str(history), "--json"], rounds)
         print(
-            f"ls --at, {count:,} locks recorded: {lsat:.2f} s (target <= 1 s);"
-            f" `ls --json` scanning the same 10,000 files: {base:.2f} s"
+            f"ls --at, {count:,} locks recorded: {lsat:.2f} s wall, {CPU_TIMES[-1]:.2f} s CPU"
+            f" (target <= 1 s); `ls --json` scanning the same 10,000 files: {base:.2f} s wall,"
+            f" {CPU_TIMES[-2]:.2f} s CPU"
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -21,6 +21,7 @@ CONNECT_TIMEOUT_S = 5
 STATEMENT_TIMEOUT_MS = 30_000
 # Schema creation by two recorders at once: one at a time.
 _CREATE_LOCK = 0x6C6B7768  # "lkwh"
+_TIMEOUT = f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"
 
 
 class PgStore(SqlStore):
@@ -43,7 +44,8 @@ class PgStore(SqlStore):
             connection = psycopg.connect(
                 dsn,
                 connect_timeout=CONNECT_TIMEOUT_S,
-                options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+                # Added to the DSN's own options (a search_path, say), not in their place.
+                options=f"{parts.get('options') or ''} {_TIMEOUT}".strip(),
                 application_name="lockwatch-history",
                 autocommit=not write,
             )

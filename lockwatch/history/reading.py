@@ -21,7 +21,10 @@ MAX_ENTRY_BYTES = 16 * 1024 * 1024
 
 
 class Reader:
-    """Reading; `SqlStore` supplies `_rows` (bounded) and `_stop`."""
+    """Reading; `SqlStore` supplies `_rows` (bounded), `_stop` and the schema
+    `version` of what it reads (1 as well as the current: see schema.py)."""
+
+    version: int
 
     def _rows(self, text: str, args: Sequence[Any] = ()) -> list[Any]:
         raise NotImplementedError
@@ -30,6 +33,13 @@ class Reader:
         raise NotImplementedError
 
     # --- reading --------------------------------------------------------------
+
+    def _halves(self, table: str) -> tuple[str, str]:
+        """Where the spans of `table` going on and those ended are (schema
+        version 2 keeps lock spans in two tables; anything else is one)."""
+        if table == "locks" and self.version >= 2:
+            return "open_locks", "ended_locks"
+        return table, table
 
     def _host_clause(self, host: str | None) -> tuple[str, list[Any]]:
         return ("", []) if host is None else (" AND host = ?", [host])
@@ -43,10 +53,11 @@ class Reader:
         where, args = self._host_clause(host)
         # Two halves, so each uses an index: the open spans (few: the locks of
         # now) and the spans that ended after `at` (by their end).
-        columns = "SELECT session, host, lock_id, start, stop, entry, base FROM locks"
+        columns = "SELECT session, host, lock_id, start, stop, entry, base FROM "
+        going, ended = self._halves("locks")
         rows = self._rows(
-            f"{columns} WHERE stop IS NULL AND start <= ?{where}"
-            f" UNION ALL {columns} WHERE stop > ? AND start <= ?{where}",
+            f"{columns}{going} WHERE stop IS NULL AND start <= ?{where}"
+            f" UNION ALL {columns}{ended} WHERE stop > ? AND start <= ?{where}",
             [when, *args, when, when, *args],
         )
         latest: dict[tuple[str, str], tuple[float, bytes | None, bytes]] = {}
@@ -61,7 +72,7 @@ class Reader:
         found: list[Entry] = []
         for _, packed, base in latest.values():
             try:
-                entry = loads_line(unpack(packed, base, MAX_ENTRY_BYTES))
+                entry = loads_line(unpack(packed, base, MAX_ENTRY_BYTES, version=self.version))
             except (CodecError, ValueError, zlib.error):
                 continue
             if isinstance(entry, Entry):
@@ -80,8 +91,10 @@ class Reader:
         found: set[float] = set()
         for table in ("locks", "waits"):
             for column in ("start", "stop"):
+                # Lock spans' ends are in the ended ones (by the table's key).
+                source = self._halves(table)[1] if column == "stop" else table
                 rows = self._rows(
-                    f"SELECT DISTINCT {column} FROM {table}"
+                    f"SELECT DISTINCT {column} FROM {source}"
                     f" WHERE {column} >= ? AND {column} <= ?" + where,
                     [low, high, *args],
                 )
@@ -99,16 +112,16 @@ class Reader:
     ) -> list[Any]:
         # Spans overlapping [since, until]: the open ones, and those that ended
         # since `since` (two halves, so each uses an index).
-        head = f"SELECT {columns} FROM {table} WHERE "
         tail = (" AND " + extra) if extra else ""
         bound = [] if until is None else [ts(until)]
         before = "" if until is None else " AND start <= ?"
         if since is None:
-            text = head + "1 = 1" + before + tail
+            text = f"SELECT {columns} FROM {table} WHERE 1 = 1" + before + tail
             return self._rows(text + " ORDER BY start", [*bound, *extra_args])
+        going, ended = self._halves(table)
         text = (
-            f"{head}stop IS NULL{before}{tail} UNION ALL"
-            f" {head}stop >= ?{before}{tail} ORDER BY start"
+            f"SELECT {columns} FROM {going} WHERE stop IS NULL{before}{tail} UNION ALL"
+            f" SELECT {columns} FROM {ended} WHERE stop >= ?{before}{tail} ORDER BY start"
         )
         args = [*bound, *extra_args, ts(since), *bound, *extra_args]
         return self._rows(text, args)
@@ -177,6 +190,8 @@ class Reader:
             # Literal (our own words, quotes doubled): a partial index matches them.
             said = ", ".join("'" + state.replace("'", "''") + "'" for state in sorted(states))
             parts.append(f"state IN ({said})")
+            if self.version >= 2 and set(states) <= set(folding.TRAIL_STATES):
+                parts.append("trail = 1")  # what the partial index `spans_trail` covers
         if lock_id is not None:
             parts.append("lock_id = ?")
             extra_args.append(lock_id)

@@ -20,6 +20,7 @@ from lockwatch.history.base import HistoryError
 from lockwatch.history.store import SqlStore
 
 BUSY_MS = 5000
+WAL_KEPT_BYTES = 1 << 20
 APPLICATION_ID = 0x4C4B5748  # "LKWH": `file` and lockwatch tell the file by it
 
 
@@ -61,12 +62,16 @@ class SqliteStore(SqlStore):
             if write:
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = NORMAL")
+                # The WAL is cut back to this after a checkpoint (else it keeps its
+                # largest size for good: megabytes beside a small history).
+                db.execute(f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}")
                 if max_mb is not None:
                     page = db.execute("PRAGMA page_size").fetchone()[0]
                     db.execute(f"PRAGMA max_page_count = {max(16, int(max_mb * 2**20 / page))}")
                 if not tables:
                     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                    self.create("INTEGER PRIMARY KEY", "BLOB")
+                # Made if new, migrated if older (a reader reads either as it is).
+                self.create("INTEGER PRIMARY KEY", "BLOB", clustered=" WITHOUT ROWID")
             if not tables and not write:
                 raise HistoryError(f"{self.name}: no history recorded here (an empty file)")
             if self.check_version() is None:
@@ -79,6 +84,12 @@ class SqliteStore(SqlStore):
         except HistoryError:
             db.close()
             raise
+
+    def _begin(self) -> None:
+        # Python's sqlite3 runs DDL outside a transaction unless one is open:
+        # a migration is all or nothing, and one recorder at a time makes it.
+        if not self._db.in_transaction:
+            self._db.execute("BEGIN IMMEDIATE")
 
     def _error(self, exc: Exception) -> HistoryError:
         text = str(exc)

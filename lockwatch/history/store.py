@@ -1,6 +1,8 @@
 """The history store's SQL, shared by SQLite and PostgreSQL: one schema (a host
-column on every row), written in `?` placeholders (the PostgreSQL store turns
-them into `%s`). Times are float seconds since the epoch (UTC).
+column on every row; the tables in schema.py), written in `?` placeholders (the
+PostgreSQL store turns them into `%s`). Times are float seconds since the epoch
+(UTC). A lock span lives in `open_spans` while it goes on and is written into
+`spans` once, with its end, when it ends.
 
 Rows of a recorder session (`sessions`) that died without closing stay open;
 readers end them at that session's last heartbeat once it is older than
@@ -19,7 +21,9 @@ from typing import Any
 from lockwatch.history.base import SCHEMA_VERSION, Batch, HistoryError
 from lockwatch.history.reading import Reader
 from lockwatch.history.rows import ts, who_json
+from lockwatch.history.schema import HEAD, TABLES
 from lockwatch.history.unpack import pack
+from lockwatch.model.changes import Entry
 from lockwatch.model.episodes import TRAIL_STATES
 from lockwatch.model.history import ActionMark, LockSpan, WaitSpan
 
@@ -31,50 +35,7 @@ DEAD_AFTER = 3 * BEAT_SECONDS
 # from more bytes than this.
 MAX_ROWS = 5_000_000
 
-TABLES = (
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS sessions (id {serial}, host TEXT NOT NULL, pid INTEGER,"
-    " started DOUBLE PRECISION NOT NULL, beat DOUBLE PRECISION NOT NULL,"
-    " ended DOUBLE PRECISION, poll DOUBLE PRECISION NOT NULL)",
-    # A lock's name and place once (`lockrefs`), its spans by reference: a day of
-    # churn is millions of spans. Each span's entry is zlib-compressed against the
-    # lock's first (`base`, kept once): a change of pid or heartbeat costs tens of
-    # bytes, not the whole lock again. `holder` is kept for trails (stale,
-    # invalid): any other span's holder is in its entry.
-    "CREATE TABLE IF NOT EXISTS lockrefs (id {serial}, host TEXT NOT NULL,"
-    " lock_id TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL, place TEXT NOT NULL,"
-    " base {blob} NOT NULL)",
-    "CREATE UNIQUE INDEX IF NOT EXISTS lockrefs_by_id ON lockrefs (host, lock_id)",
-    "CREATE TABLE IF NOT EXISTS spans (id {serial}, session BIGINT NOT NULL, ref BIGINT NOT NULL,"
-    " state TEXT NOT NULL, reasons TEXT NOT NULL, holder TEXT NOT NULL,"
-    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION, entry {blob})",
-    "CREATE INDEX IF NOT EXISTS spans_stop ON spans (stop)",
-    "CREATE INDEX IF NOT EXISTS spans_open ON spans (session, ref) WHERE stop IS NULL",
-    # Trails (model/episodes.py TRAIL_STATES): found without reading every span.
-    "CREATE INDEX IF NOT EXISTS spans_trails ON spans (stop) WHERE state IN ('invalid', 'stale')",
-    "CREATE {view} locks AS SELECT s.id, s.session, r.host, r.lock_id, r.source, r.name,"
-    " r.place, s.state, s.reasons, s.holder, s.start, s.stop, s.entry, r.base"
-    " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref",
-    "CREATE TABLE IF NOT EXISTS waits (id {serial}, session BIGINT NOT NULL,"
-    " host TEXT NOT NULL, source TEXT NOT NULL, server TEXT NOT NULL, resource TEXT NOT NULL,"
-    " mode TEXT NOT NULL, waiter_node TEXT NOT NULL, blocker_node TEXT NOT NULL,"
-    " waiter TEXT NOT NULL, blocker TEXT NOT NULL, start DOUBLE PRECISION NOT NULL,"
-    " stop DOUBLE PRECISION, outcome TEXT, origin TEXT NOT NULL, cycle INTEGER NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS waits_start ON waits (start)",
-    "CREATE INDEX IF NOT EXISTS waits_stop ON waits (stop)",
-    "CREATE INDEX IF NOT EXISTS waits_open ON waits (session, server, waiter_node)"
-    " WHERE stop IS NULL",
-    "CREATE TABLE IF NOT EXISTS actions (id {serial}, session BIGINT NOT NULL,"
-    " host TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, lock_id TEXT NOT NULL,"
-    " action TEXT NOT NULL, operator TEXT NOT NULL, audit_id BIGINT, result TEXT NOT NULL,"
-    " node TEXT)",
-    "CREATE INDEX IF NOT EXISTS actions_at ON actions (at)",
-    "CREATE TABLE IF NOT EXISTS outages (id {serial}, session BIGINT NOT NULL,"
-    " host TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL,"
-    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION, detail TEXT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS outages_start ON outages (start)",
-)
-PRUNED = ("spans", "waits", "outages")
+PRUNED = ("waits", "outages")
 
 
 class SqlStore(Reader):
@@ -92,6 +53,10 @@ class SqlStore(Reader):
         self._session: int | None = None
         # Each lock's reference and base entry (lockrefs), as looked up or made.
         self._refs: dict[str, tuple[int, bytes]] = {}
+        # Each (state, reason codes) pair's row in `kinds`, as looked up or made.
+        self._kinds: dict[tuple[str, str], int] = {}
+        # The schema version of what is read (a reader does not migrate).
+        self.version = SCHEMA_VERSION
         self._sessions: dict[int, tuple[str, float | None]] | None = None
 
     # --- plumbing -----------------------------------------------------------
@@ -116,10 +81,16 @@ class SqlStore(Reader):
         cursor = self._db.execute(self._sql(text), tuple(args))
         return int(cursor.lastrowid or 0)
 
+    def _begin(self) -> None:
+        """Start the transaction a migration runs in (where DDL does not)."""
+
     def _commit(self) -> None:
         self._db.commit()
 
     def _rollback(self) -> None:
+        # Rows made in the transaction are gone: so are their ids.
+        self._refs.clear()
+        self._kinds.clear()
         with contextlib.suppress(Exception):  # the first error is the one to report
             self._db.rollback()
 
@@ -138,23 +109,35 @@ class SqlStore(Reader):
                 f"{self.name}: written by a newer lockwatch (history schema {version};"
                 f" this one reads up to {SCHEMA_VERSION}): upgrade lockwatch, or use --no-history"
             )
+        self.version = version
         return version
 
-    def create(self, serial: str, blob: str, view: str = "VIEW IF NOT EXISTS") -> None:
-        for statement in TABLES:
-            self._db.execute(statement.format(serial=serial, blob=blob, view=view))
-        self.migrate()
+    def create(
+        self, serial: str, blob: str, view: str = "VIEW IF NOT EXISTS", clustered: str = ""
+    ) -> None:
+        """Make what is missing, migrating an older schema first (in the one
+        transaction: a migration that fails leaves the file as it was)."""
+        from lockwatch.history import schema
+
+        formats = {"serial": serial, "blob": blob, "view": view, "clustered": clustered}
+        for statement in HEAD:
+            self._db.execute(statement.format(**formats))
+        self._begin()
+        version = self.check_version()
+        if version is not None and version < SCHEMA_VERSION:
+            schema.migrate(self, version, formats)
+        else:
+            for statement in TABLES:
+                self._db.execute(statement.format(**formats))
         self._db.execute(
             self._sql(
-                "INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING"
+                "INSERT INTO meta (key, value) VALUES ('schema', ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
             ),
             (str(SCHEMA_VERSION),),
         )
+        self.version = SCHEMA_VERSION
         self._commit()
-
-    def migrate(self) -> None:
-        """Bring an older schema up to SCHEMA_VERSION (version 1 is the first:
-        nothing to do yet). Each later version adds one step here."""
 
     # --- sessions -------------------------------------------------------------
 
@@ -195,7 +178,23 @@ class SqlStore(Reader):
         )
         self._session = sid
         self._sessions = None
+        self._end_closed_sessions()
         return sid
+
+    def _end_closed_sessions(self) -> None:
+        """Move the open spans of sessions that were closed into `spans`, ended
+        where readers end them (the session's end): `open_spans` stays the
+        locks being watched now, however often recorders restart."""
+        self._db.execute(
+            "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
+            " SELECT o.session, o.ref, o.kind, o.trail, o.holder, o.start, s.ended, o.entry"
+            " FROM open_spans AS o JOIN sessions AS s ON s.id = o.session"
+            " WHERE s.ended IS NOT NULL ON CONFLICT DO NOTHING"
+        )
+        self._db.execute(
+            "DELETE FROM open_spans WHERE session IN"
+            " (SELECT id FROM sessions WHERE ended IS NOT NULL)"
+        )
 
     # --- writing --------------------------------------------------------------
 
@@ -211,21 +210,12 @@ class SqlStore(Reader):
             raise self._error(exc) from exc
 
     def _record(self, batch: Batch, poll_seconds: float) -> None:
-        from lockwatch.model.codec import dumps_line
         from lockwatch.sources.recording import know_sources
 
         know_sources()
         first = min((ts(s.start) for s, _ in batch.opened), default=time.time())
         sid = (
             self._session if self._session is not None else self._start_session(poll_seconds, first)
-        )
-        execute = self._db.execute
-        close = self._sql(
-            "UPDATE spans SET stop = ? WHERE session = ? AND ref = ? AND stop IS NULL"
-        )
-        insert = self._sql(
-            "INSERT INTO spans (session, ref, state, reasons, holder, start, entry)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)"
         )
         # In time order, an end before a start at one instant: a batch holds several
         # polls, and a span may start and end within it (closed after it is made).
@@ -237,29 +227,67 @@ class SqlStore(Reader):
                 lock_id, end = batch.closed[n]
                 ref = self._ref_of(lock_id)
                 if ref is not None:
-                    execute(close, (ts(end), sid, ref[0]))
+                    self._close_span(sid, ref[0], ts(end))
                 continue
-            span, entry = batch.opened[n]
-            whole = dumps_line(entry)
-            ref = self._ref_of(span.lock_id) or self._new_ref(span, whole)
-            packed = None if whole == ref[1] else pack(whole, ref[1])
-            holder = span.holder if span.state in TRAIL_STATES else ""
-            execute(
-                insert,
-                (
-                    sid,
-                    ref[0],
-                    span.state,
-                    " ".join(span.reasons),
-                    holder,
-                    ts(span.start),
-                    None if packed is None else self._blob(packed),
-                ),
-            )
+            self._open_span(sid, *batch.opened[n])
         self._write_waits(sid, batch)
         for mark in batch.actions:
             self._insert_action(sid, mark)
         self._write_outages(sid, batch)
+
+    def _close_span(self, sid: int, ref: int, stop: float) -> None:
+        """Move the lock's open span into `spans`, written once with its end."""
+        self._db.execute(
+            self._sql(
+                "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
+                " SELECT session, ref, kind, trail, holder, start, ?, entry FROM open_spans"
+                " WHERE session = ? AND ref = ? ON CONFLICT DO NOTHING"
+            ),
+            (stop, sid, ref),
+        )
+        self._db.execute(
+            self._sql("DELETE FROM open_spans WHERE session = ? AND ref = ?"), (sid, ref)
+        )
+
+    def _open_span(self, sid: int, span: LockSpan, entry: Entry) -> None:
+        from lockwatch.model.codec import dumps_line
+
+        whole = dumps_line(entry)
+        ref = self._ref_of(span.lock_id) or self._new_ref(span, whole)
+        packed = None if whole == ref[1] else pack(whole, ref[1])
+        trail = span.state in TRAIL_STATES
+        self._db.execute(
+            self._sql(
+                "INSERT INTO open_spans (session, ref, kind, trail, holder, start, entry)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (
+                sid,
+                ref[0],
+                self._kind_of(span.state, " ".join(span.reasons)),
+                int(trail),
+                span.holder if trail else "",
+                ts(span.start),
+                None if packed is None else self._blob(packed),
+            ),
+        )
+
+    def _kind_of(self, state: str, reasons: str) -> int:
+        """The `kinds` row of (state, reason codes), made the first time."""
+        found = self._kinds.get((state, reasons))
+        if found is None:
+            rows = self._rows(
+                "SELECT id FROM kinds WHERE state = ? AND reasons = ?", (state, reasons)
+            )
+            found = (
+                int(rows[0][0])
+                if rows
+                else self._insert_id(
+                    "INSERT INTO kinds (state, reasons) VALUES (?, ?)", (state, reasons)
+                )
+            )
+            self._kinds[(state, reasons)] = found
+        return found
 
     def _ref_of(self, lock_id: str) -> tuple[int, bytes] | None:
         """The lock's reference and base entry, as this host recorded it first."""
@@ -427,6 +455,15 @@ class SqlStore(Reader):
         gone: int = 0
         cut = ts(before)
         try:
+            # Spans by their end (the table's key): up to the `most`-th oldest end.
+            cursor = self._db.execute(
+                self._sql(
+                    "DELETE FROM spans WHERE stop < ? AND stop <= (SELECT max(stop) FROM"
+                    " (SELECT stop FROM spans WHERE stop < ? ORDER BY stop LIMIT ?) AS oldest)"
+                ),
+                (cut, cut, most),
+            )
+            gone += max(int(cursor.rowcount), 0)
             for table in PRUNED:
                 cursor = self._db.execute(
                     self._sql(

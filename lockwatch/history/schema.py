@@ -1,0 +1,149 @@
+"""The history store's tables (shared by SQLite and PostgreSQL, `?` placeholders
+and `{serial}`/`{blob}`/`{view}` spelt per store) and the migration from each
+older schema version. Times are float seconds since the epoch (UTC).
+
+Version 2 (issue 44's size target): a day of churn at 1,000 lock changes a
+minute is 1.4 million spans, so a span row holds only what differs per change:
+
+- a lock's name and place once (`lockrefs`), its state and reason codes once
+  per distinct pair (`kinds`): a span names both by integer;
+- open spans apart (`open_spans`, one row per lock being watched): a span is
+  written to `spans` once, when it ends, with its end. Rows of `spans` never
+  grow after they are written (an UPDATE that adds the end to a full page
+  splits it), and its indexes are appended to in time order;
+- each entry raw-deflated against the lock's first (`lockrefs.base`): no zlib
+  header and checksum per row (unpack.py).
+
+The `locks` view joins them back into version 1's columns, so readers ask one
+thing of either version.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+# The trail states (model/episodes.py TRAIL_STATES), spelt here as SQL: the
+# `trail` flag and its partial index find them without reading every span.
+TRAIL_SQL = "('invalid', 'stale')"
+
+HEAD = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sessions (id {serial}, host TEXT NOT NULL, pid INTEGER,"
+    " started DOUBLE PRECISION NOT NULL, beat DOUBLE PRECISION NOT NULL,"
+    " ended DOUBLE PRECISION, poll DOUBLE PRECISION NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS lockrefs (id {serial}, host TEXT NOT NULL,"
+    " lock_id TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL, place TEXT NOT NULL,"
+    " base {blob} NOT NULL)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS lockrefs_by_id ON lockrefs (host, lock_id)",
+)
+
+SPANS = (
+    "CREATE TABLE IF NOT EXISTS kinds (id {serial}, state TEXT NOT NULL, reasons TEXT NOT NULL)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS kinds_by_words ON kinds (state, reasons)",
+    # Ended spans: written once, never updated (pruning deletes them), kept in
+    # the order of their ends (SQLite: WITHOUT ROWID, no rowid and no index of
+    # `stop` beside the table: the table is that index).
+    "CREATE TABLE IF NOT EXISTS spans (session BIGINT NOT NULL, ref BIGINT NOT NULL,"
+    " kind BIGINT NOT NULL, trail INTEGER NOT NULL, holder TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION NOT NULL, entry {blob},"
+    " PRIMARY KEY (stop, ref, session, start)){clustered}",
+    "CREATE INDEX IF NOT EXISTS spans_trail ON spans (stop) WHERE trail = 1",
+    # Spans still going on: one row per lock a recorder watches.
+    "CREATE TABLE IF NOT EXISTS open_spans (id {serial}, session BIGINT NOT NULL,"
+    " ref BIGINT NOT NULL, kind BIGINT NOT NULL, trail INTEGER NOT NULL, holder TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, entry {blob})",
+    "CREATE INDEX IF NOT EXISTS open_spans_by_ref ON open_spans (session, ref)",
+    # Readers ask `ended_locks` for spans by their end and `open_locks` for those
+    # going on (a filter on `stop` does not reach through the union to an index).
+    "CREATE {view} ended_locks AS SELECT s.session, r.host, r.lock_id, r.source, r.name,"
+    " r.place, k.state, k.reasons, s.trail, s.holder, s.start, s.stop, s.entry, r.base"
+    " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref JOIN kinds AS k ON k.id = s.kind",
+    "CREATE {view} open_locks AS SELECT o.session, r.host, r.lock_id, r.source, r.name,"
+    " r.place, k.state, k.reasons, o.trail, o.holder, o.start,"
+    " CAST(NULL AS DOUBLE PRECISION) AS stop, o.entry, r.base"
+    " FROM open_spans AS o JOIN lockrefs AS r ON r.id = o.ref JOIN kinds AS k ON k.id = o.kind",
+    "CREATE {view} locks AS SELECT * FROM ended_locks UNION ALL SELECT * FROM open_locks",
+)
+
+TAIL = (
+    "CREATE TABLE IF NOT EXISTS waits (id {serial}, session BIGINT NOT NULL,"
+    " host TEXT NOT NULL, source TEXT NOT NULL, server TEXT NOT NULL, resource TEXT NOT NULL,"
+    " mode TEXT NOT NULL, waiter_node TEXT NOT NULL, blocker_node TEXT NOT NULL,"
+    " waiter TEXT NOT NULL, blocker TEXT NOT NULL, start DOUBLE PRECISION NOT NULL,"
+    " stop DOUBLE PRECISION, outcome TEXT, origin TEXT NOT NULL, cycle INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS waits_start ON waits (start)",
+    "CREATE INDEX IF NOT EXISTS waits_stop ON waits (stop)",
+    "CREATE INDEX IF NOT EXISTS waits_open ON waits (session, server, waiter_node)"
+    " WHERE stop IS NULL",
+    "CREATE TABLE IF NOT EXISTS actions (id {serial}, session BIGINT NOT NULL,"
+    " host TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, lock_id TEXT NOT NULL,"
+    " action TEXT NOT NULL, operator TEXT NOT NULL, audit_id BIGINT, result TEXT NOT NULL,"
+    " node TEXT)",
+    "CREATE INDEX IF NOT EXISTS actions_at ON actions (at)",
+    "CREATE TABLE IF NOT EXISTS outages (id {serial}, session BIGINT NOT NULL,"
+    " host TEXT NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION, detail TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS outages_start ON outages (start)",
+)
+
+TABLES = HEAD + SPANS + TAIL
+
+# Version 1's spans put aside before version 2's are made (its indexes go with
+# it: their names are free again), moved over, then dropped.
+V1_ASIDE = (
+    "DROP VIEW IF EXISTS locks",
+    "DROP INDEX IF EXISTS spans_stop",
+    "DROP INDEX IF EXISTS spans_open",
+    "DROP INDEX IF EXISTS spans_trails",
+    "ALTER TABLE spans RENAME TO spans_v1",
+)
+V1_MOVE = (
+    "INSERT INTO kinds (state, reasons) SELECT DISTINCT state, reasons FROM spans_v1"
+    " WHERE NOT EXISTS (SELECT 1 FROM kinds AS k"
+    " WHERE k.state = spans_v1.state AND k.reasons = spans_v1.reasons)",
+    "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
+    f" SELECT s.session, s.ref, k.id, CASE WHEN s.state IN {TRAIL_SQL} THEN 1 ELSE 0 END,"
+    " s.holder, s.start, s.stop, s.entry FROM spans_v1 AS s"
+    " JOIN kinds AS k ON k.state = s.state AND k.reasons = s.reasons"
+    " WHERE s.stop IS NOT NULL ORDER BY s.stop, s.id ON CONFLICT DO NOTHING",
+    "INSERT INTO open_spans (session, ref, kind, trail, holder, start, entry)"
+    f" SELECT s.session, s.ref, k.id, CASE WHEN s.state IN {TRAIL_SQL} THEN 1 ELSE 0 END,"
+    " s.holder, s.start, s.entry FROM spans_v1 AS s"
+    " JOIN kinds AS k ON k.state = s.state AND k.reasons = s.reasons"
+    " WHERE s.stop IS NULL ORDER BY s.id",
+    "DROP TABLE spans_v1",
+)
+
+
+def migrate(store: Any, version: int, formats: dict[str, str]) -> None:
+    """Bring `store` (a SqlStore, in its open transaction) from `version` up to
+    the current schema; the caller then makes any table still missing."""
+    if version >= 2:
+        return
+    for statement in V1_ASIDE:
+        store._db.execute(statement)
+    for statement in TABLES:
+        store._db.execute(statement.format(**formats))
+    _repack(store)
+    for statement in V1_MOVE:
+        store._db.execute(statement)
+
+
+def _repack(store: Any) -> None:
+    """Version 1's entries were zlib streams of the whole entry; version 2's
+    are packed as unpack.py says (before the rows move)."""
+    from lockwatch.history.reading import MAX_ENTRY_BYTES
+    from lockwatch.history.unpack import pack, unpack
+
+    rows = store._db.execute(
+        "SELECT t.id, t.entry, r.base FROM spans_v1 AS t JOIN lockrefs AS r ON r.id = t.ref"
+        " WHERE t.entry IS NOT NULL"
+    ).fetchall()
+    update = store._sql("UPDATE spans_v1 SET entry = ? WHERE id = ?")
+    for row_id, packed, base in rows:
+        try:
+            whole = unpack(bytes(packed), bytes(base), MAX_ENTRY_BYTES, version=1)
+        except (ValueError, zlib.error):
+            continue  # unreadable before as after: readers skip it
+        store._db.execute(update, (store._blob(pack(whole, bytes(base))), row_id))

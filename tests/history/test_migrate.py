@@ -1,0 +1,75 @@
+"""A history file written by schema version 1 (the first round's code, kept in
+tests/history/data: see schema_v1.py) is migrated to the current schema when a
+writer opens it, and reads the same after as that code read it before; a
+reader (which never changes a file) reads the unmigrated file the same too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+from lockwatch.history.api import SCHEMA_VERSION, Batch, open_history
+from tests.conftest import LOCAL_HOST, NOW
+from tests.history.schema_v1 import FILE, READINGS, normal, readings
+
+
+def _copy(tmp_path: Path) -> Path:
+    path = tmp_path / "history.sqlite3"
+    shutil.copyfile(FILE, path)
+    path.chmod(0o600)
+    return path
+
+
+def test_a_version_1_file_is_migrated_and_reads_the_same(tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    open_history(str(path), host=LOCAL_HOST, write=True).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == (
+            str(SCHEMA_VERSION),
+        )
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert "spans_v1" not in tables and {"kinds", "open_spans"} <= tables
+    store = open_history(str(path))
+    try:
+        assert normal(readings(store)) == normal(json.loads(READINGS.read_text()))
+    finally:
+        store.close()
+
+
+def test_a_reader_reads_a_version_1_file_unchanged(tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    before = path.read_bytes()
+    store = open_history(str(path))
+    try:
+        assert normal(readings(store)) == normal(json.loads(READINGS.read_text()))
+    finally:
+        store.close()
+    assert path.read_bytes() == before
+
+
+def test_a_migrated_file_records_on(tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    store = open_history(str(path), host=LOCAL_HOST, write=True)
+    old = store.entries_at(NOW - timedelta(minutes=7))
+    # A lock the version 1 code recorded (its `lockrefs` row is reused), anew.
+    entry = old[0]
+    later, last = NOW + timedelta(minutes=1), NOW + timedelta(minutes=2)
+    batch = Batch()
+    span = store.lock_spans(None, None, lock_id=entry.lock.id)[0]
+    batch.opened.append((replace(span, start=later, end=None), entry))
+    batch.closed.append((entry.lock.id, last))
+    store.record(batch, poll_seconds=1.0)
+    store.close()
+    store = open_history(str(path))
+    try:
+        spans = store.lock_spans(later, None, lock_id=entry.lock.id)
+        assert [(s.start, s.end) for s in spans] == [(later, last)]
+        assert [e.lock.id for e in store.entries_at(later)] == [entry.lock.id]
+        assert store.entries_at(later)[0] == entry
+    finally:
+        store.close()
