@@ -241,7 +241,7 @@ def _act(kind: Kind, request: Request) -> None:
     host = os.uname().nodename
     wanted = _wanted(request, config)
     # What TARGET names comes first: a mistyped path says so, not "pass --yes".
-    found = _find(request.target, wanted, host)
+    found = _find(request.target, wanted, host, request.tombstone_dir or config.tombstone_dir)
     if not request.yes and not sys.stdin.isatty():
         raise click.UsageError(
             "no terminal to confirm on: pass --yes to act without asking; nothing was done"
@@ -319,7 +319,7 @@ def _executor(audit: Any, request: Request, config: Config, wanted: Wanted) -> E
     return Executor(audit, tombstone_dir=request.tombstone_dir or config.tombstone_dir, **reaching)
 
 
-def _find(target: str, wanted: Wanted, host: str) -> Found | str:
+def _find(target: str, wanted: Wanted, host: str, tombstone_dir: str | None) -> Found | str:
     from lockwatch.actions.targets import find, source_for
     from lockwatch.sources.contract import LookupFailed, SourceError
     from lockwatch.sources.registry import for_id
@@ -328,10 +328,13 @@ def _find(target: str, wanted: Wanted, host: str) -> Found | str:
         actions = source_for(target).actions
         path = os.path.abspath(target)
         typed_path = actions is not None and actions.takes_paths and for_id(target) is None
-        if typed_path and not os.path.lexists(path):
+        gone = typed_path and not os.path.lexists(path)
+        if gone and not (actions is not None and actions.moved_aside(path, tombstone_dir)):
             # A path typed, not an id listed: nobody saw a lock there, so nothing
             # is audited (a typo is no action on a lock), as `ls` and the
-            # dashboard refuse a PATH that does not exist.
+            # dashboard refuse a PATH that does not exist. One broken into its
+            # tombstone (by a racer done before this one looked) is a lock that is
+            # gone: find() says so, and its refusal is audited.
             fail(f"{path}: no such file or directory; nothing was done", EXIT_USAGE)
         return find(target, wanted, host)
     except SourceError as exc:

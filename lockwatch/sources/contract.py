@@ -342,6 +342,12 @@ class ActionProvider(Protocol):
         """The audit log's `target` for an id that named no lock now."""
         ...
 
+    def moved_aside(self, path: str, tombstone_dir: str | None) -> bool:
+        """Whether a lock once at `path` (a TARGET typed as a path, gone now) was
+        broken into its tombstone directory: an action that lost the race to it,
+        not a mistyped path (`tombstone_dir`: the configured directory)."""
+        ...
+
     def seen_hash(self, lock: Lock) -> str | None:
         """sha256 hex of what the operator saw, when the lock has no bytes (`sha256`)."""
         ...
@@ -424,6 +430,9 @@ class ActionsBase:
 
     def unseen_target(self, lock_id: str) -> dict[str, Any]:
         return {"source": self.name, "id": lock_id}
+
+    def moved_aside(self, path: str, tombstone_dir: str | None) -> bool:
+        return False
 
     def seen_hash(self, lock: Lock) -> str | None:
         return None

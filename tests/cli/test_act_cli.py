@@ -918,6 +918,69 @@ def test_twenty_rounds_of_two_breakers(
     audit_verifies(log, env)
 
 
+# Where in the loser's run the winner's whole `lockwatch break` is slotted in: each
+# step of the loser replaced by the winner's run, then the step itself (no timing).
+LOSER_STEPS = {
+    # Before the loser looks at the path at all: on a loaded machine the winner can
+    # be done before the loser's process gets to run (CI: exit 2, "no such file").
+    "before_it_looks": ("lockwatch.cli.act", "_find"),
+    # It found the lock; the winner breaks it before the executor re-judges it.
+    "before_it_acts": ("lockwatch.actions.run", "Executor.run"),
+    # Its compare-and-swap read the lock; the winner renames it before it does.
+    "before_its_rename": ("lockwatch.sources.files.cas", "_tombstone_fd"),
+}
+
+
+@pytest.mark.parametrize("step", sorted(LOSER_STEPS))
+def test_the_loser_of_a_break_race_is_refused_wherever_it_loses(
+    lw: Any, lwi: Any, tmp_path: Path, log: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """The interleavings of two breakers, forced: the winner (a real `lockwatch`
+    process) breaks the lock at one step of the loser (in-process). The loser is
+    refused (exit 1, audited), never an error (exit 2) or a failure (exit 3)."""
+    import importlib
+
+    lock = pid_file(tmp_path / "race")
+    args = ["break", str(lock), "--reason", "race", "--yes", "--audit-log", str(log)]
+    module, attribute = LOSER_STEPS[step]
+    target: Any = importlib.import_module(module)
+    *owners, name = attribute.split(".")
+    for owner in owners:
+        target = getattr(target, owner)
+    original = getattr(target, name)
+    winners: list[Run] = []
+
+    def winner_first(*called: Any, **named: Any) -> Any:
+        if not winners:
+            winners.append(lw(*args))
+        return original(*called, **named)
+
+    monkeypatch.setattr(target, name, winner_first)
+    loser = lwi(*args)
+    (winner,) = winners
+    assert winner.code == 0, winner
+    assert loser.code == 1, loser
+    assert "gone" in loser.err, loser
+    assert not lock.exists()
+    (tomb,) = tombstones(lock)
+    assert tomb.read_text() == "999999\n"
+    finals = [r["event"] for r in records(log) if r["event"] != "action_intent"]
+    assert finals == ["lock_broken", "action_refused"]
+    assert lwi("audit", "verify", "--audit-log", str(log)).code == 0
+
+
+def test_a_path_never_broken_is_still_a_typo_beside_tombstones(
+    lwi: Any, tmp_path: Path, log: Path
+) -> None:
+    """Only a tombstone of that very name makes a missing path a lost race."""
+    broken = pid_file(tmp_path / "locks")
+    assert lwi("break", str(broken), "--reason", "r", "--yes", "--audit-log", str(log)).code == 0
+    missing = broken.parent / "worker.pi"
+    run = lwi("break", str(missing), "--reason", "r", "--yes", "--audit-log", str(log))
+    assert run.code == 2, run
+    assert f"{missing}: no such file or directory; nothing was done" in run.err
+
+
 def test_two_processes_steal_the_same_lock_at_once(
     env: dict[str, str], work: Path, tmp_path: Path, log: Path
 ) -> None:

@@ -225,8 +225,10 @@ def test_racing_loops_conflict_and_a_queued_loop_waits_its_turn(supervisor: Supe
     for name, scope in (("fix-bugs", "src"), ("refactor-api", "src/api")):
         args = (*base, "--name", name, "--scope", scope, "--run", "inf", "--racy-start")
         supervisor.start(Role(name, "loops", args, ""))
-    supervisor.start(
-        Role("docs", "loops", (*base, "--name", "docs", "--scope", "docs", "--run", "0.8"), "")
+    # docs runs until docs-api has queued behind it, then finishes (SIGTERM: it lets
+    # go of its lock), however late a loaded machine started docs-api.
+    docs = supervisor.start(
+        Role("docs", "loops", (*base, "--name", "docs", "--scope", "docs", "--run", "inf"), "")
     )
     wait_until(lambda: (running / "docs.lock").exists(), "docs to start")
     queued = (*base, "--name", "docs-api", "--scope", "docs/api", "--queue", "--run", "inf")
@@ -234,6 +236,8 @@ def test_racing_loops_conflict_and_a_queued_loop_waits_its_turn(supervisor: Supe
     wait_until(lambda: "Waiting for conflicting loop 'docs'" in log_of(supervisor, "docs-api"),
                "docs-api to queue behind docs")  # fmt: skip
     assert not (running / "docs-api.lock").exists()
+    docs.process.send_signal(signal.SIGTERM)
+    wait_until(lambda: "loop docs finished" in log_of(supervisor, "docs"), "docs to finish")
     wait_until(lambda: (running / "docs-api.lock").exists(), "docs-api to take its turn")
 
     verdicts = judged(project)

@@ -437,8 +437,11 @@ async def test_unchanged_rescans_emit_no_upserts(root: Path) -> None:
     async with running(feed_on(root, rescan_seconds=0.05)) as seen:
         assert len(seen.changes[0].upserts) == 2
         await until(lambda: seen.rescans() >= 4, "three more rescans")
+        # Besides the rescans, at most the header's "armed" (merged into a rescan's
+        # when they come together; alone when the watches arm later, under load).
+        others = [change for change in seen.changes[1:] if not change.all_errors]
+        assert len(others) <= 1, others
         for change in seen.changes[1:]:
-            assert change.all_errors, "only rescans: nothing changed on disk"
             assert change.upserts == () and change.removed == () and change.errors == ()
             assert [s.state for s in change.statuses] == ["watching"]
 
@@ -726,8 +729,11 @@ async def test_a_file_root_follows_atomic_replaces(tmp_path: Path) -> None:
     path = tmp_path / "app.lock"
     write(path, body("first"))
     write(tmp_path / "beside.lock", body("not asked for"))
-    async with running(feed_on(path)) as seen:
+    feed = feed_on(path)
+    async with running(feed) as seen:
         await until(lambda: seen.sha(lock_id(path)) is not None, "the first scan")
+        # A replace before the watches are in is the next rescan's (hourly here).
+        await until(lambda: feed.watching is not None and feed.watching.armed, "the watches")
         for round_ in range(3):
             temp = tmp_path / "app.lock.tmp"
             digest = write(temp, body(f"round {round_}"))

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from lockwatch.model.lock import Lock
 
 
+# A tombstone directory is read this far for a lock's tombstone, no further.
+_MAX_TOMBSTONES_LOOKED_AT = 10_000
+
+
 def tombstone_place(tombstone_dir: str | None) -> str:
     """Where broken locks go, in words: the configured directory, or the default
     beside each lock."""
@@ -269,6 +273,24 @@ class FileActions(ActionsBase):
 
     def tombstone_place(self, tombstone_dir: str | None) -> str | None:
         return tombstone_place(tombstone_dir)
+
+    def moved_aside(self, path: str, tombstone_dir: str | None) -> bool:
+        """A tombstone of `path`'s name in its tombstone directory: the lock was
+        broken there (by another lockwatch a moment ago: on a loaded machine the
+        winner of a race can be done before the loser looks at the path at all)."""
+        directory, name = os.path.split(os.path.abspath(path))
+        where = os.path.join(directory, tombstone_dir or TOMBSTONE_DIR)
+        prefix = f"{name}@"
+        try:
+            with os.scandir(where) as entries:
+                for number, entry in enumerate(entries):
+                    if entry.name.startswith(prefix):
+                        return True
+                    if number >= _MAX_TOMBSTONES_LOOKED_AT:
+                        break
+        except OSError:  # no tombstone directory (or none readable): nothing was broken
+            return False
+        return False
 
     def refreshed(self, format: str, content: Any, now: datetime) -> bytes | None:
         from lockwatch.sources.files.decoders import writer

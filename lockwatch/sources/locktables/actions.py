@@ -155,6 +155,9 @@ class WithTables:
     def unseen_target(self, lock_id: str) -> dict[str, Any]:
         return self._base.unseen_target(lock_id)
 
+    def moved_aside(self, path: str, tombstone_dir: str | None) -> bool:
+        return self._base.moved_aside(path, tombstone_dir)
+
     def seen_hash(self, lock: Lock) -> str | None:
         facts = lock.facts
         if isinstance(facts, TableLock):
