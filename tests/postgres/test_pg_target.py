@@ -43,8 +43,7 @@ def test_targets_put_together_here_are_the_servers(pg_dsn: str) -> None:
             try:
                 cursor = conn.cursor(row_factory=compact_rows)
                 await cursor.execute(query)
-                assert cursor.nextset()
-                rows = await cursor.fetchall()
+                rows = await cursor.fetchall()  # the locks: the first result
             finally:
                 await conn.close()
             # And through the source, as a poll has them.

@@ -1,8 +1,17 @@
-"""The one round trip lockwatch makes per poll: two statements, sent together.
+"""The one round trip lockwatch makes per poll: three statements, sent together.
 
-The first reads the sessions (pg_stat_activity) once; the second reads the locks
-and refers to sessions by pid, so a session's query text and times travel once,
-not once per lock it holds (a pooled connection may hold hundreds).
+The first reads the locks and refers to sessions by pid; the last reads the
+sessions (pg_stat_activity) once, so a session's query text and times travel
+once, not once per lock it holds (a pooled connection may hold hundreds).
+Statements sent together run in one transaction, and PostgreSQL reads every
+session's status once per transaction, at its first look
+(pgstat_read_current_status): the sessions read first, or read after a look
+at pg_stat_activity within the locks' statement, can be older than the locks,
+and a lock's holder is then shown as it was before it took the lock (idle,
+with its previous query, while it sits idle in the transaction holding it).
+So the sessions are read after the locks, the status snapshot discarded in
+between (pg_stat_clear_snapshot(), the second statement): every lock listed is
+described by its session as it was at or after the lock was seen.
 pg_blocking_pids() runs only for sessions waiting on a lock, never per pg_locks
 row (the docs warn it takes every lock-manager partition). Ages are computed on
 the server, against its own clock, so skew between hosts cannot distort them.
@@ -14,6 +23,12 @@ rows down to those someone actually waits on.
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+# Discards the transaction's snapshot of the sessions' status (and of the
+# statistics): the sessions' statement after it reads them afresh.
+_FRESH = """
+SELECT pg_catalog.pg_stat_clear_snapshot();
+"""
 
 _SESSIONS = """
 SELECT a.pid, a.datname, a.usename, a.application_name,
@@ -150,7 +165,7 @@ WHERE (l.pid IS NULL OR l.pid <> pg_catalog.pg_backend_pid())
                     WHERE state IN ('idle in transaction', 'idle in transaction (aborted)')
                       AND state_change < now() - make_interval(secs => {idle_after})))
 -- Grouped by session, so listings are repeatable and read naturally.
-ORDER BY l.pid NULLS LAST
+ORDER BY l.pid NULLS LAST;
 """
 
 # A bigint advisory key is classid (high half) and objid (low half), objsubid 1.
@@ -182,7 +197,8 @@ def target_of(values: Iterable[object]) -> str:
 
 
 def lock_query(server_version: int, all_rows: bool, idle_after: float | None = None) -> str:
-    """The poll for a server of `server_version` (PQserverVersion, e.g. 150020);
+    """The poll for a server of `server_version` (PQserverVersion, e.g. 150020):
+    its results are the locks, pg_stat_clear_snapshot()'s one row, the sessions;
     `idle_after`: the idle limit whose sessions idle in a transaction past it are
     read too (None: none are)."""
     # pg_locks.waitstart arrived in PostgreSQL 14.
@@ -194,8 +210,7 @@ def lock_query(server_version: int, all_rows: bool, idle_after: float | None = N
     # XMLTABLE arrived in PostgreSQL 10.
     terraform = server_version >= 100000
     return (
-        _SESSIONS
-        + _LOCKS_WITH.format(terraform=_TERRAFORM if terraform else "")
+        _LOCKS_WITH.format(terraform=_TERRAFORM if terraform else "")
         + _SELECT.format(
             wait_age=wait_age,
             all_rows="true" if all_rows else "false",
@@ -204,4 +219,6 @@ def lock_query(server_version: int, all_rows: bool, idle_after: float | None = N
             terraform_column="tf.label" if terraform else "NULL::text",
             terraform_join=_TERRAFORM_JOIN if terraform else "",
         )
+        + _FRESH
+        + _SESSIONS
     )

@@ -1,8 +1,9 @@
 """One PostgreSQL server: a single quiet monitoring connection, polled.
 
-The monitor must never hurt the server: autocommit (so pg_stat_activity is fresh
-on every poll and no transaction is ever left open), read-only, low
-statement_timeout and lock_timeout, application_name=lockwatch, one connection.
+The monitor must never hurt the server: autocommit (so no transaction is ever
+left open, and each poll's own transaction reads pg_stat_activity afresh, after
+the locks: query.py), read-only, low statement_timeout and lock_timeout,
+application_name=lockwatch, one connection.
 """
 
 from __future__ import annotations
@@ -210,6 +211,22 @@ def _targets(parts: Iterable[tuple[Any, ...]]) -> list[str]:
     return [(_TARGET_SPELLING % values).replace("None", "") for values in parts]
 
 
+async def read_answer(
+    cursor: psycopg.AsyncCursor[tuple[Any, ...]],
+) -> tuple[list[Row], set[int], list[Row]]:
+    """A poll's answer, from the cursor at lock_query's first result: the lock
+    rows, the pids of the sessions they are of, and the sessions (pg_stat_activity)."""
+    answer = await cursor.fetchall()
+    rows = compact(cursor.description, answer)
+    pids = _column_set(cursor.description, answer, "pid")
+    activity: list[Row] = []
+    # The sessions come last, read afresh after the locks (see query.py), past
+    # pg_stat_clear_snapshot()'s result.
+    if cursor.nextset() and cursor.nextset():
+        activity = compact(cursor.description, await cursor.fetchall())
+    return rows, pids, activity
+
+
 def _column_set(
     description: Sequence[Column] | None, rows: Sequence[tuple[Any, ...]], name: str
 ) -> set[Any]:
@@ -352,13 +369,7 @@ class PgSource:
                 await cursor.execute(
                     self._query or lock_query(version, self.all_rows, self.idle_after)
                 )
-                activity = compact(cursor.description, await cursor.fetchall())
-                rows: list[Row] = []
-                pids: set[int] = set()  # the sessions the rows are of
-                if cursor.nextset():
-                    answer = await cursor.fetchall()
-                    rows = compact(cursor.description, answer)
-                    pids = _column_set(cursor.description, answer, "pid")
+                rows, pids, activity = await read_answer(cursor)
                 tables = NOTHING
                 if self._query is None:
                     tables = await read_tables(conn, activity, self.locktables)
