@@ -186,3 +186,13 @@ async def stop_feed(feed: Feed, task: asyncio.Task[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Every source's record types known to the codec, as a recording run has
+    them (each plugin registers its own when it loads): a test that encodes a
+    lock file's or a server's facts must not depend on which test loaded that
+    plugin first in its worker."""
+    from lockwatch.sources.recording import know_sources
+
+    know_sources()
