@@ -192,6 +192,7 @@ DECODERS = frozenset(
         "sources.files.decoders.generic",
         "sources.files.decoders.git",
         "sources.files.decoders.gitclaw",
+        "sources.files.decoders.hooks",
         "sources.files.decoders.kernel_file",
         "sources.files.decoders.leveldb",
         "sources.files.decoders.liblockfile",
