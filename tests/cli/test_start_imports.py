@@ -272,6 +272,8 @@ LS_PG_OWN = frozenset(
         "sources.postgres.rules",
         "sources.postgres.source",
         "sources.postgres.terms",
+        # The database rules' words about a session's client (postgres.rules').
+        "sources.sessions",
     }
 )
 
