@@ -400,12 +400,12 @@ def test_nothing_outside_sources_imports_a_source() -> None:
     assert wrong == []
 
 
-# Still to untangle (issue 43, item 4 (d)): a lock file's row carries the kernel's
-# lock on it, and breaking it is the kernel's break (files/actions.py plans it
-# with the kernel's actions, names it by the kernel's id). The kernel no longer
-# imports files (procfs, holders and mounts are below both; named.py says which
-# files a walk lists). Only ever shrinks.
-STILL_REACHING = frozenset({("files", "kernel")})
+# Pairs of sources one still imports the other: none. A lock file's row whose
+# kernel lock is held is broken as the kernel's break: files/actions.py is handed
+# the kernel's actions by the front end (`Asked.providers`; what it asks of them:
+# sources/filelocks.HoldActions), never by import; the kernel ids and signal
+# choices both use live in sources/filelocks.py. Only ever empty.
+STILL_REACHING: frozenset[tuple[str, str]] = frozenset()
 
 
 def test_no_source_imports_another() -> None:

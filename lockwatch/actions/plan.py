@@ -40,6 +40,15 @@ def provider(lock: Lock) -> ActionProvider | None:
     return None if source is None else source.actions
 
 
+def provider_named(name: str) -> ActionProvider | None:
+    """Source `name`'s actions provider (`Asked.providers`: a source whose action
+    is another's asks for it by name)."""
+    from lockwatch.sources.registry import by_name
+
+    source = by_name(name)
+    return None if source is None else source.actions
+
+
 def tombstone_place(tombstone_dir: str | None) -> str:
     """Where broken locks go, in words: the configured directory, or the default
     beside each lock."""
@@ -86,6 +95,7 @@ def plan(
         held=held,
         held_elsewhere=held_elsewhere,
         given={**(given or {}), **more},
+        providers=provider_named,
     )
     return actions.plan(kind, lock, verdict, asked)
 

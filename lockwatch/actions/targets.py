@@ -83,13 +83,8 @@ def prepare(
         return first
     if kind not in actions.kinds:
         offered = ", ".join(sorted(k.value for k in actions.kinds)) or "none"
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
-            f"{lock.source} locks offer {offered}, not {kind.value}",
-        )
+        why = f"{lock.source} locks offer {offered}, not {kind.value}"
+        return refused(kind, lock, verdict, "unsupported", why)
     if roots is not None:
         given = {**given, "roots": tuple(roots)}
     return plan(

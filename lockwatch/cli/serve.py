@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from typing import Any
@@ -11,7 +10,13 @@ from typing import Any
 import click
 
 from lockwatch.cli.pglog import PG_LOG_OPTION, PG_SERVER_OPTION
-from lockwatch.cli.where import SourcesListed, resolve_targets, target_options
+from lockwatch.cli.where import (
+    SourcesListed,
+    history_options,
+    refresh_option,
+    resolve_targets,
+    target_options,
+)
 
 SERVE_EPILOG = """\b
 Endpoints (read-only: GET and HEAD; nothing can be done through them):
@@ -37,12 +42,6 @@ Examples:
   lockwatch --remote http://db1:9464 --remote http://db2:9464   # one dashboard, many hosts
   lockwatch ls --remote http://db1:9464 --json                    # merged, with a host per lock
 """
-
-
-def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter("must be a finite number")
-    return value
 
 
 @click.command(
@@ -81,24 +80,12 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     " lockwatch_lock_series_dropped counts the rest [default: 500; config:"
     " serve.max_lock_series].",
 )
-@click.option(
-    "--refresh",
-    type=click.FloatRange(min=0.1, max=3600),
-    default=2.0,
-    show_default=True,
-    metavar="SECONDS",
-    callback=_finite,
-    help="How often servers, the kernel and remotes are polled.",
-)
-@click.option(
-    "--history",
-    "history_path",
-    metavar="PATH|DSN",
-    default=None,
-    help="Record the lock history here: a SQLite file or a postgresql:// DSN [default: the"
+@refresh_option("servers, the kernel and remotes")
+@history_options(
+    "Record the lock history here: a SQLite file or a postgresql:// DSN [default: the"
     " user state directory's history.sqlite3; config: history.path].",
+    "Record no history.",
 )
-@click.option("--no-history", is_flag=True, help="Record no history.")
 @PG_LOG_OPTION
 @PG_SERVER_OPTION
 def serve(**values: Any) -> None:

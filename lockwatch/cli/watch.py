@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from pathlib import Path
@@ -20,6 +19,9 @@ from lockwatch.cli.where import (
     TOMBSTONE_DIR_OPTION,
     SourcesListed,
     Targets,
+    finite,
+    history_options,
+    refresh_option,
     resolve_targets,
     target_options,
 )
@@ -52,13 +54,6 @@ Examples:
   lockwatch /srv/locks --record incident.jsonl   # then: lockwatch replay incident.jsonl
 """
 )
-
-
-def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    # FloatRange lets nan through: every comparison with it is false.
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter("must be a finite number")
-    return value
 
 
 def _common(func: Any) -> Any:
@@ -99,15 +94,7 @@ def _common(func: Any) -> Any:
     epilog=WATCH_EPILOG,
 )
 @target_options
-@click.option(
-    "--refresh",
-    type=click.FloatRange(min=0.1, max=3600),
-    default=2.0,
-    show_default=True,
-    metavar="SECONDS",
-    callback=_finite,
-    help="How often servers and the kernel are polled.",
-)
+@refresh_option("servers and the kernel")
 @click.option(
     "--record",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -115,15 +102,11 @@ def _common(func: Any) -> Any:
     metavar="FILE",
     help="Append every snapshot the sources produce to FILE (JSON Lines) for replay.",
 )
-@click.option(
-    "--history",
-    "history_path",
-    metavar="PATH|DSN",
-    default=None,
-    help="Record the lock history here (a SQLite file or a postgresql:// DSN) [default:"
+@history_options(
+    "Record the lock history here (a SQLite file or a postgresql:// DSN) [default:"
     " history.sqlite3 in the user state directory; config: history.path].",
+    "Record no lock history.",
 )
-@click.option("--no-history", is_flag=True, help="Record no lock history.")
 @PG_LOG_OPTION
 @PG_SERVER_OPTION
 @click.option(
@@ -244,7 +227,7 @@ def watch(**values: Any) -> None:
     type=click.FloatRange(min=0.01, max=10000),
     default=1.0,
     show_default=True,
-    callback=_finite,
+    callback=finite,
     help="Playback speed: 2 plays twice as fast as it happened.",
 )
 @click.option("--paused", is_flag=True, help="Start paused on the first snapshot (n steps).")

@@ -74,6 +74,38 @@ def target_options(func: F) -> F:
     return func
 
 
+def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A float option's check: FloatRange lets nan through (every comparison with
+    it is false)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter("must be a finite number")
+    return value
+
+
+def refresh_option(polled: str) -> Callable[[F], F]:
+    """The live commands' `--refresh SECONDS` (`polled`: what is polled, in words)."""
+    return click.option(
+        "--refresh",
+        type=click.FloatRange(min=0.1, max=3600),
+        default=2.0,
+        show_default=True,
+        metavar="SECONDS",
+        callback=finite,
+        help=f"How often {polled} are polled.",
+    )
+
+
+def history_options(path_help: str, none_help: str) -> Callable[[F], F]:
+    """The live commands' `--history PATH|DSN` and `--no-history`."""
+    path = click.option(
+        "--history", "history_path", metavar="PATH|DSN", default=None, help=path_help
+    )
+    none = click.option("--no-history", is_flag=True, help=none_help)
+    return lambda func: path(none(func))
+
+
 def sources_section(formatter: click.HelpFormatter, title: str, ids: bool = False) -> None:
     """Every registered source, its name (`ids`: its lock ids' prefix) and
     summary, as a --help section: a new source's line comes with its registry

@@ -137,6 +137,10 @@ class Asked:
     # What the front end says to particular sources, by the names their providers
     # read: the action command's option values, a front end's limits.
     given: Mapping[str, Any] = field(default_factory=dict)
+    # Another source's actions provider, by the source's name (the front end's
+    # registry; None: none given): a source whose action is another's asks it
+    # (a lock file's break, where a kernel lock is held on it, is the kernel's).
+    providers: Callable[[str], object] | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx
 
 # Decoded bytes handed on at a time: what a highly compressed piece can cost.
 PIECE = 256 * 1024
@@ -81,6 +85,21 @@ def read(pieces: Iterable[bytes], budget: Budget) -> bytearray:
         budget.take(piece)
         body += piece
     return body
+
+
+def response_body(response: httpx.Response, budget: Budget) -> bytearray:
+    """An httpx response's body, decoded a piece at a time within `budget`
+    (TooLarge, Undecodable past it)."""
+    import httpx
+
+    pieces: Iterable[bytes]
+    try:
+        # Read already (a transport that hands over whole answers: tests' mock):
+        # decoded by httpx, still counted against the caps.
+        pieces = [response.content]
+    except httpx.ResponseNotRead:
+        pieces = decoded(response.iter_raw(), response.headers.get("content-encoding"))
+    return read(pieces, budget)
 
 
 def size_words(size: int) -> str:

@@ -1,9 +1,11 @@
 """The base of a server source's declaration (its `declared.py` class, what
-every run asks of it: sources/lazy.py): it is asked for by its server flags
-(`asking`), may run when asked or configured, recognises nothing in pasted text
-unless it says otherwise, and gives the action commands its `target_option`;
-and its `--x-idle-after` option. Every run loads
-it: it builds nothing (its plugin's base is servers.py, loaded with the plugin).
+every run asks of it: sources/lazy.py): it is asked for by its servers' option
+(`target_option`) and any other flags (`asking`), may run when asked or
+configured, recognises in pasted text what its `messages` module does, and
+gives the action commands its `target_option` (the option its listing names its
+servers by, with `target_help`); and its `--x-idle-after` option. Every run
+loads it: it builds nothing (its plugin's base is servers.py, loaded with the
+plugin).
 """
 
 from __future__ import annotations
@@ -19,13 +21,34 @@ if TYPE_CHECKING:
 
 
 class TargetOption(NamedTuple):
-    """The option of the action commands naming the server a TARGET lives on."""
+    """The option naming a source's servers: its listing's (`ls`, the dashboard)
+    and, with other help, the action commands' (the server a TARGET lives on)."""
 
     flag: str  # "--pg"
-    dest: str  # "pg_dsns", the same as its listing option's
-    carries: InArguments  # its values may carry a password: hidden from `ps`
+    dest: str  # "pg_dsns"
+    # Its values may carry a password: hidden from `ps` (None: they never do).
+    carries: InArguments | None
     metavar: str
-    help: str
+    multiple: bool = True
+
+    def option(self, help: str) -> Decorator:
+        """The option, saying `help`."""
+        if self.carries is None:
+            import click
+
+            return click.option(
+                self.flag, self.dest, multiple=self.multiple, metavar=self.metavar, help=help
+            )
+        from lockwatch.sources.secrets import secret_option
+
+        return secret_option(
+            self.flag,
+            self.dest,
+            carries=self.carries,
+            multiple=self.multiple,
+            metavar=self.metavar,
+            help=help,
+        )
 
 
 class ServerDeclared:
@@ -35,38 +58,39 @@ class ServerDeclared:
     status_word = ""
     sees_waits = False
     wait_metrics: str | None = None
-    # The CLI values (click parameter names) that ask for it by name: its servers.
+    # The CLI values (click parameter names) that ask for it by name besides its
+    # servers' option (`target_option`'s).
     asking: tuple[str, ...] = ()
     # Values that load its plugin without asking for it (an --x-idle-after its
     # select checks: a nan is refused there).
     loading: tuple[str, ...] = ()
-    # The action commands' option naming a TARGET's server (None: none).
+    # The option naming its servers: its listing's, and the action commands'
+    # naming a TARGET's server (None: none).
     target_option: TargetOption | None = None
+    target_help = ""
+    # The module whose `clues` recognise its tools' messages in pasted text
+    # (None: none; its ids are the registry's to recognise).
+    messages: str | None = None
 
     def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
         # Declared, so that --help loads no plugin for them.
         if kind is not None or self.target_option is None:
             return ()
-        from lockwatch.sources.secrets import secret_option
-
-        option = self.target_option
-        return [
-            secret_option(
-                option.flag,
-                option.dest,
-                carries=option.carries,
-                multiple=True,
-                metavar=option.metavar,
-                help=option.help,
-            )
-        ]
+        return [self.target_option.option(self.target_help)]
 
     def asked(self, values: Mapping[str, Any]) -> bool:
+        servers = self.target_option
+        if servers is not None and values.get(servers.dest):
+            return True
         return any(values.get(name) for name in self.asking)
 
     def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids are the registry's to recognise; its messages, none.
-        return ()
+        if self.messages is None:
+            return ()
+        from importlib import import_module
+
+        found: Sequence[Clue] = import_module(self.messages).clues(text)
+        return found
 
     def may_run(self, wanted: Wanted) -> bool:
         # Servers come from its flags or its config table.

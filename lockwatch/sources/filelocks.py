@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.timestamps import format_timestamp
+from lockwatch.sources.contract import Choice, Choices
+
+if TYPE_CHECKING:
+    from lockwatch.model.action import Asked, Kind, Plan
+    from lockwatch.model.verdict import Verdict
 
 KernelType = Literal["FLOCK", "POSIX", "OFDLCK"]
 KernelMode = Literal["READ", "WRITE"]
@@ -22,6 +27,9 @@ KernelMode = Literal["READ", "WRITE"]
 # The group kernel locks' wait-for tree is listed under: one per host, beside
 # each server's (a lock file a kernel lock is held on is that lock's node in it).
 KERNEL_GROUP = "kernel"
+
+# The prefix of a kernel lock's id (the kernel source's `id_prefix`).
+KERNEL_ID = "kernel"
 
 # The `format` a kernel lock record has, by the kernel's type of lock.
 FORMATS: dict[str, str] = {"FLOCK": "flock", "POSIX": "posix", "OFDLCK": "ofd"}
@@ -223,3 +231,54 @@ class KernelEvidence:
 
 
 NO_EVIDENCE = KernelEvidence()
+
+
+@runtime_checkable
+class HoldActions(Protocol):
+    """What the file source asks of the kernel source's actions, which it is
+    handed by the front end (`Asked.providers`, never by import): a lock file's
+    row whose one kernel lock is held is broken as that kernel lock, by
+    signalling its holders."""
+
+    def plan_hold(
+        self, kind: Kind, hold: KernelLock, path: str, verdict: Verdict, asked: Asked
+    ) -> Plan:
+        """The kernel's plan for `hold`, on the file at `path` (its own, or the
+        lock file's when the kernel could not tell)."""
+        ...
+
+
+def kernel_id(device: str, inode: int, type: str, start: int, end: int | None, pid: int) -> str:
+    """A kernel lock's id (sources/kernel/ids.py parses it):
+    `kernel:<major:minor>:<inode>:<TYPE>:<start>-<end|EOF>:<pid>`."""
+    return f"{KERNEL_ID}:{device}:{inode}:{type}:{start}-{'EOF' if end is None else end}:{pid}"
+
+
+def kernel_lock_id(kernel: KernelLock) -> str:
+    """The id of a kernel lock's record: an OFD lock's procfs pid is -1, so its
+    owner, once found, names it instead. A lock file's row names its held
+    kernel lock by it."""
+    pid = kernel.pid if kernel.pid > 0 else (kernel.holder_pid or -1)
+    return kernel_id(
+        kernel.file.device, kernel.file.inode, kernel.type, kernel.start, kernel.end, pid
+    )
+
+
+# Seconds SIGTERMed holders have to let go before SIGKILL (`docker stop`'s 10).
+DEFAULT_GRACE = 10.0
+
+# How a kernel lock's holders are signalled, in the dashboard's choice (as the
+# CLI's --signal/--grace/--no-kill give it: htop's signal choice, cut to the
+# three that matter for a lock), the default first: the kernel lock's own break
+# and a lock file's whose one kernel lock is held offer it alike.
+SIGNAL_CHOICES = Choices(
+    "signal",
+    (
+        Choice(
+            f"TERM, then KILL after {DEFAULT_GRACE:g} s",
+            (("signal", "TERM"), ("grace", DEFAULT_GRACE), ("kill", True)),
+        ),
+        Choice("TERM only", (("signal", "TERM"), ("grace", DEFAULT_GRACE), ("kill", False))),
+        Choice("KILL now", (("signal", "KILL"),)),
+    ),
+)

@@ -6,6 +6,8 @@ kernel source (a lock on such a file is on no file's row). Below both."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 # Filesystems whose locks may be held from other hosts: the local /proc/locks
 # does not show those, so it cannot say that nobody holds a file there.
 REMOTE_FILESYSTEMS = frozenset(
@@ -33,14 +35,13 @@ REMOTE_FILESYSTEMS = frozenset(
 )
 
 
-def remote_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
-    """Devices ("major:minor") of network filesystems, from mountinfo."""
+def _mounts(mountinfo: str) -> Iterator[tuple[str, list[str]]]:
+    """Each mount's filesystem type and fields, from mountinfo (none if unreadable)."""
     try:
         with open(mountinfo, encoding="utf-8", errors="replace") as handle:
             lines = handle.read().splitlines()
     except OSError:
-        return frozenset()
-    found = set()
+        return
     for line in lines:
         # id parent major:minor root mountpoint options [optional...] - fstype source super
         fields = line.split()
@@ -48,9 +49,16 @@ def remote_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
             fstype = fields[fields.index("-") + 1]
         except (ValueError, IndexError):
             continue
-        if fstype in REMOTE_FILESYSTEMS and len(fields) > 2:
-            found.add(fields[2])
-    return frozenset(found)
+        yield fstype, fields
+
+
+def remote_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
+    """Devices ("major:minor") of network filesystems, from mountinfo."""
+    return frozenset(
+        fields[2]
+        for fstype, fields in _mounts(mountinfo)
+        if fstype in REMOTE_FILESYSTEMS and len(fields) > 2
+    )
 
 
 # Filesystems that hold no lock files, only the kernel's own views (processes,
@@ -106,18 +114,8 @@ def _unescape(field: str) -> str:
 
 def pseudo_mounts(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
     """Mount points of pseudo filesystems (PSEUDO_FILESYSTEMS), from mountinfo."""
-    try:
-        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return frozenset()
-    found = set()
-    for line in lines:
-        fields = line.split()
-        try:
-            fstype = fields[fields.index("-") + 1]
-        except (ValueError, IndexError):
-            continue
-        if fstype in PSEUDO_FILESYSTEMS and len(fields) > 4:
-            found.add(_unescape(fields[4]))
-    return frozenset(found)
+    return frozenset(
+        _unescape(fields[4])
+        for fstype, fields in _mounts(mountinfo)
+        if fstype in PSEUDO_FILESYSTEMS and len(fields) > 4
+    )

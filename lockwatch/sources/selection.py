@@ -5,13 +5,14 @@ loads the polling machinery only when a selected source collects or feeds."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from lockwatch.sources.contract import DEFAULT_DEADLINE, Collected, ListingRequest
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
+    from lockwatch.model.changes import Entry
     from lockwatch.sources.polled import PolledFeed, ServerPoller
 
 
@@ -34,15 +35,22 @@ class StoreSelection:
 
         return collect_polled(self.pollers(SystemClock()), request, self.kind, self.deadline)
 
+    def settler(self) -> Callable[[Entry, Entry], bool]:
+        """Whether a lock seen again has nothing new to show (its feeds' `settle`):
+        by default, when only its countdowns moved."""
+        from lockwatch.sources.polled import same_but_for_countdown
+
+        return same_but_for_countdown
+
     def feeds(self, clock: Clock, host: str) -> Sequence[PolledFeed]:
-        from lockwatch.sources.polled import PolledFeed, same_but_for_countdown
+        from lockwatch.sources.polled import PolledFeed
 
         return [
             PolledFeed(
                 poller,
                 host=host,
                 interval=self.refresh,
-                settle=same_but_for_countdown,
+                settle=self.settler(),
                 deadline=self.deadline,
                 clock=clock,
             )

@@ -1,4 +1,4 @@
-"""What the server sources' plugins (postgres, mysql, redis, etcd) have in
+"""What the server sources' plugins (postgres, mysql, redis, etcd, zookeeper, k8s) have in
 common, as defaults a new one inherits: it writes only what differs (its
 declaration's base is `declaring.ServerDeclared`).
 
@@ -13,11 +13,13 @@ Loaded with a server source's plugin, never at the CLI's start.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from lockwatch.model.lock import Lock
-    from lockwatch.sources.contract import ActionProvider, Hint, Wanted
+    from lockwatch.model.verdict import Verdict
+    from lockwatch.sources.contract import ActionProvider, Found, Hint, Wanted
     from lockwatch.sources.polled import Polled
 
     class Poller(Protocol):
@@ -67,6 +69,17 @@ class ServerPlugin:
         return server_hint(listens.server, listens.port, listens.sockets, listens.watch)
 
 
+def config_table(data: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any]:
+    """Its config table `[name]` (empty when the file has none); ConfigError
+    when it is not a table."""
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        from lockwatch.config import ConfigError
+
+        raise ConfigError(f"{where}: [{name}] must be a table")
+    return table
+
+
 def config_strings(value: Any, what: str, where: str) -> tuple[str, ...]:
     """A config value that is a string or a list of strings, as a tuple
     (ConfigError naming `what` at `where` when it is neither)."""
@@ -110,3 +123,33 @@ def polled_once(poller: Poller, server: str) -> list[Lock]:
         reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
         raise LookupFailed(f"cannot read {server}: {reasons or 'no answer'}")
     return polled.locks
+
+
+def found_in(locks: list[Lock], target: str, host: str) -> Found | None:
+    """The lock `target` names among one poll's `locks`, judged now, for `find`
+    (None: it is not among them)."""
+    from lockwatch.clock import SystemClock
+    from lockwatch.model.process import StaticProcesses
+    from lockwatch.model.verdict import evaluate
+
+    for lock in locks:
+        if lock.id == target:
+            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), locks
+    return None
+
+
+def naming(lock: Lock, verdict: Verdict) -> tuple[bool, str | None]:
+    """Whether ending a lock's holder (its connection, its backend) needs the
+    lock's typed name, and why when that is not plain: a lock stale by idle time
+    alone, its client unseen, is as deliberate as an active one."""
+    from lockwatch.model.verdict import State
+
+    stale = verdict.state is State.STALE
+    inferred = stale and "inferred" in verdict.codes
+    why = (
+        f"{lock.name} is stale only by inference (idle time; lockwatch could not find its"
+        " client process, which may still be at work)"
+        if inferred
+        else None
+    )
+    return not stale or inferred, why

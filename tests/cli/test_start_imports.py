@@ -192,6 +192,7 @@ DECODERS = frozenset(
         "sources.files.decoders.generic",
         "sources.files.decoders.git",
         "sources.files.decoders.gitclaw",
+        "sources.files.decoders.hooks",
         "sources.files.decoders.kernel_file",
         "sources.files.decoders.leveldb",
         "sources.files.decoders.liblockfile",
@@ -271,6 +272,8 @@ LS_PG_OWN = frozenset(
         "sources.postgres.rules",
         "sources.postgres.source",
         "sources.postgres.terms",
+        # The database rules' words about a session's client (postgres.rules').
+        "sources.sessions",
     }
 )
 

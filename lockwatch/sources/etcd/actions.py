@@ -25,7 +25,6 @@ from lockwatch.model.action import (
 )
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.contract import Wanted
 from lockwatch.sources.stores.actions import StoreActions
 from lockwatch.sources.stores.facts import StoreLock
 
@@ -34,23 +33,17 @@ def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock])
     store = lock.facts
     assert isinstance(store, StoreLock)
     if kind is not Kind.BREAK:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
+        why = (
             "an etcd lock can only be broken (its key deleted, its lease revoked),"
-            f" not {kind.value}",
+            f" not {kind.value}"
         )
+        return refused(kind, lock, verdict, "unsupported", why)
     if store.waiting:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "not_held",
+        why = (
             f"lease {store.session} waits for {lock.name} (position {store.position}); it holds"
-            " nothing",
+            " nothing"
         )
+        return refused(kind, lock, verdict, "not_held", why)
     compare = f"its mod revision is still {store.mod_revision}" + (
         f" and its lease {store.lease_hex}" if store.lease else " and it has no lease"
     )
@@ -163,11 +156,6 @@ class EtcdActions(StoreActions):
 
     def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
         return plan_action(kind, lock, verdict, peers)
-
-    def reach(self, wanted: Wanted) -> Mapping[str, Any]:
-        from lockwatch.sources.etcd.endpoint import REACH, reach_of
-
-        return {REACH: reach_of(wanted)}
 
     def execute(self, plan: Plan, doing: Doing) -> tuple[dict[str, Any], str]:
         return execute(plan, doing.expect_sha256, doing.reach)

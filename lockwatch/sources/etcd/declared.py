@@ -10,7 +10,7 @@ import click
 
 from lockwatch.sources.declaring import ServerDeclared, TargetOption
 from lockwatch.sources.etcd import ids
-from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
+from lockwatch.sources.secrets import InArguments, url_passwords
 
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Decorator
@@ -24,6 +24,10 @@ IN_ARGUMENTS = InArguments(
 )
 
 
+# The option naming its servers, in its listing and the action commands.
+SERVERS = TargetOption("--etcd", "etcd_urls", IN_ARGUMENTS, "URL")
+
+
 class EtcdDeclared(ServerDeclared):
     name = "etcd"
     label = "etcd"
@@ -31,25 +35,14 @@ class EtcdDeclared(ServerDeclared):
     summary = "etcd v3 locks (etcdctl lock, concurrency mutexes): holders, waiters, leases"
     config_tables: tuple[str, ...] = ("etcd",)
     title = "etcd"
-    asking = ("etcd_urls",)
-    target_option = TargetOption(
-        "--etcd",
-        "etcd_urls",
-        IN_ARGUMENTS,
-        "URL",
-        "The etcd server an etcd: TARGET lives on, when not http://<its host:port>.",
-    )
+    target_option = SERVERS
+    target_help = "The etcd server an etcd: TARGET lives on, when not http://<its host:port>."
 
     def options(self) -> Sequence[Decorator]:
         return [
-            secret_option(
-                "--etcd",
-                "etcd_urls",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL",
-                help="An etcd v3 server (http:// or https://, its JSON gateway) to read locks"
-                " from (repeatable).",
+            SERVERS.option(
+                "An etcd v3 server (http:// or https://, its JSON gateway) to read locks"
+                " from (repeatable)."
             ),
             click.option(
                 "--etcd-prefix",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -121,19 +120,10 @@ class Gateway:
 
     def _read(self, response: httpx.Response, path: str) -> bytearray:
         """The answer's body, decoded a piece at a time within the caps."""
-        import httpx
+        from lockwatch.sources.bounded import Budget, TooLarge, Undecodable, response_body
 
-        from lockwatch.sources.bounded import Budget, TooLarge, Undecodable, decoded, read
-
-        pieces: Iterable[bytes]
         try:
-            # Read already (a transport that hands over whole answers: tests' mock):
-            # decoded by httpx, still counted against the caps.
-            pieces = [response.content]
-        except httpx.ResponseNotRead:
-            pieces = decoded(response.iter_raw(), response.headers.get("content-encoding"))
-        try:
-            return read(pieces, Budget(MAX_ANSWER_BYTES, MAX_ANSWER_VALUES))
+            return response_body(response, Budget(MAX_ANSWER_BYTES, MAX_ANSWER_VALUES))
         except (TooLarge, Undecodable) as exc:
             raise GatewayError(f"{path}: its answer is {exc}: refused, not read") from None
 

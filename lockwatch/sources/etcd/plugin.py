@@ -33,6 +33,7 @@ from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
     ServerPlugin,
     config_strings,
+    found_in,
     polled_once,
     refresh,
 )
@@ -122,8 +123,6 @@ class SelectedEtcd(StoreSelection):
 def find_etcd(target: str, wanted: Wanted, host: str) -> Found | str:
     """The etcd lock `target` names, read and judged now; or why there is none."""
     from lockwatch.clock import SystemClock
-    from lockwatch.model.process import StaticProcesses
-    from lockwatch.model.verdict import evaluate
     from lockwatch.sources.etcd.poller import EtcdPoller
     from lockwatch.sources.etcd.server import EtcdServer
 
@@ -137,10 +136,7 @@ def find_etcd(target: str, wanted: Wanted, host: str) -> Found | str:
         raise SourceError(f"no etcd server {parsed.server} among --etcd/config")
     poller = EtcdPoller(EtcdServer(endpoint, (), clock=SystemClock(), exact=parsed.key))
     locks = polled_once(poller, f"etcd {parsed.server}")
-    for lock in locks:
-        if lock.id == target:
-            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), locks
-    return f"no lock {target} now: released, or its lease expired"
+    return found_in(locks, target, host) or f"no lock {target} now: released, or its lease expired"
 
 
 SOURCE = EtcdSource()

@@ -22,13 +22,13 @@ same revision, so the lease of every key read was alive at that revision.
 from __future__ import annotations
 
 import heapq
-import random
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.model.status import SourceStatus
+from lockwatch.sources.backoff import failed, first_line
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
 from lockwatch.sources.etcd.endpoint import EtcdEndpoint
@@ -247,20 +247,9 @@ class EtcdServer:
     def _fail(self, exc: BaseException) -> None:
         import httpx
 
-        self.failures += 1
-        self.close()
-        delay = backoff_seconds(self.failures, random.uniform(-1.0, 1.0))
         away = isinstance(exc, httpx.TransportError | OSError | DeadlineMissed)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        self.status = SourceStatus(
-            "etcd",
-            self.name,
-            "disconnected" if away else "error",
-            reason=self.endpoint.scrub(first),
-            updated_at=self._updated_at(),
-            next_retry_at=self.clock.now() + timedelta(seconds=delay),
-        )
-        self.retry_in = delay
+        reason = self.endpoint.scrub(first_line(exc))
+        failed(self, "etcd", reason, away=away, updated_at=self._updated_at())
 
     def close(self) -> None:
         self._known = None

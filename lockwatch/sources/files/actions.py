@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from lockwatch.clock import Clock
     from lockwatch.model.lock import Lock
+    from lockwatch.sources.filelocks import HoldActions
 
 
 # A tombstone directory is read this far for a lock's tombstone, no further.
@@ -63,10 +64,19 @@ def _refusal(lock: Lock) -> tuple[str, str] | None:
     return None
 
 
+def _kernel_actions(asked: Asked) -> HoldActions | None:
+    """The kernel source's actions, as the front end hands them over (no source
+    imports another); None: not at hand."""
+    from lockwatch.sources.filelocks import HoldActions
+
+    actions = asked.providers("kernel") if asked.providers is not None else None
+    return actions if isinstance(actions, HoldActions) else None
+
+
 def _kernel_held(kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan | None:
     """A lock file a kernel lock is held on is never moved: its break signals the
     holder (the kernel's break), anything else is refused. None: no kernel lock."""
-    from lockwatch.sources.kernel.ids import kernel_lock_id
+    from lockwatch.sources.filelocks import kernel_lock_id
 
     assert lock.path is not None
     evidence = facts_of(lock).evidence
@@ -75,13 +85,11 @@ def _kernel_held(kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan
         if kind is Kind.BREAK and len(evidence.holds) == 1 and asked.given.get("signal"):
             # The file's row is its kernel lock's (one row per file): breaking it
             # is the kernel's break, signalling the processes that hold it.
-            from lockwatch.sources.kernel.actions import ACTIONS as KERNEL_ACTIONS
-            from lockwatch.sources.kernel.records import lock_of
-
-            # The kernel lock's own file: another than this row's for a lock
-            # taken through a companion (Terraform's state, SQLite's -shm).
-            held = lock_of(hold, hold.path or lock.path)
-            return KERNEL_ACTIONS.plan(kind, held, verdict, asked)
+            kernel = _kernel_actions(asked)
+            if kernel is not None:
+                return kernel.plan_hold(kind, hold, lock.path, verdict, asked)
+            why = "the kernel source's actions, which signal its holders, are not at hand here"
+            return refused(kind, lock, verdict, "unsupported", why)
         who = f"pid {hold.holder_pid}" if hold.holder_pid else "a process"
         several = len(evidence.holds) > 1
         ask = (
@@ -89,15 +97,12 @@ def _kernel_held(kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan
             if several
             else " (--signal TERM or KILL with this break)"
         )
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "kernel_lock",
+        why = (
             f"{who} holds a kernel lock on {lock.path}: moving the file would let a second"
             f" holder in while it still holds the old one; signal the holder instead{ask}"
-            f" (lockwatch break '{kernel_lock_id(hold)}')",
+            f" (lockwatch break '{kernel_lock_id(hold)}')"
         )
+        return refused(kind, lock, verdict, "kernel_lock", why)
     return None
 
 
@@ -124,14 +129,11 @@ def _steal(
         else None
     )
     if content is None or new_holder is None:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
+        why = (
             f"lockwatch cannot write {lock.name} ({lock.format}) for you: it records no"
-            " holder to hand over; break it instead",
+            " holder to hand over; break it instead"
         )
+        return refused(kind, lock, verdict, "unsupported", why)
     # Heartbeat formats record the writer's pid (informational); the others' liveness
     # is the pid: the operator's shell, or lockwatch itself.
     pid = new_holder.own_pid if facts_of(lock).policy.heartbeat else new_holder.pid
@@ -170,14 +172,11 @@ class FileActions(ActionsBase):
         module = writer(lock.format)
         if module is not None and not getattr(module, "MOVABLE", True):
             # A database, dpkg's lock: its tool's own file, which it expects to stay.
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "never_moved",
+            why = (
                 f"{lock.path} is {module.WHAT}: its tool expects it to stay, so lockwatch"
-                " never moves it (a holder is signalled instead)",
+                " never moves it (a holder is signalled instead)"
             )
+            return refused(kind, lock, verdict, "never_moved", why)
         # Free (nobody holds it) counts as stale: clearing it needs no typed name.
         stale = verdict.state in (State.STALE, State.FREE)
         if kind is Kind.BREAK:
@@ -189,23 +188,15 @@ class FileActions(ActionsBase):
                 kind, lock, verdict, "lock_broken", effect, needs_name=not stale, recheck=True
             )
         if kind is Kind.CANCEL:
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "unsupported",
-                "cancel ends a Postgres query; a lock file has none",
-            )
+            why = "cancel ends a Postgres query; a lock file has none"
+            return refused(kind, lock, verdict, "unsupported", why)
         if kind is Kind.RELEASE:
             if not asked.held:
-                return refused(
-                    kind,
-                    lock,
-                    verdict,
-                    "not_held",
+                why = (
                     "lockwatch does not hold this lock (only locks it stole can be released);"
-                    " break it instead",
+                    " break it instead"
                 )
+                return refused(kind, lock, verdict, "not_held", why)
             effect = f"rename {lock.path} to {_tombstone(lock, tombstone_dir)}: the lock is free"
             return Plan(kind, lock, verdict, "lock_released", effect)
         return _steal(kind, lock, verdict, asked, module, stale)
@@ -216,7 +207,7 @@ class FileActions(ActionsBase):
         evidence = facts_of(lock).evidence
         if kind is not Kind.BREAK or evidence is None or len(evidence.holds) != 1:
             return None
-        from lockwatch.sources.kernel.actions import SIGNAL_CHOICES
+        from lockwatch.sources.filelocks import SIGNAL_CHOICES
 
         return SIGNAL_CHOICES
 

@@ -17,6 +17,7 @@ from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.filelocks import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import kernel_file
+from lockwatch.sources.files.decoders.hooks import HeldOn, OpenBy
 from lockwatch.sources.files.facts import facts_of, refiled
 from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
 from lockwatch.sources.files.users import GitProcesses, attach_users, scan_git_processes
@@ -29,8 +30,8 @@ Explain = Callable[
     [
         Lock,
         KernelEvidence,
-        Callable[[FileKey], tuple[KernelLock, ...]],
-        Callable[[FileKey], tuple[int, ...]],
+        HeldOn,
+        OpenBy,
     ],
     tuple[Lock, KernelEvidence],
 ]

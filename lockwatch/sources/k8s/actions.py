@@ -18,22 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.action import (
-    ActionFailed,
-    ActionRefused,
-    Asked,
-    Doing,
-    Done,
-    Kind,
-    Plan,
-    refused,
-)
+from lockwatch.model.action import ActionFailed, ActionRefused, Done, Kind, Plan, refused
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase, SourceError, Wanted
 from lockwatch.sources.k8s.facts import CandidateFacts, LeaseFacts
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Asked, Doing
     from lockwatch.sources.k8s.kubeconfig import Cluster
 
 # The name the provider's reach goes by in `Doing.reach`.

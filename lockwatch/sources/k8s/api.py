@@ -12,7 +12,6 @@ list follows `continue` for at most MAX_PAGES pages of PAGE items.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -109,17 +108,11 @@ class Api:
         self._client.close()
 
     def _body(self, response: httpx.Response, path: str) -> bytearray:
-        import httpx
+        """The answer's body, decoded a piece at a time within the caps."""
+        from lockwatch.sources.bounded import Budget, TooLarge, Undecodable, response_body
 
-        from lockwatch.sources.bounded import Budget, TooLarge, Undecodable, decoded, read
-
-        pieces: Iterable[bytes]
         try:
-            pieces = [response.content]
-        except httpx.ResponseNotRead:
-            pieces = decoded(response.iter_raw(), response.headers.get("content-encoding"))
-        try:
-            return read(pieces, Budget(MAX_ANSWER_BYTES, MAX_ANSWER_VALUES))
+            return response_body(response, Budget(MAX_ANSWER_BYTES, MAX_ANSWER_VALUES))
         except (TooLarge, Undecodable) as exc:
             raise ApiError(0, f"{path}: its answer is {exc}: refused, not read") from None
 

@@ -12,44 +12,30 @@ Config table it owns:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lockwatch.sources.contract import (
-    ActionProvider,
-    Found,
-    LookupFailed,
-    SourceError,
-    Wanted,
-)
+from lockwatch.sources.contract import Found, SourceError, Wanted
 from lockwatch.sources.k8s import ids
 from lockwatch.sources.k8s.declared import K8sDeclared
 from lockwatch.sources.k8s.settings import K8sSettings, cluster_of, namespaces_of, read_settings
 from lockwatch.sources.selection import StoreSelection
+from lockwatch.sources.servers import DEFAULT_REFRESH, ServerPlugin, found_in, polled_once, refresh
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
     from lockwatch.model.changes import Entry
     from lockwatch.sources.k8s.kubeconfig import Cluster
     from lockwatch.sources.k8s.poller import K8sPoller
-    from lockwatch.sources.polled import PolledFeed
-
-DEFAULT_REFRESH = 2.0
 
 
-class K8sSource(K8sDeclared):
+class K8sSource(ServerPlugin, K8sDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         from lockwatch.sources.k8s.facts import CandidateFacts, LeaseFacts
 
         return (LeaseFacts, CandidateFacts)
-
-    @property
-    def actions(self) -> ActionProvider:
-        from lockwatch.sources.k8s.actions import ACTIONS
-
-        return ACTIONS
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> K8sSettings:
         return read_settings(tables, where)
@@ -57,11 +43,7 @@ class K8sSource(K8sDeclared):
     def select(self, wanted: Wanted) -> SelectedK8s | None:
         if not self.may_run(wanted):
             return None
-        return SelectedK8s(
-            cluster_of(wanted),
-            namespaces_of(wanted),
-            float(wanted.values.get("refresh") or DEFAULT_REFRESH),
-        )
+        return SelectedK8s(cluster_of(wanted), namespaces_of(wanted), refresh(wanted))
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_k8s(target, wanted, host)
@@ -98,27 +80,13 @@ class SelectedK8s(StoreSelection):
 
         return [K8sPoller(LeaseServer(self.cluster, self.namespaces, clock=clock))]
 
-    def feeds(self, clock: Clock, host: str) -> Sequence[PolledFeed]:
-        from lockwatch.sources.polled import PolledFeed
-
-        return [
-            PolledFeed(
-                poller,
-                host=host,
-                interval=self.refresh,
-                settle=settled,
-                deadline=self.deadline,
-                clock=clock,
-            )
-            for poller in self.pollers(clock)
-        ]
+    def settler(self) -> Callable[[Entry, Entry], bool]:
+        return settled
 
 
 def find_k8s(target: str, wanted: Wanted, host: str) -> Found | str:
     """The Lease `target` names, read and judged now; or why there is none."""
     from lockwatch.clock import SystemClock
-    from lockwatch.model.process import StaticProcesses
-    from lockwatch.model.verdict import evaluate
     from lockwatch.sources.k8s.poller import K8sPoller
     from lockwatch.sources.k8s.server import LeaseServer
 
@@ -132,17 +100,8 @@ def find_k8s(target: str, wanted: Wanted, host: str) -> Found | str:
             " name the right one with --k8s-context"
         )
     poller = K8sPoller(LeaseServer(cluster, (parsed.namespace,), clock=SystemClock()))
-    try:
-        polled = poller.poll()
-    finally:
-        poller.close()
-    if polled.locks is None:
-        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
-        raise LookupFailed(f"cannot read k8s {parsed.server}: {reasons or 'no answer'}")
-    for lock in polled.locks:
-        if lock.id == target:
-            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), polled.locks
-    return f"no {parsed.kind} {parsed.namespace}/{parsed.name} on {parsed.server} now"
+    found = found_in(polled_once(poller, f"k8s {parsed.server}"), target, host)
+    return found or f"no {parsed.kind} {parsed.namespace}/{parsed.name} on {parsed.server} now"
 
 
 SOURCE = K8sSource()

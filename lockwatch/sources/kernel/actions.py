@@ -13,12 +13,11 @@ from typing import Any
 from lockwatch.model.action import ActionRefused, Asked, Doing, Done, Kind, Plan, refused
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
-from lockwatch.sources.contract import ActionsBase, Choice, Choices
+from lockwatch.sources.contract import ActionsBase, Choices
+from lockwatch.sources.filelocks import DEFAULT_GRACE, SIGNAL_CHOICES, KernelLock
 from lockwatch.sources.kernel.facts import KernelFacts
 
 SIGNAL_NAMES = ("TERM", "KILL")
-# Seconds SIGTERMed holders have to let go before SIGKILL (`docker stop`'s 10).
-DEFAULT_GRACE = 10.0
 
 
 def choice(given: Any) -> tuple[str, float, str | None]:
@@ -64,21 +63,6 @@ def effect(lock: Lock, kernel: KernelFacts, signame: str, grace: float, then: st
     return text
 
 
-# The dashboard's choice, as the CLI's --signal/--grace/--no-kill give it (htop's
-# signal choice, cut to the three that matter for a lock): the default first.
-SIGNAL_CHOICES = Choices(
-    "signal",
-    (
-        Choice(
-            f"TERM, then KILL after {DEFAULT_GRACE:g} s",
-            (("signal", "TERM"), ("grace", DEFAULT_GRACE), ("kill", True)),
-        ),
-        Choice("TERM only", (("signal", "TERM"), ("grace", DEFAULT_GRACE), ("kill", False))),
-        Choice("KILL now", (("signal", "KILL"),)),
-    ),
-)
-
-
 class KernelActions(ActionsBase):
     """Only a break, and it signals the holders: nobody releases another process's
     kernel lock from outside. The kernel frees it when the last holder exits."""
@@ -90,21 +74,11 @@ class KernelActions(ActionsBase):
         kernel = lock.facts
         assert isinstance(kernel, KernelFacts)
         if kind is not Kind.BREAK:
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "unsupported",
-                f"a kernel lock can only be broken by signalling its holders, not by {kind.value}",
-            )
+            why = f"a kernel lock can only be broken by signalling its holders, not by {kind.value}"
+            return refused(kind, lock, verdict, "unsupported", why)
         if kernel.waiting:
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "not_held",
-                f"this process waits for {lock.name}; it holds nothing",
-            )
+            why = f"this process waits for {lock.name}; it holds nothing"
+            return refused(kind, lock, verdict, "not_held", why)
         if not kernel.pids:
             return refused(
                 kind, lock, verdict, "no_holder", "lockwatch could not tell which process holds it"
@@ -159,6 +133,16 @@ class KernelActions(ActionsBase):
 
     def unseen_target(self, lock_id: str) -> dict[str, Any]:
         return {"source": self.name, "id": lock_id}
+
+    def plan_hold(
+        self, kind: Kind, hold: KernelLock, path: str, verdict: Verdict, asked: Asked
+    ) -> Plan:
+        """A lock file's break handed here (sources/filelocks.HoldActions): the
+        kernel lock's own file is another than the row's for a lock taken through
+        a companion (Terraform's state, SQLite's -shm)."""
+        from lockwatch.sources.kernel.records import lock_of
+
+        return self.plan(kind, lock_of(hold, hold.path or path), verdict, asked)
 
 
 ACTIONS = KernelActions()

@@ -1,4 +1,5 @@
-"""Kernel lock ids, built and parsed here and nowhere else:
+"""Kernel lock ids, parsed here (built in sources/filelocks.py, below the file
+source too, which names a lock file's held kernel lock by it):
 
     kernel:<major:minor>:<inode>:<TYPE>:<start>-<end|EOF>:<pid>
 
@@ -11,9 +12,12 @@ from __future__ import annotations
 
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.slots import lean_dataclass
-from lockwatch.sources.filelocks import KernelLock
+from lockwatch.sources.filelocks import KERNEL_ID, kernel_id, kernel_lock_id
 
-KERNEL = "kernel"
+# Built below both sources (sources/filelocks.py: a lock file's row names its
+# held kernel lock by it), parsed here.
+KERNEL = KERNEL_ID
+__all__ = ["KERNEL", "KernelId", "kernel_id", "kernel_lock_id", "parse_kernel"]
 
 _KERNEL = lazy_compile(
     r"kernel:(?P<major>\d+):(?P<minor>\d+):(?P<inode>\d+):(?P<type>[A-Z]+)"
@@ -31,10 +35,6 @@ class KernelId:
     pid: int
 
 
-def kernel_id(device: str, inode: int, type: str, start: int, end: int | None, pid: int) -> str:
-    return f"{KERNEL}:{device}:{inode}:{type}:{start}-{'EOF' if end is None else end}:{pid}"
-
-
 def parse_kernel(lock_id: str) -> KernelId | None:
     match = _KERNEL.fullmatch(lock_id)
     if match is None:
@@ -47,13 +47,4 @@ def parse_kernel(lock_id: str) -> KernelId | None:
         int(match["start"]),
         None if end == "EOF" else int(end),
         int(match["pid"]),
-    )
-
-
-def kernel_lock_id(kernel: KernelLock) -> str:
-    """The id of a kernel lock's record: an OFD lock's procfs pid is -1, so its
-    owner, once found, names it instead."""
-    pid = kernel.pid if kernel.pid > 0 else (kernel.holder_pid or -1)
-    return kernel_id(
-        kernel.file.device, kernel.file.inode, kernel.type, kernel.start, kernel.end, pid
     )

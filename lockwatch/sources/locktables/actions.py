@@ -10,23 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.action import (
-    ActionRefused,
-    Asked,
-    Doing,
-    Done,
-    Holding,
-    Kind,
-    Plan,
-    refused,
-)
+from lockwatch.model.action import ActionRefused, Done, Holding, Kind, Plan, refused
 from lockwatch.model.facts import Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionProvider, Wanted
 from lockwatch.sources.locktables.facts import UNLOCK_COMMANDS, TableLock
+
+if TYPE_CHECKING:
+    from lockwatch.model.action import Asked, Doing
 
 # (the server's reach, as the source's provider gives it; the facts) -> rows updated.
 Unlocker = Callable[[Mapping[str, Any], TableLock], int]
@@ -51,33 +45,20 @@ def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
     facts = lock.facts
     assert isinstance(facts, TableLock)
     if kind is not Kind.BREAK:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
-            f"a lock row can only be broken (its tool's unlock); {kind.value} does not apply",
-        )
+        why = f"a lock row can only be broken (its tool's unlock); {kind.value} does not apply"
+        return refused(kind, lock, verdict, "unsupported", why)
     if not facts.unlock:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
-            f"no unlock is known for {facts.table}: set `unlocked` for it in [[locktables]]",
-        )
+        why = f"no unlock is known for {facts.table}: set `unlocked` for it in [[locktables]]"
+        return refused(kind, lock, verdict, "unsupported", why)
     if facts.version is None:
         # Its values alone cannot tell this run's lock from a new run's that took
         # it again meanwhile (is_locked 1 -> 0 -> 1): no break on them alone.
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unversioned",
+        why = (
             f"{facts.table}'s row version could not be read when it was looked at (a change"
             " within that second, or a recording): a new run that took it again since could"
-            " not be told apart; look again",
+            " not be told apart; look again"
         )
+        return refused(kind, lock, verdict, "unversioned", why)
     sets = ", ".join(f"{column} = {value.upper()}" for column, value in facts.unlock)
     command = UNLOCK_COMMANDS.get(facts.tool)
     like = f" (what `{command}` does)" if command else ""
@@ -86,10 +67,10 @@ def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
         f" still exactly as seen ({facts.version})"
     )
     stale = verdict.state is State.STALE
-    why = None
+    doubt = None
     if verdict.state is State.UNKNOWN:
-        why = f"{lock.name} may still be held: its tool could be at work from a client unseen"
-    return Plan(kind, lock, verdict, "lock_broken", effect, needs_name=not stale, why_name=why)
+        doubt = f"{lock.name} may still be held: its tool could be at work from a client unseen"
+    return Plan(kind, lock, verdict, "lock_broken", effect, needs_name=not stale, why_name=doubt)
 
 
 def run_break(plan: Plan, doing: Doing, unlocker: Unlocker) -> Done:

@@ -16,17 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.action import (
-    ActionRefused,
-    Asked,
-    Doing,
-    Done,
-    Kind,
-    Plan,
-    refused,
-)
+from lockwatch.model.action import ActionRefused, Done, Kind, Plan, refused
 from lockwatch.model.facts import Row
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
@@ -34,6 +26,10 @@ from lockwatch.sources.contract import ActionsBase, SourceError, Wanted
 from lockwatch.sources.mysql.display import held_text
 from lockwatch.sources.mysql.facts import MyLock
 from lockwatch.sources.mysql.rules import threads
+from lockwatch.sources.servers import naming
+
+if TYPE_CHECKING:
+    from lockwatch.model.action import Asked, Doing
 
 NAME = "mysql"
 _IDLE_CODES = ("idle_in_transaction", "idle_holder")
@@ -72,22 +68,12 @@ def plan_for(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) ->
     thread = session.thread_id
     who = f"thread {thread}" + (f" ({session.user}@{session.host})" if session.user else "")
     if session.hidden:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "insufficient_privilege",
+        why = (
             f"{who} is hidden from lockwatch's user (no PROCESS privilege), so it cannot be"
-            " checked before a kill: GRANT PROCESS ON *.* to lockwatch's user",
+            " checked before a kill: GRANT PROCESS ON *.* to lockwatch's user"
         )
-    stale = verdict.state is State.STALE
-    inferred = stale and "inferred" in verdict.codes
-    why_name = (
-        f"{lock.name} is stale only by inference (idle time; lockwatch could not find its"
-        " client process, which may still be at work)"
-        if inferred
-        else None
-    )
+        return refused(kind, lock, verdict, "insufficient_privilege", why)
+    needs_name, why_name = naming(lock, verdict)
     if kind is Kind.BREAK:
         effect = f"KILL CONNECTION {thread} on {my.server} ({who}): {_effect_of_break(my, peers)}"
         return Plan(
@@ -96,19 +82,16 @@ def plan_for(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) ->
             verdict,
             "connection_killed",
             effect,
-            needs_name=not stale or inferred,
+            needs_name=needs_name,
             why_name=why_name,
         )
     if kind is Kind.CANCEL:
         if session.idle:
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "idle",
+            why = (
                 f"{who} is {session.state_text}: it runs no statement to cancel, and KILL QUERY"
-                " would leave its locks held (break ends its connection)",
+                " would leave its locks held (break ends its connection)"
             )
+            return refused(kind, lock, verdict, "idle", why)
         statement = f" ({session.query})" if session.query else ""
         after = (
             f"; the {my.queued_behind} statement(s) queued behind this DDL run at once"

@@ -10,10 +10,9 @@ from urllib.parse import unquote, urlsplit
 import click
 
 from lockwatch.sources.declaring import ServerDeclared, TargetOption, idle_after_option
-from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
+from lockwatch.sources.secrets import InArguments, url_passwords
 
 if TYPE_CHECKING:
-    from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator
 
 DEFAULT_IDLE_AFTER = 60.0
@@ -38,6 +37,10 @@ IN_ARGUMENTS = InArguments(
 )
 
 
+# The option naming its servers, in its listing and the action commands.
+SERVERS = TargetOption("--mysql", "mysql_dsns", IN_ARGUMENTS, "DSN")
+
+
 class MysqlDeclared(ServerDeclared):
     name = "mysql"
     label = "my"
@@ -45,33 +48,23 @@ class MysqlDeclared(ServerDeclared):
     summary = "MySQL/MariaDB: named locks, InnoDB lock waits, metadata-lock (DDL) queues"
     # [[locktables]] too: the lock tables it lists are in the one list both servers read.
     config_tables: tuple[str, ...] = ("mysql", "locktables")
+    messages = "lockwatch.sources.mysql.messages"
     title = "MySQL"
     status_word = "my "
     sees_waits = True
     wait_metrics: str | None = "mysql"
     # A connection whose client process is gone: what it held went with it.
     holder_gone = frozenset({"client_dead"})
-    asking = ("mysql_dsns",)
     # --mysql-idle-after alone still loads the plugin: its select refuses a nan.
     loading = ("mysql_idle_after",)
-    target_option = TargetOption(
-        "--mysql",
-        "mysql_dsns",
-        IN_ARGUMENTS,
-        "DSN",
-        "The server a MySQL TARGET lives on (repeatable).",
-    )
+    target_option = SERVERS
+    target_help = "The server a MySQL TARGET lives on (repeatable)."
 
     def options(self) -> Sequence[Decorator]:
         return [
-            secret_option(
-                "--mysql",
-                "mysql_dsns",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="DSN",
-                help="A MySQL or MariaDB server: mysql://user@host:port/db or a unix socket's"
-                " path (repeatable; password from MYSQL_PWD, ~/.my.cnf or mysql.password_file).",
+            SERVERS.option(
+                "A MySQL or MariaDB server: mysql://user@host:port/db or a unix socket's"
+                " path (repeatable; password from MYSQL_PWD, ~/.my.cnf or mysql.password_file)."
             ),
             idle_after_option("--mysql-idle-after", DEFAULT_IDLE_AFTER),
             click.option(
@@ -83,11 +76,6 @@ class MysqlDeclared(ServerDeclared):
                 " without the metadata_lock_info plugin).",
             ),
         ]
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        from lockwatch.sources.mysql.messages import clues
-
-        return clues(text)
 
 
 DECLARED = MysqlDeclared()

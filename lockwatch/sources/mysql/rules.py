@@ -18,6 +18,7 @@ from lockwatch.model.humanize import duration, named
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.timestamps import plus_seconds, seconds_since
 from lockwatch.model.verdict import State, Verdict, limit_text
+from lockwatch.sources.sessions import client_gone, idle_client_alive
 
 if TYPE_CHECKING:
     from lockwatch.sources.mysql.facts import MyLock, MySession
@@ -43,13 +44,8 @@ def evaluate_my(lock: Lock, my: MyLock, now: datetime) -> Verdict:
     info = _held_info(my)
     client = session.client_process
     if client is not None and not client.alive:
-        state = f" (the session is {session.state_text})" if session.state_text else ""
-        gone = Reason(
-            "client_dead",
-            f"its client process {client.label} is gone, yet its server thread holds on{state}:"
-            " nothing will release this lock until the server notices or the connection is"
-            " killed",
-        )
+        ends = "this lock until the server notices or the connection is killed"
+        gone = client_gone(client.label, session.state_text or "", "server thread", ends)
         return Verdict(State.STALE, (gone, *info), age_seconds=age, alive=False)
     if hidden is not None:
         return Verdict(State.UNKNOWN, (hidden, *info), age_seconds=age, alive=None)
@@ -137,18 +133,7 @@ def _idle_rule(
         if code and idle_for > limit:
             idle = f"{doing} for {duration(idle_for)} (limit {limit_text(limit)})"
             if client is not None:
-                alive = Reason(
-                    "client_alive",
-                    f"its client process {client.label} on this host is alive: it may be at"
-                    " work elsewhere (a lock held on a dedicated connection sits idle while its"
-                    " program works)",
-                )
-                return Verdict(
-                    State.ACTIVE,
-                    (Reason(code, f"{idle}; not stale: its client process is alive"), alive, *info),
-                    age_seconds=age,
-                    alive=True,
-                )
+                return idle_client_alive(code, idle, client.label, info, age, True)
             stale.extend((Reason(code, idle), inferred_reason(session)))
         elif code:
             deadline = plus_seconds(session.state_since, limit)

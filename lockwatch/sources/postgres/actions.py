@@ -14,16 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.action import (
-    ActionRefused,
-    Asked,
-    Doing,
-    Done,
-    Holding,
-    Kind,
-    Plan,
-    refused,
-)
+from lockwatch.model.action import ActionRefused, Done, Holding, Kind, Plan, refused
 from lockwatch.model.facts import Row
 from lockwatch.model.humanize import named
 from lockwatch.model.lock import Lock
@@ -35,8 +26,10 @@ from lockwatch.sources.postgres.effect import session_effect as _session_effect
 from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.postgres.held import held_text
 from lockwatch.sources.postgres.terms import prepared_commands, sessions
+from lockwatch.sources.servers import naming
 
 if TYPE_CHECKING:
+    from lockwatch.model.action import Asked, Doing
     from lockwatch.sources.postgres.settings import PgSettings
 
 NAME = "postgres"
@@ -59,14 +52,7 @@ def _plan(
     if pg.backend.pid is None:
         return _prepared_refused(kind, lock, verdict, pg)
     stale = verdict.state is State.STALE
-    # Stale by idle time alone, its client unseen: as deliberate as an active lock.
-    inferred = stale and "inferred" in verdict.codes
-    why_name = (
-        f"{lock.name} is stale only by inference (idle time; lockwatch could not find its"
-        " client process, which may still be at work)"
-        if inferred
-        else None
-    )
+    needs_name, why_name = naming(lock, verdict)
     if kind is Kind.BREAK:
         effect = _break_effect(lock, pg, peers)
         return Plan(
@@ -75,7 +61,7 @@ def _plan(
             verdict,
             "backend_terminated",
             effect,
-            needs_name=not stale or inferred,
+            needs_name=needs_name,
             why_name=why_name,
         )
     if kind is Kind.CANCEL:
@@ -92,6 +78,8 @@ def _plan(
         f" advisory lock {lock.name} ({pg.advisory_key}) with pg_try_advisory_lock{shared} on"
         " lockwatch's own connection and hold it until released (r)"
     )
+    # Stale only by inference (why_name says so): the steal, too, needs the typed name.
+    inferred = why_name is not None
     return Plan(kind, lock, verdict, "lock_stolen", effect, needs_name=inferred, why_name=why_name)
 
 
@@ -105,13 +93,8 @@ def _prepared_refused(kind: Kind, lock: Lock, verdict: Verdict, pg: PgLock) -> P
         how = f"run {commit} to keep its work, or {rollback} to undo it"
     database = f", connected to database {pg.database}" if pg.database else ""
     owner = f" as {pg.backend.user} (or a superuser)" if pg.backend.user else ""
-    return refused(
-        kind,
-        lock,
-        verdict,
-        "prepared_transaction",
-        f"{pg.backend.label} has no session to signal: {how} on {pg.server}{database}{owner}",
-    )
+    why = f"{pg.backend.label} has no session to signal: {how} on {pg.server}{database}{owner}"
+    return refused(kind, lock, verdict, "prepared_transaction", why)
 
 
 def _break_effect(lock: Lock, pg: PgLock, peers: Sequence[Lock]) -> str:
@@ -157,13 +140,8 @@ def _release_plan(
     ending the steal session that holds it."""
     key = pg.advisory_key
     if not held or key is None:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "not_held",
-            "lockwatch does not hold this lock (only advisory locks it stole can be released)",
-        )
+        why = "lockwatch does not hold this lock (only advisory locks it stole can be released)"
+        return refused(kind, lock, verdict, "not_held", why)
     if held_elsewhere:
         effect = (
             f"call pg_terminate_backend({pg.backend.pid}) on {pg.server}: ends the lockwatch"
@@ -261,14 +239,11 @@ def _root_plan(lock: Lock, verdict: Verdict, peers: Sequence[Lock], root: object
         None,
     )
     if found is None or not isinstance(root, int) or root not in roots(pg):
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "changed",
+        why = (
             f"pid {root} is not seen holding {lock.name} now (it may have let go); nothing"
-            " done: look again",
+            " done: look again"
         )
+        return refused(kind, lock, verdict, "changed", why)
     planned = _plan(kind, found, verdict, peers, held=False)
     if planned.refusal is not None:
         return planned
@@ -331,14 +306,11 @@ class PgActions(ActionsBase):
             and not asked.held
             and not (pg.backend.application or "").startswith(applications)
         ):
-            return refused(
-                kind,
-                lock,
-                verdict,
-                "not_ours",
+            why = (
                 f"only the demo's own sessions ({applications}…) can be acted on"
-                " here; this one belongs to someone else",
+                " here; this one belongs to someone else"
             )
+            return refused(kind, lock, verdict, "not_ours", why)
         way = asked.given.get(WAY)
         if kind is Kind.BREAK and way == "cancel" and pg.queued_behind:
             # A queue head's low-risk way: its statement cancelled, its session kept.

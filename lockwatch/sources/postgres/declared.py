@@ -11,13 +11,15 @@ import click
 from lockwatch.sources.declaring import ServerDeclared, TargetOption, idle_after_option
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS, LIBPQ_SERVER_VARS
-from lockwatch.sources.secrets import secret_option
 
 if TYPE_CHECKING:
-    from lockwatch.model.clues import Clue
     from lockwatch.sources.contract import Decorator, LogFolding, Wanted
 
 DEFAULT_IDLE_AFTER = 60.0
+
+
+# The option naming its servers, in its listing and the action commands.
+SERVERS = TargetOption("--pg", "pg_dsns", IN_ARGUMENTS, "DSN")
 
 
 class PostgresDeclared(ServerDeclared):
@@ -26,6 +28,7 @@ class PostgresDeclared(ServerDeclared):
     id_prefix = ids.PG
     summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
     config_tables: tuple[str, ...] = ("postgres", "advisory", "locktables")
+    messages = "lockwatch.sources.postgres.messages"
     title = "PostgreSQL"
     status_word = "pg "
     sees_waits = True
@@ -40,27 +43,14 @@ class PostgresDeclared(ServerDeclared):
 
         return Folding(host, server)
 
-    asking = ("pg_dsns",)
     # --pg-idle-after alone still loads the plugin: its select refuses a nan.
     loading = ("pg_idle_after",)
-    target_option = TargetOption(
-        "--pg",
-        "pg_dsns",
-        IN_ARGUMENTS,
-        "DSN",
-        "The server a Postgres TARGET lives on (repeatable).",
-    )
+    target_option = SERVERS
+    target_help = "The server a Postgres TARGET lives on (repeatable)."
 
     def options(self) -> Sequence[Decorator]:
         return [
-            secret_option(
-                "--pg",
-                "pg_dsns",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="DSN",
-                help="A PostgreSQL server to read pg_locks from (repeatable).",
-            ),
+            SERVERS.option("A PostgreSQL server to read pg_locks from (repeatable)."),
             idle_after_option("--pg-idle-after", DEFAULT_IDLE_AFTER),
             click.option(
                 "--pg-all",
@@ -68,11 +58,6 @@ class PostgresDeclared(ServerDeclared):
                 help="Every pg_locks row, not only contended and advisory ones.",
             ),
         ]
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        from lockwatch.sources.postgres.messages import clues
-
-        return clues(text)
 
     def may_run(self, wanted: Wanted) -> bool:
         # Where dsn.resolve_dsns finds servers: flags, the config, LOCKWATCH_PG, libpq's PG*.

@@ -13,6 +13,7 @@ from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.timestamps import plus_seconds, seconds_since
 from lockwatch.model.verdict import State, Verdict, limit_text
 from lockwatch.sources.postgres.terms import local_client, prepared_commands
+from lockwatch.sources.sessions import client_gone, idle_client_alive
 
 if TYPE_CHECKING:
     from lockwatch.sources.postgres.facts import PgBackend, PgLock
@@ -145,13 +146,8 @@ def evaluate_pg(lock: Lock, pg: PgLock, now: datetime) -> Verdict:
         return _prepared_held(lock, pg, info, age, alive)
     client = backend.client_process
     if client is not None and not client.alive:
-        state = f" (the session is {backend.state})" if backend.state else ""
-        gone = Reason(
-            "client_dead",
-            f"its client process {client.label} is gone, yet its backend holds on{state}:"
-            " nothing will release these locks until the server notices or the backend is"
-            " terminated",
-        )
+        ends = "these locks until the server notices or the backend is terminated"
+        gone = client_gone(client.label, backend.state or "", "backend", ends)
         return Verdict(State.STALE, (gone, *info), age_seconds=age, alive=alive)
     if hidden is not None and client is None:
         # Whether it sits idle in a transaction is exactly what is hidden.
@@ -238,21 +234,7 @@ def _idle_rule(
             if idle_for > limit:
                 idle = f"{what} for {duration(idle_for)} (limit {limit_text(limit)})"
                 if client is not None:
-                    return Verdict(
-                        State.ACTIVE,
-                        (
-                            Reason(code, f"{idle}; not stale: its client process is alive"),
-                            Reason(
-                                "client_alive",
-                                f"its client process {client.label} on this host is alive: it"
-                                " may be at work elsewhere (a lock held on a dedicated"
-                                " connection sits idle while its program works)",
-                            ),
-                            *info,
-                        ),
-                        age_seconds=age,
-                        alive=alive,
-                    )
+                    return idle_client_alive(code, idle, client.label, info, age, alive)
                 stale.append(Reason(code, idle))
                 stale.append(_inferred(backend))
             elif backend.state_since is not None:

@@ -30,7 +30,6 @@ from lockwatch.model.action import (
 )
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.contract import Wanted
 from lockwatch.sources.redis.ids import cli_arg
 from lockwatch.sources.redis.librarybreaks import (
     execute_redisson,
@@ -72,32 +71,21 @@ def plan_action(kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock])
     if isinstance(store, SemaphoreFacts):
         return plan_semaphore(kind, lock, verdict, store)
     if kind is not Kind.BREAK:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
+        why = (
             "a Redis lock can only be broken (its key deleted if it still holds the token"
-            f" you saw), not {kind.value}",
+            f" you saw), not {kind.value}"
         )
+        return refused(kind, lock, verdict, "unsupported", why)
     if store.waiting or store.value is None:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "not_held",
-            f"{store.session} waits for {lock.name}; it holds nothing",
-        )
+        why = f"{store.session} waits for {lock.name}; it holds nothing"
+        return refused(kind, lock, verdict, "not_held", why)
     if store.value_bytes is not None:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "value_cut",
+        why = (
             f"{store.key}'s value is {store.value_bytes:,} bytes, more than lockwatch reads:"
             " a break could not check that it still holds the token you saw; delete it with"
-            " redis-cli if you know it is not held",
+            " redis-cli if you know it is not held"
         )
+        return refused(kind, lock, verdict, "value_cut", why)
     where = (
         f"on each server of Redlock group {store.server} still holding it"
         if store.quorum is not None
@@ -316,11 +304,6 @@ class RedisActions(StoreActions):
 
     def plan_break(self, kind: Kind, lock: Lock, verdict: Verdict, peers: Sequence[Lock]) -> Plan:
         return plan_action(kind, lock, verdict, peers)
-
-    def reach(self, wanted: Wanted) -> Mapping[str, Any]:
-        from lockwatch.sources.redis.endpoint import REACH, reach_of
-
-        return {REACH: reach_of(wanted)}
 
     def execute(self, plan: Plan, doing: Doing) -> tuple[dict[str, Any], str]:
         expect, reach = doing.expect_sha256, doing.reach

@@ -22,6 +22,10 @@ IN_ARGUMENTS = InArguments("--redis", url_passwords, _INSTEAD)
 REDLOCK_IN_ARGUMENTS = InArguments("--redlock", url_passwords, _INSTEAD)
 
 
+# The option naming its servers, in its listing and the action commands.
+SERVERS = TargetOption("--redis", "redis_urls", IN_ARGUMENTS, "URL")
+
+
 class RedisDeclared(ServerDeclared):
     name = "redis"
     label = "rds"
@@ -32,25 +36,15 @@ class RedisDeclared(ServerDeclared):
     )
     config_tables: tuple[str, ...] = ("redis",)
     title = "Redis"
-    asking = ("redis_urls", "redlock_groups")
-    target_option = TargetOption(
-        "--redis",
-        "redis_urls",
-        IN_ARGUMENTS,
-        "URL",
-        "The Redis server (with its password) a redis: TARGET lives on (repeatable).",
-    )
+    asking = ("redlock_groups",)
+    target_option = SERVERS
+    target_help = "The Redis server (with its password) a redis: TARGET lives on (repeatable)."
 
     def options(self) -> Sequence[Decorator]:
         return [
-            secret_option(
-                "--redis",
-                "redis_urls",
-                carries=IN_ARGUMENTS,
-                multiple=True,
-                metavar="URL",
-                help="A Redis server to read lock keys from: redis://, rediss:// or unix://"
-                " (repeatable; password from the URL, REDISCLI_AUTH or redis.password_file).",
+            SERVERS.option(
+                "A Redis server to read lock keys from: redis://, rediss:// or unix://"
+                " (repeatable; password from the URL, REDISCLI_AUTH or redis.password_file)."
             ),
             click.option(
                 "--redis-pattern",

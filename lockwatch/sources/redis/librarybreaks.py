@@ -146,21 +146,11 @@ def seen_hash(facts: RedissonFacts) -> list[tuple[str, str]]:
 
 def plan_redisson(kind: Kind, lock: Lock, verdict: Verdict, facts: RedissonFacts) -> Plan:
     if kind is not Kind.BREAK:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
-            f"a Redisson lock can only be broken (its forceUnlock), not {kind.value}",
-        )
+        why = f"a Redisson lock can only be broken (its forceUnlock), not {kind.value}"
+        return refused(kind, lock, verdict, "unsupported", why)
     if facts.waiting or not facts.owners:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "not_held",
-            f"{facts.session} waits for {lock.name}; it holds nothing",
-        )
+        why = f"{facts.session} waits for {lock.name}; it holds nothing"
+        return refused(kind, lock, verdict, "not_held", why)
     channel, message = channel_of(facts, lock.format)
     fields = ", ".join(f"{field}={value}" for field, value in seen_hash(facts))
     tell = (
@@ -182,26 +172,18 @@ def plan_redisson(kind: Kind, lock: Lock, verdict: Verdict, facts: RedissonFacts
 
 def plan_semaphore(kind: Kind, lock: Lock, verdict: Verdict, facts: SemaphoreFacts) -> Plan:
     if kind is not Kind.BREAK:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
-            f"a redis-semaphore holder can only be broken (its release), not {kind.value}",
-        )
+        why = f"a redis-semaphore holder can only be broken (its release), not {kind.value}"
+        return refused(kind, lock, verdict, "unsupported", why)
     if not facts.entries:
         return refused(kind, lock, verdict, "unsupported", f"{lock.id}: its members were not read")
     if facts.partial:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "partial",
+        why = (
             f"{facts.key} has {facts.members} members and lockwatch read the first"
             f" {len(facts.entries)} of {facts.identifier}'s only: it may hold more past them,"
             " which a break would leave counted; release it with redis-semaphore, or ZREM"
-            " every one of its members by hand",
+            " every one of its members by hand"
         )
+        return refused(kind, lock, verdict, "partial", why)
     members = ", ".join(f"{member} (score {score})" for member, score in facts.entries)
     effect = (
         f"ZREM {members} from {facts.key} on {facts.server}, what redis-semaphore's release"

@@ -35,6 +35,7 @@ from lockwatch.sources.servers import (
     Listens,
     ServerPlugin,
     config_strings,
+    found_in,
     polled_once,
     refresh,
 )
@@ -192,8 +193,6 @@ class SelectedRedis(StoreSelection):
 def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
     """The Redis lock `target` names, polled and judged now; or why there is none."""
     from lockwatch.clock import SystemClock
-    from lockwatch.model.process import StaticProcesses
-    from lockwatch.model.verdict import evaluate
     from lockwatch.sources.redis.endpoint import reach_of
     from lockwatch.sources.redis.poll import RedisPoller
 
@@ -218,11 +217,8 @@ def find_redis(target: str, wanted: Wanted, host: str) -> Found | str:
         limits=settings.semaphore_limits,
     )
     locks = polled_once(poller, parsed.server)
-    wanted_id = ids.canonical(target)
-    for lock in locks:
-        if lock.id == wanted_id:
-            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), locks
-    return f"no lock {target} now: released, or it expired"
+    found = found_in(locks, ids.canonical(target), host)
+    return found or f"no lock {target} now: released, or it expired"
 
 
 SOURCE = RedisSource()

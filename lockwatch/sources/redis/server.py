@@ -13,15 +13,15 @@ MAX_MEMBERS entries each. It writes nothing.
 from __future__ import annotations
 
 import contextlib
-import random
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.model.status import SourceStatus
+from lockwatch.sources.backoff import failed
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
 from lockwatch.sources.redis.endpoint import RedisEndpoint
@@ -440,21 +440,11 @@ class RedisServer:
     def _fail(self, exc: BaseException) -> None:
         import redis
 
-        self.failures += 1
-        self.close()
-        delay = backoff_seconds(self.failures, random.uniform(-1.0, 1.0))
         away = isinstance(
             exc, redis.ConnectionError | redis.TimeoutError | OSError | DeadlineMissed
         ) and not isinstance(exc, redis.AuthenticationError)
-        self.status = SourceStatus(
-            "redis",
-            self.name,
-            "disconnected" if away else "error",
-            reason=describe(exc, self.endpoint),
-            updated_at=self._updated_at(),
-            next_retry_at=self.clock.now() + timedelta(seconds=delay),
-        )
-        self.retry_in = delay
+        reason = describe(exc, self.endpoint)
+        failed(self, "redis", reason, away=away, updated_at=self._updated_at())
 
     def close(self) -> None:
         client, self._client = self._client, None

@@ -1,19 +1,22 @@
 """What breaking a lock in a store (Redis, etcd) has in common: a break is the
 only action, its key is deleted only if it still holds what the operator saw,
 and the audit log names the server and the key. Each store says how it plans
-and carries out that compare-and-delete (`plan_break`, `execute`), and how its
-actions reach the servers the run names (`reach`, the contract's)."""
+and carries out that compare-and-delete (`plan_break`, `execute`); its actions
+reach the servers the run names through its package's `endpoint` (`reach`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.action import Asked, Doing, Done, Kind, Plan
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources.contract import ActionsBase
 from lockwatch.sources.stores.facts import StoreLock
+
+if TYPE_CHECKING:
+    from lockwatch.sources.contract import Wanted
 
 
 class StoreActions(ActionsBase):
@@ -26,6 +29,15 @@ class StoreActions(ActionsBase):
         """Carry out a planned break (its server found through `doing.reach`):
         (audit details, message)."""
         raise NotImplementedError
+
+    def reach(self, wanted: Wanted) -> Mapping[str, Any]:
+        """Its package's `endpoint.reach_of(wanted)`, under that module's `REACH`:
+        loaded when an action runs, not when the CLI starts."""
+        from importlib import import_module
+
+        package = type(self).__module__.rpartition(".")[0]
+        endpoint = import_module(f"{package}.endpoint")
+        return {endpoint.REACH: endpoint.reach_of(wanted)}
 
     def plan(self, kind: Kind, lock: Lock, verdict: Verdict, asked: Asked) -> Plan:
         return self.plan_break(kind, lock, verdict, asked.peers)

@@ -14,23 +14,17 @@ it is still empty (ZooKeeper refuses to delete a znode with children).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.action import (
-    ActionFailed,
-    ActionRefused,
-    Asked,
-    Doing,
-    Done,
-    Kind,
-    Plan,
-    refused,
-)
+from lockwatch.model.action import ActionFailed, ActionRefused, Done, Kind, Plan, refused
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase, Wanted
 from lockwatch.sources.zookeeper.facts import ZOOKEEPER, ZkLock
 from lockwatch.sources.zookeeper.rules import CONNECTED, DISCONNECTED, NO_SESSION
+
+if TYPE_CHECKING:
+    from lockwatch.model.action import Asked, Doing
 
 # Connecting and each read of a break: a server that does not answer fails it, one line.
 TIMEOUT = 5.0
@@ -45,13 +39,8 @@ def _facts(lock: Lock) -> ZkLock:
 def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
     zk = _facts(lock)
     if kind is not Kind.BREAK:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "unsupported",
-            f"a ZooKeeper lock can only be broken (its znode deleted), not {kind.value}",
-        )
+        why = f"a ZooKeeper lock can only be broken (its znode deleted), not {kind.value}"
+        return refused(kind, lock, verdict, "unsupported", why)
     if zk.orphan:
         effect = (
             f"delete the empty lock parent {zk.parent} on {zk.server}, only while it is still"
@@ -60,14 +49,11 @@ def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
         return Plan(kind, lock, verdict, "lock_broken", effect)
     gone = zk.session_state in (DISCONNECTED, NO_SESSION)
     if not zk.holds and not gone:
-        return refused(
-            kind,
-            lock,
-            verdict,
-            "not_held",
+        why = (
             f"{zk.path} waits for {lock.name} (position {zk.position}) and its session"
-            f" {zk.session} is connected: it holds nothing",
+            f" {zk.session} is connected: it holds nothing"
         )
+        return refused(kind, lock, verdict, "not_held", why)
     effect = (
         f"delete {zk.path} on {zk.server}, only if it is still czxid 0x{zk.czxid:x} owned by"
         f" {'no session' if not zk.owner else 'session ' + zk.session}"

@@ -3,20 +3,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
+from lockwatch.sources.declaring import ServerDeclared, TargetOption
 from lockwatch.sources.zookeeper import ids
 
 if TYPE_CHECKING:
-    from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
-    from lockwatch.sources.contract import Decorator, Wanted
+    from lockwatch.sources.contract import Decorator
 
 
-class ZooKeeperDeclared:
+# The option naming its servers, in its listing and the action commands.
+SERVERS = TargetOption("--zk", "zk_servers", None, "HOST:PORT[,...][/CHROOT]")
+
+
+class ZooKeeperDeclared(ServerDeclared):
     name = "zookeeper"
     label = "zk"
     id_prefix = ids.ZK
@@ -25,6 +28,7 @@ class ZooKeeperDeclared:
         " elections): holders, queues, sessions"
     )
     config_tables: tuple[str, ...] = ("zookeeper",)
+    messages = "lockwatch.sources.zookeeper.messages"
     title = "ZooKeeper"
     status_word = "zk "
     # Contenders wait on each other in order: blocking trees and the Contention view.
@@ -34,17 +38,15 @@ class ZooKeeperDeclared:
     # A holder whose session has no client: ZooKeeper deletes its node when the
     # session expires, and the next contender takes the lock from the dead.
     holder_gone = frozenset({"session_gone"})
+    target_option = SERVERS
+    target_help = "The ZooKeeper ensemble a zk: TARGET lives on, when not the one its id names."
 
     def options(self) -> Sequence[Decorator]:
         return [
-            click.option(
-                "--zk",
-                "zk_servers",
-                multiple=True,
-                metavar="HOST:PORT[,...][/CHROOT]",
-                help="A ZooKeeper ensemble (kazoo's connect string) to read lock recipes from"
+            SERVERS.option(
+                "A ZooKeeper ensemble (kazoo's connect string) to read lock recipes from"
                 " (repeatable). List every server of the ensemble: a session's client is"
-                " looked up on each (the cons four-letter word).",
+                " looked up on each (the cons four-letter word)."
             ),
             click.option(
                 "--zk-path",
@@ -55,32 +57,6 @@ class ZooKeeperDeclared:
                 " under the chroot, bounded).",
             ),
         ]
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        if kind is not None:
-            return ()
-        import click
-
-        return [
-            click.option(
-                "--zk",
-                "zk_servers",
-                multiple=True,
-                metavar="HOST:PORT[,...][/CHROOT]",
-                help="The ZooKeeper ensemble a zk: TARGET lives on, when not the one its id names.",
-            )
-        ]
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("zk_servers"))
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        from lockwatch.sources.zookeeper.messages import clues
-
-        return clues(text)
-
-    def may_run(self, wanted: Wanted) -> bool:
-        return self.asked(wanted.values) or wanted.settings(self.name) is not None
 
 
 DECLARED = ZooKeeperDeclared()

@@ -15,15 +15,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lockwatch.sources.contract import (
-    ActionProvider,
-    Found,
-    LookupFailed,
-    Selected,
-    SourceError,
-    Wanted,
-)
+from lockwatch.sources.contract import Found, Selected, SourceError, Wanted
 from lockwatch.sources.selection import StoreSelection
+from lockwatch.sources.servers import (
+    DEFAULT_REFRESH,
+    ServerPlugin,
+    config_strings,
+    config_table,
+    found_in,
+    polled_once,
+    refresh,
+)
 from lockwatch.sources.zookeeper import ids
 from lockwatch.sources.zookeeper.declared import ZooKeeperDeclared
 
@@ -32,8 +34,6 @@ if TYPE_CHECKING:
     from lockwatch.sources.polled import PolledFeed
     from lockwatch.sources.zookeeper.endpoint import ZkEndpoint
     from lockwatch.sources.zookeeper.poller import ZkPoller
-
-DEFAULT_REFRESH = 2.0
 
 
 @dataclass(frozen=True)
@@ -45,24 +45,11 @@ class ZooKeeperSettings:
 DEFAULTS = ZooKeeperSettings()
 
 
-def _strings(value: Any, what: str, where: str) -> tuple[str, ...]:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-        from lockwatch.config import ConfigError
-
-        raise ConfigError(f"{where}: {what} must be a string or a list of strings")
-    return tuple(values)
-
-
 def read_settings(data: Mapping[str, Any], where: str) -> ZooKeeperSettings:
-    table = data.get("zookeeper", {})
-    if not isinstance(table, dict):
-        from lockwatch.config import ConfigError
-
-        raise ConfigError(f"{where}: [zookeeper] must be a table")
+    table = config_table(data, "zookeeper", where)
     return ZooKeeperSettings(
-        _strings(table.get("servers", []), "zookeeper.servers", where),
-        _strings(table.get("paths", []), "zookeeper.paths", where),
+        config_strings(table.get("servers", []), "zookeeper.servers", where),
+        config_strings(table.get("paths", []), "zookeeper.paths", where),
     )
 
 
@@ -73,18 +60,12 @@ def _paths(given: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(given))
 
 
-class ZooKeeperSource(ZooKeeperDeclared):
+class ZooKeeperSource(ServerPlugin, ZooKeeperDeclared):
     @property
     def record_types(self) -> tuple[type, ...]:
         from lockwatch.sources.zookeeper.facts import ZkLock
 
         return (ZkLock,)
-
-    @property
-    def actions(self) -> ActionProvider:
-        from lockwatch.sources.zookeeper.actions import ACTIONS
-
-        return ACTIONS
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> ZooKeeperSettings:
         return read_settings(tables, where)
@@ -98,9 +79,7 @@ class ZooKeeperSource(ZooKeeperDeclared):
             return None
         endpoints = tuple(parse(text) for text in dict.fromkeys(given))
         paths = _paths(tuple(wanted.values.get("zk_paths") or ()) or settings.paths)
-        return SelectedZooKeeper(
-            endpoints, paths, float(wanted.values.get("refresh") or DEFAULT_REFRESH)
-        )
+        return SelectedZooKeeper(endpoints, paths, refresh(wanted))
 
     def find(self, target: str, wanted: Wanted, host: str) -> Found | str:
         return find_zk(target, wanted, host)
@@ -136,8 +115,6 @@ class SelectedZooKeeper(StoreSelection):
 def find_zk(target: str, wanted: Wanted, host: str) -> Found | str:
     """The ZooKeeper lock `target` names, read and judged now; or why there is none."""
     from lockwatch.clock import SystemClock
-    from lockwatch.model.process import StaticProcesses
-    from lockwatch.model.verdict import evaluate
     from lockwatch.sources.zookeeper.endpoint import reach_of
     from lockwatch.sources.zookeeper.poller import ZkPoller
     from lockwatch.sources.zookeeper.server import ZkServer
@@ -154,17 +131,8 @@ def find_zk(target: str, wanted: Wanted, host: str) -> Found | str:
     # The lock's path and its queue: the znode's parent (or the empty parent itself).
     parent = path.rpartition("/")[0] or "/"
     poller = ZkPoller(ZkServer(endpoint, (parent, path), clock=SystemClock()))
-    try:
-        polled = poller.poll()
-    finally:
-        poller.close()
-    if polled.locks is None:
-        reasons = "; ".join(f"{s.name}: {s.reason}" for s in polled.statuses)
-        raise LookupFailed(f"cannot read ZooKeeper {server}: {reasons or 'no answer'}")
-    for lock in polled.locks:
-        if lock.id == target:
-            return lock, evaluate(lock, StaticProcesses(), SystemClock(), host), polled.locks
-    return f"no lock {target} now: released, or its session ended"
+    found = found_in(polled_once(poller, f"ZooKeeper {server}"), target, host)
+    return found or f"no lock {target} now: released, or its session ended"
 
 
 SOURCE = ZooKeeperSource()

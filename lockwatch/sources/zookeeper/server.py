@@ -12,16 +12,16 @@ the dashboard's feed at once (`changed`), rather than at its next interval.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.model.status import SourceStatus
+from lockwatch.sources.backoff import failed, first_line
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.zookeeper.endpoint import ZkEndpoint
 from lockwatch.sources.zookeeper.fourletter import connections
@@ -251,21 +251,10 @@ class ZkServer:
         return self.last.polled_at if self.last else None
 
     def _fail(self, exc: BaseException) -> None:
-        self.failures += 1
-        self.close()
-        delay = backoff_seconds(self.failures, random.uniform(-1.0, 1.0))
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = first_line(exc)
         if type(exc).__name__ == "KazooTimeoutError":
             text = f"no answer within the poll's deadline: {text}"
-        self.status = SourceStatus(
-            KIND,
-            self.name,
-            "disconnected",
-            reason=text,
-            updated_at=self._updated_at(),
-            next_retry_at=self.clock.now() + timedelta(seconds=delay),
-        )
-        self.retry_in = delay
+        failed(self, KIND, text, away=True, updated_at=self._updated_at())
 
     def close(self) -> None:
         client, self._client = self._client, None

@@ -11,12 +11,11 @@ held. `Cargo.lock` is a dependency lockfile, never a lock.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "cargo"
@@ -38,6 +37,10 @@ WANTS_KINDS: tuple[str, ...] = ("file",)
 CLAIMS = Claims(names=frozenset(_NAMES))
 
 
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
 def wants(path: str, kind: str) -> bool:
     return kind == "file" and path.rpartition("/")[2] in _NAMES
 
@@ -46,19 +49,15 @@ def read(file: LockFile) -> Lock | None:
     words = _NAMES.get(file.name)
     if file.kind != "file" or words is None or file.raw:
         return None
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=f"{file.parents(1)[0] or '/'}/{file.name}",
-        policy=POLICY,
         content=None,
         notes=(Reason("cargo_lock", words),),
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # held by a kernel lock, not by content
+handover = no_handover  # held by a kernel lock, not by content
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

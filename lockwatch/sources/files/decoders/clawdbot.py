@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
@@ -19,6 +20,10 @@ from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "clawdbot"
 POLICY = StalenessPolicy(pid_liveness=True, max_age=30.0, foreign_max_age=10.0)
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def claims(doc: Mapping[str, Any]) -> bool:
@@ -39,15 +44,8 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
         session=fields.text("session_id", required=False),
         operation=fields.text("operation", required=False),
     )
-    return file_lock(
-        file,
-        format=FORMAT,
-        name=file.stem(),
-        policy=POLICY,
-        content=doc,
-        holder=holder,
-        acquired_at=acquired_at,
-        defects=fields.defects,
+    return _file_lock(
+        file, content=doc, holder=holder, acquired_at=acquired_at, defects=fields.defects
     )
 
 

@@ -13,12 +13,11 @@ command line for a gateway instead.
 
 from __future__ import annotations
 
-from datetime import datetime
+from functools import partial
 from typing import Any
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, Reason
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.files.decoders.base import (
     MAX_INTEGER,
     Claims,
@@ -28,6 +27,7 @@ from lockwatch.sources.files.decoders.base import (
     file_lock,
     json_object,
 )
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "clawdbot-gateway"
@@ -52,8 +52,11 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(prefixes=("gateway.",))
 
 
-def wants(path: str, kind: str) -> bool:
-    return False  # `*.lock`: the scanner lists it anyway
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
+wants = wants_none  # `*.lock`: the scanner lists it anyway
 
 
 def read(file: LockFile) -> Lock | None:
@@ -84,32 +87,12 @@ def read(file: LockFile) -> Lock | None:
     )
 
 
-def _lock(
-    file: LockFile,
-    content: Any,
-    *,
-    holder: Holder | None = None,
-    acquired_at: datetime | None = None,
-    scope: tuple[str, ...] = (),
-    defects: tuple[Reason, ...] = (),
-    policy: StalenessPolicy = POLICY,
-) -> Lock:
-    return file_lock(
-        file,
-        format=FORMAT,
-        name=file.name[: -len(".lock")],
-        policy=policy,
-        content=content,
-        holder=holder,
-        acquired_at=acquired_at,
-        scope=scope,
-        defects=defects,
-    )
+def _lock(file: LockFile, content: Any, **fields: Any) -> Lock:
+    """Its lock (`fields`: file_lock's), named by the file without `.lock`."""
+    return _file_lock(file, name=file.name[: -len(".lock")], content=content, **fields)
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # not stealable
+handover = no_handover  # not stealable
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

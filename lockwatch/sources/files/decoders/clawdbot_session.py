@@ -10,11 +10,10 @@ lock older than 30 minutes is taken from under a live holder.
 
 from __future__ import annotations
 
-from datetime import datetime
+from functools import partial
 from typing import Any
 
-from lockwatch.model.handover import NewHolder
-from lockwatch.model.lock import Holder, Lock, Reason
+from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.files.decoders.base import (
     Claims,
     Fields,
@@ -23,6 +22,7 @@ from lockwatch.sources.files.decoders.base import (
     file_lock,
     json_object,
 )
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "clawdbot-session"
@@ -42,8 +42,11 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(suffixes=(_SUFFIX,))
 
 
-def wants(path: str, kind: str) -> bool:
-    return False  # `*.lock`: the scanner lists it anyway
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
+wants = wants_none  # `*.lock`: the scanner lists it anyway
 
 
 def _in_sessions_dir(file: LockFile) -> bool:
@@ -77,31 +80,14 @@ def read(file: LockFile) -> Lock | None:
     )
 
 
-def _lock(
-    file: LockFile,
-    content: Any,
-    *,
-    holder: Holder | None = None,
-    acquired_at: datetime | None = None,
-    defects: tuple[Reason, ...] = (),
-) -> Lock:
+def _lock(file: LockFile, content: Any, **fields: Any) -> Lock:
+    """Its lock (`fields`: file_lock's), scoped to the transcript it guards."""
     transcript = file.path[: -len(".lock")]
-    return file_lock(
-        file,
-        format=FORMAT,
-        name=file.name[: -len(_SUFFIX)],
-        policy=POLICY,
-        content=content,
-        holder=holder,
-        acquired_at=acquired_at,
-        scope=(transcript,),
-        defects=defects,
-    )
+    name = file.name[: -len(_SUFFIX)]
+    return _file_lock(file, name=name, content=content, scope=(transcript,), **fields)
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # not stealable
+handover = no_handover  # not stealable
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -19,15 +19,12 @@ the repair to run; deleting a lock file is never one.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from datetime import datetime
-from functools import lru_cache
-from typing import Any
+from functools import lru_cache, partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason, amended
-from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
+from lockwatch.sources.filelocks import KernelEvidence
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import HeldOn, OpenBy, no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "dpkg"
@@ -61,6 +58,10 @@ WANTS_KINDS: tuple[str, ...] = ("file",)
 CLAIMS = Claims(names=frozenset(name for _, name in _LOCKS))
 
 
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
 def _what(path: str) -> str | None:
     head, _, name = path.rpartition("/")
     if name not in ("lock", "lock-frontend"):
@@ -87,14 +88,7 @@ def read(file: LockFile) -> Lock | None:
         interrupted = _interrupted(file.path.rpartition("/")[0])
         if interrupted is not None:
             notes.append(interrupted)
-    return file_lock(
-        file,
-        format=FORMAT,
-        name=f"{file.parents(1)[0]}/{file.name}",
-        policy=POLICY,
-        content=None,
-        notes=notes,
-    )
+    return _file_lock(file, name=f"{file.parents(1)[0]}/{file.name}", content=None, notes=notes)
 
 
 def _interrupted(admindir: str) -> Reason | None:
@@ -159,10 +153,7 @@ def _states_in(path: str, mtime_ns: int, size: int) -> dict[str, bytes]:
 
 
 def explain(
-    lock: Lock,
-    evidence: KernelEvidence,
-    held_on: Callable[[FileKey], tuple[KernelLock, ...]],
-    open_by: Callable[[FileKey], tuple[int, ...]],
+    lock: Lock, evidence: KernelEvidence, held_on: HeldOn, open_by: OpenBy
 ) -> tuple[Lock, KernelEvidence]:
     """Held: since its holder started (the file's mtime is its creation's); a run
     is never killed mid-install."""
@@ -185,9 +176,7 @@ def explain(
     return amended(lock, acquired_at=started, notes=(*kept, note)), evidence
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # held by a kernel lock, not by content
+handover = no_handover  # held by a kernel lock, not by content
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -17,12 +17,11 @@ CIFS); those are not listed: `.#name` regular files are also CVS's backups.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "emacs"
@@ -38,6 +37,10 @@ _CIFS_COLON = "\uf022"
 WANTS_KINDS: tuple[str, ...] = ("symlink",)
 # The only entries `read` may claim (base.Claims): `.#x` symlinks.
 CLAIMS = Claims(kinds=("symlink",), prefixes=(_PREFIX,))
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def wants(path: str, kind: str) -> bool:
@@ -74,11 +77,9 @@ def read(file: LockFile) -> Lock | None:
     name = file.name[len(_PREFIX) :]
     parsed = parse(target)
     if parsed is None:
-        return file_lock(
+        return _file_lock(
             file,
-            format=FORMAT,
             name=name,
-            policy=POLICY,
             content={"symlink_target": target[:200]},
             acquired_at=file.modified_at,
             defects=(
@@ -89,20 +90,16 @@ def read(file: LockFile) -> Lock | None:
             ),
         )
     user, host, pid, boot = parsed
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=name,
-        policy=POLICY,
         content={"user": user, "host": host, "pid": pid, "boot_time": boot},
         holder=Holder(pid=pid, host=host, actor=user or None, boot_time=boot),
         acquired_at=file.modified_at,  # the symlink is made when the buffer is first modified
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # a symlink, not content: break it
+handover = no_handover  # a symlink, not content: break it
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -12,12 +12,12 @@ recorded nowhere. flufl.lock's own rules (flufl/lock/_lockfile.py 10.0):
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, timedelta
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "flufl.lock"
@@ -44,8 +44,11 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(anything=True)
 
 
-def wants(path: str, kind: str) -> bool:
-    return False  # the lock is `<lockfile>` itself; claim files are never listed
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
+wants = wants_none  # the lock is `<lockfile>` itself; claim files are never listed
 
 
 def _fields(file: LockFile) -> tuple[str, str, int, str] | None:
@@ -82,9 +85,8 @@ def read(file: LockFile) -> Lock | None:
     if file.name == claim_name:
         if file.nlink > 1:
             return None  # the holder's claim: the lock file beside it is the lock
-        return file_lock(
+        return _file_lock(
             file,
-            format=FORMAT,
             name=lockpath.rpartition("/")[2],
             policy=_CLAIM_POLICY,
             content=claim_name,
@@ -110,10 +112,8 @@ def read(file: LockFile) -> Lock | None:
                 " so it never breaks this lock and cannot tell who holds it",
             )
         )
-        return file_lock(
+        return _file_lock(
             file,
-            format=FORMAT,
-            name=file.stem(),
             policy=_UNREADABLE_POLICY,
             content=claim_name,
             holder=Holder(host=host),
@@ -129,21 +129,10 @@ def read(file: LockFile) -> Lock | None:
             " (expiry + 10 s), whoever holds it",
         )
     )
-    return file_lock(
-        file,
-        format=FORMAT,
-        name=file.stem(),
-        policy=POLICY,
-        content=claim_name,
-        holder=holder,
-        expires_at=expiry,
-        notes=notes,
-    )
+    return _file_lock(file, content=claim_name, holder=holder, expires_at=expiry, notes=notes)
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # the claim is a hard link to a name with the holder's pid: not rewritable
+handover = no_handover  # the claim is a hard link to a name with the holder's pid: not rewritable
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None  # the expiry is the mtime, not the content
+refresh = no_refresh  # the expiry is the mtime, not the content

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
@@ -96,6 +97,10 @@ NOTE_MAX_LINES = 8
 _NO_PID = Reason("no_pid", "the lock names no process; lockwatch can only show its age")
 
 
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
 def _first(doc: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     for key in keys:
         value = doc.get(key)
@@ -141,10 +146,8 @@ def _generic(
 ) -> Lock:
     if notes is None:
         notes = () if holder.pid is not None or defects else (_NO_PID,)
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
-        name=file.stem(),
         policy=policy,
         content=content,
         holder=holder,

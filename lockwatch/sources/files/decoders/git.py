@@ -20,13 +20,13 @@ names another host or a live pid, and overwrites it otherwise.
 
 from __future__ import annotations
 
-from datetime import datetime
+from functools import partial
 from typing import Any
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "git"
@@ -85,6 +85,10 @@ _NEXT_INDEX = lazy_compile(r"next-index-([1-9]\d{0,9})\.lock")
 # (the host, at most HOST_NAME_MAX = 64 bytes are read); the rest is ignored.
 _GC_PID = lazy_compile(rb"\s*([+-]?\d+)(?!\d)\s*(\S{1,64})")
 _OID = lazy_compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})\n?")
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def anchor(path: str) -> tuple[str, str] | None:
@@ -146,9 +150,8 @@ def read(file: LockFile) -> Lock | None:
             return None
         return _gc_pid(file)
     pid = named_pid(file.path)
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=rel.removesuffix(".lock"),
         policy=POLICY if pid is None else NEXT_INDEX_POLICY,
         content=_content(name, file.raw),
@@ -183,9 +186,8 @@ def _gc_pid(file: LockFile) -> Lock:
     text = file.raw[:200].decode("utf-8", "replace")
     if match is None:
         # gc's fscanf fails: it ignores the file and runs, overwriting it.
-        return file_lock(
+        return _file_lock(
             file,
-            format=FORMAT,
             name="gc",
             policy=GC_PID_POLICY,
             content=text,
@@ -202,9 +204,8 @@ def _gc_pid(file: LockFile) -> Lock:
     # other than one process: whether it is alive is unknowable here.
     pid = number if 0 < number <= MAX_PID else None
     host = match.group(2).decode("utf-8", "replace")
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name="gc",
         policy=GC_PID_POLICY,
         content=text,
@@ -218,9 +219,7 @@ def _gc_pid(file: LockFile) -> Lock:
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # git's locks carry no owner to hand over: git would refuse, not wait
+handover = no_handover  # git's locks carry no owner to hand over: git would refuse, not wait
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

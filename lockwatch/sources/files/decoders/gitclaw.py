@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
@@ -20,6 +21,10 @@ from lockwatch.sources.files.policy import StalenessPolicy
 FORMAT = "gitclaw"
 TTL_SECONDS = 600.0
 POLICY = StalenessPolicy(max_age=TTL_SECONDS, max_age_inclusive=True)
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def claims(doc: Mapping[str, Any]) -> bool:
@@ -37,11 +42,9 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
     run_id = fields.text("runId", allow_int=True)
     acquired_at = fields.timestamp("acquiredAt")
     pid = fields.pid()
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=f"issue-{issue}" if issue is not None else file.stem(),
-        policy=POLICY,
         content=doc,
         holder=Holder(
             pid=pid,

@@ -11,12 +11,10 @@ tool's data, never a lock record: never read as one, never moved by a break.
 from __future__ import annotations
 
 import os
-from datetime import datetime
-from typing import Any
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import NO_HOLDER, Lock, Reason
 from lockwatch.sources.files.decoders.base import LockFile
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.facts import facts_of, refiled
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -38,8 +36,7 @@ _REPLACED = frozenset({"not_a_lock", "unparseable", "too_large"})
 WANTS_KINDS: tuple[str, ...] = ()
 
 
-def wants(path: str, kind: str) -> bool:
-    return False
+wants = wants_none
 
 
 def read(file: LockFile) -> Lock | None:
@@ -70,9 +67,7 @@ def of(lock: Lock) -> Lock:
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # held by a kernel lock, not by content
+handover = no_handover  # held by a kernel lock, not by content
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -11,12 +11,11 @@ open; nothing about the file is ever stale, and it is never removed.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "leveldb"
@@ -35,6 +34,10 @@ WANTS_KINDS: tuple[str, ...] = ("file",)
 CLAIMS = Claims(names=frozenset({"LOCK"}))
 
 
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
 def wants(path: str, kind: str) -> bool:
     return kind == "file" and path.endswith("/LOCK")
 
@@ -43,19 +46,10 @@ def read(file: LockFile) -> Lock | None:
     # Both libraries create it empty and never write to it.
     if file.kind != "file" or file.name != "LOCK" or file.raw:
         return None
-    return file_lock(
-        file,
-        format=FORMAT,
-        name=f"{file.parents(1)[0] or '/'}/LOCK",
-        policy=POLICY,
-        content=None,
-        notes=(NOTE,),
-    )
+    return _file_lock(file, name=f"{file.parents(1)[0] or '/'}/LOCK", content=None, notes=(NOTE,))
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # held by a kernel lock, not by content
+handover = no_handover  # held by a kernel lock, not by content
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

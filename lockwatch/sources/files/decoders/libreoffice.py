@@ -14,12 +14,11 @@ written on another host says so (`foreign_host`).
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "libreoffice"
@@ -39,6 +38,10 @@ _NO_PID = Reason(
 WANTS_KINDS: tuple[str, ...] = ("file",)
 # The only entries `read` may claim (base.Claims): `.~lock.x#`.
 CLAIMS = Claims(prefixes=(_PREFIX,))
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def wants(path: str, kind: str) -> bool:
@@ -89,11 +92,9 @@ def read(file: LockFile) -> Lock | None:
     name = file.name[len(_PREFIX) : -len(_SUFFIX)]
     fields = parse(file.raw)
     if fields is None:
-        return file_lock(
+        return _file_lock(
             file,
-            format=FORMAT,
             name=name,
-            policy=POLICY,
             content=file.raw[:200].decode("utf-8", "replace"),
             acquired_at=file.modified_at,
             defects=(
@@ -105,11 +106,9 @@ def read(file: LockFile) -> Lock | None:
             ),
         )
     entry = dict(zip(FIELDS, fields, strict=True))
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=name,
-        policy=POLICY,
         content=entry,
         holder=Holder(
             host=entry["host"] or None,
@@ -123,9 +122,7 @@ def read(file: LockFile) -> Lock | None:
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # no process to hand over from: break it
+handover = no_handover  # no process to hand over from: break it
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from datetime import datetime
+from functools import partial
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
@@ -35,6 +35,7 @@ from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.files.decoders.base import MAX_PID, Fields, LockFile, dump, file_lock
+from lockwatch.sources.files.decoders.hooks import no_refresh
 from lockwatch.sources.files.facts import refiled
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -53,6 +54,10 @@ ACQUIRE_SENTINEL = ".acquire.lock"
 # persistence._INSTANCE_SUFFIX: loop names may hold "-", the suffix may not vary.
 _INSTANCE_SUFFIX = lazy_compile(r"-\d{8}T\d{6}$")
 _MAX_PID_TEXT = 64
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def claims(doc: Mapping[str, Any]) -> bool:
@@ -93,12 +98,10 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
     instance = instance_of(file.stem(), loop_name)
     # ScopeLock.from_dict: bool(data.get("singleton", False)).
     singleton = loop_name if doc.get("singleton") else None
-    lock = file_lock(
+    lock = _file_lock(
         file,
-        format=FORMAT,
         # Runs of one loop differ by instance only: the row names the run.
         name=instance or loop_name or file.stem(),
-        policy=POLICY,
         content=doc,
         holder=Holder(
             pid=pid, session=instance, operation=f"loop {loop_name}" if loop_name else None
@@ -115,9 +118,8 @@ def read_runner_file(file: LockFile) -> Lock | None:
     if file.kind != "file" or not hinted(file):
         return None
     if file.name == ACQUIRE_SENTINEL:
-        return file_lock(
+        return _file_lock(
             file,
-            format=FORMAT,
             name=ACQUIRE_SENTINEL,
             policy=SENTINEL,
             # LockManager opens it "w": any bytes in it are nobody's record.
@@ -154,9 +156,8 @@ def _pid_file(file: LockFile) -> Lock:
                 " anything else as no pid)",
             ),
         )
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=stem,
         policy=PID_FILE,
         content=text,
@@ -185,5 +186,4 @@ def handover(doc: Any, new: NewHolder) -> bytes | None:
     )
 
 
-def refresh(doc: Any, at: datetime) -> bytes | None:
-    return None  # its liveness is the pid alone
+refresh = no_refresh  # its liveness is the pid alone

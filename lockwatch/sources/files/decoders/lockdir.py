@@ -18,12 +18,12 @@ empty, or with no such file beside it) is never called stale by age.
 
 from __future__ import annotations
 
-from datetime import datetime
+from functools import partial
 from typing import Any
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "mkdir"
@@ -48,8 +48,11 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(kinds=("dir",), anything=True)
 
 
-def wants(path: str, kind: str) -> bool:
-    return False  # every `x.lock/` is listed already
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
+wants = wants_none  # every `x.lock/` is listed already
 
 
 def looks_like_proper_lockfile(file: LockFile) -> bool:
@@ -63,10 +66,8 @@ def read(file: LockFile) -> Lock | None:
     content: dict[str, Any] = {"entries": list(file.entries)}
     if proper:
         content["proper_lockfile_shape"] = True
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
-        name=file.stem(),
         policy=PROPER_POLICY if proper else POLICY,
         content=content,
         acquired_at=None if proper else file.modified_at,
@@ -77,9 +78,7 @@ def read(file: LockFile) -> Lock | None:
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # a directory: break it (moved to the tombstones), never rewritten
+handover = no_handover  # a directory: break it (moved to the tombstones), never rewritten
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

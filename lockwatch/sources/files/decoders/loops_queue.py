@@ -14,12 +14,11 @@ This module is also little-loops' NATIVE entry point: the non-JSON files of
 
 from __future__ import annotations
 
-from datetime import datetime
+from functools import partial
 from typing import Any
 
 import orjson
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders import little_loops
 from lockwatch.sources.files.decoders.base import (
@@ -29,6 +28,7 @@ from lockwatch.sources.files.decoders.base import (
     file_lock,
     schema_violation,
 )
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "little-loops-queue"
@@ -38,6 +38,10 @@ FORMAT = "little-loops-queue"
 # refuses to signal such a process for the same reason.
 POLICY = StalenessPolicy(pid_liveness=True, waiter=True)
 _BLOCKERS_SHOWN = 3
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def _queued(path: str) -> bool:
@@ -98,11 +102,9 @@ def _decode(doc: dict[str, Any], file: LockFile, name: str) -> Lock:
             )
             where = f" (its scope {shown}{more})"
         notes.append(Reason("blocked_by", f"blocked by loop {waiting_for}{where}"))
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=loop_name or name,
-        policy=POLICY,
         content=doc,
         holder=Holder(
             pid=pid,
@@ -121,20 +123,16 @@ def _decode(doc: dict[str, Any], file: LockFile, name: str) -> Lock:
 
 def _invalid(file: LockFile, name: str, code: str, message: str, content: Any = None) -> Lock:
     text = file.raw[:4096].decode("utf-8", "replace")
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=name,
-        policy=POLICY,
         content=text if content is None else content,
         acquired_at=file.modified_at,
         defects=(Reason(code, message),),
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # a waiter holds nothing to hand over
+handover = no_handover  # a waiter holds nothing to hand over
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

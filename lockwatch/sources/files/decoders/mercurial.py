@@ -18,13 +18,12 @@ live one active; another host or namespace is unknown (`foreign_host`,
 from __future__ import annotations
 
 import os
-from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "mercurial"
@@ -37,6 +36,10 @@ _MAX_TEXT = 1024
 WANTS_KINDS: tuple[str, ...] = ("symlink", "file")
 # The only entries `read` may claim (base.Claims): `.hg/wlock`, `.hg/lock`, `.hg/store/lock`.
 CLAIMS = Claims(kinds=WANTS_KINDS, names=frozenset({"wlock", "lock"}))
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def _which(path: str) -> str | None:
@@ -128,9 +131,8 @@ def _lock(
     policy: StalenessPolicy,
     notes: tuple[Reason, ...],
 ) -> Lock:
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=name,
         policy=policy,
         content=content,
@@ -140,9 +142,7 @@ def _lock(
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # a symlink, not content: break it
+handover = no_handover  # a symlink, not content: break it
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -11,14 +11,12 @@ you're sure a package manager is not already running, you can remove …/db.lck"
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason
-from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
+from lockwatch.sources.filelocks import KernelEvidence
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import HeldOn, OpenBy, no_handover, no_refresh
 from lockwatch.sources.files.facts import facts_of, refiled
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -43,6 +41,10 @@ WANTS_KINDS: tuple[str, ...] = ("file",)
 CLAIMS = Claims(names=frozenset({"db.lck"}))
 
 
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
 def wants(path: str, kind: str) -> bool:
     return kind == "file" and path.endswith("/db.lck")
 
@@ -50,11 +52,9 @@ def wants(path: str, kind: str) -> bool:
 def read(file: LockFile) -> Lock | None:
     if file.kind != "file" or file.name != "db.lck" or file.raw:
         return None
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=f"{file.parents(1)[0] or '/'}/db.lck",
-        policy=POLICY,
         content=None,
         acquired_at=file.modified_at,  # created (O_EXCL) when taken
         notes=(NOTE,),
@@ -62,10 +62,7 @@ def read(file: LockFile) -> Lock | None:
 
 
 def explain(
-    lock: Lock,
-    evidence: KernelEvidence,
-    held_on: Callable[[FileKey], tuple[KernelLock, ...]],
-    open_by: Callable[[FileKey], tuple[int, ...]],
+    lock: Lock, evidence: KernelEvidence, held_on: HeldOn, open_by: OpenBy
 ) -> tuple[Lock, KernelEvidence]:
     """Who has it open: its holder (there is no other sign of one)."""
     key = facts_of(lock).file_key
@@ -76,9 +73,7 @@ def explain(
     return refiled(lock, {"users": users}, holder=holder), evidence
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # held by an open file, not by content
+handover = no_handover  # held by an open file, not by content
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -9,12 +9,9 @@ the note says so (`no_expiry`).
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, no_pid_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "procmail"
@@ -33,17 +30,14 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(leading=CONTENT[:1])
 
 
-def wants(path: str, kind: str) -> bool:
-    return False  # any name: lockfile makes the file exactly as named
+wants = wants_none  # any name: lockfile makes the file exactly as named
 
 
 def read(file: LockFile) -> Lock | None:
     return no_pid_lock(file, content=CONTENT, format=FORMAT, policy=POLICY, note=_NO_EXPIRY)
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # it names no holder to hand over: break it
+handover = no_handover  # it names no holder to hand over: break it
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -29,14 +29,13 @@ gone, one running is named as the holder, several are unknown.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "lockfile"
@@ -54,6 +53,10 @@ _LINK_NAME = lazy_compile(r"(?P<left>[^/@\s]+)\.(?P<tail>[0-9]+(?:-[0-9]+)?)")
 _TNAME = lazy_compile(r"-[0-9a-f]{0,7}0")
 _HOST_TNAME = lazy_compile(r"-[0-9a-f]{5,7}0")
 _MKDIR_NAME = lazy_compile(r"(?P<host>[^/\s]+)\.(?P<rest>-?[0-9a-f]+)")
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 @lean_dataclass(frozen=True, slots=True)
@@ -140,8 +143,7 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(kinds=("file", "symlink", "dir"), suffixes=(".lock",))
 
 
-def wants(path: str, kind: str) -> bool:
-    return False  # every lock it makes is named `x.lock`
+wants = wants_none  # every lock it makes is named `x.lock`
 
 
 def read(file: LockFile) -> Lock | None:
@@ -180,11 +182,8 @@ def _lock(file: LockFile, cls: str, unique: str, parsed: UniqueName) -> Lock:
                 " checked, none is guessed",
             )
         )
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
-        name=file.stem(),
-        policy=POLICY,
         content={
             "class": cls,
             "unique_name": unique,
@@ -205,9 +204,7 @@ def _lock(file: LockFile, cls: str, unique: str, parsed: UniqueName) -> Lock:
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # the lock is a link or directory, not content: break it
+handover = no_handover  # the lock is a link or directory, not content: break it
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

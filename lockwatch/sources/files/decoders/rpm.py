@@ -10,12 +10,11 @@ pid files (`*_lock.pid`): judged by their pid, as dnf does.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "rpm"
@@ -34,26 +33,22 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(names=frozenset({".rpm.lock"}))
 
 
-def wants(path: str, kind: str) -> bool:
-    return False  # `.rpm.lock` is a lock's name already
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
+wants = wants_none  # `.rpm.lock` is a lock's name already
 
 
 def read(file: LockFile) -> Lock | None:
     if file.kind != "file" or file.name != ".rpm.lock" or file.raw:
         return None
-    return file_lock(
-        file,
-        format=FORMAT,
-        name=f"{file.parents(1)[0] or '/'}/.rpm.lock",
-        policy=POLICY,
-        content=None,
-        notes=(NOTE,),
+    return _file_lock(
+        file, name=f"{file.parents(1)[0] or '/'}/.rpm.lock", content=None, notes=(NOTE,)
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # held by a kernel lock, not by content
+handover = no_handover  # held by a kernel lock, not by content
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -15,10 +15,8 @@ contender-side rules (filelock 4.2 `_soft.py`, `_identity.owner_is_stale`):
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import (
     DIGITS,
@@ -27,6 +25,7 @@ from lockwatch.sources.files.decoders.base import (
     LockFile,
     file_lock,
 )
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "filelock-soft"
@@ -49,8 +48,11 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(leading=DIGITS + STRIPPED_LEADS)
 
 
-def wants(path: str, kind: str) -> bool:
-    return False  # any path; `.break.`/`.restore.` leftovers are not lock names
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
+wants = wants_none  # any path; `.break.`/`.restore.` leftovers are not lock names
 
 
 def unescape_host(text: str) -> str:
@@ -81,10 +83,8 @@ def read(file: LockFile) -> Lock | None:
     if file.kind != "file" or not raw or len(raw) > _MAX_BYTES:
         return None
     if raw == _STRICT_SENTINEL:
-        return file_lock(
+        return _file_lock(
             file,
-            format=FORMAT,
-            name=file.stem(),
             policy=_STRICT_POLICY,
             content=raw.decode("ascii"),
             acquired_at=file.modified_at,
@@ -133,11 +133,8 @@ def read(file: LockFile) -> Lock | None:
                 "the start token carries no Linux boot id; a recycled pid cannot be told here",
             )
         )
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
-        name=file.stem(),
-        policy=POLICY,
         content=text,
         holder=Holder(
             pid=pid,
@@ -152,9 +149,7 @@ def read(file: LockFile) -> Lock | None:
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # its start token cannot be written for another process
+handover = no_handover  # its start token cannot be written for another process
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None  # never refreshed by filelock: its age means nothing to it
+refresh = no_refresh  # never refreshed by filelock: its age means nothing to it

@@ -24,15 +24,20 @@ data's); a database is never moved by a break (its holder is signalled).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock, Reason, amended
 from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import (
+    HeldOn,
+    OpenBy,
+    no_handover,
+    no_refresh,
+    wants_none,
+)
 from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -80,8 +85,11 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(suffixes=tuple(PARTS), leading=MAGIC[:1])
 
 
-def wants(path: str, kind: str) -> bool:
-    return False  # any name: a database is found when locked, or named
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
+wants = wants_none  # any name: a database is found when locked, or named
 
 
 def _part(file: LockFile) -> tuple[str, str] | None:
@@ -106,12 +114,8 @@ def read(file: LockFile) -> Lock | None:
         return None
     if file.raw.startswith(MAGIC):
         wal = len(file.raw) > _WRITE_VERSION and file.raw[_WRITE_VERSION] == 2
-        return file_lock(
-            file,
-            format=FORMAT,
-            name=file.name,
-            policy=POLICY,
-            content={"journal_mode": "wal" if wal else "rollback"},
+        return _file_lock(
+            file, name=file.name, content={"journal_mode": "wal" if wal else "rollback"}
         )
     part = _part(file)
     if part is None:
@@ -122,13 +126,8 @@ def read(file: LockFile) -> Lock | None:
         f"the {what} of the SQLite database {os.path.basename(database)}: its locks are told"
         " on the database's own row",
     )
-    return file_lock(
-        file,
-        format=FORMAT,
-        name=f"{file.name}",
-        policy=POLICY,
-        content={"database": database, "part": what},
-        notes=(note,),
+    return _file_lock(
+        file, name=f"{file.name}", content={"database": database, "part": what}, notes=(note,)
     )
 
 
@@ -216,10 +215,7 @@ def companions(lock: Lock) -> tuple[str, ...]:
 
 
 def explain(
-    lock: Lock,
-    evidence: KernelEvidence,
-    held_on: Callable[[FileKey], tuple[KernelLock, ...]],
-    open_by: Callable[[FileKey], tuple[int, ...]],
+    lock: Lock, evidence: KernelEvidence, held_on: HeldOn, open_by: OpenBy
 ) -> tuple[Lock, KernelEvidence]:
     """The database's kernel locks (and its `-shm` file's) in SQLite's words,
     with the process holding a write transaction first (the holder), and who
@@ -278,9 +274,7 @@ def explain(
     return amended(lock, notes=(*lock.notes, *notes)), evidence
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # a database, not a lock record
+handover = no_handover  # a database, not a lock record
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

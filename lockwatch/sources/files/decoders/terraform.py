@@ -15,11 +15,11 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import orjson
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import (
     Claims,
@@ -28,6 +28,7 @@ from lockwatch.sources.files.decoders.base import (
     file_lock,
     schema_violation,
 )
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.facts import refiled
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -37,6 +38,10 @@ POLICY = StalenessPolicy(kernel_sentinel=True, kernel_only=True)
 _SUFFIX = ".lock.info"
 # Every name Terraform's lockInfoPath() gives: "." + the state file's name.
 _STATE_SUFFIX = ".tfstate"
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def _state_name(name: str) -> str | None:
@@ -144,23 +149,14 @@ def _lock(
     defects: tuple[Reason, ...] = (),
     recorded_path: object = None,
 ) -> Lock:
-    lock = file_lock(
-        file,
-        format=FORMAT,
-        name=state,
-        policy=POLICY,
-        content=content,
-        holder=holder,
-        acquired_at=acquired_at,
-        defects=defects,
+    lock = _file_lock(
+        file, name=state, content=content, holder=holder, acquired_at=acquired_at, defects=defects
     )
     state_file = _state_file(file, state, recorded_path)
     return refiled(lock, {"kernel_file": state_file}, scope=(state_file,))
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # held by an fcntl lock on the state file, not by this file
+handover = no_handover  # held by an fcntl lock on the state file, not by this file
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
@@ -31,6 +32,10 @@ POLICY = StalenessPolicy(heartbeat=True)
 # §2.2: [a-z0-9_-], 1-128 characters, not starting or ending with - or _.
 LOCK_NAME = lazy_compile(r"[a-z0-9](?:[a-z0-9_-]{0,126}[a-z0-9])?")
 _SIGNATURE = frozenset({"lock_name", "request_id", "last_heartbeat_at", "ttl_seconds", "intent"})
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def claims(doc: Mapping[str, Any]) -> bool:
@@ -76,11 +81,9 @@ def decode(doc: Mapping[str, Any], file: LockFile) -> Lock:
     operation = None
     if intent is not None:
         operation = f"{intent}@{intent_version}" if intent_version else intent
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=lock_name if lock_name else file.stem(),
-        policy=POLICY,
         content=doc,
         holder=Holder(pid=pid, host=host_id, actor=actor, session=request_id, operation=operation),
         acquired_at=created_at,

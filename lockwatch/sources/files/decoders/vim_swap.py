@@ -21,13 +21,13 @@ dead Vim's swap file with unsaved changes says so: `vim -r` recovers them.
 from __future__ import annotations
 
 import string
-from datetime import datetime
+from functools import partial
 from typing import Any
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "vim-swap"
@@ -52,6 +52,10 @@ WANTS_KINDS: tuple[str, ...] = ("file",)
 CLAIMS = Claims(
     suffixes=tuple(f"{p}{c}" for p in sorted(_PREFIXES) for c in string.ascii_lowercase)
 )
+
+
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
 
 
 def wants(path: str, kind: str) -> bool:
@@ -102,11 +106,9 @@ def read(file: LockFile) -> Lock | None:
         )
     if pid is None:
         notes.append(Reason("no_pid", "the swap file records no process"))
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
         name=edited.rpartition("/")[2] or edited,
-        policy=POLICY,
         content=fields,
         holder=Holder(
             pid=pid,
@@ -120,9 +122,7 @@ def read(file: LockFile) -> Lock | None:
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # Vim's own file, not a record to rewrite
+handover = no_handover  # Vim's own file, not a record to rewrite
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh

@@ -8,13 +8,12 @@ the kernel does (a kernel-lock sentinel). Its own code never reads the content.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from functools import partial
 
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "zc.lockfile"
@@ -31,8 +30,11 @@ WANTS_KINDS: tuple[str, ...] = ()
 CLAIMS = Claims(leading=b" ")
 
 
-def wants(path: str, kind: str) -> bool:
-    return False
+# Every lock this module reads: its format and (unless told otherwise) its policy.
+_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+
+
+wants = wants_none
 
 
 def read(file: LockFile) -> Lock | None:
@@ -61,20 +63,15 @@ def read(file: LockFile) -> Lock | None:
         return None  # `{hostname}` alone is one word; more words are someone else's
     # Only a lone word beside the pid is surely `{hostname}`; labels make it a guess.
     host = words[0] if len(words) == 1 and len(tokens) <= 2 else None
-    return file_lock(
+    return _file_lock(
         file,
-        format=FORMAT,
-        name=file.stem(),
-        policy=POLICY,
         content=text,
         holder=Holder(pid=pid, host=host),
         acquired_at=file.modified_at,  # written right after the flock was taken
     )
 
 
-def handover(content: Any, new: NewHolder) -> bytes | None:
-    return None  # held by an flock, not by its content: signal the holder instead
+handover = no_handover  # held by an flock, not by its content: signal the holder instead
 
 
-def refresh(content: Any, at: datetime) -> bytes | None:
-    return None
+refresh = no_refresh
