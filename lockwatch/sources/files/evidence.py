@@ -60,6 +60,8 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
     # no age anywhere (verdict, table, JSON) rather than a made-up one.
     policy = facts_of(lock).policy
     if not policy.sentinel_mtime_only:
+        if holder is lock.holder:  # most files: only the facts change
+            return refiled(lock, {"evidence": evidence})
         return refiled(lock, {"evidence": evidence}, holder=holder)
     # Where it may be an existence lock instead, its mtime is that lock's age:
     # kept for the reason that names both readings.

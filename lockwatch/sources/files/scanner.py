@@ -17,7 +17,7 @@ from dataclasses import field
 from typing import Any
 
 from lockwatch.model.lock import Lock, Reason
-from lockwatch.model.slots import lean_dataclass
+from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.status import ScanError
 from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files import kernel_found
@@ -75,6 +75,7 @@ class ScanResult:
     unread: int = 0
 
 
+@fast_init
 @lean_dataclass(frozen=True, slots=True)
 class Candidate:
     """A directory entry that names a lock, as the walk saw it."""
