@@ -211,10 +211,12 @@ class Evidence:
         explainers, own_openers = _explainers(), _own_openers()
         locked = _inodes(lock.file for lock in table.locks) if table is not None else frozenset()
         seen_held = _inodes(self._was_held)
-        declared = self._protocols.declared
+        # Most configs declare no protocols: no call per lock then.
+        declared = self._protocols.declared if self._protocols.entries else None
         out = []
         for lock in locks:
-            lock = declared(lock)  # before the kernel's word: it reads the policy
+            if declared is not None:
+                lock = declared(lock)  # before the kernel's word: it reads the policy
             ff = facts_of(lock)
             key = ff.file_key if ff.kernel_file is None else _key_of(ff.kernel_file)
             if key is None and ff.kernel_file is not None:
