@@ -370,13 +370,9 @@ def _list_dir(
                             subdirs.append(path)
                         continue
                     link = entry.is_symlink()
-                    # A `*.lock`/`*.pid` name (most of a scan's) is never a temp file's:
-                    # `_is_candidate` without two calls.
-                    if (
-                        name not in DEPENDENCY_LOCKFILES
-                        if name.endswith(LOCK_SUFFIXES)
-                        else _is_candidate(name, entry.path, "symlink" if link else "file")
-                    ):
+                    # *.lock and *.pid (most names a scan meets) are never temp files': no call.
+                    listed = name.endswith(LOCK_SUFFIXES) and name not in DEPENDENCY_LOCKFILES
+                    if listed or _is_candidate(name, entry.path, "symlink" if link else "file"):
                         special = not link and not entry.is_file(follow_symlinks=False)
                         found.append(Candidate(entry.path, link, special))
                     elif kernel_found.INODES and not link and kernel_found.locked(entry):
