@@ -14,7 +14,7 @@ from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Lock
 from lockwatch.model.status import ScanError, SourceStatus
 from lockwatch.model.timestamps import seconds_since
-from lockwatch.model.verdict import Verdict
+from lockwatch.model.verdict import State, Verdict
 
 if TYPE_CHECKING:
     from lockwatch.model.blocking import BlockingTree
@@ -71,37 +71,56 @@ def texts(value: Any) -> Any:
 
 def generic_record(lock: Lock, verdict: Verdict) -> dict[str, Any]:
     """The contract's fields every lock has, before its facts add theirs."""
+    # Written out for the scan, which makes one per lock file: all-ASCII texts
+    # (nearly every one) are told without a call, an empty list is the shared
+    # NOTHING, and the state's word is looked up, not asked of the enum.
     process = verdict.process
+    holder = lock.holder
+    lock_id, name, path, scope = lock.id, lock.name, lock.path, lock.scope
+    conflicts = verdict.conflicts_with
+    age = verdict.age_seconds
     return {
-        "id": text(lock.id),
+        "id": lock_id if lock_id.isascii() else text(lock_id),
         "source": lock.source,
         "format": lock.format,
-        "name": text(lock.name),
-        "path": None if lock.path is None else text(lock.path),
-        "state": verdict.state.value,
-        "reasons": [{"code": r.code, "message": text(r.message)} for r in verdict.reasons],
-        "holder": holder_fields(
-            lock,
-            verdict,
-            None
+        "name": name if name.isascii() else text(name),
+        "path": path if path is None or path.isascii() else text(path),
+        "state": _STATE_WORDS[verdict.state],
+        "reasons": [
+            {"code": r.code, "message": m if (m := r.message).isascii() else text(m)}
+            for r in verdict.reasons
+        ],
+        "holder": {
+            "pid": process.pid
+            if holder.pid_namespace is not None and process is not None
+            else holder.pid,  # pid_here, spelt out
+            "host": holder.host,
+            "actor": holder.actor,
+            "session": holder.session,
+            "operation": holder.operation,
+            "alive": verdict.alive,
+            "process": None
             if process is None
             else {
                 "cmdline": list(process.cmdline),
                 "user": process.user,
                 "started_at": process.started_at,
             },
-        ),
+        },
         "acquired_at": lock.acquired_at,
         "heartbeat_at": lock.heartbeat_at,
         "ttl_seconds": lock.ttl_seconds,
         "expires_at": lock.expires_at,
-        "age_seconds": None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
+        "age_seconds": None if age is None else round(age, 3),
         "next_change_at": verdict.next_change_at,
-        "scope": [text(path) for path in lock.scope],
-        "conflicts_with": [text(other) for other in verdict.conflicts_with],
+        "scope": [text(path) for path in scope] if scope else NOTHING,
+        "conflicts_with": [text(other) for other in conflicts] if conflicts else NOTHING,
         "sha256": lock.sha256,
     }
 
+
+# The contract's word for each state (a StrEnum's `value` is a Python property).
+_STATE_WORDS: dict[State, str] = {state: state.value for state in State}
 
 # Shared by records that have nothing there; never mutated.
 NOTHING: list[Any] = []

@@ -24,23 +24,34 @@ __all__ = ["fast_init", "lean_dataclass"]
 T = TypeVar("T")
 
 _MISSING = dataclasses.MISSING
+_INITVAR = getattr(dataclasses, "_FIELD_INITVAR", None)
 
 
 def fast_init(cls: type[T]) -> type[T]:
-    """`cls` (a frozen, slotted dataclass whose fields all go to `__init__`,
-    with plain defaults) with the faster `__init__`."""
+    """`cls` (a frozen, slotted dataclass whose fields go to `__init__` with plain
+    defaults, but for fields its `__post_init__` derives: `init=False`, no
+    default) with the faster `__init__`, which calls `__post_init__` last as
+    dataclass's does."""
     params = getattr(cls, "__dataclass_params__", None)
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__}: not a frozen, slotted dataclass")
-    if hasattr(cls, "__post_init__") or any(
-        not f.init or f.kw_only or f.default_factory is not _MISSING for f in fields
+    post_init = hasattr(cls, "__post_init__")
+    # An InitVar (handed to __post_init__) is no field: dataclasses.fields() omits it.
+    declared = getattr(cls, "__dataclass_fields__", {}).values()
+    if any(getattr(f, "_field_type", None) is _INITVAR for f in declared) or any(
+        f.kw_only
+        or f.default_factory is not _MISSING
+        or (not f.init and (f.default is not _MISSING or not post_init))
+        for f in fields
     ):
         raise TypeError(f"{cls.__name__}: only plain fields with plain defaults")
     namespace: dict[str, Any] = {}
     arguments = []
     lines = []
     for index, f in enumerate(fields):
+        if not f.init:
+            continue  # derived by __post_init__
         if f.default is _MISSING:
             arguments.append(f.name)
         else:
@@ -48,6 +59,8 @@ def fast_init(cls: type[T]) -> type[T]:
             arguments.append(f"{f.name}=_default_{index}")
         namespace[f"_set_{index}"] = getattr(cls, f.name).__set__
         lines.append(f"    _set_{index}(self, {f.name})")
+    if post_init:
+        lines.append("    self.__post_init__()")
     source = f"def __init__(self, {', '.join(arguments)}):\n" + "\n".join(lines) + "\n"
     exec(source, namespace)
     init = namespace["__init__"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import pytest
 
@@ -16,9 +16,23 @@ from lockwatch.model.process import ProcessFacts
 from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources.filelocks import FileKey, KernelEvidence
+from lockwatch.sources.files.decoders.base import LockFile
 from lockwatch.sources.files.facts import FileFacts
+from lockwatch.sources.files.scanner import Candidate
 
-SPED_UP = (Lock, Holder, Reason, Verdict, Entry, FileKey, KernelEvidence, ProcessFacts, FileFacts)
+SPED_UP = (
+    Lock,
+    Holder,
+    Reason,
+    Verdict,
+    Entry,
+    FileKey,
+    KernelEvidence,
+    ProcessFacts,
+    FileFacts,
+    LockFile,
+    Candidate,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,15 +94,60 @@ def test_only_frozen_slotted_classes_with_plain_fields() -> None:
         a: list[int] = field(default_factory=list)
 
     @dataclass(frozen=True, slots=True)
-    class After:
+    class Handed:
         a: int
+        b: InitVar[int]
+
+        def __post_init__(self, b: int) -> None:
+            pass
+
+    @dataclass(frozen=True, slots=True)
+    class DerivedWithDefault:
+        a: int
+        b: int = field(init=False, default=0)
 
         def __post_init__(self) -> None:
             pass
 
-    for cls in (Mutable, Factory, After):
+    @dataclass(frozen=True, slots=True)
+    class NeverSet:
+        a: int
+        b: int = field(init=False)
+
+    for cls in (Mutable, Factory, Handed, DerivedWithDefault, NeverSet):
         with pytest.raises(TypeError):
             fast_init(cls)
+
+
+@dataclass(frozen=True, slots=True)
+class PlainDerived:
+    path: str
+    size: int = 0
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.path.rpartition("/")[2])
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class FastDerived:
+    path: str
+    size: int = 0
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.path.rpartition("/")[2])
+
+
+def test_a_field_post_init_derives_is_derived_last() -> None:
+    assert str(inspect.signature(FastDerived)) == str(inspect.signature(PlainDerived))
+    for args in (("/a/b",), ("/a/b", 3)):
+        fast, plain = FastDerived(*args), PlainDerived(*args)
+        assert dataclasses.astuple(fast) == dataclasses.astuple(plain)
+        assert fast.name == "b" and pickle.loads(pickle.dumps(fast)) == fast
+    with pytest.raises(TypeError):
+        FastDerived("/a", 1, "b")  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("cls", SPED_UP)
@@ -96,7 +155,7 @@ def test_the_model_classes_have_it_with_their_own_signature(cls: type) -> None:
     init = cls.__dict__["__init__"]
     assert init.__module__ == cls.__module__
     assert "_set_0" in init.__code__.co_names
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
     assert list(inspect.signature(cls).parameters) == names
 
 

@@ -61,6 +61,8 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
     # no age anywhere (verdict, table, JSON) rather than a made-up one.
     policy = facts_of(lock).policy
     if not policy.sentinel_mtime_only:
+        if holder is lock.holder:  # most files: only the facts change
+            return refiled(lock, {"evidence": evidence})
         return refiled(lock, {"evidence": evidence}, holder=holder)
     # Where it may be an existence lock instead, its mtime is that lock's age:
     # kept for the reason that names both readings.
@@ -210,10 +212,12 @@ class Evidence:
         explainers, own_openers = _explainers(), _own_openers()
         locked = _inodes(lock.file for lock in table.locks) if table is not None else frozenset()
         seen_held = _inodes(self._was_held)
-        declared = self._protocols.declared
+        # Most configs declare no protocols: no call per lock then.
+        declared = self._protocols.declared if self._protocols.entries else None
         out = []
         for lock in locks:
-            lock = declared(lock)  # before the kernel's word: it reads the policy
+            if declared is not None:
+                lock = declared(lock)  # before the kernel's word: it reads the policy
             ff = facts_of(lock)
             key = ff.file_key if ff.kernel_file is None else _key_of(ff.kernel_file)
             if key is None and ff.kernel_file is not None:

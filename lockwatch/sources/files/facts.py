@@ -10,20 +10,22 @@ fields.
 from __future__ import annotations
 
 import operator
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockwatch.model.facts import Facts, Party
-from lockwatch.model.lock import Lock, Reason, amended
+from lockwatch.model.lock import Lock, Reason, amended, with_facts
 from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.sources.filelocks import (
     KERNEL_GROUP,
     FileKey,
     KernelEvidence,
     KernelLock,
+    holders_json,
     holders_label,
+    uncertainty_json,
 )
 from lockwatch.sources.files.policy import NO_POLICY, StalenessPolicy
 from lockwatch.sources.files.rules import evaluate_file
@@ -84,10 +86,7 @@ class FileFacts(Facts):
     def record(
         self, lock: Lock, verdict: Verdict, now: datetime | None, memo: dict[Any, Any]
     ) -> dict[str, Any] | None:
-        from lockwatch.model.report import generic_record
-        from lockwatch.sources.filelocks import holders_json, uncertainty_json
-
-        record = generic_record(lock, verdict)
+        record = (_GENERIC_RECORD or _generic_record())(lock, verdict)
         evidence = self.evidence
         if evidence is not None and evidence.holds:
             # A lock file's kernel lock, as the kernel source would list it: the
@@ -176,6 +175,20 @@ class HeldFile(Facts):
 
 NO_FACTS = FileFacts()
 
+# model.report's generic_record, imported on a first record: `why` loads these
+# facts and never renders a record, and an import in `record` itself costs each
+# lock of a scan a look-up in sys.modules.
+_GENERIC_RECORD: Callable[[Lock, Verdict], dict[str, Any]] | None = None
+
+
+def _generic_record() -> Callable[[Lock, Verdict], dict[str, Any]]:
+    global _GENERIC_RECORD
+    from lockwatch.model.report import generic_record
+
+    _GENERIC_RECORD = generic_record
+    return generic_record
+
+
 _NAMES = tuple(f.name for f in fields(FileFacts))
 _INDEX = {name: index for index, name in enumerate(_NAMES)}
 _VALUES = operator.attrgetter(*_NAMES)
@@ -196,4 +209,6 @@ def refiled(lock: Lock, facts: dict[str, Any], **changes: Any) -> Lock:
         if index is None:
             raise TypeError(f"FileFacts has no field {name!r}")
         values[index] = value
-    return amended(lock, facts=FileFacts(*values), **changes)
+    if changes:
+        return amended(lock, facts=FileFacts(*values), **changes)
+    return with_facts(lock, FileFacts(*values))

@@ -52,7 +52,7 @@ def evaluate_file(
     age = age_of(lock, now, info)
     # Only the kernel's word, defects or a lock's users decide alone (most lock
     # files have none of them: the hot path of a large scan skips these rules).
-    if ff.evidence is not None or lock.defects or policy.kernel_only or policy.held_while_used:
+    if _may_decide(lock, ff, policy):
         # With the kernel's word, "the lock names no process" is no longer the news.
         decided = [reason for reason in info if reason.code != "no_pid"]
         decisive = (
@@ -79,6 +79,21 @@ def evaluate_file(
 
 
 # --- the rules that decide alone ---------------------------------------------
+
+
+def _may_decide(lock: Lock, ff: FileFacts, policy: StalenessPolicy) -> bool:
+    """Whether any rule that decides alone may apply: exactly when one of them
+    would not return None at once. Most lock files are on a local filesystem
+    with no kernel lock held on them (their evidence attached, empty), and
+    neither defects nor a kernel-only or user-held policy."""
+    if lock.defects or policy.kernel_only or policy.held_while_used:
+        return True
+    evidence = ff.evidence
+    # kernel_evidence_held needs a hold; kernel_unheld a sentinel, or a pid
+    # file seen to carry one (kernel_only_unknown and held_while_used: above).
+    return evidence is not None and bool(
+        evidence.holds or policy.kernel_sentinel or (policy.kernel_pidfile and evidence.was_held)
+    )
 
 
 def unread(lock: Lock, why: Reason, processes: ProcessLookup, now: datetime) -> Verdict:

@@ -17,7 +17,7 @@ from dataclasses import field
 from typing import Any
 
 from lockwatch.model.lock import Lock, Reason
-from lockwatch.model.slots import lean_dataclass
+from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.status import ScanError
 from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files import kernel_found
@@ -75,6 +75,7 @@ class ScanResult:
     unread: int = 0
 
 
+@fast_init
 @lean_dataclass(frozen=True, slots=True)
 class Candidate:
     """A directory entry that names a lock, as the walk saw it."""
@@ -369,7 +370,9 @@ def _list_dir(
                             subdirs.append(path)
                         continue
                     link = entry.is_symlink()
-                    if _is_candidate(name, entry.path, "symlink" if link else "file"):
+                    # *.lock and *.pid (most names a scan meets) are never temp files': no call.
+                    listed = name.endswith(LOCK_SUFFIXES) and name not in DEPENDENCY_LOCKFILES
+                    if listed or _is_candidate(name, entry.path, "symlink" if link else "file"):
                         special = not link and not entry.is_file(follow_symlinks=False)
                         found.append(Candidate(entry.path, link, special))
                     elif kernel_found.INODES and not link and kernel_found.locked(entry):

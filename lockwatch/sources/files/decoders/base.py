@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason
-from lockwatch.model.slots import lean_dataclass
+from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.timestamps import parse_timestamp
 from lockwatch.sources.filelocks import FileKey
 from lockwatch.sources.files.facts import FileFacts
@@ -26,6 +26,7 @@ MAX_INTEGER = 2**53
 _SHARED_CHARS = 40
 
 
+@fast_init
 @lean_dataclass(frozen=True, slots=True)
 class LockFile:
     """A lock file's bytes as read, with the facts the filesystem gave about it."""
