@@ -183,5 +183,9 @@ def outcome(
 def holding_nodes(entries: Iterable[Entry]) -> set[str]:
     """Who holds, by the sources' own rows only: a lock file's kernel evidence
     comes from another feed, a poll behind or ahead of the waiter's row."""
-    own = (entry for entry in entries if entry.lock.facts is not None)
+    own = (
+        entry
+        for entry in entries
+        if entry.lock.facts is not None and blocking.tree_facts(entry.lock) is entry.lock.facts
+    )
     return {f"{where}\0{node}" for where, node in _holders(own)}

@@ -27,6 +27,13 @@ def _waiting(watcher: Watcher) -> bool:
     return any(e.verdict.state.value == "waiting" for e in list(watcher.board.entries.values()))
 
 
+def _held_by(watcher: Watcher, pid: int) -> bool:
+    return any(
+        e.lock.holder.pid == pid and e.verdict.state.value != "waiting"
+        for e in list(watcher.board.entries.values())
+    )
+
+
 def record_a_flock_wait(where: Path, target: str, host: str = HOST) -> Waited:
     from lockwatch.cli.serve import serve
     from lockwatch.cli.where import resolve_targets
@@ -55,11 +62,16 @@ def record_a_flock_wait(where: Path, target: str, host: str = HOST) -> Waited:
             ),
             "the lock seen",
         )
-        waiter = subprocess.Popen(["flock", "-w", "60", str(lock), "true"])
+        # The waiter holds on once it has the lock, until the board has seen it
+        # hold: the hand-over itself is recorded, not only its end.
+        waiter = subprocess.Popen(["flock", "-w", "60", str(lock), "cat"], stdin=subprocess.PIPE)
         wait_until(lambda: _waiting(watcher), "the waiter seen waiting")
         during = clock.now()
         assert holder.stdin is not None
         holder.stdin.close()
+        wait_until(lambda: _held_by(watcher, waiter.pid), "the waiter seen holding")
+        assert waiter.stdin is not None
+        waiter.stdin.close()
         assert waiter.wait(60) == 0
         wait_until(lambda: not _waiting(watcher), "the wait seen over")
     finally:
