@@ -15,6 +15,7 @@ from lockwatch.cli.where import (
     history_options,
     refresh_option,
     resolve_targets,
+    start_history,
     target_options,
 )
 
@@ -109,21 +110,7 @@ def serve(**values: Any) -> None:
     host = os.uname().nodename
     # The history first: a bad [history] table or a --pg-log that cannot be read
     # is one line before any feed starts.
-    from lockwatch.history.api import HistoryError
-    from lockwatch.history.settings import start_recorder
-
-    try:
-        recorder = start_recorder(
-            values["history_path"],
-            values["no_history"],
-            targets.config.tables,
-            poll_seconds=values["refresh"],
-            host=host,
-            logs=values["pg_logs"],
-            log_server=values["pg_server"],
-        )
-    except HistoryError as exc:
-        raise click.UsageError(str(exc)) from exc
+    recorder = start_history(values, targets.config.tables, host)
     feeds = [
         (source.name, feed)
         for source, selected in targets.sources

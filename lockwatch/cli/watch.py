@@ -23,6 +23,7 @@ from lockwatch.cli.where import (
     history_options,
     refresh_option,
     resolve_targets,
+    start_history,
     target_options,
 )
 from lockwatch.ui.keys import epilog
@@ -169,22 +170,11 @@ def watch(**values: Any) -> None:
 
             _abandon(feeds[1])  # its workers scan for nobody now
             fail(f"--record: {exc}", 2)  # one line: the path is someone else's text
-    from lockwatch.history.base import HistoryError
-    from lockwatch.history.settings import start_recorder
-
     try:
-        history = start_recorder(
-            values["history_path"],
-            values["no_history"],
-            targets.config.tables,
-            poll_seconds=values["refresh"],
-            host=host,
-            logs=values["pg_logs"],
-            log_server=values["pg_server"],
-        )
-    except HistoryError as exc:
+        history = start_history(values, targets.config.tables, host)
+    except click.UsageError:
         _abandon(feeds[1])
-        raise click.UsageError(str(exc)) from exc
+        raise
     from lockwatch.cli.travel import reader_for
 
     app = build_app(

@@ -106,6 +106,27 @@ def history_options(path_help: str, none_help: str) -> Callable[[F], F]:
     return lambda func: path(none(func))
 
 
+def start_history(values: Mapping[str, Any], tables: Mapping[str, Any], host: str) -> Any:
+    """The recorder a live command (`watch`, `serve`) runs from its history options
+    (`--history`, `--no-history`, `--pg-log`, `--pg-server`), or None; a bad
+    [history] table or an unreadable --pg-log is a UsageError, one line."""
+    from lockwatch.history.base import HistoryError
+    from lockwatch.history.settings import start_recorder
+
+    try:
+        return start_recorder(
+            values["history_path"],
+            values["no_history"],
+            tables,
+            poll_seconds=values["refresh"],
+            host=host,
+            logs=values["pg_logs"],
+            log_server=values["pg_server"],
+        )
+    except HistoryError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
 def sources_section(formatter: click.HelpFormatter, title: str, ids: bool = False) -> None:
     """Every registered source, its name (`ids`: its lock ids' prefix) and
     summary, as a --help section: a new source's line comes with its registry
