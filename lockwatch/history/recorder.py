@@ -178,7 +178,17 @@ class Recorder:
         except HistoryError as exc:
             self._fail(str(exc))
         finally:
-            self._store.close()
+            self._end_session()
+
+    def _end_session(self) -> None:
+        # The recorder watched until now, not only until its last change: a span that
+        # opened at the last poll must not end where it began (an empty interval).
+        if self.failed is None:
+            try:
+                self._store.beat(self.clock.now())
+            except HistoryError as exc:
+                self._fail(str(exc))
+        self._store.close()
 
     def _fail(self, why: str) -> None:
         with self._wake:

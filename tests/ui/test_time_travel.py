@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from lockwatch.actions.session import ActionSession
+from lockwatch.clock import FrozenClock
 from lockwatch.history.api import HistoryStore, open_history
 from lockwatch.history.recorder import Recorder
 from lockwatch.model.board import Board
@@ -64,7 +65,9 @@ def record_history(path: Path) -> str:
     def opener() -> HistoryStore:
         return open_history(str(path), host=LOCAL_HOST, write=True)
 
-    recorder = Recorder(opener, poll_seconds=1.0)
+    # The recorder's clock stands at NOW: it ends its session there, as it would
+    # have had it watched this scenario live.
+    recorder = Recorder(opener, poll_seconds=1.0, clock=FrozenClock(NOW))
     board = Board(LOCAL_HOST)
     for change in mixed_scenario():
         recorder.observe(board, board.apply(change), FIRST)
