@@ -1,4 +1,4 @@
-"""A polled server's failed poll, as the server sources (etcd, Redis, ZooKeeper)
+"""A polled server's failed poll, as the server sources (etcd, Redis, ZooKeeper, Kubernetes)
 all take it: its connection closed, its status saying why and when it is tried
 again, after a jittered exponential back-off (model/status.backoff_seconds)."""
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.model.status import SourceStatus
+from lockwatch.sources.backoff import failed
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
 from lockwatch.sources.k8s.api import (
@@ -170,8 +171,8 @@ class LeaseServer:
             with self._deadline.running(self.deadline):
                 snapshot = self._read(api)
         except (DeadlineMissed, ApiError, KubeconfigError, httpx.HTTPError, OSError) as exc:
-            self.close()
-            self._failed(str(exc) or type(exc).__name__)
+            why = str(exc) or type(exc).__name__
+            failed(self, "k8s", why, away=True, updated_at=self.last_success)
             return None
         self.failures = 0
         self.retry_in = 0.0
@@ -187,19 +188,6 @@ class LeaseServer:
             partial=reason is not None,
         )
         return snapshot
-
-    def _failed(self, reason: str) -> None:
-        self.failures += 1
-        self.retry_in = backoff_seconds(self.failures)
-        now = self.clock.now()
-        self.status = SourceStatus(
-            "k8s",
-            self.name,
-            "disconnected",
-            reason=reason,
-            updated_at=self.last_success,
-            next_retry_at=now + timedelta(seconds=self.retry_in),
-        )
 
     def _leases(self, api: Api) -> tuple[list[dict[str, Any]], datetime | None, list[str]]:
         notes: list[str] = []
