@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from lockwatch.clock import Clock, SystemClock
+from lockwatch.clock import Clock
 from lockwatch.model.status import SourceStatus
-from lockwatch.sources.backoff import failed
+from lockwatch.sources.backoff import ServerState, failed
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
 from lockwatch.sources.k8s.api import (
@@ -127,7 +127,7 @@ class Memory:
         return changes
 
 
-class LeaseServer:
+class LeaseServer(ServerState):
     def __init__(
         self,
         cluster: Cluster,
@@ -137,20 +137,15 @@ class LeaseServer:
         timeout: float = 2.0,
         deadline: float = DEFAULT_DEADLINE,
     ) -> None:
+        super().__init__("k8s", cluster.name, clock, deadline)
         self.cluster = cluster
-        self.name = cluster.name
         self.namespaces = namespaces
-        self.clock = clock or SystemClock()
         self._timeout = timeout
-        self.deadline = deadline
         self._deadline = Deadline()
         self._api: Api | None = None
         self._memory = Memory()
         self._candidates: str | None = ""  # the LeaseCandidate version served; None: none
-        self.failures = 0
-        self.retry_in = 0.0
         self.last_success: datetime | None = None
-        self.status = SourceStatus("k8s", self.name, "connecting")
 
     def close(self) -> None:
         if self._api is not None:
