@@ -1,4 +1,4 @@
-"""A polled server's failed poll, as the server sources (etcd, Redis, ZooKeeper)
+"""A polled server's failed poll, as the server sources (etcd, Redis, ZooKeeper, Kubernetes)
 all take it: its connection closed, its status saying why and when it is tried
 again, after a jittered exponential back-off (model/status.backoff_seconds)."""
 
@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.status import SourceStatus, backoff_seconds
-
-if TYPE_CHECKING:
-    from lockwatch.clock import Clock
 
 
 class Failing(Protocol):
@@ -28,6 +26,22 @@ class Failing(Protocol):
     def clock(self) -> Clock: ...
 
     def close(self) -> None: ...
+
+
+class ServerState:
+    """What a polled server starts from (a `Failing`): its name, clock and poll
+    deadline, no failures yet, its status `connecting`."""
+
+    def __init__(self, kind: str, name: str, clock: Clock | None, deadline: float) -> None:
+        self.name = name
+        self.clock = clock or SystemClock()
+        self.deadline = deadline  # seconds for a poll's whole answer
+        self.failures = 0
+        self.retry_in = 0.0
+        self.status = SourceStatus(kind, name, "connecting")
+
+    def close(self) -> None:
+        raise NotImplementedError
 
 
 def first_line(exc: BaseException) -> str:

@@ -13,7 +13,7 @@ holding those counts too, so the count can only be over, never under.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -100,6 +100,17 @@ def response_body(response: httpx.Response, budget: Budget) -> bytearray:
     except httpx.ResponseNotRead:
         pieces = decoded(response.iter_raw(), response.headers.get("content-encoding"))
     return read(pieces, budget)
+
+
+def answer_body(
+    response: httpx.Response, path: str, budget: Budget, refused: Callable[[str], Exception]
+) -> bytearray:
+    """`response_body`, or the client's own error (`refused`) saying that the answer
+    to `path` was over a cap, or not what it said it was, and so not read."""
+    try:
+        return response_body(response, budget)
+    except (TooLarge, Undecodable) as exc:
+        raise refused(f"{path}: its answer is {exc}: refused, not read") from None
 
 
 def size_words(size: int) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.changes import ChangeSet, Entry, judge
@@ -75,6 +75,54 @@ class Poller(Protocol):
 
 class ServerPoller(Poller, Protocol):
     server: str  # what it polls: a server's (or a Redlock group's) display name
+
+
+class Snapshot(Protocol):
+    @property
+    def polled_at(self) -> datetime: ...
+
+
+SnapshotT = TypeVar("SnapshotT", bound=Snapshot)
+SnapshotT_co = TypeVar("SnapshotT_co", bound=Snapshot, covariant=True)
+
+
+class PolledServer(Protocol[SnapshotT_co]):
+    """One server read a snapshot at a time, keeping its own status and backoff."""
+
+    name: str
+    clock: Clock
+    status: SourceStatus
+    retry_in: float  # seconds to its next poll, while it is away
+
+    def poll(self) -> SnapshotT_co | None:
+        """A snapshot, or None when the server did not answer (its status says why)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SnapshotPoller(Generic[SnapshotT]):
+    """One server, for `ls`, the dashboard's feed and actions' lookups: its
+    snapshot made lock records (`to_locks`), its status and backoff its own."""
+
+    def __init__(self, kind: str, server: PolledServer[SnapshotT]) -> None:
+        self.servers = [server]
+        self.server = server.name
+        self.name = f"{kind}:{server.name}"
+        self._server = server
+
+    def to_locks(self, snapshot: SnapshotT) -> list[Lock]:
+        raise NotImplementedError
+
+    def poll(self) -> Polled:
+        server = self._server
+        snapshot = server.poll()
+        if snapshot is None:
+            return Polled(server.clock.now(), (server.status,), None, retry_in=server.retry_in)
+        return Polled(snapshot.polled_at, (server.status,), self.to_locks(snapshot))
+
+    def close(self) -> None:
+        self._server.close()
 
 
 class PolledFeed:

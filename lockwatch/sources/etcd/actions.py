@@ -25,7 +25,7 @@ from lockwatch.model.action import (
 )
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.stores.actions import StoreActions
+from lockwatch.sources.stores.actions import StoreActions, unchanged
 from lockwatch.sources.stores.facts import StoreLock
 
 
@@ -69,14 +69,9 @@ def execute(
     from lockwatch.sources.etcd.endpoint import endpoint_for
     from lockwatch.sources.etcd.gateway import Gateway, GatewayError, KeyValue
 
-    lock = plan.lock
-    store = lock.facts
-    assert isinstance(store, StoreLock)
+    said = "{key} is not the key you saw (sha256 {sha256})"
+    store = unchanged(plan.lock, StoreLock, expect_sha256, said)
     assert store.create_revision is not None and store.mod_revision is not None
-    if expect_sha256 is not None and expect_sha256 != lock.sha256:
-        raise ActionRefused(
-            "changed", f"{store.key} is not the key you saw (sha256 {expect_sha256}); nothing done"
-        )
     endpoint = endpoint_for(store.server, reach)
     if endpoint is None:
         raise ActionFailed("unreachable", f"no URL for etcd {store.server}: name it with --etcd")

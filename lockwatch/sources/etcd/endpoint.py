@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lockwatch.sources.contract import SourceError
+from lockwatch.sources.knownservers import KnownServers
 from lockwatch.sources.urls import host_port, scrub
 
 if TYPE_CHECKING:
@@ -59,20 +60,12 @@ REACH = "etcd_endpoint"
 
 
 @dataclass(frozen=True)
-class Reach:
+class Reach(KnownServers[EtcdEndpoint]):
     """The servers a run was told of (flags, config), by name; any other name is
     reached over plain http."""
 
-    known: Mapping[str, EtcdEndpoint]
-
-    def __call__(self, name: str) -> EtcdEndpoint | None:
-        known = self.known.get(name)
-        if known is not None:
-            return known
-        try:
-            return parse(f"http://{name}")
-        except SourceError:
-            return None
+    def unknown(self, name: str) -> EtcdEndpoint:
+        return parse(f"http://{name}")
 
 
 def reach_of(wanted: Wanted) -> Reach:

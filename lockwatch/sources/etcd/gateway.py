@@ -120,12 +120,10 @@ class Gateway:
 
     def _read(self, response: httpx.Response, path: str) -> bytearray:
         """The answer's body, decoded a piece at a time within the caps."""
-        from lockwatch.sources.bounded import Budget, TooLarge, Undecodable, response_body
+        from lockwatch.sources.bounded import Budget, answer_body
 
-        try:
-            return response_body(response, Budget(MAX_ANSWER_BYTES, MAX_ANSWER_VALUES))
-        except (TooLarge, Undecodable) as exc:
-            raise GatewayError(f"{path}: its answer is {exc}: refused, not read") from None
+        budget = Budget(MAX_ANSWER_BYTES, MAX_ANSWER_VALUES)
+        return answer_body(response, path, budget, GatewayError)
 
     def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST `body` to `path` (`/kv/range` ...) under the gateway's prefix."""

@@ -26,9 +26,9 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
 
-from lockwatch.clock import Clock, SystemClock
+from lockwatch.clock import Clock
 from lockwatch.model.status import SourceStatus
-from lockwatch.sources.backoff import failed, first_line
+from lockwatch.sources.backoff import ServerState, failed, first_line
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
 from lockwatch.sources.etcd.endpoint import EtcdEndpoint
@@ -78,7 +78,7 @@ class EtcdSnapshot:
     truncated: bool = False
 
 
-class EtcdServer:
+class EtcdServer(ServerState):
     def __init__(
         self,
         endpoint: EtcdEndpoint,
@@ -92,12 +92,10 @@ class EtcdServer:
         """`exact`: read this key alone instead of the prefixes (an action's lookup):
         with the mutex it belongs to, the keys beside it. `timeout`: for connecting
         and each read; `deadline`: for a poll's whole answer (every request of it)."""
+        super().__init__("etcd", endpoint.name, clock, deadline)
         self.endpoint = endpoint
-        self.name = endpoint.name
         self.prefixes = prefixes
-        self.clock = clock or SystemClock()
         self._timeout = timeout
-        self.deadline = deadline
         self._deadline = Deadline()
         self._exact = exact
         self._gateway: Gateway | None = None
@@ -108,10 +106,7 @@ class EtcdServer:
         self._known: Known | None = None
         self._wanted: set[int] = set()  # the leases of the last poll's keys
         self._pool: ThreadPoolExecutor | None = None
-        self.failures = 0
-        self.retry_in = 0.0
         self.last: EtcdSnapshot | None = None
-        self.status = SourceStatus("etcd", self.name, "connecting")
 
     def poll(self) -> EtcdSnapshot | None:
         import httpx

@@ -109,12 +109,11 @@ class Api:
 
     def _body(self, response: httpx.Response, path: str) -> bytearray:
         """The answer's body, decoded a piece at a time within the caps."""
-        from lockwatch.sources.bounded import Budget, TooLarge, Undecodable, response_body
+        from lockwatch.sources.bounded import Budget, answer_body
 
-        try:
-            return response_body(response, Budget(MAX_ANSWER_BYTES, MAX_ANSWER_VALUES))
-        except (TooLarge, Undecodable) as exc:
-            raise ApiError(0, f"{path}: its answer is {exc}: refused, not read") from None
+        budget = Budget(MAX_ANSWER_BYTES, MAX_ANSWER_VALUES)
+        # Status 0: no status of the server's, for the answer was not read.
+        return answer_body(response, path, budget, lambda message: ApiError(0, message))
 
     def request(
         self,

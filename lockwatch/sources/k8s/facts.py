@@ -29,10 +29,41 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaseFacts(Facts):
+class ClusterObject(Facts):
+    """What a Lease and a LeaseCandidate share: where they were read (the API
+    server, their namespace) and their name; each judged by its kind's rule and
+    recorded with its kind's fields after these."""
+
     server: str  # the API server, host:port
     namespace: str
     name: str
+
+    def judge(
+        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
+    ) -> Verdict:
+        return self.judged(now)
+
+    def judged(self, now: datetime) -> Verdict:
+        raise NotImplementedError
+
+    def extend_record(self, record: dict[str, Any]) -> None:
+        record.update(server=self.server, namespace=self.namespace, **self.kind_record())
+
+    def kind_record(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def place(self, lock: Lock) -> str:
+        return f"k8s {self.server}"
+
+    def group(self) -> str:
+        return f"k8s:{self.server}"
+
+    def wait_metrics_server(self) -> str:
+        return self.server
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseFacts(ClusterObject):
     holder: str  # holderIdentity; "": nobody
     duration: int | None  # leaseDurationSeconds
     acquire_time: datetime | None
@@ -61,15 +92,11 @@ class LeaseFacts(Facts):
         """lockwatch saw the record change, so it times renewals by its own clock."""
         return self.observed_at > self.first_seen_at
 
-    def judge(
-        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
-    ) -> Verdict:
+    def judged(self, now: datetime) -> Verdict:
         return judge_lease(self, now)
 
-    def extend_record(self, record: dict[str, Any]) -> None:
-        record.update(
-            server=self.server,
-            namespace=self.namespace,
+    def kind_record(self) -> dict[str, Any]:
+        return dict(
             lease=self.name,
             holder_identity=self.holder or None,
             lease_duration_seconds=self.duration,
@@ -90,9 +117,6 @@ class LeaseFacts(Facts):
 
     def where(self, lock: Lock) -> str:
         return f"k8s {self.server} lease {self.key}"
-
-    def place(self, lock: Lock) -> str:
-        return f"k8s {self.server}"
 
     def since(self, lock: Lock) -> datetime | None:
         return self.first_seen_at if self.acquire_time is None else None
@@ -152,12 +176,6 @@ class LeaseFacts(Facts):
 
     # --- the Contention view: candidates wait on the holder -----------------------
 
-    def group(self) -> str:
-        return f"k8s:{self.server}"
-
-    def wait_metrics_server(self) -> str:
-        return self.server
-
     def holds_as(self) -> tuple[str, str, str] | None:
         return (self.namespace, self.name, self.holder) if self.holder else None
 
@@ -176,13 +194,11 @@ class LeaseFacts(Facts):
 
 
 @dataclass(frozen=True, slots=True)
-class CandidateFacts(Facts):
+class CandidateFacts(ClusterObject):
     """A LeaseCandidate (coordinated leader election): a component that wants the
-    Lease `lease` and waits while another holds it."""
+    Lease `lease` and waits while another holds it. Its `name` is the
+    LeaseCandidate's."""
 
-    server: str
-    namespace: str
-    name: str  # the LeaseCandidate's name
     lease: str  # spec.leaseName
     holder: str  # the Lease's holderIdentity now ("": nobody, or no such Lease)
     ping_time: datetime | None
@@ -196,15 +212,11 @@ class CandidateFacts(Facts):
     def key(self) -> str:
         return f"{self.namespace}/{self.lease}"
 
-    def judge(
-        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
-    ) -> Verdict:
+    def judged(self, now: datetime) -> Verdict:
         return judge_candidate(self, now)
 
-    def extend_record(self, record: dict[str, Any]) -> None:
-        record.update(
-            server=self.server,
-            namespace=self.namespace,
+    def kind_record(self) -> dict[str, Any]:
+        return dict(
             lease=self.lease,
             candidate=self.name,
             blocked_by=[self.holder] if self.holder else [],
@@ -220,9 +232,6 @@ class CandidateFacts(Facts):
     def where(self, lock: Lock) -> str:
         return f"k8s {self.server} leasecandidate {self.namespace}/{self.name}"
 
-    def place(self, lock: Lock) -> str:
-        return f"k8s {self.server}"
-
     def sections(self, lock: Lock, now: datetime) -> Sequence[Section]:
         return (Section("Kubernetes LeaseCandidate", candidate_rows(self, now)),)
 
@@ -231,12 +240,6 @@ class CandidateFacts(Facts):
 
     def waiting_since(self, lock: Lock) -> datetime | None:
         return None
-
-    def group(self) -> str:
-        return f"k8s:{self.server}"
-
-    def wait_metrics_server(self) -> str:
-        return self.server
 
     def waits(self) -> tuple[tuple[str, str, str], tuple[tuple[str, str, str], ...]] | None:
         node = (self.namespace, self.lease, f"candidate {self.name}")

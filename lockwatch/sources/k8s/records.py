@@ -74,6 +74,29 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _record(
+    snapshot: LeaseSnapshot,
+    kind: tuple[str, str],
+    namespace: str,
+    name: str,
+    lease: str,
+    holder: str,
+    **more: Any,
+) -> Lock:
+    """The record of a Lease or a LeaseCandidate (`kind`: its id's kind and its
+    format) named `name`: shown as the Lease it holds or asks for, by `holder`."""
+    kind_id, fmt = kind
+    return Lock(
+        id=ids.k8s_id(snapshot.server, kind_id, namespace, name),
+        source=ids.K8S,
+        format=fmt,
+        name=f"{namespace}/{lease}",
+        path=None,
+        holder=Holder(actor=holder or None, session=holder or None),
+        **more,
+    )
+
+
 def _lease(snapshot: LeaseSnapshot, lease: dict[str, Any], waiting: tuple[str, ...]) -> Lock:
     spec, meta = lease.get("spec") or {}, lease.get("metadata") or {}
     namespace, name = lease_key(lease)
@@ -104,13 +127,13 @@ def _lease(snapshot: LeaseSnapshot, lease: dict[str, Any], waiting: tuple[str, .
             spec.get("preferredHolder") if isinstance(spec.get("preferredHolder"), str) else None
         ),
     )
-    return Lock(
-        id=ids.k8s_id(snapshot.server, ids.LEASE, namespace, name),
-        source=ids.K8S,
-        format=LEASE_FORMAT,
-        name=f"{namespace}/{name}",
-        path=None,
-        holder=Holder(actor=holder or None, session=holder or None),
+    return _record(
+        snapshot,
+        (ids.LEASE, LEASE_FORMAT),
+        namespace,
+        name,
+        name,
+        holder,
         acquired_at=facts.acquire_time,
         heartbeat_at=facts.renew_time,
         ttl_seconds=float(facts.duration) if facts.duration else None,
@@ -142,13 +165,13 @@ def _candidate(
         str(spec.get("strategy") or ""),
         snapshot.polled_at,
     )
-    return Lock(
-        id=ids.k8s_id(snapshot.server, ids.CANDIDATE, namespace, name),
-        source=ids.K8S,
-        format=CANDIDATE_FORMAT,
-        name=f"{namespace}/{lease}",
-        path=None,
-        holder=Holder(actor=name, session=name),
+    return _record(
+        snapshot,
+        (ids.CANDIDATE, CANDIDATE_FORMAT),
+        namespace,
+        name,
+        lease,
+        name,
         heartbeat_at=facts.renew_time,
         content={"spec": spec},
         facts=facts,

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from lockwatch.clock import Clock, SystemClock
-from lockwatch.model.status import SourceStatus, backoff_seconds
+from lockwatch.clock import Clock
+from lockwatch.model.status import SourceStatus
+from lockwatch.sources.backoff import ServerState, failed
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import Deadline, DeadlineMissed, deadline_transport
 from lockwatch.sources.k8s.api import (
@@ -126,7 +127,7 @@ class Memory:
         return changes
 
 
-class LeaseServer:
+class LeaseServer(ServerState):
     def __init__(
         self,
         cluster: Cluster,
@@ -136,20 +137,15 @@ class LeaseServer:
         timeout: float = 2.0,
         deadline: float = DEFAULT_DEADLINE,
     ) -> None:
+        super().__init__("k8s", cluster.name, clock, deadline)
         self.cluster = cluster
-        self.name = cluster.name
         self.namespaces = namespaces
-        self.clock = clock or SystemClock()
         self._timeout = timeout
-        self.deadline = deadline
         self._deadline = Deadline()
         self._api: Api | None = None
         self._memory = Memory()
         self._candidates: str | None = ""  # the LeaseCandidate version served; None: none
-        self.failures = 0
-        self.retry_in = 0.0
         self.last_success: datetime | None = None
-        self.status = SourceStatus("k8s", self.name, "connecting")
 
     def close(self) -> None:
         if self._api is not None:
@@ -170,8 +166,8 @@ class LeaseServer:
             with self._deadline.running(self.deadline):
                 snapshot = self._read(api)
         except (DeadlineMissed, ApiError, KubeconfigError, httpx.HTTPError, OSError) as exc:
-            self.close()
-            self._failed(str(exc) or type(exc).__name__)
+            why = str(exc) or type(exc).__name__
+            failed(self, "k8s", why, away=True, updated_at=self.last_success)
             return None
         self.failures = 0
         self.retry_in = 0.0
@@ -187,19 +183,6 @@ class LeaseServer:
             partial=reason is not None,
         )
         return snapshot
-
-    def _failed(self, reason: str) -> None:
-        self.failures += 1
-        self.retry_in = backoff_seconds(self.failures)
-        now = self.clock.now()
-        self.status = SourceStatus(
-            "k8s",
-            self.name,
-            "disconnected",
-            reason=reason,
-            updated_at=self.last_success,
-            next_retry_at=now + timedelta(seconds=self.retry_in),
-        )
 
     def _leases(self, api: Api) -> tuple[list[dict[str, Any]], datetime | None, list[str]]:
         notes: list[str] = []

@@ -40,7 +40,7 @@ from lockwatch.sources.redis.librarybreaks import (
 from lockwatch.sources.redis.redisson import RedissonFacts
 from lockwatch.sources.redis.semaphore import SemaphoreFacts
 from lockwatch.sources.redis.subscription import SubscriptionFacts, digest
-from lockwatch.sources.stores.actions import StoreActions
+from lockwatch.sources.stores.actions import StoreActions, unchanged
 from lockwatch.sources.stores.facts import StoreLock
 
 # KEYS[1]: the lock key; ARGV[1]: the token the operator saw.
@@ -131,12 +131,8 @@ def kill(
     from lockwatch.sources.redis.server import describe
 
     lock = plan.lock
-    store = lock.facts
-    assert isinstance(store, SubscriptionFacts)
-    if expect_sha256 is not None and expect_sha256 != lock.sha256:
-        raise ActionRefused(
-            "changed", f"{lock.id} is not the connection you saw (sha256 differs); nothing done"
-        )
+    said = "{id} is not the connection you saw (sha256 differs)"
+    store = unchanged(lock, SubscriptionFacts, expect_sha256, said)
     endpoint = endpoint_to_act_on(store.server, reach)
     client = endpoint.connect()
     try:
@@ -188,15 +184,9 @@ def execute(
     plan: Plan, expect_sha256: str | None, reach: Mapping[str, Any]
 ) -> tuple[dict[str, Any], str]:
     """Carry out a break planned by `plan_action`: (audit details, message)."""
-    lock = plan.lock
-    store = lock.facts
-    assert isinstance(store, StoreLock) and store.value is not None
-    if expect_sha256 is not None and expect_sha256 != lock.sha256:
-        raise ActionRefused(
-            "changed",
-            f"{store.key} holds another token than the one you saw (sha256 {expect_sha256});"
-            " nothing done",
-        )
+    said = "{key} holds another token than the one you saw (sha256 {sha256})"
+    store = unchanged(plan.lock, StoreLock, expect_sha256, said)
+    assert store.value is not None
     token = store.value
     servers = store.server.split(",")
     deleted: list[dict[str, Any]] = []

@@ -38,6 +38,8 @@ from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.redis.ids import cli_arg
 from lockwatch.sources.redis.redisson import REDISSON_RW, RedissonFacts
 from lockwatch.sources.redis.semaphore import SemaphoreFacts
+from lockwatch.sources.stores.actions import unchanged
+from lockwatch.sources.stores.facts import StoreLock
 
 # Redisson's LockPubSub messages.
 UNLOCK_MESSAGE = "0"
@@ -197,25 +199,18 @@ def plan_semaphore(kind: Kind, lock: Lock, verdict: Verdict, facts: SemaphoreFac
     )
 
 
+# What a break refuses when the lock is not the one the operator saw (`unchanged`).
+_CHANGED = "{key} is not what you saw (sha256 {sha256})"
+
+
 def _run(
-    lock: Lock,
-    expect_sha256: str | None,
-    reach: Mapping[str, Any],
-    script: str,
-    keys: list[str],
-    argv: list[str],
+    facts: StoreLock, reach: Mapping[str, Any], script: str, keys: list[str], argv: list[str]
 ) -> Any:
     import redis
 
     from lockwatch.sources.redis.endpoint import endpoint_to_act_on
     from lockwatch.sources.redis.server import describe, raw
 
-    facts = lock.facts
-    assert isinstance(facts, RedissonFacts | SemaphoreFacts)
-    if expect_sha256 is not None and expect_sha256 != lock.sha256:
-        raise ActionRefused(
-            "changed", f"{facts.key} is not what you saw (sha256 {expect_sha256}); nothing done"
-        )
     endpoint = endpoint_to_act_on(facts.server, reach)
     client = endpoint.connect()
     try:
@@ -240,8 +235,7 @@ def execute_redisson(
     from lockwatch.sources.redis.server import redisson_names, text
 
     lock = plan.lock
-    facts = lock.facts
-    assert isinstance(facts, RedissonFacts)
+    facts = unchanged(lock, RedissonFacts, expect_sha256, _CHANGED)
     channel, message = channel_of(facts, lock.format)
     queue, timeouts = redisson_names(facts.key)
     fields = seen_hash(facts)
@@ -249,9 +243,7 @@ def execute_redisson(
     seen_ttl = -1 if facts.ttl_left is None else int(facts.ttl_left * 1000)
     argv = [channel, message, str(int(time.time() * 1000)), str(seen_ttl)]
     argv += [part for pair in fields for part in pair]
-    answer = _run(
-        lock, expect_sha256, reach, REDISSON_FORCE_UNLOCK, [facts.key, queue, timeouts], argv
-    )
+    answer = _run(facts, reach, REDISSON_FORCE_UNLOCK, [facts.key, queue, timeouts], argv)
     if answer[0] == -1:
         raise ActionRefused("gone", f"{facts.key} is gone (unlocked or expired); nothing done")
     if answer[0] == -2:
@@ -297,11 +289,9 @@ def execute_semaphore(
 ) -> tuple[dict[str, Any], str]:
     from lockwatch.sources.redis.server import text
 
-    lock = plan.lock
-    facts = lock.facts
-    assert isinstance(facts, SemaphoreFacts)
+    facts = unchanged(plan.lock, SemaphoreFacts, expect_sha256, _CHANGED)
     argv = [part for pair in facts.entries for part in pair]
-    answer = _run(lock, expect_sha256, reach, SEMAPHORE_RELEASE, [facts.key], argv)
+    answer = _run(facts, reach, SEMAPHORE_RELEASE, [facts.key], argv)
     if answer[0] != 1:
         _, member, now, left = answer
         member = text(member) if isinstance(member, bytes) else str(member)

@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock
-from lockwatch.sources.redis import ids, redisson, semaphore, subscription
+from lockwatch.sources.redis import ids, keyfacts, redisson, semaphore, subscription
 from lockwatch.sources.redis.server import BlockedClient, RedisKey, RedisSnapshot, raw
 from lockwatch.sources.stores.facts import REDIS, Quorum, QuorumMember, StoreClient, StoreLock
 
@@ -113,16 +113,7 @@ def to_locks(
 
 def _lock(snapshot: RedisSnapshot, found: RedisKey, fmt: str, name: str) -> Lock:
     ttl = _ttl(found.pttl)
-    store = StoreLock(
-        REDIS,
-        snapshot.server,
-        found.key,
-        snapshot.polled_at,
-        value=found.value,
-        ttl_left=ttl,
-        session=found.value,
-        value_bytes=found.size,
-    )
+    store = keyfacts.held(StoreLock, snapshot, found.key, found.value, ttl, value_bytes=found.size)
     content: dict[str, object] = {
         "server": snapshot.server,
         "key": found.key,
@@ -131,19 +122,14 @@ def _lock(snapshot: RedisSnapshot, found: RedisKey, fmt: str, name: str) -> Lock
     }
     if found.size is not None:
         content["value_bytes"] = found.size  # "value" is its start only
-    return Lock(
-        id=ids.redis_id(snapshot.server, found.key),
-        source=REDIS,
-        format=fmt,
-        name=name,
-        path=None,
-        holder=Holder(session=found.value),
-        ttl_seconds=ttl,
-        expires_at=store.expires_at,
+    return keyfacts.held_lock(
+        store,
+        ids.redis_id(snapshot.server, found.key),
+        fmt,
+        name,
         content=content,
         # The digest of a value read in part would be no value's: none, not a wrong one.
         sha256=digest(found.value) if found.size is None else None,
-        facts=store,
     )
 
 
@@ -180,15 +166,13 @@ def _waiters(
         for position, client in enumerate(clients, start=1):
             session = f"client:{client.id}"
             waited = client.idle
-            store = StoreLock(
-                REDIS,
-                snapshot.server,
+            store = keyfacts.waiting(
+                StoreLock,
+                snapshot,
                 held.key,
-                snapshot.polled_at,
-                position=position,
-                waiting=True,
-                session=session,
-                blocked_by=(held.session,),
+                session,
+                position,
+                held.session,
                 client=StoreClient(
                     client.id,
                     client.addr,

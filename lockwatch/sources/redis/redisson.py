@@ -30,7 +30,7 @@ from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.redis import ids
+from lockwatch.sources.redis import ids, keyfacts
 from lockwatch.sources.redis.server import RedisCollection, RedisSnapshot
 from lockwatch.sources.stores.facts import REDIS, WARNING_CODES, StoreLock
 from lockwatch.sources.stores.rules import evaluate_store
@@ -200,29 +200,23 @@ def to_locks(snapshot: RedisSnapshot, found: RedisCollection) -> list[Lock]:
     ttl = None if found.pttl < 0 else found.pttl / 1000
     session = held[0].field
     waiters = [entry for entry, _ in found.queue if entry != session]
-    facts = RedissonFacts(
-        REDIS,
-        snapshot.server,
+    facts = keyfacts.held(
+        RedissonFacts,
+        snapshot,
         found.key,
-        snapshot.polled_at,
-        value=session,
-        ttl_left=ttl,
-        session=session,
+        session,
+        ttl,
         blocking=tuple(waiters),
         mode=mode,
         owners=held,
     )
     fmt = REDISSON if mode is None else REDISSON_RW
     locks = [
-        Lock(
-            id=ids.redis_id(snapshot.server, found.key),
-            source=REDIS,
-            format=fmt,
-            name=found.key,
-            path=None,
-            holder=Holder(session=session),
-            ttl_seconds=ttl,
-            expires_at=facts.expires_at,
+        keyfacts.held_lock(
+            facts,
+            ids.redis_id(snapshot.server, found.key),
+            fmt,
+            found.key,
             content={
                 "server": snapshot.server,
                 "key": found.key,
@@ -231,7 +225,6 @@ def to_locks(snapshot: RedisSnapshot, found: RedisCollection) -> list[Lock]:
                 "pttl_ms": found.pttl,
             },
             sha256=_digest(found),
-            facts=facts,
         )
     ]
     position = 0
@@ -247,15 +240,13 @@ def to_locks(snapshot: RedisSnapshot, found: RedisCollection) -> list[Lock]:
                 name=found.key,
                 path=None,
                 holder=Holder(session=entry, operation="waiting"),
-                facts=RedissonFacts(
-                    REDIS,
-                    snapshot.server,
+                facts=keyfacts.waiting(
+                    RedissonFacts,
+                    snapshot,
                     found.key,
-                    snapshot.polled_at,
-                    position=position,
-                    waiting=True,
-                    session=entry,
-                    blocked_by=(session,),
+                    entry,
+                    position,
+                    session,
                     mode=mode,
                     wait_until=_ms(timeout),
                 ),

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
 from lockwatch.model.lazyre import lazy_compile
-from lockwatch.model.lock import Holder, Lock, Reason
+from lockwatch.model.lock import Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.redis import ids
+from lockwatch.sources.redis import ids, keyfacts
 from lockwatch.sources.redis.server import RedisCollection, RedisSnapshot
-from lockwatch.sources.stores.facts import REDIS, StoreLock
+from lockwatch.sources.stores.facts import StoreLock
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -214,14 +214,12 @@ def to_locks(
             left_ms = holder.score_ms + lock_timeout_ms - polled_ms
             expired = left_ms < 0
             ttl = max(0.0, min(left_ms, float(found.pttl))) / 1000
-        facts = SemaphoreFacts(
-            REDIS,
-            snapshot.server,
+        facts = keyfacts.held(
+            SemaphoreFacts,
+            snapshot,
             found.key,
-            snapshot.polled_at,
-            value=holder.identifier,
-            ttl_left=ttl,
-            session=holder.identifier,
+            holder.identifier,
+            ttl,
             identifier=holder.identifier,
             permits=holder.permits,
             refreshed_at=refreshed,
@@ -236,17 +234,13 @@ def to_locks(
             partial=cut is not None and any(member == cut for member, _ in holder.entries),
         )
         locks.append(
-            Lock(
-                id=ids.redis_id(snapshot.server, found.key, holder=holder.identifier),
-                source=REDIS,
-                format=SEMAPHORE,
-                name=name,
-                path=None,
-                holder=Holder(session=holder.identifier),
+            keyfacts.held_lock(
+                facts,
+                ids.redis_id(snapshot.server, found.key, holder=holder.identifier),
+                SEMAPHORE,
+                name,
                 acquired_at=refreshed,
                 heartbeat_at=refreshed,
-                ttl_seconds=ttl,
-                expires_at=None if ttl is None else snapshot.polled_at + timedelta(seconds=ttl),
                 content={
                     "server": snapshot.server,
                     "key": found.key,
@@ -254,7 +248,6 @@ def to_locks(
                     "pttl_ms": found.pttl,
                 },
                 sha256=_digest(found.key, holder),
-                facts=facts,
             )
         )
     return locks

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.clock import Clock, SystemClock
+from lockwatch.clock import Clock
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.status import SourceStatus
-from lockwatch.sources.backoff import failed
+from lockwatch.sources.backoff import ServerState, failed
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.deadline import DeadlineMissed, SocketLike, whole_answer
 from lockwatch.sources.redis.endpoint import RedisEndpoint
@@ -138,7 +138,7 @@ def raw(value: str) -> bytes:
     return value.encode("utf-8", "surrogateescape")
 
 
-class RedisServer:
+class RedisServer(ServerState):
     def __init__(
         self,
         endpoint: RedisEndpoint,
@@ -152,20 +152,15 @@ class RedisServer:
         """`exact`: read these keys instead of scanning (an action's lookup).
         `timeout`: for connecting and for each read; `deadline`: for a poll's
         whole answer (connect, SCAN, values, CLIENT LIST)."""
+        super().__init__("redis", endpoint.name, clock, deadline)
         self.endpoint = endpoint
-        self.name = endpoint.name
         self.patterns = patterns
         self._walks = scan_plan(patterns)
         self.exact = exact
-        self.clock = clock or SystemClock()
         self._timeout = timeout
-        self.deadline = deadline
         self._client: redis.Redis | None = None
         self._pool: redis.ConnectionPool | None = None
-        self.failures = 0
-        self.retry_in = 0.0
         self.last: RedisSnapshot | None = None
-        self.status = SourceStatus("redis", self.name, "connecting")
 
     def poll(self) -> RedisSnapshot | None:
         """One poll. On failure the status says why, the connection is dropped

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.verdict import State, Verdict
-from lockwatch.sources.redis import ids
+from lockwatch.sources.redis import ids, keyfacts
 from lockwatch.sources.redis.server import RedisSnapshot, Subscriber, raw
 from lockwatch.sources.stores.facts import REDIS, StoreLock
 
@@ -129,11 +129,10 @@ def _lock(
     snapshot: RedisSnapshot, subscriber: Subscriber, subscribed: int | None, named: int
 ) -> Lock:
     session = f"client:{subscriber.id}"
-    facts = SubscriptionFacts(
-        REDIS,
-        snapshot.server,
+    facts = keyfacts.read(
+        SubscriptionFacts,
+        snapshot,
         subscriber.channel,
-        snapshot.polled_at,
         session=session,
         channel=subscriber.channel,
         client_id=subscriber.id,

@@ -7,9 +7,9 @@ reach the servers the run names through its package's `endpoint` (`reach`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from lockwatch.model.action import Asked, Doing, Done, Kind, Plan
+from lockwatch.model.action import ActionRefused, Asked, Doing, Done, Kind, Plan
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
 from lockwatch.sources.contract import ActionsBase
@@ -17,6 +17,20 @@ from lockwatch.sources.stores.facts import StoreLock
 
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Wanted
+
+F = TypeVar("F", bound=StoreLock)
+
+
+def unchanged(lock: Lock, kind: type[F], expect_sha256: str | None, changed: str) -> F:
+    """The facts (a `kind`) of the lock a break was planned on; refused, "changed",
+    when it is no longer the one the operator saw (their sha256 is another's):
+    `changed` says so of its `{key}`, its `{id}` and the `{sha256}` they saw."""
+    facts = lock.facts
+    assert isinstance(facts, kind)
+    if expect_sha256 is not None and expect_sha256 != lock.sha256:
+        said = changed.format(key=facts.key, id=lock.id, sha256=expect_sha256)
+        raise ActionRefused("changed", f"{said}; nothing done")
+    return facts
 
 
 class StoreActions(ActionsBase):

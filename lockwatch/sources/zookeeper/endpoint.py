@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.sources.contract import SourceError
+from lockwatch.sources.knownservers import KnownServers
 
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Wanted
@@ -74,20 +75,12 @@ def parse(given: str) -> ZkEndpoint:
 
 
 @dataclass(frozen=True)
-class Reach:
+class Reach(KnownServers[ZkEndpoint]):
     """The ensembles a run was told of, by name; any other name is its own
     connect string (a lock id carries it whole)."""
 
-    known: Mapping[str, ZkEndpoint]
-
-    def __call__(self, name: str) -> ZkEndpoint | None:
-        known = self.known.get(name)
-        if known is not None:
-            return known
-        try:
-            return parse(name)
-        except SourceError:
-            return None
+    def unknown(self, name: str) -> ZkEndpoint:
+        return parse(name)
 
 
 def given_strings(wanted: Wanted) -> tuple[str, ...]:

@@ -3,26 +3,20 @@ lookups; the dashboard's feed also wakes when a watch fires."""
 
 from __future__ import annotations
 
-from lockwatch.sources.polled import Polled, PolledFeed
+from lockwatch.model.lock import Lock
+from lockwatch.sources.polled import PolledFeed, SnapshotPoller
 from lockwatch.sources.zookeeper.records import to_locks
-from lockwatch.sources.zookeeper.server import ZkServer
+from lockwatch.sources.zookeeper.server import ZkServer, ZkSnapshot
 
 
-class ZkPoller:
+class ZkPoller(SnapshotPoller[ZkSnapshot]):
     def __init__(self, server: ZkServer) -> None:
-        self.server = server.name
-        self.name = f"zookeeper:{server.name}"
+        super().__init__("zookeeper", server)
+        # Its feed waits on the server's watches as well as its interval.
         self.zk = server
 
-    def poll(self) -> Polled:
-        server = self.zk
-        snapshot = server.poll()
-        if snapshot is None:
-            return Polled(server.clock.now(), (server.status,), None, retry_in=server.retry_in)
-        return Polled(snapshot.polled_at, (server.status,), to_locks(snapshot))
-
-    def close(self) -> None:
-        self.zk.close()
+    def to_locks(self, snapshot: ZkSnapshot) -> list[Lock]:
+        return to_locks(snapshot)
 
 
 class ZkFeed(PolledFeed):

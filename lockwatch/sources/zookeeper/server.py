@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from lockwatch.clock import Clock, SystemClock
+from lockwatch.clock import Clock
 from lockwatch.model.status import SourceStatus
-from lockwatch.sources.backoff import failed, first_line
+from lockwatch.sources.backoff import ServerState, failed, first_line
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.zookeeper.endpoint import ZkEndpoint
 from lockwatch.sources.zookeeper.fourletter import connections
@@ -118,7 +118,7 @@ def _join(parent: str, child: str) -> str:
     return f"{parent.rstrip('/')}/{child}"
 
 
-class ZkServer:
+class ZkServer(ServerState):
     def __init__(
         self,
         endpoint: ZkEndpoint,
@@ -127,16 +127,11 @@ class ZkServer:
         clock: Clock | None = None,
         deadline: float = DEFAULT_DEADLINE,
     ) -> None:
+        super().__init__(KIND, endpoint.name, clock, deadline)
         self.endpoint = endpoint
-        self.name = endpoint.name
         self.roots = tuple(dict.fromkeys(root.rstrip("/") or "/" for root in roots)) or ("/",)
-        self.clock = clock or SystemClock()
-        self.deadline = deadline
         self._client: Any = None
-        self.failures = 0
-        self.retry_in = 0.0
         self.last: ZkSnapshot | None = None
-        self.status = SourceStatus(KIND, self.name, "connecting")
         # Set when a watch fires: a lock path's children changed since it was read.
         self.changed = threading.Event()
         self.on_change: Callable[[], None] | None = None
