@@ -9,6 +9,8 @@ of its rows): with that code first on the path,
     PYTHONPATH=/tmp/v1:. python -m tests.history.schema_v1
 
 `readings` uses only the public reader API, so it reads any version alike.
+A version 2 file (`data/history-v2.*`, for the migration from version 2) was
+made the same way by version 2's code, with `2` after the command above.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 DATA = Path(__file__).parent / "data"
 FILE = DATA / "history-v1.sqlite3"
 READINGS = DATA / "history-v1.json"
+FILE_V2 = DATA / "history-v2.sqlite3"
+READINGS_V2 = DATA / "history-v2.json"
 
 
 # Version 1's tables, verbatim from its store.py: for a PostgreSQL database of
@@ -114,7 +118,7 @@ def readings(store: Any) -> dict[str, Any]:
     }
 
 
-def write() -> None:  # pragma: no cover - run by hand with the version 1 code
+def write(file: Path = FILE, said: Path = READINGS) -> None:  # pragma: no cover - by hand
     from lockwatch.history.api import open_history
     from lockwatch.history.recorder import Recorder
     from lockwatch.model.board import Board
@@ -124,10 +128,10 @@ def write() -> None:  # pragma: no cover - run by hand with the version 1 code
     from tests.ui.fakes import FILES_FEED, mixed_scenario
 
     DATA.mkdir(exist_ok=True)
-    FILE.unlink(missing_ok=True)
+    file.unlink(missing_ok=True)
 
     def opener() -> Any:
-        return open_history(str(FILE), host=LOCAL_HOST, write=True)
+        return open_history(str(file), host=LOCAL_HOST, write=True)
 
     recorder = Recorder(opener, poll_seconds=1.0)
     board = Board(LOCAL_HOST)
@@ -141,9 +145,11 @@ def write() -> None:  # pragma: no cover - run by hand with the version 1 code
     recorder.close()
     assert recorder.failed is None, recorder.failed
     store = opener()
-    READINGS.write_text(json.dumps(readings(store), indent=1) + "\n")
+    said.write_text(json.dumps(readings(store), indent=1) + "\n")
     store.close()
 
 
 if __name__ == "__main__":
-    write()
+    import sys
+
+    write(*((FILE_V2, READINGS_V2) if sys.argv[1:] == ["2"] else ()))
