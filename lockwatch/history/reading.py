@@ -190,8 +190,8 @@ class Reader:
             # Literal (our own words, quotes doubled): a partial index matches them.
             said = ", ".join("'" + state.replace("'", "''") + "'" for state in sorted(states))
             parts.append(f"state IN ({said})")
-            if self.version >= 2 and set(states) <= set(folding.TRAIL_STATES):
-                parts.append("trail = 1")  # what the partial index `spans_trail` covers
+            if self.version == 2 and set(states) <= set(folding.TRAIL_STATES):
+                parts.append("trail = 1")  # what version 2's partial index `spans_trail` covers
         if lock_id is not None:
             parts.append("lock_id = ?")
             extra_args.append(lock_id)

@@ -186,8 +186,8 @@ class SqlStore(Reader):
         where readers end them (the session's end): `open_spans` stays the
         locks being watched now, however often recorders restart."""
         self._db.execute(
-            "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
-            " SELECT o.session, o.ref, o.kind, o.trail, o.holder, o.start, s.ended, o.entry"
+            "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
+            " SELECT o.session, o.ref, o.kind, o.holder, s.ended, s.ended - o.start, o.entry"
             " FROM open_spans AS o JOIN sessions AS s ON s.id = o.session"
             " WHERE s.ended IS NOT NULL ON CONFLICT DO NOTHING"
         )
@@ -239,11 +239,11 @@ class SqlStore(Reader):
         """Move the lock's open span into `spans`, written once with its end."""
         self._db.execute(
             self._sql(
-                "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
-                " SELECT session, ref, kind, trail, holder, start, ?, entry FROM open_spans"
+                "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
+                " SELECT session, ref, kind, holder, ?, ? - start, entry FROM open_spans"
                 " WHERE session = ? AND ref = ? ON CONFLICT DO NOTHING"
             ),
-            (stop, sid, ref),
+            (stop, stop, sid, ref),
         )
         self._db.execute(
             self._sql("DELETE FROM open_spans WHERE session = ? AND ref = ?"), (sid, ref)
@@ -255,18 +255,16 @@ class SqlStore(Reader):
         whole = dumps_line(entry)
         ref = self._ref_of(span.lock_id) or self._new_ref(span, whole)
         packed = None if whole == ref[1] else pack(whole, ref[1])
-        trail = span.state in TRAIL_STATES
         self._db.execute(
             self._sql(
-                "INSERT INTO open_spans (session, ref, kind, trail, holder, start, entry)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                "INSERT INTO open_spans (session, ref, kind, holder, start, entry)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
             ),
             (
                 sid,
                 ref[0],
                 self._kind_of(span.state, " ".join(span.reasons)),
-                int(trail),
-                span.holder if trail else "",
+                span.holder if span.state in TRAIL_STATES else "",
                 ts(span.start),
                 None if packed is None else self._blob(packed),
             ),

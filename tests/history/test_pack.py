@@ -59,3 +59,67 @@ def test_a_version_1_entry_is_a_zlib_stream() -> None:
     base, whole = _entry(0), _entry(7)
     old = zlib.compressobj(6, zdict=base)
     assert unpack(old.compress(whole) + old.flush(), base, 1 << 20, version=1) == whole
+
+
+def _lock(pid: int, at: str, digest: str, state: str = "active") -> bytes:
+    return (
+        f'{{"id":"file:/srv/a.lock","holder":{{"pid":{pid}}},"acquired_at":{{"~t":"{at}"}},'
+        f'"content":{{"pid":{pid}}},"sha256":"{digest}","state":"{state}",'
+        f'"message":"pid {pid} is running","n":"007"}}'
+    ).encode()
+
+
+def test_a_change_of_numbers_costs_the_numbers() -> None:
+    old, new = hashlib.sha256(b"0").hexdigest(), hashlib.sha256(b"1").hexdigest()
+    base = _lock(10005, "2026-12-06T23:59:55Z", old)
+    whole = _lock(10036, "2026-12-07T00:00:57Z", new)
+    packed = pack(whole, base)
+    # The mark, the new digest, the count of changes, then each: a gap and a delta.
+    assert packed[0] & 0x80 and len(packed) <= 1 + 32 + 1 + 2 * 4 + 1
+    assert unpack(packed, base, 1 << 20) == whole
+    # A digest that did not change costs nothing: a mask says which did.
+    same = _lock(10036, "2026-12-06T23:59:55Z", old)
+    assert len(pack(same, base)) <= 3 + 2 * 3
+    assert unpack(pack(same, base), base, 1 << 20) == same
+    assert unpack(pack(base, base), base, 1 << 20) == base
+
+
+@pytest.mark.parametrize(
+    ("pid", "at"),
+    [
+        (9, "2026-12-06T23:59:55Z"),  # fewer digits
+        (10005, "1999-01-01T00:00:00Z"),  # a time back
+        (10005, "2026-13-40T25:61:61Z"),  # no time: said as text
+        (123456789012345678901234567890, "9999-12-31T23:59:59Z"),
+    ],
+)
+def test_any_numbers_come_back_as_they_were(pid: int, at: str) -> None:
+    digest = hashlib.sha256(b"0").hexdigest()
+    base = _lock(10005, "2026-12-06T23:59:55Z", digest)
+    whole = _lock(pid, at, digest).replace(b'"007"', b'"7"')  # a leading zero gone
+    assert unpack(pack(whole, base), base, 1 << 20) == whole
+
+
+def test_a_change_of_text_is_deflated() -> None:
+    digest = hashlib.sha256(b"0").hexdigest()
+    base = _lock(10005, "2026-12-06T23:59:55Z", digest)
+    whole = _lock(10005, "2026-12-06T23:59:55Z", digest, state="stale")
+    packed = pack(whole, base)
+    assert not packed[0] & 0x80
+    assert unpack(packed, base, 1 << 20) == whole
+
+
+def test_a_damaged_numbered_entry_is_refused() -> None:
+    old, new = hashlib.sha256(b"0").hexdigest(), hashlib.sha256(b"1").hexdigest()
+    base = _lock(10005, "2026-12-06T23:59:55Z", old)
+    packed = pack(_lock(10036, "2026-12-07T00:00:57Z", new), base)
+    assert packed[0] & 0x80
+    for cut in range(1, len(packed)):
+        with pytest.raises(ValueError):
+            unpack(packed[:cut], base, 1 << 20)
+    with pytest.raises(ValueError):
+        unpack(packed + b"\x00", base, 1 << 20)
+    with pytest.raises(ValueError):
+        unpack(bytes([packed[0] + 1]) + packed[1:], base, 1 << 20)
+    with pytest.raises(ValueError, match="larger"):
+        unpack(packed, base, 10)
