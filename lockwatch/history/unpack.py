@@ -6,20 +6,21 @@ A file's SHA-256 (64 hex digits) changes with every rewrite and packs worst:
 each such digest is kept as its 32 bytes, its text a hole (`"\\x00"`, a byte
 JSON never holds unescaped) in what is packed around it. Two layouts:
 
-- numbers (schema version 3), when the entry is its base with only numbers,
-  times and digests changed (a new pid, acquired time, file hash: the usual
-  change). Deflate spends three or four bytes on each place it leaves its
-  dictionary, so a change is said as the numbers that changed instead:
+- numbers (schema version 3), when the entry is its base's pieces in turn,
+  some changed: numbers (runs of digits, `YYYY-MM-DDTHH:MM:SS` times in
+  seconds) and the text between them. Deflate spends three or four bytes on
+  each place it leaves its dictionary; a new pid, acquired time and file hash
+  (the usual change) are said as the numbers that changed instead:
 
       0x80 | count (0x40 too when every digest is new, no mask then)
       | varint mask of the digests that are new | 32 bytes per new digest
-      | varint count of changed numbers
-      | per changed number: varint gap (numbers skipped) | varint value
+      | varint count of changed pieces
+      | per changed piece: varint gap (pieces skipped) | varint value
+      | raw deflate (base as dictionary) of the changed pieces said as text
 
-  numbers being the base's runs of digits and its `YYYY-MM-DDTHH:MM:SS`
-  times (in seconds), in order; a value is `zigzag(delta) << 1`, or
-  `len << 1 | 1` and the number's text when a delta does not say it (a
-  leading zero gone);
+  a value being `zigzag(delta) << 1` for a number a delta says, else
+  `len << 1 | 1`: the piece is that many bytes of the deflated tail (a text
+  that changed: a new state's words; a leading zero gone);
 - deflate (schema version 2, and anything else): count (1 byte, < 0x80) |
   count * 32 digest bytes | raw deflate of the entry with the base as its
   dictionary.
@@ -50,14 +51,14 @@ _ALL_NEW = 0x40
 # one whose year is not four digits is no time (`_value` refuses it).
 _NUMBER = lazy_compile(rb"(\d+(?:-\d\d-\d\dT\d\d:\d\d:\d\d)?)")
 _TIME_TEXT = "%04d-%02d-%02dT%02d:%02d:%02d"
-# Literal numbers past this many bytes: deflate may say the change in fewer.
-_FEW_LITERAL_BYTES = 16
+# Changed text past this many bytes: deflating the whole may say it in fewer.
+_FEW_TEXT_BYTES = 16
 
 
 def pack(whole: bytes, base: bytes) -> bytes:
     """`whole` packed against the lock's first entry (mostly the same bytes)."""
     numbered = _pack_numbers(whole, base)
-    if numbered is not None and numbered[1] <= _FEW_LITERAL_BYTES:
+    if numbered is not None and numbered[1] <= _FEW_TEXT_BYTES:
         return numbered[0]
     deflated = _pack_deflate(whole, base)
     if numbered is not None and len(numbered[0]) < len(deflated):
@@ -167,17 +168,16 @@ def _text(value: int, like: bytes) -> bytes:
     return str(value).zfill(len(like)).encode()
 
 
-def _said(new: bytes, old: bytes) -> tuple[bytes, int]:
-    """How a changed number is said, and how many literal bytes that took."""
+def _said(new: bytes, old: bytes) -> bytes | None:
+    """A changed number as its delta, or None where a delta does not say it."""
     try:
         value = _value(new)
         delta = value - _value(old)
         if _text(value, old) == new:
-            zigzag = delta * 2 if delta >= 0 else -delta * 2 - 1
-            return _varint(zigzag << 1), 0
+            return _varint((delta * 2 if delta >= 0 else -delta * 2 - 1) << 1)
     except (ValueError, OverflowError, OSError):
         pass  # not a time after all (a 13th month): its text, then
-    return _varint(len(new) << 1 | 1) + new, len(new)
+    return None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -190,14 +190,14 @@ def _numbers_of(base: bytes) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
 
 
 def _pack_numbers(whole: bytes, base: bytes) -> tuple[bytes, int] | None:
-    """The numbers layout and its literal bytes, or None where the entry
-    differs from its base in more than numbers and digests."""
+    """The numbers layout and its bytes of text, or None where the entry is
+    not its base's pieces and numbers, some changed, in the same order."""
     rest, digests = _holed(whole, _MOST_NUMBERED + 1)
     base_tokens, base_digests = _numbers_of(base)
     if len(digests) != len(base_digests) or len(digests) > _MOST_NUMBERED:
         return None
-    tokens = tuple(_NUMBER.split(rest))
-    if len(tokens) != len(base_tokens) or tokens[::2] != base_tokens[::2]:
+    tokens = _NUMBER.split(rest)
+    if len(tokens) != len(base_tokens):
         return None
     new = [n for n, (a, b) in enumerate(zip(digests, base_digests, strict=True)) if a != b]
     head = _NUMBERS | len(digests)
@@ -207,14 +207,22 @@ def _pack_numbers(whole: bytes, base: bytes) -> tuple[bytes, int] | None:
         out = [bytes([head]), _varint(sum(1 << n for n in new)) if digests else b""]
     out += [digests[n] for n in new]
     changes: list[bytes] = []
-    literal, last = 0, -1
-    for n in range(1, len(tokens), 2):
-        if tokens[n] != base_tokens[n]:
-            said, size = _said(tokens[n], base_tokens[n])
-            changes += [_varint(n // 2 - last - 1), said]
-            literal, last = literal + size, n // 2
+    texts: list[bytes] = []
+    last = -1
+    for n, (token, old) in enumerate(zip(tokens, base_tokens, strict=True)):
+        if token != old:
+            said = _said(token, old) if n & 1 else None
+            if said is None:
+                said = _varint(len(token) << 1 | 1)
+                texts.append(token)
+            changes += [_varint(n - last - 1), said]
+            last = n
     # Their count: an entry cut short is refused, not read as fewer changes.
-    return b"".join([*out, _varint(len(changes) // 2), *changes]), literal
+    out += [_varint(len(changes) // 2), *changes]
+    if texts:
+        packer = zlib.compressobj(9, zlib.DEFLATED, _RAW, 9, zdict=base)
+        out += [packer.compress(b"".join(texts)), packer.flush()]
+    return b"".join(out), sum(len(text) for text in texts)
 
 
 def _unpack_numbers(packed: bytes, base: bytes, most: int) -> bytes:
@@ -233,26 +241,43 @@ def _unpack_numbers(packed: bytes, base: bytes, most: int) -> bytes:
                 raise ValueError("a truncated entry")
             digests[n], at = packed[at : at + 32], at + 32
     tokens = list(base_tokens)
-    index = -1
+    texts: list[tuple[int, int]] = []  # (token, its length): from the deflated tail
+    n = -1
     changes, at = _read_varint(packed, at)
     for _ in range(changes):
         gap, at = _read_varint(packed, at)
         said, at = _read_varint(packed, at)
-        index += gap + 1
-        n = 2 * index + 1
+        n += gap + 1
         if n >= len(tokens):
             raise ValueError("an entry whose numbers do not fit its base")
         if said & 1:
-            if at + (said >> 1) > len(packed):
-                raise ValueError("a truncated entry")
-            tokens[n], at = packed[at : at + (said >> 1)], at + (said >> 1)
-        else:
+            texts.append((n, said >> 1))
+        elif n & 1:
             zigzag = said >> 1
             delta = zigzag >> 1 if not zigzag & 1 else -((zigzag + 1) >> 1)
             tokens[n] = _text(_value(tokens[n]) + delta, tokens[n])
-    if at != len(packed):
-        raise ValueError("an entry with bytes past its end")
+        else:
+            raise ValueError("an entry with a delta of text")
+    _fill_texts(tokens, texts, packed[at:], base, most)
     whole = _fill(b"".join(tokens).split(_HOLE), digests)
     if len(whole) > most:
         raise ValueError("an entry larger than lockwatch reads")
     return whole
+
+
+def _fill_texts(
+    tokens: list[bytes], texts: list[tuple[int, int]], tail: bytes, base: bytes, most: int
+) -> None:
+    """Each changed text of `texts` in turn from `tail` (raw deflate against
+    the base), which must be exactly them."""
+    if not texts:
+        if tail:
+            raise ValueError("an entry with bytes past its end")
+        return
+    unpacker = zlib.decompressobj(_RAW, zdict=base)
+    said = unpacker.decompress(tail, most)
+    if not unpacker.eof or unpacker.unused_data or len(said) != sum(n for _, n in texts):
+        raise ValueError("an entry whose texts do not fit it")
+    at = 0
+    for n, size in texts:
+        tokens[n], at = said[at : at + size], at + size

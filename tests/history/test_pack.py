@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from lockwatch.history.unpack import pack, unpack
+from lockwatch.history.unpack import _pack_deflate, pack, unpack
 
 
 def _entry(n: int, extra: str = "") -> bytes:
@@ -100,13 +100,17 @@ def test_any_numbers_come_back_as_they_were(pid: int, at: str) -> None:
     assert unpack(pack(whole, base), base, 1 << 20) == whole
 
 
-def test_a_change_of_text_is_deflated() -> None:
-    digest = hashlib.sha256(b"0").hexdigest()
-    base = _lock(10005, "2026-12-06T23:59:55Z", digest)
-    whole = _lock(10005, "2026-12-06T23:59:55Z", digest, state="stale")
+def test_a_change_of_text_deflates_the_text_only() -> None:
+    old, new = hashlib.sha256(b"0").hexdigest(), hashlib.sha256(b"1").hexdigest()
+    base = _lock(10005, "2026-12-06T23:59:55Z", old)
+    whole = _lock(10036, "2026-12-07T00:00:57Z", new, state="stale")
     packed = pack(whole, base)
-    assert not packed[0] & 0x80
+    assert packed[0] & 0x80 and len(packed) < len(_pack_deflate(whole, base))
     assert unpack(packed, base, 1 << 20) == whole
+    # Numbers more or fewer: not the base's pieces in turn, all deflated.
+    other = whole.replace(b'"n":"007"', b'"n":"0-0-7"')
+    assert not pack(other, base)[0] & 0x80
+    assert unpack(pack(other, base), base, 1 << 20) == other
 
 
 def test_a_damaged_numbered_entry_is_refused() -> None:
