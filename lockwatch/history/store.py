@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -198,9 +198,12 @@ class SqlStore(Reader):
 
     # --- writing --------------------------------------------------------------
 
-    def record(self, batch: Batch, *, poll_seconds: float) -> None:
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One transaction: committed, or rolled back with its error said in
+        one line (the database's own error as the store's)."""
         try:
-            self._record(batch, poll_seconds)
+            yield
             self._commit()
         except HistoryError:
             self._rollback()
@@ -208,6 +211,10 @@ class SqlStore(Reader):
         except Exception as exc:
             self._rollback()
             raise self._error(exc) from exc
+
+    def record(self, batch: Batch, *, poll_seconds: float) -> None:
+        with self._writing():
+            self._record(batch, poll_seconds)
 
     def _record(self, batch: Batch, poll_seconds: float) -> None:
         from lockwatch.sources.recording import know_sources
@@ -396,18 +403,14 @@ class SqlStore(Reader):
     def beat(self, at: datetime) -> None:
         if self._session is None:
             return
-        try:
+        with self._writing():
             self._db.execute(
                 self._sql("UPDATE sessions SET beat = ? WHERE id = ?"), (ts(at), self._session)
             )
-            self._commit()
-        except Exception as exc:
-            self._rollback()
-            raise self._error(exc) from exc
 
     def add_waits(self, spans: Sequence[WaitSpan], *, poll_seconds: float = 0.0) -> int:
         added = 0
-        try:
+        with self._writing():
             sid = self._session
             if sid is None:
                 sid = self._start_session(poll_seconds, time.time())
@@ -427,32 +430,21 @@ class SqlStore(Reader):
                     continue
                 self._insert_wait(sid, span)
                 added += 1
-            self._commit()
-        except HistoryError:
-            self._rollback()
-            raise
-        except Exception as exc:
-            self._rollback()
-            raise self._error(exc) from exc
         return added
 
     def record_action(self, mark: ActionMark) -> None:
-        try:
+        with self._writing():
             sid = (
                 self._session
                 if self._session is not None
                 else self._start_session(0.0, ts(mark.at))
             )
             self._insert_action(sid, mark)
-            self._commit()
-        except Exception as exc:
-            self._rollback()
-            raise self._error(exc) from exc
 
     def prune(self, before: datetime, *, most: int = 5000) -> int:
         gone: int = 0
         cut = ts(before)
-        try:
+        with self._writing():
             # Spans by their end (the table's key): up to the `most`-th oldest end.
             cursor = self._db.execute(
                 self._sql(
@@ -478,10 +470,6 @@ class SqlStore(Reader):
                 (cut, most),
             )
             gone += max(int(cursor.rowcount), 0)
-            self._commit()
-        except Exception as exc:
-            self._rollback()
-            raise self._error(exc) from exc
         return gone
 
     def close(self) -> None:
