@@ -126,6 +126,19 @@ class Reader:
         args = [*bound, *extra_args, ts(since), *bound, *extra_args]
         return self._rows(text, args)
 
+    def _host_spans(
+        self,
+        table: str,
+        columns: str,
+        since: datetime | None,
+        until: datetime | None,
+        host: str | None,
+    ) -> list[Any]:
+        """`_span_rows` of one host's spans, or every host's (None)."""
+        if host is None:
+            return self._span_rows(table, columns, since, until)
+        return self._span_rows(table, columns, since, until, "host = ?", [host])
+
     def _overlapping(
         self, rows: list[Any], since: datetime | None, stop_at: int
     ) -> Iterator[tuple[Any, float | None]]:
@@ -142,15 +155,13 @@ class Reader:
     def waits(
         self, since: datetime | None, until: datetime | None, *, host: str | None = None
     ) -> list[WaitSpan]:
-        extra, extra_args = ("host = ?", [host]) if host is not None else ("", [])
-        rows = self._span_rows(
+        rows = self._host_spans(
             "waits",
             "session, host, source, server, resource, mode, waiter, blocker, start, stop,"
             " outcome, origin, cycle",
             since,
             until,
-            extra,
-            extra_args,
+            host,
         )
         return [
             WaitSpan(
@@ -245,14 +256,8 @@ class Reader:
     def outages(
         self, since: datetime | None, until: datetime | None, *, host: str | None = None
     ) -> list[Outage]:
-        extra, extra_args = ("host = ?", [host]) if host is not None else ("", [])
-        rows = self._span_rows(
-            "outages",
-            "session, host, source, name, start, stop, detail",
-            since,
-            until,
-            extra,
-            extra_args,
+        rows = self._host_spans(
+            "outages", "session, host, source, name, start, stop, detail", since, until, host
         )
         return [
             Outage(h, source, name, dt(start), opt_dt(self._stop(sid, stop)), detail)
