@@ -12,7 +12,8 @@ JSON never holds unescaped) in what is packed around it. Two layouts:
   each place it leaves its dictionary; a new pid, acquired time and file hash
   (the usual change) are said as the numbers that changed instead:
 
-      0x80 | count (0x40 too when every digest is new, no mask then)
+      0x80 | count of digests (< 32) | 0x40 when every digest is new (no
+      mask then) | 0x20 when numbers alike change alike (below)
       | varint mask of the digests that are new | 32 bytes per new digest
       | varint count of changed pieces
       | per changed piece: varint gap (pieces skipped) | varint value
@@ -20,7 +21,10 @@ JSON never holds unescaped) in what is packed around it. Two layouts:
 
   a value being `zigzag(delta) << 1` for a number a delta says, else
   `len << 1 | 1`: the piece is that many bytes of the deflated tail (a text
-  that changed: a new state's words; a leading zero gone);
+  that changed: a new state's words; a leading zero gone). With 0x20, a
+  number left unsaid whose base text is that of a number said changed
+  changed as the first such did (a pid in three places is said once), and
+  one of that text which did not change is said, a delta of 0;
 - deflate (schema version 2, and anything else): count (1 byte, < 0x80) |
   count * 32 digest bytes | raw deflate of the entry with the base as its
   dictionary.
@@ -43,9 +47,10 @@ _HOLE = b'"\x00"'
 # A deflated entry's count byte stays below 0x80 (the numbers layout's mark);
 # digests past these stay text in what is packed.
 _MOST_DIGESTS = 127
-_MOST_NUMBERED = 63
+_MOST_NUMBERED = 31
 _NUMBERS = 0x80
 _ALL_NEW = 0x40
+_ALIKE = 0x20
 # A time's digits are one number (seconds), not six. Digits first, a time's
 # tail after them (an alternation tried at every digit costs twice the time);
 # one whose year is not four digits is no time (`_value` refuses it).
@@ -206,23 +211,47 @@ def _pack_numbers(whole: bytes, base: bytes) -> tuple[bytes, int] | None:
     else:
         out = [bytes([head]), _varint(sum(1 << n for n in new)) if digests else b""]
     out += [digests[n] for n in new]
-    changes: list[bytes] = []
-    texts: list[bytes] = []
-    last = -1
-    for n, (token, old) in enumerate(zip(tokens, base_tokens, strict=True)):
-        if token != old:
-            said = _said(token, old) if n & 1 else None
-            if said is None:
-                said = _varint(len(token) << 1 | 1)
-                texts.append(token)
-            changes += [_varint(n - last - 1), said]
-            last = n
+    changes, texts = _changes(tokens, base_tokens, alike=False)
+    alike = _changes(tokens, base_tokens, alike=True)
+    if len(alike[0]) < len(changes):
+        out[0] = bytes([out[0][0] | _ALIKE])
+        changes, texts = alike
     # Their count: an entry cut short is refused, not read as fewer changes.
     out += [_varint(len(changes) // 2), *changes]
     if texts:
         packer = zlib.compressobj(9, zlib.DEFLATED, _RAW, 9, zdict=base)
         out += [packer.compress(b"".join(texts)), packer.flush()]
     return b"".join(out), sum(len(text) for text in texts)
+
+
+def _changes(
+    tokens: list[bytes], base_tokens: tuple[bytes, ...], *, alike: bool
+) -> tuple[list[bytes], list[bytes]]:
+    """The changed pieces as (gap, value) pairs, and the texts for the tail.
+    `alike`: a number that changed as the first change of the same base number
+    did (a pid said in three places) goes unsaid; one that did not change while
+    another of its base's text did is said (a delta of 0)."""
+    first: dict[bytes, int] = {}
+    if alike:
+        for n in range(1, len(tokens), 2):
+            if tokens[n] != base_tokens[n]:
+                first.setdefault(base_tokens[n], n)
+    changes: list[bytes] = []
+    texts: list[bytes] = []
+    last = -1
+    for n, (token, old) in enumerate(zip(tokens, base_tokens, strict=True)):
+        if n & 1 and old in first:
+            if n != first[old] and token == tokens[first[old]]:
+                continue
+        elif token == old:
+            continue
+        said = _said(token, old) if n & 1 else None
+        if said is None:
+            said = _varint(len(token) << 1 | 1)
+            texts.append(token)
+        changes += [_varint(n - last - 1), said]
+        last = n
+    return changes, texts
 
 
 def _unpack_numbers(packed: bytes, base: bytes, most: int) -> bytes:
@@ -242,12 +271,14 @@ def _unpack_numbers(packed: bytes, base: bytes, most: int) -> bytes:
             digests[n], at = packed[at : at + 32], at + 32
     tokens = list(base_tokens)
     texts: list[tuple[int, int]] = []  # (token, its length): from the deflated tail
+    said_at: list[int] = []
     n = -1
     changes, at = _read_varint(packed, at)
     for _ in range(changes):
         gap, at = _read_varint(packed, at)
         said, at = _read_varint(packed, at)
         n += gap + 1
+        said_at.append(n)
         if n >= len(tokens):
             raise ValueError("an entry whose numbers do not fit its base")
         if said & 1:
@@ -259,6 +290,8 @@ def _unpack_numbers(packed: bytes, base: bytes, most: int) -> bytes:
         else:
             raise ValueError("an entry with a delta of text")
     _fill_texts(tokens, texts, packed[at:], base, most)
+    if head & _ALIKE:
+        _fill_alike(tokens, base_tokens, said_at)
     whole = _fill(b"".join(tokens).split(_HOLE), digests)
     if len(whole) > most:
         raise ValueError("an entry larger than lockwatch reads")
@@ -281,3 +314,15 @@ def _fill_texts(
     at = 0
     for n, size in texts:
         tokens[n], at = said[at : at + size], at + size
+
+
+def _fill_alike(tokens: list[bytes], base_tokens: tuple[bytes, ...], said_at: list[int]) -> None:
+    """Each number not said changed as the first said change of its base's text."""
+    changed: dict[bytes, bytes] = {}
+    for n in said_at:
+        if n & 1 and tokens[n] != base_tokens[n]:
+            changed.setdefault(base_tokens[n], tokens[n])
+    said = set(said_at)
+    for n in range(1, len(tokens), 2):
+        if n not in said and base_tokens[n] in changed:
+            tokens[n] = changed[base_tokens[n]]

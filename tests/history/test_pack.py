@@ -4,6 +4,8 @@ for byte, digests and all, and a damaged one is refused, never misread."""
 from __future__ import annotations
 
 import hashlib
+import random
+import re
 import zlib
 
 import pytest
@@ -127,3 +129,27 @@ def test_a_damaged_numbered_entry_is_refused() -> None:
         unpack(bytes([packed[0] + 1]) + packed[1:], base, 1 << 20)
     with pytest.raises(ValueError, match="larger"):
         unpack(packed, base, 10)
+
+
+def test_a_number_said_in_several_places_is_said_once() -> None:
+    digest = hashlib.sha256(b"0").hexdigest()
+    base = _lock(10005, "2026-12-06T23:59:55Z", digest)
+    whole = _lock(10036, "2026-12-06T23:59:55Z", digest)
+    packed = pack(whole, base)
+    # The mark, the mask, one change (gap, delta): the pid's other two places go unsaid.
+    assert packed[0] & 0x20 and len(packed) <= 5
+    assert unpack(packed, base, 1 << 20) == whole
+
+
+def test_random_changes_of_numbers_come_back() -> None:
+    rng = random.Random(44)
+    template = b'{"a":7,"b":[7,7,"7 x 7"],"t":"2026-12-06T23:59:55Z","c":"%s","d":07,"e":123}'
+    base = template % hashlib.sha256(b"0").hexdigest().encode()
+    pieces = re.split(rb"(\d+)", base)
+    for _ in range(300):
+        changed = [
+            piece if n % 2 == 0 or rng.random() < 0.5 else str(rng.choice([7, 8, 0, 123])).encode()
+            for n, piece in enumerate(pieces)
+        ]
+        whole = b"".join(changed)
+        assert unpack(pack(whole, base), base, 1 << 20) == whole
