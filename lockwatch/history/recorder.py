@@ -183,12 +183,14 @@ class Recorder:
     def _end_session(self) -> None:
         # The recorder watched until now, not only until its last change: a span that
         # opened at the last poll must not end where it began (an empty interval).
+        store = self._store
+        assert store is not None  # opened before the loop this ends
         if self.failed is None:
             try:
-                self._store.beat(self.clock.now())
+                store.beat(self.clock.now())
             except HistoryError as exc:
                 self._fail(str(exc))
-        self._store.close()
+        store.close()
 
     def _fail(self, why: str) -> None:
         with self._wake:
