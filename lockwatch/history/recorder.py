@@ -138,13 +138,8 @@ class Recorder:
 
     def wait_written(self, writes: int, timeout: float = 10.0) -> bool:
         """Wait until `writes` batches are committed (tests: an event, not a sleep)."""
-        deadline = time.monotonic() + timeout
         with self._wake:
-            while self.writes < writes and self.failed is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._wake.wait(left)
+            self._wake.wait_for(lambda: self.writes >= writes or self.failed is not None, timeout)
         return self.writes >= writes
 
     # --- the writer thread -------------------------------------------------------
