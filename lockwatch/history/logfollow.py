@@ -15,7 +15,6 @@ fails stops the following (`failed`), as it stops the recorder.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from lockwatch.history.api import HistoryError, HistoryStore
@@ -60,13 +59,10 @@ class LogFollower:
 
     def wait_rounds(self, rounds: int, timeout: float = 10.0) -> bool:
         """Wait until `rounds` rounds are done (tests: an event, not a sleep)."""
-        deadline = time.monotonic() + timeout
         with self._changed:
-            while self.rounds < rounds and self.failed is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._changed.wait(left)
+            self._changed.wait_for(
+                lambda: self.rounds >= rounds or self.failed is not None, timeout
+            )
         return self.rounds >= rounds
 
     def _run(self) -> None:

@@ -6,7 +6,7 @@ Open spans of a recorder that died end at its last heartbeat (`_stop`)."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -126,55 +126,60 @@ class Reader:
         args = [*bound, *extra_args, ts(since), *bound, *extra_args]
         return self._rows(text, args)
 
+    def _host_spans(
+        self,
+        table: str,
+        columns: str,
+        since: datetime | None,
+        until: datetime | None,
+        host: str | None,
+    ) -> list[Any]:
+        """`_span_rows` of one host's spans, or every host's (None)."""
+        if host is None:
+            return self._span_rows(table, columns, since, until)
+        return self._span_rows(table, columns, since, until, "host = ?", [host])
+
+    def _overlapping(
+        self, rows: list[Any], since: datetime | None, stop_at: int
+    ) -> Iterator[tuple[Any, float | None]]:
+        """Each row (its session first, its stop at `stop_at`) with where it
+        ends, but those that ended before `since` (a dead recorder's open rows
+        end at its last heartbeat: `_stop`)."""
+        low = None if since is None else ts(since)
+        stop = self._stop
+        for row in rows:
+            end = stop(row[0], row[stop_at])
+            if low is None or end is None or end >= low:
+                yield row, end
+
     def waits(
         self, since: datetime | None, until: datetime | None, *, host: str | None = None
     ) -> list[WaitSpan]:
-        extra, extra_args = ("host = ?", [host]) if host is not None else ("", [])
-        rows = self._span_rows(
+        rows = self._host_spans(
             "waits",
             "session, host, source, server, resource, mode, waiter, blocker, start, stop,"
             " outcome, origin, cycle",
             since,
             until,
-            extra,
-            extra_args,
+            host,
         )
-        spans = []
-        for (
-            session,
-            row_host,
-            source,
-            server,
-            resource,
-            mode,
-            waiter,
-            blocker,
-            start,
-            stop,
-            outcome,
-            origin,
-            cycle,
-        ) in rows:
-            end = self._stop(session, stop)
-            if since is not None and end is not None and end < ts(since):
-                continue
-            spans.append(
-                WaitSpan(
-                    row_host,
-                    source,
-                    server,
-                    resource,
-                    mode,
-                    who_of(waiter),
-                    who_of(blocker),
-                    dt(start),
-                    opt_dt(end),
-                    outcome,
-                    origin,
-                    bool(cycle),
-                )
+        return [
+            WaitSpan(
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                who_of(row[6]),
+                who_of(row[7]),
+                dt(row[8]),
+                opt_dt(end),
+                row[10],
+                row[11],
+                bool(row[12]),
             )
-        return spans
+            for row, end in self._overlapping(rows, since, 9)
+        ]
 
     def lock_spans(
         self,
@@ -190,8 +195,8 @@ class Reader:
             # Literal (our own words, quotes doubled): a partial index matches them.
             said = ", ".join("'" + state.replace("'", "''") + "'" for state in sorted(states))
             parts.append(f"state IN ({said})")
-            if self.version >= 2 and set(states) <= set(folding.TRAIL_STATES):
-                parts.append("trail = 1")  # what the partial index `spans_trail` covers
+            if self.version == 2 and set(states) <= set(folding.TRAIL_STATES):
+                parts.append("trail = 1")  # what version 2's partial index `spans_trail` covers
         if lock_id is not None:
             parts.append("lock_id = ?")
             extra_args.append(lock_id)
@@ -206,38 +211,21 @@ class Reader:
             " AND ".join(parts),
             extra_args,
         )
-        spans = []
-        for (
-            session,
-            row_host,
-            lid,
-            source,
-            name,
-            place,
-            state,
-            reasons,
-            holder,
-            start,
-            stop,
-        ) in rows:
-            end = self._stop(session, stop)
-            if since is not None and end is not None and end < ts(since):
-                continue
-            spans.append(
-                LockSpan(
-                    row_host,
-                    lid,
-                    source,
-                    name,
-                    place,
-                    state,
-                    tuple(reasons.split()),
-                    holder,
-                    dt(start),
-                    opt_dt(end),
-                )
+        return [
+            LockSpan(
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                row[6],
+                tuple(row[7].split()),
+                row[8],
+                dt(row[9]),
+                opt_dt(end),
             )
-        return spans
+            for row, end in self._overlapping(rows, since, 10)
+        ]
 
     def actions(
         self, since: datetime | None, until: datetime | None, *, host: str | None = None
@@ -268,14 +256,8 @@ class Reader:
     def outages(
         self, since: datetime | None, until: datetime | None, *, host: str | None = None
     ) -> list[Outage]:
-        extra, extra_args = ("host = ?", [host]) if host is not None else ("", [])
-        rows = self._span_rows(
-            "outages",
-            "session, host, source, name, start, stop, detail",
-            since,
-            until,
-            extra,
-            extra_args,
+        rows = self._host_spans(
+            "outages", "session, host, source, name, start, stop, detail", since, until, host
         )
         return [
             Outage(h, source, name, dt(start), opt_dt(self._stop(sid, stop)), detail)

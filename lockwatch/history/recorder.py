@@ -138,13 +138,8 @@ class Recorder:
 
     def wait_written(self, writes: int, timeout: float = 10.0) -> bool:
         """Wait until `writes` batches are committed (tests: an event, not a sleep)."""
-        deadline = time.monotonic() + timeout
         with self._wake:
-            while self.writes < writes and self.failed is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._wake.wait(left)
+            self._wake.wait_for(lambda: self.writes >= writes or self.failed is not None, timeout)
         return self.writes >= writes
 
     # --- the writer thread -------------------------------------------------------
@@ -184,12 +179,14 @@ class Recorder:
         assert self._store is not None
         # The recorder watched until now, not only until its last change: a span that
         # opened at the last poll must not end where it began (an empty interval).
+        store = self._store
+        assert store is not None  # opened before the loop this ends
         if self.failed is None:
             try:
-                self._store.beat(self.clock.now())
+                store.beat(self.clock.now())
             except HistoryError as exc:
                 self._fail(str(exc))
-        self._store.close()
+        store.close()
 
     def _fail(self, why: str) -> None:
         with self._wake:

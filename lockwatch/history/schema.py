@@ -14,8 +14,16 @@ minute is 1.4 million spans, so a span row holds only what differs per change:
 - each entry raw-deflated against the lock's first (`lockrefs.base`): no zlib
   header and checksum per row (unpack.py).
 
+Version 3 (the same target, met): a span row keeps its end and its length
+(`dur`, exact: the start is `stop - dur`, both IEEE doubles of one epoch's
+times), not its start (a whole number of seconds is stored in a byte or two);
+no `trail` flag or index of trails (a day's spans are found by their end, the
+table's key, and told trails by their kind); each entry said by the numbers
+that changed from its base (unpack.py) where only numbers, times and digests
+did.
+
 The `locks` view joins them back into version 1's columns, so readers ask one
-thing of either version.
+thing of every version.
 """
 
 from __future__ import annotations
@@ -23,8 +31,8 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-# The trail states (model/episodes.py TRAIL_STATES), spelt here as SQL: the
-# `trail` flag and its partial index find them without reading every span.
+# The trail states (model/episodes.py TRAIL_STATES), spelt here as SQL: a
+# version 1 span's holder is kept for these only.
 TRAIL_SQL = "('invalid', 'stale')"
 
 HEAD = (
@@ -43,24 +51,24 @@ SPANS = (
     "CREATE UNIQUE INDEX IF NOT EXISTS kinds_by_words ON kinds (state, reasons)",
     # Ended spans: written once, never updated (pruning deletes them), kept in
     # the order of their ends (SQLite: WITHOUT ROWID, no rowid and no index of
-    # `stop` beside the table: the table is that index).
+    # `stop` beside the table: the table is that index). `holder`: a trail's
+    # (stale, invalid) only; any other span's holder is in its entry.
     "CREATE TABLE IF NOT EXISTS spans (session BIGINT NOT NULL, ref BIGINT NOT NULL,"
-    " kind BIGINT NOT NULL, trail INTEGER NOT NULL, holder TEXT NOT NULL,"
-    " start DOUBLE PRECISION NOT NULL, stop DOUBLE PRECISION NOT NULL, entry {blob},"
-    " PRIMARY KEY (stop, ref, session, start)){clustered}",
-    "CREATE INDEX IF NOT EXISTS spans_trail ON spans (stop) WHERE trail = 1",
+    " kind BIGINT NOT NULL, holder TEXT NOT NULL, stop DOUBLE PRECISION NOT NULL,"
+    " dur DOUBLE PRECISION NOT NULL, entry {blob},"
+    " PRIMARY KEY (stop, ref, session, dur)){clustered}",
     # Spans still going on: one row per lock a recorder watches.
     "CREATE TABLE IF NOT EXISTS open_spans (id {serial}, session BIGINT NOT NULL,"
-    " ref BIGINT NOT NULL, kind BIGINT NOT NULL, trail INTEGER NOT NULL, holder TEXT NOT NULL,"
+    " ref BIGINT NOT NULL, kind BIGINT NOT NULL, holder TEXT NOT NULL,"
     " start DOUBLE PRECISION NOT NULL, entry {blob})",
     "CREATE INDEX IF NOT EXISTS open_spans_by_ref ON open_spans (session, ref)",
     # Readers ask `ended_locks` for spans by their end and `open_locks` for those
     # going on (a filter on `stop` does not reach through the union to an index).
     "CREATE {view} ended_locks AS SELECT s.session, r.host, r.lock_id, r.source, r.name,"
-    " r.place, k.state, k.reasons, s.trail, s.holder, s.start, s.stop, s.entry, r.base"
+    " r.place, k.state, k.reasons, s.holder, s.stop - s.dur AS start, s.stop, s.entry, r.base"
     " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref JOIN kinds AS k ON k.id = s.kind",
     "CREATE {view} open_locks AS SELECT o.session, r.host, r.lock_id, r.source, r.name,"
-    " r.place, k.state, k.reasons, o.trail, o.holder, o.start,"
+    " r.place, k.state, k.reasons, o.holder, o.start,"
     " CAST(NULL AS DOUBLE PRECISION) AS stop, o.entry, r.base"
     " FROM open_spans AS o JOIN lockrefs AS r ON r.id = o.ref JOIN kinds AS k ON k.id = o.kind",
     "CREATE {view} locks AS SELECT * FROM ended_locks UNION ALL SELECT * FROM open_locks",
@@ -102,48 +110,98 @@ V1_MOVE = (
     "INSERT INTO kinds (state, reasons) SELECT DISTINCT state, reasons FROM spans_v1"
     " WHERE NOT EXISTS (SELECT 1 FROM kinds AS k"
     " WHERE k.state = spans_v1.state AND k.reasons = spans_v1.reasons)",
-    "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
-    f" SELECT s.session, s.ref, k.id, CASE WHEN s.state IN {TRAIL_SQL} THEN 1 ELSE 0 END,"
-    " s.holder, s.start, s.stop, s.entry FROM spans_v1 AS s"
-    " JOIN kinds AS k ON k.state = s.state AND k.reasons = s.reasons"
+    "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
+    " SELECT s.session, s.ref, k.id, s.holder, s.stop, s.stop - s.start, s.entry"
+    " FROM spans_v1 AS s JOIN kinds AS k ON k.state = s.state AND k.reasons = s.reasons"
     " WHERE s.stop IS NOT NULL ORDER BY s.stop, s.id ON CONFLICT DO NOTHING",
-    "INSERT INTO open_spans (session, ref, kind, trail, holder, start, entry)"
-    f" SELECT s.session, s.ref, k.id, CASE WHEN s.state IN {TRAIL_SQL} THEN 1 ELSE 0 END,"
-    " s.holder, s.start, s.entry FROM spans_v1 AS s"
+    "INSERT INTO open_spans (session, ref, kind, holder, start, entry)"
+    " SELECT s.session, s.ref, k.id, s.holder, s.start, s.entry FROM spans_v1 AS s"
     " JOIN kinds AS k ON k.state = s.state AND k.reasons = s.reasons"
     " WHERE s.stop IS NULL ORDER BY s.id",
     "DROP TABLE spans_v1",
+)
+
+# Version 2's spans put aside the same way (its views go first: they name the
+# `trail` columns that go), moved over with their length for their start.
+V2_ASIDE = (
+    "DROP VIEW IF EXISTS locks",
+    "DROP VIEW IF EXISTS ended_locks",
+    "DROP VIEW IF EXISTS open_locks",
+    "DROP INDEX IF EXISTS spans_trail",
+    "ALTER TABLE spans RENAME TO spans_v2",
+    "ALTER TABLE open_spans DROP COLUMN trail",
+)
+V2_MOVE = (
+    "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
+    " SELECT session, ref, kind, holder, stop, stop - start, entry FROM spans_v2"
+    " ORDER BY stop, ref, session, start",
+    "DROP TABLE spans_v2",
 )
 
 
 def migrate(store: Any, version: int, formats: dict[str, str]) -> None:
     """Bring `store` (a SqlStore, in its open transaction) from `version` up to
     the current schema; the caller then makes any table still missing."""
-    if version >= 2:
+    if version >= 3:
         return
-    for statement in V1_ASIDE:
+    aside, move = (V1_ASIDE, V1_MOVE) if version < 2 else (V2_ASIDE, V2_MOVE)
+    for statement in aside:
         store._db.execute(statement)
     for statement in TABLES:
         store._db.execute(statement.format(**formats))
-    _repack(store)
-    for statement in V1_MOVE:
+    if version < 2:
+        _repack_v1(store)
+    for statement in move:
         store._db.execute(statement)
+    if version == 2:
+        _repack_v2(store)
 
 
-def _repack(store: Any) -> None:
-    """Version 1's entries were zlib streams of the whole entry; version 2's
-    are packed as unpack.py says (before the rows move)."""
-    from lockwatch.history.reading import MAX_ENTRY_BYTES
-    from lockwatch.history.unpack import pack, unpack
-
+def _repack_v1(store: Any) -> None:
+    """Version 1's entries were zlib streams of the whole entry; they are
+    packed as unpack.py says now (before the rows move)."""
     rows = store._db.execute(
         "SELECT t.id, t.entry, r.base FROM spans_v1 AS t JOIN lockrefs AS r ON r.id = t.ref"
         " WHERE t.entry IS NOT NULL"
     ).fetchall()
-    update = store._sql("UPDATE spans_v1 SET entry = ? WHERE id = ?")
-    for row_id, packed, base in rows:
+    _repack(store, rows, "UPDATE spans_v1 SET entry = ? WHERE id = ?", 1)
+
+
+def _repack_v2(store: Any) -> None:
+    """Version 2's entries are read as they are, but for one whose count of
+    digests was 0x80 or more (its first byte is the numbers layout's mark):
+    packed again (none in practice; unpack.py)."""
+    mark = store._blob(b"\x80")
+    ended = store._db.execute(
+        store._sql(
+            "SELECT s.stop, s.ref, s.session, s.dur, s.entry, r.base FROM spans AS s"
+            " JOIN lockrefs AS r ON r.id = s.ref WHERE s.entry >= ?"
+        ),
+        (mark,),
+    ).fetchall()
+    update = "UPDATE spans SET entry = ? WHERE stop = ? AND ref = ? AND session = ? AND dur = ?"
+    _repack(store, [(key, entry, base) for *key, entry, base in ended], update, 2)
+    going = store._db.execute(
+        store._sql(
+            "SELECT o.id, o.entry, r.base FROM open_spans AS o JOIN lockrefs AS r"
+            " ON r.id = o.ref WHERE o.entry >= ?"
+        ),
+        (mark,),
+    ).fetchall()
+    _repack(store, going, "UPDATE open_spans SET entry = ? WHERE id = ?", 2)
+
+
+def _repack(store: Any, rows: list[Any], update: str, version: int) -> None:
+    """Each (key, entry, base) of `rows`, unpacked as `version` packed it and
+    packed as now, written back by `update` (the new entry, then the key)."""
+    from lockwatch.history.reading import MAX_ENTRY_BYTES
+    from lockwatch.history.unpack import pack, unpack
+
+    statement = store._sql(update)
+    for key, packed, base in rows:
         try:
-            whole = unpack(bytes(packed), bytes(base), MAX_ENTRY_BYTES, version=1)
+            whole = unpack(bytes(packed), bytes(base), MAX_ENTRY_BYTES, version=version)
         except (ValueError, zlib.error):
             continue  # unreadable before as after: readers skip it
-        store._db.execute(update, (store._blob(pack(whole, bytes(base))), row_id))
+        keys = tuple(key) if isinstance(key, list) else (key,)
+        store._db.execute(statement, (store._blob(pack(whole, bytes(base))), *keys))

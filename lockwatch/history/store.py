@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -186,8 +186,8 @@ class SqlStore(Reader):
         where readers end them (the session's end): `open_spans` stays the
         locks being watched now, however often recorders restart."""
         self._db.execute(
-            "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
-            " SELECT o.session, o.ref, o.kind, o.trail, o.holder, o.start, s.ended, o.entry"
+            "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
+            " SELECT o.session, o.ref, o.kind, o.holder, s.ended, s.ended - o.start, o.entry"
             " FROM open_spans AS o JOIN sessions AS s ON s.id = o.session"
             " WHERE s.ended IS NOT NULL ON CONFLICT DO NOTHING"
         )
@@ -198,9 +198,12 @@ class SqlStore(Reader):
 
     # --- writing --------------------------------------------------------------
 
-    def record(self, batch: Batch, *, poll_seconds: float) -> None:
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One transaction: committed, or rolled back with its error said in
+        one line (the database's own error as the store's)."""
         try:
-            self._record(batch, poll_seconds)
+            yield
             self._commit()
         except HistoryError:
             self._rollback()
@@ -208,6 +211,10 @@ class SqlStore(Reader):
         except Exception as exc:
             self._rollback()
             raise self._error(exc) from exc
+
+    def record(self, batch: Batch, *, poll_seconds: float) -> None:
+        with self._writing():
+            self._record(batch, poll_seconds)
 
     def _record(self, batch: Batch, poll_seconds: float) -> None:
         from lockwatch.sources.recording import know_sources
@@ -239,11 +246,11 @@ class SqlStore(Reader):
         """Move the lock's open span into `spans`, written once with its end."""
         self._db.execute(
             self._sql(
-                "INSERT INTO spans (session, ref, kind, trail, holder, start, stop, entry)"
-                " SELECT session, ref, kind, trail, holder, start, ?, entry FROM open_spans"
+                "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
+                " SELECT session, ref, kind, holder, ?, ? - start, entry FROM open_spans"
                 " WHERE session = ? AND ref = ? ON CONFLICT DO NOTHING"
             ),
-            (stop, sid, ref),
+            (stop, stop, sid, ref),
         )
         self._db.execute(
             self._sql("DELETE FROM open_spans WHERE session = ? AND ref = ?"), (sid, ref)
@@ -255,18 +262,16 @@ class SqlStore(Reader):
         whole = dumps_line(entry)
         ref = self._ref_of(span.lock_id) or self._new_ref(span, whole)
         packed = None if whole == ref[1] else pack(whole, ref[1])
-        trail = span.state in TRAIL_STATES
         self._db.execute(
             self._sql(
-                "INSERT INTO open_spans (session, ref, kind, trail, holder, start, entry)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                "INSERT INTO open_spans (session, ref, kind, holder, start, entry)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
             ),
             (
                 sid,
                 ref[0],
                 self._kind_of(span.state, " ".join(span.reasons)),
-                int(trail),
-                span.holder if trail else "",
+                span.holder if span.state in TRAIL_STATES else "",
                 ts(span.start),
                 None if packed is None else self._blob(packed),
             ),
@@ -398,18 +403,14 @@ class SqlStore(Reader):
     def beat(self, at: datetime) -> None:
         if self._session is None:
             return
-        try:
+        with self._writing():
             self._db.execute(
                 self._sql("UPDATE sessions SET beat = ? WHERE id = ?"), (ts(at), self._session)
             )
-            self._commit()
-        except Exception as exc:
-            self._rollback()
-            raise self._error(exc) from exc
 
     def add_waits(self, spans: Sequence[WaitSpan], *, poll_seconds: float = 0.0) -> int:
         added = 0
-        try:
+        with self._writing():
             sid = self._session
             if sid is None:
                 sid = self._start_session(poll_seconds, time.time())
@@ -429,32 +430,21 @@ class SqlStore(Reader):
                     continue
                 self._insert_wait(sid, span)
                 added += 1
-            self._commit()
-        except HistoryError:
-            self._rollback()
-            raise
-        except Exception as exc:
-            self._rollback()
-            raise self._error(exc) from exc
         return added
 
     def record_action(self, mark: ActionMark) -> None:
-        try:
+        with self._writing():
             sid = (
                 self._session
                 if self._session is not None
                 else self._start_session(0.0, ts(mark.at))
             )
             self._insert_action(sid, mark)
-            self._commit()
-        except Exception as exc:
-            self._rollback()
-            raise self._error(exc) from exc
 
     def prune(self, before: datetime, *, most: int = 5000) -> int:
         gone: int = 0
         cut = ts(before)
-        try:
+        with self._writing():
             # Spans by their end (the table's key): up to the `most`-th oldest end.
             cursor = self._db.execute(
                 self._sql(
@@ -480,10 +470,6 @@ class SqlStore(Reader):
                 (cut, most),
             )
             gone += max(int(cursor.rowcount), 0)
-            self._commit()
-        except Exception as exc:
-            self._rollback()
-            raise self._error(exc) from exc
         return gone
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from lockwatch.history.spans import Edge, EdgeKey
 
 if TYPE_CHECKING:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
     from prometheus_client.metrics_core import Metric
 
 Key = tuple[str, str]  # (source, server)
@@ -108,27 +109,36 @@ def families(tally: WaitTally | None, now: datetime, recording: bool | None) -> 
     if tally is None:
         return
     seconds, episodes, longest = tally.read(now)
-    waited = CounterMetricFamily(
-        "lockwatch_lock_wait_seconds",
-        "Seconds sessions and processes spent waiting for locks, summed over waiters",
-        labels=["source", "server"],
+    yield _by_server(
+        CounterMetricFamily(
+            "lockwatch_lock_wait_seconds",
+            "Seconds sessions and processes spent waiting for locks, summed over waiters",
+            labels=["source", "server"],
+        ),
+        seconds,
     )
-    for (source, server), value in sorted(seconds.items()):
-        waited.add_metric([source, server], value)
-    yield waited
-    counted = CounterMetricFamily(
-        "lockwatch_wait_episodes",
-        "Wait episodes seen (a root blocker and everyone waiting behind it)",
-        labels=["source", "server"],
+    yield _by_server(
+        CounterMetricFamily(
+            "lockwatch_wait_episodes",
+            "Wait episodes seen (a root blocker and everyone waiting behind it)",
+            labels=["source", "server"],
+        ),
+        episodes,
     )
-    for (source, server), count in sorted(episodes.items()):
-        counted.add_metric([source, server], count)
-    yield counted
-    gauge = GaugeMetricFamily(
-        "lockwatch_longest_wait_seconds",
-        "The longest wait going on now, in seconds",
-        labels=["source", "server"],
+    yield _by_server(
+        GaugeMetricFamily(
+            "lockwatch_longest_wait_seconds",
+            "The longest wait going on now, in seconds",
+            labels=["source", "server"],
+        ),
+        longest,
     )
-    for (source, server), value in sorted(longest.items()):
-        gauge.add_metric([source, server], value)
-    yield gauge
+
+
+def _by_server(
+    family: CounterMetricFamily | GaugeMetricFamily, values: Mapping[Key, float]
+) -> Metric:
+    """`family` with a sample per (source, server) of `values`, in order."""
+    for (source, server), value in sorted(values.items()):
+        family.add_metric([source, server], value)
+    return family

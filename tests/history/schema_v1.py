@@ -9,6 +9,8 @@ of its rows): with that code first on the path,
     PYTHONPATH=/tmp/v1:. python -m tests.history.schema_v1
 
 `readings` uses only the public reader API, so it reads any version alike.
+A version 2 file (`data/history-v2.*`, for the migration from version 2) was
+made the same way by version 2's code, with `2` after the command above.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 DATA = Path(__file__).parent / "data"
 FILE = DATA / "history-v1.sqlite3"
 READINGS = DATA / "history-v1.json"
+FILE_V2 = DATA / "history-v2.sqlite3"
+READINGS_V2 = DATA / "history-v2.json"
 
 
 # Version 1's tables, verbatim from its store.py: for a PostgreSQL database of
@@ -70,6 +74,57 @@ V1_TABLES = (
 )
 
 
+# Version 2's tables, verbatim from its schema.py (TABLES): for a PostgreSQL
+# database of version 2 (the migration test on the local server copies the file's
+# rows in).
+V2_TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sessions (id {serial}, host TEXT NOT NULL, pid INTEGER, "
+    "started DOUBLE PRECISION NOT NULL, beat DOUBLE PRECISION NOT NULL, ended DOUBLE "
+    "PRECISION, poll DOUBLE PRECISION NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS lockrefs (id {serial}, host TEXT NOT NULL, lock_id TEXT "
+    "NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL, place TEXT NOT NULL, base {blob}"
+    " NOT NULL)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS lockrefs_by_id ON lockrefs (host, lock_id)",
+    "CREATE TABLE IF NOT EXISTS kinds (id {serial}, state TEXT NOT NULL, reasons TEXT NOT NULL)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS kinds_by_words ON kinds (state, reasons)",
+    "CREATE TABLE IF NOT EXISTS spans (session BIGINT NOT NULL, ref BIGINT NOT NULL, kind"
+    " BIGINT NOT NULL, trail INTEGER NOT NULL, holder TEXT NOT NULL, start DOUBLE "
+    "PRECISION NOT NULL, stop DOUBLE PRECISION NOT NULL, entry {blob}, PRIMARY KEY (stop,"
+    " ref, session, start)){clustered}",
+    "CREATE INDEX IF NOT EXISTS spans_trail ON spans (stop) WHERE trail = 1",
+    "CREATE TABLE IF NOT EXISTS open_spans (id {serial}, session BIGINT NOT NULL, ref "
+    "BIGINT NOT NULL, kind BIGINT NOT NULL, trail INTEGER NOT NULL, holder TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, entry {blob})",
+    "CREATE INDEX IF NOT EXISTS open_spans_by_ref ON open_spans (session, ref)",
+    "CREATE {view} ended_locks AS SELECT s.session, r.host, r.lock_id, r.source, r.name, "
+    "r.place, k.state, k.reasons, s.trail, s.holder, s.start, s.stop, s.entry, r.base "
+    "FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref JOIN kinds AS k ON k.id = s.kind",
+    "CREATE {view} open_locks AS SELECT o.session, r.host, r.lock_id, r.source, r.name, "
+    "r.place, k.state, k.reasons, o.trail, o.holder, o.start, CAST(NULL AS DOUBLE "
+    "PRECISION) AS stop, o.entry, r.base FROM open_spans AS o JOIN lockrefs AS r ON r.id "
+    "= o.ref JOIN kinds AS k ON k.id = o.kind",
+    "CREATE {view} locks AS SELECT * FROM ended_locks UNION ALL SELECT * FROM open_locks",
+    "CREATE TABLE IF NOT EXISTS waits (id {serial}, session BIGINT NOT NULL, host TEXT "
+    "NOT NULL, source TEXT NOT NULL, server TEXT NOT NULL, resource TEXT NOT NULL, mode "
+    "TEXT NOT NULL, waiter_node TEXT NOT NULL, blocker_node TEXT NOT NULL, waiter TEXT "
+    "NOT NULL, blocker TEXT NOT NULL, start DOUBLE PRECISION NOT NULL, stop DOUBLE "
+    "PRECISION, outcome TEXT, origin TEXT NOT NULL, cycle INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS waits_start ON waits (start)",
+    "CREATE INDEX IF NOT EXISTS waits_stop ON waits (stop)",
+    "CREATE INDEX IF NOT EXISTS waits_open ON waits (session, server, waiter_node) WHERE "
+    "stop IS NULL",
+    "CREATE TABLE IF NOT EXISTS actions (id {serial}, session BIGINT NOT NULL, host TEXT "
+    "NOT NULL, at DOUBLE PRECISION NOT NULL, lock_id TEXT NOT NULL, action TEXT NOT NULL,"
+    " operator TEXT NOT NULL, audit_id BIGINT, result TEXT NOT NULL, node TEXT)",
+    "CREATE INDEX IF NOT EXISTS actions_at ON actions (at)",
+    "CREATE TABLE IF NOT EXISTS outages (id {serial}, session BIGINT NOT NULL, host TEXT "
+    "NOT NULL, source TEXT NOT NULL, name TEXT NOT NULL, start DOUBLE PRECISION NOT NULL,"
+    " stop DOUBLE PRECISION, detail TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS outages_start ON outages (start)",
+)
+
+
 def normal(found: dict[str, Any]) -> dict[str, Any]:
     """`readings` with spans that start at one instant, and episodes equally
     bad, in one order (the API orders them, nothing of ties)."""
@@ -114,7 +169,7 @@ def readings(store: Any) -> dict[str, Any]:
     }
 
 
-def write() -> None:  # pragma: no cover - run by hand with the version 1 code
+def write(file: Path = FILE, said: Path = READINGS) -> None:  # pragma: no cover - by hand
     from lockwatch.history.api import open_history
     from lockwatch.history.recorder import Recorder
     from lockwatch.model.board import Board
@@ -124,10 +179,10 @@ def write() -> None:  # pragma: no cover - run by hand with the version 1 code
     from tests.ui.fakes import FILES_FEED, mixed_scenario
 
     DATA.mkdir(exist_ok=True)
-    FILE.unlink(missing_ok=True)
+    file.unlink(missing_ok=True)
 
     def opener() -> Any:
-        return open_history(str(FILE), host=LOCAL_HOST, write=True)
+        return open_history(str(file), host=LOCAL_HOST, write=True)
 
     recorder = Recorder(opener, poll_seconds=1.0)
     board = Board(LOCAL_HOST)
@@ -141,9 +196,11 @@ def write() -> None:  # pragma: no cover - run by hand with the version 1 code
     recorder.close()
     assert recorder.failed is None, recorder.failed
     store = opener()
-    READINGS.write_text(json.dumps(readings(store), indent=1) + "\n")
+    said.write_text(json.dumps(readings(store), indent=1) + "\n")
     store.close()
 
 
 if __name__ == "__main__":
-    write()
+    import sys
+
+    write(*((FILE_V2, READINGS_V2) if sys.argv[1:] == ["2"] else ()))

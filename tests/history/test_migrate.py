@@ -8,18 +8,20 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import zlib
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 from lockwatch.history.api import SCHEMA_VERSION, Batch, open_history
+from lockwatch.history.unpack import unpack
 from tests.conftest import LOCAL_HOST, NOW
-from tests.history.schema_v1 import FILE, READINGS, normal, readings
+from tests.history.schema_v1 import FILE, FILE_V2, READINGS, READINGS_V2, normal, readings
 
 
-def _copy(tmp_path: Path) -> Path:
+def _copy(tmp_path: Path, file: Path = FILE) -> Path:
     path = tmp_path / "history.sqlite3"
-    shutil.copyfile(FILE, path)
+    shutil.copyfile(file, path)
     path.chmod(0o600)
     return path
 
@@ -73,3 +75,56 @@ def test_a_migrated_file_records_on(tmp_path: Path) -> None:
         assert store.entries_at(later)[0] == entry
     finally:
         store.close()
+
+
+def test_a_version_2_file_is_migrated_and_reads_the_same(tmp_path: Path) -> None:
+    path = _copy(tmp_path, FILE_V2)
+    expected = json.loads(READINGS_V2.read_text())
+    store = open_history(str(path))
+    try:
+        assert normal(readings(store)) == normal(expected)
+    finally:
+        store.close()
+    open_history(str(path), host=LOCAL_HOST, write=True).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == (
+            str(SCHEMA_VERSION),
+        )
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("SELECT count(*) FROM spans").fetchone()[0] > 0
+    assert "spans_v2" not in tables and "spans_trail" not in tables
+    store = open_history(str(path))
+    try:
+        assert normal(readings(store)) == normal(expected)
+    finally:
+        store.close()
+
+
+def test_a_version_2_entry_that_looks_numbered_is_packed_again(tmp_path: Path) -> None:
+    # Version 2 wrote a count byte of 0x80 or more for 128 digests or more: the
+    # numbers layout's mark. The migration packs such an entry again.
+    path = _copy(tmp_path, FILE_V2)
+    with sqlite3.connect(path) as db:
+        row, base = db.execute(
+            "SELECT o.id, r.base FROM open_spans AS o JOIN lockrefs AS r ON r.id = o.ref LIMIT 1"
+        ).fetchone()
+        whole = (
+            bytes(base)[:-1]
+            + b',"extra":['
+            + b",".join(b'"' + (bytes([n]) * 32).hex().encode() + b'"' for n in range(130))
+            + b"]}"
+        )
+        # As version 2's pack wrote it (`_MOST_DIGESTS` was 255 then).
+        digests = b"".join(bytes([n]) * 32 for n in range(130))
+        rest = whole
+        for n in range(130):
+            rest = rest.replace(b'"' + (bytes([n]) * 32).hex().encode() + b'"', b'"\x00"')
+        packer = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zdict=bytes(base))
+        packed = bytes([130]) + digests + packer.compress(rest) + packer.flush()
+        assert unpack(packed, bytes(base), 1 << 24, version=2) == whole
+        db.execute("UPDATE open_spans SET entry = ? WHERE id = ?", (packed, row))
+    open_history(str(path), host=LOCAL_HOST, write=True).close()
+    with sqlite3.connect(path) as db:
+        (entry,) = db.execute("SELECT entry FROM open_spans WHERE id = ?", (row,)).fetchone()
+    assert entry != packed and unpack(bytes(entry), bytes(base), 1 << 24) == whole

@@ -1,7 +1,7 @@
 """A PostgreSQL history of schema version 1 (version 1's own DDL, with the rows
 version 1's code wrote into tests/history/data/history-v1.sqlite3 copied in) is
 migrated when a recorder opens it, and reads as version 1 read it, on the local
-server (a private database, dropped at the end)."""
+server (a private database, dropped at the end); version 2 the same way."""
 
 from __future__ import annotations
 
@@ -14,23 +14,41 @@ from psycopg import conninfo
 
 from lockwatch.history.api import SCHEMA_VERSION, open_history
 from tests.conftest import LOCAL_HOST
-from tests.history.schema_v1 import FILE, READINGS, V1_TABLES, normal, readings
+from tests.history.schema_v1 import (
+    FILE,
+    FILE_V2,
+    READINGS,
+    READINGS_V2,
+    V1_TABLES,
+    V2_TABLES,
+    normal,
+    readings,
+)
 from tests.postgres.test_history_pgstore import _url
 
 pytestmark = pytest.mark.postgres
 
 COPIED = ("meta", "sessions", "lockrefs", "spans", "waits", "actions", "outages")
+# Each older version: its file, what its readers read, its DDL, its tables.
+OLDER = {
+    1: (FILE, READINGS, V1_TABLES, COPIED),
+    2: (FILE_V2, READINGS_V2, V2_TABLES, (*COPIED, "kinds", "open_spans")),
+}
 
 
-def _write_v1(dsn: str) -> None:
-    with psycopg.connect(dsn) as db, sqlite3.connect(FILE) as old:
-        for statement in V1_TABLES:
+def _write_old(dsn: str, version: int) -> None:
+    file, _, tables, copied = OLDER[version]
+    with psycopg.connect(dsn) as db, sqlite3.connect(file) as old:
+        for statement in tables:
             db.execute(
                 statement.format(
-                    serial="BIGSERIAL PRIMARY KEY", blob="BYTEA", view="OR REPLACE VIEW"
+                    serial="BIGSERIAL PRIMARY KEY",
+                    blob="BYTEA",
+                    view="OR REPLACE VIEW",
+                    clustered="",
                 )
             )
-        for table in COPIED:
+        for table in copied:
             cursor = old.execute(f"SELECT * FROM {table}")
             names = [column[0] for column in cursor.description]
             marks = ", ".join(["%s"] * len(names))
@@ -43,15 +61,17 @@ def _write_v1(dsn: str) -> None:
                 )
 
 
-def test_a_version_1_database_is_migrated_and_reads_the_same(pg_db: str) -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_database_is_migrated_and_reads_the_same(pg_db: str, version: int) -> None:
+    schema = f"history_v{version}"
     with psycopg.connect(pg_db, autocommit=True) as admin:
-        admin.execute("CREATE SCHEMA history_v1")
-    target = _url(pg_db) + "?options=-csearch_path%3Dhistory_v1"
+        admin.execute(f"CREATE SCHEMA {schema}")
+    target = _url(pg_db) + f"?options=-csearch_path%3D{schema}"
     try:
-        _write_v1(conninfo.make_conninfo(pg_db, options="-csearch_path=history_v1"))
-        expected = json.loads(READINGS.read_text())
+        _write_old(conninfo.make_conninfo(pg_db, options=f"-csearch_path={schema}"), version)
+        expected = json.loads(OLDER[version][1].read_text())
         store = open_history(target)
-        assert store.version == 1  # type: ignore[attr-defined]
+        assert store.version == version  # type: ignore[attr-defined]
         assert normal(readings(store)) == normal(expected)
         store.close()
         open_history(target, host=LOCAL_HOST, write=True).close()
@@ -61,4 +81,4 @@ def test_a_version_1_database_is_migrated_and_reads_the_same(pg_db: str) -> None
         store.close()
     finally:
         with psycopg.connect(pg_db, autocommit=True) as admin:
-            admin.execute("DROP SCHEMA history_v1 CASCADE")
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
