@@ -176,7 +176,6 @@ class Recorder:
             self._end_session()
 
     def _end_session(self) -> None:
-        assert self._store is not None
         # The recorder watched until now, not only until its last change: a span that
         # opened at the last poll must not end where it began (an empty interval).
         store = self._store
