@@ -91,6 +91,25 @@ def config_strings(value: Any, what: str, where: str) -> tuple[str, ...]:
     return tuple(values)
 
 
+def config_seconds(
+    table: Mapping[str, Any], key: str, default: float, what: str, where: str, *, zero: bool = True
+) -> float:
+    """A config value that is a finite number of seconds (`table[key]`, else
+    `default`), as a float: >= 0, or > 0 when `zero` is False (ConfigError naming
+    `what` at `where` otherwise; a bool is no number, though Python counts it one)."""
+    value = table.get(key, default)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or (value < 0 if zero else value <= 0)
+    ):
+        from lockwatch.config import ConfigError
+
+        raise ConfigError(f"{where}: {what} must be a number of seconds {'>=' if zero else '>'} 0")
+    return float(value)
+
+
 def refresh(wanted: Wanted) -> float:
     """Seconds between polls: --refresh, else the default."""
     return float(wanted.values.get("refresh") or DEFAULT_REFRESH)
