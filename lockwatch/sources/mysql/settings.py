@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.sources.locktables.config import TableSpec, read_specs
 from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER as DEFAULT_IDLE_AFTER
-from lockwatch.sources.servers import config_seconds, config_strings
+from lockwatch.sources.servers import config_seconds, config_strings, config_table
 
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Wanted
@@ -50,9 +50,7 @@ def _path(table: Mapping[str, Any], key: str, where: str) -> str | None:
 
 
 def read_settings(data: Mapping[str, Any], where: str) -> MySettings:
-    table = data.get("mysql", {})
-    if not isinstance(table, dict):
-        raise _error(f"{where}: [mysql] must be a table")
+    table = config_table(data, "mysql", where)
     return MySettings(
         config_strings(table.get("dsn", []), "mysql.dsn", where),
         config_seconds(table, "idle_after", DEFAULT_IDLE_AFTER, "mysql.idle_after", where),
