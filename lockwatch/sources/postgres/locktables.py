@@ -26,11 +26,10 @@ from lockwatch.sources.locktables.config import TableSpec, spec_for
 from lockwatch.sources.locktables.facts import CONFIGURED, KNEX, TableLock
 from lockwatch.sources.locktables.rows import (
     Found,
-    liquibase_jvms,
+    jvms_for,
     qualified,
     to_locks,
     tool_of,
-    wants_jvms,
 )
 from lockwatch.sources.locktables.work import tool_statement
 from lockwatch.sources.postgres import ids
@@ -156,7 +155,7 @@ async def read_tables(
                 versions.get(index, []),
             )
         )
-    jvms = await asyncio.to_thread(liquibase_jvms) if wants_jvms(found) else None
+    jvms = await asyncio.to_thread(jvms_for, found)
     return TablesRead(database, found, ages, jvms)
 
 
