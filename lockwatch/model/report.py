@@ -140,38 +140,6 @@ def holder_fields(lock: Lock, verdict: Verdict, process: dict[str, Any] | None) 
     }
 
 
-def server_record(
-    lock: Lock,
-    verdict: Verdict,
-    state: str,
-    reasons: list[dict[str, str]],
-    holder: dict[str, Any],
-    age: float | None,
-) -> dict[str, Any]:
-    """The contract's fields every lock on a database server has (PostgreSQL's,
-    MySQL's), before its facts add theirs: no path, heartbeat, TTL, scope or
-    hash there, and server text is UTF-8 already. `state`, `reasons` and `age`
-    as `generic_record` words them (given: a source may share them among locks)."""
-    return {
-        "id": lock.id,
-        "source": lock.source,
-        "format": lock.format,
-        "name": lock.name,
-        "path": None,
-        "state": state,
-        "reasons": reasons,
-        "holder": holder,
-        "acquired_at": lock.acquired_at,
-        "heartbeat_at": None,
-        "ttl_seconds": None,
-        "age_seconds": age,
-        "next_change_at": verdict.next_change_at,
-        "scope": NOTHING,
-        "conflicts_with": NOTHING,
-        "sha256": None,
-    }
-
-
 def rounded_age(start: datetime | None, now: datetime | None) -> float | None:
     """Seconds from `start` to `now`, to the millisecond, as the contract has them."""
     age = seconds_since(start, now)

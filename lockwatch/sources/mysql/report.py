@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.report import holder_fields, rounded_age, server_record
+from lockwatch.model.report import NOTHING, holder_fields, rounded_age
 from lockwatch.sources.mysql.display import held_bounds
 
 if TYPE_CHECKING:
@@ -25,14 +25,22 @@ def my_record(
     if lock.acquired_at is not None:
         least = most = None  # the server said when: `age_seconds` is exact
     return {
-        **server_record(
-            lock,
-            verdict,
-            verdict.state.value,
-            [{"code": r.code, "message": r.message} for r in verdict.reasons],
-            {**holder_fields(lock, verdict, None), **session, "wait_seconds": waited},
-            None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
-        ),
+        "id": lock.id,
+        "source": lock.source,
+        "format": lock.format,
+        "name": lock.name,
+        "path": None,
+        "state": verdict.state.value,
+        "reasons": [{"code": r.code, "message": r.message} for r in verdict.reasons],
+        "holder": {**holder_fields(lock, verdict, None), **session, "wait_seconds": waited},
+        "acquired_at": lock.acquired_at,
+        "heartbeat_at": None,
+        "ttl_seconds": None,
+        "age_seconds": None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
+        "next_change_at": verdict.next_change_at,
+        "scope": NOTHING,
+        "conflicts_with": NOTHING,
+        "sha256": None,
         "server": my.server,
         "thread_id": my.session.thread_id,
         "user": my.session.user,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.report import NOTHING, holder_fields, rounded_age, server_record
+from lockwatch.model.report import NOTHING, holder_fields, rounded_age
 from lockwatch.sources.postgres.held import held_bounds
 
 if TYPE_CHECKING:
@@ -44,9 +44,24 @@ def pg_record(
             None if verdict.age_seconds is None else round(verdict.age_seconds, 3),
         )
     state, reasons, age = judged
-    held = holder if waited is None else {**holder, "wait_seconds": waited}
     return {
-        **server_record(lock, verdict, state, reasons, held, age),
+        # Server text is UTF-8 already: no need for text() here.
+        "id": lock.id,
+        "source": lock.source,
+        "format": lock.format,
+        "name": lock.name,
+        "path": None,
+        "state": state,
+        "reasons": reasons,
+        "holder": holder if waited is None else {**holder, "wait_seconds": waited},
+        "acquired_at": lock.acquired_at,
+        "heartbeat_at": None,
+        "ttl_seconds": None,
+        "age_seconds": age,
+        "next_change_at": verdict.next_change_at,
+        "scope": NOTHING,
+        "conflicts_with": NOTHING,
+        "sha256": None,
         "server": pg.server,
         "locktype": pg.locktype,
         "mode": pg.mode,
