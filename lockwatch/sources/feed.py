@@ -73,18 +73,24 @@ def same_but_for_times(
     if not isinstance(of, facts_type) or not isinstance(nf, facts_type):
         return False
     os_, ns = getattr(of, session), getattr(nf, session)
-    if not (
-        close_in_time(ol.acquired_at, nl.acquired_at)
-        and all(close_in_time(getattr(of, t), getattr(nf, t)) for t in times)
-        and all(close_in_time(getattr(os_, t), getattr(ns, t)) for t in session_times)
-        and same_judgement(old.verdict, new.verdict)
-    ):
+    # Loops, not all(...) over generators: this runs for every lock seen again.
+    if not close_in_time(ol.acquired_at, nl.acquired_at):
+        return False
+    for t in times:
+        if not close_in_time(getattr(of, t), getattr(nf, t)):
+            return False
+    for t in session_times:
+        if not close_in_time(getattr(os_, t), getattr(ns, t)):
+            return False
+    if not same_judgement(old.verdict, new.verdict):
         return False
     back = os_ if os_ is ns else replace(ns, **{t: getattr(os_, t) for t in session_times})
+    olds = {t: getattr(of, t) for t in times}
+    for t in kept:
+        olds[t] = getattr(of, t)
+    olds[session] = back
     # Facts is no dataclass to mypy, though every source's facts are one.
-    facts = replace(
-        cast(Any, nf), **{session: back}, **{t: getattr(of, t) for t in (*times, *kept)}
-    )
+    facts = replace(cast(Any, nf), **olds)
     return replace(nl, facts=facts, acquired_at=ol.acquired_at) == ol
 
 
