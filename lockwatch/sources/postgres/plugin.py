@@ -27,12 +27,11 @@ Config tables it owns:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.contract import (
-    ActionProvider,
     Collected,
     Found,
     ListingRequest,
@@ -46,7 +45,6 @@ from lockwatch.sources.postgres.declared import PostgresDeclared
 from lockwatch.sources.postgres.settings import (
     PgSettings,
     defaults,
-    read_settings,
 )
 from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
@@ -69,6 +67,7 @@ class PostgresSource(ServerPlugin, PostgresDeclared):
         ("/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432"),
         "--pg postgresql://USER@127.0.0.1:5432/postgres (or LOCKWATCH_PG) shows its locks",
     )
+    actions_module = "tableactions"
 
     @property
     def record_types(self) -> tuple[type, ...]:
@@ -78,16 +77,6 @@ class PostgresSource(ServerPlugin, PostgresDeclared):
         from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgClient, PgLock
 
         return (AdvisoryKey, PgBackend, PgClient, PgLock, TableLock)
-
-    @property
-    def actions(self) -> ActionProvider:
-        # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.postgres.locktables import actions
-
-        return actions()
-
-    def read_config(self, tables: Mapping[str, Any], where: str) -> PgSettings:
-        return read_settings(tables, where)
 
     def select(self, wanted: Wanted) -> Selected | None:
         settings: PgSettings = wanted.settings(self.name) or defaults()
