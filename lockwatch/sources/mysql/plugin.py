@@ -40,6 +40,7 @@ from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
     Listens,
     ServerPlugin,
+    found_in,
     idle_after,
     polled_once,
     refresh,
@@ -124,9 +125,6 @@ class SelectedMysql(StoreSelection):
 
 def find_mysql(target: str, wanted: Wanted, host: str) -> Found | str:
     """The MySQL lock `target` names, polled and judged now; or why there is none."""
-    from lockwatch.clock import SystemClock
-    from lockwatch.model.process import StaticProcesses
-    from lockwatch.model.verdict import evaluate_all
     from lockwatch.sources.mysql.dsn import endpoint_for
     from lockwatch.sources.mysql.records import parse_id
     from lockwatch.sources.mysql.server import MyServer
@@ -152,11 +150,7 @@ def find_mysql(target: str, wanted: Wanted, host: str) -> Found | str:
         locktables=settings.locktables,
     )
     locks = polled_once(server, parsed.server)
-    verdicts = evaluate_all(locks, StaticProcesses(), SystemClock(), host)
-    for lock, verdict in zip(locks, verdicts, strict=True):
-        if lock.id == target:
-            return lock, verdict, locks
-    return (
+    return found_in(locks, target, host) or (
         f"no lock {target} now: released, or its holder changed since it was listed"
         " (lock ids name the holder's thread)"
     )

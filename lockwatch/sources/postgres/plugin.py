@@ -50,6 +50,7 @@ from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
     Listens,
     ServerPlugin,
+    found_in,
     idle_after,
     refresh,
 )
@@ -182,9 +183,6 @@ class SelectedServers:
 
 def find_pg(target: str, dsns: Sequence[str], settings: PgSettings, host: str) -> Found | str:
     """The Postgres lock `target` names, polled and judged now; or why there is none."""
-    from lockwatch.clock import SystemClock
-    from lockwatch.model.process import StaticProcesses
-    from lockwatch.model.verdict import evaluate_all
     from lockwatch.sources.postgres.dsn import display_name
     from lockwatch.sources.postgres.listing import make_sources, poll_once
 
@@ -218,11 +216,7 @@ def find_pg(target: str, dsns: Sequence[str], settings: PgSettings, host: str) -
         reason = source.status.reason or "no answer"
         raise LookupFailed(f"cannot read pg_locks on {server}: {reason}")
     locks = source.last.locks
-    verdicts = evaluate_all(locks, StaticProcesses(), SystemClock(), host)
-    for lock, verdict in zip(locks, verdicts, strict=True):
-        if lock.id == target:
-            return lock, verdict, locks
-    return (
+    return found_in(locks, target, host) or (
         f"no lock {target} on {server} now: released, or its holder changed since it was"
         " listed (lock ids name the holder's pid)"
     )
