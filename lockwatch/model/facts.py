@@ -16,7 +16,7 @@ format's rules, its identity on disk, the kernel's word on it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -306,3 +306,24 @@ class Facts:
         for a document that passes other hosts' locks on (a serve that merges
         them); None: a lock judged here, whose record is rendered here."""
         return None
+
+
+class RuledFacts(Facts):
+    """Facts whose source judges them by one rules function of (lock, facts, now),
+    its `rules`, and whose `warnings` are the reason codes that warn about a live
+    lock: a database server's (PostgreSQL's, MySQL's), which need no process
+    table nor this host's name to judge."""
+
+    __slots__ = ()
+
+    rules: ClassVar[Callable[[Lock, Any, datetime], Verdict]]
+    warnings: ClassVar[frozenset[str]] = frozenset()
+
+    def judge(
+        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
+    ) -> Verdict:
+        # From the class: a function stored on it, not a method of the facts.
+        return type(self).rules(lock, self, now)
+
+    def warning_codes(self) -> frozenset[str]:
+        return self.warnings

@@ -68,9 +68,15 @@ class StaticProcesses:
         return self._by_pid.get(pid) or ProcessFacts(pid=pid, alive=False)
 
     def host_pid(self, pid: int, namespace: int) -> HostPid:
-        if self._namespaces is None:
-            return CANNOT_TELL
-        pids = self._namespaces.get(namespace)
-        if pids is None:
-            return HostPid(namespace_here=False)
-        return HostPid(namespace_here=True, pid=pids.get(pid))
+        return host_pid_in(self._namespaces, pid, namespace)
+
+
+def host_pid_in(namespaces: dict[int, dict[int, int]] | None, pid: int, namespace: int) -> HostPid:
+    """`HostPid` from a table of pid namespace inode -> {pid in it: pid here}
+    (None: this host cannot tell): one reading for the fixed table and psutil's."""
+    if namespaces is None:
+        return CANNOT_TELL
+    pids = namespaces.get(namespace)
+    if pids is None:
+        return HostPid(namespace_here=False)
+    return HostPid(namespace_here=True, pid=pids.get(pid))

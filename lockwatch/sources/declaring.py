@@ -69,7 +69,8 @@ class ServerDeclared:
     target_option: TargetOption | None = None
     target_help = ""
     # The module whose `clues` recognise its tools' messages in pasted text
-    # (None: none; its ids are the registry's to recognise).
+    # (None: its package's `messages` where it has one; its ids are the
+    # registry's to recognise).
     messages: str | None = None
 
     def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
@@ -85,11 +86,16 @@ class ServerDeclared:
         return any(values.get(name) for name in self.asking)
 
     def clues(self, text: str) -> Sequence[Clue]:
-        if self.messages is None:
-            return ()
         from importlib import import_module
+        from importlib.util import find_spec
 
-        found: Sequence[Clue] = import_module(self.messages).clues(text)
+        module = self.messages
+        if module is None:
+            # A source's messages.py is found, not named again in its declaration.
+            module = type(self).__module__.rpartition(".")[0] + ".messages"
+            if find_spec(module) is None:
+                return ()
+        found: Sequence[Clue] = import_module(module).clues(text)
         return found
 
     def may_run(self, wanted: Wanted) -> bool:

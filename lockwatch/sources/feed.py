@@ -9,11 +9,15 @@ not with how many locks exist.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from lockwatch.model.changes import ChangeSet, Entry, Merging, same
 from lockwatch.model.verdict import Verdict
+
+if TYPE_CHECKING:
+    from lockwatch.model.facts import Facts
 
 Emit = Callable[[ChangeSet], None]
 
@@ -49,6 +53,45 @@ def same_judgement(old: Verdict, new: Verdict) -> bool:
         and old.alive == new.alive
         and close_in_time(old.next_change_at, new.next_change_at)
     )
+
+
+def same_but_for_times(
+    old: Entry,
+    new: Entry,
+    facts_type: type[Facts],
+    session: str,
+    session_times: tuple[str, ...],
+    times: tuple[str, ...],
+    kept: tuple[str, ...] = (),
+) -> bool:
+    """Whether a server's lock seen again differs only by its derived times'
+    wobble: its `times` and its `session`'s `session_times` (attribute names of
+    facts of `facts_type`) each close to the old, and all else equal once the old
+    times, and `kept` (times other checks already cover), are put back."""
+    ol, nl = old.lock, new.lock
+    of, nf = ol.facts, nl.facts
+    if not isinstance(of, facts_type) or not isinstance(nf, facts_type):
+        return False
+    os_, ns = getattr(of, session), getattr(nf, session)
+    # Loops, not all(...) over generators: this runs for every lock seen again.
+    if not close_in_time(ol.acquired_at, nl.acquired_at):
+        return False
+    for t in times:
+        if not close_in_time(getattr(of, t), getattr(nf, t)):
+            return False
+    for t in session_times:
+        if not close_in_time(getattr(os_, t), getattr(ns, t)):
+            return False
+    if not same_judgement(old.verdict, new.verdict):
+        return False
+    back = os_ if os_ is ns else replace(ns, **{t: getattr(os_, t) for t in session_times})
+    olds = {t: getattr(of, t) for t in times}
+    for t in kept:
+        olds[t] = getattr(of, t)
+    olds[session] = back
+    # Facts is no dataclass to mypy, though every source's facts are one.
+    facts = replace(cast(Any, nf), **olds)
+    return replace(nl, facts=facts, acquired_at=ol.acquired_at) == ol
 
 
 class Differ:

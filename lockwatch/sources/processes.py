@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from lockwatch.model.process import CANNOT_TELL, HostPid, ProcessFacts
+from lockwatch.model.process import HostPid, ProcessFacts, host_pid_in
 
 if TYPE_CHECKING:
     from lockwatch.model.activity import ProcessActivity
@@ -53,12 +53,7 @@ class PsutilProcesses:
         if not self._namespaces_read:
             self._namespaces = _pid_namespaces()
             self._namespaces_read = True
-        if self._namespaces is None:
-            return CANNOT_TELL
-        pids = self._namespaces.get(namespace)
-        if pids is None:
-            return HostPid(namespace_here=False)
-        return HostPid(namespace_here=True, pid=pids.get(pid))
+        return host_pid_in(self._namespaces, pid, namespace)
 
     def _look(self, pid: int) -> ProcessFacts:
         dead = ProcessFacts(pid=pid, alive=False)

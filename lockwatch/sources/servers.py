@@ -47,16 +47,28 @@ class ServerPlugin:
     """Defaults for a server source's plugin (`contract.Source`)."""
 
     listens: Listens | None = None
+    # The module of its package whose `ACTIONS` are its actions (`tableactions`:
+    # a database server's, with its lock tables' rows' breaks in front).
+    actions_module = "actions"
 
     @property
     def actions(self) -> ActionProvider:
-        """Its package's `actions.ACTIONS`: loaded when an action is planned, not
-        when the CLI starts."""
+        """Its package's `actions_module.ACTIONS`: loaded when an action is
+        planned, not when the CLI starts."""
         import importlib
 
         package = type(self).__module__.rpartition(".")[0]
-        provider: ActionProvider = importlib.import_module(f"{package}.actions").ACTIONS
+        module = importlib.import_module(f"{package}.{self.actions_module}")
+        provider: ActionProvider = module.ACTIONS
         return provider
+
+    def read_config(self, tables: Mapping[str, Any], where: str) -> Any:
+        """Its settings: its package's `settings.read_settings` of the config's
+        tables (ConfigError where they are wrong)."""
+        import importlib
+
+        package = type(self).__module__.rpartition(".")[0]
+        return importlib.import_module(f"{package}.settings").read_settings(tables, where)
 
     def hint(self, wanted: Wanted, running: bool) -> Hint | None:
         """Not watching any: a server on this host, seen by its port or socket
@@ -89,6 +101,25 @@ def config_strings(value: Any, what: str, where: str) -> tuple[str, ...]:
 
         raise ConfigError(f"{where}: {what} must be a string or a list of strings")
     return tuple(values)
+
+
+def config_seconds(
+    table: Mapping[str, Any], key: str, default: float, what: str, where: str, *, zero: bool = True
+) -> float:
+    """A config value that is a finite number of seconds (`table[key]`, else
+    `default`), as a float: >= 0, or > 0 when `zero` is False (ConfigError naming
+    `what` at `where` otherwise; a bool is no number, though Python counts it one)."""
+    value = table.get(key, default)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or (value < 0 if zero else value <= 0)
+    ):
+        from lockwatch.config import ConfigError
+
+        raise ConfigError(f"{where}: {what} must be a number of seconds {'>=' if zero else '>'} 0")
+    return float(value)
 
 
 def refresh(wanted: Wanted) -> float:

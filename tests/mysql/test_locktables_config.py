@@ -21,7 +21,7 @@ from lockwatch.actions.run import Executor
 from lockwatch.actions.targets import find, prepare
 from lockwatch.clock import SystemClock
 from lockwatch.sources.contract import Wanted
-from lockwatch.sources.mysql.tableactions import actions
+from lockwatch.sources.mysql.tableactions import ACTIONS
 from lockwatch.sources.registry import load_config
 from tests.conftest import run_cli
 from tests.mysql.conftest import GROUP, connect, endpoint_of, past_last_change
@@ -120,7 +120,7 @@ def test_a_configured_table_is_listed_judged_broken_by_cas_and_audited(
     log = tmp_path / "audit.jsonl"
     operator = Operator("op", "op", None)
     audit = AuditLog(log, clock=SystemClock(), host="h", operator=operator)
-    reach = actions().reach(wanted)  # how the CLI's break reaches the server
+    reach = ACTIONS.reach(wanted)  # how the CLI's break reaches the server
     outcome = Executor(audit, **reach).run(plan, "stuck deploy, INC-9", force=True)
     assert not outcome.ok and outcome.code == "changed", outcome.message
     assert "changed since you looked" in outcome.message

@@ -171,3 +171,24 @@ def test_a_bad_protocols_entry_says_which_and_why(tmp_path: Path, entry: str, sa
     with pytest.raises(ConfigError, match="protocols entry 1") as raised:
         parse(write(tmp_path, f"[[protocols]]\n{entry}\n"))
     assert said in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("table", "value"),
+    [("postgres", "idle_after"), ("mysql", "idle_after"), ("remote", "timeout")],
+)
+def test_seconds_settings_are_finite_numbers(table: str, value: str) -> None:
+    # One check (servers.config_seconds) for every source's number of seconds:
+    # a bool, a nan or a negative number is refused; a timeout must be > 0.
+    from lockwatch.sources.registry import read_config
+
+    assert getattr(read_config({table: {value: 5}}, "cfg")[table], value) == 5.0
+    for bad in (True, float("nan"), -1, "5"):
+        with pytest.raises(ConfigError, match=rf"cfg: {table}\.{value} must be a number"):
+            read_config({table: {value: bad}}, "cfg")
+    zero = {table: {value: 0}}
+    if table == "remote":
+        with pytest.raises(ConfigError, match=r"remote\.timeout must be a number of seconds > 0"):
+            read_config(zero, "cfg")
+    else:
+        assert getattr(read_config(zero, "cfg")[table], value) == 0.0

@@ -219,8 +219,14 @@ def liquibase_jvms() -> tuple[int, ...] | None:
     return tuple(found)
 
 
-def wants_jvms(found: Sequence[Found]) -> bool:
+def _wants_jvms(found: Sequence[Found]) -> bool:
     return any(
         table.tool == LIQUIBASE and any(_truthy(_get(row, "locked")) for row in table.rows)
         for table in found
     )
+
+
+def jvms_for(found: Sequence[Found]) -> tuple[int, ...] | None:
+    """`liquibase_jvms()` where a Liquibase table among `found` is locked (the
+    process walk costs: no other row reads it); None elsewhere."""
+    return liquibase_jvms() if _wants_jvms(found) else None

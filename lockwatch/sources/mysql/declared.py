@@ -48,7 +48,6 @@ class MysqlDeclared(ServerDeclared):
     summary = "MySQL/MariaDB: named locks, InnoDB lock waits, metadata-lock (DDL) queues"
     # [[locktables]] too: the lock tables it lists are in the one list both servers read.
     config_tables: tuple[str, ...] = ("mysql", "locktables")
-    messages = "lockwatch.sources.mysql.messages"
     title = "MySQL"
     status_word = "my "
     sees_waits = True

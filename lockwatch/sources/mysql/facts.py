@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.clues import ClueKind, Match, Sureness
-from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.facts import Facts, Party, RuledFacts, Section
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.mysql.display import activity, held_cell, holder_cell, sections
@@ -25,7 +25,6 @@ from lockwatch.sources.mysql.rules import WARNINGS, evaluate_my
 if TYPE_CHECKING:
     from lockwatch.model.clues import Clue
     from lockwatch.model.lock import Lock
-    from lockwatch.model.process import ProcessLookup
     from lockwatch.model.verdict import Verdict
 
 # The three kinds of lock (the JSON's `format`, the ids' kind).
@@ -134,7 +133,7 @@ class MySession:
 
 
 @dataclass(frozen=True, slots=True)
-class MyLock(Facts):
+class MyLock(RuledFacts):
     """One lock of a MySQL or MariaDB server: held (`granted`) or waited for."""
 
     server: str  # the server's display name: user@host:port, never a password
@@ -172,13 +171,8 @@ class MyLock(Facts):
 
     # --- the verdict ----------------------------------------------------------
 
-    def judge(
-        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
-    ) -> Verdict:
-        return evaluate_my(lock, self, now)
-
-    def warning_codes(self) -> frozenset[str]:
-        return WARNINGS
+    rules = evaluate_my
+    warnings = WARNINGS
 
     # --- the JSON contract ----------------------------------------------------
 

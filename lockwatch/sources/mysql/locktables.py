@@ -23,11 +23,10 @@ from lockwatch.sources.locktables.config import TableSpec, spec_for
 from lockwatch.sources.locktables.facts import CONFIGURED, TableLock
 from lockwatch.sources.locktables.rows import (
     Found,
-    liquibase_jvms,
+    jvms_for,
     qualified,
     to_locks,
     tool_of,
-    wants_jvms,
 )
 from lockwatch.sources.locktables.work import tool_statement
 
@@ -122,7 +121,7 @@ def read_tables(
         found.append(Found(tool, schema, table, kept, at_work, spec=spec, versions=versions))
     if not found:
         return []
-    jvms = liquibase_jvms() if wants_jvms(found) else None
+    jvms = jvms_for(found)
     return to_locks(
         found,
         engine="mysql",

@@ -19,12 +19,11 @@ PyMySQL is imported only when a server is polled or acted on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from lockwatch.sources.contract import (
-    ActionProvider,
     Found,
     Selected,
     SourceError,
@@ -34,7 +33,6 @@ from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER, MysqlDeclared
 from lockwatch.sources.mysql.settings import (
     DEFAULTS,
     MySettings,
-    read_settings,
     resolve,
 )
 from lockwatch.sources.selection import StoreSelection
@@ -42,6 +40,7 @@ from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
     Listens,
     ServerPlugin,
+    found_in,
     idle_after,
     polled_once,
     refresh,
@@ -63,6 +62,7 @@ class MysqlSource(ServerPlugin, MysqlDeclared):
         ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/tmp/mysql.sock"),
         "--mysql mysql://USER@127.0.0.1:3306 shows its locks",
     )
+    actions_module = "tableactions"
 
     @property
     def record_types(self) -> tuple[type, ...]:
@@ -71,16 +71,6 @@ class MysqlSource(ServerPlugin, MysqlDeclared):
         from lockwatch.sources.mysql.facts import MyClient, MyLock, MySession
 
         return (MyLock, MySession, MyClient, TableLock)
-
-    @property
-    def actions(self) -> ActionProvider:
-        # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.mysql.tableactions import actions
-
-        return actions()
-
-    def read_config(self, tables: Mapping[str, Any], where: str) -> MySettings:
-        return read_settings(tables, where)
 
     def select(self, wanted: Wanted) -> Selected | None:
         settings: MySettings = wanted.settings(self.name) or DEFAULTS
@@ -135,9 +125,6 @@ class SelectedMysql(StoreSelection):
 
 def find_mysql(target: str, wanted: Wanted, host: str) -> Found | str:
     """The MySQL lock `target` names, polled and judged now; or why there is none."""
-    from lockwatch.clock import SystemClock
-    from lockwatch.model.process import StaticProcesses
-    from lockwatch.model.verdict import evaluate_all
     from lockwatch.sources.mysql.dsn import endpoint_for
     from lockwatch.sources.mysql.records import parse_id
     from lockwatch.sources.mysql.server import MyServer
@@ -163,11 +150,7 @@ def find_mysql(target: str, wanted: Wanted, host: str) -> Found | str:
         locktables=settings.locktables,
     )
     locks = polled_once(server, parsed.server)
-    verdicts = evaluate_all(locks, StaticProcesses(), SystemClock(), host)
-    for lock, verdict in zip(locks, verdicts, strict=True):
-        if lock.id == target:
-            return lock, verdict, locks
-    return (
+    return found_in(locks, target, host) or (
         f"no lock {target} now: released, or its holder changed since it was listed"
         " (lock ids name the holder's thread)"
     )

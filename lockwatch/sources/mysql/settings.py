@@ -3,7 +3,6 @@ in plugin.py), read and checked."""
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.sources.locktables.config import TableSpec, read_specs
 from lockwatch.sources.mysql.declared import DEFAULT_IDLE_AFTER as DEFAULT_IDLE_AFTER
-from lockwatch.sources.servers import config_strings
+from lockwatch.sources.servers import config_seconds, config_strings, config_table
 
 if TYPE_CHECKING:
     from lockwatch.sources.contract import Wanted
@@ -51,20 +50,10 @@ def _path(table: Mapping[str, Any], key: str, where: str) -> str | None:
 
 
 def read_settings(data: Mapping[str, Any], where: str) -> MySettings:
-    table = data.get("mysql", {})
-    if not isinstance(table, dict):
-        raise _error(f"{where}: [mysql] must be a table")
-    idle_after = table.get("idle_after", DEFAULT_IDLE_AFTER)
-    if (
-        isinstance(idle_after, bool)
-        or not isinstance(idle_after, int | float)
-        or not math.isfinite(idle_after)
-        or idle_after < 0
-    ):
-        raise _error(f"{where}: mysql.idle_after must be a number of seconds >= 0")
+    table = config_table(data, "mysql", where)
     return MySettings(
         config_strings(table.get("dsn", []), "mysql.dsn", where),
-        float(idle_after),
+        config_seconds(table, "idle_after", DEFAULT_IDLE_AFTER, "mysql.idle_after", where),
         config_strings(table.get("named_locks", []), "mysql.named_locks", where),
         _path(table, "password_file", where),
         _path(table, "option_file", where),

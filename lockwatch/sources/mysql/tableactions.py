@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from lockwatch.sources.contract import ActionProvider
+from lockwatch.sources.locktables.actions import WithTables, unlocker
 from lockwatch.sources.locktables.facts import TableLock
+from lockwatch.sources.mysql.actions import ACTIONS as MY_ACTIONS
 
 
 def _unlock_row(endpoint: Any, facts: TableLock) -> int:
@@ -17,9 +19,5 @@ def _unlock_row(endpoint: Any, facts: TableLock) -> int:
     return unlock_row(endpoint, facts)
 
 
-def actions() -> ActionProvider:
-    """The mysql source's actions, lock rows' breaks included."""
-    from lockwatch.sources.locktables.actions import WithTables, unlocker
-    from lockwatch.sources.mysql.actions import ACTIONS
-
-    return WithTables(ACTIONS, unlocker("mysql_endpoint", "--mysql", _unlock_row))
+# The mysql source's actions, lock rows' breaks included (ServerPlugin.actions).
+ACTIONS: ActionProvider = WithTables(MY_ACTIONS, unlocker("mysql_endpoint", "--mysql", _unlock_row))

@@ -28,7 +28,6 @@ class PostgresDeclared(ServerDeclared):
     id_prefix = ids.PG
     summary = "PostgreSQL's pg_locks: advisory locks, waiters, blockers, blocking trees"
     config_tables: tuple[str, ...] = ("postgres", "advisory", "locktables")
-    messages = "lockwatch.sources.postgres.messages"
     title = "PostgreSQL"
     status_word = "pg "
     sees_waits = True

@@ -12,7 +12,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.facts import Party, RuledFacts, Section
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.text import scrub_arguments, scrub_secrets
 from lockwatch.sources.postgres import display
@@ -24,7 +24,6 @@ from lockwatch.sources.postgres.rules import WARNINGS, evaluate_pg
 if TYPE_CHECKING:
     from lockwatch.model.action import Kind
     from lockwatch.model.lock import Lock
-    from lockwatch.model.process import ProcessLookup
     from lockwatch.model.verdict import Verdict
 
 _2_31, _2_32, _2_63, _2_64 = 2**31, 2**32, 2**63, 2**64
@@ -254,7 +253,7 @@ class PgBackend:
 
 
 @lean_dataclass(frozen=True, slots=True)
-class PgLock(Facts):
+class PgLock(RuledFacts):
     """One pg_locks row of interest."""
 
     server: str  # the source's name: a DSN with its password removed
@@ -309,13 +308,8 @@ class PgLock(Facts):
             prepared.append("prepared:?")
         return (*(pid for pid in self.blocked_by if pid), *prepared)
 
-    def judge(
-        self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
-    ) -> Verdict:
-        return evaluate_pg(lock, self, now)
-
-    def warning_codes(self) -> frozenset[str]:
-        return WARNINGS
+    rules = evaluate_pg
+    warnings = WARNINGS
 
     def share_key(self, lock: Lock) -> tuple[int, str, float | None, datetime | None] | None:
         # Everything a granted, uncontended row's verdict reads: its session, its

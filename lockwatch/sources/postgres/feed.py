@@ -5,12 +5,11 @@ away keeps its last locks on screen, with the header saying how old they are."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from datetime import datetime
 
 from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.process import StaticProcesses
-from lockwatch.sources.feed import Differ, Emit, close_in_time, same_judgement
+from lockwatch.sources.feed import Differ, Emit, same_but_for_times
 from lockwatch.sources.postgres.facts import PgLock
 from lockwatch.sources.postgres.records import SeenKey, holds_seen
 from lockwatch.sources.postgres.source import PgSnapshot, PgSource
@@ -24,34 +23,13 @@ CHUNK_ROWS = 2048
 
 def same_but_for_wobble(old: Entry, new: Entry) -> bool:
     """Whether a Postgres lock seen again differs only by its derived times' wobble."""
-    ol, nl = old.lock, new.lock
-    op, np_ = ol.facts, nl.facts
-    if not isinstance(op, PgLock) or not isinstance(np_, PgLock):
-        return False
-    ob, nb = op.backend, np_.backend
-    ov, nv = old.verdict, new.verdict
-    if not (
-        close_in_time(ol.acquired_at, nl.acquired_at)
-        and close_in_time(op.wait_start, np_.wait_start)
-        and close_in_time(op.known_held_at, np_.known_held_at)
-        and close_in_time(op.acquired_after, np_.acquired_after)
-        and all(close_in_time(getattr(ob, t), getattr(nb, t)) for t in _BACKEND_TIMES)
-        and same_judgement(ov, nv)
-    ):
-        return False
-    backend = ob if ob is nb else replace(nb, **{t: getattr(ob, t) for t in _BACKEND_TIMES})
-    pg = replace(
-        np_,
-        backend=backend,
-        wait_start=op.wait_start,
-        known_held_at=op.known_held_at,
-        acquired_after=op.acquired_after,
-    )
-    return replace(nl, facts=pg, acquired_at=ol.acquired_at) == ol
+    return same_but_for_times(old, new, PgLock, "backend", _BACKEND_TIMES, _LOCK_TIMES)
 
 
 # A session's times, each derived from an age the server gave.
 _BACKEND_TIMES = ("xact_start", "query_start", "state_since", "backend_start", "prepared_at")
+# The lock's own, likewise.
+_LOCK_TIMES = ("wait_start", "known_held_at", "acquired_after")
 
 
 class PgFeed:

@@ -21,16 +21,14 @@ from psycopg import sql
 
 from lockwatch.model.lock import Lock
 from lockwatch.model.slots import lean_dataclass
-from lockwatch.sources.contract import ActionProvider
 from lockwatch.sources.locktables.config import TableSpec, spec_for
 from lockwatch.sources.locktables.facts import CONFIGURED, KNEX, TableLock
 from lockwatch.sources.locktables.rows import (
     Found,
-    liquibase_jvms,
+    jvms_for,
     qualified,
     to_locks,
     tool_of,
-    wants_jvms,
 )
 from lockwatch.sources.locktables.work import tool_statement
 from lockwatch.sources.postgres import ids
@@ -156,7 +154,7 @@ async def read_tables(
                 versions.get(index, []),
             )
         )
-    jvms = await asyncio.to_thread(liquibase_jvms) if wants_jvms(found) else None
+    jvms = await asyncio.to_thread(jvms_for, found)
     return TablesRead(database, found, ages, jvms)
 
 
@@ -289,14 +287,6 @@ def _literal(value: str) -> str:
     if value not in ("0", "1", "true", "false", "null"):
         raise ValueError(f"not an unlock value: {value!r}")
     return value.upper()
-
-
-def actions() -> ActionProvider:
-    """The postgres source's actions, lock rows' breaks included."""
-    from lockwatch.sources.locktables.actions import WithTables, unlocker
-    from lockwatch.sources.postgres.actions import ACTIONS
-
-    return WithTables(ACTIONS, unlocker("dsn_for", "--pg", unlock_row))
 
 
 def render_tables(locks: Sequence[Lock], now: datetime, host: str) -> tuple[bytes, int]:

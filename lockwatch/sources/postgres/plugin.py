@@ -27,12 +27,11 @@ Config tables it owns:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.sources.contract import (
-    ActionProvider,
     Collected,
     Found,
     ListingRequest,
@@ -46,12 +45,12 @@ from lockwatch.sources.postgres.declared import PostgresDeclared
 from lockwatch.sources.postgres.settings import (
     PgSettings,
     defaults,
-    read_settings,
 )
 from lockwatch.sources.servers import (
     DEFAULT_REFRESH,
     Listens,
     ServerPlugin,
+    found_in,
     idle_after,
     refresh,
 )
@@ -69,6 +68,7 @@ class PostgresSource(ServerPlugin, PostgresDeclared):
         ("/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432"),
         "--pg postgresql://USER@127.0.0.1:5432/postgres (or LOCKWATCH_PG) shows its locks",
     )
+    actions_module = "tableactions"
 
     @property
     def record_types(self) -> tuple[type, ...]:
@@ -78,16 +78,6 @@ class PostgresSource(ServerPlugin, PostgresDeclared):
         from lockwatch.sources.postgres.facts import AdvisoryKey, PgBackend, PgClient, PgLock
 
         return (AdvisoryKey, PgBackend, PgClient, PgLock, TableLock)
-
-    @property
-    def actions(self) -> ActionProvider:
-        # Loaded when an action is planned, not when the CLI starts.
-        from lockwatch.sources.postgres.locktables import actions
-
-        return actions()
-
-    def read_config(self, tables: Mapping[str, Any], where: str) -> PgSettings:
-        return read_settings(tables, where)
 
     def select(self, wanted: Wanted) -> Selected | None:
         settings: PgSettings = wanted.settings(self.name) or defaults()
@@ -193,9 +183,6 @@ class SelectedServers:
 
 def find_pg(target: str, dsns: Sequence[str], settings: PgSettings, host: str) -> Found | str:
     """The Postgres lock `target` names, polled and judged now; or why there is none."""
-    from lockwatch.clock import SystemClock
-    from lockwatch.model.process import StaticProcesses
-    from lockwatch.model.verdict import evaluate_all
     from lockwatch.sources.postgres.dsn import display_name
     from lockwatch.sources.postgres.listing import make_sources, poll_once
 
@@ -229,11 +216,7 @@ def find_pg(target: str, dsns: Sequence[str], settings: PgSettings, host: str) -
         reason = source.status.reason or "no answer"
         raise LookupFailed(f"cannot read pg_locks on {server}: {reason}")
     locks = source.last.locks
-    verdicts = evaluate_all(locks, StaticProcesses(), SystemClock(), host)
-    for lock, verdict in zip(locks, verdicts, strict=True):
-        if lock.id == target:
-            return lock, verdict, locks
-    return (
+    return found_in(locks, target, host) or (
         f"no lock {target} on {server} now: released, or its holder changed since it was"
         " listed (lock ids name the holder's pid)"
     )

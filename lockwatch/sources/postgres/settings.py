@@ -3,7 +3,6 @@ lockwatch.toml (documented in plugin.py), read and checked."""
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from functools import lru_cache
@@ -15,6 +14,7 @@ from lockwatch.sources.locktables.config import TableSpec, read_specs
 # Seconds a session may sit idle in a transaction holding locks before it is
 # suspect (facts.py names it too): declared.py's, which the CLI's options name.
 from lockwatch.sources.postgres.declared import DEFAULT_IDLE_AFTER as DEFAULT_IDLE_AFTER
+from lockwatch.sources.servers import config_seconds
 
 if TYPE_CHECKING:
     from lockwatch.sources.postgres.facts import AdvisoryNames
@@ -71,14 +71,9 @@ def read_settings(data: Mapping[str, Any], where: str) -> PgSettings:
     dsns = [dsn] if isinstance(dsn, str) else dsn
     if not isinstance(dsns, list) or not all(isinstance(d, str) for d in dsns):
         raise _error(f"{where}: postgres.dsn must be a string or a list of strings")
-    idle_after = postgres.get("idle_after", DEFAULT_IDLE_AFTER)
-    if (
-        isinstance(idle_after, bool)
-        or not isinstance(idle_after, int | float)
-        or not math.isfinite(idle_after)
-        or idle_after < 0
-    ):
-        raise _error(f"{where}: postgres.idle_after must be a number of seconds >= 0")
+    idle_after = config_seconds(
+        postgres, "idle_after", DEFAULT_IDLE_AFTER, "postgres.idle_after", where
+    )
     pg_all = postgres.get("all", False)
     if not isinstance(pg_all, bool):
         raise _error(f"{where}: postgres.all must be true or false")
@@ -111,7 +106,7 @@ def read_settings(data: Mapping[str, Any], where: str) -> PgSettings:
         )
     return PgSettings(
         tuple(dsns),
-        float(idle_after),
+        idle_after,
         pg_all,
         names,
         os.path.expanduser(password_file) if password_file else None,

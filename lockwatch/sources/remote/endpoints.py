@@ -9,7 +9,6 @@ credentials: a serve that wants a token gets it from a token file, sent as
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +84,7 @@ def normalise(text: str) -> str:
 
 def read_settings(tables: Mapping[str, Any], where: str) -> RemoteSettings:
     from lockwatch.config import ConfigError
+    from lockwatch.sources.servers import config_seconds
 
     table = tables.get("remote", {})
     if not isinstance(table, dict):
@@ -102,17 +102,10 @@ def read_settings(tables: Mapping[str, Any], where: str) -> RemoteSettings:
         isinstance(path, str) and path.strip() for path in token_files.values()
     ):
         raise ConfigError(f"{where}: [remote.token_files] maps each URL to a token file's path")
-    timeout = table.get("timeout", DEFAULT_TIMEOUT)
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        raise ConfigError(f"{where}: remote.timeout must be a number of seconds > 0")
+    timeout = config_seconds(table, "timeout", DEFAULT_TIMEOUT, "remote.timeout", where, zero=False)
     try:
         named = tuple(dict.fromkeys(normalise(url) for url in urls))
         per_url = {normalise(url): path for url, path in token_files.items()}
     except EndpointError as exc:
         raise ConfigError(f"{where}: remote: {exc}") from None
-    return RemoteSettings(named, token_file, per_url, float(timeout))
+    return RemoteSettings(named, token_file, per_url, timeout)

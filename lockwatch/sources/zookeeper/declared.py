@@ -28,7 +28,6 @@ class ZooKeeperDeclared(ServerDeclared):
         " elections): holders, queues, sessions"
     )
     config_tables: tuple[str, ...] = ("zookeeper",)
-    messages = "lockwatch.sources.zookeeper.messages"
     title = "ZooKeeper"
     status_word = "zk "
     # Contenders wait on each other in order: blocking trees and the Contention view.
