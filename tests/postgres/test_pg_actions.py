@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from psycopg import conninfo, sql
 from lockwatch.actions.audit import AuditLog, Operator, read_records, verify
 from lockwatch.actions.plan import Kind, Plan, describe, plan
 from lockwatch.actions.run import Executor, Outcome, lock_hash
-from lockwatch.clock import SystemClock
+from lockwatch.clock import Clock, SystemClock
 from lockwatch.model.action import ActionFailed, ActionRefused
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
@@ -66,11 +66,14 @@ def poll(
     idle_after: float = DEFAULT_IDLE_AFTER,
     all_rows: bool = False,
     remote: bool = False,
+    clock: Clock | None = None,
 ) -> PgSnapshot:
     """One poll of the server, as the dashboard or `_find_pg` would make it. `remote`:
     as if every client were on another host (no client process to look at), so a
-    holder idle past `idle_after` is stale by inference."""
+    holder idle past `idle_after` is stale by inference. `clock`: what stamps the poll."""
     options: dict[str, Any] = {"client_finder": None} if remote else {}
+    if clock is not None:
+        options["clock"] = clock
 
     async def run() -> PgSnapshot:
         async with monitor(dsn, idle_after=idle_after, all_rows=all_rows, **options) as source:
@@ -720,14 +723,50 @@ def test_release_of_a_lock_that_the_server_already_let_go_is_still_done(acts: Ac
     assert holders(pg, bigint(909)) == []
 
 
+class LateClock:
+    """This host's clock, `by` seconds off: a poll stamped that far from the
+    server's now(), as a loaded client stamps it (its thread ran seconds later)."""
+
+    def __init__(self, by: float) -> None:
+        self.by = timedelta(seconds=by)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.by
+
+
+@pytest.mark.parametrize("kind", [Kind.STEAL, Kind.BREAK])
+def test_a_poll_stamped_seconds_from_the_servers_clock_is_still_the_same_session(
+    acts: Acts, kind: Kind
+) -> None:
+    """The session and its idleness are compared by the server's own timestamps
+    (backend_start, state_change), not by ages turned into this host's time: a
+    poll stamped 3 s off the server's now() (under load) acts as any other."""
+    pg = acts.pg
+    holder = pg.session("holder")
+    h = holder.info.backend_pid
+    holder.execute("SELECT pg_advisory_lock(%s)", (4402,))
+    pg.wait_state(h, "idle", longer_than=0.3)
+    # Stamped 3 s early: the holder looks idle 3 s longer, stale all the same.
+    snapshot = poll(acts.dsn, idle_after=0.1, remote=True, clock=LateClock(-3.0))
+    lock = find(snapshot, h, key=bigint(4402))
+    assert judge(lock).state is State.STALE
+
+    _, outcome = acts.run(kind, lock, peers=snapshot.locks, reason="leaked", force=True)
+
+    with holding(outcome.held):
+        assert outcome.ok, outcome
+        assert not alive(pg, h)
+
+
 @pytest.mark.parametrize("kind", [Kind.STEAL, Kind.BREAK])
 def test_an_idle_holder_that_woke_since_it_was_seen_is_not_touched(acts: Acts, kind: Kind) -> None:
     pg = acts.pg
     holder = pg.session("holder")
     h = holder.info.backend_pid
     holder.execute("SELECT pg_advisory_lock(%s)", (4401,))
-    # Idle for longer than lockwatch's tolerance of poll jitter (0.5 s).
-    pg.wait_state(h, "idle", longer_than=1.2)
+    # Seen idle briefly, then busy and idle again at once: its state_change moved
+    # by less than any tolerance of poll jitter would allow, and that is enough.
+    pg.wait_state(h, "idle", longer_than=0.15)
     snapshot = acts.poll(idle_after=0.1, remote=True)
     lock = find(snapshot, h, key=bigint(4401))
     assert judge(lock).state is State.STALE
@@ -735,7 +774,8 @@ def test_an_idle_holder_that_woke_since_it_was_seen_is_not_touched(acts: Acts, k
     holder.execute("SELECT 1")
     # The typed name confirms the inferred staleness, not whatever it does now.
     _, outcome = acts.run(kind, lock, peers=snapshot.locks, reason="leaked", force=True)
-    assert not outcome.ok and outcome.code == "changed", outcome
+    with holding(outcome.held):  # a wrong steal's key must not outlive the test
+        assert not outcome.ok and outcome.code == "changed", outcome
     assert "no longer the idle holder you saw" in outcome.message
     assert alive(pg, h)
     assert [pid for pid, _, _ in holders(pg, bigint(4401))] == [h]

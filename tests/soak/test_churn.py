@@ -242,7 +242,11 @@ async def churn(
             _, killed, *exited = writers.groups
             # What the feed must find free after the crash is what it saw held: a
             # kernel lock taken and lost between two of its looks leaves an empty
-            # file nobody can tell from an existence lock (existence_unknown).
+            # file nobody can tell from an existence lock (existence_unknown). Held
+            # by the kernel's word (kernel_lock), not merely active: a look that
+            # read /proc/locks just before a writer's last flock and its open files
+            # just after shows the file active for its opener (open_by) until the
+            # next recheck, and a writer killed before that was never seen holding.
             flocked = [
                 lock
                 for lock, kind in writers.held_by(killed).items()
@@ -251,7 +255,11 @@ async def churn(
 
             def seen_held() -> bool:
                 states = watched.states()
-                return all(states.get(lock, ("",))[0] == State.ACTIVE.value for lock in flocked)
+                return all(
+                    states.get(lock, ("", ()))[0] == State.ACTIVE.value
+                    and "kernel_lock" in states[lock][1]
+                    for lock in flocked
+                )
 
             assert await eventually(seen_held, timeout=30), "the crashed group's locks, held"
             await asyncio.to_thread(writers.kill, killed)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
@@ -27,6 +27,12 @@ TARGET = (
 )  # fmt: skip
 
 
+# The server's own times (pg_stat_activity's backend_start, state_change), on its
+# clock and in its session's time zone: kept as written, never moved onto ours.
+STARTED = datetime(2026, 11, 21, 13, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+CHANGED = STARTED + timedelta(minutes=59, microseconds=7)
+
+
 def row(**values: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "locktype": "advisory", "mode": "ExclusiveLock", "granted": True, "pid": 100,
@@ -37,7 +43,8 @@ def row(**values: Any) -> dict[str, Any]:
         "client": "10.0.0.5", "backend_type": "client backend", "state": "active",
         "wait_event_type": None, "wait_event": None, "query": "SELECT 1", "xact_age": 5.0,
         "query_age": 5.0, "state_age": 5.0, "blocked_by": None, "virtualtransaction": None,
-        "client_port": 50123, "backend_age": 3600.0, "backend_started": "start-of-100",
+        "client_port": 50123, "backend_age": 3600.0, "backend_started": STARTED,
+        "state_changed": CHANGED,
         "held_kinds": None, "prepared_owner": None, "prepared_age": None,
     }  # fmt: skip
     base.update(values)
@@ -49,7 +56,7 @@ def row(**values: Any) -> dict[str, Any]:
 SESSION = (
     "usename", "application_name", "client", "backend_type", "state", "wait_event_type",
     "wait_event", "query", "xact_age", "query_age", "state_age", "client_port", "backend_age",
-    "backend_started",
+    "backend_started", "state_changed",
 )  # fmt: skip
 
 
@@ -96,6 +103,19 @@ def test_advisory_holder_and_waiter() -> None:
     assert record["blocked_by"] == [100]
     assert record["granted"] is False
     assert lock_json(holder, holder_verdict)["blocking"] == [200]
+
+
+def test_the_servers_own_session_times_are_kept_as_it_wrote_them() -> None:
+    """What an action's compare-and-swap compares: exactly the server's values,
+    whatever this host's clock said when the poll was stamped; the JSON has none
+    of them (its ages are the contract)."""
+    ((lock, verdict),) = judged([row(state="idle", state_age=4.0)])
+    backend = pg_of(lock).backend
+    assert backend.backend_started == STARTED and backend.state_changed == CHANGED
+    assert backend.backend_start == NOW - timedelta(seconds=3600)  # moved onto our clock
+    record = lock_json(lock, verdict)
+    text = orjson.dumps(record).decode()
+    assert "backend_started" not in text and "state_changed" not in text
 
 
 def test_record_fields_and_ages() -> None:
@@ -330,7 +350,7 @@ def test_transaction_level_locks_are_no_older_than_their_transaction() -> None:
 
 def test_a_lock_seen_before_its_transaction_began_is_session_level() -> None:
     (base,) = [row(state="active", xact_age=5.0)]
-    key = (100, "start-of-100", base["target"], "ExclusiveLock")
+    key = (100, STARTED, base["target"], "ExclusiveLock")
     seen = {key: NOW - timedelta(seconds=20)}
     ((lock, _),) = judged([base], seen=seen)
     assert isinstance(lock.facts, PgLock)
@@ -338,7 +358,7 @@ def test_a_lock_seen_before_its_transaction_began_is_session_level() -> None:
     assert pg_of(lock).level == "session"
     assert held_bounds(pg_of(lock), NOW) == (20.0, 3600.0)
     # A later session with the same pid is another hold: what was seen is not its.
-    ((other, _),) = judged([row(state="active", xact_age=5.0, backend_started="later")], seen=seen)
+    ((other, _),) = judged([row(state="active", xact_age=5.0, backend_started=CHANGED)], seen=seen)
     assert (
         isinstance(other.facts, PgLock)
         and pg_of(other).known_held_at == NOW

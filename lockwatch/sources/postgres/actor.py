@@ -14,7 +14,7 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -35,17 +35,17 @@ TERMINATE_WAIT_MS = 5000
 # read them as placeholders, so they are doubled here.
 _TARGET = TARGET.replace("%", "%%")
 
+# The session's start and last state change as the server wrote them, compared
+# exactly with the poll's (PgBackend.backend_started, .state_changed): ages turned
+# into this host's time differ between two readings by however late each was
+# stamped, seconds under load, and a tolerance for that would also take a later
+# session that started within it for the one seen.
 _HOLDS = f"""
-SELECT l.granted, a.state,
-       EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age,
-       EXTRACT(epoch FROM now() - a.backend_start)::float8 AS backend_age
+SELECT l.granted, a.state, a.state_change, a.backend_start
 FROM pg_catalog.pg_locks AS l
 LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
 WHERE l.pid = %(pid)s AND {_TARGET} = %(target)s AND l.mode = %(mode)s
 """
-# A session seen idle that has done anything since (a state change later than
-# seen, beyond the poll's jitter) is not the idle holder the operator judged.
-STATE_JITTER_S = 0.5
 _SIGNAL = f"""
 SELECT pg_catalog.{{function}}(l.pid{{extra}}) AS done FROM pg_catalog.pg_locks AS l
 WHERE l.pid = %(pid)s AND {_TARGET} = %(target)s AND l.mode = %(mode)s
@@ -59,9 +59,6 @@ SELECT l.pid FROM pg_catalog.pg_locks AS l
 WHERE NOT l.granted AND {_TARGET} = %(target)s
 ORDER BY l.pid
 """
-# A session's start, seen and now, may differ by the polls' jitter: beyond it,
-# the pid belongs to a later session.
-SESSION_JITTER_S = 1.0
 _HOLDER_OF = f"""
 SELECT l.pid, a.application_name FROM pg_catalog.pg_locks AS l
 LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
@@ -403,28 +400,31 @@ class PgActor:
         return details
 
 
-def _same_session(lock: Lock, pid: int, backend_age: float | None) -> None:
-    """Refuse when `pid` now belongs to a later session than the one seen."""
-    seen = pg_of(lock).backend.backend_start
-    if seen is None or backend_age is None:
+def _same_session(lock: Lock, pid: int, started: datetime | None) -> None:
+    """Refuse when `pid` now belongs to a later session than the one seen: its
+    backend_start, as the server wrote it, is not the one the poll read."""
+    seen = pg_of(lock).backend.backend_started
+    # NULL when our role may not see the session's times (nor could the poll):
+    # the pid, the lock and its mode are all there is to compare then.
+    if seen is None or started is None:
         return
-    started = datetime.now(UTC) - timedelta(seconds=float(backend_age))
-    if abs((started - seen).total_seconds()) > SESSION_JITTER_S:
+    if started != seen:
         raise ActionRefused(
             "changed",
-            f"pid {pid} is another session now (started {started:%H:%M:%S}, not the one you"
-            " saw): nothing done",
+            f"pid {pid} is another session now (started {started.astimezone(UTC):%H:%M:%S},"
+            " not the one you saw): nothing done",
         )
 
 
-def _still_idle(lock: Lock, pid: int, state: str | None, state_age: float | None) -> None:
+def _still_idle(lock: Lock, pid: int, state: str | None, changed: datetime | None) -> None:
+    """Refuse when the session seen idle has done anything since: another state,
+    or the same one entered again (its state_change, as the server wrote it, moved)."""
     seen = pg_of(lock).backend
     if seen.state is None or not seen.state.startswith("idle"):
         return  # not judged stale for idling
     woke = state != seen.state
-    if not woke and state_age is not None and seen.state_since is not None:
-        since = datetime.now(UTC) - timedelta(seconds=float(state_age))
-        woke = (since - seen.state_since).total_seconds() > STATE_JITTER_S
+    if not woke and seen.state_changed is not None and changed is not None:
+        woke = changed != seen.state_changed
     if woke:
         raise ActionRefused(
             "changed",

@@ -220,6 +220,12 @@ class PgBackend:
     prepared_at: datetime | None = None
     # The role lockwatch polls as: a hidden session names it in the grant to give.
     monitor_role: str | None = None
+    # pg_stat_activity's backend_start and state_change as the server wrote them,
+    # on its clock (the times above are ages moved onto this host's, off by however
+    # long the poll's answer took to be stamped): an action's compare-and-swap reads
+    # them again and compares them exactly. A session is (pid, backend_started).
+    backend_started: datetime | None = None
+    state_changed: datetime | None = None
 
     def __post_init__(self) -> None:
         # Another session's query text can carry a password (ALTER ROLE … PASSWORD,

@@ -42,8 +42,10 @@ SELECT a.pid, a.datname, a.usename, a.application_name,
        EXTRACT(epoch FROM now() - a.query_start)::float8 AS query_age,
        EXTRACT(epoch FROM now() - a.state_change)::float8 AS state_age,
        EXTRACT(epoch FROM now() - a.backend_start)::float8 AS backend_age,
-       -- The server's own time, only to tell one session from a later one with its pid.
-       a.backend_start AS backend_started
+       -- The server's own times, as it wrote them: a session is (pid, backend_start),
+       -- and one that did anything since has another state_change. An action's
+       -- compare-and-swap reads them again and compares them exactly (actor.py).
+       a.backend_start AS backend_started, a.state_change AS state_changed
 FROM pg_catalog.pg_stat_activity AS a
 WHERE a.pid <> pg_catalog.pg_backend_pid();
 """

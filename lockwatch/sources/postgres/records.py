@@ -201,6 +201,8 @@ def _session(
         held=held_counts(row.get("held_kinds")),
         prepared_at=_ago(polled_at, row.get("prepared_age")) if gid is not None else None,
         monitor_role=monitor_role,
+        backend_started=get("backend_started"),
+        state_changed=get("state_changed"),
     )
     holder = Holder(
         pid=row["pid"],
