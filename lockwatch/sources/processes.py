@@ -61,7 +61,8 @@ class PsutilProcesses:
         return HostPid(namespace_here=True, pid=pids.get(pid))
 
     def _look(self, pid: int) -> ProcessFacts:
-        dead = ProcessFacts(pid=pid, alive=False)
+        # Positional (pid, alive): made for each dead pid a scan meets, thousands of them.
+        dead = ProcessFacts(pid, False)
         try:
             if pid <= 0 or not self._is_running(pid):
                 return dead
