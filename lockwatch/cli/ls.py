@@ -12,6 +12,7 @@ from typing import Any
 import click
 import orjson
 
+from lockwatch.cli import ending
 from lockwatch.cli.ending import finish
 from lockwatch.cli.where import SourcesListed, resolve_targets, target_options
 from lockwatch.clock import SystemClock
@@ -117,6 +118,10 @@ def ls(**values: Any) -> None:
         from lockwatch.cli.history_at import ls_at
 
         ls_at(values["at"], values["history_path"], as_json=as_json, long=values["long_"])
+    if ending.FAST_EXIT:
+        from lockwatch import collector
+
+        collector.keep_to_exit()  # what a listing is done with is left to os._exit
     targets = resolve_targets(values, values.get("config_path"))
     clock = SystemClock()
     host = os.uname().nodename  # what gethostname() returns, without importing socket

@@ -56,7 +56,8 @@ class PsutilProcesses:
         return host_pid_in(self._namespaces, pid, namespace)
 
     def _look(self, pid: int) -> ProcessFacts:
-        dead = ProcessFacts(pid=pid, alive=False)
+        # Positional (pid, alive): made for each dead pid a scan meets, thousands of them.
+        dead = ProcessFacts(pid, False)
         try:
             if pid <= 0 or not self._is_running(pid):
                 return dead

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from lockwatch import collector
 from lockwatch.clock import FrozenClock
 from lockwatch.fanout import fan_out
 from lockwatch.model.conflicts import with_scope_conflicts
@@ -81,7 +82,9 @@ def _judge(
             stale += 1
         elif lock.scope and verdict.state is State.ACTIVE:
             scoped.append((index, lock, verdict))
-    return Judged(records_json_array(records), scoped, loaded.errors, stale, loaded.unread)
+    judged = Judged(records_json_array(records), scoped, loaded.errors, stale, loaded.unread)
+    collector.left(candidates, loaded, locks, records)
+    return judged
 
 
 def _add_scope_conflicts(parts: list[Judged]) -> None:

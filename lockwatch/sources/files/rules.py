@@ -384,14 +384,16 @@ def final_state(
     if unknown is not None:
         info.insert(0, unknown)
     future = [d for d in deadlines if d is not None and d >= now] if not stale else None
+    # Positional (state, reasons, age_seconds, alive, process, next_change_at): the
+    # verdict of nearly every lock file of a scan is made here.
     return Verdict(
         State.STALE if stale else State.UNKNOWN if unknown is not None else State.ACTIVE,
         (*stale, *info),
-        age_seconds=age,
-        alive=alive,
+        age,
+        alive,
         # A recycled pid's process is somebody else's: never show it as the holder.
-        process=facts if alive else None,
-        next_change_at=min(future) if future else None,
+        facts if alive else None,
+        min(future) if future else None,
     )
 
 

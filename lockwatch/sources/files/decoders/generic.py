@@ -246,7 +246,8 @@ def decode_pid_value(value: int, file: LockFile) -> Lock:
     defects: tuple[Reason, ...] = ()
     if pid is None:
         defects = (schema_violation(f"{shown(value)} is not a process id"),)
-    return _generic(file, value, Holder(pid=pid), defects=defects, policy=BARE_PID)
+    # Holder(pid): its first field, positional (a class called with a keyword packs a dict).
+    return _generic(file, value, Holder(pid), defects=defects, policy=BARE_PID)
 
 
 def decode_empty(text: str, file: LockFile) -> Lock:
