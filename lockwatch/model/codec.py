@@ -78,10 +78,9 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from enum import Enum
-from itertools import repeat
 from typing import Any, Final, cast
 
 import orjson
@@ -906,27 +905,28 @@ def _sequence_decoder(inner: _Dec, make: Callable[[list[Any]], Any]) -> _Dec:
             raise _wrong("an array", value)
         if inner is _dec_str and all(type(item) is str for item in value):
             return make(value)
-        return make(_decoded_items(zip(repeat(inner), value), context))
+        out = []
+        for index, item in enumerate(value):
+            try:
+                out.append(inner(item, context))
+            except CodecError as err:
+                raise err.within(f"[{index}]") from None
+        return make(out)
 
     return dec
-
-
-def _decoded_items(pairs: Iterable[tuple[_Dec, Any]], context: _DecodeContext) -> list[Any]:
-    """Each array item decoded by its decoder; an error says which item."""
-    out = []
-    for index, (item_dec, item) in enumerate(pairs):
-        try:
-            out.append(item_dec(item, context))
-        except CodecError as err:
-            raise err.within(f"[{index}]") from None
-    return out
 
 
 def _fixed_decoder(inner: list[_Dec]) -> _Dec:
     def dec(value: Any, context: _DecodeContext) -> Any:
         if type(value) is not list or len(value) != len(inner):
             raise _wrong(f"an array of {len(inner)}", value)
-        return tuple(_decoded_items(zip(inner, value, strict=True), context))
+        out = []
+        for index, (item_dec, item) in enumerate(zip(inner, value, strict=True)):
+            try:
+                out.append(item_dec(item, context))
+            except CodecError as err:
+                raise err.within(f"[{index}]") from None
+        return tuple(out)
 
     return dec
 
