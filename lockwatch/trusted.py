@@ -369,18 +369,25 @@ def read_file(path: str | os.PathLike[str], limit: int, trust: Trust | None = SE
     name = os.fspath(path)
     fd, _ = _open_regular(name, limit, trust)
     try:
-        chunks: list[bytes] = []
-        total = 0
-        while total <= limit:
-            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
+        data = read_at_most(fd, limit)
     finally:
         os.close(fd)
-    if total > limit:  # it grew after the fstat
+    if len(data) > limit:  # it grew after the fstat
         raise Refused(name, f"more than the {_size(limit)} allowed")
+    return data
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """What `fd` holds from its offset to its end, but never more than one byte
+    past `limit`: a caller tells a file over its limit by that byte."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
     return b"".join(chunks)
 
 

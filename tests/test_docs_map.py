@@ -18,14 +18,19 @@ MAP = Path(__file__).resolve().parent.parent / "docs" / "adding-a-source.md"
 
 
 def members(cls: type) -> set[str]:
-    """The public names `cls` itself defines: annotated attributes, methods,
-    properties, class attributes (not those of its bases)."""
-    names = set(inspect.get_annotations(cls))
-    names |= {
-        name
-        for name, value in vars(cls).items()
-        if callable(value) or isinstance(value, property | classmethod | staticmethod)
-    }
+    """The public names `cls` defines: annotated attributes, methods, properties,
+    class attributes, its own and those of its bases in the same module (the
+    contract's `Described`), not those of Protocol or object."""
+    names: set[str] = set()
+    for base in cls.__mro__:
+        if base.__module__ != cls.__module__:
+            continue
+        names |= set(inspect.get_annotations(base))
+        names |= {
+            name
+            for name, value in vars(base).items()
+            if callable(value) or isinstance(value, property | classmethod | staticmethod)
+        }
     return {name for name in names if not name.startswith("_")}
 
 

@@ -189,23 +189,38 @@ class _Check:
             return self.tampered(number, None, "has no sequence number")
         return None
 
+    def _keyed(
+        self,
+        entry: dict[str, Any],
+        body: bytes,
+        where: tuple[int | None, int | None],
+        what: str,
+        edited: str,
+    ) -> Verification | None:
+        """A keyed entry (a record, the head; `what` names it) checked with the key:
+        a Verification when the key is missing or another, or when its MAC does not
+        match its `body` (`edited` says so, at `where`: line and seq); else None."""
+        seq = where[1]
+        if self.key is None:
+            return self.needs_key(seq, f"{what} is keyed")
+        if entry.get(KEY_ID) != self.key.id:
+            return self.needs_key(seq, f"{what} is keyed with key {entry.get(KEY_ID)}")
+        if not self.key.check(body, entry.get(MAC)):
+            return self.tampered(*where, edited)
+        return None
+
     def _record_key(
         self, number: int, seq: int, record: dict[str, Any], keyed_seen: bool, since: int | None
     ) -> Verification | bool:
         """A record's MAC checked (or its absence, where the log is keyed): whether
         the records so far are keyed, or a Verification saying what is wrong."""
         if KEY_ID in record or MAC in record:
-            if self.key is None:
-                return self.needs_key(seq, f"record {seq} is keyed")
-            if record.get(KEY_ID) != self.key.id:
-                return self.needs_key(seq, f"record {seq} is keyed with key {record.get(KEY_ID)}")
-            if not self.key.check(mac_body(record), record.get(MAC)):
-                return self.tampered(
-                    number,
-                    seq,
-                    "edited: its MAC does not match its content (changed by someone"
-                    " without the key)",
-                )
+            edited = (
+                "edited: its MAC does not match its content (changed by someone without the key)"
+            )
+            wrong = self._keyed(record, mac_body(record), (number, seq), f"record {seq}", edited)
+            if wrong is not None:
+                return wrong
             self.keyed += 1
             return True
         elif keyed_seen:
@@ -389,15 +404,9 @@ class _Check:
     def _head_key(self, head: dict[str, Any], keyed_seen: bool) -> Verification | None:
         name = head_path(self.path).name
         if KEY_ID in head or MAC in head:
-            if self.key is None:
-                return self.needs_key(None, f"the head {name} is keyed")
-            if head.get(KEY_ID) != self.key.id:
-                return self.needs_key(None, f"the head {name} is keyed with key {head.get(KEY_ID)}")
-            if not self.key.check(head_mac_body(head), head.get(MAC)):
-                return self.tampered(
-                    None, None, f"the head {name} was edited: its MAC does not match its content"
-                )
-        elif keyed_seen:
+            edited = f"the head {name} was edited: its MAC does not match its content"
+            return self._keyed(head, head_mac_body(head), (None, None), f"the head {name}", edited)
+        if keyed_seen:
             return self.tampered(
                 None,
                 None,

@@ -15,7 +15,6 @@ from typing import Any
 
 from lockwatch.actions.plan import plan, provider
 from lockwatch.model.action import Kind, Plan, refused
-from lockwatch.model.handover import NewHolder
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import Verdict
@@ -61,18 +60,15 @@ def prepare(
     lock: Lock,
     verdict: Verdict,
     *,
-    peers: Sequence[Lock] = (),
-    new_holder: NewHolder | None = None,
-    tombstone_dir: str | None = None,
-    held: bool = False,
-    held_elsewhere: bool = False,
     roots: Sequence[str] | None = None,
-    **given: Any,
+    **asked: Any,
 ) -> Plan:
-    """The plan for `kind` on `lock`. `roots`: act only on lock files under these
-    (the dashboard's watched trees); `given`: what particular sources read by
-    name (the command's option values, a front end's limits: `pg_applications`,
-    only sessions whose application_name starts with it, for the demo)."""
+    """The plan for `kind` on `lock`, once its source offers `kind`. `roots`: act
+    only on lock files under these (the dashboard's watched trees); any other
+    keyword is `plan.plan`'s (`peers`, `held`, ...), or else what particular
+    sources read by name (the command's option values, a front end's limits:
+    `pg_applications`, only sessions whose application_name starts with it, for
+    the demo)."""
     actions = provider(lock)
     if actions is None:
         return refused(
@@ -86,15 +82,5 @@ def prepare(
         why = f"{lock.source} locks offer {offered}, not {kind.value}"
         return refused(kind, lock, verdict, "unsupported", why)
     if roots is not None:
-        given = {**given, "roots": tuple(roots)}
-    return plan(
-        kind,
-        lock,
-        verdict,
-        peers=peers,
-        new_holder=new_holder,
-        tombstone_dir=tombstone_dir,
-        held=held,
-        held_elsewhere=held_elsewhere,
-        given=given,
-    )
+        asked["roots"] = tuple(roots)
+    return plan(kind, lock, verdict, **asked)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lockwatch.cli.watch import _check_view_options, _need_terminal, build_app
-from lockwatch.cli.where import select_targets
+from lockwatch.cli.where import file_option, select_targets
 
 if TYPE_CHECKING:
     from lockwatch.demo import Demo
@@ -87,12 +87,10 @@ def _check_dsn(dsn: str) -> None:
     is_flag=True,
     help="Keep the workspace (lock files, the children's logs, the audit log) on exit.",
 )
-@click.option(
+@file_option(
     "--audit-log",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
+    "Where breaks and steals are audited [default: audit.jsonl in the workspace].",
     metavar="FILE",
-    help="Where breaks and steals are audited [default: audit.jsonl in the workspace].",
 )
 @click.option(
     "--theme",

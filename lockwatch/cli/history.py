@@ -12,7 +12,7 @@ from typing import Any
 import click
 import orjson
 
-from lockwatch.cli.ending import finish
+from lockwatch.cli.ending import fail, finish
 from lockwatch.cli.pglog import PG_LOG_OPTION, PG_SERVER_OPTION
 from lockwatch.model.text import terminal_safe
 
@@ -28,11 +28,6 @@ history_option = click.option(
 )
 
 
-def fail(message: str) -> None:
-    click.echo(f"lockwatch: {terminal_safe(message)}", err=True)
-    finish(EXIT_NO_HISTORY)
-
-
 def when(text: str | None, label: str) -> datetime | None:
     if text is None:
         return None
@@ -42,8 +37,7 @@ def when(text: str | None, label: str) -> datetime | None:
     try:
         return parse_when(text, now, now.tzinfo)
     except BadTime as exc:
-        fail(f"{label}: {exc}")
-        raise AssertionError from exc  # finish() does not return
+        fail(f"{label}: {exc}", EXIT_NO_HISTORY)
 
 
 def configured_target(given: str | None) -> str | None:
@@ -67,7 +61,7 @@ def open_reader(given: str | None) -> Any:
     try:
         return open_history(configured_target(given))
     except HistoryError as exc:
-        fail(str(exc))
+        fail(str(exc), EXIT_NO_HISTORY)
 
 
 @click.group(
@@ -127,7 +121,7 @@ def history(ctx: click.Context, /, **values: Any) -> None:
     try:
         found = store.episodes(since, until, values["source"])
     except HistoryError as exc:
-        fail(str(exc))
+        fail(str(exc), EXIT_NO_HISTORY)
     if values["as_json"]:
         from lockwatch.history.document import episode_json
 
@@ -186,9 +180,9 @@ def show(ctx: click.Context, episode_id: str, as_json: bool) -> None:
     try:
         episode = store.episode(episode_id)
     except HistoryError as exc:
-        fail(str(exc))
+        fail(str(exc), EXIT_NO_HISTORY)
     if episode is None:
-        fail(f"no episode {episode_id} in {store.name}")
+        fail(f"no episode {episode_id} in {store.name}", EXIT_NO_HISTORY)
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(episode_json(episode)) + b"\n")
         finish(0)

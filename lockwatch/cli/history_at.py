@@ -9,8 +9,8 @@ import sys
 import click
 import orjson
 
-from lockwatch.cli.ending import finish
-from lockwatch.cli.history import fail, open_reader, when
+from lockwatch.cli.ending import fail, finish
+from lockwatch.cli.history import EXIT_NO_HISTORY, open_reader, when
 from lockwatch.model.text import terminal_safe
 
 
@@ -25,7 +25,7 @@ def ls_at(at_text: str, history_path: str | None, *, as_json: bool, long: bool) 
     try:
         entries = store.entries_at(at)
     except HistoryError as exc:
-        fail(str(exc))
+        fail(str(exc), EXIT_NO_HISTORY)
     assessed = [(entry.lock, entry.verdict) for entry in entries]
     host = store.host
     if as_json:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 import click
+
+# `lockwatch history`'s exit for a history it cannot use (cli/history.py, which
+# imports this module: not imported back).
+_EXIT = 2
 
 PG_LOG_OPTION = click.option(
     "--pg-log",
@@ -30,20 +33,11 @@ PG_SERVER_OPTION = click.option(
 )
 
 
-def fail(message: str) -> NoReturn:
-    """One line, exit 2, as `lockwatch history` says its errors."""
-    from lockwatch.cli.ending import finish
-    from lockwatch.model.text import terminal_safe
-
-    click.echo(f"lockwatch: {terminal_safe(message)}", err=True)
-    finish(2)
-    raise AssertionError  # finish() does not return
-
-
 def fold_logs(target: str | None, logs: Sequence[Path], server: str | None) -> int:
     """Fold `logs` into the history at `target`; returns how many waits were
     added. A file that cannot be read, or a history that cannot be written, is
     one line (exit 2)."""
+    from lockwatch.cli.ending import fail
     from lockwatch.history.api import HistoryError, open_history
     from lockwatch.sources.logtail import read_lines
     from lockwatch.sources.registry import log_folding
@@ -52,21 +46,21 @@ def fold_logs(target: str | None, logs: Sequence[Path], server: str | None) -> i
     try:
         store = open_history(target, write=True)
     except HistoryError as exc:
-        fail(str(exc))
+        fail(str(exc), _EXIT)
     try:
         for log in logs:
             folding = log_folding(store.host, server or log.name)
             if folding is None:
-                fail("--pg-log: no source of this build reads a server's log")
+                fail("--pg-log: no source of this build reads a server's log", _EXIT)
             try:
                 for line in read_lines(log):
                     folding.feed(line)
                 spans = folding.done()
             except OSError as exc:
-                fail(f"--pg-log: {log}: {exc.strerror or exc}")
+                fail(f"--pg-log: {log}: {exc.strerror or exc}", _EXIT)
             added += store.add_waits(spans)
     except HistoryError as exc:
-        fail(str(exc))
+        fail(str(exc), _EXIT)
     finally:
         store.close()
     return added

@@ -19,6 +19,7 @@ from lockwatch.cli.where import (
     TOMBSTONE_DIR_OPTION,
     SourcesListed,
     Targets,
+    file_option,
     finite,
     history_options,
     refresh_option,
@@ -96,12 +97,10 @@ def _common(func: Any) -> Any:
 )
 @target_options
 @refresh_option("servers and the kernel")
-@click.option(
+@file_option(
     "--record",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
+    "Append every snapshot the sources produce to FILE (JSON Lines) for replay.",
     metavar="FILE",
-    help="Append every snapshot the sources produce to FILE (JSON Lines) for replay.",
 )
 @history_options(
     "Record the lock history here (a SQLite file or a postgresql:// DSN) [default:"

@@ -25,18 +25,27 @@ CONFIG_OPTION = click.option(
     default=None,
     help="Config file [default: ./lockwatch.toml, then the user config dir].",
 )
-AUDIT_LOG_OPTION = click.option(
+
+
+def file_option(flag: str, help: str, metavar: str | None = None) -> Callable[[F], F]:
+    """An option naming one file (never a directory), as a Path; None when not given."""
+    return click.option(
+        flag,
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        metavar=metavar,
+        help=help,
+    )
+
+
+AUDIT_LOG_OPTION = file_option(
     "--audit-log",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The audit log [default: actions.audit_log in the config, else the user state dir's"
+    "The audit log [default: actions.audit_log in the config, else the user state dir's"
     " lockwatch/audit.jsonl].",
 )
-AUDIT_KEY_OPTION = click.option(
+AUDIT_KEY_OPTION = file_option(
     "--audit-key",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The audit log's HMAC key, kept apart from the log (made 0600 on first use)"
+    "The audit log's HMAC key, kept apart from the log (made 0600 on first use)"
     " [default: actions.audit_key in the config, else the user config dir's lockwatch/audit.key].",
 )
 AUDIT_SYSLOG_OPTION = click.option(

@@ -78,7 +78,8 @@ def answer(
 ) -> bool:
     """Print the history's answer and return True; False: nothing to say from
     the history (only when --at was not given: the live look goes on)."""
-    from lockwatch.cli.history import fail, open_reader, when
+    from lockwatch.cli.ending import fail
+    from lockwatch.cli.history import EXIT_NO_HISTORY, open_reader, when
     from lockwatch.history.api import HistoryError
     from lockwatch.model.when import found_in
 
@@ -104,7 +105,7 @@ def answer(
     except HistoryError as exc:
         if at_text is None:
             return False
-        fail(str(exc))
+        fail(str(exc), EXIT_NO_HISTORY)
     if not found and at_text is None:
         return False
     _say(found, at, text, as_json)

@@ -30,20 +30,47 @@ def cast(w: Workspace) -> list[Role]:
     return [*_clocked(w), *_broken(w), *_busy(w), *_coming_and_going(w)]
 
 
+def _tower(
+    w: Workspace,
+    name: str,
+    lock: str,
+    intent: str,
+    version: str,
+    actor: str,
+    ttl: str,
+    run: str,
+    *more: str,
+    about: str,
+) -> Role:
+    """A tower-fleet executor: the lock it takes for its intent (as `actor`, with a
+    `ttl`), how long it runs, and its other options."""
+    return Role(
+        name,
+        "tower",
+        ("--locks", str(w.tower_locks), "--name", lock, "--intent", intent,
+         "--intent-version", version, "--actor", actor, "--ttl", ttl, "--run", run, *more),
+        about,
+    )  # fmt: skip
+
+
+def _loop(w: Workspace, name: str, scope: str, *more: str, about: str) -> Role:
+    """A little-loops loop on `scope` of the demo's project, and its other options."""
+    return Role(
+        f"loop-{name}",
+        "loops",
+        ("--project", str(w.loops_project), "--name", name, "--scope", scope, *more),
+        about,
+    )
+
+
 def _clocked(w: Workspace) -> list[Role]:
     """The holders whose timing the demo's promises rest on (see `clocks`)."""
-    tower = str(w.tower_locks)
     return [
         # Those whose clock matters start first: children start slowly when seventeen
         # of them share a couple of cores with an embedded PostgreSQL being set up.
-        Role(
-            "tower-sync-hung",
-            "tower",
-            ("--locks", tower, "--name", "tower-sync", "--intent", "sync",
-             "--intent-version", "2.0.0", "--actor", "claude-code", "--ttl", "5",
-             "--run", "inf", "--hang-after", "1.3"),
-            "hangs after one heartbeat: stale once its 5 s ttl runs out (steal it)",
-        ),
+        _tower(w, "tower-sync-hung", "tower-sync", "sync", "2.0.0", "claude-code", "5", "inf",
+               "--hang-after", "1.3",
+               about="hangs after one heartbeat: stale once its 5 s ttl runs out (steal it)"),
         Role(
             KILLED,
             "clawdbot",
@@ -56,17 +83,10 @@ def _clocked(w: Workspace) -> list[Role]:
 
 def _broken(w: Workspace) -> list[Role]:
     """Locks left wrong: invalid, too old, or taken by two at once."""
-    tower = str(w.tower_locks)
-    project = str(w.loops_project)
     return [
-        Role(
-            "tower-backup-invalid",
-            "tower",
-            ("--locks", tower, "--name", "nightly-backup", "--intent", "backup-db",
-             "--intent-version", "3.1.0", "--actor", "cron", "--ttl", "30",
-             "--run", "inf", "--ttl-as-string"),
-            "built against a draft spec: ttl_seconds is a string (invalid)",
-        ),
+        _tower(w, "tower-backup-invalid", "nightly-backup", "backup-db", "3.1.0", "cron", "30",
+               "inf", "--ttl-as-string",
+               about="built against a draft spec: ttl_seconds is a string (invalid)"),
         Role(
             "gitclaw-7-cancelled",
             "gitclaw",
@@ -74,20 +94,11 @@ def _broken(w: Workspace) -> list[Role]:
              "--cancelled-ago", "750"),
             "a run for issue #7 cancelled 12 minutes ago: its lock is too old (stale)",
         ),
-        Role(
-            "loop-fix-bugs",
-            "loops",
-            ("--project", project, "--name", "fix-bugs", "--scope", "src", "--run", "inf",
-             "--racy-start"),
-            "loop on src/, started in the same instant as refactor-api",
-        ),
-        Role(
-            "loop-refactor-api",
-            "loops",
-            ("--project", project, "--name", "refactor-api", "--scope", "src/api",
-             "--run", "inf", "--racy-start"),
-            "loop on src/api: both passed the conflict check before either wrote (conflict)",
-        ),
+        _loop(w, "fix-bugs", "src", "--run", "inf", "--racy-start",
+              about="loop on src/, started in the same instant as refactor-api"),
+        _loop(w, "refactor-api", "src/api", "--run", "inf", "--racy-start",
+              about="loop on src/api: both passed the conflict check before either wrote"
+              " (conflict)"),
     ]  # fmt: skip
 
 
@@ -143,39 +154,18 @@ def _busy(w: Workspace) -> list[Role]:
 
 def _coming_and_going(w: Workspace) -> list[Role]:
     """Holders with a ttl and heartbeat, loops that give up or queue, builds under flock."""
-    tower = str(w.tower_locks)
-    project = str(w.loops_project)
     return [
-        Role(
-            "tower-money-tracker",
-            "tower",
-            ("--locks", tower, "--name", "money-tracker-production", "--intent", "deploy-app",
-             "--intent-version", "1.2.0", "--actor", "claude-code", "--ttl", "12",
-             "--run", "20,40", "--pause", "2,4", "--ticket", "OPS-1187"),
-            "deploys, heartbeating every 3 s (ttl 12 s)",
-        ),
-        Role(
-            "tower-home-portal",
-            "tower",
-            ("--locks", tower, "--name", "home-portal-staging", "--intent", "migrate-db",
-             "--intent-version", "0.9.1", "--actor", "ops-bot", "--ttl", "12",
-             "--run", "10,25", "--pause", "3,6"),
-            "migrations, heartbeating every 3 s (ttl 12 s)",
-        ),
-        Role(
-            "loop-docs-sweep",
-            "loops",
-            ("--project", project, "--name", "docs-sweep", "--scope", "docs",
-             "--run", "6,10", "--pause", "2,4"),
-            "loop on docs/: gives up while docs-api runs",
-        ),
-        Role(
-            "loop-docs-api",
-            "loops",
-            ("--project", project, "--name", "docs-api", "--scope", "docs/api", "--queue",
-             "--run", "3,5", "--pause", "1,3", "--delay", "0.5"),
-            "loop on docs/api with --queue: waits for docs-sweep, then takes its turn",
-        ),
+        _tower(w, "tower-money-tracker", "money-tracker-production", "deploy-app", "1.2.0",
+               "claude-code", "12", "20,40", "--pause", "2,4", "--ticket", "OPS-1187",
+               about="deploys, heartbeating every 3 s (ttl 12 s)"),
+        _tower(w, "tower-home-portal", "home-portal-staging", "migrate-db", "0.9.1", "ops-bot",
+               "12", "10,25", "--pause", "3,6",
+               about="migrations, heartbeating every 3 s (ttl 12 s)"),
+        _loop(w, "docs-sweep", "docs", "--run", "6,10", "--pause", "2,4",
+              about="loop on docs/: gives up while docs-api runs"),
+        _loop(w, "docs-api", "docs/api", "--queue", "--run", "3,5", "--pause", "1,3", "--delay",
+              "0.5",
+              about="loop on docs/api with --queue: waits for docs-sweep, then takes its turn"),
         Role(
             "build-cache",
             "flock",

@@ -29,47 +29,34 @@ PREFIX = "lockwatch-demo-"
 LOOPS_PROJECT_DIRS = ("src/api", "src/billing", "docs/api", "tests")
 
 
+class _Under:
+    """A place in the workspace, `parts` below its root (read as a property)."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, workspace: Workspace, owner: type | None = None) -> Path:
+        return workspace.root.joinpath(*self.parts)
+
+
 @dataclass(frozen=True, slots=True)
 class Workspace:
     root: Path
 
-    @property
-    def systems(self) -> Path:
-        return self.root / "systems"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def config_file(self) -> Path:
-        return self.root / "lockwatch.toml"
-
-    @property
-    def audit_log(self) -> Path:
-        return self.root / "audit.jsonl"
-
-    @property
-    def readme(self) -> Path:
-        return self.root / "README.txt"
+    systems = _Under("systems")
+    logs = _Under("logs")
+    config_file = _Under("lockwatch.toml")
+    audit_log = _Under("audit.jsonl")
+    readme = _Under("README.txt")
+    tower_locks = _Under("systems", "tower-fleet", "logs", "locks")
+    loops_project = _Under("systems", "little-loops")
+    builds = _Under("systems", "builds")
 
     def memory(self, session: str) -> Path:
         return self.systems / "clawdbot" / session / "memory"
 
     def gitclaw_locks(self, runner: str) -> Path:
         return self.systems / "gitclaw" / runner / ".GITCLAW" / "state" / "locks"
-
-    @property
-    def tower_locks(self) -> Path:
-        return self.systems / "tower-fleet" / "logs" / "locks"
-
-    @property
-    def loops_project(self) -> Path:
-        return self.systems / "little-loops"
-
-    @property
-    def builds(self) -> Path:
-        return self.systems / "builds"
 
 
 def create(base: Path | None = None) -> Workspace:

@@ -229,17 +229,22 @@ def _block_end(text: str, opened: int, nested: bool) -> int:
     return len(text)
 
 
-def _spans(
-    text: str,
-    dialect: _Dialect,
-    depth: int,
-    more: Callable[[str], list[Span]],
-    maybe: Callable[[str], bool],
-) -> list[Span]:
-    """Secrets in `text` read in `dialect`: the literals in a secret's place,
-    what `more` finds (key=value, URLs, JSON), and both again inside literals and
-    comments."""
-    spans = more(text) if depth else []  # (the whole text's: secret_spans asks once)
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """How a text is read for secrets, at every depth: its dialect, and what finds
+    the secrets that are not SQL's own (`more`) after a cheap first look (`maybe`)."""
+
+    dialect: _Dialect
+    more: Callable[[str], list[Span]]
+    maybe: Callable[[str], bool]
+
+
+def _spans(text: str, reading: _Reading, depth: int) -> list[Span]:
+    """Secrets in `text` read in the reading's dialect: the literals in a secret's
+    place, what `more` finds (key=value, URLs, JSON), and both again inside
+    literals and comments."""
+    dialect = reading.dialect
+    spans = reading.more(text) if depth else []  # (the whole text's: secret_spans asks once)
     # The last two tokens (comments aside), lowercased: a word, an operator, or
     # "" for a literal; and what the statement so far has said.
     last = before = ""
@@ -264,20 +269,16 @@ def _spans(
             elif match.end(kind) - start > 4:  # room for a secret's word inside
                 body = _BODY[kind]
                 spans.extend(
-                    _inside(
-                        text, match.start(body), match.end(body), kind, dialect, depth, more, maybe
-                    )
+                    _inside(text, match.start(body), match.end(body), kind, reading, depth)
                 )
             before, last = last, ""
         elif kind in ("line", "block", "exec"):
             if kind == "line":
-                spans.extend(
-                    _inside(text, match.start("linebody"), at, "", dialect, depth, more, maybe)
-                )
+                spans.extend(_inside(text, match.start("linebody"), at, "", reading, depth))
             elif kind == "block":
                 end = _block_end(text, at, dialect.nested_comments)
                 body_end = end - 2 if end - 2 >= at and text.startswith("*/", end - 2) else end
-                spans.extend(_inside(text, at, body_end, "", dialect, depth, more, maybe))
+                spans.extend(_inside(text, at, body_end, "", reading, depth))
                 at = end
             # (exec: MySQL's /*! … */ holds SQL, read on as such)
         elif kind == "word" or kind == "ident":
@@ -299,23 +300,17 @@ def _spans(
 
 
 def _inside(
-    text: str,
-    start: int,
-    end: int,
-    kind: str,
-    dialect: _Dialect,
-    depth: int,
-    more: Callable[[str], list[Span]],
-    maybe: Callable[[str], bool],
+    text: str, start: int, end: int, kind: str, reading: _Reading, depth: int
 ) -> list[Span]:
     """Secrets in a literal's or comment's content (`text[start:end]`, `kind` the
     literal's: its escapes), as raw spans of `text`."""
     raw = text[start:end]
+    maybe = reading.maybe
     if depth >= MAX_DEPTH or not (maybe(raw) or ("\\" in raw and maybe(raw.replace("\\", "")))):
         return []
     quote = text[start - 1] if kind in ("e", "s", "q") else ""
-    body = _body(text, start, end, dialect.escapes.get(kind), quote)
-    found = _spans(body.text, dialect, depth + 1, more, maybe)
+    body = _body(text, start, end, reading.dialect.escapes.get(kind), quote)
+    found = _spans(body.text, reading, depth + 1)
     return [
         Span(body.raw(span.start), body.raw(span.end), body.encode(span.mask)) for span in found
     ]
@@ -330,7 +325,7 @@ def secret_spans(
     asked of every literal's content too); `maybe` is its cheap first look."""
     spans = more(text)
     for dialect in DIALECTS if _MYSQL_READS_OTHERWISE.search(text) else (_PG,):
-        spans += _spans(text, dialect, 0, more, maybe)
+        spans += _spans(text, _Reading(dialect, more, maybe), 0)
     return merge(spans)
 
 

@@ -352,46 +352,47 @@ def _server_wait_families(found: Figures) -> Iterator[Metric]:
         yield gauge
 
 
-def _source_families(found: Figures) -> Iterator[Metric]:
-    """Each source's health: up, last success, collection time, errors; the build."""
+def _gauge(
+    name: str, text: str, labels: list[str], samples: Iterable[tuple[Sequence[str], float]]
+) -> Metric:
+    """One gauge family: a sample for each (label values, value)."""
     from prometheus_client.core import GaugeMetricFamily
 
-    up = GaugeMetricFamily(
+    gauge = GaugeMetricFamily(name, text, labels=labels)
+    for values, value in samples:
+        gauge.add_metric(list(values), value)
+    return gauge
+
+
+def _source_families(found: Figures) -> Iterator[Metric]:
+    """Each source's health: up, last success, collection time, errors; the build."""
+    yield _gauge(
         "lockwatch_source_up",
         "1 while a source (a PATH, a server, a remote) answers, else 0.",
-        labels=["source", "name"],
+        ["source", "name"],
+        (((kind, name), value) for kind, name, value in sorted(found.up)),
     )
-    for kind, name, value in sorted(found.up):
-        up.add_metric([kind, name], value)
-    yield up
-    success = GaugeMetricFamily(
+    yield _gauge(
         "lockwatch_source_last_success_timestamp_seconds",
         "When a source last produced a good picture (Unix time).",
-        labels=["source", "name"],
+        ["source", "name"],
+        (((kind, name), at) for kind, name, at in sorted(found.last_success)),
     )
-    for kind, name, at in sorted(found.last_success):
-        success.add_metric([kind, name], at)
-    yield success
-
-    took = GaugeMetricFamily(
+    yield _gauge(
         "lockwatch_collect_duration_seconds",
         "How long a source's last collection took, from its start to its result in view.",
-        labels=["source"],
+        ["source"],
+        (((source,), seconds) for source, seconds in sorted(found.durations.items())),
     )
-    for source, seconds in sorted(found.durations.items()):
-        took.add_metric([source], seconds)
-    yield took
-    errors = GaugeMetricFamily(
-        "lockwatch_scan_errors", "Places a source could not read.", labels=["source"]
+    yield _gauge(
+        "lockwatch_scan_errors",
+        "Places a source could not read.",
+        ["source"],
+        (((source,), count) for source, count in sorted(found.scan_errors.items())),
     )
-    for source, count in sorted(found.scan_errors.items()):
-        errors.add_metric([source], count)
-    yield errors
-    info = GaugeMetricFamily(
-        "lockwatch_build_info", "The lockwatch version serving.", labels=["version"]
+    yield _gauge(
+        "lockwatch_build_info", "The lockwatch version serving.", ["version"], [((__version__,), 1)]
     )
-    info.add_metric([__version__], 1)
-    yield info
 
 
 class BoardCollector:

@@ -176,7 +176,9 @@ class Selected(Protocol):
     def feeds(self, clock: Clock, host: str) -> Sequence[Feed]: ...
 
 
-class Source(Protocol):
+class Described(Protocol):
+    """What a source says of itself, in its `declared.py` and its plugin alike."""
+
     name: str
     label: str  # at most LABEL_WIDTH characters
     id_prefix: str
@@ -194,6 +196,8 @@ class Source(Protocol):
     # and its kin in /metrics, and a blocking tree in listings; None: no servers.
     wait_metrics: str | None
 
+
+class Source(Described, Protocol):
     @property
     def record_types(self) -> tuple[type, ...]:
         """The types its locks' facts are made of, for recordings."""
@@ -260,7 +264,7 @@ class LogFolding(Protocol):
         ...
 
 
-class Declared(Protocol):
+class Declared(Described, Protocol):
     """What a source declares in its light `declared.py` (`DECLARED`): what every
     run asks of every source, answered without loading its plugin
     (`sources/lazy.py`). Its plugin's `SOURCE` answers the same, and the rest.
@@ -270,16 +274,6 @@ class Declared(Protocol):
     gone or its claim lapsed (the history's `holder_died`: an expired session, a
     Lease nobody renews), and `fold_log(host, server) -> LogFolding`, for a
     source whose server logs its lock waits (`--pg-log`)."""
-
-    name: str
-    label: str
-    id_prefix: str
-    summary: str
-    config_tables: tuple[str, ...]
-    title: str
-    status_word: str
-    sees_waits: bool
-    wait_metrics: str | None
 
     def options(self) -> Sequence[Decorator]: ...
 

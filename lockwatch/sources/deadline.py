@@ -273,21 +273,23 @@ def _error_map() -> list[tuple[type[Exception], type[httpx.TransportError]]]:
     import httpcore
     import httpx
 
-    return [
-        (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-        (httpcore.ReadTimeout, httpx.ReadTimeout),
-        (httpcore.WriteTimeout, httpx.WriteTimeout),
-        (httpcore.PoolTimeout, httpx.PoolTimeout),
-        (httpcore.ConnectError, httpx.ConnectError),
-        (httpcore.ReadError, httpx.ReadError),
-        (httpcore.WriteError, httpx.WriteError),
-        (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-        (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-        (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-        (httpcore.TimeoutException, httpx.TimeoutException),
-        (httpcore.NetworkError, httpx.NetworkError),
-        (httpcore.ProtocolError, httpx.ProtocolError),
-    ]
+    # Each has the same name in both: one list of names, not two of classes.
+    names = (
+        "ConnectTimeout",
+        "ReadTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "ConnectError",
+        "ReadError",
+        "WriteError",
+        "RemoteProtocolError",
+        "LocalProtocolError",
+        "UnsupportedProtocol",
+        "TimeoutException",
+        "NetworkError",
+        "ProtocolError",
+    )
+    return [(getattr(httpcore, name), getattr(httpx, name)) for name in names]
 
 
 def _pooled_transport(

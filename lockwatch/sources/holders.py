@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import os
 import pwd
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from lockwatch.sources.filelocks import KernelHolder
+
+T = TypeVar("T")
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -21,6 +25,23 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 def _read(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
+
+
+def _first_field(path: str, label: bytes, convert: Callable[[bytes], T]) -> T | None:
+    """The value after `label` on the first line of the procfs file `path` that
+    starts with it (`Uid:` in a status, `btime ` in /proc/stat); None when the
+    file cannot be read, has no such line, or its value is not one."""
+    try:
+        text = _read(path)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(label):
+            try:
+                return convert(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
 
 
 class Describer:
@@ -75,23 +96,15 @@ class Describer:
         return tuple(part.decode("utf-8", "replace") for part in raw.split(b"\0"))
 
     def _user(self, base: str) -> str | None:
-        try:
-            status = _read(f"{base}/status")
-        except OSError:
+        uid = _first_field(f"{base}/status", b"Uid:", int)
+        if uid is None:
             return None
-        for line in status.splitlines():
-            if line.startswith(b"Uid:"):
-                try:
-                    uid = int(line.split()[1])
-                except (IndexError, ValueError):
-                    return None
-                if uid not in self._users:
-                    try:
-                        self._users[uid] = pwd.getpwuid(uid).pw_name
-                    except KeyError:
-                        self._users[uid] = str(uid)
-                return self._users[uid]
-        return None
+        if uid not in self._users:
+            try:
+                self._users[uid] = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                self._users[uid] = str(uid)
+        return self._users[uid]
 
     def _started(self, ticks: int | None) -> datetime | None:
         if ticks is None:
@@ -104,17 +117,7 @@ class Describer:
         return datetime.fromtimestamp(self._boot + ticks / _TICKS, tz=UTC)
 
     def _boot_time(self) -> float | None:
-        try:
-            text = _read(f"{self.proc}/stat")
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith(b"btime "):
-                try:
-                    return float(line.split()[1])
-                except (IndexError, ValueError):
-                    return None
-        return None
+        return _first_field(f"{self.proc}/stat", b"btime ", float)
 
 
 def describe(pid: int, proc: str = "/proc") -> KernelHolder | None:

@@ -195,46 +195,42 @@ class _Fd:
 def _files(proc: str, pid: int, names: Iterable[str], inodes: frozenset[int] | None) -> list[_Fd]:
     """The fds among `names` that are files (not sockets, pipes or anonymous
     inodes), restricted to those whose inode number is in `inodes` if given."""
-    if inodes is not None:
-        return _files_with(proc, pid, names, inodes)
-    out = []
     base = f"{proc}/{pid}/fd/"
-    for name in names:
-        fd_path = base + name
-        try:
-            link = os.readlink(fd_path)
-        except OSError:
-            continue  # closed since the listing
-        # `socket:[…]`, `pipe:[…]`, `anon_inode:…`: never a lock file, and a
-        # readlink is cheaper than the stat that would say so.
-        if not link.startswith("/"):
-            continue
-        try:
-            st = os.stat(fd_path)
-        except OSError:
-            continue
-        out.append(_Fd(fd_path, link, st))
-    return out
+    if inodes is None:
+        found = (_file(base + name) for name in names)
+    else:
+        found = (_file_with(base + name, inodes) for name in names)
+    return [fd for fd in found if fd is not None]
 
 
-def _files_with(proc: str, pid: int, names: Iterable[str], inodes: frozenset[int]) -> list[_Fd]:
-    """The fds among `names` whose inode number is in `inodes`: the inode first
-    (one stat, which a socket or a pipe answers too), the link only for those,
-    since a scan of every process's fds looks at thousands that never match."""
-    out = []
-    base = f"{proc}/{pid}/fd/"
-    for name in names:
-        fd_path = base + name
-        try:
-            st = os.stat(fd_path)
-            if st.st_ino not in inodes:
-                continue
-            link = os.readlink(fd_path)
-        except OSError:
-            continue  # closed since the listing
-        if link.startswith("/"):
-            out.append(_Fd(fd_path, link, st))
-    return out
+def _file(fd_path: str) -> _Fd | None:
+    """The fd at `fd_path` if it is a file; None if not, or closed since the listing."""
+    try:
+        link = os.readlink(fd_path)
+    except OSError:
+        return None
+    # `socket:[…]`, `pipe:[…]`, `anon_inode:…`: never a lock file, and a
+    # readlink is cheaper than the stat that would say so.
+    if not link.startswith("/"):
+        return None
+    try:
+        return _Fd(fd_path, link, os.stat(fd_path))
+    except OSError:
+        return None
+
+
+def _file_with(fd_path: str, inodes: frozenset[int]) -> _Fd | None:
+    """The fd at `fd_path` if its inode number is in `inodes`: the inode first
+    (one stat, which a socket or a pipe answers too), the link only then, since
+    a scan of every process's fds looks at thousands that never match."""
+    try:
+        st = os.stat(fd_path)
+        if st.st_ino not in inodes:
+            return None
+        link = os.readlink(fd_path)
+    except OSError:
+        return None  # closed since the listing
+    return _Fd(fd_path, link, st) if link.startswith("/") else None
 
 
 def _path_of(fd: _Fd) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from time import monotonic
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import RichLog, Sparkline, Static
 
 from lockwatch.model.board import Board
@@ -260,7 +261,37 @@ class EmptyState(Static):
                 self.explain(*self._last)
 
 
-class EventLog(RichLog):
+# A widget to mypy; at run time a plain mixin, since Textual takes a widget's CSS
+# (RichLog's, VerticalScroll's) from the chain of its first widget bases.
+if TYPE_CHECKING:
+    _Scrolling = Widget
+else:
+    _Scrolling = object
+
+
+class ScrolledByMoves(_Scrolling):
+    """What the movement keys (ui/keys.py's MOVES, bound by each widget: Textual
+    reads bindings from widget classes only) move in a scrolling widget: the
+    position is its top line. The event log and the help scroll alike."""
+
+    @property
+    def position(self) -> int:
+        return round(self.scroll_y)
+
+    @property
+    def positions(self) -> int:
+        return round(self.max_scroll_y) + 1
+
+    @property
+    def page(self) -> int:
+        return max(1, self.scrollable_content_region.height)
+
+    def action_move(self, move: str) -> None:
+        target = moved(Move(move), self.position, self.positions, self.page)
+        self.scroll_to(y=target, animate=False, immediate=True)
+
+
+class EventLog(ScrolledByMoves, RichLog):
     """The events, newest last: followed until the operator scrolls up, and
     followed again once they are back at the end."""
 
@@ -278,24 +309,6 @@ class EventLog(RichLog):
             self.following = False
         if new_value >= self.max_scroll_y:
             self.following = True
-
-    # -- the movement keys (ui/keys.py's MOVES): the position is the top line --
-
-    @property
-    def position(self) -> int:
-        return round(self.scroll_y)
-
-    @property
-    def positions(self) -> int:
-        return round(self.max_scroll_y) + 1
-
-    @property
-    def page(self) -> int:
-        return max(1, self.scrollable_content_region.height)
-
-    def action_move(self, move: str) -> None:
-        target = moved(Move(move), self.position, self.positions, self.page)
-        self.scroll_to(y=target, animate=False, immediate=True)
 
     def catch_up(self) -> None:
         """Shown again: at the newest event, if it was following."""
@@ -376,28 +389,12 @@ class Activity(Vertical):
             )
 
 
-class HelpScroll(VerticalScroll):
+class HelpScroll(ScrolledByMoves, VerticalScroll):
     """The help's keys, moved in with the movement keys of every list."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(keys, action, show=False) for keys, action in move_bindings()
     ]
-
-    @property
-    def position(self) -> int:
-        return round(self.scroll_y)
-
-    @property
-    def positions(self) -> int:
-        return round(self.max_scroll_y) + 1
-
-    @property
-    def page(self) -> int:
-        return max(1, self.scrollable_content_region.height)
-
-    def action_move(self, move: str) -> None:
-        target = moved(Move(move), self.position, self.positions, self.page)
-        self.scroll_to(y=target, animate=False, immediate=True)
 
 
 class HelpScreen(ModalScreen[None]):

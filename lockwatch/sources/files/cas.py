@@ -40,6 +40,7 @@ from lockwatch.sources.files.scanner import (
     listing_bytes,
 )
 from lockwatch.sources.files.tombstones import TOMBSTONE_DIR
+from lockwatch.trusted import read_at_most
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -221,17 +222,9 @@ def _read(
             raise ActionRefused("not_regular_file", f"{shown} is not a regular file")
         if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
             raise ActionRefused("replaced", f"{shown} was replaced while lockwatch read it")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_LOCK_BYTES:
-            chunk = os.read(fd, MAX_LOCK_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        return read_at_most(fd, MAX_LOCK_BYTES)
     finally:
         os.close(fd)
-    return b"".join(chunks)
 
 
 def _listing(dir_fd: int, name: str, shown: str) -> bytes:
@@ -405,22 +398,21 @@ def _put_back(
 ) -> NoReturn:
     """We moved a lock rewritten after our check: link it back, unless the name was
     taken meanwhile (then it stays in the tombstone, and we say where)."""
-    try:
-        os.link(tomb_name, name, src_dir_fd=tomb_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-    except FileExistsError:
-        raise ActionFailed(
+    _link_or_fail(
+        (tomb_fd, tomb_name),
+        (dir_fd, name),
+        shown,
+        taken=(
             "raced",
             f"{path} was rewritten while lockwatch moved it, and a new lock was taken at"
             f" its name since; the rewritten lock is kept in {shown}",
-            tombstone=shown,
-        ) from None
-    except OSError as exc:
-        raise ActionFailed(
+        ),
+        failed=lambda why: (
             "raced",
             f"{path} was rewritten while lockwatch moved it and could not be put back"
-            f" ({exc.strerror}); it is kept in {shown}",
-            tombstone=shown,
-        ) from exc
+            f" ({why}); it is kept in {shown}",
+        ),
+    )
     os.unlink(tomb_name, dir_fd=tomb_fd)
     os.fsync(dir_fd)
     if refusal is not None:
@@ -429,6 +421,27 @@ def _put_back(
         "changed",
         f"{path} changed while lockwatch moved it; it was put back untouched",
     )
+
+
+def _link_or_fail(
+    source: tuple[int, str],
+    target: tuple[int, str],
+    tombstone: str,
+    *,
+    taken: tuple[str, str],
+    failed: Callable[[str], tuple[str, str]],
+) -> None:
+    """Link `source` (a directory fd, a name in it) at `target`, never over a file
+    there: else ActionFailed, its code and message `taken` when the name is taken,
+    `failed(why)` when the link fails otherwise; either names `tombstone`."""
+    try:
+        os.link(
+            source[1], target[1], src_dir_fd=source[0], dst_dir_fd=target[0], follow_symlinks=False
+        )
+    except FileExistsError:
+        raise ActionFailed(*taken, tombstone=tombstone) from None
+    except OSError as exc:
+        raise ActionFailed(*failed(f"{exc.strerror}"), tombstone=tombstone) from exc
 
 
 def replace(
@@ -461,22 +474,21 @@ def replace(
             moved = _move_aside(
                 dir_fd, directory, name, path, expected_sha256, stamp, tombstone_dir, "file", listed
             )
-            try:
-                os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-            except FileExistsError:
-                raise ActionFailed(
+            _link_or_fail(
+                (dir_fd, temp),
+                (dir_fd, name),
+                moved.tombstone,
+                taken=(
                     "taken",
                     f"someone took {path} after its stale lock was moved to {moved.tombstone};"
                     " nothing was overwritten",
-                    tombstone=moved.tombstone,
-                ) from None
-            except OSError as exc:
-                raise ActionFailed(
+                ),
+                failed=lambda why: (
                     "link_failed",
                     f"the stale lock was moved to {moved.tombstone}, but the new one could not"
-                    f" be put at {path} ({exc.strerror}): no lock is there now",
-                    tombstone=moved.tombstone,
-                ) from exc
+                    f" be put at {path} ({why}): no lock is there now",
+                ),
+            )
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp, dir_fd=dir_fd)

@@ -73,9 +73,7 @@ def evaluate_file(
     age_limit(lock, foreign, age, stale, deadlines)
     heartbeat(lock, now, info, stale, deadlines)
     lease_expiry(lock, now, stale, deadlines)
-    return waiter(lock, age, unknown, facts, alive, info, stale) or final_state(
-        now, age, unknown, facts, alive, info, stale, deadlines
-    )
+    return waiter(lock, final_state(now, age, unknown, facts, alive, info, stale, deadlines))
 
 
 # --- the rules that decide alone ---------------------------------------------
@@ -343,28 +341,20 @@ def lease_expiry(
 # --- the state -----------------------------------------------------------------
 
 
-def waiter(
-    lock: Lock,
-    age: float | None,
-    unknown: Reason | None,
-    facts: ProcessFacts | None,
-    alive: bool | None,
-    info: list[Reason],
-    stale: list[Reason],
-) -> Verdict | None:
-    """A file that records a waiter, not a holder: waiting, unless a rule found it
-    stale or nobody can tell."""
-    if not _file(lock).policy.waiter or stale or unknown is not None:
-        return None
+def waiter(lock: Lock, weighed: Verdict) -> Verdict:
+    """A file that records a waiter, not a holder: waiting where `final_state`
+    found it active (no rule found it stale, and somebody can tell)."""
+    if weighed.state is not State.ACTIVE or not _file(lock).policy.waiter:
+        return weighed
     pid = lock.holder.pid
     who = f"pid {pid}" if pid is not None else "a waiter"
     waiting = Reason("waiting", f"{who} waits its turn")
     return Verdict(
         State.WAITING,
-        (waiting, *info),
-        age_seconds=age,
-        alive=alive,
-        process=facts if alive else None,
+        (waiting, *weighed.reasons),
+        age_seconds=weighed.age_seconds,
+        alive=weighed.alive,
+        process=weighed.process,
     )
 
 
