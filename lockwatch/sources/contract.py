@@ -268,6 +268,8 @@ class Declared(Described, Protocol):
     """What a source declares in its light `declared.py` (`DECLARED`): what every
     run asks of every source, answered without loading its plugin
     (`sources/lazy.py`). Its plugin's `SOURCE` answers the same, and the rest.
+    Its base (`sources/declaring.py`'s `Declaring`, or `ServerDeclared`) gives
+    every member but `name` and `summary` a default, so it says what differs.
 
     Two more a source may declare (read with a default, `sources/lazy.py`):
     `holder_gone`, the reason codes of its verdicts that say a lock's holder is

@@ -3,17 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-import click
-
-from lockwatch.sources.declaring import ServerDeclared, TargetOption
+from lockwatch.sources.declaring import Repeatable, ServerDeclared, TargetOption
 from lockwatch.sources.etcd import ids
 from lockwatch.sources.secrets import InArguments, url_passwords
-
-if TYPE_CHECKING:
-    from lockwatch.sources.contract import Decorator
 
 # An --etcd URL with credentials is refused (endpoint.py); until then it is in `ps`.
 IN_ARGUMENTS = InArguments(
@@ -24,36 +16,27 @@ IN_ARGUMENTS = InArguments(
 )
 
 
-# The option naming its servers, in its listing and the action commands.
-SERVERS = TargetOption("--etcd", "etcd_urls", IN_ARGUMENTS, "URL")
-
-
 class EtcdDeclared(ServerDeclared):
+    # Its label, title and config table are its name.
     name = "etcd"
-    label = "etcd"
     id_prefix = ids.ETCD
     summary = "etcd v3 locks (etcdctl lock, concurrency mutexes): holders, waiters, leases"
-    config_tables: tuple[str, ...] = ("etcd",)
-    title = "etcd"
-    target_option = SERVERS
+    # The option naming its servers: its listing's and the action commands'.
+    target_option = TargetOption("--etcd", "etcd_urls", IN_ARGUMENTS, "URL")
+    servers_help = (
+        "An etcd v3 server (http:// or https://, its JSON gateway) to read locks from (repeatable)."
+    )
     target_help = "The etcd server an etcd: TARGET lives on, when not http://<its host:port>."
-
-    def options(self) -> Sequence[Decorator]:
-        return [
-            SERVERS.option(
-                "An etcd v3 server (http:// or https://, its JSON gateway) to read locks"
-                " from (repeatable)."
-            ),
-            click.option(
-                "--etcd-prefix",
-                "etcd_prefixes",
-                multiple=True,
-                metavar="PREFIX",
-                help="A key prefix holding locks, beside /locks/ (repeatable). A prefix of"
-                " keys, not a directory: /tooz/locks reads /tooz/locks<name> (and"
-                " /tooz/locksmith); end it with / for a directory.",
-            ),
-        ]
+    repeatable = (
+        Repeatable(
+            "--etcd-prefix",
+            "etcd_prefixes",
+            "PREFIX",
+            "A key prefix holding locks, beside /locks/ (repeatable). A prefix of"
+            " keys, not a directory: /tooz/locks reads /tooz/locks<name> (and"
+            " /tooz/locksmith); end it with / for a directory.",
+        ),
+    )
 
 
 DECLARED = EtcdDeclared()

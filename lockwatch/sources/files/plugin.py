@@ -13,24 +13,22 @@ import click
 
 from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.status import ScanError, SourceStatus
-from lockwatch.sources.contract import (
-    ActionProvider,
-    Collected,
-    Decorator,
-    Found,
-    Hint,
-    ListingRequest,
-    Selected,
-    SourceError,
-    Wanted,
-)
+from lockwatch.sources.contract import Collected, Hint, SourceError
+from lockwatch.sources.declaring import Declaring
 from lockwatch.sources.files import ids
 from lockwatch.sources.named import answered_by
 
 if TYPE_CHECKING:
     from lockwatch.clock import Clock
-    from lockwatch.model.action import Kind
     from lockwatch.model.clues import Clue
+    from lockwatch.sources.contract import (
+        ActionProvider,
+        Decorator,
+        Found,
+        ListingRequest,
+        Selected,
+        Wanted,
+    )
     from lockwatch.sources.feed import Feed
     from lockwatch.sources.files.protocols import Protocols
 
@@ -44,9 +42,9 @@ LOOKED_FOR = (
 )
 
 
-class FilesSource:
+class FilesSource(Declaring):
+    # Its label is its name; asked by PATHs.
     name = "file"
-    label = "file"
     id_prefix = ids.FILE
     summary = (
         "lock files under PATHs: the seed formats, pid files and bare lock files,"
@@ -54,11 +52,9 @@ class FilesSource:
     )
     config_tables: tuple[str, ...] = ("protocols",)
     title = "files under"
-    status_word = ""
-    sees_waits = False
-    wait_metrics: str | None = None
     # A holder pid that is not running: whoever takes the lock next took it from the dead.
     holder_gone = frozenset({"holder_dead"})
+    asking = ("paths",)
 
     @property
     def record_types(self) -> tuple[type, ...]:
@@ -76,14 +72,12 @@ class FilesSource:
 
         return ACTIONS
 
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        return ()
-
     def options(self) -> Sequence[Decorator]:
         return [click.argument("paths", nargs=-1, metavar="[PATH]...")]
 
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("paths"))
+    def may_run(self, wanted: Wanted) -> bool:
+        # Unasked, it looks at the current directory: its select decides.
+        return True
 
     def read_config(self, tables: Mapping[str, Any], where: str) -> Protocols | None:
         if "protocols" not in tables:

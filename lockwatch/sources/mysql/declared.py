@@ -3,17 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-import click
-
-from lockwatch.sources.declaring import ServerDeclared, TargetOption, idle_after_option
+from lockwatch.sources.declaring import Repeatable, ServerDeclared, TargetOption
 from lockwatch.sources.secrets import InArguments, url_passwords
-
-if TYPE_CHECKING:
-    from lockwatch.sources.contract import Decorator
 
 DEFAULT_IDLE_AFTER = 60.0
 
@@ -37,44 +30,36 @@ IN_ARGUMENTS = InArguments(
 )
 
 
-# The option naming its servers, in its listing and the action commands.
-SERVERS = TargetOption("--mysql", "mysql_dsns", IN_ARGUMENTS, "DSN")
-
-
 class MysqlDeclared(ServerDeclared):
+    # Its id prefix is its name; it recognises its messages.py's; its locks wait (wait_metrics).
     name = "mysql"
     label = "my"
-    id_prefix = "mysql"
     summary = "MySQL/MariaDB: named locks, InnoDB lock waits, metadata-lock (DDL) queues"
     # [[locktables]] too: the lock tables it lists are in the one list both servers read.
     config_tables: tuple[str, ...] = ("mysql", "locktables")
     title = "MySQL"
     status_word = "my "
-    sees_waits = True
     wait_metrics: str | None = "mysql"
     # A connection whose client process is gone: what it held went with it.
     holder_gone = frozenset({"client_dead"})
-    # --mysql-idle-after alone still loads the plugin: its select refuses a nan.
-    loading = ("mysql_idle_after",)
-    target_option = SERVERS
+    # --mysql-idle-after: alone, it still loads the plugin (its select refuses a nan).
+    idle_after = DEFAULT_IDLE_AFTER
+    # The option naming its servers: its listing's and the action commands'.
+    target_option = TargetOption("--mysql", "mysql_dsns", IN_ARGUMENTS, "DSN")
+    servers_help = (
+        "A MySQL or MariaDB server: mysql://user@host:port/db or a unix socket's"
+        " path (repeatable; password from MYSQL_PWD, ~/.my.cnf or mysql.password_file)."
+    )
     target_help = "The server a MySQL TARGET lives on (repeatable)."
-
-    def options(self) -> Sequence[Decorator]:
-        return [
-            SERVERS.option(
-                "A MySQL or MariaDB server: mysql://user@host:port/db or a unix socket's"
-                " path (repeatable; password from MYSQL_PWD, ~/.my.cnf or mysql.password_file)."
-            ),
-            idle_after_option("--mysql-idle-after", DEFAULT_IDLE_AFTER),
-            click.option(
-                "--mysql-lock",
-                "mysql_locks",
-                multiple=True,
-                metavar="NAME",
-                help="A GET_LOCK name to ask IS_USED_LOCK about (repeatable; MariaDB"
-                " without the metadata_lock_info plugin).",
-            ),
-        ]
+    repeatable = (
+        Repeatable(
+            "--mysql-lock",
+            "mysql_locks",
+            "NAME",
+            "A GET_LOCK name to ask IS_USED_LOCK about (repeatable; MariaDB"
+            " without the metadata_lock_info plugin).",
+        ),
+    )
 
 
 DECLARED = MysqlDeclared()

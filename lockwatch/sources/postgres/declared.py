@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lockwatch.sources.declaring import ServerDeclared, TargetOption, idle_after_option
+from lockwatch.sources.declaring import ServerDeclared, TargetOption
 from lockwatch.sources.postgres import ids
 from lockwatch.sources.postgres.dsn import IN_ARGUMENTS, LIBPQ_SERVER_VARS
 
@@ -18,11 +18,8 @@ if TYPE_CHECKING:
 DEFAULT_IDLE_AFTER = 60.0
 
 
-# The option naming its servers, in its listing and the action commands.
-SERVERS = TargetOption("--pg", "pg_dsns", IN_ARGUMENTS, "DSN")
-
-
 class PostgresDeclared(ServerDeclared):
+    # It recognises its messages.py's; its locks wait (wait_metrics).
     name = "postgres"
     label = "pg"
     id_prefix = ids.PG
@@ -30,7 +27,6 @@ class PostgresDeclared(ServerDeclared):
     config_tables: tuple[str, ...] = ("postgres", "advisory", "locktables")
     title = "PostgreSQL"
     status_word = "pg "
-    sees_waits = True
     wait_metrics: str | None = "pg"
     # A backend whose client process is gone: what it held went with it.
     holder_gone = frozenset({"client_dead"})
@@ -42,15 +38,15 @@ class PostgresDeclared(ServerDeclared):
 
         return Folding(host, server)
 
-    # --pg-idle-after alone still loads the plugin: its select refuses a nan.
-    loading = ("pg_idle_after",)
-    target_option = SERVERS
+    # --pg-idle-after: alone, it still loads the plugin (its select refuses a nan).
+    idle_after = DEFAULT_IDLE_AFTER
+    # The option naming its servers: its listing's and the action commands'.
+    target_option = TargetOption("--pg", "pg_dsns", IN_ARGUMENTS, "DSN")
+    servers_help = "A PostgreSQL server to read pg_locks from (repeatable)."
     target_help = "The server a Postgres TARGET lives on (repeatable)."
 
-    def options(self) -> Sequence[Decorator]:
+    def own_options(self) -> Sequence[Decorator]:
         return [
-            SERVERS.option("A PostgreSQL server to read pg_locks from (repeatable)."),
-            idle_after_option("--pg-idle-after", DEFAULT_IDLE_AFTER),
             click.option(
                 "--pg-all",
                 is_flag=True,

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import click
-
-from lockwatch.sources.declaring import ServerDeclared, TargetOption
+from lockwatch.sources.declaring import Repeatable, ServerDeclared, TargetOption
 from lockwatch.sources.redis import ids
 from lockwatch.sources.secrets import InArguments, secret_option, url_passwords
 
@@ -22,11 +20,8 @@ IN_ARGUMENTS = InArguments("--redis", url_passwords, _INSTEAD)
 REDLOCK_IN_ARGUMENTS = InArguments("--redlock", url_passwords, _INSTEAD)
 
 
-# The option naming its servers, in its listing and the action commands.
-SERVERS = TargetOption("--redis", "redis_urls", IN_ARGUMENTS, "URL")
-
-
 class RedisDeclared(ServerDeclared):
+    # Its config table is its name.
     name = "redis"
     label = "rds"
     id_prefix = ids.REDIS
@@ -34,26 +29,26 @@ class RedisDeclared(ServerDeclared):
         "Redis locks (redis-py, python-redis-lock, Redlock, Redisson, redis-semaphore,"
         " portalocker): tokens, TTLs, waiters"
     )
-    config_tables: tuple[str, ...] = ("redis",)
     title = "Redis"
     asking = ("redlock_groups",)
-    target_option = SERVERS
+    # The option naming its servers: its listing's and the action commands'.
+    target_option = TargetOption("--redis", "redis_urls", IN_ARGUMENTS, "URL")
+    servers_help = (
+        "A Redis server to read lock keys from: redis://, rediss:// or unix://"
+        " (repeatable; password from the URL, REDISCLI_AUTH or redis.password_file)."
+    )
     target_help = "The Redis server (with its password) a redis: TARGET lives on (repeatable)."
+    repeatable = (
+        Repeatable(
+            "--redis-pattern",
+            "redis_patterns",
+            "GLOB",
+            "SCAN pattern for lock keys (repeatable) [default: lock:*, redlock:*, *lock, *Lock].",
+        ),
+    )
 
-    def options(self) -> Sequence[Decorator]:
+    def own_options(self) -> Sequence[Decorator]:
         return [
-            SERVERS.option(
-                "A Redis server to read lock keys from: redis://, rediss:// or unix://"
-                " (repeatable; password from the URL, REDISCLI_AUTH or redis.password_file)."
-            ),
-            click.option(
-                "--redis-pattern",
-                "redis_patterns",
-                multiple=True,
-                metavar="GLOB",
-                help="SCAN pattern for lock keys (repeatable)"
-                " [default: lock:*, redlock:*, *lock, *Lock].",
-            ),
             secret_option(
                 "--redlock",
                 "redlock_groups",

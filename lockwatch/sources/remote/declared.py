@@ -3,43 +3,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
+from lockwatch.sources.declaring import Declaring, Repeatable
 from lockwatch.sources.remote import ids
 from lockwatch.sources.remote.ids import REMOTE as REMOTE_KIND
 
 if TYPE_CHECKING:
-    from lockwatch.model.action import Kind
-    from lockwatch.model.clues import Clue
-    from lockwatch.sources.contract import Decorator, Wanted
+    from lockwatch.sources.contract import Decorator
 
 
-class RemoteDeclared:
+class RemoteDeclared(Declaring):
+    # Its title and config table are its name; remotes come from --remote or the
+    # [remote] table only (a token file alone names none); its ids are the
+    # registry's to recognise.
     name = REMOTE_KIND
     label = "rmt"
     id_prefix = ids.REMOTE
     summary = "other hosts' locks, from their `lockwatch serve` (/v1/locks): read-only here"
-    config_tables: tuple[str, ...] = ("remote",)
-    # Nothing is done to another host's lock from here: the refusal names the
-    # command to run there (sources/remote/actions.py).
-    title = "remote"
+    # Nothing is done to another host's lock from here (no action options): the
+    # refusal names the command to run there (sources/remote/actions.py).
     status_word = "remote "
-    sees_waits = False
-    wait_metrics: str | None = None
+    asking = ("remotes",)
+    messages = None
+    repeatable = (
+        Repeatable(
+            "--remote",
+            "remotes",
+            "URL",
+            "Another host's `lockwatch serve` whose locks to show too, with their"
+            " host, read-only (repeatable) [config: remote.urls].",
+        ),
+    )
 
-    def options(self) -> Sequence[Decorator]:
+    def own_options(self) -> Sequence[Decorator]:
         return [
-            click.option(
-                "--remote",
-                "remotes",
-                multiple=True,
-                metavar="URL",
-                help="Another host's `lockwatch serve` whose locks to show too, with their"
-                " host, read-only (repeatable) [config: remote.urls].",
-            ),
             click.option(
                 "--remote-token-file",
                 metavar="FILE",
@@ -48,20 +49,6 @@ class RemoteDeclared:
                 " remote.token_file, remote.token_files].",
             ),
         ]
-
-    def action_options(self, kind: Kind | None) -> Sequence[Decorator]:
-        return ()
-
-    def asked(self, values: Mapping[str, Any]) -> bool:
-        return bool(values.get("remotes"))
-
-    def clues(self, text: str) -> Sequence[Clue]:
-        # Its ids are the registry's to recognise.
-        return ()
-
-    def may_run(self, wanted: Wanted) -> bool:
-        # Remotes come from --remote or the [remote] table only (a token file alone names none).
-        return self.asked(wanted.values) or wanted.settings(self.name) is not None
 
 
 DECLARED = RemoteDeclared()
