@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -66,19 +67,27 @@ def _escaped_whole(data: bytes) -> bytes:
 
 def test_a_large_document_is_escaped_piece_by_piece_as_it_was_whole() -> None:
     """Pieces of a large document are escaped apart (report._PIECE): a character
-    across a piece's end, at either end of the document, or a control or DEL in an
-    otherwise ASCII piece, comes out as the whole document's escape gave it."""
+    across a piece's end, at either end of the document, or a DEL in an otherwise
+    ASCII piece, comes out as the whole document's escape gave it, from
+    records_json_array (orjson's compact JSON) and unprintable_escaped (any JSON,
+    indented too) alike."""
     from lockwatch.model import report
 
-    odd = ["\u2026", "\u00e9", "\u009b", "\u202e", "\U0001f512", "\x7f", "\u4e2d"]
+    odd = ["\u2026", "\u00e9", "\u009b", "\u202e", "\U0001f512", "\x7f", "\u4e2d", "\n"]
     size = report._PIECE
     for width in range(1, 5):
         for char in odd:
             for shift in range(-4, 2):
                 text = "a" * (size + shift) + char + "b" * (size - 1) + char + "\x7f" + "c" * 50
-                data = orjson.dumps([text, "\u2026" + "d" * (size * 2)])
+                records: list[dict[str, Any]] = [{"a": text, "b": "\u2026" + "d" * (size * 2)}]
+                data = orjson.dumps(records)
+                assert records_json_array(records) == _escaped_whole(data), (char, shift)
                 assert report.unprintable_escaped(data) == _escaped_whole(data), (char, shift)
-            data = orjson.dumps([char * width, "\u00e9"])  # not ASCII: looked at
+                indented = orjson.dumps(records, option=orjson.OPT_INDENT_2)
+                assert report.unprintable_escaped(indented) == _escaped_whole(indented)
+            records = [{"a": char * width, "b": "\u00e9"}]  # not ASCII: looked at
+            data = orjson.dumps(records)
+            assert records_json_array(records) == _escaped_whole(data)
             assert report.unprintable_escaped(data) == _escaped_whole(data)
     ascii_only = orjson.dumps(["x" * (3 * size)])
     assert report.unprintable_escaped(ascii_only) is ascii_only
