@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
 from lockwatch.model.lock import Holder, Lock
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.postgres.facts import (
     NO_NAMES,
@@ -437,7 +437,7 @@ _NOT_QUEUED: tuple[tuple[int, ...], str | None, tuple[tuple[int, Autovacuum], ..
 _NOT_QUEUED = ((), None, (), ())
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class _Poll:
     """What every row of one to_locks call reads: the poll, and the memos its
     rows fill (a session's first sighting and bounds, worked out once)."""
