@@ -240,7 +240,6 @@ LS_OWN = DECODERS | frozenset(
 # `ls --pg DSN` (tests/postgres/test_start_imports_pg.py): the PostgreSQL listing.
 LS_PG_OWN = frozenset(
     {
-        "sources.filelocks",
         "sources.postgres.plugin",
         "sources.postgres.settings",
         "sources.servers",
