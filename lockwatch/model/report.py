@@ -150,6 +150,25 @@ def lock_json_bytes(lock: Lock, verdict: Verdict) -> bytes:
     return orjson.dumps(lock_record(lock, verdict), option=_OPTIONS)
 
 
+# orjson.Fragment (orjson 3.10+): JSON written once, copied as it is where it recurs.
+_FRAGMENT: Any = getattr(orjson, "Fragment", None)
+
+
+def shared_parts(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with its non-empty lists and dicts already written as JSON, for the
+    records made from it (a session's alike locks: thousands): records_json_array
+    then copies those bytes into each instead of writing them again, the same
+    JSON. Without orjson.Fragment, `record` itself."""
+    if _FRAGMENT is None:
+        return record
+    return {
+        key: _FRAGMENT(orjson.dumps(value, option=_OPTIONS))
+        if value and type(value) in (dict, list)
+        else value
+        for key, value in record.items()
+    }
+
+
 def records_json_array(records: list[dict[str, Any]]) -> bytes:
     """A JSON array of lock records, in one call: orjson's cost per call is several
     times its cost per record, so never serialise 10,000 locks one by one.

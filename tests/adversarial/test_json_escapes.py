@@ -91,3 +91,26 @@ def test_a_large_document_is_escaped_piece_by_piece_as_it_was_whole() -> None:
             assert report.unprintable_escaped(data) == _escaped_whole(data)
     ascii_only = orjson.dumps(["x" * (3 * size)])
     assert report.unprintable_escaped(ascii_only) is ascii_only
+
+
+def test_records_from_shared_parts_are_written_as_the_plain_ones() -> None:
+    """A leader's lists and dicts written once (report.shared_parts) give its
+    followers' records the very bytes the plain records give, escapes included."""
+    from datetime import UTC, datetime
+
+    from lockwatch.model.report import shared_parts
+
+    leader: dict[str, Any] = {
+        "id": "pg:a",
+        "holder": {"pid": 1, "process": {"cmdline": ["x", HOSTILE, "caf\u00e9 \u2026"]}},
+        "reasons": [
+            {"code": "idle", "message": "since \u2026", "at": datetime(2026, 1, 2, tzinfo=UTC)}
+        ],
+        "scope": [],
+        "acquired_at": datetime(2026, 1, 1, tzinfo=UTC),
+        "advisory_key": {"form": "bigint", "key": 1},
+    }
+    followers = [{**leader, "id": f"pg:{n}", "advisory_key": {"form": "pair"}} for n in range(3)]
+    base = shared_parts(leader)
+    shared = [{**base, "id": f"pg:{n}", "advisory_key": {"form": "pair"}} for n in range(3)]
+    assert records_json_array([leader, *shared]) == records_json_array([leader, *followers])
