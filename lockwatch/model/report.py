@@ -272,7 +272,17 @@ def ls_json_bytes(
         ],
         "blocking": [{"server": server, **tree.as_json()} for server, tree in blocking],
     }
-    yield orjson.dumps(head, option=_OPTIONS)[:-1] + b',"locks":['
+    start = orjson.dumps(head, option=_OPTIONS)[:-1] + b',"locks":'
+    if isinstance(lock_arrays, list):
+        filled = [array for array in lock_arrays if len(array) > 2]
+        if len(filled) == 1:
+            # The one array as it is, brackets and all: megabytes at thousands of
+            # locks, not copied again to leave its brackets out.
+            yield start
+            yield filled[0]
+            yield b"," + orjson.dumps(tail, option=_OPTIONS)[1:]
+            return
+    yield start + b"["
     first = True
     for array in lock_arrays:
         inner = array[1:-1]
