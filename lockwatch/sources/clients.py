@@ -29,7 +29,6 @@ import socket
 import struct
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from lockwatch.model.hosts import is_local_address
@@ -301,7 +300,7 @@ class Owners:
         return found
 
 
-@dataclass
+@lean_dataclass
 class Sockets:
     """This host's TCP table and who holds which socket, read ahead: while a poll's
     query runs on the server, so that its answer is matched at once."""

@@ -160,3 +160,20 @@ def test_fan_out_reaps_its_children_when_the_parent_fails(forked: list[int]) -> 
     for pid in forked:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_listing_of_one_array_is_written_as_any_other() -> None:
+    """ls_json_bytes writes a list's one non-empty array as it is (no copy without
+    its brackets): the document is the one its arrays, read one by one, make."""
+    from lockwatch.model.report import records_json_array
+
+    one = records_json_array([{"id": "a", "n": 1}, {"id": "b", "n": 2}])
+    two = records_json_array([{"id": "c"}])
+    empty = records_json_array([])
+    for arrays in ([one], [empty, one, empty], [one, two], [empty], [], [empty, two]):
+        listed = b"".join(ls_json_bytes(NOW, "host", list(arrays), []))
+        streamed = b"".join(ls_json_bytes(NOW, "host", iter(arrays), []))
+        assert listed == streamed, arrays
+        assert orjson.loads(listed)["locks"] == [
+            lock for array in arrays for lock in orjson.loads(array)
+        ]

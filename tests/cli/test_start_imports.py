@@ -240,7 +240,6 @@ LS_OWN = DECODERS | frozenset(
 # `ls --pg DSN` (tests/postgres/test_start_imports_pg.py): the PostgreSQL listing.
 LS_PG_OWN = frozenset(
     {
-        "sources.filelocks",
         "sources.postgres.plugin",
         "sources.postgres.settings",
         "sources.servers",
@@ -249,9 +248,7 @@ LS_PG_OWN = frozenset(
         "cli.ls",
         "collector",
         "fanout",
-        "model.assess",
         "model.blocking",
-        "model.conflicts",
         "model.held",
         "model.report",
         "sources.deadline",

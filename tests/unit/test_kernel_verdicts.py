@@ -228,3 +228,19 @@ def test_ids_are_parsed_in_one_place() -> None:
     assert registry.id_prefix("nonsense") is None and registry.id_prefix("zookeeper:x") is None
     assert parse_kernel("kernel:1:2:3:FLOCK:0-EOF") is None  # no pid
     assert parse_pg("pg:not-a-server") is None
+
+
+def test_kernel_ids_are_filelocks_own_without_loading_it_at_start() -> None:
+    """kernel/ids.py (every run loads it) names filelocks' prefix and builders
+    without importing filelocks at its top (`ls --pg` never needs it)."""
+    import ast
+    import inspect
+
+    from lockwatch.sources import filelocks
+    from lockwatch.sources.kernel import ids
+
+    assert ids.KERNEL == filelocks.KERNEL_ID
+    assert kernel_id is filelocks.kernel_id and kernel_lock_id is filelocks.kernel_lock_id
+    top = ast.parse(inspect.getsource(ids)).body
+    imported = {node.module for node in top if isinstance(node, ast.ImportFrom)}
+    assert "lockwatch.sources.filelocks" not in imported

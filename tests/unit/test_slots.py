@@ -245,3 +245,54 @@ def test_a_record_refuses_what_it_does_not_make() -> None:
                 return True
 
             __hash__ = object.__hash__
+
+
+@lean_dataclass(frozen=True)
+class FrozenBase:
+    a: int
+    b: str = "b"
+
+
+class Open(FrozenBase):
+    """Not a dataclass: its own attributes may be set, its base's fields not."""
+
+
+@dataclass(frozen=True)
+class PlainBase:
+    a: int
+    b: str = "b"
+
+
+class PlainOpen(PlainBase):
+    pass
+
+
+def test_a_frozen_record_refuses_changes_as_the_dataclass_does() -> None:
+    """A frozen record's __setattr__ and __delattr__ are closures (no exec per
+    class), with the dataclass's rules and messages: the class itself refuses every
+    name, a subclass only its fields."""
+    for fast, plain in [(FrozenBase(1), PlainBase(1)), (Open(1), PlainOpen(1))]:
+        for name in ("a", "b", "other"):
+            if name == "other" and type(fast) is Open:
+                continue
+            with pytest.raises(dataclasses.FrozenInstanceError) as fast_error:
+                setattr(fast, name, 2)
+            with pytest.raises(dataclasses.FrozenInstanceError) as plain_error:
+                setattr(plain, name, 2)
+            assert str(fast_error.value) == str(plain_error.value)
+            with pytest.raises(dataclasses.FrozenInstanceError) as fast_error:
+                delattr(fast, name)
+            with pytest.raises(dataclasses.FrozenInstanceError) as plain_error:
+                delattr(plain, name)
+            assert str(fast_error.value) == str(plain_error.value)
+    opened, plain_opened = Open(1), PlainOpen(1)
+    opened.other = 3  # type: ignore[attr-defined]
+    plain_opened.other = 3  # type: ignore[attr-defined]
+    del opened.other  # type: ignore[attr-defined]
+    del plain_opened.other  # type: ignore[attr-defined]
+    assert not hasattr(opened, "other") and not hasattr(plain_opened, "other")
+    assert FrozenBase.__setattr__.__qualname__ == "FrozenBase.__setattr__"
+    assert FrozenBase.__setattr__.__code__.co_filename == inspect.getfile(lean_dataclass)
+    # dataclass's own maker is back for every other class.
+    assert PlainBase.__setattr__.__code__.co_filename != inspect.getfile(lean_dataclass)
+    assert FrozenBase.__dataclass_params__.frozen  # type: ignore[attr-defined]

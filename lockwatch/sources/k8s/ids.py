@@ -8,9 +8,8 @@ config) names it: the name an action's reach looks its connection up by.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from lockwatch.model.lazyre import lazy_compile
+from lockwatch.model.slots import lean_dataclass
 
 K8S = "k8s"
 LEASE = "lease"
@@ -22,7 +21,7 @@ _ID = lazy_compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class K8sId:
     server: str
     kind: str  # LEASE or CANDIDATE

@@ -10,14 +10,30 @@ the kernel source's `id_prefix` (the registry's vocabulary of prefixes).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.slots import lean_dataclass
-from lockwatch.sources.filelocks import KERNEL_ID, kernel_id, kernel_lock_id
 
-# Built below both sources (sources/filelocks.py: a lock file's row names its
-# held kernel lock by it), parsed here.
-KERNEL = KERNEL_ID
+if TYPE_CHECKING:
+    from lockwatch.sources.filelocks import kernel_id, kernel_lock_id
+
+# Ids are built below both sources (sources/filelocks.py: a lock file's row names
+# its held kernel lock by it), parsed here. Every run loads this module (the
+# kernel's declaration), not filelocks' dozen classes: a run that reads no lock
+# file (`ls --pg`) never needs them. KERNEL is filelocks.KERNEL_ID (a test holds
+# them equal); kernel_id and kernel_lock_id are filelocks', loaded when asked.
+KERNEL = "kernel"
 __all__ = ["KERNEL", "KernelId", "kernel_id", "kernel_lock_id", "parse_kernel"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("kernel_id", "kernel_lock_id"):
+        from lockwatch.sources import filelocks
+
+        return getattr(filelocks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _KERNEL = lazy_compile(
     r"kernel:(?P<major>\d+):(?P<minor>\d+):(?P<inode>\d+):(?P<type>[A-Z]+)"

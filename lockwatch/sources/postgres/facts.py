@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from lockwatch.model.facts import Party, RuledFacts, Section
-from lockwatch.model.slots import lean_dataclass
+from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.text import scrub_arguments, scrub_secrets
 from lockwatch.sources.postgres import display
 from lockwatch.sources.postgres.display import activity, sections
@@ -32,6 +32,8 @@ INSUFFICIENT_PRIVILEGE = "<insufficient privilege>"
 # Seconds a holder may sit idle (in a transaction) before its locks count as stale.
 
 
+# fast_init: one is made per advisory lock of a poll (thousands).
+@fast_init
 @lean_dataclass(frozen=True, slots=True)
 class AdvisoryKey:
     """An advisory lock key as the application passed it.

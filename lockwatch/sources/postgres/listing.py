@@ -11,7 +11,7 @@ from lockwatch.clock import FrozenClock
 from lockwatch.fanout import fan_out
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
-from lockwatch.model.report import lock_record, records_json_array
+from lockwatch.model.report import lock_record, records_json_array, shared_parts
 from lockwatch.model.verdict import State, evaluate_all
 from lockwatch.sources.postgres.facts import NO_NAMES
 from lockwatch.sources.postgres.rowread import Entry, Follower
@@ -89,6 +89,7 @@ def render(snapshot: PgSnapshot, now: datetime, host: str, jobs: int) -> Rendere
             if verdict.state is State.WAITING:
                 waiting.append(lock)
         records: list[dict[str, Any]] = []
+        shared: dict[int, dict[str, Any]] = {}  # a leader's, its parts written once
         stales = 0
         for entry in entries:
             if type(entry) is int:
@@ -97,9 +98,12 @@ def render(snapshot: PgSnapshot, now: datetime, host: str, jobs: int) -> Rendere
                 continue
             assert isinstance(entry, Follower)
             key = entry.advisory_key
+            base = shared.get(entry.leader)
+            if base is None:
+                base = shared[entry.leader] = shared_parts(built[entry.leader])
             records.append(
                 {
-                    **built[entry.leader],
+                    **base,
                     "id": entry.id,
                     "name": entry.name,
                     "mode": entry.mode,

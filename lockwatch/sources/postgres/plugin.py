@@ -131,11 +131,7 @@ class SelectedServers:
     refresh: float = DEFAULT_REFRESH
 
     def collect(self, request: ListingRequest) -> Collected:
-        from lockwatch.clock import FrozenClock
-        from lockwatch.model.assess import assess
         from lockwatch.model.blocking import from_locks
-        from lockwatch.model.process import StaticProcesses
-        from lockwatch.model.verdict import State
         from lockwatch.sources.postgres.listing import make_sources, poll_once, render
 
         servers = make_sources(self.dsns, self.settings)
@@ -164,6 +160,12 @@ class SelectedServers:
                     out.arrays.append(array)
                     out.stale += stale
             else:
+                # The table's judging is loaded for a table only (`--json` never shows one).
+                from lockwatch.clock import FrozenClock
+                from lockwatch.model.assess import assess
+                from lockwatch.model.process import StaticProcesses
+                from lockwatch.model.verdict import State
+
                 # A session's liveness is the server's word, not this host's processes.
                 assessed = assess(last.locks, StaticProcesses(), FrozenClock(now), request.host)
                 out.assessed.extend(assessed)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
 from lockwatch.model.lock import Holder, Lock
+from lockwatch.model.slots import lean_dataclass
 from lockwatch.model.text import scrub_secrets
 from lockwatch.sources.postgres.facts import (
     NO_NAMES,
@@ -142,7 +142,11 @@ def advisory_name(row: Row, key: AdvisoryKey, names: AdvisoryNames) -> str:
     """An advisory lock's name: Terraform's pg backend's workspace when the poll
     found the key in its `states` table (query.py), else the configured name, else
     the key."""
-    terraform = row.get("terraform_state")
+    return _advisory_named(row.get("terraform_state"), key, names)
+
+
+def _advisory_named(terraform: Any, key: AdvisoryKey, names: AdvisoryNames) -> str:
+    """advisory_name, given the row's `terraform_state` (to_locks reads it with the rest)."""
     if terraform is not None and key.form == "bigint":
         return str(terraform)
     return names.name(key)
@@ -400,7 +404,7 @@ def to_locks(
         stale = stale_idle_rows(rows, sessions, clients, idle_after, poll.seen, waits)
     for index, row in enumerate(rows):
         cols = read(row)
-        pid, target, granted, locktype, mode, classid, objid, objsubid, _, database = cols
+        pid, target, granted, locktype, mode, classid, objid, objsubid, _, database, tf = cols
         holder_key = pid if pid is not None else _holder_key(row)
         granted = bool(granted)
         found = waits_here.get((holder_key, target))
@@ -421,7 +425,7 @@ def to_locks(
             alike = (holder_key, locktype, first)
             leader = leaders.get(alike)
             if leader is not None:
-                name = _lock_name(row, key, names)
+                name = _lock_name(row, key, names, tf)
                 held = pg_id(server, holder_key, target, mode, "held")
                 database = database or _session_database(sessions, row)
                 entries.append(Follower(leader, held, name, mode, database, key))
@@ -439,7 +443,7 @@ _NOT_QUEUED: tuple[tuple[int, ...], str | None, tuple[tuple[int, Autovacuum], ..
 _NOT_QUEUED = ((), None, (), ())
 
 
-@dataclass(frozen=True, slots=True)
+@lean_dataclass(frozen=True, slots=True)
 class _Poll:
     """What every row of one to_locks call reads: the poll, and the memos its
     rows fill (a session's first sighting and bounds, worked out once)."""
@@ -455,9 +459,10 @@ class _Poll:
     bounds_of: dict[tuple[int | str, bool, datetime], _Bounds]
 
 
-def _lock_name(row: Row, key: AdvisoryKey | None, names: AdvisoryNames) -> str:
-    # An advisory lock is named by its key alone: no other column to read.
-    return advisory_name(row, key, names) if key is not None else _name(row, key, names)
+def _lock_name(row: Row, key: AdvisoryKey | None, names: AdvisoryNames, terraform: Any) -> str:
+    # An advisory lock is named by its key alone (and the row's `terraform_state`,
+    # read with the rest: advisory_name would read the row again).
+    return _advisory_named(terraform, key, names) if key is not None else _name(row, key, names)
 
 
 def _first_seen(
@@ -522,7 +527,7 @@ def _lock(
     holder_key: int | str,
 ) -> Lock:
     """A row's Lock: its PgLock facts from the row (`cols`, as read), its session and the poll."""
-    pid, target, granted, locktype, mode, _, _, _, wait_age, database = cols
+    pid, target, granted, locktype, mode, _, _, _, wait_age, database, _ = cols
     backend, holder, blocked_by, blocking = session
     known = after = level = None
     if granted:

@@ -15,7 +15,7 @@ Row = Mapping[str, Any]
 # thousands, and a `Row` read key by key is a Python call per key.
 _PER_ROW = (
     "pid", "target", "granted", "locktype", "mode", "classid", "objid", "objsubid",
-    "wait_age", "database_name",
+    "wait_age", "database_name", "terraform_state",
 )  # fmt: skip
 _by_name = itemgetter(*_PER_ROW)
 
