@@ -226,9 +226,12 @@ def _compact_clean(piece: bytes) -> bool:
 
 
 # Non-ASCII characters: the few that could be unprintable are looked at one by one.
-_NON_ASCII = lazy_compile(r"[^\x20-\x7e]")
+# A raw tab, newline or carriage return in JSON is whitespace between tokens (one
+# inside a string is always escaped): indented JSON's lines, never escaped, or the
+# document would no longer parse.
+_NON_ASCII = lazy_compile(r"[^\t\n\r\x20-\x7e]")
 # What _NON_ASCII never matches, and the size of the pieces looked at for it.
-_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F)) + b"\t\n\r"
 _PIECE = 1 << 14
 
 

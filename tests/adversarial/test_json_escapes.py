@@ -62,7 +62,7 @@ def _escaped_whole(data: bytes) -> bytes:
         code -= 0x10000
         return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
-    return re.sub(r"[^\x20-\x7e]", one, data.decode("utf-8")).encode("utf-8")
+    return re.sub(r"[^\t\n\r\x20-\x7e]", one, data.decode("utf-8")).encode("utf-8")
 
 
 def test_a_large_document_is_escaped_piece_by_piece_as_it_was_whole() -> None:
@@ -91,6 +91,19 @@ def test_a_large_document_is_escaped_piece_by_piece_as_it_was_whole() -> None:
             assert report.unprintable_escaped(data) == _escaped_whole(data)
     ascii_only = orjson.dumps(["x" * (3 * size)])
     assert report.unprintable_escaped(ascii_only) is ascii_only
+
+
+def test_indented_json_with_a_non_ascii_character_still_parses() -> None:
+    """`ls --json` on a terminal re-indents the document: its newlines are JSON's
+    whitespace, not characters to escape (escaped, they made it unparseable)."""
+    from lockwatch.model import report
+
+    records = [{"name": "caf\u00e9 \u2026 \u202e", "pid": 1, "tab": "a\tb"}]
+    indented = orjson.dumps(records, option=orjson.OPT_INDENT_2)
+    escaped = report.unprintable_escaped(indented)
+    assert escaped.count(b"\n") == indented.count(b"\n")
+    assert b"\\u202e" in escaped and b"\xe2\x80\xae" not in escaped
+    assert json.loads(escaped) == records
 
 
 def test_records_from_shared_parts_are_written_as_the_plain_ones() -> None:
