@@ -113,7 +113,9 @@ def bench_churn(minutes: int) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="lw-bench-churn-"))
     path = work / "history.sqlite3"
-    clock = FrozenClock(datetime(2026, 12, 7, tzinfo=UTC))
+    # A real clock's times carry fractions of a second (a whole-second time is
+    # stored in a byte or two, a fraction in eight): started off the second.
+    clock = FrozenClock(datetime(2026, 12, 7, 0, 0, 0, 123_457, tzinfo=UTC))
     recorder = Recorder(
         lambda: open_history(str(path), host="bench", write=True),
         poll_seconds=2.0,
@@ -152,7 +154,9 @@ def bench_churn(minutes: int) -> None:
     for minute in range(1, minutes + 1):
         # 1,000 changes in this minute: 33 lock changes every 2-second poll.
         for poll in range(30):
-            clock.advance(2.0)
+            # Two seconds a poll, give or take up to a millisecond in microseconds
+            # (a real poll's drift): every time off the whole second.
+            clock.advance(2.0 + ((minute * 104_729 + poll * 7_919) % 2_001 - 1_000) / 1e6)
             first = (minute * 1000 + poll * 33) % count
             upserts = tuple(entry((first + k) % count, minute * 30 + poll) for k in range(33))
             applied = board.apply(ChangeSet("files", clock.now(), upserts=upserts))
