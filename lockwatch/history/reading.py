@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from lockwatch.history.rows import dt, opt_dt, ts, who_of
+from lockwatch.history.rows import dt, opt_dt, ts, undigested, who_of
 from lockwatch.history.unpack import unpack
 from lockwatch.model import episodes as folding
 from lockwatch.model.changes import Entry
@@ -76,7 +76,7 @@ class Reader:
             except (CodecError, ValueError, zlib.error):
                 continue
             if isinstance(entry, Entry):
-                found.append(entry)
+                found.append(undigested(entry))
         found.sort(key=lambda entry: entry.lock.id)
         return found
 

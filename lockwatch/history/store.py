@@ -20,7 +20,7 @@ from typing import Any
 
 from lockwatch.history.base import SCHEMA_VERSION, Batch, HistoryError
 from lockwatch.history.reading import Reader
-from lockwatch.history.rows import ts, who_json
+from lockwatch.history.rows import ts, undigested, who_json
 from lockwatch.history.schema import HEAD, TABLES
 from lockwatch.history.unpack import pack
 from lockwatch.model.changes import Entry
@@ -259,7 +259,7 @@ class SqlStore(Reader):
     def _open_span(self, sid: int, span: LockSpan, entry: Entry) -> None:
         from lockwatch.model.codec import dumps_line
 
-        whole = dumps_line(entry)
+        whole = dumps_line(undigested(entry))
         ref = self._ref_of(span.lock_id) or self._new_ref(span, whole)
         packed = None if whole == ref[1] else pack(whole, ref[1])
         self._db.execute(
