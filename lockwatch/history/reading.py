@@ -41,6 +41,15 @@ class Reader:
             return "open_locks", "ended_locks"
         return table, table
 
+    def _ended_key(self, ended: str) -> tuple[str, float]:
+        """The column a filter of ended spans by their end names, and the scale
+        of its times to seconds: schema version 4's lock spans are filtered by
+        their integer milliseconds (`stop` is computed from them: a filter on it
+        does not reach the table's order)."""
+        if ended == "ended_locks" and self.version >= 4:
+            return "stop_ms", 1000.0
+        return "stop", 1.0
+
     def _host_clause(self, host: str | None) -> tuple[str, list[Any]]:
         return ("", []) if host is None else (" AND host = ?", [host])
 
@@ -55,10 +64,11 @@ class Reader:
         # now) and the spans that ended after `at` (by their end).
         columns = "SELECT session, host, lock_id, start, stop, entry, base FROM "
         going, ended = self._halves("locks")
+        by_end, scale = self._ended_key(ended)
         rows = self._rows(
             f"{columns}{going} WHERE stop IS NULL AND start <= ?{where}"
-            f" UNION ALL {columns}{ended} WHERE stop > ? AND start <= ?{where}",
-            [when, *args, when, when, *args],
+            f" UNION ALL {columns}{ended} WHERE {by_end} > ? AND start <= ?{where}",
+            [when, *args, when * scale, when, *args],
         )
         latest: dict[tuple[str, str], tuple[float, bytes | None, bytes]] = {}
         for session, row_host, lock_id, start, stop, packed, base in rows:
@@ -93,10 +103,11 @@ class Reader:
             for column in ("start", "stop"):
                 # Lock spans' ends are in the ended ones (by the table's key).
                 source = self._halves(table)[1] if column == "stop" else table
+                key, scale = self._ended_key(source) if column == "stop" else (column, 1.0)
                 rows = self._rows(
                     f"SELECT DISTINCT {column} FROM {source}"
-                    f" WHERE {column} >= ? AND {column} <= ?" + where,
-                    [low, high, *args],
+                    f" WHERE {key} >= ? AND {key} <= ?" + where,
+                    [low * scale, high * scale, *args],
                 )
                 found.update(row[0] for row in rows)
         return [dt(value) for value in sorted(found)]
@@ -119,11 +130,12 @@ class Reader:
             text = f"SELECT {columns} FROM {table} WHERE 1 = 1" + before + tail
             return self._rows(text + " ORDER BY start", [*bound, *extra_args])
         going, ended = self._halves(table)
+        key, scale = self._ended_key(ended)
         text = (
             f"SELECT {columns} FROM {going} WHERE stop IS NULL{before}{tail} UNION ALL"
-            f" SELECT {columns} FROM {ended} WHERE stop >= ?{before}{tail} ORDER BY start"
+            f" SELECT {columns} FROM {ended} WHERE {key} >= ?{before}{tail} ORDER BY start"
         )
-        args = [*bound, *extra_args, ts(since), *bound, *extra_args]
+        args = [*bound, *extra_args, ts(since) * scale, *bound, *extra_args]
         return self._rows(text, args)
 
     def _host_spans(

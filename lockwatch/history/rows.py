@@ -1,5 +1,6 @@
 """Rows of the history's tables to and from the model: times as float seconds
-since the epoch (UTC), a blocker or waiter (`Who`) as a small JSON object."""
+since the epoch (UTC), a lock span's as integer milliseconds, a blocker or
+waiter (`Who`) as a small JSON object."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ def ts(at: datetime) -> float:
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return at.timestamp()
+
+
+def ms(at: datetime) -> int:
+    """A lock span's time as stored (schema version 4): integer milliseconds."""
+    return round(ts(at) * 1000)
 
 
 def dt(seconds: float) -> datetime:

@@ -5,6 +5,7 @@ on a past state), and a digest written by an older lockwatch is not read."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
@@ -58,7 +59,11 @@ def test_a_recorded_lock_has_no_digest(tmp_path: Path) -> None:
 
 
 def test_an_older_files_digests_are_not_read(tmp_path: Path) -> None:
-    store = open_history(str(FILE_V2))
+    # A copy: a reader that closes the file tidies its WAL away.
+    path = tmp_path / "history.sqlite3"
+    shutil.copyfile(FILE_V2, path)
+    path.chmod(0o600)
+    store = open_history(str(path))
     try:
         times = store.change_times(NOW - timedelta(days=30), NOW + timedelta(days=1))
         locks = [lock for at in times for lock in store.locks_at(at)]
