@@ -11,7 +11,7 @@ from lockwatch.model.history import ActionMark, LockSpan, Outage, WaitSpan
 
 # The schema version this lockwatch writes and reads; a file with a higher
 # version is refused (one line), a lower one is migrated on open for writing.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class HistoryError(Exception):

@@ -5,12 +5,13 @@ Open spans of a recorder that died end at its last heartbeat (`_stop`)."""
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from lockwatch.history.rows import dt, opt_dt, ts, who_of
+from lockwatch.history.rows import dt, opt_dt, ts, undigested, who_of
 from lockwatch.history.unpack import unpack
 from lockwatch.model import episodes as folding
 from lockwatch.model.changes import Entry
@@ -18,6 +19,16 @@ from lockwatch.model.history import ActionMark, Episode, LockSpan, Outage, WaitS
 from lockwatch.model.lock import Lock
 
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
+
+
+def _bound(seconds: float, in_ms: bool, *, up: bool) -> float | int:
+    """A bound of a filter by end, in what the column holds: integer
+    milliseconds as an integer (PostgreSQL compares a bigint column with a
+    float through neither's index), rounded up for `>=` and down for `>` and
+    `<=` (the same rows as the float bound)."""
+    if not in_ms:
+        return seconds
+    return math.ceil(seconds * 1000) if up else math.floor(seconds * 1000)
 
 
 class Reader:
@@ -41,6 +52,15 @@ class Reader:
             return "open_locks", "ended_locks"
         return table, table
 
+    def _ended_key(self, ended: str) -> tuple[str, bool]:
+        """The column a filter of ended spans by their end names, and whether it
+        is in milliseconds: schema version 4's lock spans are filtered by their
+        integer milliseconds (`stop` is computed from them: a filter on it does
+        not reach the table's order)."""
+        if ended == "ended_locks" and self.version >= 4:
+            return "stop_ms", True
+        return "stop", False
+
     def _host_clause(self, host: str | None) -> tuple[str, list[Any]]:
         return ("", []) if host is None else (" AND host = ?", [host])
 
@@ -55,10 +75,11 @@ class Reader:
         # now) and the spans that ended after `at` (by their end).
         columns = "SELECT session, host, lock_id, start, stop, entry, base FROM "
         going, ended = self._halves("locks")
+        by_end, in_ms = self._ended_key(ended)
         rows = self._rows(
             f"{columns}{going} WHERE stop IS NULL AND start <= ?{where}"
-            f" UNION ALL {columns}{ended} WHERE stop > ? AND start <= ?{where}",
-            [when, *args, when, when, *args],
+            f" UNION ALL {columns}{ended} WHERE {by_end} > ? AND start <= ?{where}",
+            [when, *args, _bound(when, in_ms, up=False), when, *args],
         )
         latest: dict[tuple[str, str], tuple[float, bytes | None, bytes]] = {}
         for session, row_host, lock_id, start, stop, packed, base in rows:
@@ -76,7 +97,7 @@ class Reader:
             except (CodecError, ValueError, zlib.error):
                 continue
             if isinstance(entry, Entry):
-                found.append(entry)
+                found.append(undigested(entry))
         found.sort(key=lambda entry: entry.lock.id)
         return found
 
@@ -93,10 +114,11 @@ class Reader:
             for column in ("start", "stop"):
                 # Lock spans' ends are in the ended ones (by the table's key).
                 source = self._halves(table)[1] if column == "stop" else table
+                key, in_ms = self._ended_key(source) if column == "stop" else (column, False)
                 rows = self._rows(
                     f"SELECT DISTINCT {column} FROM {source}"
-                    f" WHERE {column} >= ? AND {column} <= ?" + where,
-                    [low, high, *args],
+                    f" WHERE {key} >= ? AND {key} <= ?" + where,
+                    [_bound(low, in_ms, up=True), _bound(high, in_ms, up=False), *args],
                 )
                 found.update(row[0] for row in rows)
         return [dt(value) for value in sorted(found)]
@@ -119,11 +141,12 @@ class Reader:
             text = f"SELECT {columns} FROM {table} WHERE 1 = 1" + before + tail
             return self._rows(text + " ORDER BY start", [*bound, *extra_args])
         going, ended = self._halves(table)
+        key, in_ms = self._ended_key(ended)
         text = (
             f"SELECT {columns} FROM {going} WHERE stop IS NULL{before}{tail} UNION ALL"
-            f" SELECT {columns} FROM {ended} WHERE stop >= ?{before}{tail} ORDER BY start"
+            f" SELECT {columns} FROM {ended} WHERE {key} >= ?{before}{tail} ORDER BY start"
         )
-        args = [*bound, *extra_args, ts(since), *bound, *extra_args]
+        args = [*bound, *extra_args, _bound(ts(since), in_ms, up=True), *bound, *extra_args]
         return self._rows(text, args)
 
     def _host_spans(

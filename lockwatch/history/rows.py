@@ -1,12 +1,15 @@
 """Rows of the history's tables to and from the model: times as float seconds
-since the epoch (UTC), a blocker or waiter (`Who`) as a small JSON object."""
+since the epoch (UTC), a lock span's as integer milliseconds, a blocker or
+waiter (`Who`) as a small JSON object."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import orjson
 
+from lockwatch.model.changes import Entry
 from lockwatch.model.history import Who
 
 
@@ -16,12 +19,27 @@ def ts(at: datetime) -> float:
     return at.timestamp()
 
 
+def ms(at: datetime) -> int:
+    """A lock span's time as stored (schema version 4): integer milliseconds."""
+    return round(ts(at) * 1000)
+
+
 def dt(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
 def opt_dt(seconds: float | None) -> datetime | None:
     return None if seconds is None else dt(seconds)
+
+
+def undigested(entry: Entry) -> Entry:
+    """`entry` without its lock's file digest. A digest is what a break compares
+    against the file as it is now; no action runs on a past state, and a new
+    digest with every rewrite is 32 bytes a change that nothing packs: the
+    history keeps none (and reads an older file's as none)."""
+    if entry.lock.sha256 is None:
+        return entry
+    return dataclasses.replace(entry, lock=dataclasses.replace(entry.lock, sha256=None))
 
 
 def who_json(who: Who) -> str:

@@ -22,6 +22,14 @@ table's key, and told trails by their kind); each entry said by the numbers
 that changed from its base (unpack.py) where only numbers, times and digests
 did.
 
+Version 4 (the target with a real clock's times): a span's end and length,
+and an open span's start, are integer milliseconds (since the epoch, UTC): a
+time with a fraction of a second is 8 bytes as a double, 6 as an integer of
+milliseconds, and a length 1-4. Readers show seconds and compare times within
+a poll: milliseconds keep more than they use. The views say them as seconds
+again, and `ended_locks.stop_ms` is the key readers filter on (a filter on a
+computed `stop` does not reach the table's order).
+
 The `locks` view joins them back into version 1's columns, so readers ask one
 thing of every version.
 """
@@ -34,6 +42,10 @@ from typing import Any
 # The trail states (model/episodes.py TRAIL_STATES), spelt here as SQL: a
 # version 1 span's holder is kept for these only.
 TRAIL_SQL = "('invalid', 'stale')"
+
+# Integer milliseconds as float seconds (PostgreSQL divides an integer by
+# `1000.0` into a numeric: a float, as the other times, is asked for).
+SECONDS = "CAST({} AS DOUBLE PRECISION) / 1000"
 
 HEAD = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -54,22 +66,23 @@ SPANS = (
     # `stop` beside the table: the table is that index). `holder`: a trail's
     # (stale, invalid) only; any other span's holder is in its entry.
     "CREATE TABLE IF NOT EXISTS spans (session BIGINT NOT NULL, ref BIGINT NOT NULL,"
-    " kind BIGINT NOT NULL, holder TEXT NOT NULL, stop DOUBLE PRECISION NOT NULL,"
-    " dur DOUBLE PRECISION NOT NULL, entry {blob},"
+    " kind BIGINT NOT NULL, holder TEXT NOT NULL, stop BIGINT NOT NULL,"
+    " dur BIGINT NOT NULL, entry {blob},"
     " PRIMARY KEY (stop, ref, session, dur)){clustered}",
     # Spans still going on: one row per lock a recorder watches.
     "CREATE TABLE IF NOT EXISTS open_spans (id {serial}, session BIGINT NOT NULL,"
     " ref BIGINT NOT NULL, kind BIGINT NOT NULL, holder TEXT NOT NULL,"
-    " start DOUBLE PRECISION NOT NULL, entry {blob})",
+    " start BIGINT NOT NULL, entry {blob})",
     "CREATE INDEX IF NOT EXISTS open_spans_by_ref ON open_spans (session, ref)",
     # Readers ask `ended_locks` for spans by their end and `open_locks` for those
     # going on (a filter on `stop` does not reach through the union to an index).
     "CREATE {view} ended_locks AS SELECT s.session, r.host, r.lock_id, r.source, r.name,"
-    " r.place, k.state, k.reasons, s.holder, s.stop - s.dur AS start, s.stop, s.entry, r.base"
+    " r.place, k.state, k.reasons, s.holder, " + SECONDS.format("s.stop - s.dur") + " AS start,"
+    " " + SECONDS.format("s.stop") + " AS stop, s.entry, r.base, s.stop AS stop_ms"
     " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref JOIN kinds AS k ON k.id = s.kind",
     "CREATE {view} open_locks AS SELECT o.session, r.host, r.lock_id, r.source, r.name,"
-    " r.place, k.state, k.reasons, o.holder, o.start,"
-    " CAST(NULL AS DOUBLE PRECISION) AS stop, o.entry, r.base"
+    " r.place, k.state, k.reasons, o.holder, " + SECONDS.format("o.start") + " AS start,"
+    " CAST(NULL AS DOUBLE PRECISION) AS stop, o.entry, r.base, CAST(NULL AS BIGINT) AS stop_ms"
     " FROM open_spans AS o JOIN lockrefs AS r ON r.id = o.ref JOIN kinds AS k ON k.id = o.kind",
     "CREATE {view} locks AS SELECT * FROM ended_locks UNION ALL SELECT * FROM open_locks",
 )
@@ -97,6 +110,10 @@ TAIL = (
 
 TABLES = HEAD + SPANS + TAIL
 
+# Float seconds as integer milliseconds, in SQL both stores speak (a cast
+# alone truncates in SQLite).
+MS = "CAST(round(({}) * 1000) AS BIGINT)"
+
 # Version 1's spans put aside before version 2's are made (its indexes go with
 # it: their names are free again), moved over, then dropped.
 V1_ASIDE = (
@@ -111,40 +128,78 @@ V1_MOVE = (
     " WHERE NOT EXISTS (SELECT 1 FROM kinds AS k"
     " WHERE k.state = spans_v1.state AND k.reasons = spans_v1.reasons)",
     "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
-    " SELECT s.session, s.ref, k.id, s.holder, s.stop, s.stop - s.start, s.entry"
+    " SELECT s.session, s.ref, k.id, s.holder, "
+    + MS.format("s.stop")
+    + ", "
+    + MS.format("s.stop")
+    + " - "
+    + MS.format("s.start")
+    + ", s.entry"
     " FROM spans_v1 AS s JOIN kinds AS k ON k.state = s.state AND k.reasons = s.reasons"
     " WHERE s.stop IS NOT NULL ORDER BY s.stop, s.id ON CONFLICT DO NOTHING",
     "INSERT INTO open_spans (session, ref, kind, holder, start, entry)"
-    " SELECT s.session, s.ref, k.id, s.holder, s.start, s.entry FROM spans_v1 AS s"
+    " SELECT s.session, s.ref, k.id, s.holder, " + MS.format("s.start") + ", s.entry"
+    " FROM spans_v1 AS s"
     " JOIN kinds AS k ON k.state = s.state AND k.reasons = s.reasons"
     " WHERE s.stop IS NULL ORDER BY s.id",
     "DROP TABLE spans_v1",
 )
 
-# Version 2's spans put aside the same way (its views go first: they name the
-# `trail` columns that go), moved over with their length for their start.
-V2_ASIDE = (
+# Version 2's and 3's spans, ended and open, put aside the same way (the views
+# go first: they name columns that go; the index of open spans too: its name
+# would stay taken), moved over with their times in milliseconds (version 2's
+# with their length for their start).
+LATER_ASIDE = (
     "DROP VIEW IF EXISTS locks",
     "DROP VIEW IF EXISTS ended_locks",
     "DROP VIEW IF EXISTS open_locks",
     "DROP INDEX IF EXISTS spans_trail",
-    "ALTER TABLE spans RENAME TO spans_v2",
-    "ALTER TABLE open_spans DROP COLUMN trail",
+    "DROP INDEX IF EXISTS open_spans_by_ref",
+    "ALTER TABLE spans RENAME TO spans_old",
+    "ALTER TABLE open_spans RENAME TO open_spans_old",
 )
 V2_MOVE = (
     "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
-    " SELECT session, ref, kind, holder, stop, stop - start, entry FROM spans_v2"
-    " ORDER BY stop, ref, session, start",
-    "DROP TABLE spans_v2",
+    " SELECT session, ref, kind, holder, "
+    + MS.format("stop")
+    + ", "
+    + MS.format("stop")
+    + " - "
+    + MS.format("start")
+    + ", entry FROM spans_old"
+    " ORDER BY stop, ref, session, start ON CONFLICT DO NOTHING",
+)
+V3_MOVE = (
+    "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
+    " SELECT session, ref, kind, holder, "
+    + MS.format("stop")
+    + ", "
+    + MS.format("stop")
+    + " - "
+    + MS.format("stop - dur")
+    + ", entry FROM spans_old"
+    " ORDER BY stop, ref, session, dur ON CONFLICT DO NOTHING",
+)
+OPEN_MOVE = (
+    "INSERT INTO open_spans (session, ref, kind, holder, start, entry)"
+    " SELECT session, ref, kind, holder, " + MS.format("start") + ", entry"
+    " FROM open_spans_old ORDER BY id",
+    "DROP TABLE spans_old",
+    "DROP TABLE open_spans_old",
 )
 
 
 def migrate(store: Any, version: int, formats: dict[str, str]) -> None:
     """Bring `store` (a SqlStore, in its open transaction) from `version` up to
     the current schema; the caller then makes any table still missing."""
-    if version >= 3:
+    if version >= 4:
         return
-    aside, move = (V1_ASIDE, V1_MOVE) if version < 2 else (V2_ASIDE, V2_MOVE)
+    aside: tuple[str, ...]
+    move: tuple[str, ...]
+    if version < 2:
+        aside, move = V1_ASIDE, V1_MOVE
+    else:
+        aside, move = LATER_ASIDE, (V2_MOVE if version == 2 else V3_MOVE) + OPEN_MOVE
     for statement in aside:
         store._db.execute(statement)
     for statement in TABLES:

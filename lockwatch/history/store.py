@@ -1,8 +1,9 @@
 """The history store's SQL, shared by SQLite and PostgreSQL: one schema (a host
 column on every row; the tables in schema.py), written in `?` placeholders (the
 PostgreSQL store turns them into `%s`). Times are float seconds since the epoch
-(UTC). A lock span lives in `open_spans` while it goes on and is written into
-`spans` once, with its end, when it ends.
+(UTC), a lock span's integer milliseconds (schema.py). A lock span lives in
+`open_spans` while it goes on and is written into `spans` once, with its end,
+when it ends.
 
 Rows of a recorder session (`sessions`) that died without closing stay open;
 readers end them at that session's last heartbeat once it is older than
@@ -20,7 +21,7 @@ from typing import Any
 
 from lockwatch.history.base import SCHEMA_VERSION, Batch, HistoryError
 from lockwatch.history.reading import Reader
-from lockwatch.history.rows import ts, who_json
+from lockwatch.history.rows import ms, ts, undigested, who_json
 from lockwatch.history.schema import HEAD, TABLES
 from lockwatch.history.unpack import pack
 from lockwatch.model.changes import Entry
@@ -36,6 +37,8 @@ DEAD_AFTER = 3 * BEAT_SECONDS
 MAX_ROWS = 5_000_000
 
 PRUNED = ("waits", "outages")
+# A closed session's end (float seconds) as a span's end (milliseconds).
+_ENDED = "CAST(round(s.ended * 1000) AS BIGINT)"
 
 
 class SqlStore(Reader):
@@ -187,7 +190,8 @@ class SqlStore(Reader):
         locks being watched now, however often recorders restart."""
         self._db.execute(
             "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
-            " SELECT o.session, o.ref, o.kind, o.holder, s.ended, s.ended - o.start, o.entry"
+            " SELECT o.session, o.ref, o.kind, o.holder, " + _ENDED + ", " + _ENDED + " - o.start,"
+            " o.entry"
             " FROM open_spans AS o JOIN sessions AS s ON s.id = o.session"
             " WHERE s.ended IS NOT NULL ON CONFLICT DO NOTHING"
         )
@@ -234,7 +238,7 @@ class SqlStore(Reader):
                 lock_id, end = batch.closed[n]
                 ref = self._ref_of(lock_id)
                 if ref is not None:
-                    self._close_span(sid, ref[0], ts(end))
+                    self._close_span(sid, ref[0], ms(end))
                 continue
             self._open_span(sid, *batch.opened[n])
         self._write_waits(sid, batch)
@@ -242,7 +246,7 @@ class SqlStore(Reader):
             self._insert_action(sid, mark)
         self._write_outages(sid, batch)
 
-    def _close_span(self, sid: int, ref: int, stop: float) -> None:
+    def _close_span(self, sid: int, ref: int, stop: int) -> None:
         """Move the lock's open span into `spans`, written once with its end."""
         self._db.execute(
             self._sql(
@@ -259,7 +263,7 @@ class SqlStore(Reader):
     def _open_span(self, sid: int, span: LockSpan, entry: Entry) -> None:
         from lockwatch.model.codec import dumps_line
 
-        whole = dumps_line(entry)
+        whole = dumps_line(undigested(entry))
         ref = self._ref_of(span.lock_id) or self._new_ref(span, whole)
         packed = None if whole == ref[1] else pack(whole, ref[1])
         self._db.execute(
@@ -272,7 +276,7 @@ class SqlStore(Reader):
                 ref[0],
                 self._kind_of(span.state, " ".join(span.reasons)),
                 span.holder if span.state in TRAIL_STATES else "",
-                ts(span.start),
+                ms(span.start),
                 None if packed is None else self._blob(packed),
             ),
         )
@@ -451,7 +455,7 @@ class SqlStore(Reader):
                     "DELETE FROM spans WHERE stop < ? AND stop <= (SELECT max(stop) FROM"
                     " (SELECT stop FROM spans WHERE stop < ? ORDER BY stop LIMIT ?) AS oldest)"
                 ),
-                (cut, cut, most),
+                (round(cut * 1000), round(cut * 1000), most),
             )
             gone += max(int(cursor.rowcount), 0)
             for table in PRUNED:

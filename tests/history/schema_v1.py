@@ -10,7 +10,8 @@ of its rows): with that code first on the path,
 
 `readings` uses only the public reader API, so it reads any version alike.
 A version 2 file (`data/history-v2.*`, for the migration from version 2) was
-made the same way by version 2's code, with `2` after the command above.
+made the same way by version 2's code, with `2` after the command above, and a
+version 3 file (`data/history-v3.*`) by version 3's, with `3`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ FILE = DATA / "history-v1.sqlite3"
 READINGS = DATA / "history-v1.json"
 FILE_V2 = DATA / "history-v2.sqlite3"
 READINGS_V2 = DATA / "history-v2.json"
+FILE_V3 = DATA / "history-v3.sqlite3"
+READINGS_V3 = DATA / "history-v3.json"
 
 
 # Version 1's tables, verbatim from its store.py: for a PostgreSQL database of
@@ -124,6 +127,29 @@ V2_TABLES = (
     "CREATE INDEX IF NOT EXISTS outages_start ON outages (start)",
 )
 
+# Version 3's (the first six and the last eight as version 2's), verbatim from
+# its schema.py.
+V3_TABLES = (
+    *V2_TABLES[:6],
+    "CREATE TABLE IF NOT EXISTS spans (session BIGINT NOT NULL, ref BIGINT NOT NULL,"
+    " kind BIGINT NOT NULL, holder TEXT NOT NULL, stop DOUBLE PRECISION NOT NULL,"
+    " dur DOUBLE PRECISION NOT NULL, entry {blob},"
+    " PRIMARY KEY (stop, ref, session, dur)){clustered}",
+    "CREATE TABLE IF NOT EXISTS open_spans (id {serial}, session BIGINT NOT NULL,"
+    " ref BIGINT NOT NULL, kind BIGINT NOT NULL, holder TEXT NOT NULL,"
+    " start DOUBLE PRECISION NOT NULL, entry {blob})",
+    "CREATE INDEX IF NOT EXISTS open_spans_by_ref ON open_spans (session, ref)",
+    "CREATE {view} ended_locks AS SELECT s.session, r.host, r.lock_id, r.source, r.name,"
+    " r.place, k.state, k.reasons, s.holder, s.stop - s.dur AS start, s.stop, s.entry, r.base"
+    " FROM spans AS s JOIN lockrefs AS r ON r.id = s.ref JOIN kinds AS k ON k.id = s.kind",
+    "CREATE {view} open_locks AS SELECT o.session, r.host, r.lock_id, r.source, r.name,"
+    " r.place, k.state, k.reasons, o.holder, o.start,"
+    " CAST(NULL AS DOUBLE PRECISION) AS stop, o.entry, r.base"
+    " FROM open_spans AS o JOIN lockrefs AS r ON r.id = o.ref JOIN kinds AS k ON k.id = o.kind",
+    "CREATE {view} locks AS SELECT * FROM ended_locks UNION ALL SELECT * FROM open_locks",
+    *V2_TABLES[-8:],
+)
+
 
 def normal(found: dict[str, Any]) -> dict[str, Any]:
     """`readings` with spans that start at one instant, and episodes equally
@@ -203,4 +229,5 @@ def write(file: Path = FILE, said: Path = READINGS) -> None:  # pragma: no cover
 if __name__ == "__main__":
     import sys
 
-    write(*((FILE_V2, READINGS_V2) if sys.argv[1:] == ["2"] else ()))
+    older = {"2": (FILE_V2, READINGS_V2), "3": (FILE_V3, READINGS_V3)}
+    write(*older.get(" ".join(sys.argv[1:]), ()))

@@ -15,8 +15,18 @@ from pathlib import Path
 
 from lockwatch.history.api import SCHEMA_VERSION, Batch, open_history
 from lockwatch.history.unpack import unpack
+from lockwatch.model.history import LockSpan
 from tests.conftest import LOCAL_HOST, NOW
-from tests.history.schema_v1 import FILE, FILE_V2, READINGS, READINGS_V2, normal, readings
+from tests.history.schema_v1 import (
+    FILE,
+    FILE_V2,
+    FILE_V3,
+    READINGS,
+    READINGS_V2,
+    READINGS_V3,
+    normal,
+    readings,
+)
 
 
 def _copy(tmp_path: Path, file: Path = FILE) -> Path:
@@ -128,3 +138,62 @@ def test_a_version_2_entry_that_looks_numbered_is_packed_again(tmp_path: Path) -
     with sqlite3.connect(path) as db:
         (entry,) = db.execute("SELECT entry FROM open_spans WHERE id = ?", (row,)).fetchone()
     assert entry != packed and unpack(bytes(entry), bytes(base), 1 << 24) == whole
+
+
+def test_a_version_3_file_is_migrated_and_reads_the_same(tmp_path: Path) -> None:
+    # Version 4 keeps a lock span's times as integer milliseconds.
+    path = _copy(tmp_path, FILE_V3)
+    expected = json.loads(READINGS_V3.read_text())
+    store = open_history(str(path))
+    try:
+        assert normal(readings(store)) == normal(expected)
+    finally:
+        store.close()
+    open_history(str(path), host=LOCAL_HOST, write=True).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == (
+            str(SCHEMA_VERSION),
+        )
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        kinds = db.execute("SELECT DISTINCT typeof(stop), typeof(dur) FROM spans").fetchall()
+        (opened,) = db.execute("SELECT count(*) FROM open_spans").fetchone()
+    assert kinds == [("integer", "integer")] and opened > 0
+    assert {"open_spans_by_ref", "spans", "open_spans"} <= tables
+    assert not {"spans_old", "open_spans_old"} & tables
+    store = open_history(str(path))
+    try:
+        assert normal(readings(store)) == normal(expected)
+    finally:
+        store.close()
+
+
+def test_a_time_keeps_its_milliseconds(tmp_path: Path) -> None:
+    # A real clock's times (a fraction of a second) read back to the millisecond.
+    path = tmp_path / "history.sqlite3"
+    store = open_history(str(path), host=LOCAL_HOST, write=True)
+    (tmp_path / "old").mkdir()
+    old = open_history(str(_copy(tmp_path / "old", FILE_V3)))
+    entry = old.entries_at(NOW - timedelta(minutes=7))[0]
+    old.close()
+    start = NOW - timedelta(minutes=3, microseconds=-123_000)
+    end = start + timedelta(seconds=2, microseconds=457_000)
+    span = LockSpan(LOCAL_HOST, entry.lock.id, "file", "a", "/a", "active", (), "", start)
+    batch = Batch()
+    batch.opened.append((span, entry))
+    batch.closed.append((entry.lock.id, end))
+    store.record(batch, poll_seconds=1.0)
+    store.close()
+    store = open_history(str(path))
+    try:
+        (found,) = store.lock_spans(None, None)
+        assert (found.start, found.end) == (start, end)
+        assert [e.lock.id for e in store.entries_at(end - timedelta(milliseconds=1))] == [
+            entry.lock.id
+        ]
+        assert store.entries_at(end) == []
+        assert store.lock_spans(end, None) == [found]
+        assert store.lock_spans(end + timedelta(milliseconds=1), None) == []
+        assert end in store.change_times(start, end)
+    finally:
+        store.close()

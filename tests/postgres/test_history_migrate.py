@@ -1,7 +1,7 @@
 """A PostgreSQL history of schema version 1 (version 1's own DDL, with the rows
 version 1's code wrote into tests/history/data/history-v1.sqlite3 copied in) is
 migrated when a recorder opens it, and reads as version 1 read it, on the local
-server (a private database, dropped at the end); version 2 the same way."""
+server (a private database, dropped at the end); versions 2 and 3 the same way."""
 
 from __future__ import annotations
 
@@ -17,10 +17,13 @@ from tests.conftest import LOCAL_HOST
 from tests.history.schema_v1 import (
     FILE,
     FILE_V2,
+    FILE_V3,
     READINGS,
     READINGS_V2,
+    READINGS_V3,
     V1_TABLES,
     V2_TABLES,
+    V3_TABLES,
     normal,
     readings,
 )
@@ -33,6 +36,7 @@ COPIED = ("meta", "sessions", "lockrefs", "spans", "waits", "actions", "outages"
 OLDER = {
     1: (FILE, READINGS, V1_TABLES, COPIED),
     2: (FILE_V2, READINGS_V2, V2_TABLES, (*COPIED, "kinds", "open_spans")),
+    3: (FILE_V3, READINGS_V3, V3_TABLES, (*COPIED, "kinds", "open_spans")),
 }
 
 
@@ -61,7 +65,7 @@ def _write_old(dsn: str, version: int) -> None:
                 )
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_older_database_is_migrated_and_reads_the_same(pg_db: str, version: int) -> None:
     schema = f"history_v{version}"
     with psycopg.connect(pg_db, autocommit=True) as admin:
