@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +13,7 @@ import orjson
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason
 from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.timestamps import parse_timestamp
-from lockwatch.sources.filelocks import FileKey
+from lockwatch.sources.filelocks import FileKey, KernelEvidence
 from lockwatch.sources.files.facts import FileFacts
 from lockwatch.sources.files.ids import file_id
 from lockwatch.sources.files.policy import StalenessPolicy
@@ -24,6 +24,11 @@ MAX_PID = 2**32 - 1
 # converting bigger ones to float would overflow.
 MAX_INTEGER = 2**53
 _SHARED_CHARS = 40
+
+
+# What the kernel says of the file with this key, known before decoding it (see
+# LockFile.evidence); None: not known, attaching decides.
+KnownEvidence = Callable[[FileKey], KernelEvidence | None]
 
 
 @fast_init
@@ -50,6 +55,10 @@ class LockFile:
     # For `x.lock` (a file or directory): whether `x` exists beside it (npm's
     # proper-lockfile locks an existing file); None when not looked up.
     unlocked_exists: bool | None = None
+    # What the kernel says of it, where a scan knew before decoding (a local file
+    # /proc/locks does not name: nothing): its lock is then built with it once,
+    # not built and built again to attach it. Attaching still has the last word.
+    evidence: KernelEvidence | None = None
     # The entry's own name, cut from `path` once: every format asks for it (a
     # scan asks some twenty formats about each file).
     name: str = field(init=False, repr=False, compare=False)
@@ -229,7 +238,7 @@ def file_lock(
         file.sha256,
         tuple(defects),
         tuple(notes),
-        FileFacts(policy, file.key, file.kind, None, None, None, None, None, unread),
+        FileFacts(policy, file.key, file.kind, file.evidence, None, None, None, None, unread),
     )
 
 
