@@ -6,7 +6,8 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import field
 from datetime import UTC, datetime
-from typing import Any
+from types import FunctionType
+from typing import Any, Protocol, cast
 
 import orjson
 
@@ -240,6 +241,41 @@ def file_lock(
         tuple(notes),
         FileFacts(policy, file.key, file.kind, file.evidence, None, None, None, None, unread),
     )
+
+
+class FileLockOf(Protocol):
+    """`file_lock` with its format and policy given (`file_lock_for`)."""
+
+    def __call__(
+        self,
+        file: LockFile,
+        *,
+        content: Any,
+        name: str | None = None,
+        holder: Holder | None = None,
+        acquired_at: datetime | None = None,
+        heartbeat_at: datetime | None = None,
+        ttl_seconds: float | None = None,
+        expires_at: datetime | None = None,
+        scope: tuple[str, ...] = (),
+        defects: tuple[Reason, ...] | list[Reason] = (),
+        notes: tuple[Reason, ...] | list[Reason] = (),
+        unread: Reason | None = None,
+        format: str = ...,
+        policy: StalenessPolicy = ...,
+    ) -> Lock: ...
+
+
+def file_lock_for(format: str, policy: StalenessPolicy) -> FileLockOf:
+    """`file_lock` whose `format` and `policy` default to a decoder's own: the same
+    code with those keyword defaults, not a `partial`, which packs its keywords and
+    the caller's into a new dict at every call (a decoder's, once a lock file)."""
+    made = FunctionType(
+        file_lock.__code__, file_lock.__globals__, file_lock.__name__, file_lock.__defaults__
+    )
+    made.__kwdefaults__ = {**(file_lock.__kwdefaults__ or {}), "format": format, "policy": policy}
+    made.__qualname__ = f"file_lock_for({format!r})"
+    return cast(FileLockOf, made)
 
 
 def no_pid_lock(
