@@ -17,6 +17,7 @@ from lockwatch.model.lock import Lock, Reason
 from lockwatch.sources.filelocks import NO_EVIDENCE, FileKey, KernelEvidence, KernelLock
 from lockwatch.sources.files import kernel_found
 from lockwatch.sources.files.decoders import kernel_file
+from lockwatch.sources.files.decoders.base import KnownEvidence
 from lockwatch.sources.files.decoders.hooks import HeldOn, OpenBy
 from lockwatch.sources.files.facts import facts_of, refiled
 from lockwatch.sources.files.protocols import NO_PROTOCOLS, Protocols
@@ -62,6 +63,8 @@ def with_evidence(lock: Lock, evidence: KernelEvidence | None) -> Lock:
     policy = facts_of(lock).policy
     if not policy.sentinel_mtime_only:
         if holder is lock.holder:  # most files: only the facts change
+            if facts_of(lock).evidence is evidence:
+                return lock  # decoded with it (known_evidence): nothing changes
             return refiled(lock, {"evidence": evidence})
         return refiled(lock, {"evidence": evidence}, holder=holder)
     # Where it may be an existence lock instead, its mtime is that lock's age:
@@ -130,6 +133,22 @@ def kernel_table_for(
     return table if table.readable else None
 
 
+def known_evidence(listed_keys: frozenset[FileKey] | None) -> KnownEvidence | None:
+    """What a one-shot scan tells its decoders of each local file's kernel locks
+    before attaching reads them: nothing (NO_EVIDENCE, what attaching finds for
+    most files), so most locks are built once with it rather than twice. An
+    `Evidence(known=True)` replaces it wherever the kernel says more, and drops
+    it where the kernel cannot be asked. None where /proc/locks cannot be read."""
+    if listed_keys is None:
+        return None
+    remote = _remote_now()  # never asked about: their locks keep no evidence
+
+    def known(key: FileKey) -> KernelEvidence | None:
+        return None if key.device in remote else NO_EVIDENCE
+
+    return known
+
+
 def _inodes(keys: Iterable[FileKey]) -> frozenset[int]:
     """The inodes of `keys`: a file is looked up by its FileKey, whose hash is
     Python code (six a lock were a tenth of attaching), only when its inode is
@@ -175,8 +194,12 @@ class Evidence:
         remote: frozenset[str] | None = None,
         was_held: Mapping[FileKey, str] | None = None,
         protocols: Protocols = NO_PROTOCOLS,
+        known: bool = False,
     ) -> None:
         self.table = table
+        # Whether the locks were decoded with `known_evidence`: then a lock the
+        # kernel cannot be asked about loses what was presumed of it.
+        self._known = known
         # What the config declares paths' locks to be, where their files cannot say.
         self._protocols = protocols
         self._remote = _remote_now() if remote is None else remote
@@ -226,7 +249,7 @@ class Evidence:
                 out.append(with_evidence(_without(lock, ff.kernel_file), KernelEvidence()))
                 continue
             if table is None or key is None or key.device in self._remote:
-                out.append(lock)
+                out.append(with_evidence(lock, None) if self._known else lock)
                 continue
             on_it = key.inode in locked  # else no kernel lock, held or waiting, is on it
             held = on_it and bool(table.held_on(key))

@@ -62,14 +62,17 @@ def _judge(
     listed: frozenset[FileKey] | None = None,
     protocols: Protocols = NO_PROTOCOLS,
 ) -> Judged:
-    from lockwatch.sources.files.evidence import Evidence, kernel_table_for
+    from lockwatch.sources.files.evidence import Evidence, kernel_table_for, known_evidence
 
     candidates, errors = find_in(areas)
     # Rendered and dropped: nothing keeps the records' content, so none is compacted.
-    loaded = with_unread(load_all(candidates, ScanResult(errors=errors), compact=False))
+    # Decoded with the kernel's word where it is already known (most files: nothing).
+    known = known_evidence(listed)
+    result = ScanResult(errors=errors)
+    loaded = with_unread(load_all(candidates, result, compact=False, known=known))
     # The kernel's word on this slice's files alone (`listed`: what /proc/locks names).
     table = kernel_table_for(listed, loaded.locks)
-    locks = Evidence(table, protocols=protocols).attach(loaded.locks)
+    locks = Evidence(table, protocols=protocols, known=known is not None).attach(loaded.locks)
     # Processes are looked at after the files were read (see PsutilProcesses).
     processes, clock = PsutilProcesses(), FrozenClock(now)
     records = []

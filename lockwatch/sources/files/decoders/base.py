@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from datetime import UTC, datetime
-from typing import Any
+from types import FunctionType
+from typing import Any, Protocol, cast
 
 import orjson
 
 from lockwatch.model.lock import NO_HOLDER, Holder, Lock, Reason
 from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.timestamps import parse_timestamp
-from lockwatch.sources.filelocks import FileKey
+from lockwatch.sources.filelocks import FileKey, KernelEvidence
 from lockwatch.sources.files.facts import FileFacts
 from lockwatch.sources.files.ids import file_id
 from lockwatch.sources.files.policy import StalenessPolicy
@@ -24,6 +25,11 @@ MAX_PID = 2**32 - 1
 # converting bigger ones to float would overflow.
 MAX_INTEGER = 2**53
 _SHARED_CHARS = 40
+
+
+# What the kernel says of the file with this key, known before decoding it (see
+# LockFile.evidence); None: not known, attaching decides.
+KnownEvidence = Callable[[FileKey], KernelEvidence | None]
 
 
 @fast_init
@@ -50,6 +56,10 @@ class LockFile:
     # For `x.lock` (a file or directory): whether `x` exists beside it (npm's
     # proper-lockfile locks an existing file); None when not looked up.
     unlocked_exists: bool | None = None
+    # What the kernel says of it, where a scan knew before decoding (a local file
+    # /proc/locks does not name: nothing): its lock is then built with it once,
+    # not built and built again to attach it. Attaching still has the last word.
+    evidence: KernelEvidence | None = None
     # The entry's own name, cut from `path` once: every format asks for it (a
     # scan asks some twenty formats about each file).
     name: str = field(init=False, repr=False, compare=False)
@@ -229,8 +239,43 @@ def file_lock(
         file.sha256,
         tuple(defects),
         tuple(notes),
-        FileFacts(policy, file.key, file.kind, None, None, None, None, None, unread),
+        FileFacts(policy, file.key, file.kind, file.evidence, None, None, None, None, unread),
     )
+
+
+class FileLockOf(Protocol):
+    """`file_lock` with its format and policy given (`file_lock_for`)."""
+
+    def __call__(
+        self,
+        file: LockFile,
+        *,
+        content: Any,
+        name: str | None = None,
+        holder: Holder | None = None,
+        acquired_at: datetime | None = None,
+        heartbeat_at: datetime | None = None,
+        ttl_seconds: float | None = None,
+        expires_at: datetime | None = None,
+        scope: tuple[str, ...] = (),
+        defects: tuple[Reason, ...] | list[Reason] = (),
+        notes: tuple[Reason, ...] | list[Reason] = (),
+        unread: Reason | None = None,
+        format: str = ...,
+        policy: StalenessPolicy = ...,
+    ) -> Lock: ...
+
+
+def file_lock_for(format: str, policy: StalenessPolicy) -> FileLockOf:
+    """`file_lock` whose `format` and `policy` default to a decoder's own: the same
+    code with those keyword defaults, not a `partial`, which packs its keywords and
+    the caller's into a new dict at every call (a decoder's, once a lock file)."""
+    made = FunctionType(
+        file_lock.__code__, file_lock.__globals__, file_lock.__name__, file_lock.__defaults__
+    )
+    made.__kwdefaults__ = {**(file_lock.__kwdefaults__ or {}), "format": format, "policy": policy}
+    made.__qualname__ = f"file_lock_for({format!r})"
+    return cast(FileLockOf, made)
 
 
 def no_pid_lock(

@@ -11,10 +11,8 @@ held. `Cargo.lock` is a dependency lockfile, never a lock.
 
 from __future__ import annotations
 
-from functools import partial
-
 from lockwatch.model.lock import Lock, Reason
-from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock_for
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -38,7 +36,7 @@ CLAIMS = Claims(names=frozenset(_NAMES))
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def wants(path: str, kind: str) -> bool:

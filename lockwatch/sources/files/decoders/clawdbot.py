@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.model.timestamps import format_timestamp
-from lockwatch.sources.files.decoders.base import Fields, LockFile, dump, file_lock
+from lockwatch.sources.files.decoders.base import Fields, LockFile, dump, file_lock_for
 from lockwatch.sources.files.policy import StalenessPolicy
 
 FORMAT = "clawdbot"
@@ -23,7 +22,7 @@ POLICY = StalenessPolicy(pid_liveness=True, max_age=30.0, foreign_max_age=10.0)
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def claims(doc: Mapping[str, Any]) -> bool:

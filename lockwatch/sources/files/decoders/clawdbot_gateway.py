@@ -13,7 +13,6 @@ command line for a gateway instead.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from lockwatch.model.lazyre import lazy_compile
@@ -24,7 +23,7 @@ from lockwatch.sources.files.decoders.base import (
     Fields,
     LockFile,
     Unreadable,
-    file_lock,
+    file_lock_for,
     json_object,
 )
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
@@ -53,7 +52,7 @@ CLAIMS = Claims(prefixes=("gateway.",))
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 wants = wants_none  # `*.lock`: the scanner lists it anyway

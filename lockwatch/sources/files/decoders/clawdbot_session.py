@@ -10,7 +10,6 @@ lock older than 30 minutes is taken from under a live holder.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from lockwatch.model.lock import Holder, Lock
@@ -19,7 +18,7 @@ from lockwatch.sources.files.decoders.base import (
     Fields,
     LockFile,
     Unreadable,
-    file_lock,
+    file_lock_for,
     json_object,
 )
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
@@ -43,7 +42,7 @@ CLAIMS = Claims(suffixes=(_SUFFIX,))
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 wants = wants_none  # `*.lock`: the scanner lists it anyway

@@ -19,11 +19,11 @@ the repair to run; deleting a lock file is never one.
 from __future__ import annotations
 
 import os
-from functools import lru_cache, partial
+from functools import lru_cache
 
 from lockwatch.model.lock import Lock, Reason, amended
 from lockwatch.sources.filelocks import KernelEvidence
-from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock_for
 from lockwatch.sources.files.decoders.hooks import HeldOn, OpenBy, no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -59,7 +59,7 @@ CLAIMS = Claims(names=frozenset(name for _, name in _LOCKS))
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def _what(path: str) -> str | None:

@@ -17,10 +17,13 @@ CIFS); those are not listed: `.#name` regular files are also CVS's backups.
 
 from __future__ import annotations
 
-from functools import partial
-
 from lockwatch.model.lock import Holder, Lock, Reason
-from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import (
+    MAX_PID,
+    Claims,
+    LockFile,
+    file_lock_for,
+)
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -40,7 +43,7 @@ CLAIMS = Claims(kinds=("symlink",), prefixes=(_PREFIX,))
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def wants(path: str, kind: str) -> bool:

@@ -13,10 +13,14 @@ recorded nowhere. flufl.lock's own rules (flufl/lock/_lockfile.py 10.0):
 from __future__ import annotations
 
 from datetime import UTC, timedelta
-from functools import partial
 
 from lockwatch.model.lock import Holder, Lock, Reason
-from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import (
+    MAX_PID,
+    Claims,
+    LockFile,
+    file_lock_for,
+)
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -45,7 +49,7 @@ CLAIMS = Claims(anything=True)
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 wants = wants_none  # the lock is `<lockfile>` itself; claim files are never listed

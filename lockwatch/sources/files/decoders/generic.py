@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
@@ -25,7 +24,7 @@ from lockwatch.sources.files.decoders.base import (
     MAX_PID,
     LockFile,
     dump,
-    file_lock,
+    file_lock_for,
     schema_violation,
     shown,
 )
@@ -98,7 +97,7 @@ _NO_PID = Reason("no_pid", "the lock names no process; lockwatch can only show i
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def _first(doc: Mapping[str, Any], keys: tuple[str, ...]) -> Any:

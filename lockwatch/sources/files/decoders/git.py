@@ -20,12 +20,16 @@ names another host or a live pid, and overwrites it otherwise.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
-from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import (
+    MAX_PID,
+    Claims,
+    LockFile,
+    file_lock_for,
+)
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -88,7 +92,7 @@ _OID = lazy_compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})\n?")
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def anchor(path: str) -> tuple[str, str] | None:

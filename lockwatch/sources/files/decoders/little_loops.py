@@ -27,14 +27,19 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from functools import partial
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
-from lockwatch.sources.files.decoders.base import MAX_PID, Fields, LockFile, dump, file_lock
+from lockwatch.sources.files.decoders.base import (
+    MAX_PID,
+    Fields,
+    LockFile,
+    dump,
+    file_lock_for,
+)
 from lockwatch.sources.files.decoders.hooks import no_refresh
 from lockwatch.sources.files.facts import refiled
 from lockwatch.sources.files.policy import StalenessPolicy
@@ -57,7 +62,7 @@ _MAX_PID_TEXT = 64
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def claims(doc: Mapping[str, Any]) -> bool:

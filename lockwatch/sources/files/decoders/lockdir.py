@@ -18,11 +18,10 @@ empty, or with no such file beside it) is never called stale by age.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from lockwatch.model.lock import Lock, Reason
-from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock_for
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -49,7 +48,7 @@ CLAIMS = Claims(kinds=("dir",), anything=True)
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 wants = wants_none  # every `x.lock/` is listed already

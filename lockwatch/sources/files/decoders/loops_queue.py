@@ -14,7 +14,6 @@ This module is also little-loops' NATIVE entry point: the non-JSON files of
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import orjson
@@ -25,7 +24,7 @@ from lockwatch.sources.files.decoders.base import (
     Claims,
     Fields,
     LockFile,
-    file_lock,
+    file_lock_for,
     schema_violation,
 )
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
@@ -41,7 +40,7 @@ _BLOCKERS_SHOWN = 3
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def _queued(path: str) -> bool:

@@ -18,11 +18,16 @@ live one active; another host or namespace is unknown (`foreign_host`,
 from __future__ import annotations
 
 import os
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 from lockwatch.model.lock import Holder, Lock, Reason
-from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import (
+    MAX_PID,
+    Claims,
+    LockFile,
+    file_lock_for,
+)
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -39,7 +44,7 @@ CLAIMS = Claims(kinds=WANTS_KINDS, names=frozenset({"wlock", "lock"}))
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def _which(path: str) -> str | None:

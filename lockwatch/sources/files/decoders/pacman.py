@@ -11,11 +11,9 @@ you're sure a package manager is not already running, you can remove …/db.lck"
 
 from __future__ import annotations
 
-from functools import partial
-
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.filelocks import KernelEvidence
-from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock_for
 from lockwatch.sources.files.decoders.hooks import HeldOn, OpenBy, no_handover, no_refresh
 from lockwatch.sources.files.facts import facts_of, refiled
 from lockwatch.sources.files.policy import StalenessPolicy
@@ -42,7 +40,7 @@ CLAIMS = Claims(names=frozenset({"db.lck"}))
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def wants(path: str, kind: str) -> bool:

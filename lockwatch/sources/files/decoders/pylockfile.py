@@ -29,12 +29,10 @@ gone, one running is named as the holder, several are unknown.
 
 from __future__ import annotations
 
-from functools import partial
-
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.slots import lean_dataclass
-from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock_for
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -56,7 +54,7 @@ _MKDIR_NAME = lazy_compile(r"(?P<host>[^/\s]+)\.(?P<rest>-?[0-9a-f]+)")
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 @lean_dataclass(frozen=True, slots=True)

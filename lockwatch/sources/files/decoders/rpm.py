@@ -10,10 +10,8 @@ pid files (`*_lock.pid`): judged by their pid, as dnf does.
 
 from __future__ import annotations
 
-from functools import partial
-
 from lockwatch.model.lock import Lock, Reason
-from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock_for
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -34,7 +32,7 @@ CLAIMS = Claims(names=frozenset({".rpm.lock"}))
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 wants = wants_none  # `.rpm.lock` is a lock's name already

@@ -15,15 +15,13 @@ contender-side rules (filelock 4.2 `_soft.py`, `_identity.owner_is_stale`):
 
 from __future__ import annotations
 
-from functools import partial
-
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.sources.files.decoders.base import (
     DIGITS,
     STRIPPED_LEADS,
     Claims,
     LockFile,
-    file_lock,
+    file_lock_for,
 )
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
@@ -49,7 +47,7 @@ CLAIMS = Claims(leading=DIGITS + STRIPPED_LEADS)
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 wants = wants_none  # any path; `.break.`/`.restore.` leftovers are not lock names

@@ -26,11 +26,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import partial
 
 from lockwatch.model.lock import Lock, Reason, amended
 from lockwatch.sources.filelocks import FileKey, KernelEvidence, KernelLock
-from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock_for
 from lockwatch.sources.files.decoders.hooks import (
     HeldOn,
     OpenBy,
@@ -86,7 +85,7 @@ CLAIMS = Claims(suffixes=tuple(PARTS), leading=MAGIC[:1])
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 wants = wants_none  # any name: a database is found when locked, or named

@@ -15,7 +15,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 import orjson
@@ -25,7 +24,7 @@ from lockwatch.sources.files.decoders.base import (
     Claims,
     Fields,
     LockFile,
-    file_lock,
+    file_lock_for,
     schema_violation,
 )
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
@@ -41,7 +40,7 @@ _STATE_SUFFIX = ".tfstate"
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def _state_name(name: str) -> str | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from lockwatch.model.handover import MARK, NewHolder
@@ -21,7 +20,7 @@ from lockwatch.sources.files.decoders.base import (
     Fields,
     LockFile,
     dump,
-    file_lock,
+    file_lock_for,
     schema_violation,
 )
 from lockwatch.sources.files.policy import StalenessPolicy
@@ -35,7 +34,7 @@ _SIGNATURE = frozenset({"lock_name", "request_id", "last_heartbeat_at", "ttl_sec
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def claims(doc: Mapping[str, Any]) -> bool:

@@ -21,12 +21,11 @@ dead Vim's swap file with unsaved changes says so: `vim -r` recovers them.
 from __future__ import annotations
 
 import string
-from functools import partial
 from typing import Any
 
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
-from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import Claims, LockFile, file_lock_for
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -55,7 +54,7 @@ CLAIMS = Claims(
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 def wants(path: str, kind: str) -> bool:

@@ -8,11 +8,14 @@ the kernel does (a kernel-lock sentinel). Its own code never reads the content.
 
 from __future__ import annotations
 
-from functools import partial
-
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock
-from lockwatch.sources.files.decoders.base import MAX_PID, Claims, LockFile, file_lock
+from lockwatch.sources.files.decoders.base import (
+    MAX_PID,
+    Claims,
+    LockFile,
+    file_lock_for,
+)
 from lockwatch.sources.files.decoders.hooks import no_handover, no_refresh, wants_none
 from lockwatch.sources.files.policy import StalenessPolicy
 
@@ -31,7 +34,7 @@ CLAIMS = Claims(leading=b" ")
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
-_file_lock = partial(file_lock, format=FORMAT, policy=POLICY)
+_file_lock = file_lock_for(FORMAT, POLICY)
 
 
 wants = wants_none
