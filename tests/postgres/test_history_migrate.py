@@ -42,7 +42,10 @@ OLDER = {
 
 def _write_old(dsn: str, version: int) -> None:
     file, _, tables, copied = OLDER[version]
-    with psycopg.connect(dsn) as db, sqlite3.connect(file) as old:
+    # Read-only and immutable: the checked-in file is never opened for writing
+    # (a WAL file's reader would make and remove -wal and -shm files beside it).
+    uri = f"file:{file}?mode=ro&immutable=1"
+    with psycopg.connect(dsn) as db, sqlite3.connect(uri, uri=True) as old:
         for statement in tables:
             db.execute(
                 statement.format(
