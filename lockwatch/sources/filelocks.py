@@ -13,6 +13,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from lockwatch.model.jsonfields import JsonFields
 from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.contract import Choice, Choices
@@ -199,15 +200,12 @@ class KernelLock:
         end = "EOF" if self.end is None else str(self.end)
         return f"{self.start}-{end}"
 
+    _JSON = JsonFields(
+        "type", "mode", "start", "end", ("device", "file.device"), ("inode", "file.inode")
+    )
+
     def as_json(self) -> dict[str, object]:
-        return {
-            "type": self.type,
-            "mode": self.mode,
-            "start": self.start,
-            "end": self.end,
-            "device": self.file.device,
-            "inode": self.file.inode,
-        }
+        return self._JSON(self)
 
 
 @fast_init

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.jsonfields import JsonFields
 from lockwatch.model.report import texts
 from lockwatch.model.slots import fast_init
 from lockwatch.sources.stores.rules import evaluate_store
@@ -42,14 +43,10 @@ class QuorumMember:
     ttl_seconds: float | None = None  # left at the poll; None: no expiry, or absent
     error: str | None = None  # why it could not be asked
 
+    _JSON = JsonFields("server", "holds", "token", "ttl_seconds", "error")
+
     def as_json(self) -> dict[str, object]:
-        return {
-            "server": self.server,
-            "holds": self.holds,
-            "token": self.token,
-            "ttl_seconds": self.ttl_seconds,
-            "error": self.error,
-        }
+        return self._JSON(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +62,12 @@ class Quorum:
     def needed(self) -> int:
         return self.servers // 2 + 1
 
+    _JSON = JsonFields("servers", "holding", "needed", "unknown")
+
     def as_json(self) -> dict[str, object]:
-        return {
-            "servers": self.servers,
-            "holding": self.holding,
-            "needed": self.needed,
-            "unknown": self.unknown,
-            "members": [member.as_json() for member in self.members],
-        }
+        record = self._JSON(self)
+        record["members"] = [member.as_json() for member in self.members]
+        return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +80,10 @@ class StoreClient:
     command: str = "blpop"
     blocked_seconds: float | None = None  # the command's idle time at the poll
 
+    _JSON = JsonFields("id", "addr", "name", "command", "blocked_seconds")
+
     def as_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "addr": self.addr,
-            "name": self.name,
-            "command": self.command,
-            "blocked_seconds": self.blocked_seconds,
-        }
+        return self._JSON(self)
 
 
 # One per key a poll reads (10,000 on a busy etcd): dataclass's own __init__ was
