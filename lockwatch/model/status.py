@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from lockwatch.model.jsonfields import JsonFields
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.slots import lean_dataclass
 
 # "polling": lock files read by polling, not events (the reason says why): still live.
@@ -29,10 +29,9 @@ class SourceStatus:
     # and how to see it): never "no locks" for what it could not see.
     partial: bool = False
 
-    _JSON = JsonFields("kind", "name", ("status", "state"), "reason", "updated_at", "next_retry_at")
-
-    def as_json(self) -> dict[str, object]:
-        return self._JSON(self)
+    as_json = json_fields(
+        "kind", "name", ("status", "state"), "reason", "updated_at", "next_retry_at"
+    )
 
 
 def backoff_seconds(failures: int, jitter: float = 0.0, cap: float = 30.0) -> float:

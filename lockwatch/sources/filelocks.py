@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from lockwatch.model.jsonfields import JsonFields
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.contract import Choice, Choices
@@ -200,12 +200,9 @@ class KernelLock:
         end = "EOF" if self.end is None else str(self.end)
         return f"{self.start}-{end}"
 
-    _JSON = JsonFields(
+    as_json = json_fields(
         "type", "mode", "start", "end", ("device", "file.device"), ("inode", "file.inode")
     )
-
-    def as_json(self) -> dict[str, object]:
-        return self._JSON(self)
 
 
 @fast_init

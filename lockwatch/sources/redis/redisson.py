@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
-from lockwatch.model.jsonfields import JsonFields
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
@@ -69,10 +69,7 @@ class RedissonOwner:
     def field(self) -> str:
         return f"{self.client}:{self.thread}" + (":write" if self.write else "")
 
-    _JSON = JsonFields("client", "thread", ("reentrancy", "count"), "write")
-
-    def as_json(self) -> dict[str, object]:
-        return self._JSON(self)
+    as_json = json_fields("client", "thread", ("reentrancy", "count"), "write")
 
 
 def owners(found: RedisCollection) -> tuple[str | None, tuple[RedissonOwner, ...]] | None:

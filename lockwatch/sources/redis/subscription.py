@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
-from lockwatch.model.jsonfields import JsonFields
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.redis import ids, keyfacts
@@ -37,7 +37,7 @@ SUBSCRIPTION = "portalocker-redis"
 FORMATS = (SUBSCRIPTION,)
 
 # The `subscription` object of its JSON record (docs/json.md), in this order.
-_SUBSCRIPTION_JSON = JsonFields(
+_SUBSCRIPTION_JSON = json_fields(
     "channel",
     "client_id",
     "addr",

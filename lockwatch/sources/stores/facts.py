@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.facts import Facts, Party, Section
-from lockwatch.model.jsonfields import JsonFields
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.report import texts
 from lockwatch.model.slots import fast_init
 from lockwatch.sources.stores.rules import evaluate_store
@@ -43,10 +43,7 @@ class QuorumMember:
     ttl_seconds: float | None = None  # left at the poll; None: no expiry, or absent
     error: str | None = None  # why it could not be asked
 
-    _JSON = JsonFields("server", "holds", "token", "ttl_seconds", "error")
-
-    def as_json(self) -> dict[str, object]:
-        return self._JSON(self)
+    as_json = json_fields("server", "holds", "token", "ttl_seconds", "error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +59,13 @@ class Quorum:
     def needed(self) -> int:
         return self.servers // 2 + 1
 
-    _JSON = JsonFields("servers", "holding", "needed", "unknown")
-
-    def as_json(self) -> dict[str, object]:
-        record = self._JSON(self)
-        record["members"] = [member.as_json() for member in self.members]
-        return record
+    as_json = json_fields(
+        "servers",
+        "holding",
+        "needed",
+        "unknown",
+        ("members", lambda quorum: [member.as_json() for member in quorum.members]),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +78,7 @@ class StoreClient:
     command: str = "blpop"
     blocked_seconds: float | None = None  # the command's idle time at the poll
 
-    _JSON = JsonFields("id", "addr", "name", "command", "blocked_seconds")
-
-    def as_json(self) -> dict[str, object]:
-        return self._JSON(self)
+    as_json = json_fields("id", "addr", "name", "command", "blocked_seconds")
 
 
 # One per key a poll reads (10,000 on a busy etcd): dataclass's own __init__ was
