@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.slots import lean_dataclass
 
 # "polling": lock files read by polling, not events (the reason says why): still live.
@@ -28,15 +29,9 @@ class SourceStatus:
     # and how to see it): never "no locks" for what it could not see.
     partial: bool = False
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "name": self.name,
-            "status": self.state,
-            "reason": self.reason,
-            "updated_at": self.updated_at,
-            "next_retry_at": self.next_retry_at,
-        }
+    as_json = json_fields(
+        "kind", "name", ("status", "state"), "reason", "updated_at", "next_retry_at"
+    )
 
 
 def backoff_seconds(failures: int, jitter: float = 0.0, cap: float = 30.0) -> float:

@@ -13,6 +13,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.slots import fast_init, lean_dataclass
 from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.contract import Choice, Choices
@@ -199,15 +200,9 @@ class KernelLock:
         end = "EOF" if self.end is None else str(self.end)
         return f"{self.start}-{end}"
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "type": self.type,
-            "mode": self.mode,
-            "start": self.start,
-            "end": self.end,
-            "device": self.file.device,
-            "inode": self.file.inode,
-        }
+    as_json = json_fields(
+        "type", "mode", "start", "end", ("device", "file.device"), ("inode", "file.inode")
+    )
 
 
 @fast_init

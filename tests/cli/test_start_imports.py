@@ -121,6 +121,7 @@ STARTUP = frozenset(
         "model.facts",
         "model.holder",
         "model.humanize",
+        "model.jsonfields",
         "model.lazyre",
         "model.lock",
         "model.process",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.clues import ClueKind, Match, Sureness
 from lockwatch.model.facts import Facts, Party, Section, Series
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.sources.k8s.rules import (
     POD_GONE,
     POD_NOT_A_POD,
@@ -95,19 +96,18 @@ class LeaseFacts(ClusterObject):
     def judged(self, now: datetime) -> Verdict:
         return judge_lease(self, now)
 
-    def kind_record(self) -> dict[str, Any]:
-        return dict(
-            lease=self.name,
-            holder_identity=self.holder or None,
-            lease_duration_seconds=self.duration,
-            acquire_time=self.acquire_time,
-            renew_time=self.renew_time,
-            lease_transitions=self.transitions,
-            resource_version=self.resource_version,
-            observed_at=self.observed_at,
-            holder_pod=self.pod or None,
-            candidates=list(self.candidates),
-        )
+    kind_record = json_fields(
+        ("lease", "name"),
+        ("holder_identity", lambda lease: lease.holder or None),
+        ("lease_duration_seconds", "duration"),
+        "acquire_time",
+        "renew_time",
+        ("lease_transitions", "transitions"),
+        "resource_version",
+        "observed_at",
+        ("holder_pod", lambda lease: lease.pod or None),
+        ("candidates", lambda lease: list(lease.candidates)),
+    )
 
     def holder_text(self, lock: Lock) -> str:
         if not self.holder:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.lazyre import lazy_compile
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.timestamps import format_timestamp
@@ -68,13 +69,7 @@ class RedissonOwner:
     def field(self) -> str:
         return f"{self.client}:{self.thread}" + (":write" if self.write else "")
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "client": self.client,
-            "thread": self.thread,
-            "reentrancy": self.count,
-            "write": self.write,
-        }
+    as_json = json_fields("client", "thread", ("reentrancy", "count"), "write")
 
 
 def owners(found: RedisCollection) -> tuple[str | None, tuple[RedissonOwner, ...]] | None:

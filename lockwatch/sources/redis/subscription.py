@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.humanize import duration
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.lock import Holder, Lock, Reason
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.redis import ids, keyfacts
@@ -34,6 +35,19 @@ if TYPE_CHECKING:
 
 SUBSCRIPTION = "portalocker-redis"
 FORMATS = (SUBSCRIPTION,)
+
+# The `subscription` object of its JSON record (docs/json.md), in this order.
+_SUBSCRIPTION_JSON = json_fields(
+    "channel",
+    "client_id",
+    "addr",
+    "name",
+    "holder_id",
+    ("age_seconds", "age"),
+    ("idle_seconds", "idle"),
+    ("subscribers", "subscribed"),
+    ("holders", "named"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +99,7 @@ class SubscriptionFacts(StoreLock):
 
     def as_json(self) -> dict[str, Any]:
         record = StoreLock.as_json(self)
-        record["subscription"] = {
-            "channel": self.channel,
-            "client_id": self.client_id,
-            "addr": self.addr,
-            "name": self.name,
-            "holder_id": self.holder_id,
-            "age_seconds": self.age,
-            "idle_seconds": self.idle,
-            "subscribers": self.subscribed,
-            "holders": self.named,
-        }
+        record["subscription"] = _SUBSCRIPTION_JSON(self)
         return record
 
     def fields(self) -> list[tuple[str, str | None]]:

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.jsonfields import json_fields
 from lockwatch.model.report import texts
 from lockwatch.model.slots import fast_init
 from lockwatch.sources.stores.rules import evaluate_store
@@ -42,14 +43,7 @@ class QuorumMember:
     ttl_seconds: float | None = None  # left at the poll; None: no expiry, or absent
     error: str | None = None  # why it could not be asked
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "server": self.server,
-            "holds": self.holds,
-            "token": self.token,
-            "ttl_seconds": self.ttl_seconds,
-            "error": self.error,
-        }
+    as_json = json_fields("server", "holds", "token", "ttl_seconds", "error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +59,13 @@ class Quorum:
     def needed(self) -> int:
         return self.servers // 2 + 1
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "servers": self.servers,
-            "holding": self.holding,
-            "needed": self.needed,
-            "unknown": self.unknown,
-            "members": [member.as_json() for member in self.members],
-        }
+    as_json = json_fields(
+        "servers",
+        "holding",
+        "needed",
+        "unknown",
+        ("members", lambda quorum: [member.as_json() for member in quorum.members]),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +78,7 @@ class StoreClient:
     command: str = "blpop"
     blocked_seconds: float | None = None  # the command's idle time at the poll
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "addr": self.addr,
-            "name": self.name,
-            "command": self.command,
-            "blocked_seconds": self.blocked_seconds,
-        }
+    as_json = json_fields("id", "addr", "name", "command", "blocked_seconds")
 
 
 # One per key a poll reads (10,000 on a busy etcd): dataclass's own __init__ was

@@ -176,6 +176,17 @@ class ViewScreen(Screen[None]):
         """The lock the action keys act on here."""
         return None
 
+    def act_on_selected(self, kind: Kind) -> None:
+        """A view's own action key: ask `kind` of the selected lock, unless it is
+        gone (then `_refuse_gone` says so and nothing is done)."""
+        if self.dash.flow is not None and not self._refuse_gone(kind):
+            self.dash.flow.act(kind, self.selected_lock())
+
+    def _refuse_gone(self, kind: Kind | str) -> bool:
+        """True (and says why) when the selected lock is gone; a view whose
+        selection cannot outlive its lock has none to refuse."""
+        return False
+
     @property
     def movable(self) -> Movable:
         """The list or tree the movement keys move in, in this view."""

@@ -78,7 +78,7 @@ class ContentionScreen(ViewScreen):
     def action_copy_id(self) -> None:
         self.dash.copy_id(self.sessions.selected_lock)
 
-    def _refuse_gone(self, kind: Kind) -> bool:
+    def _refuse_gone(self, kind: Kind | str) -> bool:
         """True (and says why) when the cursor is on a session that left."""
         if self.sessions.gone is None or self.sessions.selected_lock is not None:
             return False
@@ -92,9 +92,7 @@ class ContentionScreen(ViewScreen):
         return True
 
     def action_break_lock(self) -> None:
-        if self.dash.flow is not None and not self._refuse_gone(Kind.BREAK):
-            self.dash.flow.act(Kind.BREAK, self.sessions.selected_lock)
+        self.act_on_selected(Kind.BREAK)
 
     def action_cancel_query(self) -> None:
-        if self.dash.flow is not None and not self._refuse_gone(Kind.CANCEL):
-            self.dash.flow.act(Kind.CANCEL, self.sessions.selected_lock)
+        self.act_on_selected(Kind.CANCEL)

@@ -317,16 +317,13 @@ class LocksScreen(ViewScreen):
         dash.flow.act_on_marked(marked, set(dash.rows.ids), done)
 
     def action_steal_lock(self) -> None:
-        if self.dash.flow is not None and not self._refuse_gone(Kind.STEAL):
-            self.dash.flow.act(Kind.STEAL, self.table.selected)
+        self.act_on_selected(Kind.STEAL)
 
     def action_cancel_query(self) -> None:
-        if self.dash.flow is not None and not self._refuse_gone(Kind.CANCEL):
-            self.dash.flow.act(Kind.CANCEL, self.table.selected)
+        self.act_on_selected(Kind.CANCEL)
 
     def action_release_lock(self) -> None:
-        if self.dash.flow is not None and not self._refuse_gone(Kind.RELEASE):
-            self.dash.flow.act(Kind.RELEASE, self.table.selected)
+        self.act_on_selected(Kind.RELEASE)
 
 
 def gone_words(gone: Gone, filter_text: str, now: datetime) -> str:
