@@ -50,7 +50,7 @@ def _with_as_of(pieces: list[bytes]) -> bytes:
     in bytes, not by reading the whole document back (10,000 locks are megabytes
     of JSON; orjson wrote every piece, so its bytes are what a round trip gives)."""
     head = pieces[0]
-    cut = head.rindex(b',"locks":[')
+    cut = head.rindex(b',"locks":')  # then its array, or the array's bracket
     generated_at = orjson.loads(head[:cut] + b"}")["generated_at"]
     whole = b"".join(pieces)
     return whole[:-1] + b',"as_of":' + orjson.dumps(generated_at) + b"}"
