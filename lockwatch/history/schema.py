@@ -158,28 +158,21 @@ LATER_ASIDE = (
     "ALTER TABLE spans RENAME TO spans_old",
     "ALTER TABLE open_spans RENAME TO open_spans_old",
 )
-V2_MOVE = (
-    "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
-    " SELECT session, ref, kind, holder, "
-    + MS.format("stop")
-    + ", "
-    + MS.format("stop")
-    + " - "
-    + MS.format("start")
-    + ", entry FROM spans_old"
-    " ORDER BY stop, ref, session, start ON CONFLICT DO NOTHING",
-)
-V3_MOVE = (
-    "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
-    " SELECT session, ref, kind, holder, "
-    + MS.format("stop")
-    + ", "
-    + MS.format("stop")
-    + " - "
-    + MS.format("stop - dur")
-    + ", entry FROM spans_old"
-    " ORDER BY stop, ref, session, dur ON CONFLICT DO NOTHING",
-)
+
+
+def _spans_moved(start: str, last_key: str) -> tuple[str]:
+    """Ended spans moved over from `spans_old`, whose start is `start` (an
+    expression of its columns) and whose key ends with `last_key`."""
+    stop_ms, start_ms = MS.format("stop"), MS.format(start)
+    return (
+        "INSERT INTO spans (session, ref, kind, holder, stop, dur, entry)"
+        f" SELECT session, ref, kind, holder, {stop_ms}, {stop_ms} - {start_ms}, entry"
+        f" FROM spans_old ORDER BY stop, ref, session, {last_key} ON CONFLICT DO NOTHING",
+    )
+
+
+V2_MOVE = _spans_moved("start", "start")
+V3_MOVE = _spans_moved("stop - dur", "dur")
 OPEN_MOVE = (
     "INSERT INTO open_spans (session, ref, kind, holder, start, entry)"
     " SELECT session, ref, kind, holder, " + MS.format("start") + ", entry"
