@@ -9,6 +9,7 @@ refused, failed) is written to the audit log.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
@@ -164,11 +165,7 @@ class Executor:
             )
         except OSError as exc:
             return self._finish(
-                record,
-                "action_failed",
-                "failed",
-                f"{exc.strerror or exc}",
-                code="os_error",
+                record, "action_failed", "failed", os_error_text(exc), code="os_error"
             )
         except Exception as exc:  # noqa: BLE001 - an intent must never stay without its result
             return self._finish(
@@ -319,6 +316,15 @@ class Executor:
             audited=audited,
             audit_seq=seq,
         )
+
+
+def os_error_text(exc: OSError) -> str:
+    """An OSError in words, with the paths it names: its strerror alone ("No such
+    file or directory") does not say which, and the audit log is all there is."""
+    names = [name for name in (exc.filename, exc.filename2) if name is not None]
+    shown = [os.fsdecode(name) if isinstance(name, bytes) else str(name) for name in names]
+    text = exc.strerror or str(exc)
+    return f"{text}: {' -> '.join(shown)}" if shown else text
 
 
 def _unseen_target(target: str) -> dict[str, Any]:

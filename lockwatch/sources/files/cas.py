@@ -155,16 +155,33 @@ def _directory(path: str) -> Iterator[tuple[int, str, str]]:
     except _Symlinked as link:
         raise ActionRefused(
             "symlink",
-            f"{link.where} is a symlink (to {os.path.realpath(link.where)}): lockwatch never"
-            f" acts on a lock through one, since it could be swapped under the action; name the"
-            f" real path if that is the lock you mean",
+            f"{_link_seen(link.where)}: lockwatch never acts on a lock through one, since it"
+            " could be swapped under the action; nothing done (name the real path if that is"
+            " the lock you mean)",
         ) from None
     except OSError as exc:
-        raise ActionRefused("not_found", f"cannot open {directory}: {exc.strerror}") from exc
+        raise ActionRefused(
+            "not_found",
+            f"cannot open {directory} ({exc.strerror}): it is not there, or was being swapped"
+            " as lockwatch reached it; nothing done",
+        ) from exc
     try:
         yield fd, directory, name
     finally:
         os.close(fd)
+
+
+def _link_seen(where: str) -> str:
+    """The symlink found at `where`, in words for a refusal. Looked at again by name,
+    it may be swapped back since (realpath's readlink: ENOENT, EINVAL): said so, never
+    raised, or the refusal would escape as an OSError, a failure."""
+    try:
+        target = os.path.realpath(where)
+    except OSError:
+        target = where
+    if target == where:  # no link there any more: a directory again, or nothing
+        return f"{where} was a symlink as lockwatch reached it, swapped again since"
+    return f"{where} is a symlink (to {target})"
 
 
 def _gone(shown: str) -> ActionRefused:
@@ -184,6 +201,8 @@ def _read(
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         raise _gone(shown) from None
+    except OSError as exc:  # nothing touched yet: a refusal, never a failure
+        raise ActionRefused("unreadable", f"cannot look at {shown}: {exc.strerror}") from exc
     if listed is not None and FileKey.of(st.st_dev, st.st_ino) != listed:
         raise ActionRefused(
             "replaced",
@@ -359,6 +378,10 @@ def _move_aside(
             os.stat(tomb_name, dir_fd=tomb_fd, follow_symlinks=False)
         except FileNotFoundError:
             pass
+        except OSError as exc:  # nothing moved yet: a refusal, never a failure
+            raise ActionRefused(
+                "tombstone_unwritable", f"cannot look in {tomb_dir}: {exc.strerror}"
+            ) from exc
         else:  # never overwrite a tombstone
             raise ActionRefused("tombstone_exists", f"{shown} already exists")
         try:
