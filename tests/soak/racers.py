@@ -64,6 +64,8 @@ def actor(conn: Connection, barrier: Barrier, log: str, key: str) -> None:
                 "ok": outcome.ok,
                 "event": outcome.event,
                 "code": outcome.code,
+                # Whole: a failure's cause is in its words (an OSError's, which path).
+                "message": outcome.message,
                 "tombstone": outcome.tombstone,
                 "state": verdict.state.value,
                 "audited": outcome.audited,

@@ -146,6 +146,13 @@ def rounds_for(fast: int, soak: bool) -> Iterator[int]:
         n += 1
 
 
+def said(outcome: dict[str, Any]) -> str:
+    """An actor's outcome for an assertion: its whole message on a line of its own
+    (a failure's cause is in it), then the rest."""
+    rest = {key: value for key, value in outcome.items() if key != "message"}
+    return f"{outcome.get('event')} ({outcome.get('code')}):\n{outcome.get('message')}\n{rest}"
+
+
 def tombstones(directory: Path) -> list[bytes]:
     tomb_dir = directory / TOMBSTONE_DIR
     return [p.read_bytes() for p in sorted(tomb_dir.iterdir())] if tomb_dir.is_dir() else []
@@ -183,7 +190,7 @@ def two_breakers(tmp_path: Path, audit: tuple[Path, Path], soak: bool) -> dict[s
             winners = [a for a in answers if a["ok"]]
             assert len(winners) == 1, answers
             (loser,) = [a for a in answers if not a["ok"]]
-            assert loser["event"] == "action_refused", loser  # refused, never failed
+            assert loser["event"] == "action_refused", said(loser)  # refused, never failed
             losers[loser["code"]] += 1
             assert not lock.exists()
             assert tombstones(lock.parent) == [STALE_PID]
@@ -251,7 +258,7 @@ def break_against_acquire(
             tombs = tombstones(lock.parent)
             now = lock.read_bytes() if lock.exists() else None
             outcomes[broke["event"] if broke["ok"] else f"refused:{broke['code']}"] += 1
-            assert broke["event"] in ("lock_broken", "action_refused"), broke
+            assert broke["event"] in ("lock_broken", "action_refused"), said(broke)
             if how == "inplace" and now != new:
                 # A writer that rewrites in place through a descriptor it opened
                 # before the move writes into the moved file: no rename can stop
@@ -357,7 +364,7 @@ def break_while_swapped(tmp_path: Path, audit: tuple[Path, Path], soak: bool) ->
                 ("break", str(lock), sha(STALE_PID)), (str(directory), str(elsewhere), 0.02)
             )
             swaps += swapped
-            assert broke["event"] in ("lock_broken", "action_refused"), broke
+            assert broke["event"] in ("lock_broken", "action_refused"), said(broke)
             outcomes["broken" if broke["ok"] else f"refused:{broke['code']}"] += 1
             if broke["ok"]:
                 assert broke["tombstone"].startswith(str(directory / TOMBSTONE_DIR))
