@@ -344,7 +344,14 @@ async def test_a_directory_named_like_a_pid_file_is_no_lock_to_the_watcher(tmp_p
     feed = feed_on(root, rescan_seconds=HOUR)
     task = asyncio.create_task(feed.run(seen))
     try:
-        assert await eventually(lambda: seen.changes)
+        assert await eventually(lambda: seen.changes or task.done(), timeout=HANG_S)
+        # The first scan is not the watches: they go in after it, from the watcher's
+        # thread, and with no settle rescan here (feed_on) a file made before then
+        # waits for the hourly rescan. Under a loaded suite that thread can come late.
+        assert await eventually(
+            lambda: task.done() or (feed.watching is not None and feed.watching.armed), HANG_S
+        )
+        assert not task.done(), task.exception()
         (root / "worker.pid").mkdir()
         (root / "worker.pid" / "q").symlink_to("/")
         inner = root / "worker.pid" / "inner.lock"
