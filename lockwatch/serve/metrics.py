@@ -188,8 +188,9 @@ def figures(
     if statuses is None:
         statuses = board.all_statuses()
     for status in statuses:
-        if _wait_prefix(status.kind) is not None:
-            servers.setdefault((status.kind, status.name), ServerWaits())
+        label = _wait_label(status)
+        if label is not None:
+            servers.setdefault((status.kind, label), ServerWaits())
     trees = board.blocking_trees()
     for (_, server), server_figures in servers.items():
         tree = trees.get(server)
@@ -247,6 +248,16 @@ def _own_series(out: Figures, own: list[tuple[Series, str]], now: datetime, cap:
 def _wait_prefix(source: str) -> str | None:
     found = registry.by_name(source)
     return None if found is None else found.wait_metrics
+
+
+def _wait_label(status: SourceStatus) -> str | None:
+    """The `server` label a status's wait series go by: the one its locks'
+    `wait_metrics_server()` give (None: its source has none), so that a server
+    with waiters and without has one series, not two."""
+    found = registry.by_name(status.kind)
+    if found is None or found.wait_metrics is None:
+        return None
+    return f"{status.kind}:{status.name}" if found.wait_label_prefixed else status.name
 
 
 def _wait_families(prefix: str, servers: list[tuple[str, ServerWaits]]) -> Iterator[Metric]:

@@ -21,6 +21,8 @@ class ZooKeeperDeclared(ServerDeclared):
     # Contenders wait on each other in order: blocking trees and the Contention view;
     # lockwatch_zk_blocked_sessions and its kin, per ensemble.
     wait_metrics: str | None = "zk"
+    # ... labelled `zookeeper:<connect string>`, as its blocking trees and episodes are.
+    wait_label_prefixed = True
     # A holder whose session has no client: ZooKeeper deletes its node when the
     # session expires, and the next contender takes the lock from the dead.
     holder_gone = frozenset({"session_gone"})
