@@ -94,6 +94,16 @@ def test_serve_counts_each_ensembles_queue(zk: Area) -> None:
     assert samples[("lockwatch_locks", (("source", "zookeeper"), ("state", "waiting")))] == 2
     held = (("source", "zookeeper"), ("state", "active"))
     assert samples[("lockwatch_lock_oldest_age_seconds", held)] >= 0
+    # One series per ensemble: the status's and the locks' are one label.
+    labels = {dict(key[1]).get("server") for key in samples if key[0].startswith("lockwatch_zk_")}
+    assert labels == {f"zookeeper:{zk.zk.connect}"}, labels
+    # The lock path's own gauges, once, from its holder: its age and its queue.
+    lock = (("name", path), ("server", f"zookeeper:{zk.zk.connect}"))
+    assert samples[("lockwatch_zk_queue_length", lock)] == 2
+    assert samples[("lockwatch_zk_holder_age_seconds", lock)] >= 0
+    assert [key for key in samples if key[0] == "lockwatch_zk_queue_length"] == [
+        ("lockwatch_zk_queue_length", lock)
+    ]
 
 
 def test_why_finds_the_lock_a_kazoo_lock_timeout_names(zk: Area) -> None:

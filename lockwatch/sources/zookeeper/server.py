@@ -27,6 +27,8 @@ from lockwatch.sources.zookeeper.endpoint import ZkEndpoint
 from lockwatch.sources.zookeeper.fourletter import connections
 from lockwatch.sources.zookeeper.recipes import (
     DATA_SHOWN,
+    LEASE_DATA_READ,
+    LEASE_HOLDER,
     Node,
     is_contender,
     is_kazoo_lease,
@@ -90,8 +92,10 @@ def _logger() -> logging.Logger:
 
 def _node(name: str, stat: Any, data: bytes | None = None) -> Node:
     text = ""
+    # A lease's JSON is read whole (up to a bound): its end follows the identifier.
+    shown = LEASE_DATA_READ if name == LEASE_HOLDER else DATA_SHOWN
     if data:
-        text = data[: DATA_SHOWN * 4].decode("utf-8", "replace")[:DATA_SHOWN]
+        text = data[: shown * 4].decode("utf-8", "replace")[:shown]
     return Node(
         name,
         stat.czxid,
@@ -334,8 +338,10 @@ class Walk:
                 return Parent(path, own)
             return None
         contenders = [c for c in children if is_contender(c)]
-        semaphore = not contenders and all(is_kazoo_lease(c) for c in children)
-        if not contenders and not semaphore:
+        # kazoo's NonBlockingLease (its data tells a lease from any other such name).
+        lease = [LEASE_HOLDER] if LEASE_HOLDER in children else []
+        semaphore = not contenders and not lease and all(is_kazoo_lease(c) for c in children)
+        if not contenders and not semaphore and not lease:
             return None
         max_leases = None
         if semaphore:
@@ -345,7 +351,7 @@ class Walk:
                 max_leases = int(data.decode("utf-8"))
             except (ValueError, UnicodeDecodeError):
                 return None  # 32-hex names alone, and no lease count: not kazoo's semaphore
-        names = contenders or children
+        names = contenders + lease if not semaphore else children
         pending = [(c, self.client.get_async(_join(path, c))) for c in names]
         self.read += len(pending)
         nodes = []
