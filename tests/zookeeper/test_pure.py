@@ -91,3 +91,13 @@ def test_why_reads_kazoos_and_curators_messages() -> None:
     (hint,) = clues("IllegalStateException: client-3 could not acquire the lock")
     assert hint.kind is ClueKind.HINT
     assert clues("nothing about locks here") == []
+
+
+def test_why_reads_a_kazoo_semaphore_with_its_queue() -> None:
+    for text in (
+        "LockTimeout: Failed to acquire lock on /pool-__lock__ after 0.29 seconds",
+        "LockTimeout: Failed to acquire semaphore on /pool after 2 seconds",
+    ):
+        (clue,) = clues(text)
+        assert clue.value == "/pool"
+        assert dict(clue.options) == {"zk_paths": ("/pool", "/pool-__lock__")}

@@ -204,3 +204,40 @@ def test_a_recording_keeps_its_facts(zk: Area, tmp_path: Path) -> None:
     facts = [entry.lock.facts for entry in back.upserts]
     assert all(isinstance(f, ZkLock) for f in facts)
     assert sorted(f.identifier for f in facts if isinstance(f, ZkLock)) == ["behind", "kept"]
+
+
+def test_why_finds_the_semaphore_a_kazoo_semaphores_queue_timeout_names(zk: Area) -> None:
+    """kazoo's Semaphore queues its callers with a Lock at `<path>-__lock__`: one that
+    times out in that queue raises the Lock's message, naming the queue's path."""
+    from kazoo.exceptions import LockTimeout
+
+    a, b, c = zk.zk.client(), zk.zk.client(), zk.zk.client()
+    path = zk.path("pool")
+    assert a.Semaphore(path, "lease-holder", max_leases=1).acquire(timeout=10)
+    queued(b, b.Semaphore(path, "first-in-queue", max_leases=1), 1, f"{path}-__lock__")
+    try:
+        c.Semaphore(path, "impatient", max_leases=1).acquire(timeout=0.3)
+    except LockTimeout as exc:
+        message = f"kazoo.exceptions.LockTimeout: {exc}"
+    else:
+        raise AssertionError("kazoo's semaphore was acquired past its holder and its queue")
+    assert f"on {path}-__lock__ after" in message  # kazoo's own words
+    code, out, err = run_cli("why", "--zk", zk.zk.connect, "--json", message)
+    assert code == 0, err
+    text = json.dumps(json.loads(out))
+    assert session_hex(a) in text and "lease-holder" in text
+
+
+def test_a_break_of_a_semaphores_queued_caller_reads_the_semaphore_too(zk: Area) -> None:
+    """The caller first in a full semaphore's queue holds the queue's Lock and
+    waits for a lease: a break finds it waiting (nothing held), as `ls` does."""
+    from tests.zookeeper.test_zookeeper import _plan
+
+    a, b = zk.zk.client(), zk.zk.client()
+    path = zk.path("slots")
+    assert a.Semaphore(path, "holding", max_leases=1).acquire(timeout=10)
+    queued(b, b.Semaphore(path, "queued", max_leases=1), 1, f"{path}-__lock__")
+    (waiter,) = [lock for lock in by_identifier(zk).values() if lock["state"] == "waiting"]
+    plan = _plan(zk, waiter["id"])
+    assert plan.verdict.state.value == "waiting"
+    assert plan.refusal is not None and plan.refusal[0] == "not_held"

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.zookeeper import ids
 from lockwatch.sources.zookeeper.facts import ZOOKEEPER, ZkLock
+from lockwatch.sources.zookeeper.ids import SEMAPHORE_QUEUE
 from lockwatch.sources.zookeeper.recipes import (
     DATA_SHOWN,
     KAZOO_LEASE,
@@ -27,8 +28,6 @@ from lockwatch.sources.zookeeper.recipes import (
 )
 from lockwatch.sources.zookeeper.rules import CONNECTED, DISCONNECTED, NO_SESSION, UNKNOWN
 from lockwatch.sources.zookeeper.server import Parent, ZkSnapshot
-
-SEMAPHORE_LOCK = "-__lock__"
 
 
 def digest(path: str, node: Node) -> str:
@@ -55,9 +54,9 @@ def _ctime(node: Node) -> datetime | None:
 
 def _semaphore_of(parent: Parent, by_path: dict[str, Parent]) -> Parent | None:
     """The kazoo semaphore whose queue `parent` is (`<semaphore>-__lock__`), if any."""
-    if not parent.path.endswith(SEMAPHORE_LOCK):
+    if not parent.path.endswith(SEMAPHORE_QUEUE):
         return None
-    semaphore = by_path.get(parent.path[: -len(SEMAPHORE_LOCK)])
+    semaphore = by_path.get(parent.path[: -len(SEMAPHORE_QUEUE)])
     return semaphore if semaphore is not None and semaphore.kazoo_semaphore else None
 
 

@@ -25,6 +25,7 @@ from lockwatch.sources.backoff import ServerState, failed, first_line
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.zookeeper.endpoint import ZkEndpoint
 from lockwatch.sources.zookeeper.fourletter import connections
+from lockwatch.sources.zookeeper.ids import SEMAPHORE_QUEUE
 from lockwatch.sources.zookeeper.recipes import (
     DATA_SHOWN,
     LEASE_DATA_READ,
@@ -118,6 +119,14 @@ def ensemble(config: str) -> list[str]:
     ]
 
 
+def _with_semaphores(roots: tuple[str, ...]) -> list[str]:
+    out = []
+    for root in roots:
+        semaphore = root.removesuffix(SEMAPHORE_QUEUE)
+        out += [semaphore, root] if semaphore != root else [root]
+    return out
+
+
 def _join(parent: str, child: str) -> str:
     return f"{parent.rstrip('/')}/{child}"
 
@@ -134,6 +143,9 @@ class ZkServer(ServerState):
         super().__init__(KIND, endpoint.name, clock, deadline)
         self.endpoint = endpoint
         self.roots = tuple(dict.fromkeys(root.rstrip("/") or "/" for root in roots)) or ("/",)
+        # What is walked: a kazoo semaphore's queue is read with its semaphore,
+        # whose leases it waits on (alone, its first caller would seem to hold).
+        self.walked = tuple(dict.fromkeys(_with_semaphores(self.roots)))
         self._client: Any = None
         self.last: ZkSnapshot | None = None
         # Set when a watch fires: a lock path's children changed since it was read.
@@ -186,7 +198,7 @@ class ZkServer(ServerState):
                     KIND, self.name, "connecting", updated_at=self._updated_at()
                 )
             client = self.client(min(CONNECT_TIMEOUT, ends - time.monotonic()))
-            parents, empties, truncated = Walk(client, ends, self._watch).run(self.roots)
+            parents, empties, truncated = Walk(client, ends, self._watch).run(self.walked)
             sessions, why = self._sessions(ends)
             unseen = self._unlisted(client, ends)
             if unseen is not None:
