@@ -509,3 +509,21 @@ def test_a_break_on_a_server_that_stopped_answering_fails_in_one_line(
     assert failed.value.code == "unreachable"
     assert failed.value.message.endswith("nothing done") and "\n" not in failed.value.message
     assert client.exists(node)
+
+
+def test_a_chroot_or_zk_path_that_is_not_there_is_said_not_shown_as_no_locks(zk: Area) -> None:
+    a = zk.zk.client()
+    assert a.Lock(zk.path("real"), "held").acquire(timeout=10)
+    code, out, err = run_cli("ls", "--zk", f"{zk.zk.connect}{zk.root}-typo", "--json")
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"its chroot {zk.root}-typo does not exist" in err
+    code, out, err = run_cli(
+        "ls", "--zk", zk.zk.connect, "--zk-path", zk.path("nope"), "--zk-path", zk.root, "--json"
+    )
+    assert code == 1 and f"no znode {zk.path('nope')}" in err, err
+    assert [lock["identifier"] for lock in json.loads(out)["locks"]] == ["held"]
+    # Under a chroot that is there, paths are the chroot's own.
+    code, out, err = run_cli("ls", "--zk", f"{zk.zk.connect}{zk.root}", "--json")
+    assert code == 0, err
+    (held,) = json.loads(out)["locks"]
+    assert held["name"] == "/real" and held["id"].startswith(f"zk:{zk.zk.connect}{zk.root}:/real/")

@@ -198,7 +198,8 @@ class ZkServer(ServerState):
                     KIND, self.name, "connecting", updated_at=self._updated_at()
                 )
             client = self.client(min(CONNECT_TIMEOUT, ends - time.monotonic()))
-            parents, empties, truncated = Walk(client, ends, self._watch).run(self.walked)
+            walk = Walk(client, ends, self._watch)
+            parents, empties, truncated = walk.run(self.walked)
             sessions, why = self._sessions(ends)
             unseen = self._unlisted(client, ends)
             if unseen is not None:
@@ -211,17 +212,26 @@ class ZkServer(ServerState):
         self.last = ZkSnapshot(
             self.name, polled_at, parents, empties, sessions, why, truncated, self.roots
         )
+        missing = [root for root in self.roots if root not in walk.seen]
+        reason = self._partly(truncated, missing)
         self.status = SourceStatus(
-            KIND,
-            self.name,
-            "connected",
-            reason=f"over {MAX_NODES} znodes: only the first were read (narrow with --zk-path)"
-            if truncated
-            else None,
-            updated_at=polled_at,
-            partial=truncated,
+            KIND, self.name, "connected", reason=reason, updated_at=polled_at, partial=bool(reason)
         )
         return self.last
+
+    def _partly(self, truncated: bool, missing: list[str]) -> str | None:
+        """Why the poll saw less than it was asked to: a typo'd chroot or
+        --zk-path is said, never shown as a tree with no locks in it."""
+        said = []
+        if truncated:
+            said.append(
+                f"over {MAX_NODES} znodes: only the first were read (narrow with --zk-path)"
+            )
+        if missing == ["/"] and self.endpoint.chroot:
+            said.append(f"its chroot {self.endpoint.chroot} does not exist")
+        elif missing:
+            said.append(f"no znode {', '.join(missing)}: nothing read there")
+        return "; ".join(said) or None
 
     def _sessions(self, ends: float) -> tuple[dict[int, str], str | None]:
         sessions: dict[int, str] = {}
