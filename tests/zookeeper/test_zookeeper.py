@@ -527,3 +527,14 @@ def test_a_chroot_or_zk_path_that_is_not_there_is_said_not_shown_as_no_locks(zk:
     assert code == 0, err
     (held,) = json.loads(out)["locks"]
     assert held["name"] == "/real" and held["id"].startswith(f"zk:{zk.zk.connect}{zk.root}:/real/")
+
+
+def test_an_ensemble_nobody_listens_on_is_one_line_saying_why() -> None:
+    from tests.zookeeper.conftest import free_port
+
+    port = free_port()  # nothing listens there: refused
+    code, out, err = run_cli("ls", "--zk", f"127.0.0.1:{port},nosuchhost.invalid:2181", "--json")
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"127.0.0.1:{port}: Connection refused" in err and "nosuchhost.invalid:2181" in err
+    (status,) = json.loads(out)["sources"]
+    assert status["status"] == "disconnected" and "Traceback" not in err

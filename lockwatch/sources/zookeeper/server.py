@@ -48,6 +48,8 @@ SESSION_TIMEOUT = 10.0
 # Connecting (kazoo's handshake) waits at most this much of a poll's deadline: a
 # server that takes TCP connections and answers nothing (stopped) is said to be so.
 CONNECT_TIMEOUT = 4.0
+# Once connecting failed, each server's TCP port is tried this long to say why.
+PROBE_TIMEOUT = 0.5
 KIND = "zookeeper"
 
 
@@ -174,7 +176,13 @@ class ZkServer(ServerState):
             connected.wait(max(timeout, 0.1))
             if not client.connected:
                 _stop(client)
-                raise PollTimeout(f"no answer within {timeout:.1f}s: not connected")
+                unreached = _unreached(self.endpoint.hosts)
+                if unreached is not None:
+                    raise PollTimeout(f"not connected within {timeout:.1f}s: {unreached}")
+                raise PollTimeout(
+                    f"no answer within {timeout:.1f}s: not connected (a server took the"
+                    " connection and did not answer as ZooKeeper does: stopped, or not ZooKeeper)"
+                )
             self._client = client
         return self._client
 
@@ -281,6 +289,23 @@ class ZkServer(ServerState):
         client, self._client = self._client, None
         if client is not None:
             _stop(client)
+
+
+def _unreached(hosts: tuple[tuple[str, int], ...]) -> str | None:
+    """Why no server of the ensemble took a TCP connection, each (`refused`,
+    a name that does not resolve), when none did: kazoo retries quietly, so
+    its failing to connect says nothing of why. None: one took it (a server
+    that does not answer, or not ZooKeeper)."""
+    import socket
+
+    said = []
+    for host, port in hosts:
+        try:
+            socket.create_connection((host, port), timeout=PROBE_TIMEOUT).close()
+            return None
+        except OSError as exc:
+            said.append(f"{host}:{port}: {getattr(exc, 'strerror', None) or exc}")
+    return "; ".join(said)
 
 
 def _stop(client: Any) -> None:
