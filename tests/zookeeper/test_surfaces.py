@@ -241,3 +241,29 @@ def test_a_break_of_a_semaphores_queued_caller_reads_the_semaphore_too(zk: Area)
     plan = _plan(zk, waiter["id"])
     assert plan.verdict.state.value == "waiting"
     assert plan.refusal is not None and plan.refusal[0] == "not_held"
+
+
+async def test_a_forced_break_of_a_live_holder_at_80x24_hands_the_lock_on(
+    zk: Area, tmp_path: Path
+) -> None:
+    """The smallest terminal the dashboard supports: the confirmation's reason and
+    typed name fit, and the break deletes the node; the waiter's watch fires."""
+    a, b = zk.zk.client(), zk.zk.client()
+    path = zk.path("small")
+    assert a.Lock(path, "live-holder").acquire(timeout=10)
+    lock = b.Lock(path, "next-in-line")
+    thread = await asyncio.to_thread(queued, b, lock, 2, path)
+    held = by_identifier(zk)["live-holder"]
+    values = {"zk_servers": (zk.zk.connect,), "zk_paths": (zk.root,)}
+    app = _dashboard(values, tmp_path / "audit.jsonl")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: held["id"] in app.board, "the ZooKeeper rows")
+        await open_action(pilot, held["id"])
+        await type_into(pilot, "#reason", "wedged, INC-9")
+        await type_into(pilot, "#must-type", path)
+        await press_confirm(pilot)
+        await until(pilot, lambda: any("deleted" in n for n in notes(app)), "done")
+    await asyncio.to_thread(thread.join, WAIT_S)
+    assert lock.is_acquired
+    record = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])
+    assert record["result"] == "success" and record["forced"] is True
