@@ -232,7 +232,9 @@ def _stale_series(
 
 
 def _own_series(out: Figures, own: list[tuple[Series, str]], now: datetime, cap: int) -> None:
-    """Each source's own gauges, at most `cap` of each metric (by server and name)."""
+    """Each source's own gauges, at most `cap` of each metric (by server and name),
+    one sample per labels (the first): two would be a duplicate Prometheus rejects."""
+    shown: set[tuple[str, str, str]] = set()
     for each, name in sorted(own, key=lambda item: (item[0].metric, item[0].server, item[1])):
         if each.value is not None:
             value = each.value
@@ -240,9 +242,13 @@ def _own_series(out: Figures, own: list[tuple[Series, str]], now: datetime, cap:
             value = max(0.0, (now - each.since).total_seconds())
         else:
             continue
+        labels = (terminal_safe(each.server), terminal_safe(name))
+        if (each.metric, *labels) in shown:
+            continue
+        shown.add((each.metric, *labels))
         _, samples = out.own.setdefault(each.metric, (each.help, []))
         if len(samples) < cap:
-            samples.append(((terminal_safe(each.server), terminal_safe(name)), value))
+            samples.append((labels, value))
 
 
 def _wait_prefix(source: str) -> str | None:
