@@ -538,3 +538,23 @@ def test_an_ensemble_nobody_listens_on_is_one_line_saying_why() -> None:
     assert f"127.0.0.1:{port}: Connection refused" in err and "nosuchhost.invalid:2181" in err
     (status,) = json.loads(out)["sources"]
     assert status["status"] == "disconnected" and "Traceback" not in err
+
+
+def test_a_queue_past_the_bound_keeps_its_head_and_says_so(
+    zk: Area, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One lock path with more contenders than a poll reads: the first in the
+    queue (its holder) are the ones read, and the status says the rest were not."""
+    from lockwatch.sources.zookeeper import server
+
+    path = zk.path("crowded")
+    clients = [zk.zk.client() for _ in range(6)]
+    assert clients[0].Lock(path, "head").acquire(timeout=10)
+    for n, client in enumerate(clients[1:], start=1):
+        queued(client, client.Lock(path, f"waiter-{n}"), n + 1, path)
+    monkeypatch.setattr(server, "MAX_NODES", 5)
+    code, out, err = run_cli("ls", "--zk", zk.zk.connect, "--zk-path", zk.root, "--json")
+    assert code == 1 and "over 5 znodes" in err, err
+    locks = {lock["identifier"]: lock for lock in json.loads(out)["locks"]}
+    assert locks["head"]["state"] == "active" and len(locks) < 6
+    assert {lock["state"] for name, lock in locks.items() if name != "head"} == {"waiting"}

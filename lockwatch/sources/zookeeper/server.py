@@ -332,6 +332,7 @@ class Walk:
         self.ends = ends
         self.watch = watch
         self.read = 0
+        self.truncated = False
         # Each znode's children as the walk read them: what its watch is armed against.
         self.seen: dict[str, frozenset[str]] = {}
 
@@ -352,11 +353,10 @@ class Walk:
         parents: list[Parent] = []
         empties: list[Parent] = []
         frontier = list(roots)
-        truncated = False
         while frontier:
             if self.read + len(frontier) > MAX_NODES:
                 frontier = frontier[: max(MAX_NODES - self.read, 0)]
-                truncated = True
+                self.truncated = True
             asked = [(p, self.client.get_children_async(p, include_data=True)) for p in frontier]
             self.read += len(asked)
             frontier = []
@@ -376,7 +376,7 @@ class Walk:
                     _join(path, c) for c in children if c not in read and _join(path, c) != SYSTEM
                 )
         self._arm(parents, empties)
-        return parents, empties, truncated
+        return parents, empties, self.truncated
 
     def _parent(self, path: str, children: list[str], stat: Any) -> Parent | None:
         own = _node(path.rpartition("/")[2] or "/", stat)
@@ -399,6 +399,12 @@ class Walk:
             except (ValueError, UnicodeDecodeError):
                 return None  # 32-hex names alone, and no lease count: not kazoo's semaphore
         names = contenders + lease if not semaphore else children
+        room = max(MAX_NODES - self.read, 0)
+        if len(names) > room:
+            # A queue's head is what holds: the lowest sequences (every recipe's
+            # names end with theirs) are read, and the status says the rest were not.
+            names = sorted(names, key=lambda name: name[-10:])[:room]
+            self.truncated = True
         pending = [(c, self.client.get_async(_join(path, c))) for c in names]
         self.read += len(pending)
         nodes = []
