@@ -101,3 +101,11 @@ def test_why_reads_a_kazoo_semaphore_with_its_queue() -> None:
         (clue,) = clues(text)
         assert clue.value == "/pool"
         assert dict(clue.options) == {"zk_paths": ("/pool", "/pool-__lock__")}
+
+
+def test_why_without_an_ensemble_says_which_option_names_one() -> None:
+    from tests.conftest import run_cli
+
+    code, _, err = run_cli("why", "LockTimeout: Failed to acquire lock on /a after 5 seconds")
+    assert code == 1
+    assert "zookeeper: no server to ask (name one with --zk HOST:PORT[,...][/CHROOT])" in err
