@@ -11,6 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lockwatch.clock import SystemClock
 from lockwatch.model.board import Board
 from lockwatch.model.changes import ChangeSet
@@ -41,13 +43,20 @@ def _feed(area: Area, interval: float) -> Any:
     return feed
 
 
-async def test_a_watch_wakes_the_dashboards_feed_long_before_its_interval(zk: Area) -> None:
+@pytest.mark.parametrize("paced", [False, True], ids=["dashboard", "serve"])
+async def test_a_watch_wakes_the_feed_long_before_its_interval(zk: Area, paced: bool) -> None:
     """With a refresh of an hour, only a ZooKeeper watch can bring the new
-    contender to the screen within the test's bound."""
+    contender to the screen (or serve's history) within the test's bound; serve
+    paces its feeds with its own `sleep` (idle: an hour here), and the watch
+    still wakes it."""
+    from lockwatch.serve.pace import Pace
+
     a = zk.zk.client()
     path = zk.path("watched")
     assert a.Lock(path, "first").acquire(timeout=10)
     feed = _feed(zk, interval=3600)
+    if paced:
+        feed.sleep = Pace(idle_seconds=3600).sleep  # as serve's watcher sets it
     changes: asyncio.Queue[ChangeSet] = asyncio.Queue()
     task = asyncio.ensure_future(feed.run(changes.put_nowait))
     try:
