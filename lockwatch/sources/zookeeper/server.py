@@ -48,8 +48,10 @@ SESSION_TIMEOUT = 10.0
 # Connecting (kazoo's handshake) waits at most this much of a poll's deadline: a
 # server that takes TCP connections and answers nothing (stopped) is said to be so.
 CONNECT_TIMEOUT = 4.0
-# Once connecting failed, each server's TCP port is tried this long to say why.
+# Once connecting failed, each server's TCP port is tried this long to say why,
+# all of them within the budget (a poll's deadline has room for it after CONNECT_TIMEOUT).
 PROBE_TIMEOUT = 0.5
+PROBE_BUDGET = 1.5
 KIND = "zookeeper"
 
 
@@ -299,9 +301,14 @@ def _unreached(hosts: tuple[tuple[str, int], ...]) -> str | None:
     import socket
 
     said = []
+    ends = time.monotonic() + PROBE_BUDGET
     for host, port in hosts:
+        left = min(PROBE_TIMEOUT, ends - time.monotonic())
+        if left <= 0:
+            said.append(f"{host}:{port}: not tried (no time left)")
+            continue
         try:
-            socket.create_connection((host, port), timeout=PROBE_TIMEOUT).close()
+            socket.create_connection((host, port), timeout=left).close()
             return None
         except OSError as exc:
             said.append(f"{host}:{port}: {getattr(exc, 'strerror', None) or exc}")
