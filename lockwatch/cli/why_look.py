@@ -174,7 +174,7 @@ class Look:
         if not parts:
             flag = _first_flag(source)
             self.looked_at.append(
-                f"{source.name}: no server to ask (name one with {flag} DSN)"
+                f"{source.name}: no server to ask (name one with {flag})"
                 if flag
                 else f"{source.name}: not configured"
             )
@@ -305,7 +305,8 @@ def _merged(options: Iterable[tuple[tuple[str, Any], ...]]) -> dict[str, Any]:
 
 
 def _first_flag(source: Source) -> str | None:
-    """The source's first option's flag (--pg), from its click options."""
+    """The source's first option's flag and what it takes (`--pg DSN`, `--zk
+    HOST:PORT[,...][/CHROOT]`), from its click options."""
 
     def probe() -> None: ...
 
@@ -314,7 +315,7 @@ def _first_flag(source: Source) -> str | None:
         decorated = decorator(decorated)
     for param in getattr(decorated, "__click_params__", []):
         if isinstance(param, click.Option) and param.opts:
-            return str(param.opts[0])
+            return f"{param.opts[0]} {param.metavar}" if param.metavar else str(param.opts[0])
     return None
 
 

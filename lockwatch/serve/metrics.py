@@ -188,8 +188,9 @@ def figures(
     if statuses is None:
         statuses = board.all_statuses()
     for status in statuses:
-        if _wait_prefix(status.kind) is not None:
-            servers.setdefault((status.kind, status.name), ServerWaits())
+        label = _wait_label(status)
+        if label is not None:
+            servers.setdefault((status.kind, label), ServerWaits())
     trees = board.blocking_trees()
     for (_, server), server_figures in servers.items():
         tree = trees.get(server)
@@ -231,7 +232,9 @@ def _stale_series(
 
 
 def _own_series(out: Figures, own: list[tuple[Series, str]], now: datetime, cap: int) -> None:
-    """Each source's own gauges, at most `cap` of each metric (by server and name)."""
+    """Each source's own gauges, at most `cap` of each metric (by server and name),
+    one sample per labels (the first): two would be a duplicate Prometheus rejects."""
+    shown: set[tuple[str, str, str]] = set()
     for each, name in sorted(own, key=lambda item: (item[0].metric, item[0].server, item[1])):
         if each.value is not None:
             value = each.value
@@ -239,14 +242,28 @@ def _own_series(out: Figures, own: list[tuple[Series, str]], now: datetime, cap:
             value = max(0.0, (now - each.since).total_seconds())
         else:
             continue
+        labels = (terminal_safe(each.server), terminal_safe(name))
+        if (each.metric, *labels) in shown:
+            continue
+        shown.add((each.metric, *labels))
         _, samples = out.own.setdefault(each.metric, (each.help, []))
         if len(samples) < cap:
-            samples.append(((terminal_safe(each.server), terminal_safe(name)), value))
+            samples.append((labels, value))
 
 
 def _wait_prefix(source: str) -> str | None:
     found = registry.by_name(source)
     return None if found is None else found.wait_metrics
+
+
+def _wait_label(status: SourceStatus) -> str | None:
+    """The `server` label a status's wait series go by: the one its locks'
+    `wait_metrics_server()` give (None: its source has none), so that a server
+    with waiters and without has one series, not two."""
+    found = registry.by_name(status.kind)
+    if found is None or found.wait_metrics is None:
+        return None
+    return f"{status.kind}:{status.name}" if found.wait_label_prefixed else status.name
 
 
 def _wait_families(prefix: str, servers: list[tuple[str, ServerWaits]]) -> Iterator[Metric]:

@@ -195,6 +195,9 @@ class Described(Protocol):
     # locks' `wait_metrics_server()`) gets `lockwatch_<wait_metrics>_blocked_sessions`
     # and its kin in /metrics, and a blocking tree in listings; None: no servers.
     wait_metrics: str | None
+    # Those series are labelled `<name>:<server>` (its locks' wait-for graphs' names)
+    # rather than by the status's name alone.
+    wait_label_prefixed: bool
 
 
 class Source(Described, Protocol):

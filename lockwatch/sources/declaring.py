@@ -87,6 +87,10 @@ class Declaring:
     status_word = ""
     # Its servers' sessions wait on each other (contract.Source): None, none.
     wait_metrics: str | None = None
+    # Those series' `server` label is its locks' wait-for graph's name,
+    # `<name>:<server>` (its listings' blocking trees, the history's episodes),
+    # not the server's own name (a status's): polled sources' graphs are so named.
+    wait_label_prefixed = False
     # Its locks wait on each other: so they do where its servers' sessions do,
     # unless it says (set when the class is made).
     sees_waits: bool

@@ -51,6 +51,7 @@ class LazySource:
         self.status_word = declared.status_word
         self.sees_waits = declared.sees_waits
         self.wait_metrics = declared.wait_metrics
+        self.wait_label_prefixed: bool = getattr(declared, "wait_label_prefixed", False)
         # Optional in a declared.py (contract.Declared): a default here, so that
         # asking never loads the plugin.
         self.holder_gone: frozenset[str] = getattr(declared, "holder_gone", frozenset())

@@ -257,3 +257,22 @@ def test_a_tree_read_by_polling_is_up() -> None:
     board.apply(ChangeSet("files", NOW, (polling,)))
     found = figures(board, NOW, sources=("file",))
     assert found.up == [("file", "/mnt/nfs/locks", 1)]
+
+
+def test_a_sources_own_gauge_has_one_sample_per_labels() -> None:
+    """Two locks of one name on one server giving the same gauge (a ZooKeeper
+    lease's path while a kazoo lock under it is being taken) are one series: a
+    duplicate sample is a broken exposition."""
+    from lockwatch.model.facts import Series
+    from lockwatch.serve.metrics import _own_series
+
+    out = Figures()
+    one = Series("lockwatch_zk_queue_length", "q", "zookeeper:zk1:2181", value=1.0)
+    two = Series("lockwatch_zk_queue_length", "q", "zookeeper:zk1:2181", value=2.0)
+    _own_series(out, [(one, "/a"), (two, "/a"), (two, "/b")], NOW, 10)
+    (_, samples) = out.own["lockwatch_zk_queue_length"]
+    assert [labels for labels, _ in samples] == [
+        ("zookeeper:zk1:2181", "/a"),
+        ("zookeeper:zk1:2181", "/b"),
+    ]
+    assert exposition(out)  # Prometheus's own parser reads it

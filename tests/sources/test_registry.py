@@ -47,6 +47,7 @@ _DECLARED = (
     "status_word",
     "sees_waits",
     "wait_metrics",
+    "wait_label_prefixed",
 )
 
 

@@ -91,3 +91,21 @@ def test_why_reads_kazoos_and_curators_messages() -> None:
     (hint,) = clues("IllegalStateException: client-3 could not acquire the lock")
     assert hint.kind is ClueKind.HINT
     assert clues("nothing about locks here") == []
+
+
+def test_why_reads_a_kazoo_semaphore_with_its_queue() -> None:
+    for text in (
+        "LockTimeout: Failed to acquire lock on /pool-__lock__ after 0.29 seconds",
+        "LockTimeout: Failed to acquire semaphore on /pool after 2 seconds",
+    ):
+        (clue,) = clues(text)
+        assert clue.value == "/pool"
+        assert dict(clue.options) == {"zk_paths": ("/pool", "/pool-__lock__")}
+
+
+def test_why_without_an_ensemble_says_which_option_names_one() -> None:
+    from tests.conftest import run_cli
+
+    code, _, err = run_cli("why", "LockTimeout: Failed to acquire lock on /a after 5 seconds")
+    assert code == 1
+    assert "zookeeper: no server to ask (name one with --zk HOST:PORT[,...][/CHROOT])" in err

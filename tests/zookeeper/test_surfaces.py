@@ -11,6 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lockwatch.clock import SystemClock
 from lockwatch.model.board import Board
 from lockwatch.model.changes import ChangeSet
@@ -41,13 +43,20 @@ def _feed(area: Area, interval: float) -> Any:
     return feed
 
 
-async def test_a_watch_wakes_the_dashboards_feed_long_before_its_interval(zk: Area) -> None:
+@pytest.mark.parametrize("paced", [False, True], ids=["dashboard", "serve"])
+async def test_a_watch_wakes_the_feed_long_before_its_interval(zk: Area, paced: bool) -> None:
     """With a refresh of an hour, only a ZooKeeper watch can bring the new
-    contender to the screen within the test's bound."""
+    contender to the screen (or serve's history) within the test's bound; serve
+    paces its feeds with its own `sleep` (idle: an hour here), and the watch
+    still wakes it."""
+    from lockwatch.serve.pace import Pace
+
     a = zk.zk.client()
     path = zk.path("watched")
     assert a.Lock(path, "first").acquire(timeout=10)
     feed = _feed(zk, interval=3600)
+    if paced:
+        feed.sleep = Pace(idle_seconds=3600).sleep  # as serve's watcher sets it
     changes: asyncio.Queue[ChangeSet] = asyncio.Queue()
     task = asyncio.ensure_future(feed.run(changes.put_nowait))
     try:
@@ -94,6 +103,16 @@ def test_serve_counts_each_ensembles_queue(zk: Area) -> None:
     assert samples[("lockwatch_locks", (("source", "zookeeper"), ("state", "waiting")))] == 2
     held = (("source", "zookeeper"), ("state", "active"))
     assert samples[("lockwatch_lock_oldest_age_seconds", held)] >= 0
+    # One series per ensemble: the status's and the locks' are one label.
+    labels = {dict(key[1]).get("server") for key in samples if key[0].startswith("lockwatch_zk_")}
+    assert labels == {f"zookeeper:{zk.zk.connect}"}, labels
+    # The lock path's own gauges, once, from its holder: its age and its queue.
+    lock = (("name", path), ("server", f"zookeeper:{zk.zk.connect}"))
+    assert samples[("lockwatch_zk_queue_length", lock)] == 2
+    assert samples[("lockwatch_zk_holder_age_seconds", lock)] >= 0
+    assert [key for key in samples if key[0] == "lockwatch_zk_queue_length"] == [
+        ("lockwatch_zk_queue_length", lock)
+    ]
 
 
 def test_why_finds_the_lock_a_kazoo_lock_timeout_names(zk: Area) -> None:
@@ -194,3 +213,66 @@ def test_a_recording_keeps_its_facts(zk: Area, tmp_path: Path) -> None:
     facts = [entry.lock.facts for entry in back.upserts]
     assert all(isinstance(f, ZkLock) for f in facts)
     assert sorted(f.identifier for f in facts if isinstance(f, ZkLock)) == ["behind", "kept"]
+
+
+def test_why_finds_the_semaphore_a_kazoo_semaphores_queue_timeout_names(zk: Area) -> None:
+    """kazoo's Semaphore queues its callers with a Lock at `<path>-__lock__`: one that
+    times out in that queue raises the Lock's message, naming the queue's path."""
+    from kazoo.exceptions import LockTimeout
+
+    a, b, c = zk.zk.client(), zk.zk.client(), zk.zk.client()
+    path = zk.path("pool")
+    assert a.Semaphore(path, "lease-holder", max_leases=1).acquire(timeout=10)
+    queued(b, b.Semaphore(path, "first-in-queue", max_leases=1), 1, f"{path}-__lock__")
+    try:
+        c.Semaphore(path, "impatient", max_leases=1).acquire(timeout=0.3)
+    except LockTimeout as exc:
+        message = f"kazoo.exceptions.LockTimeout: {exc}"
+    else:
+        raise AssertionError("kazoo's semaphore was acquired past its holder and its queue")
+    assert f"on {path}-__lock__ after" in message  # kazoo's own words
+    code, out, err = run_cli("why", "--zk", zk.zk.connect, "--json", message)
+    assert code == 0, err
+    text = json.dumps(json.loads(out))
+    assert session_hex(a) in text and "lease-holder" in text
+
+
+def test_a_break_of_a_semaphores_queued_caller_reads_the_semaphore_too(zk: Area) -> None:
+    """The caller first in a full semaphore's queue holds the queue's Lock and
+    waits for a lease: a break finds it waiting (nothing held), as `ls` does."""
+    from tests.zookeeper.test_zookeeper import _plan
+
+    a, b = zk.zk.client(), zk.zk.client()
+    path = zk.path("slots")
+    assert a.Semaphore(path, "holding", max_leases=1).acquire(timeout=10)
+    queued(b, b.Semaphore(path, "queued", max_leases=1), 1, f"{path}-__lock__")
+    (waiter,) = [lock for lock in by_identifier(zk).values() if lock["state"] == "waiting"]
+    plan = _plan(zk, waiter["id"])
+    assert plan.verdict.state.value == "waiting"
+    assert plan.refusal is not None and plan.refusal[0] == "not_held"
+
+
+async def test_a_forced_break_of_a_live_holder_at_80x24_hands_the_lock_on(
+    zk: Area, tmp_path: Path
+) -> None:
+    """The smallest terminal the dashboard supports: the confirmation's reason and
+    typed name fit, and the break deletes the node; the waiter's watch fires."""
+    a, b = zk.zk.client(), zk.zk.client()
+    path = zk.path("small")
+    assert a.Lock(path, "live-holder").acquire(timeout=10)
+    lock = b.Lock(path, "next-in-line")
+    thread = await asyncio.to_thread(queued, b, lock, 2, path)
+    held = by_identifier(zk)["live-holder"]
+    values = {"zk_servers": (zk.zk.connect,), "zk_paths": (zk.root,)}
+    app = _dashboard(values, tmp_path / "audit.jsonl")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: held["id"] in app.board, "the ZooKeeper rows")
+        await open_action(pilot, held["id"])
+        await type_into(pilot, "#reason", "wedged, INC-9")
+        await type_into(pilot, "#must-type", path)
+        await press_confirm(pilot)
+        await until(pilot, lambda: any("deleted" in n for n in notes(app)), "done")
+    await asyncio.to_thread(thread.join, WAIT_S)
+    assert lock.is_acquired
+    record = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])
+    assert record["result"] == "success" and record["forced"] is True

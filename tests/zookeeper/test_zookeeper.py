@@ -509,3 +509,52 @@ def test_a_break_on_a_server_that_stopped_answering_fails_in_one_line(
     assert failed.value.code == "unreachable"
     assert failed.value.message.endswith("nothing done") and "\n" not in failed.value.message
     assert client.exists(node)
+
+
+def test_a_chroot_or_zk_path_that_is_not_there_is_said_not_shown_as_no_locks(zk: Area) -> None:
+    a = zk.zk.client()
+    assert a.Lock(zk.path("real"), "held").acquire(timeout=10)
+    code, out, err = run_cli("ls", "--zk", f"{zk.zk.connect}{zk.root}-typo", "--json")
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"its chroot {zk.root}-typo does not exist" in err
+    code, out, err = run_cli(
+        "ls", "--zk", zk.zk.connect, "--zk-path", zk.path("nope"), "--zk-path", zk.root, "--json"
+    )
+    assert code == 1 and f"no znode {zk.path('nope')}" in err, err
+    assert [lock["identifier"] for lock in json.loads(out)["locks"]] == ["held"]
+    # Under a chroot that is there, paths are the chroot's own.
+    code, out, err = run_cli("ls", "--zk", f"{zk.zk.connect}{zk.root}", "--json")
+    assert code == 0, err
+    (held,) = json.loads(out)["locks"]
+    assert held["name"] == "/real" and held["id"].startswith(f"zk:{zk.zk.connect}{zk.root}:/real/")
+
+
+def test_an_ensemble_nobody_listens_on_is_one_line_saying_why() -> None:
+    from tests.zookeeper.conftest import free_port
+
+    port = free_port()  # nothing listens there: refused
+    code, out, err = run_cli("ls", "--zk", f"127.0.0.1:{port},nosuchhost.invalid:2181", "--json")
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"127.0.0.1:{port}: Connection refused" in err and "nosuchhost.invalid:2181" in err
+    (status,) = json.loads(out)["sources"]
+    assert status["status"] == "disconnected" and "Traceback" not in err
+
+
+def test_a_queue_past_the_bound_keeps_its_head_and_says_so(
+    zk: Area, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One lock path with more contenders than a poll reads: the first in the
+    queue (its holder) are the ones read, and the status says the rest were not."""
+    from lockwatch.sources.zookeeper import server
+
+    path = zk.path("crowded")
+    clients = [zk.zk.client() for _ in range(6)]
+    assert clients[0].Lock(path, "head").acquire(timeout=10)
+    for n, client in enumerate(clients[1:], start=1):
+        queued(client, client.Lock(path, f"waiter-{n}"), n + 1, path)
+    monkeypatch.setattr(server, "MAX_NODES", 5)
+    code, out, err = run_cli("ls", "--zk", zk.zk.connect, "--zk-path", zk.root, "--json")
+    assert code == 1 and "over 5 znodes" in err, err
+    locks = {lock["identifier"]: lock for lock in json.loads(out)["locks"]}
+    assert locks["head"]["state"] == "active" and len(locks) < 6
+    assert {lock["state"] for name, lock in locks.items() if name != "head"} == {"waiting"}

@@ -40,6 +40,8 @@ class MysqlDeclared(ServerDeclared):
     title = "MySQL"
     status_word = "my "
     wait_metrics: str | None = "mysql"
+    # ... labelled `mysql:<server>`, as its blocking trees and episodes are.
+    wait_label_prefixed = True
     # A connection whose client process is gone: what it held went with it.
     holder_gone = frozenset({"client_dead"})
     # --mysql-idle-after: alone, it still loads the plugin (its select refuses a nan).

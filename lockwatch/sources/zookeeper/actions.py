@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockwatch.model.action import ActionFailed, ActionRefused, Done, Kind, Plan, refused
 from lockwatch.model.lock import Lock
+from lockwatch.model.timestamps import format_timestamp
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.contract import ActionsBase, Wanted
 from lockwatch.sources.zookeeper.facts import ZOOKEEPER, ZkLock
@@ -66,7 +67,14 @@ def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
             f". Session {zk.session}{client} is"
             f" {'connected' if zk.session_state == CONNECTED else 'perhaps connected'}: its"
             f" {zk.library} client is not told and goes on believing it holds {lock.name},"
-            " so two clients hold it until that one releases (which then fails: no node)"
+            " so two clients hold it until that one releases (kazoo and Curator both"
+            " take the missing node as released, and say nothing)"
+        )
+    if zk.lease_end is not None and verdict.state is not State.STALE:
+        end = format_timestamp(zk.lease_end, precise=False)
+        effect += (
+            f". Its holder {zk.identifier} is not told: it goes on believing its kazoo"
+            f" lease runs to {end}, and any other identifier may take it at once"
         )
     return Plan(
         kind,

@@ -21,9 +21,12 @@ class ZooKeeperDeclared(ServerDeclared):
     # Contenders wait on each other in order: blocking trees and the Contention view;
     # lockwatch_zk_blocked_sessions and its kin, per ensemble.
     wait_metrics: str | None = "zk"
+    # ... labelled `zookeeper:<connect string>`, as its blocking trees and episodes are.
+    wait_label_prefixed = True
     # A holder whose session has no client: ZooKeeper deletes its node when the
-    # session expires, and the next contender takes the lock from the dead.
-    holder_gone = frozenset({"session_gone"})
+    # session expires, and the next contender takes the lock from the dead; a
+    # kazoo lease past its end: the next identifier to ask takes it.
+    holder_gone = frozenset({"session_gone", "lease_expired"})
     # The option naming its servers: its listing's and the action commands'.
     target_option = TargetOption("--zk", "zk_servers", None, "HOST:PORT[,...][/CHROOT]")
     servers_help = (

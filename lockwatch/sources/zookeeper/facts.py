@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lockwatch.model.facts import Facts, Party, Section
+from lockwatch.model.facts import Facts, Party, Section, Series
 from lockwatch.model.report import texts
+from lockwatch.model.timestamps import format_timestamp
 from lockwatch.sources.zookeeper.rules import NO_SESSION, evaluate_zk
 
 if TYPE_CHECKING:
@@ -49,6 +50,10 @@ class ZkLock(Facts):
     orphan: bool = False
     cversion: int = 0
     max_leases: int | None = None
+    # A kazoo NonBlockingLease's end, by its holder's clock (UTC); None: not a lease.
+    lease_end: datetime | None = None
+    # How many contenders wait in its queue (serve's lockwatch_zk_queue_length).
+    queue_length: int = 0
 
     def judge(
         self, lock: Lock, processes: ProcessLookup, now: datetime, local_host: str
@@ -112,6 +117,9 @@ class ZkLock(Facts):
         if self.orphan:
             return "nobody (empty lock parent)"
         who = f"session {self.session}" if self.owner else "no session (persistent node)"
+        if self.lease_end is not None:
+            # A lease's node is persistent by design: its end, not a session, bounds it.
+            who = f"kazoo lease until {format_timestamp(self.lease_end, precise=False)}"
         if self.client:
             who += f" from {self.client}"
         if self.identifier:
@@ -155,6 +163,10 @@ class ZkLock(Facts):
             ("queue position", str(self.position) if not self.orphan else ""),
             ("czxid", f"0x{self.czxid:x}" if self.czxid else ""),
             ("max leases", str(self.max_leases) if self.max_leases else ""),
+            (
+                "lease ends",
+                format_timestamp(self.lease_end, precise=False) if self.lease_end else "",
+            ),
             ("waits for", ", ".join(self.blocked_by)),
             ("waiters", ", ".join(self.blocking)),
             ("also holding", ", ".join(self.conflict)),
@@ -184,7 +196,46 @@ class ZkLock(Facts):
             "blocking": list(self.blocking),
             "also_holding": list(self.conflict),
             "max_leases": self.max_leases,
+            "lease_end": format_timestamp(self.lease_end, precise=False)
+            if self.lease_end
+            else None,
         }
+
+    def series(self, lock: Lock) -> Sequence[Series]:
+        """serve's gauges of a lock path, from its first holder (one per name):
+        how long it has held, how many wait; a kazoo lease's time past its end."""
+        if self.orphan or not self.holds or self.position or self.parent != lock.name:
+            return ()
+        # Labelled as the ensemble's wait series are (zookeeper:<connect string>).
+        server = self.group()
+        out = [
+            Series(
+                "lockwatch_zk_queue_length",
+                "Contenders waiting in a ZooKeeper lock recipe's queue.",
+                server,
+                value=float(self.queue_length),
+            )
+        ]
+        if lock.acquired_at is not None:
+            out.append(
+                Series(
+                    "lockwatch_zk_holder_age_seconds",
+                    "Seconds since the first holder of a ZooKeeper lock recipe made its"
+                    " node (ctime; a kazoo lease: since it was taken or renewed).",
+                    server,
+                    since=lock.acquired_at,
+                )
+            )
+        if self.lease_end is not None:
+            out.append(
+                Series(
+                    "lockwatch_zk_lease_overdue_seconds",
+                    "Seconds a kazoo NonBlockingLease is past its end (0: not yet).",
+                    server,
+                    since=self.lease_end,
+                )
+            )
+        return out
 
     def extend_record(self, record: dict[str, Any]) -> None:
         record.update(texts(self.as_json()))

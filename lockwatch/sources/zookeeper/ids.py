@@ -11,6 +11,9 @@ from __future__ import annotations
 from lockwatch.model.lazyre import lazy_compile
 
 ZK = "zk"
+# kazoo's Semaphore(path) queues its callers on a Lock at path + this (`lock_path`):
+# what `why`'s messages and a poll's recipes both know (here: every start loads it).
+SEMAPHORE_QUEUE = "-__lock__"
 
 # Hosts end at their last `:port` before the chroot (`/...`, no colon) or the path.
 _ZK = lazy_compile(r"zk:(?P<server>[^/]+?:\d+(?:/[^:]*)?):(?P<path>/.*)")

@@ -21,14 +21,17 @@ the way the library that wrote them does.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from lockwatch.model.lazyre import lazy_compile
 
 KAZOO_LOCK = "kazoo-lock"
 KAZOO_RWLOCK = "kazoo-rwlock"
 KAZOO_SEMAPHORE = "kazoo-semaphore"
+KAZOO_LEASE = "kazoo-lease"
 CURATOR_MUTEX = "curator-mutex"
 CURATOR_RWLOCK = "curator-rwlock"
 CURATOR_SEMAPHORE = "curator-semaphore"
@@ -38,6 +41,7 @@ FORMATS = (
     KAZOO_LOCK,
     KAZOO_RWLOCK,
     KAZOO_SEMAPHORE,
+    KAZOO_LEASE,
     CURATOR_MUTEX,
     CURATOR_RWLOCK,
     CURATOR_SEMAPHORE,
@@ -48,6 +52,7 @@ LIBRARY = {
     KAZOO_LOCK: "kazoo",
     KAZOO_RWLOCK: "kazoo",
     KAZOO_SEMAPHORE: "kazoo",
+    KAZOO_LEASE: "kazoo",
     CURATOR_MUTEX: "Curator",
     CURATOR_RWLOCK: "Curator",
     CURATOR_SEMAPHORE: "Curator",
@@ -88,6 +93,12 @@ class Node:
 
 
 DATA_SHOWN = 256
+# kazoo's NonBlockingLease: its one node, and how much of its data is read (its
+# JSON ends with the lease's end, after the holder's identifier).
+LEASE_HOLDER = "lease_holder"
+LEASE_DATA_READ = 4096
+# `NonBlockingLease._date_format`, in UTC.
+_LEASE_END = "%Y-%m-%dT%H:%M:%S"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +120,19 @@ def is_contender(name: str) -> bool:
 
 def is_kazoo_lease(name: str) -> bool:
     return _KAZOO_LEASE.fullmatch(name) is not None
+
+
+def kazoo_lease(data: str) -> tuple[str, datetime] | None:
+    """(holder, end) of a NonBlockingLease's `lease_holder` data; None: not one
+    kazoo wrote (or a version it would not read either)."""
+    try:
+        record = json.loads(data)
+        if not isinstance(record, dict) or record.get("version") != 1:
+            return None
+        end = datetime.strptime(str(record["end"]), _LEASE_END).replace(tzinfo=UTC)
+        return str(record["holder"]), end
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def lockish(name: str) -> bool:

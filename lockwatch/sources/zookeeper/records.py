@@ -10,20 +10,24 @@ from datetime import UTC, datetime
 from lockwatch.model.lock import Holder, Lock
 from lockwatch.sources.zookeeper import ids
 from lockwatch.sources.zookeeper.facts import ZOOKEEPER, ZkLock
+from lockwatch.sources.zookeeper.ids import SEMAPHORE_QUEUE
 from lockwatch.sources.zookeeper.recipes import (
+    DATA_SHOWN,
+    KAZOO_LEASE,
     KAZOO_SEMAPHORE,
+    LEASE,
+    LEASE_HOLDER,
     LIBRARY,
     ORPHANED,
     Contender,
     Node,
     contenders,
+    kazoo_lease,
     kazoo_leases,
     lockish,
 )
 from lockwatch.sources.zookeeper.rules import CONNECTED, DISCONNECTED, NO_SESSION, UNKNOWN
 from lockwatch.sources.zookeeper.server import Parent, ZkSnapshot
-
-SEMAPHORE_LOCK = "-__lock__"
 
 
 def digest(path: str, node: Node) -> str:
@@ -50,9 +54,9 @@ def _ctime(node: Node) -> datetime | None:
 
 def _semaphore_of(parent: Parent, by_path: dict[str, Parent]) -> Parent | None:
     """The kazoo semaphore whose queue `parent` is (`<semaphore>-__lock__`), if any."""
-    if not parent.path.endswith(SEMAPHORE_LOCK):
+    if not parent.path.endswith(SEMAPHORE_QUEUE):
         return None
-    semaphore = by_path.get(parent.path[: -len(SEMAPHORE_LOCK)])
+    semaphore = by_path.get(parent.path[: -len(SEMAPHORE_QUEUE)])
     return semaphore if semaphore is not None and semaphore.kazoo_semaphore else None
 
 
@@ -85,6 +89,9 @@ def to_locks(snapshot: ZkSnapshot) -> list[Lock]:
                 holders = tuple(_node_session(n) for n in semaphore.children)
                 queue = Queue(semaphore.path, holders if _full(semaphore) else ())
         locks.extend(_queue(snapshot, parent, queue, found))
+        lease = _lease_lock(snapshot, parent)
+        if lease is not None:
+            locks.append(lease)
     siblings = {p.path.rpartition("/")[0] for p in snapshot.parents}
     for empty in snapshot.empties:
         if _orphan(empty, snapshot, siblings):
@@ -126,6 +133,8 @@ def _queue(
         for holder in c.blocked_by:
             waiting_on.setdefault(holder, []).append(_node_session(c.node))
     queued = bool(queue.lease_holders)
+    # Who waits in this queue: a kazoo semaphore's leases count its queue's.
+    waiting = len(queue.waiters) + sum(not c.holds or queued for c in found)
     locks = []
     for c in found:
         state, client, why = _session(c.node, snapshot)
@@ -156,10 +165,41 @@ def _queue(
             client=client,
             session_why=why,
             max_leases=parent.max_leases if c.recipe == KAZOO_SEMAPHORE else None,
+            queue_length=waiting,
         )
         path = f"{parent.path.rstrip('/')}/{c.node.name}"
         locks.append(_lock(server, path, queue.name, c.recipe, c.node, facts))
     return locks
+
+
+def _lease_lock(snapshot: ZkSnapshot, parent: Parent) -> Lock | None:
+    """A kazoo NonBlockingLease: its `lease_holder` node, held by whom its data
+    names until the end it gives (no session: the node is persistent)."""
+    node = next((n for n in parent.children if n.name == LEASE_HOLDER), None)
+    lease = kazoo_lease(node.data) if node is not None else None
+    if node is None or lease is None:
+        return None
+    holder, end = lease
+    state, client, why = _session(node, snapshot)
+    facts = ZkLock(
+        snapshot.server,
+        parent.path,
+        node.name,
+        KAZOO_LEASE,
+        LIBRARY[KAZOO_LEASE],
+        LEASE,
+        snapshot.polled_at,
+        czxid=node.czxid,
+        version=node.version,
+        owner=node.owner,
+        identifier=holder[:DATA_SHOWN],
+        session_state=state,
+        client=client,
+        session_why=why,
+        lease_end=end,
+    )
+    path = f"{parent.path.rstrip('/')}/{node.name}"
+    return _lock(snapshot.server, path, parent.path, KAZOO_LEASE, node, facts, end)
 
 
 def _orphan_lock(snapshot: ZkSnapshot, empty: Parent) -> Lock:
@@ -180,7 +220,15 @@ def _orphan_lock(snapshot: ZkSnapshot, empty: Parent) -> Lock:
     return _lock(snapshot.server, empty.path, empty.path, ORPHANED, node, facts)
 
 
-def _lock(server: str, path: str, name: str, recipe: str, node: Node, facts: ZkLock) -> Lock:
+def _lock(
+    server: str,
+    path: str,
+    name: str,
+    recipe: str,
+    node: Node,
+    facts: ZkLock,
+    expires_at: datetime | None = None,
+) -> Lock:
     return Lock(
         id=ids.zk_id(server, path),
         source=ZOOKEEPER,
@@ -192,6 +240,7 @@ def _lock(server: str, path: str, name: str, recipe: str, node: Node, facts: ZkL
             actor=facts.identifier or None,
         ),
         acquired_at=_ctime(node) if not facts.orphan else None,
+        expires_at=expires_at,
         content=facts.as_json(),
         sha256=digest(path, node),
         facts=facts,

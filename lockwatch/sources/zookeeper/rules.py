@@ -15,8 +15,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from lockwatch.model.humanize import duration
 from lockwatch.model.lock import Lock, Reason
-from lockwatch.model.timestamps import seconds_since
+from lockwatch.model.timestamps import format_timestamp, seconds_since
 from lockwatch.model.verdict import State, Verdict
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ def evaluate_zk(lock: Lock, zk: ZkLock, now: datetime) -> Verdict:
                 ),
             ),
         )
+    if zk.lease_end is not None:
+        return _lease(zk, now, age)
     if not zk.holds:
         holders = ", ".join(zk.blocked_by) or "its holder"
         where = f", position {zk.position} in the queue" if zk.position else ""
@@ -79,6 +82,22 @@ def evaluate_zk(lock: Lock, zk: ZkLock, now: datetime) -> Verdict:
             ),
         )
     return Verdict(State.ACTIVE, tuple(info), age_seconds=age)
+
+
+def _lease(zk: ZkLock, now: datetime, age: float | None) -> Verdict:
+    """A kazoo NonBlockingLease is its holder's until its end, whatever its
+    session (its node is persistent): then kazoo gives it to whoever asks next."""
+    left = (zk.lease_end - now).total_seconds() if zk.lease_end else 0.0
+    if left > 0:
+        return Verdict(State.ACTIVE, (), age_seconds=age, next_change_at=zk.lease_end)
+    reason = Reason(
+        "lease_expired",
+        f"its kazoo lease ended {duration(-left)} ago (at"
+        f" {format_timestamp(zk.lease_end or now, precise=False)} by its holder's clock):"
+        " kazoo's NonBlockingLease gives it to the next identifier that asks, and the"
+        " node stays until one does",
+    )
+    return Verdict(State.STALE, (reason,), age_seconds=age)
 
 
 def _session_reason(zk: ZkLock, *, holder: bool) -> Reason:

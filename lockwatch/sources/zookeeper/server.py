@@ -25,8 +25,11 @@ from lockwatch.sources.backoff import ServerState, failed, first_line
 from lockwatch.sources.contract import DEFAULT_DEADLINE
 from lockwatch.sources.zookeeper.endpoint import ZkEndpoint
 from lockwatch.sources.zookeeper.fourletter import connections
+from lockwatch.sources.zookeeper.ids import SEMAPHORE_QUEUE
 from lockwatch.sources.zookeeper.recipes import (
     DATA_SHOWN,
+    LEASE_DATA_READ,
+    LEASE_HOLDER,
     Node,
     is_contender,
     is_kazoo_lease,
@@ -45,6 +48,10 @@ SESSION_TIMEOUT = 10.0
 # Connecting (kazoo's handshake) waits at most this much of a poll's deadline: a
 # server that takes TCP connections and answers nothing (stopped) is said to be so.
 CONNECT_TIMEOUT = 4.0
+# Once connecting failed, each server's TCP port is tried this long to say why,
+# all of them within the budget (a poll's deadline has room for it after CONNECT_TIMEOUT).
+PROBE_TIMEOUT = 0.5
+PROBE_BUDGET = 1.5
 KIND = "zookeeper"
 
 
@@ -90,8 +97,10 @@ def _logger() -> logging.Logger:
 
 def _node(name: str, stat: Any, data: bytes | None = None) -> Node:
     text = ""
+    # A lease's JSON is read whole (up to a bound): its end follows the identifier.
+    shown = LEASE_DATA_READ if name == LEASE_HOLDER else DATA_SHOWN
     if data:
-        text = data[: DATA_SHOWN * 4].decode("utf-8", "replace")[:DATA_SHOWN]
+        text = data[: shown * 4].decode("utf-8", "replace")[:shown]
     return Node(
         name,
         stat.czxid,
@@ -114,6 +123,14 @@ def ensemble(config: str) -> list[str]:
     ]
 
 
+def _with_semaphores(roots: tuple[str, ...]) -> list[str]:
+    out = []
+    for root in roots:
+        semaphore = root.removesuffix(SEMAPHORE_QUEUE)
+        out += [semaphore, root] if semaphore != root else [root]
+    return out
+
+
 def _join(parent: str, child: str) -> str:
     return f"{parent.rstrip('/')}/{child}"
 
@@ -130,6 +147,9 @@ class ZkServer(ServerState):
         super().__init__(KIND, endpoint.name, clock, deadline)
         self.endpoint = endpoint
         self.roots = tuple(dict.fromkeys(root.rstrip("/") or "/" for root in roots)) or ("/",)
+        # What is walked: a kazoo semaphore's queue is read with its semaphore,
+        # whose leases it waits on (alone, its first caller would seem to hold).
+        self.walked = tuple(dict.fromkeys(_with_semaphores(self.roots)))
         self._client: Any = None
         self.last: ZkSnapshot | None = None
         # Set when a watch fires: a lock path's children changed since it was read.
@@ -158,7 +178,13 @@ class ZkServer(ServerState):
             connected.wait(max(timeout, 0.1))
             if not client.connected:
                 _stop(client)
-                raise PollTimeout(f"no answer within {timeout:.1f}s: not connected")
+                unreached = _unreached(self.endpoint.hosts)
+                if unreached is not None:
+                    raise PollTimeout(f"not connected within {timeout:.1f}s: {unreached}")
+                raise PollTimeout(
+                    f"no answer within {timeout:.1f}s: not connected (a server took the"
+                    " connection and did not answer as ZooKeeper does: stopped, or not ZooKeeper)"
+                )
             self._client = client
         return self._client
 
@@ -182,7 +208,8 @@ class ZkServer(ServerState):
                     KIND, self.name, "connecting", updated_at=self._updated_at()
                 )
             client = self.client(min(CONNECT_TIMEOUT, ends - time.monotonic()))
-            parents, empties, truncated = Walk(client, ends, self._watch).run(self.roots)
+            walk = Walk(client, ends, self._watch)
+            parents, empties, truncated = walk.run(self.walked)
             sessions, why = self._sessions(ends)
             unseen = self._unlisted(client, ends)
             if unseen is not None:
@@ -195,17 +222,26 @@ class ZkServer(ServerState):
         self.last = ZkSnapshot(
             self.name, polled_at, parents, empties, sessions, why, truncated, self.roots
         )
+        missing = [root for root in self.roots if root not in walk.seen]
+        reason = self._partly(truncated, missing)
         self.status = SourceStatus(
-            KIND,
-            self.name,
-            "connected",
-            reason=f"over {MAX_NODES} znodes: only the first were read (narrow with --zk-path)"
-            if truncated
-            else None,
-            updated_at=polled_at,
-            partial=truncated,
+            KIND, self.name, "connected", reason=reason, updated_at=polled_at, partial=bool(reason)
         )
         return self.last
+
+    def _partly(self, truncated: bool, missing: list[str]) -> str | None:
+        """Why the poll saw less than it was asked to: a typo'd chroot or
+        --zk-path is said, never shown as a tree with no locks in it."""
+        said = []
+        if truncated:
+            said.append(
+                f"over {MAX_NODES} znodes: only the first were read (narrow with --zk-path)"
+            )
+        if missing == ["/"] and self.endpoint.chroot:
+            said.append(f"its chroot {self.endpoint.chroot} does not exist")
+        elif missing:
+            said.append(f"no znode {', '.join(missing)}: nothing read there")
+        return "; ".join(said) or None
 
     def _sessions(self, ends: float) -> tuple[dict[int, str], str | None]:
         sessions: dict[int, str] = {}
@@ -257,6 +293,28 @@ class ZkServer(ServerState):
             _stop(client)
 
 
+def _unreached(hosts: tuple[tuple[str, int], ...]) -> str | None:
+    """Why no server of the ensemble took a TCP connection, each (`refused`,
+    a name that does not resolve), when none did: kazoo retries quietly, so
+    its failing to connect says nothing of why. None: one took it (a server
+    that does not answer, or not ZooKeeper)."""
+    import socket
+
+    said = []
+    ends = time.monotonic() + PROBE_BUDGET
+    for host, port in hosts:
+        left = min(PROBE_TIMEOUT, ends - time.monotonic())
+        if left <= 0:
+            said.append(f"{host}:{port}: not tried (no time left)")
+            continue
+        try:
+            socket.create_connection((host, port), timeout=left).close()
+            return None
+        except OSError as exc:
+            said.append(f"{host}:{port}: {getattr(exc, 'strerror', None) or exc}")
+    return "; ".join(said)
+
+
 def _stop(client: Any) -> None:
     """Stop kazoo's client without waiting on a server that does not answer:
     its close request is left to a daemon thread."""
@@ -281,6 +339,7 @@ class Walk:
         self.ends = ends
         self.watch = watch
         self.read = 0
+        self.truncated = False
         # Each znode's children as the walk read them: what its watch is armed against.
         self.seen: dict[str, frozenset[str]] = {}
 
@@ -301,11 +360,10 @@ class Walk:
         parents: list[Parent] = []
         empties: list[Parent] = []
         frontier = list(roots)
-        truncated = False
         while frontier:
             if self.read + len(frontier) > MAX_NODES:
                 frontier = frontier[: max(MAX_NODES - self.read, 0)]
-                truncated = True
+                self.truncated = True
             asked = [(p, self.client.get_children_async(p, include_data=True)) for p in frontier]
             self.read += len(asked)
             frontier = []
@@ -325,7 +383,7 @@ class Walk:
                     _join(path, c) for c in children if c not in read and _join(path, c) != SYSTEM
                 )
         self._arm(parents, empties)
-        return parents, empties, truncated
+        return parents, empties, self.truncated
 
     def _parent(self, path: str, children: list[str], stat: Any) -> Parent | None:
         own = _node(path.rpartition("/")[2] or "/", stat)
@@ -334,8 +392,10 @@ class Walk:
                 return Parent(path, own)
             return None
         contenders = [c for c in children if is_contender(c)]
-        semaphore = not contenders and all(is_kazoo_lease(c) for c in children)
-        if not contenders and not semaphore:
+        # kazoo's NonBlockingLease (its data tells a lease from any other such name).
+        lease = [LEASE_HOLDER] if LEASE_HOLDER in children else []
+        semaphore = not contenders and not lease and all(is_kazoo_lease(c) for c in children)
+        if not contenders and not semaphore and not lease:
             return None
         max_leases = None
         if semaphore:
@@ -345,7 +405,13 @@ class Walk:
                 max_leases = int(data.decode("utf-8"))
             except (ValueError, UnicodeDecodeError):
                 return None  # 32-hex names alone, and no lease count: not kazoo's semaphore
-        names = contenders or children
+        names = contenders + lease if not semaphore else children
+        room = max(MAX_NODES - self.read, 0)
+        if len(names) > room:
+            # A queue's head is what holds: the lowest sequences (every recipe's
+            # names end with theirs) are read, and the status says the rest were not.
+            names = sorted(names, key=lambda name: name[-10:])[:room]
+            self.truncated = True
         pending = [(c, self.client.get_async(_join(path, c))) for c in names]
         self.read += len(pending)
         nodes = []
