@@ -151,7 +151,8 @@ async def test_the_dashboard_breaks_a_dead_holder_through_the_same_reach_as_the_
 ) -> None:
     a, b = zk.zk.client(), zk.zk.client()
     path = zk.path("dash")
-    # A persistent contender (no session): stale, as a dead holder's.
+    # A persistent contender (no session): unknown, its holder cannot be seen; the
+    # break takes its name typed, as any holder's that is not known dead.
     a.create(f"{path}/{uuid.uuid4().hex}__lock__", b"ghost", sequence=True, makepath=True)
     lock = b.Lock(path, "live")
     thread = await asyncio.to_thread(queued, b, lock, 2, path)
@@ -164,6 +165,7 @@ async def test_the_dashboard_breaks_a_dead_holder_through_the_same_reach_as_the_
         said = screen_text(confirm_screen(app))
         assert "czxid" in said and ghost["znode"] in said
         await type_into(pilot, "#reason", "ghost node, INC-8")
+        await type_into(pilot, "#must-type", path)
         await press_confirm(pilot)
         await until(pilot, lambda: any("deleted" in n for n in notes(app)), "done")
     await asyncio.to_thread(thread.join, WAIT_S)

@@ -203,14 +203,23 @@ def test_kazoo_and_curator_on_one_path_are_two_holders(zk: Area) -> None:
     assert locks["python"]["also_holding"] == [locks["java"]["znode"].rsplit("/", 1)[1]]
 
 
-def test_a_persistent_node_in_a_queue_is_stale_it_has_no_session(zk: Area) -> None:
-    a, b = zk.zk.client(), zk.zk.client()
+def test_a_persistent_holder_is_unknown_it_has_no_session(zk: Area) -> None:
+    """A persistent holder node is held until deleted: kazoo's own acquire(ephemeral=False)
+    takes one on purpose, and a dead client's restore leaves the same node. Nothing in
+    ZooKeeper tells the two apart: unknown, never stale, and its break needs --force."""
+    a, b, c = zk.zk.client(), zk.zk.client(), zk.zk.client()
     path = zk.path("jobs")
-    # A contender's node written persistent (a client's bug, a restore): nothing deletes it.
-    a.create(f"{path}/{uuid.uuid4().hex}__lock__", b"ghost", sequence=True, makepath=True)
+    assert a.Lock(path, "ghost").acquire(timeout=10, ephemeral=False)
     queued(b, b.Lock(path, "live"), 2, path)
     locks = by_identifier(zk)
-    assert locks["ghost"]["state"] == "stale"
+    assert locks["ghost"]["state"] == "unknown"
+    assert "ephemeral=False" in locks["ghost"]["reasons"][0]["message"]
+    # The same node written by hand (a client's bug, a restore) reads the same.
+    other = zk.path("jobs2")
+    c.create(f"{other}/{uuid.uuid4().hex}__lock__", b"ghost2", sequence=True, makepath=True)
+    assert by_identifier(zk)["ghost2"]["state"] == "unknown"
+    locks = by_identifier(zk)
+    assert locks["ghost"]["state"] == "unknown"
     assert [r["code"] for r in locks["ghost"]["reasons"]][:1] == ["no_session"]
     assert locks["ghost"]["ephemeral_owner"] is None
     assert locks["live"]["state"] == "waiting"
@@ -307,7 +316,7 @@ def test_a_node_gone_or_made_again_under_a_confirmation_is_refused(zk: Area) -> 
     a.create(node, b"first", makepath=True)
     lock_id = ids.zk_id(zk.zk.connect, node)
     plan = _plan(zk, lock_id)
-    assert plan.verdict.state.value == "stale"  # a persistent node: no session
+    assert plan.verdict.state.value == "unknown"  # a persistent node: no session
     reach = {REACH: Reach({zk.zk.connect: parse(zk.zk.connect)})}
     a.delete(node)
     a.create(node, b"second")

@@ -70,6 +70,11 @@ def plan_break(kind: Kind, lock: Lock, verdict: Verdict) -> Plan:
             " so two clients hold it until that one releases (kazoo and Curator both"
             " take the missing node as released, and say nothing)"
         )
+    if zk.session_state == NO_SESSION and zk.holds:
+        effect += (
+            f". No session owns it, so nothing says whether its holder {zk.identifier} still"
+            f" runs: if it does, it goes on believing it holds {lock.name}"
+        )
     if zk.lease_end is not None and verdict.state is not State.STALE:
         end = format_timestamp(zk.lease_end, precise=False)
         effect += (

@@ -7,7 +7,8 @@ every server of the ensemble): a holder whose session has no connection is one
 whose client died or lost its network, and whose own library (kazoo, Curator:
 SUSPENDED) tells it it may no longer hold the lock; ZooKeeper deletes its node
 only when the session expires. A persistent node in a lock's queue (no session)
-is never deleted at all.
+is never deleted at all: held on purpose (kazoo's ephemeral=False) or left by a
+dead client, which nothing in ZooKeeper tells apart (unknown).
 """
 
 from __future__ import annotations
@@ -71,8 +72,12 @@ def evaluate_zk(lock: Lock, zk: ZkLock, now: datetime) -> Verdict:
             " two layouts, on one lock path)",
         )
         return Verdict(State.INVALID, (reason, *info), age_seconds=age)
-    if zk.session_state in (DISCONNECTED, NO_SESSION):
+    if zk.session_state == DISCONNECTED:
         return Verdict(State.STALE, (_session_reason(zk, holder=True), *info), age_seconds=age)
+    if zk.session_state == NO_SESSION:
+        # kazoo's acquire(ephemeral=False) holds on purpose past its session: held until
+        # deleted, by a holder ZooKeeper cannot say is still there.
+        return Verdict(State.UNKNOWN, (_session_reason(zk, holder=True), *info), age_seconds=age)
     if zk.session_state == UNKNOWN:
         info.insert(
             0,
@@ -105,7 +110,14 @@ def _session_reason(zk: ZkLock, *, holder: bool) -> Reason:
         return Reason(
             "no_session",
             f"{zk.node} is a persistent node: no session owns it, so ZooKeeper never deletes"
-            " it" + (" and every contender waits for it forever" if holder else ""),
+            " it"
+            + (
+                " and it is held until deleted (kazoo's acquire(ephemeral=False), or a node"
+                " written by hand or restored); whether its holder still runs nothing in"
+                " ZooKeeper says: if it is gone, every contender waits forever"
+                if holder
+                else ""
+            ),
         )
     return Reason(
         "session_gone",
