@@ -14,16 +14,24 @@ from tests.k8s.conftest import lease
 from tests.k8s.fakeapi import FakeApi
 
 
-def test_break_clears_the_holder_of_a_stale_lease_and_is_audited(
+def test_break_clears_the_holder_of_a_lease_and_is_audited(
     fake: FakeApi, config: dict[str, str], tmp_path: Path
 ) -> None:
     lease(fake, "apps", "web-leader", "web-5c9-dead", renewed=600, transitions=7)
     seen = fake.objects[("leases", "apps", "web-leader")]["metadata"]["resourceVersion"]
     lock_id = ids.k8s_id(fake.name, "lease", "apps", "web-leader")
     audit = tmp_path / "audit.jsonl"
+    # The CLI sees the Lease once: old by the clock is not past due (unknown), so a
+    # break needs --force (or its name typed), as for any lock not stale.
     code, out, err = run_cli(
         "break", lock_id, "--reason", "pod gone, INC-7", "--yes", "--audit-log", str(audit),
         env=config,
+    )  # fmt: skip
+    assert code == 1 and "unknown, not stale" in err and "--force" in err, err
+    assert fake.spec("apps", "web-leader")["holderIdentity"] == "web-5c9-dead"
+    code, out, err = run_cli(
+        "break", lock_id, "--reason", "pod gone, INC-7", "--yes", "--force",
+        "--audit-log", str(audit), env=config,
     )  # fmt: skip
     assert code == 0, err
     assert "cleared holderIdentity web-5c9-dead" in out
@@ -33,7 +41,7 @@ def test_break_clears_the_holder_of_a_stale_lease_and_is_audited(
     (patch,) = [path for method, path in fake.requests if method == "PATCH"]
     assert patch == "/apis/coordination.k8s.io/v1/namespaces/apps/leases/web-leader"
     records = [json.loads(line) for line in audit.read_text().splitlines()]
-    assert [r["event"] for r in records] == ["action_intent", "lock_broken"]
+    assert [r["event"] for r in records][-2:] == ["action_intent", "lock_broken"]
     done = records[-1]
     assert done["target"]["source"] == "k8s" and done["target"]["lease"] == "web-leader"
     assert done["previous_holder"] == "web-5c9-dead"
@@ -95,7 +103,7 @@ def test_forbidden_patch_is_a_failure_naming_the_permission(
     fake.deny("patch", "leases.coordination.k8s.io", "apps")
     code, _, err = run_cli(
         "break", ids.k8s_id(fake.name, "lease", "apps", "ro"), "--reason", "x", "--yes",
-        env=config,
+        "--force", env=config,
     )  # fmt: skip
     assert code != 0
     assert "patch leases.coordination.k8s.io -n apps" in err and "nothing done" in err

@@ -83,18 +83,43 @@ def test_kubectl_reads_the_fake_as_it_reads_an_api_server(
     )
 
 
-def test_a_lease_past_due_whose_holder_pod_is_gone_is_stale_by_the_servers_clock(
+def test_a_lease_old_by_the_servers_clock_is_unknown_never_stale_at_first_sight(
     fake: FakeApi, config: dict[str, str]
 ) -> None:
+    """`ls` sees a Lease once: renewTime 5 minutes behind the API server's clock is a
+    comparison of two clocks, which client-go never judges by; a candidate starting
+    now would wait leaseDurationSeconds, and lockwatch says `unknown` meanwhile."""
     lease(fake, "apps", "web-leader", "web-7d9f-x2k4q", renewed=300)
     fake.put("pods", "apps", "web-7d9f-other", {"phase": "Running"})
     held = by_name(listing(config))["apps/web-leader"]
-    assert held["state"] == "stale"
+    assert held["state"] == "unknown"
     codes = [reason["code"] for reason in held["reasons"]]
     assert codes == ["k8s_past_due_by_clock", "k8s_holder_pod_gone"]
     assert "a clock comparison" in held["reasons"][0]["message"]
     assert "no pod web-7d9f-x2k4q in apps" in held["reasons"][1]["message"]
     assert held["holder_pod"] == "gone"
+    assert held["next_change_at"] is not None  # when watching decides
+
+
+def test_a_lease_old_by_the_clock_is_stale_once_watched_unrenewed_for_its_duration(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    start = datetime.now(UTC)
+    clock = FrozenClock(start)
+    lease(fake, "apps", "web-leader", "web-0", renewed=300, now=start)
+    server = LeaseServer(resolve(config), clock=clock)
+    try:
+        _, verdict = judged(server, clock)["apps/web-leader"]
+        assert verdict.state.value == "unknown"
+        assert verdict.next_change_at == start + timedelta(seconds=15)
+        clock.advance(14)
+        _, verdict = judged(server, clock)["apps/web-leader"]
+        assert verdict.state.value == "unknown"
+        clock.advance(1)
+        _, verdict = judged(server, clock)["apps/web-leader"]
+        assert verdict.state.value == "stale" and verdict.codes[0] == "k8s_past_due"
+    finally:
+        server.close()
 
 
 def judged(server: LeaseServer, clock: FrozenClock) -> dict[str, tuple[Any, Verdict]]:
@@ -147,6 +172,7 @@ def test_a_holder_whose_clock_is_behind_is_judged_by_renewals_watched_not_by_clo
     server = LeaseServer(resolve(config), clock=clock)
     try:
         _, verdict = judged(server, clock)["apps/skewed"]
+        assert verdict.state.value == "unknown"
         assert verdict.codes == ("k8s_past_due_by_clock",)
         assert "the API server's clock" in verdict.reasons[0].message
         clock.advance(2)
@@ -315,18 +341,19 @@ def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
 
     start = datetime.now(UTC)
     clock = FrozenClock(start)
-    lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=6, now=start)
+    lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=6, duration=60, now=start)
     lease(fake, "apps", "dead", "dead-0", renewed=900, now=start)
     server = LeaseServer(resolve(config), clock=clock)
     try:
+        server.poll()
+        clock.advance(30)  # apps/dead watched unrenewed for longer than its 15 s: past due
         snapshot = server.poll()
     finally:
         server.close()
     assert snapshot is not None
-    entries = judge(to_locks(snapshot), StaticProcesses(), start, "host")
+    entries = judge(to_locks(snapshot), StaticProcesses(), clock.now(), "host")
     board = Board("host")
-    board.apply(ChangeSet("k8s", start, (server.status,), upserts=tuple(entries)))
-    clock.advance(30)
+    board.apply(ChangeSet("k8s", clock.now(), (server.status,), upserts=tuple(entries)))
     samples = exposition(figures(board, clock.now(), sources=["k8s"]))
     labels = (("name", "kube-system/kube-scheduler"), ("server", fake.name))
     assert samples[("lockwatch_k8s_lease_transitions", labels)] == 6
@@ -381,7 +408,7 @@ def test_why_looks_the_lease_of_a_failed_renewal_up_on_the_cluster(
     document = json.loads(out)
     (found,) = document["locks"]
     assert found["id"] == ids.k8s_id(fake.name, "lease", "kube-system", "kube-scheduler")
-    assert found["state"] == "stale"
+    assert found["state"] == "unknown"  # seen once: old by the clock, not yet watched
     assert document["clues"][0]["tool"] == "client-go"
 
 
