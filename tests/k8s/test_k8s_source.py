@@ -316,6 +316,26 @@ def test_a_server_that_stops_answering_misses_the_polls_deadline(
         " kube-system/kube-scheduler",
         "E1207 14:50:00.777777       1 leaderelection.go:369] failed to renew lease"
         " kube-system/kube-scheduler: timed out waiting for the condition",
+        # Older releases: two spaces before the name.
+        "I0312 08:00:00.000001       1 leaderelection.go:242] attempting to acquire leader"
+        " lease  kube-system/kube-scheduler...",
+        "E1207 14:49:05.000001       1 leaderelection.go:332] error retrieving resource lock"
+        ' kube-system/kube-scheduler: leases.coordination.k8s.io "kube-scheduler" is forbidden',
+        # client-go 0.31-0.34's coordinated path names the Lease after the holder.
+        "I1207 14:49:05.000001       1 leaderelection.go:367] lock is held by cp-1_9f8e and"
+        " has not yet expired: kube-system/kube-scheduler",
+        # client-go 0.35 on: structured, klog's text form and its JSON form.
+        'I0724 14:05:30.000000       1 leaderelection.go:258] "Attempting to acquire leader'
+        ' lease..." lock="kube-system/kube-scheduler"',
+        'I0724 14:05:30.000000       1 leaderelection.go:267] "Failed to acquire lease"'
+        ' lock="kube-system/kube-scheduler"',
+        'E0724 14:05:30.000000       1 leaderelection.go:323] "error retrieving resource lock"'
+        ' err="leases.coordination.k8s.io \\"kube-scheduler\\" is forbidden"'
+        ' lock="kube-system/kube-scheduler"',
+        'I0724 14:05:30.000000       1 leaderelection.go:304] "Failed to renew lease"'
+        ' lock="kube-system/kube-scheduler" err="context deadline exceeded"',
+        '{"ts":1753365930000.12,"caller":"leaderelection/leaderelection.go:267",'
+        '"msg":"Failed to acquire lease","v":4,"lock":"kube-system/kube-scheduler"}',
     ],
 )
 def test_why_recognises_client_go_lease_messages(line: str) -> None:
@@ -329,6 +349,29 @@ def test_why_recognises_client_go_lease_messages(line: str) -> None:
     )
     assert clue.options == (("k8s", True),)
     assert clue.advice
+
+
+def test_why_finds_the_lease_of_the_holder_a_held_by_line_names(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    """client-go's "lock is held by %v and has not yet expired" names the holder only:
+    its Leases are likely, and a candidate's line finds what it waits for."""
+    from lockwatch.sources.k8s.messages import clues
+
+    lease(fake, "kube-system", "kube-scheduler", "cp-1_9f8e")
+    lease(fake, "apps", "other", "web-0")
+    line = (
+        "I1207 14:49:05.000001       1 leaderelection.go:352] lock is held by cp-1_9f8e and"
+        " has not yet expired"
+    )
+    (clue,) = clues(line)
+    assert (clue.value, clue.said("is"), clue.tool) == ("cp-1_9f8e", "holder", "client-go")
+    code, out, err = run_cli("why", "--json", line, env=config)
+    assert code == 0, err
+    document = json.loads(out)
+    (found,) = document["locks"]
+    assert found["id"] == ids.k8s_id(fake.name, "lease", "kube-system", "kube-scheduler")
+    assert found["sure"] == "likely"
 
 
 def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(

@@ -131,6 +131,11 @@ class LeaseFacts(ClusterObject):
         return needle in self.holder.lower() or needle in self.namespace.lower()
 
     def named_by(self, lock: Lock, clue: Clue) -> Match | None:
+        if clue.kind is ClueKind.NAME and clue.said("is") == "holder":
+            # "lock is held by X": X may hold other Leases too, so likely, not certain.
+            if self.holder and clue.value == self.holder:
+                return Match(Sureness.LIKELY, f"Lease {self.key}, held by {self.holder}")
+            return None
         # client-go's messages name a Lease as namespace/name.
         if clue.kind is ClueKind.NAME and clue.value in (self.key, self.name):
             return Match(Sureness.CERTAIN, f"Lease {self.key}, which the text names")
