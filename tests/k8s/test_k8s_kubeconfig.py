@@ -268,3 +268,28 @@ def test_the_k8s_table_names_the_context_and_namespaces(
     toml.write_text('[k8s]\nnamespaces = "ops"\ncolour = "blue"\n')
     code, _, err = run_cli("ls", "--k8s", "--config", str(toml), env=environ)
     assert code == 2 and "[k8s] has no key 'colour'" in err
+
+
+def test_a_namespace_flag_takes_one_namespace_and_a_list_in_one_is_an_error(
+    fake: FakeApi, tmp_path: Path, config: dict[str, str]
+) -> None:
+    """--k8s-namespace is repeatable (its --help says so); `apps,ops` in one value
+    would be read as a namespace that cannot exist, and show nothing: an error."""
+    lease(fake, "apps", "a", "a-0")
+    lease(fake, "ops", "b", "b-0")
+    code, out, err = run_cli(
+        "ls", "--k8s-namespace", "apps", "--k8s-namespace", "ops", "--json", env=config
+    )
+    assert code == 0, err
+    assert sorted(lock["name"] for lock in json.loads(out)["locks"]) == ["apps/a", "ops/b"]
+    code, _, err = run_cli("ls", "--k8s-namespace", "apps,ops", env=config)
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and "Traceback" not in err
+    assert last.startswith("Error: --k8s-namespace 'apps,ops' is not a namespace name"), err
+    assert "repeat the option for several" in last
+    toml = tmp_path / "lockwatch.toml"
+    toml.write_text('[k8s]\nnamespaces = ["Apps"]\n')
+    code, _, err = run_cli("ls", "--k8s", "--config", str(toml), env=config)
+    assert code == 2 and "k8s.namespaces: 'Apps' is not a namespace name" in err, err
+    _, help_text, _ = run_cli("ls", "--help")
+    assert "(repeatable; implies --k8s" in " ".join(help_text.split())
