@@ -386,6 +386,7 @@ def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
     clock = FrozenClock(start)
     lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=6, duration=60, now=start)
     lease(fake, "apps", "dead", "dead-0", renewed=900, now=start)
+    lease(fake, "apps", "free", None, now=start)
     server = LeaseServer(resolve(config), clock=clock)
     try:
         server.poll()
@@ -406,6 +407,11 @@ def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
     assert samples[("lockwatch_locks", (("source", "k8s"), ("state", "stale")))] == 1
     stale = (("format", "k8s-lease"), ("name", "apps/dead"), ("source", "k8s"))
     assert samples[("lockwatch_lock_stale", stale)] == 1
+    free = (("name", "apps/free"), ("server", fake.name))
+    assert ("lockwatch_k8s_lease_transitions", free) in samples
+    # Nobody renews a free Lease: no unrenewed time, no holder age.
+    assert ("lockwatch_k8s_lease_unrenewed_seconds", free) not in samples
+    assert ("lockwatch_k8s_lease_holder_age_seconds", free) not in samples
 
 
 def test_a_recording_keeps_the_leases_facts(

@@ -146,19 +146,25 @@ class LeaseFacts(ClusterObject):
         how long lockwatch has seen no renewal, its transitions, its queue."""
         out = [
             Series(
-                "lockwatch_k8s_lease_unrenewed_seconds",
-                "Seconds lockwatch has seen no change of a Lease's record (client-go's"
-                " observed time): past leaseDurationSeconds, candidates take it.",
-                self.server,
-                since=self.observed_at,
-            ),
-            Series(
                 "lockwatch_k8s_lease_candidates",
                 "LeaseCandidates waiting for a Lease.",
                 self.server,
                 value=float(len(self.candidates)),
             ),
         ]
+        if self.holder:
+            # A free Lease is renewed by nobody: its unrenewed time would only grow,
+            # and an alert on it (unrenewed past leaseDurationSeconds) would fire.
+            out.append(
+                Series(
+                    "lockwatch_k8s_lease_unrenewed_seconds",
+                    "Seconds lockwatch has seen no change of a held Lease's record"
+                    " (client-go's observed time): past leaseDurationSeconds, candidates"
+                    " take it.",
+                    self.server,
+                    since=self.observed_at,
+                )
+            )
         if self.holder and self.acquire_time is not None:
             out.append(
                 Series(
