@@ -15,6 +15,8 @@ API conventions say:
 - every write bumps one cluster-wide resourceVersion counter;
 - bearer-token authentication (401) and RBAC denials (403) with the real
   server's Status wording; a `Date` header from an injectable clock;
+- discovery (`/api`, `/apis`, and each group version's APIResourceList, as the
+  legacy discovery documents are), so kubectl's own `get leases` reads it;
 - `stall`: accept connections and never answer (a server that stops answering).
 
 It is an imitation, said so wherever it is used: the real server's admission,
@@ -37,6 +39,25 @@ GROUPS = {
     "leases": ("coordination.k8s.io", "v1", "Lease"),
     "leasecandidates": ("coordination.k8s.io", "v1beta1", "LeaseCandidate"),
     "pods": ("", "v1", "Pod"),
+}
+
+
+# Each resource's discovery entry (APIResource), as the real server lists it.
+RESOURCES: dict[str, dict[str, Any]] = {
+    "leases": {
+        "singularName": "lease",
+        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    },
+    "leasecandidates": {
+        "singularName": "leasecandidate",
+        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    },
+    "pods": {
+        "singularName": "pod",
+        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        "shortNames": ["po"],
+        "categories": ["all"],
+    },
 }
 
 
@@ -215,12 +236,42 @@ class FakeApi:
 
         return Handler
 
+    def discovery(self, segments: list[str]) -> dict[str, Any] | None:
+        """The legacy discovery document at `segments`, or None (not discovery)."""
+        served = sorted(self.served)
+        if segments == ["api"]:
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        versions = sorted({GROUPS[r][1] for r in served if GROUPS[r][0]}, reverse=True)
+        if segments == ["apis"]:
+            group = "coordination.k8s.io"
+            listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+            groups = [{"name": group, "versions": listed, "preferredVersion": listed[0]}]
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups if listed else []}
+        if segments == ["api", "v1"]:
+            wanted = ""
+        elif len(segments) == 3 and segments[0] == "apis":
+            wanted = f"{segments[1]}/{segments[2]}"
+        else:
+            return None
+        resources = [
+            {"name": r, "namespaced": True, "kind": GROUPS[r][2], **RESOURCES[r]}
+            for r in served
+            if (f"{GROUPS[r][0]}/{GROUPS[r][1]}" if GROUPS[r][0] else "") == wanted
+        ]
+        if not resources:
+            return None
+        version = wanted or "v1"
+        return {"kind": "APIResourceList", "groupVersion": version, "resources": resources}
+
     def route(
         self, method: str, target: str, raw: bytes, content_type: str | None
     ) -> tuple[int, dict[str, Any]]:
         parts = urlsplit(target)
         query = {key: values[0] for key, values in parse_qs(parts.query).items()}
         segments = [s for s in parts.path.split("/") if s]
+        document = self.discovery(segments) if method == "GET" else None
+        if document is not None:
+            return 200, document
         if segments[:2] == ["api", "v1"]:
             rest, group = segments[2:], ""
         elif segments[:1] == ["apis"] and len(segments) >= 3:

@@ -83,6 +83,44 @@ def test_kubectl_reads_the_fake_as_it_reads_an_api_server(
     )
 
 
+def kubectl(config: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["kubectl", f"--kubeconfig={config['KUBECONFIG']}", *args],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+
+
+def test_kubectl_get_and_patch_see_the_fake_as_lockwatch_does(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    """kubectl's own discovery, get and patch against the fake: the Leases it lists
+    are lockwatch's, and its merge patch with a stale resourceVersion is the 409
+    Conflict lockwatch's break relies on."""
+    lease(fake, "kube-system", "kube-scheduler", "cp-1_9f8e", transitions=3)
+    lease(fake, "apps", "web", "web-0")
+    lease(fake, "apps", "idle", None)
+    done = kubectl(config, "get", "leases", "--all-namespaces", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    theirs = {
+        f"{item['metadata']['namespace']}/{item['metadata']['name']}": (
+            item["spec"].get("holderIdentity"),
+            item["metadata"]["resourceVersion"],
+        )
+        for item in json.loads(done.stdout)["items"]
+    }
+    ours = {
+        name: (lock["holder_identity"], lock["resource_version"])
+        for name, lock in by_name(listing(config)).items()
+    }
+    assert ours == theirs and len(ours) == 3
+    done = kubectl(
+        config, "patch", "lease", "web", "-n", "apps", "--type", "merge",
+        "-p", '{"metadata": {"resourceVersion": "1"}, "spec": {"holderIdentity": null}}',
+    )  # fmt: skip
+    assert done.returncode == 1 and "Error from server (Conflict)" in done.stderr
+    assert fake.spec("apps", "web")["holderIdentity"] == "web-0"
+
+
 def test_a_lease_old_by_the_servers_clock_is_unknown_never_stale_at_first_sight(
     fake: FakeApi, config: dict[str, str]
 ) -> None:
