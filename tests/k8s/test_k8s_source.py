@@ -7,7 +7,6 @@ that does not answer."""
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,19 +21,8 @@ from lockwatch.sources.k8s.kubeconfig import resolve
 from lockwatch.sources.k8s.records import to_locks
 from lockwatch.sources.k8s.server import LeaseServer
 from tests.conftest import run_cli
-from tests.k8s.conftest import kubeconfig, lease
+from tests.k8s.conftest import by_name, kubeconfig, lease, listing
 from tests.k8s.fakeapi import FakeApi, micro
-
-
-def listing(env: dict[str, str], *args: str) -> dict[str, Any]:
-    code, out, err = run_cli("ls", "--k8s", "--json", *args, env=env)
-    assert code == 0, err
-    document: dict[str, Any] = json.loads(out)
-    return document
-
-
-def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {lock["name"]: lock for lock in document["locks"] if lock["format"] == "k8s-lease"}
 
 
 def test_leases_are_listed_as_the_api_server_has_them(
@@ -58,67 +46,6 @@ def test_leases_are_listed_as_the_api_server_has_them(
     assert free["state"] == "free" and free["holder_identity"] is None
     (source,) = document["sources"]
     assert (source["kind"], source["name"], source["status"]) == ("k8s", fake.name, "connected")
-
-
-def test_kubectl_reads_the_fake_as_it_reads_an_api_server(
-    fake: FakeApi, config: dict[str, str]
-) -> None:
-    """kubectl itself, against the fake: the same Lease list answer lockwatch reads."""
-    lease(fake, "kube-system", "kube-controller-manager", "node1_3f0c", transitions=2)
-    done = subprocess.run(
-        [
-            "kubectl", f"--kubeconfig={config['KUBECONFIG']}", "get", "--raw",
-            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
-        ],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
-    assert answer["kind"] == "LeaseList"
-    (item,) = answer["items"]
-    assert item["spec"]["holderIdentity"] == "node1_3f0c"
-    locks = by_name(listing(config))
-    assert locks["kube-system/kube-controller-manager"]["renew_time"].startswith(
-        item["spec"]["renewTime"][:19]
-    )
-
-
-def kubectl(config: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["kubectl", f"--kubeconfig={config['KUBECONFIG']}", *args],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-
-
-def test_kubectl_get_and_patch_see_the_fake_as_lockwatch_does(
-    fake: FakeApi, config: dict[str, str]
-) -> None:
-    """kubectl's own discovery, get and patch against the fake: the Leases it lists
-    are lockwatch's, and its merge patch with a stale resourceVersion is the 409
-    Conflict lockwatch's break relies on."""
-    lease(fake, "kube-system", "kube-scheduler", "cp-1_9f8e", transitions=3)
-    lease(fake, "apps", "web", "web-0")
-    lease(fake, "apps", "idle", None)
-    done = kubectl(config, "get", "leases", "--all-namespaces", "-o", "json")
-    assert done.returncode == 0, done.stderr
-    theirs = {
-        f"{item['metadata']['namespace']}/{item['metadata']['name']}": (
-            item["spec"].get("holderIdentity"),
-            item["metadata"]["resourceVersion"],
-        )
-        for item in json.loads(done.stdout)["items"]
-    }
-    ours = {
-        name: (lock["holder_identity"], lock["resource_version"])
-        for name, lock in by_name(listing(config)).items()
-    }
-    assert ours == theirs and len(ours) == 3
-    done = kubectl(
-        config, "patch", "lease", "web", "-n", "apps", "--type", "merge",
-        "-p", '{"metadata": {"resourceVersion": "1"}, "spec": {"holderIdentity": null}}',
-    )  # fmt: skip
-    assert done.returncode == 1 and "Error from server (Conflict)" in done.stderr
-    assert fake.spec("apps", "web")["holderIdentity"] == "web-0"
 
 
 def test_a_lease_old_by_the_servers_clock_is_unknown_never_stale_at_first_sight(
@@ -462,7 +389,8 @@ def test_a_recording_keeps_the_leases_facts(
 
     now = datetime.now(UTC)
     lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=2)
-    fake.put("leasecandidates", "kube-system", "ks-node2", {"leaseName": "kube-scheduler"})
+    spec = {"leaseName": "kube-scheduler", "binaryVersion": "1.34.0", "strategy": "Custom"}
+    fake.put("leasecandidates", "kube-system", "ks-node2", spec)
     server = LeaseServer(resolve(config))
     try:
         snapshot = server.poll()
@@ -550,29 +478,6 @@ def test_the_holders_pod_is_found_by_the_identities_conventions(
 
     state, detail = holder_pod(holder, namespace, PodsSeen(pods))
     assert state == expected[0] and expected[1] in detail
-
-
-def test_the_fake_watch_speaks_as_the_api_servers_with_a_resource_version(
-    fake: FakeApi, config: dict[str, str]
-) -> None:
-    """kubectl's raw read of a watch from a resourceVersion: the events after it, in
-    the API's watch-event shape (a check of the imitation itself)."""
-    first = lease(fake, "apps", "w", "w-0")
-    since = first["metadata"]["resourceVersion"]
-    lease(fake, "apps", "w", "w-1", transitions=1)
-    done = subprocess.run(
-        [
-            "kubectl", f"--kubeconfig={config['KUBECONFIG']}", "get", "--raw",
-            "/apis/coordination.k8s.io/v1/namespaces/apps/leases"
-            f"?watch=true&resourceVersion={since}&timeoutSeconds=1",
-        ],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (event,) = [json.loads(line) for line in done.stdout.splitlines()]
-    assert event["type"] == "MODIFIED"
-    assert event["object"]["spec"]["holderIdentity"] == "w-1"
-    assert int(event["object"]["metadata"]["resourceVersion"]) > int(since)
 
 
 def test_a_lease_seen_again_unchanged_is_no_change_for_the_dashboard(
