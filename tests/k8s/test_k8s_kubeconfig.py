@@ -105,6 +105,21 @@ def test_a_server_certificate_no_ca_vouches_for_is_refused_unless_told_to_skip(
     assert reads(fake, environ) == []
 
 
+def test_a_certificate_authority_that_is_no_certificate_is_one_line_naming_it(
+    fake: FakeApi, tmp_path: Path
+) -> None:
+    not_pem = base64.b64encode(b"not a certificate").decode()
+    (tmp_path / "ca.txt").write_text("not a certificate\n")
+    for name, cluster in (
+        ("data", {"certificate-authority-data": not_pem}),
+        ("file", {"certificate-authority": "ca.txt"}),
+    ):
+        env = {"KUBECONFIG": str(kubeconfig(tmp_path / name, fake.url, cluster=cluster))}
+        code, _, err = run_cli("ls", "--k8s", env=env)
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert "context 'fake': its certificate-authority is not a PEM certificate" in err
+
+
 def test_client_certificates_load_from_data_and_files(
     fake: FakeApi, tmp_path: Path, certificate: tuple[str, str]
 ) -> None:

@@ -100,9 +100,14 @@ class Cluster:
 
         if not self.base.startswith("https://"):
             return None
-        context = ssl.create_default_context(cadata=self.ca_pem) if self.ca_pem else None
-        if context is None:
-            context = ssl.create_default_context()
+        try:
+            context = ssl.create_default_context(cadata=self.ca_pem or None)
+        except ssl.SSLError:
+            # ssl's own words ("no start line: cadata does not contain a certificate")
+            # name neither the field nor the context.
+            raise KubeconfigError(
+                f"context {self.context!r}: its certificate-authority is not a PEM certificate"
+            ) from None
         if self.insecure:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
