@@ -249,6 +249,8 @@ def test_in_cluster_config_inside_a_pod_without_a_kubeconfig(
     assert reads(fake, environ, service_account=str(account)) == ["kube-system/kube-scheduler"]
     with pytest.raises(KubeconfigError, match="not inside a pod"):
         resolve({"HOME": str(tmp_path)})
+    with pytest.raises(KubeconfigError, match="to find context 'prod' in; without --k8s-co"):
+        resolve(environ, "prod", service_account=str(account))
 
 
 def test_bad_kubeconfig_files_are_one_line_errors(tmp_path: Path) -> None:

@@ -365,8 +365,14 @@ def resolve(
         return from_kubeconfig(merged, context)
     if kubeconfig or environ.get("KUBECONFIG"):
         raise KubeconfigError(f"no kubeconfig file at {', '.join(map(str, paths))}")
-    if environ.get("KUBERNETES_SERVICE_HOST") and not context:
-        return in_cluster(environ, service_account)
+    if environ.get("KUBERNETES_SERVICE_HOST"):
+        if not context:
+            return in_cluster(environ, service_account)
+        # Inside a pod a context is a kubeconfig's, and there is none.
+        raise KubeconfigError(
+            f"no kubeconfig ({paths[0]} missing, $KUBECONFIG unset) to find context"
+            f" {context!r} in; without --k8s-context, this pod's service account is read"
+        )
     raise KubeconfigError(
         f"no kubeconfig ({paths[0]} missing, $KUBECONFIG unset) and not inside a pod"
     )
