@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lockwatch.sources.k8s import ids
 from tests.conftest import run_cli
-from tests.k8s.conftest import lease
+from tests.k8s.conftest import lease, listing
 from tests.k8s.fakeapi import FakeApi
 
 
@@ -94,6 +94,26 @@ def test_candidates_and_free_leases_cannot_be_broken(fake: FakeApi, config: dict
         env=config,
     )  # fmt: skip
     assert code == 1 and "nobody holds Lease apps/nobody" in err
+
+
+def test_a_lease_whose_holder_identity_is_empty_is_free(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    """An empty holderIdentity (what a release writes in some clients, and what the
+    API keeps when one is set to "") is no holder, as client-go reads it."""
+    fake.put("leases", "apps", "emptied", {"holderIdentity": "", "leaseDurationSeconds": 15})
+    (found,) = listing(config)["locks"]
+    assert (found["name"], found["state"], found["holder_identity"]) == (
+        "apps/emptied",
+        "free",
+        None,
+    )
+    assert [reason["code"] for reason in found["reasons"]] == ["k8s_no_holder"]
+    code, _, err = run_cli(
+        "break", ids.k8s_id(fake.name, "lease", "apps", "emptied"), "--reason", "x", "--yes",
+        "--force", env=config,
+    )  # fmt: skip
+    assert code == 1 and "nobody holds Lease apps/emptied" in err
 
 
 def test_forbidden_patch_is_a_failure_naming_the_permission(
