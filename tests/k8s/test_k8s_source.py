@@ -226,6 +226,24 @@ def test_forbidden_pods_make_the_holder_pod_unknown_naming_what_is_missing(
     assert "list pods -n apps is not allowed" in reason["message"]
 
 
+def test_forbidden_lease_candidates_are_said_naming_the_verb_and_resource(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    fake.deny("list", "leasecandidates.coordination.k8s.io")
+    lease(fake, "apps", "web", "web-0")
+    code, out, err = run_cli("ls", "--k8s", "--json", env=config)
+    assert code == 1, err  # a partial picture
+    document = json.loads(out)
+    assert by_name(document)["apps/web"]["state"] == "active"
+    (source,) = document["sources"]
+    assert source["status"] == "connected"
+    assert source["reason"] == (
+        "LeaseCandidates unknown: list leasecandidates.coordination.k8s.io --all-namespaces"
+        " is not allowed"
+    )
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
 def test_leases_forbidden_at_cluster_scope_are_read_in_the_namespaces_named(
     fake: FakeApi, config: dict[str, str]
 ) -> None:
