@@ -44,6 +44,10 @@ def test_leases_are_listed_as_the_api_server_has_them(
     # kube-scheduler's identity is <hostname>_<uuid>; its static pod is named for its node.
     assert held["holder_pod"] == "running"
     assert free["state"] == "free" and free["holder_identity"] is None
+    # The last holder's times are the Lease's own fields, not a held lock's age.
+    assert free["acquire_time"] is not None and free["renew_time"] is not None
+    assert free["acquired_at"] is None and free["heartbeat_at"] is None
+    assert free["ttl_seconds"] is None
     (source,) = document["sources"]
     assert (source["kind"], source["name"], source["status"]) == ("k8s", fake.name, "connected")
 
