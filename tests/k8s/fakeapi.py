@@ -8,7 +8,8 @@ API conventions say:
 - list (all namespaces or one) with `limit` and `continue`, the list's
   `metadata.resourceVersion`, items without kind/apiVersion, as the real server
   answers; get; watch (`?watch=true&resourceVersion=N`: the events after N, one
-  JSON object a line, then the stream ends after `timeoutSeconds`);
+  JSON object a line, then the stream ends at once (the real server holds it
+  open for new events until `timeoutSeconds`: nothing here waits));
 - JSON merge patch (`application/merge-patch+json`) and update (PUT), each with
   optimistic concurrency: a `metadata.resourceVersion` other than the object's
   is 409 Conflict with the real server's Status message, nothing written;
