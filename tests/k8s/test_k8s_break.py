@@ -87,6 +87,22 @@ def test_a_lease_renewed_under_the_confirmation_is_refused_and_left_alone(
     assert not outcome.ok and outcome.code == "gone"
 
 
+def test_a_break_pinned_to_the_lease_ls_showed_refuses_one_renewed_since(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    """`--expect-sha256` from `ls --json`: the resourceVersion the operator saw there,
+    not the one `break` reads again."""
+    lease(fake, "apps", "seen", "seen-0", renewed=600)
+    (shown,) = listing(config)["locks"]
+    lease(fake, "apps", "seen", "seen-0", renewed=0)  # renewed after the operator looked
+    lock_id = ids.k8s_id(fake.name, "lease", "apps", "seen")
+    pinned = ("--reason", "x", "--yes", "--force", "--expect-sha256", shown["sha256"])
+    code, _, err = run_cli("break", lock_id, *pinned, env=config)
+    assert code == 1 and "is not the one you saw" in err and "nothing done" in err
+    assert fake.spec("apps", "seen")["holderIdentity"] == "seen-0"
+    assert not [method for method, _ in fake.requests if method == "PATCH"]
+
+
 def test_candidates_and_free_leases_cannot_be_broken(fake: FakeApi, config: dict[str, str]) -> None:
     lease(fake, "apps", "nobody", None)
     code, _, err = run_cli(
