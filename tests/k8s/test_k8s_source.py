@@ -174,6 +174,30 @@ def test_leadership_flapping_is_a_warning_with_the_transitions_count(
         server.close()
 
 
+def test_hand_overs_between_polls_count_by_lease_transitions_growth(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    """A -> B -> A between two polls: the holder looks the same, leaseTransitions
+    grew by 2 each time; growth within 10 minutes is the flap count, and a count
+    older than that is not."""
+    clock = FrozenClock(datetime.now(UTC))
+    fake.put("pods", "apps", "bouncy-0", {"phase": "Running"})
+    server = LeaseServer(resolve(config), clock=clock)
+    try:
+        for transitions in (10, 12, 14):
+            lease(fake, "apps", "bouncy", "bouncy-0", transitions=transitions)
+            _, verdict = judged(server, clock)["apps/bouncy"]
+            clock.advance(60)
+        assert verdict.codes == ("k8s_flapping",)
+        assert "changed hands 4 times" in verdict.reasons[0].message
+        clock.advance(600)  # ten quiet minutes later
+        lease(fake, "apps", "bouncy", "bouncy-0", transitions=14, renewed=0)
+        _, verdict = judged(server, clock)["apps/bouncy"]
+        assert "k8s_flapping" not in verdict.codes
+    finally:
+        server.close()
+
+
 def test_lease_candidates_wait_on_the_holder_in_the_contention_tree(
     fake: FakeApi, config: dict[str, str]
 ) -> None:
