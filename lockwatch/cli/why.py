@@ -50,7 +50,7 @@ LOOKS_FOR = (
     "paths of lock files (apt/dpkg, git, Terraform's Lock Info, flock and lockfile-progs"
     " command lines, SQLite database files), lock ids as `ls --json` prints them, and"
     " PostgreSQL and MySQL lock errors (timeouts, deadlocks with their pids, relations,"
-    " GET_LOCK names)"
+    " GET_LOCK names), and client-go's leader-election lines naming a Lease or its holder"
 )
 
 

@@ -97,6 +97,23 @@ def lease(
     return fake.put("leases", namespace, name, spec)
 
 
+def listing(env: dict[str, str], *args: str) -> dict[str, Any]:
+    """`lockwatch ls --k8s --json` (and `args`) as a document."""
+    import json
+
+    from tests.conftest import run_cli
+
+    code, out, err = run_cli("ls", "--k8s", "--json", *args, env=env)
+    assert code == 0, err
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A listing's Leases by namespace/name."""
+    return {lock["name"]: lock for lock in document["locks"] if lock["format"] == "k8s-lease"}
+
+
 def tls_pair(where: Path) -> tuple[str, str]:
     """A self-signed certificate for 127.0.0.1 and its key (openssl, as a cluster's
     CA would sign one): (cert, key) paths."""

@@ -8,17 +8,27 @@ API conventions say:
 - list (all namespaces or one) with `limit` and `continue`, the list's
   `metadata.resourceVersion`, items without kind/apiVersion, as the real server
   answers; get; watch (`?watch=true&resourceVersion=N`: the events after N, one
-  JSON object a line, then the stream ends after `timeoutSeconds`);
+  JSON object a line, then the stream ends at once (the real server holds it
+  open for new events until `timeoutSeconds`: nothing here waits));
 - JSON merge patch (`application/merge-patch+json`) and update (PUT), each with
   optimistic concurrency: a `metadata.resourceVersion` other than the object's
   is 409 Conflict with the real server's Status message, nothing written;
 - every write bumps one cluster-wide resourceVersion counter;
 - bearer-token authentication (401) and RBAC denials (403) with the real
   server's Status wording; a `Date` header from an injectable clock;
+- discovery (`/api`, `/apis`, and each group version's APIResourceList, as the
+  legacy discovery documents are), so kubectl's own `get leases` reads it;
 - `stall`: accept connections and never answer (a server that stops answering).
 
+Lease and LeaseCandidate specs are checked against their published schema
+(SPECS: io.k8s.api.coordination.v1.LeaseSpec and v1beta1.LeaseCandidateSpec,
+fields, types and required ones): a test that builds an object the real server
+would refuse fails there, and a write's unknown field is dropped with a
+`Warning` header as the server's default field validation does (`?fieldValidation
+=Strict`: 400). Pods carry only `status.phase` and its kin, unchecked.
+
 It is an imitation, said so wherever it is used: the real server's admission,
-field validation and server-side apply are not here.
+its other validation and server-side apply are not here.
 """
 
 from __future__ import annotations
@@ -37,6 +47,72 @@ GROUPS = {
     "leases": ("coordination.k8s.io", "v1", "Lease"),
     "leasecandidates": ("coordination.k8s.io", "v1beta1", "LeaseCandidate"),
     "pods": ("", "v1", "Pod"),
+}
+
+
+# The published schema's spec of each kind the fake checks: field -> type, and the
+# fields it requires (LeaseCandidateSpec v1beta1: leaseName, binaryVersion, strategy).
+SPECS: dict[str, tuple[dict[str, type], frozenset[str]]] = {
+    "leases": (
+        {
+            "holderIdentity": str,
+            "leaseDurationSeconds": int,
+            "acquireTime": str,  # MicroTime
+            "renewTime": str,  # MicroTime
+            "leaseTransitions": int,
+            "strategy": str,
+            "preferredHolder": str,
+        },
+        frozenset(),
+    ),
+    "leasecandidates": (
+        {
+            "leaseName": str,
+            "pingTime": str,  # MicroTime
+            "renewTime": str,  # MicroTime
+            "binaryVersion": str,
+            "emulationVersion": str,
+            "strategy": str,
+        },
+        frozenset({"leaseName", "binaryVersion", "strategy"}),
+    ),
+}
+
+
+def spec_problems(resource: str, spec: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(unknown fields, errors) of `spec` against its kind's published schema."""
+    if resource not in SPECS:
+        return [], []
+    fields, required = SPECS[resource]
+    unknown = [f"spec.{key}" for key in spec if key not in fields]
+    errors = [
+        f"spec.{key}: must be {fields[key].__name__}"
+        for key, value in spec.items()
+        if key in fields and not (isinstance(value, fields[key]) and not isinstance(value, bool))
+    ]
+    errors += [f"spec.{key}: Required value" for key in sorted(required - set(spec))]
+    return unknown, errors
+
+
+# The key an answer's Warning headers travel under from route() to the handler.
+WARNINGS = "__warnings__"
+
+# Each resource's discovery entry (APIResource), as the real server lists it.
+RESOURCES: dict[str, dict[str, Any]] = {
+    "leases": {
+        "singularName": "lease",
+        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    },
+    "leasecandidates": {
+        "singularName": "leasecandidate",
+        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    },
+    "pods": {
+        "singularName": "pod",
+        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        "shortNames": ["po"],
+        "categories": ["all"],
+    },
 }
 
 
@@ -114,6 +190,9 @@ class FakeApi:
     def put(
         self, resource: str, namespace: str, name: str, spec: dict[str, Any], **meta: Any
     ) -> dict[str, Any]:
+        unknown, errors = spec_problems(resource, spec)
+        if unknown or errors:  # a test's object the real server would refuse
+            raise ValueError(f"{resource} {namespace}/{name}: {unknown + errors}")
         with self.lock:
             return self._write(resource, namespace, name, spec, meta)
 
@@ -170,8 +249,12 @@ class FakeApi:
                 return
 
             def _send(self, code: int, body: dict[str, Any]) -> None:
+                warnings = body.pop(WARNINGS, ())
                 data = json.dumps(body).encode()
                 self.send_response(code)
+                for warning in warnings:  # as the server's field validation warns
+                    quoted = warning.replace("\\", "\\\\").replace('"', '\\"')
+                    self.send_header("Warning", f'299 - "{quoted}"')
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("Date", format_datetime(api.now().astimezone(UTC), usegmt=True))
@@ -215,12 +298,43 @@ class FakeApi:
 
         return Handler
 
+    def discovery(self, segments: list[str]) -> dict[str, Any] | None:
+        """The legacy discovery document at `segments`, or None (not discovery)."""
+        served = sorted(self.served)
+        if segments == ["api"]:
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        # v1 first: the group's preferred version (and GA before beta).
+        versions = sorted({GROUPS[r][1] for r in served if GROUPS[r][0]}, key=lambda v: v != "v1")
+        if segments == ["apis"]:
+            group = "coordination.k8s.io"
+            listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+            groups = [{"name": group, "versions": listed, "preferredVersion": listed[0]}]
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups if listed else []}
+        if segments == ["api", "v1"]:
+            wanted = ""
+        elif len(segments) == 3 and segments[0] == "apis":
+            wanted = f"{segments[1]}/{segments[2]}"
+        else:
+            return None
+        resources = [
+            {"name": r, "namespaced": True, "kind": GROUPS[r][2], **RESOURCES[r]}
+            for r in served
+            if (f"{GROUPS[r][0]}/{GROUPS[r][1]}" if GROUPS[r][0] else "") == wanted
+        ]
+        if not resources:
+            return None
+        version = wanted or "v1"
+        return {"kind": "APIResourceList", "groupVersion": version, "resources": resources}
+
     def route(
         self, method: str, target: str, raw: bytes, content_type: str | None
     ) -> tuple[int, dict[str, Any]]:
         parts = urlsplit(target)
         query = {key: values[0] for key, values in parse_qs(parts.query).items()}
         segments = [s for s in parts.path.split("/") if s]
+        document = self.discovery(segments) if method == "GET" else None
+        if document is not None:
+            return 200, document
         if segments[:2] == ["api", "v1"]:
             rest, group = segments[2:], ""
         elif segments[:1] == ["apis"] and len(segments) >= 3:
@@ -271,7 +385,8 @@ class FakeApi:
                 )
             if verb == "get":
                 return 200, found
-            return self._update(resource, full, found, verb, raw, content_type)
+            strict = query.get("fieldValidation") == "Strict"
+            return self._update(resource, full, found, (verb, strict), raw, content_type)
 
     def _list(self, resource: str, namespace: str | None, query: dict[str, str]) -> dict[str, Any]:
         g, v, kind = GROUPS[resource]
@@ -298,10 +413,13 @@ class FakeApi:
         resource: str,
         full: str,
         found: dict[str, Any],
-        verb: str,
+        how: tuple[str, bool],
         raw: bytes,
         content_type: str | None,
     ) -> tuple[int, dict[str, Any]]:
+        """A patch or update (`how`: the verb, and whether field validation is
+        Strict): checked against the schema, then the resourceVersion."""
+        verb, strict = how
         meta = found["metadata"]
         if verb == "patch" and content_type != "application/merge-patch+json":
             return 415, status(
@@ -311,6 +429,20 @@ class FakeApi:
                 " include: application/merge-patch+json",
             )
         body = json.loads(raw)
+        spec = (
+            merge(found.get("spec") or {}, body.get("spec"))
+            if verb == "patch"
+            else body.get("spec") or {}
+        )
+        unknown, errors = spec_problems(resource, spec)
+        if errors:
+            kind = GROUPS[resource][2]
+            message = f'{kind} "{meta["name"]}" is invalid: {"; ".join(errors)}'
+            return 422, status(422, "Invalid", message, {"name": meta["name"], "kind": kind})
+        if unknown and strict:
+            message = f'strict decoding error: unknown field "{unknown[0]}"'
+            return 400, status(400, "BadRequest", message)
+        spec = {key: value for key, value in spec.items() if f"spec.{key}" not in unknown}
         wanted = (body.get("metadata") or {}).get("resourceVersion")
         if (verb == "update" or wanted) and wanted != meta["resourceVersion"]:
             message = (
@@ -323,9 +455,7 @@ class FakeApi:
                 message,
                 {"name": meta["name"], "group": GROUPS[resource][0], "kind": resource},
             )
-        spec = (
-            merge(found.get("spec") or {}, body.get("spec"))
-            if verb == "patch"
-            else body.get("spec") or {}
-        )
-        return 200, self._write(resource, meta["namespace"], meta["name"], spec, {})
+        written = self._write(resource, meta["namespace"], meta["name"], spec, {})
+        if unknown:
+            return 200, {**written, WARNINGS: [f'unknown field "{field}"' for field in unknown]}
+        return 200, written

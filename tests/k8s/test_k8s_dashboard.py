@@ -32,12 +32,16 @@ def _dashboard(values: dict[str, Any], environ: dict[str, str], audit_log: Path)
 async def test_the_dashboard_breaks_a_stale_lease_through_the_kubeconfig_context(
     fake: FakeApi, config: dict[str, str], tmp_path: Path
 ) -> None:
-    lease(fake, "apps", "web-leader", "web-5c9-dead", renewed=600)
+    # Old by the clock, so unknown at first sight; stale once the dashboard has watched
+    # it unrenewed for its leaseDurationSeconds (1 s), as client-go's candidates judge.
+    lease(fake, "apps", "web-leader", "web-5c9-dead", renewed=600, duration=1)
     lock_id = ids.k8s_id(fake.name, "lease", "apps", "web-leader")
     audit = tmp_path / "audit.jsonl"
     app = _dashboard({"k8s": True}, config, audit)
     async with app.run_test(size=(160, 45)) as pilot:
         await until(pilot, lambda: lock_id in app.board, "the Lease's row")
+        assert app.board.verdict(lock_id).state.value == "unknown"
+        await until(pilot, lambda: app.board.verdict(lock_id).state.value == "stale", "stale")
         await open_action(pilot, lock_id)
         await type_into(pilot, "#reason", "pod gone, INC-7")
         await press_confirm(pilot)

@@ -43,7 +43,12 @@ def _candidate(fake: FakeApi, name: str, lease_name: str) -> None:
     from datetime import UTC, datetime
 
     now = micro(datetime.now(UTC))
-    spec = {"leaseName": lease_name, "binaryVersion": "1.33.1", "emulationVersion": "1.33"}
+    spec = {
+        "leaseName": lease_name,
+        "binaryVersion": "1.33.1",
+        "emulationVersion": "1.33",
+        "strategy": "OldestEmulationVersion",
+    }
     fake.put("leasecandidates", "apps", name, {**spec, "renewTime": now, "pingTime": now})
 
 

@@ -105,6 +105,21 @@ def test_a_server_certificate_no_ca_vouches_for_is_refused_unless_told_to_skip(
     assert reads(fake, environ) == []
 
 
+def test_a_certificate_authority_that_is_no_certificate_is_one_line_naming_it(
+    fake: FakeApi, tmp_path: Path
+) -> None:
+    not_pem = base64.b64encode(b"not a certificate").decode()
+    (tmp_path / "ca.txt").write_text("not a certificate\n")
+    for name, cluster in (
+        ("data", {"certificate-authority-data": not_pem}),
+        ("file", {"certificate-authority": "ca.txt"}),
+    ):
+        env = {"KUBECONFIG": str(kubeconfig(tmp_path / name, fake.url, cluster=cluster))}
+        code, _, err = run_cli("ls", "--k8s", env=env)
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert "context 'fake': its certificate-authority is not a PEM certificate" in err
+
+
 def test_client_certificates_load_from_data_and_files(
     fake: FakeApi, tmp_path: Path, certificate: tuple[str, str]
 ) -> None:
@@ -234,6 +249,8 @@ def test_in_cluster_config_inside_a_pod_without_a_kubeconfig(
     assert reads(fake, environ, service_account=str(account)) == ["kube-system/kube-scheduler"]
     with pytest.raises(KubeconfigError, match="not inside a pod"):
         resolve({"HOME": str(tmp_path)})
+    with pytest.raises(KubeconfigError, match="to find context 'prod' in; without --k8s-co"):
+        resolve(environ, "prod", service_account=str(account))
 
 
 def test_bad_kubeconfig_files_are_one_line_errors(tmp_path: Path) -> None:
@@ -268,3 +285,28 @@ def test_the_k8s_table_names_the_context_and_namespaces(
     toml.write_text('[k8s]\nnamespaces = "ops"\ncolour = "blue"\n')
     code, _, err = run_cli("ls", "--k8s", "--config", str(toml), env=environ)
     assert code == 2 and "[k8s] has no key 'colour'" in err
+
+
+def test_a_namespace_flag_takes_one_namespace_and_a_list_in_one_is_an_error(
+    fake: FakeApi, tmp_path: Path, config: dict[str, str]
+) -> None:
+    """--k8s-namespace is repeatable (its --help says so); `apps,ops` in one value
+    would be read as a namespace that cannot exist, and show nothing: an error."""
+    lease(fake, "apps", "a", "a-0")
+    lease(fake, "ops", "b", "b-0")
+    code, out, err = run_cli(
+        "ls", "--k8s-namespace", "apps", "--k8s-namespace", "ops", "--json", env=config
+    )
+    assert code == 0, err
+    assert sorted(lock["name"] for lock in json.loads(out)["locks"]) == ["apps/a", "ops/b"]
+    code, _, err = run_cli("ls", "--k8s-namespace", "apps,ops", env=config)
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and "Traceback" not in err
+    assert last.startswith("Error: --k8s-namespace 'apps,ops' is not a namespace name"), err
+    assert "repeat the option for several" in last
+    toml = tmp_path / "lockwatch.toml"
+    toml.write_text('[k8s]\nnamespaces = ["Apps"]\n')
+    code, _, err = run_cli("ls", "--k8s", "--config", str(toml), env=config)
+    assert code == 2 and "k8s.namespaces: 'Apps' is not a namespace name" in err, err
+    _, help_text, _ = run_cli("ls", "--help")
+    assert "(repeatable; implies --k8s" in " ".join(help_text.split())

@@ -7,7 +7,6 @@ that does not answer."""
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,19 +21,8 @@ from lockwatch.sources.k8s.kubeconfig import resolve
 from lockwatch.sources.k8s.records import to_locks
 from lockwatch.sources.k8s.server import LeaseServer
 from tests.conftest import run_cli
-from tests.k8s.conftest import kubeconfig, lease
+from tests.k8s.conftest import by_name, kubeconfig, lease, listing
 from tests.k8s.fakeapi import FakeApi, micro
-
-
-def listing(env: dict[str, str], *args: str) -> dict[str, Any]:
-    code, out, err = run_cli("ls", "--k8s", "--json", *args, env=env)
-    assert code == 0, err
-    document: dict[str, Any] = json.loads(out)
-    return document
-
-
-def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {lock["name"]: lock for lock in document["locks"] if lock["format"] == "k8s-lease"}
 
 
 def test_leases_are_listed_as_the_api_server_has_them(
@@ -56,45 +44,51 @@ def test_leases_are_listed_as_the_api_server_has_them(
     # kube-scheduler's identity is <hostname>_<uuid>; its static pod is named for its node.
     assert held["holder_pod"] == "running"
     assert free["state"] == "free" and free["holder_identity"] is None
+    # The last holder's times are the Lease's own fields, not a held lock's age.
+    assert free["acquire_time"] is not None and free["renew_time"] is not None
+    assert free["acquired_at"] is None and free["heartbeat_at"] is None
+    assert free["ttl_seconds"] is None
     (source,) = document["sources"]
     assert (source["kind"], source["name"], source["status"]) == ("k8s", fake.name, "connected")
 
 
-def test_kubectl_reads_the_fake_as_it_reads_an_api_server(
+def test_a_lease_old_by_the_servers_clock_is_unknown_never_stale_at_first_sight(
     fake: FakeApi, config: dict[str, str]
 ) -> None:
-    """kubectl itself, against the fake: the same Lease list answer lockwatch reads."""
-    lease(fake, "kube-system", "kube-controller-manager", "node1_3f0c", transitions=2)
-    done = subprocess.run(
-        [
-            "kubectl", f"--kubeconfig={config['KUBECONFIG']}", "get", "--raw",
-            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
-        ],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
-    assert answer["kind"] == "LeaseList"
-    (item,) = answer["items"]
-    assert item["spec"]["holderIdentity"] == "node1_3f0c"
-    locks = by_name(listing(config))
-    assert locks["kube-system/kube-controller-manager"]["renew_time"].startswith(
-        item["spec"]["renewTime"][:19]
-    )
-
-
-def test_a_lease_past_due_whose_holder_pod_is_gone_is_stale_by_the_servers_clock(
-    fake: FakeApi, config: dict[str, str]
-) -> None:
+    """`ls` sees a Lease once: renewTime 5 minutes behind the API server's clock is a
+    comparison of two clocks, which client-go never judges by; a candidate starting
+    now would wait leaseDurationSeconds, and lockwatch says `unknown` meanwhile."""
     lease(fake, "apps", "web-leader", "web-7d9f-x2k4q", renewed=300)
     fake.put("pods", "apps", "web-7d9f-other", {"phase": "Running"})
     held = by_name(listing(config))["apps/web-leader"]
-    assert held["state"] == "stale"
+    assert held["state"] == "unknown"
     codes = [reason["code"] for reason in held["reasons"]]
     assert codes == ["k8s_past_due_by_clock", "k8s_holder_pod_gone"]
     assert "a clock comparison" in held["reasons"][0]["message"]
     assert "no pod web-7d9f-x2k4q in apps" in held["reasons"][1]["message"]
     assert held["holder_pod"] == "gone"
+    assert held["next_change_at"] is not None  # when watching decides
+
+
+def test_a_lease_old_by_the_clock_is_stale_once_watched_unrenewed_for_its_duration(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    start = datetime.now(UTC)
+    clock = FrozenClock(start)
+    lease(fake, "apps", "web-leader", "web-0", renewed=300, now=start)
+    server = LeaseServer(resolve(config), clock=clock)
+    try:
+        _, verdict = judged(server, clock)["apps/web-leader"]
+        assert verdict.state.value == "unknown"
+        assert verdict.next_change_at == start + timedelta(seconds=15)
+        clock.advance(14)
+        _, verdict = judged(server, clock)["apps/web-leader"]
+        assert verdict.state.value == "unknown"
+        clock.advance(1)
+        _, verdict = judged(server, clock)["apps/web-leader"]
+        assert verdict.state.value == "stale" and verdict.codes[0] == "k8s_past_due"
+    finally:
+        server.close()
 
 
 def judged(server: LeaseServer, clock: FrozenClock) -> dict[str, tuple[Any, Verdict]]:
@@ -147,6 +141,7 @@ def test_a_holder_whose_clock_is_behind_is_judged_by_renewals_watched_not_by_clo
     server = LeaseServer(resolve(config), clock=clock)
     try:
         _, verdict = judged(server, clock)["apps/skewed"]
+        assert verdict.state.value == "unknown"
         assert verdict.codes == ("k8s_past_due_by_clock",)
         assert "the API server's clock" in verdict.reasons[0].message
         clock.advance(2)
@@ -175,6 +170,30 @@ def test_leadership_flapping_is_a_warning_with_the_transitions_count(
         assert "changed hands 4 times" in verdict.reasons[0].message
         assert "leaseTransitions 4" in verdict.reasons[0].message
         assert lock.facts is not None and "k8s_flapping" in lock.facts.warning_codes()
+    finally:
+        server.close()
+
+
+def test_hand_overs_between_polls_count_by_lease_transitions_growth(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    """A -> B -> A between two polls: the holder looks the same, leaseTransitions
+    grew by 2 each time; growth within 10 minutes is the flap count, and a count
+    older than that is not."""
+    clock = FrozenClock(datetime.now(UTC))
+    fake.put("pods", "apps", "bouncy-0", {"phase": "Running"})
+    server = LeaseServer(resolve(config), clock=clock)
+    try:
+        for transitions in (10, 12, 14):
+            lease(fake, "apps", "bouncy", "bouncy-0", transitions=transitions)
+            _, verdict = judged(server, clock)["apps/bouncy"]
+            clock.advance(60)
+        assert verdict.codes == ("k8s_flapping",)
+        assert "changed hands 4 times" in verdict.reasons[0].message
+        clock.advance(600)  # ten quiet minutes later
+        lease(fake, "apps", "bouncy", "bouncy-0", transitions=14, renewed=0)
+        _, verdict = judged(server, clock)["apps/bouncy"]
+        assert "k8s_flapping" not in verdict.codes
     finally:
         server.close()
 
@@ -235,6 +254,24 @@ def test_forbidden_pods_make_the_holder_pod_unknown_naming_what_is_missing(
     assert "list pods -n apps is not allowed" in reason["message"]
 
 
+def test_forbidden_lease_candidates_are_said_naming_the_verb_and_resource(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    fake.deny("list", "leasecandidates.coordination.k8s.io")
+    lease(fake, "apps", "web", "web-0")
+    code, out, err = run_cli("ls", "--k8s", "--json", env=config)
+    assert code == 1, err  # a partial picture
+    document = json.loads(out)
+    assert by_name(document)["apps/web"]["state"] == "active"
+    (source,) = document["sources"]
+    assert source["status"] == "connected"
+    assert source["reason"] == (
+        "LeaseCandidates unknown: list leasecandidates.coordination.k8s.io --all-namespaces"
+        " is not allowed"
+    )
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
 def test_leases_forbidden_at_cluster_scope_are_read_in_the_namespaces_named(
     fake: FakeApi, config: dict[str, str]
 ) -> None:
@@ -290,6 +327,26 @@ def test_a_server_that_stops_answering_misses_the_polls_deadline(
         " kube-system/kube-scheduler",
         "E1207 14:50:00.777777       1 leaderelection.go:369] failed to renew lease"
         " kube-system/kube-scheduler: timed out waiting for the condition",
+        # Older releases: two spaces before the name.
+        "I0312 08:00:00.000001       1 leaderelection.go:242] attempting to acquire leader"
+        " lease  kube-system/kube-scheduler...",
+        "E1207 14:49:05.000001       1 leaderelection.go:332] error retrieving resource lock"
+        ' kube-system/kube-scheduler: leases.coordination.k8s.io "kube-scheduler" is forbidden',
+        # client-go 0.31-0.34's coordinated path names the Lease after the holder.
+        "I1207 14:49:05.000001       1 leaderelection.go:367] lock is held by cp-1_9f8e and"
+        " has not yet expired: kube-system/kube-scheduler",
+        # client-go 0.35 on: structured, klog's text form and its JSON form.
+        'I0724 14:05:30.000000       1 leaderelection.go:258] "Attempting to acquire leader'
+        ' lease..." lock="kube-system/kube-scheduler"',
+        'I0724 14:05:30.000000       1 leaderelection.go:267] "Failed to acquire lease"'
+        ' lock="kube-system/kube-scheduler"',
+        'E0724 14:05:30.000000       1 leaderelection.go:323] "error retrieving resource lock"'
+        ' err="leases.coordination.k8s.io \\"kube-scheduler\\" is forbidden"'
+        ' lock="kube-system/kube-scheduler"',
+        'I0724 14:05:30.000000       1 leaderelection.go:304] "Failed to renew lease"'
+        ' lock="kube-system/kube-scheduler" err="context deadline exceeded"',
+        '{"ts":1753365930000.12,"caller":"leaderelection/leaderelection.go:267",'
+        '"msg":"Failed to acquire lease","v":4,"lock":"kube-system/kube-scheduler"}',
     ],
 )
 def test_why_recognises_client_go_lease_messages(line: str) -> None:
@@ -305,6 +362,29 @@ def test_why_recognises_client_go_lease_messages(line: str) -> None:
     assert clue.advice
 
 
+def test_why_finds_the_lease_of_the_holder_a_held_by_line_names(
+    fake: FakeApi, config: dict[str, str]
+) -> None:
+    """client-go's "lock is held by %v and has not yet expired" names the holder only:
+    its Leases are likely, and a candidate's line finds what it waits for."""
+    from lockwatch.sources.k8s.messages import clues
+
+    lease(fake, "kube-system", "kube-scheduler", "cp-1_9f8e")
+    lease(fake, "apps", "other", "web-0")
+    line = (
+        "I1207 14:49:05.000001       1 leaderelection.go:352] lock is held by cp-1_9f8e and"
+        " has not yet expired"
+    )
+    (clue,) = clues(line)
+    assert (clue.value, clue.said("is"), clue.tool) == ("cp-1_9f8e", "holder", "client-go")
+    code, out, err = run_cli("why", "--json", line, env=config)
+    assert code == 0, err
+    document = json.loads(out)
+    (found,) = document["locks"]
+    assert found["id"] == ids.k8s_id(fake.name, "lease", "kube-system", "kube-scheduler")
+    assert found["sure"] == "likely"
+
+
 def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
     fake: FakeApi, config: dict[str, str]
 ) -> None:
@@ -315,18 +395,20 @@ def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
 
     start = datetime.now(UTC)
     clock = FrozenClock(start)
-    lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=6, now=start)
+    lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=6, duration=60, now=start)
     lease(fake, "apps", "dead", "dead-0", renewed=900, now=start)
+    lease(fake, "apps", "free", None, now=start)
     server = LeaseServer(resolve(config), clock=clock)
     try:
+        server.poll()
+        clock.advance(30)  # apps/dead watched unrenewed for longer than its 15 s: past due
         snapshot = server.poll()
     finally:
         server.close()
     assert snapshot is not None
-    entries = judge(to_locks(snapshot), StaticProcesses(), start, "host")
+    entries = judge(to_locks(snapshot), StaticProcesses(), clock.now(), "host")
     board = Board("host")
-    board.apply(ChangeSet("k8s", start, (server.status,), upserts=tuple(entries)))
-    clock.advance(30)
+    board.apply(ChangeSet("k8s", clock.now(), (server.status,), upserts=tuple(entries)))
     samples = exposition(figures(board, clock.now(), sources=["k8s"]))
     labels = (("name", "kube-system/kube-scheduler"), ("server", fake.name))
     assert samples[("lockwatch_k8s_lease_transitions", labels)] == 6
@@ -336,6 +418,11 @@ def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
     assert samples[("lockwatch_locks", (("source", "k8s"), ("state", "stale")))] == 1
     stale = (("format", "k8s-lease"), ("name", "apps/dead"), ("source", "k8s"))
     assert samples[("lockwatch_lock_stale", stale)] == 1
+    free = (("name", "apps/free"), ("server", fake.name))
+    assert ("lockwatch_k8s_lease_transitions", free) in samples
+    # Nobody renews a free Lease: no unrenewed time, no holder age.
+    assert ("lockwatch_k8s_lease_unrenewed_seconds", free) not in samples
+    assert ("lockwatch_k8s_lease_holder_age_seconds", free) not in samples
 
 
 def test_a_recording_keeps_the_leases_facts(
@@ -348,7 +435,8 @@ def test_a_recording_keeps_the_leases_facts(
 
     now = datetime.now(UTC)
     lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=2)
-    fake.put("leasecandidates", "kube-system", "ks-node2", {"leaseName": "kube-scheduler"})
+    spec = {"leaseName": "kube-scheduler", "binaryVersion": "1.34.0", "strategy": "Custom"}
+    fake.put("leasecandidates", "kube-system", "ks-node2", spec)
     server = LeaseServer(resolve(config))
     try:
         snapshot = server.poll()
@@ -381,7 +469,7 @@ def test_why_looks_the_lease_of_a_failed_renewal_up_on_the_cluster(
     document = json.loads(out)
     (found,) = document["locks"]
     assert found["id"] == ids.k8s_id(fake.name, "lease", "kube-system", "kube-scheduler")
-    assert found["state"] == "stale"
+    assert found["state"] == "unknown"  # seen once: old by the clock, not yet watched
     assert document["clues"][0]["tool"] == "client-go"
 
 
@@ -436,29 +524,6 @@ def test_the_holders_pod_is_found_by_the_identities_conventions(
 
     state, detail = holder_pod(holder, namespace, PodsSeen(pods))
     assert state == expected[0] and expected[1] in detail
-
-
-def test_the_fake_watch_speaks_as_the_api_servers_with_a_resource_version(
-    fake: FakeApi, config: dict[str, str]
-) -> None:
-    """kubectl's raw read of a watch from a resourceVersion: the events after it, in
-    the API's watch-event shape (a check of the imitation itself)."""
-    first = lease(fake, "apps", "w", "w-0")
-    since = first["metadata"]["resourceVersion"]
-    lease(fake, "apps", "w", "w-1", transitions=1)
-    done = subprocess.run(
-        [
-            "kubectl", f"--kubeconfig={config['KUBECONFIG']}", "get", "--raw",
-            "/apis/coordination.k8s.io/v1/namespaces/apps/leases"
-            f"?watch=true&resourceVersion={since}&timeoutSeconds=1",
-        ],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (event,) = [json.loads(line) for line in done.stdout.splitlines()]
-    assert event["type"] == "MODIFIED"
-    assert event["object"]["spec"]["holderIdentity"] == "w-1"
-    assert int(event["object"]["metadata"]["resourceVersion"]) > int(since)
 
 
 def test_a_lease_seen_again_unchanged_is_no_change_for_the_dashboard(

@@ -25,9 +25,10 @@ class K8sDeclared(ServerDeclared):
     # LeaseCandidates wait on a Lease's holder: lockwatch_k8s_blocked_sessions {server}
     # and its kin count them (and `why` looks Leases up on the cluster).
     wait_metrics: str | None = "k8s"
-    # A Lease nobody renewed for leaseDurationSeconds: client-go's candidates take it
-    # from a holder they count as gone.
-    holder_gone = frozenset({"k8s_past_due", "k8s_past_due_by_clock"})
+    # A Lease lockwatch watched unrenewed for leaseDurationSeconds: client-go's
+    # candidates take it from a holder they count as gone (a clock comparison alone,
+    # k8s_past_due_by_clock, says no such thing).
+    holder_gone = frozenset({"k8s_past_due"})
     # Clusters come from the flags or the [k8s] table only: a kubeconfig on the
     # machine is no request to read it.
     asking = ("k8s", "k8s_namespaces")

@@ -126,5 +126,6 @@ def from_user(spec: Mapping[str, Any], what: str) -> ExecPlugin:
             env.append((entry["name"], str(entry.get("value") or "")))
     version = spec.get("apiVersion")
     if version not in VERSIONS:
-        raise ValueError(f"{what}: its exec plugin speaks {version!r}, not {' or '.join(VERSIONS)}")
+        said = f"speaks {version!r}" if version else "names no apiVersion"
+        raise ValueError(f"{what}: its exec plugin {said}, not {' or '.join(VERSIONS)}")
     return ExecPlugin(command, tuple(args), tuple(env), str(version))

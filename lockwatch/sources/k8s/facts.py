@@ -131,6 +131,11 @@ class LeaseFacts(ClusterObject):
         return needle in self.holder.lower() or needle in self.namespace.lower()
 
     def named_by(self, lock: Lock, clue: Clue) -> Match | None:
+        if clue.kind is ClueKind.NAME and clue.said("is") == "holder":
+            # "lock is held by X": X may hold other Leases too, so likely, not certain.
+            if self.holder and clue.value == self.holder:
+                return Match(Sureness.LIKELY, f"Lease {self.key}, held by {self.holder}")
+            return None
         # client-go's messages name a Lease as namespace/name.
         if clue.kind is ClueKind.NAME and clue.value in (self.key, self.name):
             return Match(Sureness.CERTAIN, f"Lease {self.key}, which the text names")
@@ -141,19 +146,25 @@ class LeaseFacts(ClusterObject):
         how long lockwatch has seen no renewal, its transitions, its queue."""
         out = [
             Series(
-                "lockwatch_k8s_lease_unrenewed_seconds",
-                "Seconds lockwatch has seen no change of a Lease's record (client-go's"
-                " observed time): past leaseDurationSeconds, candidates take it.",
-                self.server,
-                since=self.observed_at,
-            ),
-            Series(
                 "lockwatch_k8s_lease_candidates",
                 "LeaseCandidates waiting for a Lease.",
                 self.server,
                 value=float(len(self.candidates)),
             ),
         ]
+        if self.holder:
+            # A free Lease is renewed by nobody: its unrenewed time would only grow,
+            # and an alert on it (unrenewed past leaseDurationSeconds) would fire.
+            out.append(
+                Series(
+                    "lockwatch_k8s_lease_unrenewed_seconds",
+                    "Seconds lockwatch has seen no change of a held Lease's record"
+                    " (client-go's observed time): past leaseDurationSeconds, candidates"
+                    " take it.",
+                    self.server,
+                    since=self.observed_at,
+                )
+            )
         if self.holder and self.acquire_time is not None:
             out.append(
                 Series(

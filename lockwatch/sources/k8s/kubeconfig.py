@@ -100,9 +100,14 @@ class Cluster:
 
         if not self.base.startswith("https://"):
             return None
-        context = ssl.create_default_context(cadata=self.ca_pem) if self.ca_pem else None
-        if context is None:
-            context = ssl.create_default_context()
+        try:
+            context = ssl.create_default_context(cadata=self.ca_pem or None)
+        except ssl.SSLError:
+            # ssl's own words ("no start line: cadata does not contain a certificate")
+            # name neither the field nor the context.
+            raise KubeconfigError(
+                f"context {self.context!r}: its certificate-authority is not a PEM certificate"
+            ) from None
         if self.insecure:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
@@ -360,8 +365,14 @@ def resolve(
         return from_kubeconfig(merged, context)
     if kubeconfig or environ.get("KUBECONFIG"):
         raise KubeconfigError(f"no kubeconfig file at {', '.join(map(str, paths))}")
-    if environ.get("KUBERNETES_SERVICE_HOST") and not context:
-        return in_cluster(environ, service_account)
+    if environ.get("KUBERNETES_SERVICE_HOST"):
+        if not context:
+            return in_cluster(environ, service_account)
+        # Inside a pod a context is a kubeconfig's, and there is none.
+        raise KubeconfigError(
+            f"no kubeconfig ({paths[0]} missing, $KUBECONFIG unset) to find context"
+            f" {context!r} in; without --k8s-context, this pod's service account is read"
+        )
     raise KubeconfigError(
         f"no kubeconfig ({paths[0]} missing, $KUBECONFIG unset) and not inside a pod"
     )

@@ -127,6 +127,9 @@ def _lease(snapshot: LeaseSnapshot, lease: dict[str, Any], waiting: tuple[str, .
             spec.get("preferredHolder") if isinstance(spec.get("preferredHolder"), str) else None
         ),
     )
+    # A free Lease is nobody's claim: its acquireTime and renewTime are the last
+    # holder's (kept in its facts), no age or heartbeat of a lock held now.
+    held = bool(holder)
     return _record(
         snapshot,
         (ids.LEASE, LEASE_FORMAT),
@@ -134,9 +137,9 @@ def _lease(snapshot: LeaseSnapshot, lease: dict[str, Any], waiting: tuple[str, .
         name,
         name,
         holder,
-        acquired_at=facts.acquire_time,
-        heartbeat_at=facts.renew_time,
-        ttl_seconds=float(facts.duration) if facts.duration else None,
+        acquired_at=facts.acquire_time if held else None,
+        heartbeat_at=facts.renew_time if held else None,
+        ttl_seconds=float(facts.duration) if held and facts.duration else None,
         content={"metadata": {"resourceVersion": version}, "spec": spec},
         sha256=digest(namespace, name, version, record_of(lease)),
         facts=facts,

@@ -11,14 +11,16 @@ Lease whose record it has watched unchanged for leaseDurationSeconds is
 `stale (k8s_past_due)`: a candidate running now would take it.
 
 The first sight of a Lease has no such history (every `lockwatch ls` is one):
-a candidate starting now would wait leaseDurationSeconds before taking it. For
-that window lockwatch compares renewTime with the API server's clock (its Date
-header; this host's when it sends none) and says so: `stale
-(k8s_past_due_by_clock)` when renewTime is further behind than the Lease's
-duration. That is a comparison of two clocks (the holder's, which wrote
-renewTime, and the API server's), which is what split brains after a clock
-change are made of (kubernetes#125761): once lockwatch has watched the Lease
-for leaseDurationSeconds, its own observation decides.
+a candidate starting now would wait leaseDurationSeconds before taking it, and
+so does lockwatch before it says `stale`. For that window it compares renewTime
+with the API server's clock (its Date header; this host's when it sends none)
+and says what that shows: `unknown (k8s_past_due_by_clock)` when renewTime is
+further behind than the Lease's duration. That is a comparison of two clocks
+(the holder's, which wrote renewTime, and the API server's), which is what
+split brains after a clock change are made of (kubernetes#125761), so it is
+never a verdict of past due by itself: once lockwatch has watched the Lease for
+leaseDurationSeconds, its own observation decides (`stale (k8s_past_due)`, or
+`active`).
 """
 
 from __future__ import annotations
@@ -112,13 +114,14 @@ def judge_lease(facts: LeaseFacts, now: datetime) -> Verdict:
     behind = clock_age(facts)
     if not facts.watched_change and behind is not None and behind > facts.duration:
         clock = "the API server's clock" if facts.server_time else "this host's clock"
+        # Clocks alone never make it past due (client-go's rule): unknown until watched.
         why = (
-            f"renewTime is {words(behind)} old by {clock}, past its {facts.duration}s"
-            f" (a clock comparison: lockwatch confirms it by watching until"
-            f" {due:%H:%M:%S})"
+            f"renewTime is {words(behind)} old by {clock}, past its {facts.duration}s;"
+            f" a clock comparison, so not past due until lockwatch has watched it unrenewed"
+            f" until {due:%H:%M:%S}"
         )
         return Verdict(
-            State.STALE,
+            State.UNKNOWN,
             (Reason(PAST_DUE_BY_CLOCK, why), *notes),
             age_seconds=age,
             next_change_at=due,

@@ -99,8 +99,12 @@ class Memory:
     observed: dict[tuple[str, str], Observed] = field(default_factory=dict)
     holders: dict[tuple[str, str], str] = field(default_factory=dict)
     handovers: dict[tuple[str, str], deque[datetime]] = field(default_factory=dict)
+    # leaseTransitions as seen: (when lockwatch first saw each count, the count), from
+    # the one FLAP_WINDOW starts with.
+    transitions: dict[tuple[str, str], deque[tuple[datetime, int]]] = field(default_factory=dict)
 
     def see(self, leases: list[dict[str, Any]], now: datetime) -> dict[tuple[str, str], int]:
+        """Note each Lease's record; how often each changed hands within FLAP_WINDOW."""
         observed: dict[tuple[str, str], Observed] = {}
         changes: dict[tuple[str, str], int] = {}
         for lease in leases[:MAX_LEASES]:
@@ -112,19 +116,42 @@ class Memory:
                 observed[key] = Observed(record, now, last.first)
             else:
                 observed[key] = last
-            holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
-            times = self.handovers.setdefault(key, deque(maxlen=64))
-            if key in self.holders and self.holders[key] != holder and holder:
-                times.append(now)
-            self.holders[key] = holder
-            while times and (now - times[0]).total_seconds() > FLAP_WINDOW:
-                times.popleft()
-            changes[key] = len(times)
+            spec = lease.get("spec") or {}
+            # Hand-overs between two polls are seen only in leaseTransitions' growth.
+            changes[key] = max(self._handed(key, spec, now), self._grown(key, spec, now))
         for gone in set(self.holders) - set(observed):
             self.holders.pop(gone, None)
             self.handovers.pop(gone, None)
+            self.transitions.pop(gone, None)
         self.observed = observed
         return changes
+
+    def _handed(self, key: tuple[str, str], spec: dict[str, Any], now: datetime) -> int:
+        """Holder changes seen from poll to poll within FLAP_WINDOW."""
+        holder = str(spec.get("holderIdentity") or "")
+        times = self.handovers.setdefault(key, deque(maxlen=64))
+        if key in self.holders and self.holders[key] != holder and holder:
+            times.append(now)
+        self.holders[key] = holder
+        while times and (now - times[0]).total_seconds() > FLAP_WINDOW:
+            times.popleft()
+        return len(times)
+
+    def _grown(self, key: tuple[str, str], spec: dict[str, Any], now: datetime) -> int:
+        """How much leaseTransitions grew within FLAP_WINDOW, as lockwatch saw it."""
+        count = spec.get("leaseTransitions")
+        seen = self.transitions.setdefault(key, deque(maxlen=64))
+        if not isinstance(count, int) or isinstance(count, bool):
+            seen.clear()
+            return 0
+        if seen and count < seen[-1][1]:
+            seen.clear()  # counted down: the Lease was made anew
+        if not seen or count != seen[-1][1]:
+            seen.append((now, count))  # when each count was first seen
+        # The first count kept is the one the window starts with.
+        while len(seen) > 1 and (now - seen[1][0]).total_seconds() > FLAP_WINDOW:
+            seen.popleft()
+        return count - seen[0][1]
 
 
 class LeaseServer(ServerState):

@@ -4,6 +4,7 @@ context)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,20 @@ class K8sSettings:
 
 
 DEFAULTS = K8sSettings()
+# A namespace's name is a DNS label (RFC 1123), as the API server validates it.
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def bad_namespace(name: str) -> str | None:
+    """Why `name` is no namespace (None: it is one). A list in one value
+    (`apps,kube-system`) is the usual slip: it would be read as one namespace
+    that cannot exist, and show no Leases."""
+    if NAMESPACE.fullmatch(name):
+        return None
+    several = " (one namespace a value: repeat the option for several)" if "," in name else ""
+    return (
+        f"{name!r} is not a namespace name (lowercase letters, digits and '-', at most 63){several}"
+    )
 
 
 def _fail(where: str, message: str) -> None:
@@ -45,6 +60,10 @@ def read_settings(data: Mapping[str, Any], where: str) -> K8sSettings:
     spaces = [spaces] if isinstance(spaces, str) else spaces
     if not isinstance(spaces, list) or not all(isinstance(s, str) and s for s in spaces):
         _fail(where, "k8s.namespaces must be a string or a list of strings")
+    for space in spaces:
+        why = bad_namespace(space)
+        if why is not None:
+            _fail(where, f"k8s.namespaces: {why}")
     return K8sSettings(context, tuple(spaces), kubeconfig)
 
 
@@ -64,4 +83,8 @@ def cluster_of(wanted: Wanted) -> Cluster:
 def namespaces_of(wanted: Wanted) -> tuple[str, ...]:
     settings: K8sSettings = wanted.settings("k8s") or DEFAULTS
     given = tuple(wanted.values.get("k8s_namespaces") or ()) or settings.namespaces
+    for name in given:
+        why = bad_namespace(name)
+        if why is not None:
+            raise SourceError(f"--k8s-namespace {why}")
     return tuple(dict.fromkeys(given))
