@@ -192,8 +192,10 @@ def figures(
         if label is not None:
             servers.setdefault((status.kind, label), ServerWaits())
     trees = board.blocking_trees()
-    for (_, server), server_figures in servers.items():
-        tree = trees.get(server)
+    for (source, server), server_figures in servers.items():
+        # A tree goes by its locks' group: the wait label itself, or (a source whose
+        # label is not prefixed, as k8s's) that label under its source's name.
+        tree = trees.get(server) or trees.get(f"{source}:{server}")
         if tree is not None:
             server_figures.roots = len(tree.roots)
             server_figures.most_blocked = max((root.total for root in tree.roots), default=0)

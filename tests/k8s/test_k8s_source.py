@@ -398,6 +398,19 @@ def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
     lease(fake, "kube-system", "kube-scheduler", "node1_ab", transitions=6, duration=60, now=start)
     lease(fake, "apps", "dead", "dead-0", renewed=900, now=start)
     lease(fake, "apps", "free", None, now=start)
+    fake.put(
+        "leasecandidates",
+        "kube-system",
+        "kube-scheduler-cp-2",
+        {
+            "leaseName": "kube-scheduler",
+            "binaryVersion": "1.33.1",
+            "emulationVersion": "1.33",
+            "strategy": "OldestEmulationVersion",
+            "renewTime": micro(start),
+            "pingTime": micro(start),
+        },
+    )
     server = LeaseServer(resolve(config), clock=clock)
     try:
         server.poll()
@@ -414,7 +427,12 @@ def test_serve_exports_holder_age_transitions_candidates_and_past_due_leases(
     assert samples[("lockwatch_k8s_lease_transitions", labels)] == 6
     assert samples[("lockwatch_k8s_lease_holder_age_seconds", labels)] == pytest.approx(3630)
     assert samples[("lockwatch_k8s_lease_unrenewed_seconds", labels)] == pytest.approx(30)
-    assert samples[("lockwatch_k8s_lease_candidates", labels)] == 0
+    assert samples[("lockwatch_k8s_lease_candidates", labels)] == 1
+    # The candidate waits on the scheduler's holder: one root blocker, one held up.
+    assert samples[("lockwatch_k8s_root_blockers", (("server", fake.name),))] == 1
+    assert (
+        samples[("lockwatch_k8s_root_blocker_max_blocked_sessions", (("server", fake.name),))] == 1
+    )
     assert samples[("lockwatch_locks", (("source", "k8s"), ("state", "stale")))] == 1
     stale = (("format", "k8s-lease"), ("name", "apps/dead"), ("source", "k8s"))
     assert samples[("lockwatch_lock_stale", stale)] == 1
