@@ -277,7 +277,9 @@ def waits_line(lock: Lock, waiters: Sequence[Any] = ()) -> str | None:
         if waits is not None:
             return "it waits for " + ", ".join(str(node) for node in waits[1])
         if waiters:
-            return "waiting on its holder: " + ", ".join(str(node) for node in waiters)
+            # Who waits, then on whom: "waiting on its holder: 42" read as the lock's own wait.
+            verb = "waits" if len(waiters) == 1 else "wait"
+            return ", ".join(str(node) for node in waiters) + f" {verb} on its holder"
         if count:
             return f"{count} waiting on it"
         return facts.waits_said()

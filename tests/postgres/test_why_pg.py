@@ -32,7 +32,7 @@ def test_lock_timeout_names_the_blocker_and_who_waits(pg: PgHarness) -> None:
     assert code == 0, err
     holder_pid, waiter_pid = holder.info.backend_pid, waiter.info.backend_pid
     assert f":{holder_pid}:transactionid/" in out.splitlines()[0]
-    assert f"waiting on its holder: {waiter_pid}" in out
+    assert f"{waiter_pid} waits on its holder" in out
     assert "next:   wait: " in out and "lock_timeout" in out
     code, out, _ = run_cli("why", "--json", "--pg", pg.dsn, said)
     doc = json.loads(out)
@@ -63,7 +63,7 @@ def test_deadlock_pids_name_the_survivor_that_now_blocks(pg: PgHarness) -> None:
     code, out, err = run_cli("why", "--pg", pg.dsn, said)
     assert code == 0, err
     assert f":{first.info.backend_pid}:transactionid/" in out.splitlines()[0]
-    assert f"waiting on its holder: {waiter.info.backend_pid}" in out
+    assert f"{waiter.info.backend_pid} waits on its holder" in out
     assert "already broke the deadlock" in out
 
 
