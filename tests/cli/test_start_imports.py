@@ -300,7 +300,7 @@ WHY_OWN = DECODERS | frozenset(
 
 # Third-party top-level packages. Never Textual, rich, httpx, redis, pymysql,
 # etcd's client or prometheus_client: none of these commands uses them.
-LS_PACKAGES = ["click", "orjson", "platformdirs", "psutil"]
+LS_PACKAGES = ["click", "orjson", "platformdirs"]
 LS_PG_PACKAGES = [
     "click",
     "orjson",

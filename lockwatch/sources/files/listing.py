@@ -33,7 +33,7 @@ from lockwatch.sources.files.scanner import (
     partition,
     with_unread,
 )
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 
 if TYPE_CHECKING:
     from lockwatch.sources.filelocks import FileKey
@@ -73,8 +73,8 @@ def _judge(
     # The kernel's word on this slice's files alone (`listed`: what /proc/locks names).
     table = kernel_table_for(listed, loaded.locks)
     locks = Evidence(table, protocols=protocols, known=known is not None).attach(loaded.locks)
-    # Processes are looked at after the files were read (see PsutilProcesses).
-    processes, clock = PsutilProcesses(), FrozenClock(now)
+    # Processes are looked at after the files were read (see HostProcesses).
+    processes, clock = HostProcesses(), FrozenClock(now)
     records = []
     scoped = []
     stale = 0
