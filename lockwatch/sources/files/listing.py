@@ -17,7 +17,7 @@ import orjson
 
 from lockwatch import collector
 from lockwatch.clock import FrozenClock
-from lockwatch.fanout import fan_out
+from lockwatch.cpus import spread
 from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, records_json_array
@@ -129,7 +129,7 @@ def json_listing(
     each worker reads the kernel's word on its own files. `protocols`: what the
     config declares paths' locks to be."""
     slices, find_errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
-    parts = fan_out(slices, lambda part: _judge(part, now, host, listed, protocols))
+    parts = spread(slices, lambda part: _judge(part, now, host, listed, protocols))
     _add_scope_conflicts(parts)
     errors = sorted(
         find_errors + [error for part in parts for error in part.errors], key=lambda e: e.path

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from lockwatch import heap
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.fanout import available_cpus
+from lockwatch.cpus import available_cpus
 from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessLookup
