@@ -25,13 +25,6 @@ S = TypeVar("S")
 R = TypeVar("R")
 
 
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 class _Child:
     __slots__ = ("index", "pid", "pipe")
 

@@ -121,9 +121,9 @@ class Executor:
         actions = provider(lock)
         if actions is None:
             from lockwatch.model.verdict import evaluate
-            from lockwatch.sources.processes import PsutilProcesses
+            from lockwatch.sources.processes import HostProcesses
 
-            return evaluate(lock, PsutilProcesses(), self.audit.clock, self.audit.host)
+            return evaluate(lock, HostProcesses(), self.audit.clock, self.audit.host)
         return actions.rejudge(lock, self.audit.clock, self.audit.host)
 
     def run(

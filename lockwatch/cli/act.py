@@ -391,12 +391,14 @@ def _plan(
 
 
 def _running(pid: int) -> bool:
-    import psutil
+    from lockwatch.sources.processes import read_stat
 
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, ValueError, OverflowError):
+    if pid <= 0:
         return False
+    try:
+        return read_stat(pid)[0] != "Z"
+    except (OSError, ValueError, IndexError):
+        return False  # gone, or hidden from us
 
 
 def _confirm(the_plan: Plan, request: Request) -> None:

@@ -16,7 +16,7 @@ from lockwatch.cli import ending
 from lockwatch.cli.ending import finish
 from lockwatch.cli.where import SourcesListed, resolve_targets, target_options
 from lockwatch.clock import SystemClock
-from lockwatch.fanout import available_cpus
+from lockwatch.cpus import available_cpus
 from lockwatch.model.text import terminal_safe as printable
 from lockwatch.sources.contract import Collected, ListingRequest
 

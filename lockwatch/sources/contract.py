@@ -461,6 +461,6 @@ class ActionsBase:
 
     def rejudge(self, lock: Lock, clock: Clock, host: str) -> Verdict:
         from lockwatch.model.verdict import evaluate
-        from lockwatch.sources.processes import PsutilProcesses
+        from lockwatch.sources.processes import HostProcesses
 
-        return evaluate(lock, PsutilProcesses(), clock, host)
+        return evaluate(lock, HostProcesses(), clock, host)

@@ -1,13 +1,19 @@
-"""Process facts from psutil, cached per pid for the life of one lookup table."""
+"""Process facts read from /proc, cached per pid for the life of one lookup table.
+
+Read here rather than through psutil, whose import (socket, subprocess, selectors,
+...) cost a one-shot `ls` more than the reads themselves. Each reading follows
+psutil's for Linux (psutil/_pslinux.py: pids, stat, cmdline, status, btime) so
+the facts do not change; tests/sources/test_processes.py compares them with
+psutil's, field by field, for every live process.
+"""
 
 from __future__ import annotations
 
 import os
+import pwd
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-
-import psutil
 
 from lockwatch.model.process import HostPid, ProcessFacts, host_pid_in
 
@@ -16,9 +22,13 @@ if TYPE_CHECKING:
 
 # Ancestry is walked this far up at most (a fork bomb's chain must not cost much).
 MAX_ANCESTORS = 64
+# /proc/PID/stat counts a start in clock ticks since boot.
+_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+# psutil decodes a command line as the file system's names are decoded.
+_ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
-class PsutilProcesses:
+class HostProcesses:
     """Answers `facts(pid)` for this host. One instance per scan or tick, so a pid
     asked about by many locks costs one look, and a later tick sees fresh facts.
 
@@ -27,10 +37,12 @@ class PsutilProcesses:
     writes its lock after it starts), so "not listed" means dead.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, proc: str = "/proc") -> None:
+        self._proc = proc
         self._cache: dict[int, ProcessFacts] = {}
-        self._users: dict[int, str | None] = {}
+        self._users: dict[int, str] = {}
         self._running: frozenset[int] | None = None
+        self._boot: float | None = None
         # Pid namespace inode -> {pid in it: pid here}, read once, on first need
         # (only a lock naming a pid namespace asks); None in it: cannot tell.
         self._namespaces: dict[int, dict[int, int]] | None = None
@@ -40,7 +52,7 @@ class PsutilProcesses:
         # One listing of /proc instead of a kill(pid, 0) per pid: with thousands of
         # stale locks the syscalls add up.
         if self._running is None:
-            self._running = frozenset(psutil.pids())
+            self._running = frozenset(pids(self._proc))
         return pid in self._running
 
     def facts(self, pid: int) -> ProcessFacts:
@@ -58,77 +70,147 @@ class PsutilProcesses:
     def _look(self, pid: int) -> ProcessFacts:
         # Positional (pid, alive): made for each dead pid a scan meets, thousands of them.
         dead = ProcessFacts(pid, False)
-        try:
-            if pid <= 0 or not self._is_running(pid):
-                return dead
-            process = psutil.Process(pid)
-            with process.oneshot():
-                if process.status() == psutil.STATUS_ZOMBIE:
-                    return dead  # exited; only its parent has not reaped it
-                started = datetime.fromtimestamp(process.create_time(), tz=UTC)
-                try:
-                    cmdline = tuple(process.cmdline())
-                except psutil.AccessDenied:
-                    cmdline = ()
-                user = self._user(process)
-                parent = process.ppid()
-        except (psutil.NoSuchProcess, ValueError, OverflowError):
+        if pid <= 0 or not self._is_running(pid):
             return dead
-        except psutil.AccessDenied:
+        try:
+            state, parent, ticks = read_stat(pid, self._proc)
+            if state == "Z":
+                return dead  # exited; only its parent has not reaped it
+            cmdline = _cmdline_or_none(pid, self._proc)
+            uid = _real_uid(pid, self._proc)
+        except PermissionError:
             # It is listed in /proc, but hides its details from us.
             return ProcessFacts(pid=pid, alive=True)
+        except (OSError, ValueError, IndexError):
+            return dead  # gone since it was listed
+        if cmdline is None:
+            return dead  # became a zombie meanwhile
+        boot = self._boot_time()
         return ProcessFacts(
             pid=pid,
             alive=True,
-            started_at=started,
+            started_at=None if boot is None else _started_at(ticks, boot),
             cmdline=cmdline,
-            user=user,
-            ancestors=_ancestors(parent),
-            start_ticks=_start_ticks(pid),
-            boot_time=_boot_time(),
+            user=None if uid is None else self._user(uid),
+            ancestors=_ancestors(parent, self._proc),
+            start_ticks=ticks,
+            boot_time=boot,
         )
 
-    def _user(self, process: psutil.Process) -> str | None:
-        try:
-            uid = process.uids().real
-        except psutil.AccessDenied:
-            return None
+    def _boot_time(self) -> float | None:
+        if self._boot is None:
+            self._boot = boot_time(self._proc)
+        return self._boot
+
+    def _user(self, uid: int) -> str:
         if uid not in self._users:
-            try:
-                self._users[uid] = process.username()
-            except (psutil.AccessDenied, KeyError):
-                self._users[uid] = str(uid)
+            self._users[uid] = user_name(uid)
         return self._users[uid]
 
 
-def _ancestors(parent: int) -> tuple[int, ...]:
+def pids(proc: str = "/proc") -> list[int]:
+    """Every process listed in /proc (zombies too), as psutil.pids() lists them."""
+    return [int(entry) for entry in os.listdir(proc) if entry.isdigit()]
+
+
+def read_stat(pid: int, proc: str = "/proc") -> tuple[str, int, int]:
+    """State letter, parent pid and start (clock ticks since boot) of `pid`, from
+    /proc/PID/stat. The command before them may hold spaces and parentheses:
+    fields are counted from the last ")"."""
+    with open(f"{proc}/{pid}/stat", "rb") as handle:
+        data = handle.read()
+    fields = data[data.rindex(b")") + 2 :].split()
+    return fields[0].decode(), int(fields[1]), int(fields[19])
+
+
+def zombie(pid: int, proc: str = "/proc") -> bool:
+    """Whether `pid` has exited (listed until it is reaped, holding nothing)."""
+    try:
+        return read_stat(pid, proc)[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True  # gone since it was listed
+    except (OSError, ValueError, IndexError):
+        return False  # not ours to inspect, but there
+
+
+def read_cmdline(pid: int, proc: str = "/proc") -> tuple[str, ...]:
+    """The arguments of `pid`, split as psutil splits them: by NUL when the text
+    ends with one, else by space (a process that rewrote its title, such as
+    Chrome, may use spaces); a NUL-ended text with no NUL inside but a space is
+    split by space too. Empty for a kernel thread or a zombie. Read in text mode
+    with the file system's encoding, as psutil reads it."""
+    with open(f"{proc}/{pid}/cmdline", encoding=_ENCODING, errors=_ERRORS) as handle:
+        data = handle.read()
+    if not data:
+        return ()
+    sep = "\0" if data.endswith("\0") else " "
+    if data.endswith(sep):
+        data = data[:-1]
+    args = data.split(sep)
+    if sep == "\0" and len(args) == 1 and " " in data:
+        args = data.split(" ")
+    return tuple(args)
+
+
+def _cmdline_or_none(pid: int, proc: str) -> tuple[str, ...] | None:
+    """Its arguments; () when they are hidden; None when it is a zombie now (its
+    cmdline reads empty then, like a kernel thread's)."""
+    try:
+        cmdline = read_cmdline(pid, proc)
+    except PermissionError:
+        return ()
+    if not cmdline and zombie(pid, proc):
+        return None
+    return cmdline
+
+
+def _real_uid(pid: int, proc: str) -> int | None:
+    """The real uid of `pid` (/proc/PID/status `Uid:`); None when it is hidden."""
+    try:
+        with open(f"{proc}/{pid}/status", "rb") as handle:
+            status = handle.read()
+    except PermissionError:
+        return None
+    for line in status.splitlines():
+        if line.startswith(b"Uid:"):
+            return int(line.split()[1])
+    raise ValueError(f"no Uid line for {pid}")
+
+
+def user_name(uid: int) -> str:
+    """The name of `uid`, or the number when no user has it (psutil's username())."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _started_at(ticks: int, boot: float) -> datetime:
+    # psutil's create_time(): seconds since boot plus the boot's time, in that order.
+    return datetime.fromtimestamp(ticks / _TICKS_PER_SECOND + boot, tz=UTC)
+
+
+def _ancestors(parent: int, proc: str) -> tuple[int, ...]:
     chain: list[int] = []
     while parent > 0 and parent not in chain and len(chain) < MAX_ANCESTORS:
         chain.append(parent)
         try:
-            parent = psutil.Process(parent).ppid()
-        except (psutil.Error, ValueError):
+            parent = read_stat(parent, proc)[1]
+        except (OSError, ValueError, IndexError):
             break
     return tuple(chain)
 
 
-def _start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (after the command, which may hold spaces
-    and parentheses: counted from the last ")")."""
+def boot_time(proc: str = "/proc") -> float | None:
+    """The boot's time, seconds since the epoch (/proc/stat `btime`)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read()
-        fields = text[text.rindex(b")") + 2 :].split()
-        return int(fields[19])
+        with open(f"{proc}/stat", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"btime"):
+                    return float(line.split()[1])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def _boot_time() -> float | None:
-    try:
-        return float(psutil.boot_time())
-    except (OSError, RuntimeError):
-        return None
+    return None
 
 
 def _pid_namespaces(proc: str = "/proc") -> dict[int, dict[int, int]] | None:

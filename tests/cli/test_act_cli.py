@@ -718,7 +718,7 @@ import os, sys
 import lockwatch.actions.audit, lockwatch.sources.files.cas, lockwatch.actions.plan
 import lockwatch.actions.run, lockwatch.cli.act, lockwatch.config, lockwatch.model.verdict
 import lockwatch.sources.files.scanner, lockwatch.sources.postgres.dsn
-import lockwatch.sources.processes, platformdirs, psutil
+import lockwatch.sources.processes, platformdirs
 from lockwatch.cli import main
 ready, go = int(sys.argv[1]), int(sys.argv[2])
 os.write(ready, b"r")

@@ -18,7 +18,7 @@ from lockwatch.model.assess import assess
 from lockwatch.model.report import ls_json, ls_json_bytes
 from lockwatch.sources.files import listing
 from lockwatch.sources.files.scanner import scan
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -83,7 +83,7 @@ def test_matches_the_object_pipeline(tree: Path, monkeypatch: pytest.MonkeyPatch
     result = listing.json_listing([str(tree)], NOW, "host", 2)
     document = b"".join(ls_json_bytes(NOW, "host", result.arrays, result.errors))
     scanned = scan([str(tree)])
-    assessed = assess(scanned.locks, PsutilProcesses(), FrozenClock(NOW), "host")
+    assessed = assess(scanned.locks, HostProcesses(), FrozenClock(NOW), "host")
     expected = ls_json(NOW, "host", assessed, scanned.errors)
     assert orjson.loads(document) == expected
 

@@ -216,11 +216,12 @@ DECODERS = frozenset(
 )
 
 # `ls DIR`: the file scan, every format's decoder, the kernel's word on each file.
+# The forking machinery (fanout) only when the tree is split among workers (cpus.spread).
 LS_OWN = DECODERS | frozenset(
     {
         "cli.ls",
         "collector",
-        "fanout",
+        "cpus",
         "model.conflicts",
         "model.handover",
         "model.report",
@@ -248,7 +249,7 @@ LS_PG_OWN = frozenset(
         "sources.locktables.config",
         "cli.ls",
         "collector",
-        "fanout",
+        "cpus",
         "model.blocking",
         "model.held",
         "model.report",
@@ -300,7 +301,7 @@ WHY_OWN = DECODERS | frozenset(
 
 # Third-party top-level packages. Never Textual, rich, httpx, redis, pymysql,
 # etcd's client or prometheus_client: none of these commands uses them.
-LS_PACKAGES = ["click", "orjson", "platformdirs", "psutil"]
+LS_PACKAGES = ["click", "orjson", "platformdirs"]
 LS_PG_PACKAGES = [
     "click",
     "orjson",

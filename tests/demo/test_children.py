@@ -30,7 +30,7 @@ from lockwatch.model.assess import assess
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import State, Verdict
 from lockwatch.sources.files.scanner import load, scan
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 from tests.demo.conftest import birth, gone, wait_until
 
 HOST = os.uname().nodename
@@ -47,8 +47,7 @@ def judged(root: Path) -> dict[str, Verdict]:
     """Every lock under `root` by name, judged as the dashboard judges it."""
     locks = scan([str(root)]).locks
     return {
-        lock.name: verdict
-        for lock, verdict in assess(locks, PsutilProcesses(), SystemClock(), HOST)
+        lock.name: verdict for lock, verdict in assess(locks, HostProcesses(), SystemClock(), HOST)
     }
 
 

@@ -32,7 +32,7 @@ from lockwatch.sources.files.decoders import git as git_format
 from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import load
 from lockwatch.sources.files.users import attach_users, scan_git_processes
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 from tests.formats.common import (
     Record,
     age,
@@ -501,14 +501,14 @@ def test_attach_users_on_decoded_locks_follows_git(repo: Path, hold: Hold) -> No
     assert attach_users([attached])[0] == attached  # idempotent
 
     later = FrozenClock(decoded.acquired_at + timedelta(seconds=60))
-    verdict = evaluate(attached, PsutilProcesses(), later, HOST)
+    verdict = evaluate(attached, HostProcesses(), later, HOST)
     assert verdict.state is State.ACTIVE
 
     held.kill()
     (again,) = attach_users([decoded])
     assert facts_of(again).users == ()
     assert again.holder.pid is None
-    verdict = evaluate(again, PsutilProcesses(), later, HOST)
+    verdict = evaluate(again, HostProcesses(), later, HOST)
     assert verdict.state is State.STALE
     assert verdict.codes == ("holder_dead",)
 

@@ -26,7 +26,7 @@ from lockwatch.model.handover import NewHolder
 from lockwatch.model.lock import Lock
 from lockwatch.model.verdict import evaluate
 from lockwatch.sources.files.scanner import load
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 from tests.conftest import LOCAL_HOST, NOW
 
 OPERATOR = Operator(name="soak", os_user="root", sudo_user=None)
@@ -44,7 +44,7 @@ def actor(conn: Connection, barrier: Barrier, log: str, key: str) -> None:
         what, path, expected = job
         listed = load(path)
         assert isinstance(listed, Lock), listed
-        verdict = evaluate(listed, PsutilProcesses(), clock, LOCAL_HOST)
+        verdict = evaluate(listed, HostProcesses(), clock, LOCAL_HOST)
         holder = NewHolder(
             operator="soak",
             pid=os.getpid(),

@@ -34,7 +34,7 @@ from lockwatch.model.board import Board
 from lockwatch.model.changes import ChangeSet
 from lockwatch.model.verdict import State
 from lockwatch.sources.files.watch import FileFeed
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 from tests.conftest import stop_feed
 from tests.soak.harness import (
     Fleet,
@@ -213,7 +213,7 @@ async def churn(
     options: dict[str, Any] = {
         "host": host,
         "clock": clock,
-        "processes": PsutilProcesses,
+        "processes": HostProcesses,
         "liveness_seconds": 0.5,
         "rescan_seconds": HOUR,
     }
@@ -415,7 +415,7 @@ async def test_a_pid_file_on_a_reused_inode_is_judged_as_ls_judges_it(
     root = tmp_path / "root"
     root.mkdir()
     watched = Watched(socket.gethostname())
-    feed = feed_on(root, host=socket.gethostname(), processes=PsutilProcesses, liveness_seconds=0.1)
+    feed = feed_on(root, host=socket.gethostname(), processes=HostProcesses, liveness_seconds=0.1)
     async with watching(feed, watched):
         inode = await hold_then_let_go(watched, root / "cache.lock")
         pidfile = root / "worker.pid"
@@ -446,7 +446,7 @@ async def test_a_pid_file_on_a_once_held_file_s_inode_is_judged_as_ls_judges_it(
     root = tmp_path / "root"
     root.mkdir()
     watched = Watched(socket.gethostname())
-    feed = feed_on(root, host=socket.gethostname(), processes=PsutilProcesses, liveness_seconds=0.1)
+    feed = feed_on(root, host=socket.gethostname(), processes=HostProcesses, liveness_seconds=0.1)
     async with watching(feed, watched):
         held = root / "cache.lock"
         pidfile = root / "worker.pid"

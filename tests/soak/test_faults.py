@@ -40,7 +40,7 @@ from lockwatch.sources.files.watch import POLLING_RESCAN_SECONDS
 from lockwatch.sources.postgres.facts import AdvisoryKey
 from lockwatch.sources.postgres.feed import PgFeed
 from lockwatch.sources.postgres.source import PgSource
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 from tests.actions.test_executor import OPERATOR, STALE_PID, on_disk, planned
 from tests.adversarial.test_audit_full_disk import free_bytes, tmpfs
 from tests.conftest import LOCAL_HOST, NOW, stop_feed
@@ -519,7 +519,7 @@ async def jumps(root: Path, steps: tuple[float, ...]) -> dict[str, list[str]]:
     verdict its lock has at that clock. Answers what was not, by step."""
     clock = FrozenClock(datetime.now(UTC))
     board = Board(LOCAL_HOST)
-    feed = feed_on(root, host=LOCAL_HOST, clock=clock, processes=PsutilProcesses)
+    feed = feed_on(root, host=LOCAL_HOST, clock=clock, processes=HostProcesses)
 
     def watched(change: ChangeSet) -> None:
         board.apply(change)
@@ -530,7 +530,7 @@ async def jumps(root: Path, steps: tuple[float, ...]) -> dict[str, list[str]]:
     def mismatches() -> list[str]:
         out = []
         for lock_id, entry in board.entries.items():
-            fresh = evaluate(entry.lock, PsutilProcesses(), clock, LOCAL_HOST)
+            fresh = evaluate(entry.lock, HostProcesses(), clock, LOCAL_HOST)
             shown = board.verdict(lock_id)
             if (shown.state, shown.codes) != (fresh.state, fresh.codes):
                 out.append(f"{lock_id}: shown {shown.state} {shown.codes}, is {fresh.state}")

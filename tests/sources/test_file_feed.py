@@ -596,7 +596,7 @@ async def test_liveness_recheck_with_real_processes(
 ) -> None:
     path = root / "worker.pid"
     write(path, str(child.pid))
-    async with running(feed_on(root, processes=_psutil, liveness_seconds=0.05)) as seen:
+    async with running(feed_on(root, processes=_host_processes, liveness_seconds=0.05)) as seen:
         entry = seen.current[lock_id(path)]
         assert entry.verdict.state is State.ACTIVE and entry.verdict.alive is True
         assert entry.facts is not None and entry.facts.cmdline[:1] == (sys.executable,)
@@ -616,7 +616,7 @@ async def test_liveness_recheck_notices_a_holder_turned_zombie(
 ) -> None:
     path = root / "worker.pid"
     write(path, str(child.pid))
-    async with running(feed_on(root, processes=_psutil, liveness_seconds=0.05)) as seen:
+    async with running(feed_on(root, processes=_host_processes, liveness_seconds=0.05)) as seen:
         assert seen.current[lock_id(path)].verdict.alive is True
         assert child.stdin is not None
         child.stdin.close()  # it exits; nobody reaps it yet
@@ -628,10 +628,10 @@ async def test_liveness_recheck_notices_a_holder_turned_zombie(
         )
 
 
-def _psutil() -> ProcessLookup:
-    from lockwatch.sources.processes import PsutilProcesses
+def _host_processes() -> ProcessLookup:
+    from lockwatch.sources.processes import HostProcesses
 
-    return PsutilProcesses()
+    return HostProcesses()
 
 
 # --------------------------------------------------------------------------- the Differ

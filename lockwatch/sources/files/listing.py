@@ -17,7 +17,7 @@ import orjson
 
 from lockwatch import collector
 from lockwatch.clock import FrozenClock
-from lockwatch.fanout import fan_out
+from lockwatch.cpus import spread
 from lockwatch.model.conflicts import with_scope_conflicts
 from lockwatch.model.lock import Lock
 from lockwatch.model.report import lock_record, records_json_array
@@ -33,7 +33,7 @@ from lockwatch.sources.files.scanner import (
     partition,
     with_unread,
 )
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 
 if TYPE_CHECKING:
     from lockwatch.sources.filelocks import FileKey
@@ -73,8 +73,8 @@ def _judge(
     # The kernel's word on this slice's files alone (`listed`: what /proc/locks names).
     table = kernel_table_for(listed, loaded.locks)
     locks = Evidence(table, protocols=protocols, known=known is not None).attach(loaded.locks)
-    # Processes are looked at after the files were read (see PsutilProcesses).
-    processes, clock = PsutilProcesses(), FrozenClock(now)
+    # Processes are looked at after the files were read (see HostProcesses).
+    processes, clock = HostProcesses(), FrozenClock(now)
     records = []
     scoped = []
     stale = 0
@@ -129,7 +129,7 @@ def json_listing(
     each worker reads the kernel's word on its own files. `protocols`: what the
     config declares paths' locks to be."""
     slices, find_errors = partition(roots, jobs, enough=MIN_AREAS_PER_JOB)
-    parts = fan_out(slices, lambda part: _judge(part, now, host, listed, protocols))
+    parts = spread(slices, lambda part: _judge(part, now, host, listed, protocols))
     _add_scope_conflicts(parts)
     errors = sorted(
         find_errors + [error for part in parts for error in part.errors], key=lambda e: e.path

@@ -156,13 +156,13 @@ class SelectedFiles:
             from lockwatch.model.assess import assess
             from lockwatch.model.verdict import State
             from lockwatch.sources.files.scanner import scan
-            from lockwatch.sources.processes import PsutilProcesses
+            from lockwatch.sources.processes import HostProcesses
 
             listed = listed_keys(reading.result())
             result = scan(self.roots)
             table = kernel_table_for(listed, result.locks)
             locks = Evidence(table, protocols=self._declared).attach(result.locks)
-            out.assessed = assess(locks, PsutilProcesses(), FrozenClock(request.now), request.host)
+            out.assessed = assess(locks, HostProcesses(), FrozenClock(request.now), request.host)
             out.errors = result.errors
             out.stale = sum(verdict.state is State.STALE for _, verdict in out.assessed)
             unread = result.unread
@@ -218,7 +218,7 @@ def find_file(target: str, host: str, protocols: Protocols | None = None) -> Fou
     from lockwatch.sources.files.evidence import Evidence, kernel_table
     from lockwatch.sources.files.protocols import NO_PROTOCOLS
     from lockwatch.sources.files.scanner import is_candidate, load, unread_lock
-    from lockwatch.sources.processes import PsutilProcesses
+    from lockwatch.sources.processes import HostProcesses
 
     path = os.path.abspath(ids.file_path(target) or target)
     if os.path.isdir(path) and not os.path.islink(path) and not is_candidate(path, "dir"):
@@ -231,7 +231,7 @@ def find_file(target: str, host: str, protocols: Protocols | None = None) -> Fou
     if isinstance(loaded, ScanError):
         return f"cannot read {path}: {loaded.message}"
     (lock,) = Evidence(kernel_table(), protocols=protocols or NO_PROTOCOLS).attach([loaded])
-    verdict = evaluate(lock, PsutilProcesses(), SystemClock(), host)
+    verdict = evaluate(lock, HostProcesses(), SystemClock(), host)
     return lock, verdict, [lock]
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import psutil
-
 from lockwatch.model.changes import Entry
 from lockwatch.model.lock import Lock
 from lockwatch.sources.files.decoded import (
@@ -20,6 +18,8 @@ from lockwatch.sources.files.decoded import (
 from lockwatch.sources.files.evidence import Evidence
 from lockwatch.sources.files.facts import facts_of
 from lockwatch.sources.files.scanner import load
+from lockwatch.sources.processes import pids as listed_pids
+from lockwatch.sources.processes import zombie
 
 JudgeNow = Callable[[Sequence[Lock]], list[Entry]]
 
@@ -71,7 +71,7 @@ def recheck_pids(
     decoded, with the kernel's word as it is now."""
     if not entries:
         return []
-    listed = set(psutil.pids())
+    listed = set(listed_pids())
     pids = {entry.lock.holder.pid for entry in entries} & listed
     # A zombie has exited: its pid is listed until it is reaped, but it holds nothing.
     running = {pid for pid in pids if pid is not None and not zombie(pid)}
@@ -86,13 +86,3 @@ def recheck_pids(
     # Judged as decoded, with the kernel's word as it is now.
     locks = evidence.attach([decoded.of(lock) for lock in moved])
     return judge_now(locks)
-
-
-def zombie(pid: int) -> bool:
-    """Whether `pid` has exited (listed until it is reaped, holding nothing)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True  # gone since it was listed
-    except psutil.Error:
-        return False  # not ours to inspect, but there

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from lockwatch import heap
 from lockwatch.clock import Clock, SystemClock
-from lockwatch.fanout import available_cpus
+from lockwatch.cpus import available_cpus
 from lockwatch.model.changes import ChangeSet, Entry, judge
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import ProcessLookup
@@ -38,7 +38,7 @@ from lockwatch.sources.files.recheck import recheck_dirs, recheck_kernel, rechec
 from lockwatch.sources.files.roots import PinnedRoots, root_statuses
 from lockwatch.sources.files.scanner import Area, is_lock_dir, partition
 from lockwatch.sources.files.unseen import unreadable
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 
 # Events are batched: handed over once nothing new came for STEP ms, and at the
 # latest after DEBOUNCE ms of a steady stream. Both well under the 250 ms in which
@@ -76,7 +76,7 @@ class FileFeed:
         *,
         host: str,
         clock: Clock | None = None,
-        processes: Callable[[], ProcessLookup] = PsutilProcesses,
+        processes: Callable[[], ProcessLookup] = HostProcesses,
         rescan_seconds: float = RESCAN_SECONDS,
         liveness_seconds: float = LIVENESS_SECONDS,
         force_polling: bool | None = None,

@@ -23,7 +23,7 @@ from lockwatch.model.status import SourceStatus
 from lockwatch.sources.feed import Differ, Emit
 from lockwatch.sources.kernel.current import locks_now, status
 from lockwatch.sources.kernel.facts import KernelFacts
-from lockwatch.sources.processes import PsutilProcesses
+from lockwatch.sources.processes import HostProcesses
 
 DEFAULT_INTERVAL = 1.0
 FULL_EVERY = 10
@@ -38,7 +38,7 @@ class KernelFeed:
         host: str,
         clock: Clock | None = None,
         interval: float = DEFAULT_INTERVAL,
-        processes: Callable[[], ProcessLookup] = PsutilProcesses,
+        processes: Callable[[], ProcessLookup] = HostProcesses,
         joined: Sequence[str] = (),
     ) -> None:
         self.name = "kernel"

@@ -120,14 +120,14 @@ class SelectedKernel:
         from lockwatch.model.blocking import from_locks
         from lockwatch.sources.filelocks import KERNEL_GROUP
         from lockwatch.sources.kernel.current import locks_now, status
-        from lockwatch.sources.processes import PsutilProcesses
+        from lockwatch.sources.processes import HostProcesses
 
         table, locks = locks_now(self.roots, joined=self.joined)
         out = Collected(statuses=[status(table, request.now)], places=["in /proc/locks"])
         if not table.readable:
             out.warnings.append(f"kernel: {table.problem}")
             return out
-        out.assessed = assess(locks, PsutilProcesses(), FrozenClock(request.now), request.host)
+        out.assessed = assess(locks, HostProcesses(), FrozenClock(request.now), request.host)
         out.blocking.append((KERNEL_GROUP, from_locks(locks)))
         return out
 
@@ -142,7 +142,7 @@ def find_kernel(target: str, roots: Sequence[str], host: str) -> Found | str:
     from lockwatch.clock import SystemClock
     from lockwatch.model.verdict import evaluate
     from lockwatch.sources.kernel.current import locks_now
-    from lockwatch.sources.processes import PsutilProcesses
+    from lockwatch.sources.processes import HostProcesses
 
     if ids.parse_kernel(target) is None:
         raise SourceError(f"{target!r} is not a kernel lock id as `lockwatch ls --json` prints one")
@@ -153,7 +153,7 @@ def find_kernel(target: str, roots: Sequence[str], host: str) -> Found | str:
         raise LookupFailed(f"cannot read /proc/locks: {table.problem}")
     for lock in locks:
         if lock.id == target:
-            verdict = evaluate(lock, PsutilProcesses(), SystemClock(), host)
+            verdict = evaluate(lock, HostProcesses(), SystemClock(), host)
             return lock, verdict, locks
     return (
         f"no kernel lock {target} now: released, or its holder changed since it was listed"

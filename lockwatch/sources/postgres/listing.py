@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from lockwatch.clock import FrozenClock
-from lockwatch.fanout import fan_out
+from lockwatch.cpus import spread
 from lockwatch.model.lock import Lock
 from lockwatch.model.process import StaticProcesses
 from lockwatch.model.report import lock_record, records_json_array, shared_parts
@@ -114,7 +114,7 @@ def render(snapshot: PgSnapshot, now: datetime, host: str, jobs: int) -> Rendere
             stales += stale[entry.leader]
         return Rendered(records_json_array(records), stales, waiting)
 
-    parts = fan_out(bounds, work)
+    parts = spread(bounds, work)
     if len(parts) == 1:
         return parts[0]
     inner = b",".join(part.array[1:-1] for part in parts if len(part.array) > 2)

@@ -20,7 +20,6 @@ dead Vim's swap file with unsaved changes says so: `vim -r` recovers them.
 
 from __future__ import annotations
 
-import string
 from typing import Any
 
 from lockwatch.model.lazyre import lazy_compile
@@ -44,13 +43,14 @@ _BLOCK0_BYTES = _FNAME_AT + _FNAME_SIZE
 _DIRTY = 0x55
 # The cheap test first: a scan asks `wants` of every file it passes.
 _PREFIXES = frozenset(f".s{c}" for c in "abcdefghijklmnopqrstuvw")
+# Spelt out, not string.ascii_lowercase: importing `string` compiles its Template
+# pattern, which only this line of a start wanted.
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 # The kinds of entry `wants` can say yes to (the scanner asks no other).
 WANTS_KINDS: tuple[str, ...] = ("file",)
 # The only entries `read` may claim (base.Claims): `.swp` … `.saa`.
-CLAIMS = Claims(
-    suffixes=tuple(f"{p}{c}" for p in sorted(_PREFIXES) for c in string.ascii_lowercase)
-)
+CLAIMS = Claims(suffixes=tuple(f"{p}{c}" for p in sorted(_PREFIXES) for c in _LETTERS))
 
 
 # Every lock this module reads: its format and (unless told otherwise) its policy.
