@@ -290,7 +290,10 @@ def ls_json_bytes(
     for array in lock_arrays:
         inner = array[1:-1]
         if inner:
-            yield inner if first else b"," + inner
+            # The comma on its own: `b"," + inner` copied megabytes once more.
+            if not first:
+                yield b","
+            yield inner
             first = False
     yield b"]," + orjson.dumps(tail, option=_OPTIONS)[1:]
 
