@@ -79,7 +79,9 @@ def generic_record(lock: Lock, verdict: Verdict) -> dict[str, Any]:
     lock_id, name, path, scope = lock.id, lock.name, lock.path, lock.scope
     conflicts = verdict.conflicts_with
     age = verdict.age_seconds
-    return {
+    # Fifteen keys at most in the literal: Python 3.11 builds a longer one a key
+    # at a time, growing it, where fifteen come in one presized step.
+    record = {
         "id": lock_id if lock_id.isascii() else text(lock_id),
         "source": lock.source,
         "format": lock.format,
@@ -114,9 +116,10 @@ def generic_record(lock: Lock, verdict: Verdict) -> dict[str, Any]:
         "age_seconds": None if age is None else round(age, 3),
         "next_change_at": verdict.next_change_at,
         "scope": [text(path) for path in scope] if scope else NOTHING,
-        "conflicts_with": [text(other) for other in conflicts] if conflicts else NOTHING,
-        "sha256": lock.sha256,
     }
+    record["conflicts_with"] = [text(other) for other in conflicts] if conflicts else NOTHING
+    record["sha256"] = lock.sha256
+    return record
 
 
 # The contract's word for each state (a StrEnum's `value` is a Python property).
