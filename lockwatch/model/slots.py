@@ -74,13 +74,13 @@ def fast_init(cls: type[T]) -> type[T]:
     if len(by_store) >= _STORES_WORTH_A_SWITCH:
         lines = [
             "    if type(self) is _cls:",
-            "        _unfreeze(self, '__class__', _open)",
+            "        _unfreeze(self, _open)",
             *(f"        {line}" for line in by_store),
             "        self.__class__ = _cls",
             "    else:",
             *(f"    {line}" for line in lines),
         ]
-        namespace.update(_cls=cls, _open=_open_twin(cls), _unfreeze=object.__setattr__)
+        namespace.update(_cls=cls, _open=_open_twin(cls), _unfreeze=_SET_CLASS)
     if post_init:
         lines.append("    self.__post_init__()")
     source = f"def __init__(self, {', '.join(arguments)}):\n" + "\n".join(lines) + "\n"
@@ -97,6 +97,9 @@ def fast_init(cls: type[T]) -> type[T]:
 # With fewer fields than this, switching an instance to its open twin and back
 # costs more than setting each field through its descriptor.
 _STORES_WORTH_A_SWITCH = 4
+# `__class__`'s own setter: the frozen class's `__setattr__` would refuse, and
+# `object.__setattr__` makes a bound wrapper and looks the name up at each call.
+_SET_CLASS = object.__dict__["__class__"].__set__
 
 
 def _open_twin(cls: type[T]) -> type[T]:
