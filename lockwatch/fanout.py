@@ -48,26 +48,11 @@ def fan_out(slices: Sequence[S], work: Callable[[S], R]) -> list[R]:
     children: list[_Child] = []
     try:
         for index in range(1, len(slices)):
-            children.append(_spawn(index, slices[index], work, pickle.dumps))
+            children.append(_spawn(index, slices[index], work))
         results = [work(slices[0])]
         for child in children:
-            data = b""
-            if child.pipe is not None:
-                with os.fdopen(child.pipe, "rb") as pipe:
-                    child.pipe = None
-                    data = pipe.read()
-            ok = False
-            if child.pid is not None:
-                _, status = os.waitpid(child.pid, 0)
-                child.pid = None
-                ok = os.waitstatus_to_exitcode(status) == 0
-            if ok:
-                try:
-                    results.append(pickle.loads(data))
-                    continue
-                except (pickle.UnpicklingError, EOFError, ValueError):
-                    pass
-            results.append(work(slices[child.index]))
+            result = _result_of(child)
+            results.append(work(slices[child.index]) if result is _FAILED else result)
         return results
     finally:
         # Close every pipe before reaping any child: a later child inherited the
@@ -82,7 +67,31 @@ def fan_out(slices: Sequence[S], work: Callable[[S], R]) -> list[R]:
                 os.waitpid(child.pid, 0)
 
 
-def _spawn(index: int, piece: S, work: Callable[[S], R], dumps: Callable[[R], bytes]) -> _Child:
+_FAILED: Any = object()
+
+
+def _result_of(child: _Child) -> Any:
+    """What `child` sent, unpickled as it is read from the pipe (a scan's slice
+    sends megabytes of JSON: read whole first, then unpickled, it was copied
+    twice more, and each copy's fresh pages faulted in); _FAILED when it could
+    not be forked, failed, died or sent something unreadable."""
+    result = _FAILED
+    if child.pipe is not None:
+        with os.fdopen(child.pipe, "rb") as pipe:
+            child.pipe = None
+            try:
+                result = pickle.load(pipe)
+            except (pickle.UnpicklingError, EOFError, ValueError):
+                result = _FAILED
+    ok = False
+    if child.pid is not None:
+        _, status = os.waitpid(child.pid, 0)
+        child.pid = None
+        ok = os.waitstatus_to_exitcode(status) == 0
+    return result if ok else _FAILED
+
+
+def _spawn(index: int, piece: S, work: Callable[[S], R]) -> _Child:
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
@@ -95,9 +104,11 @@ def _spawn(index: int, piece: S, work: Callable[[S], R], dumps: Callable[[R], by
         _child_collector()
         status = 1
         try:
-            data = dumps(work(piece))
+            result = work(piece)
+            # Pickled into the pipe as it goes: a large bytes object is written
+            # as it is, never copied into one whole pickle first.
             with os.fdopen(write_end, "wb") as pipe:
-                pipe.write(data)
+                pickle.dump(result, pipe, protocol=pickle.HIGHEST_PROTOCOL)
             status = 0
         finally:
             os._exit(status)

@@ -45,11 +45,11 @@ def ls_at(at_text: str, history_path: str | None, *, as_json: bool, long: bool) 
     finish(0)
 
 
-def _with_as_of(pieces: list[bytes]) -> bytes:
+def _with_as_of(pieces: list[bytes | memoryview]) -> bytes:
     """The document with `as_of` (its `generated_at`) as its last field: said
     in bytes, not by reading the whole document back (10,000 locks are megabytes
     of JSON; orjson wrote every piece, so its bytes are what a round trip gives)."""
-    head = pieces[0]
+    head = bytes(pieces[0])  # the document's head: a few bytes
     cut = head.rindex(b',"locks":')  # then its array, or the array's bracket
     generated_at = orjson.loads(head[:cut] + b"}")["generated_at"]
     whole = b"".join(pieces)

@@ -206,7 +206,7 @@ def _say_warnings(parts: list[Collected]) -> list[str]:
     return warnings
 
 
-def _write_all(*pieces: bytes) -> None:
+def _write_all(*pieces: bytes | memoryview) -> None:
     """Write `pieces` to stdout whole, in order. A buffered write that the reader cuts short
     (`| head`) returns how much went through instead of raising, which would
     make a closed pipe look like success: the rest is written until EPIPE

@@ -31,22 +31,32 @@ _ATTRIBUTES = (
 )
 
 
-class _Later:
-    """A pattern not compiled yet. Two threads using it first both compile it:
-    the same pattern, so either result will do (no lock needed)."""
-
+class _Pattern:
     def __init__(self, source: str | bytes, flags: int) -> None:
         self._source = source
         self._flags = flags
+
+    def __repr__(self) -> str:
+        return f"lazy_compile({self._source!r}, {self._flags!r})"
+
+
+class _Later(_Pattern):
+    """A pattern not compiled yet. Two threads using it first both compile it:
+    the same pattern, so either result will do (no lock needed)."""
 
     def __getattr__(self, name: str) -> Any:
         compiled = re.compile(self._source, self._flags)
         for attribute in _ATTRIBUTES:
             self.__dict__[attribute] = getattr(compiled, attribute)
+        # A class with __getattr__ makes every look-up a slower one, even of what
+        # its instance holds (~900 instructions, where a scan asks a few per file):
+        # compiled, it becomes a plain holder of what it bound.
+        self.__class__ = _Compiled  # type: ignore[assignment]
         return getattr(compiled, name)
 
-    def __repr__(self) -> str:
-        return f"lazy_compile({self._source!r}, {self._flags!r})"
+
+class _Compiled(_Pattern):
+    """A pattern compiled: the compiled one's methods and attributes in its dict."""
 
 
 def lazy_compile(source: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:

@@ -2,13 +2,21 @@
 
 A frozen dataclass sets each field in `__init__` through
 `object.__setattr__(self, name, value)`: a global, an attribute and a call per
-field, which for `Lock` (26 fields) is most of what building one costs. A scan
+field, which for `Lock` (16 fields) is most of what building one costs. A scan
 builds several per lock file (decoded, its record kept as read, the kernel's
 word added), and the dashboard rebuilds each one it receives from the scan's
-workers. `fast_init` gives such a class an `__init__` that sets each slot
-through the slot's own descriptor instead: the same signature, defaults and
-result, in half the time; the class stays frozen (its `__setattr__` still
-refuses).
+workers. `fast_init` gives such a class an `__init__` with the same signature,
+defaults and result, in half the time or less; the class stays frozen (its
+`__setattr__` still refuses).
+
+How: calling a slot's descriptor still costs an argument tuple and a C wrapper
+per field (~400 instructions; a scan made ~70 such calls per lock file). So the
+new instance is first switched to an open twin of its class (the same slots,
+no subclass fields, `object.__setattr__`), where `self.x = x` is Python's
+specialised slot store (a dozen instructions), and switched back to its class
+before anyone else sees it. The two switches cost about what three descriptor
+calls do: classes of fewer fields, and subclasses (whose layout the twin does
+not share), set each slot through its descriptor.
 """
 
 from __future__ import annotations
@@ -49,7 +57,8 @@ def fast_init(cls: type[T]) -> type[T]:
         raise TypeError(f"{cls.__name__}: only plain fields with plain defaults")
     namespace: dict[str, Any] = {}
     arguments = []
-    lines = []
+    by_descriptor = []
+    by_store = []
     for index, f in enumerate(fields):
         if not f.init:
             continue  # derived by __post_init__
@@ -59,7 +68,19 @@ def fast_init(cls: type[T]) -> type[T]:
             namespace[f"_default_{index}"] = f.default
             arguments.append(f"{f.name}=_default_{index}")
         namespace[f"_set_{index}"] = getattr(cls, f.name).__set__
-        lines.append(f"    _set_{index}(self, {f.name})")
+        by_descriptor.append(f"_set_{index}(self, {f.name})")
+        by_store.append(f"self.{f.name} = {f.name}")
+    lines = [f"    {line}" for line in by_descriptor]
+    if len(by_store) >= _STORES_WORTH_A_SWITCH:
+        lines = [
+            "    if type(self) is _cls:",
+            "        _unfreeze(self, _open)",
+            *(f"        {line}" for line in by_store),
+            "        self.__class__ = _cls",
+            "    else:",
+            *(f"    {line}" for line in lines),
+        ]
+        namespace.update(_cls=cls, _open=_open_twin(cls), _unfreeze=_SET_CLASS)
     if post_init:
         lines.append("    self.__post_init__()")
     source = f"def __init__(self, {', '.join(arguments)}):\n" + "\n".join(lines) + "\n"
@@ -71,6 +92,27 @@ def fast_init(cls: type[T]) -> type[T]:
     init.__annotations__ = dict(cls.__init__.__annotations__)
     cls.__init__ = init  # type: ignore[method-assign]
     return cls
+
+
+# With fewer fields than this, switching an instance to its open twin and back
+# costs more than setting each field through its descriptor.
+_STORES_WORTH_A_SWITCH = 4
+# `__class__`'s own setter: the frozen class's `__setattr__` would refuse, and
+# `object.__setattr__` makes a bound wrapper and looks the name up at each call.
+_SET_CLASS = object.__dict__["__class__"].__set__
+
+
+def _open_twin(cls: type[T]) -> type[T]:
+    """A subclass of `cls` with no slots of its own (the same layout, so an
+    instance may switch between the two) whose attributes are plain to set."""
+    namespace = {
+        "__slots__": (),
+        "__setattr__": object.__setattr__,
+        "__delattr__": object.__delattr__,
+        "__qualname__": f"{cls.__qualname__}.<open while built>",
+        "__module__": cls.__module__,
+    }
+    return type(cls.__name__, (cls,), namespace)
 
 
 # -- lean_dataclass: a dataclass with fewer methods compiled at import --------------

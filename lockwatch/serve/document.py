@@ -91,7 +91,7 @@ def _arrays(gathered: _Gathered) -> Iterator[bytes]:
         yield records_json_array(gathered.others[at : at + BATCH])
 
 
-def _render(gathered: _Gathered) -> Iterator[bytes]:
+def _render(gathered: _Gathered) -> Iterator[bytes | memoryview]:
     return ls_json_bytes(
         gathered.now,
         gathered.host,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import posixpath
 from datetime import datetime
 from typing import Any
 
@@ -182,3 +184,14 @@ def test_schema_violations_make_it_invalid(field: str, value: Any) -> None:
     assert verdict.state is State.INVALID
     assert verdict.codes == ("schema_violation",)
     assert field in verdict.reasons[0].message
+
+
+def test_a_scope_path_in_its_project_is_what_normpath_makes_of_the_join() -> None:
+    # in_project skips normpath where the join is already normal: never another path.
+    roots = ["/", "/a", "/a/b", "//a", "/a/", "/a/./b", "/a/../b", "/.x/y", "/a/..", "/a/."]
+    parts = ["", ".", "..", "x", "x/", "x//y", "./x", "../x", "x/.", "x/..", "/abs", "//abs"]
+    parts += [".x", "..x", "x..", "x/.y", "x/..y", "...", "x/...", "~", "x/./y", "x/../y"]
+    for root, (a, b) in itertools.product(roots, itertools.product(parts, repeat=2)):
+        path = f"{a}/{b}" if a and b else a or b
+        want = posixpath.normpath(posixpath.join(root, path))
+        assert little_loops.in_project(root, path) == want, (root, path)

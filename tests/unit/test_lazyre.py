@@ -27,6 +27,9 @@ def test_nothing_is_compiled_until_the_pattern_is_used(monkeypatch: pytest.Monke
     assert [m["pid"] for m in pattern.finditer("3.lock 4.lock")] == ["3", "4"]
     assert pattern.pattern == r"(?P<pid>\d+)\.lock" and pattern.flags & re.IGNORECASE
     assert compiled == [r"(?P<pid>\d+)\.lock"]  # once, at first use
+    # Compiled, its look-ups are plain ones (no __getattr__ hook in the way).
+    assert not hasattr(type(pattern), "__getattr__")
+    assert repr(pattern) == "lazy_compile('(?P<pid>\\\\d+)\\\\.lock', re.IGNORECASE)"
 
 
 def test_bytes_patterns_too() -> None:

@@ -120,6 +120,45 @@ def test_only_frozen_slotted_classes_with_plain_fields() -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class PlainWide:
+    a: int
+    b: str = "b"
+    c: tuple[int, ...] = ()
+    d: float = 0.5
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class FastWide:
+    """Fields enough that its instances are built open and then frozen."""
+
+    a: int
+    b: str = "b"
+    c: tuple[int, ...] = ()
+    d: float = 0.5
+
+
+class WideMore(FastWide):
+    """A subclass with a slot of its own: another layout than the open twin's."""
+
+    __slots__ = ("e",)
+
+
+def test_a_wide_class_built_open_is_its_frozen_self() -> None:
+    for args in ((1,), (1, "x", (2,), 1.5)):
+        fast, plain = FastWide(*args), PlainWide(*args)
+        assert type(fast) is FastWide
+        assert dataclasses.astuple(fast) == dataclasses.astuple(plain)
+        assert pickle.loads(pickle.dumps(fast)) == fast
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.a = 2  # type: ignore[misc]
+    more = WideMore(1, "y")
+    assert type(more) is WideMore and (more.a, more.b, more.d) == (1, "y", 0.5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        more.b = "z"  # type: ignore[misc]
+
+
+@dataclass(frozen=True, slots=True)
 class PlainDerived:
     path: str
     size: int = 0

@@ -127,6 +127,9 @@ def writer(format: str) -> ModuleType | None:
 
 
 _BOM = b"\xef\xbb\xbf"
+# NUL as an int: `b"\x00" in raw` first tries b"\x00" as a byte's value and
+# formats a TypeError it then drops (~1,800 instructions, every file a scan reads).
+_NUL = 0
 
 
 def _hinted(file: LockFile) -> ModuleType | None:
@@ -200,7 +203,7 @@ def decode_file(file: LockFile, *, compact: bool = True) -> Lock:
     raw = file.raw
     if raw.startswith(_BOM):  # Windows tools (PowerShell 5) write one before JSON
         raw = raw[len(_BOM) :]
-    if b"\x00" in raw:
+    if _NUL in raw:
         if not lock_named(file):
             return generic.not_a_lock(file, "binary content, and its name is not a lock's")
         return invalid(file, "unparseable", "binary content, not a lock record")

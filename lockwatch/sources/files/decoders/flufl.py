@@ -55,12 +55,17 @@ _file_lock = file_lock_for(FORMAT, POLICY)
 wants = wants_none  # the lock is `<lockfile>` itself; claim files are never listed
 
 
+# The separator as an int: `b"|" in raw` first tries b"|" as a byte's value and
+# formats a TypeError it then drops (~1,800 instructions, every file a scan reads).
+_BAR = ord("|")
+
+
 def _fields(file: LockFile) -> tuple[str, str, int, str] | None:
     """(lock path, host, pid, claim name) from the content, else None."""
     raw = file.raw
     # A claim is `lockpath|host|pid|random`: bytes without the separator are none
     # (told without a copy; most files a scan reads are JSON records or pids).
-    if file.kind != "file" or b"|" not in raw:
+    if file.kind != "file" or _BAR not in raw:
         return None
     if len(raw) > _MAX_BYTES or b"\n" in raw.rstrip():
         return None
