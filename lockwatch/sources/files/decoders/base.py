@@ -168,8 +168,12 @@ class Fields:
         minimum: int | None = None,
         maximum: int = MAX_INTEGER,
     ) -> int | None:
-        value = self._get(key, required, "integer")
+        # `_get`, inlined (as in `text`): a scan reads a pid or a count of most lock files.
+        value = self.doc.get(key)
         if value is None:
+            if required:
+                message = f"required field {key!r} (integer) is missing"
+                self.defects.append(schema_violation(message))
             return None
         # bool is an int in Python but never a valid count or pid in a lock file.
         if type(value) is not int or value > maximum or (minimum is not None and value < minimum):
@@ -186,8 +190,12 @@ class Fields:
         return value
 
     def timestamp(self, key: str, *, required: bool = True) -> datetime | None:
-        value = self._get(key, required, "ISO-8601 timestamp")
+        # `_get`, inlined (as in `text`): a scan reads a time or two of most lock files.
+        value = self.doc.get(key)
         if value is None:
+            if required:
+                message = f"required field {key!r} (ISO-8601 timestamp) is missing"
+                self.defects.append(schema_violation(message))
             return None
         parsed = parse_timestamp(value) if isinstance(value, str) else None
         if parsed is None:
