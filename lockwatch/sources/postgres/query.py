@@ -1,4 +1,5 @@
-"""The one round trip lockwatch makes per poll: three statements, sent together.
+"""The one round trip lockwatch makes per poll: three statements, sent together
+(with the lock tables' catalog query after them: source.py, locktables.py).
 
 The first reads the locks and refers to sessions by pid; the last reads the
 sessions (pg_stat_activity) once, so a session's query text and times travel
