@@ -93,7 +93,7 @@ async def test_sessions_are_read_after_the_locks_whatever_was_looked_at_before(
         pg.admin.execute("SELECT pg_advisory_unlock(%s, %s)", key)
         await polling
         assert cursor.nextset() and cursor.nextset()  # past the look and the stall
-        rows, pids, activity = await read_answer(cursor)
+        rows, pids, activity, _, _ = await read_answer(cursor)
     finally:
         await conn.close()
         holder.execute("ROLLBACK")

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -675,6 +676,35 @@ async def test_monitoring_session_is_quiet_and_read_only(pg: PgHarness) -> None:
             for lock in snapshot.locks
         )
         assert one(locks_of(snapshot, holder.info.backend_pid), key=adv(9001))
+
+
+async def test_a_poll_is_one_round_trip_with_the_port_and_the_lock_tables_catalog(
+    pg: PgHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connecting asks nothing, and a poll sends one query: the server's port (for
+    client lookups) and the lock tables' catalog come in its answer. Only the lock
+    tables found (other tests' knex or Liquibase tables) are read by one more."""
+    holder = pg.session("holder")
+    holder.execute("SELECT pg_advisory_lock(9002)")
+    sent: list[str] = []
+    execute = psycopg.AsyncCursor.execute
+
+    async def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if "to_jsonb(t)" not in str(query):  # not a found lock table's rows
+            sent.append(str(query))
+        return await execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", counted)
+    port = int(str(pg.scalar("SELECT current_setting('port')")))
+    async with monitor(pg.dsn) as source:
+        first = await poll_ok(source)
+        assert len(sent) == 1 and "pg_stat_clear_snapshot" in sent[0], sent
+        assert "databasechangeloglock" in sent[0]  # the catalog, in the same query
+        assert source._server_port == port
+        source._server_port = 1  # each answer says the port again
+        await poll_ok(source)
+        assert len(sent) == 2 and source._server_port == port
+    assert one(locks_of(first, holder.info.backend_pid), key=adv(9002))
 
 
 # --------------------------------------------------------------------------- prepared transactions

@@ -51,14 +51,16 @@ class AdvisoryKey:
 
     @staticmethod
     def from_pg_locks(classid: int, objid: int, objsubid: int) -> AdvisoryKey | None:
+        # Arguments by position: a poll makes thousands, and keywords cost more.
         if objsubid == 1:
             key = (classid << 32) | objid
-            return AdvisoryKey("bigint", key=key - _2_64 if key >= _2_63 else key)
+            return AdvisoryKey("bigint", key - _2_64 if key >= _2_63 else key)
         if objsubid == 2:
             return AdvisoryKey(
                 "pair",
-                key1=classid - _2_32 if classid >= _2_31 else classid,
-                key2=objid - _2_32 if objid >= _2_31 else objid,
+                None,
+                classid - _2_32 if classid >= _2_31 else classid,  # key1
+                objid - _2_32 if objid >= _2_31 else objid,  # key2
             )
         return None
 

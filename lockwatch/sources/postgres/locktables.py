@@ -1,7 +1,8 @@
 """Lock tables on a PostgreSQL server: found by one catalog query per poll (an
-index lookup in pg_class by name), and only the tables that exist are read (one
-more statement, all of them in it). Breaking one is its tool's own unlock as a
-compare-and-swap: the UPDATE matches the whole row the operator saw.
+index lookup in pg_class by name, sent with the poll's own statements), and only
+the tables that exist are read (one more statement, all of them in it). Breaking
+one is its tool's own unlock as a compare-and-swap: the UPDATE matches the whole
+row the operator saw.
 
 Flyway keeps no lock row on PostgreSQL (current releases take advisory locks:
 they show as advisory locks), so there is none to find here.
@@ -82,16 +83,27 @@ class TablesRead:
 NOTHING = TablesRead()
 
 
+def catalog_statement(specs: Sequence[TableSpec] = ()) -> str:
+    """The catalog query for the known tables and `specs`', its names written in:
+    it is sent with the poll's own statements (source.py), one round trip for
+    all, where no parameter can go."""
+    names = sql.Literal([*KNOWN, *(spec.name for spec in specs)]).as_string(None)
+    return _CATALOG.replace("%(names)s", names).rstrip() + ";\n"
+
+
 async def read_tables(
     conn: psycopg.AsyncConnection[Any],
     sessions: Sequence[Mapping[str, Any]],
     specs: Sequence[TableSpec] = (),
+    catalog: Sequence[Mapping[str, Any]] | None = None,
 ) -> TablesRead:
     """The lock tables of the connection's database, read. A table that cannot be
-    read now (locked by DDL past lock_timeout) is left for the next poll."""
+    read now (locked by DDL past lock_timeout) is left for the next poll.
+    `catalog`: catalog_statement's rows, when the poll read them already."""
     cursor = conn.cursor(row_factory=psycopg.rows.dict_row)
-    await cursor.execute(_CATALOG, {"names": [*KNOWN, *(spec.name for spec in specs)]})
-    catalog = await cursor.fetchall()
+    if catalog is None:
+        await cursor.execute(catalog_statement(specs))
+        catalog = await cursor.fetchall()
     if not catalog:
         return NOTHING
     database = str(catalog[0]["database_name"])

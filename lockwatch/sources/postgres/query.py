@@ -1,4 +1,5 @@
-"""The one round trip lockwatch makes per poll: three statements, sent together.
+"""The one round trip lockwatch makes per poll: three statements, sent together
+(with the lock tables' catalog query after them: source.py, locktables.py).
 
 The first reads the locks and refers to sessions by pid; the last reads the
 sessions (pg_stat_activity) once, so a session's query text and times travel
@@ -25,9 +26,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Discards the transaction's snapshot of the sessions' status (and of the
-# statistics): the sessions' statement after it reads them afresh.
+# statistics): the sessions' statement after it reads them afresh. The port the
+# server listens on comes with it (client lookups look for connections to it),
+# not in a round trip of its own.
 _FRESH = """
-SELECT pg_catalog.pg_stat_clear_snapshot();
+SELECT pg_catalog.pg_stat_clear_snapshot(), pg_catalog.current_setting('port') AS port;
 """
 
 _SESSIONS = """
@@ -200,7 +203,8 @@ def target_of(values: Iterable[object]) -> str:
 
 def lock_query(server_version: int, all_rows: bool, idle_after: float | None = None) -> str:
     """The poll for a server of `server_version` (PQserverVersion, e.g. 150020):
-    its results are the locks, pg_stat_clear_snapshot()'s one row, the sessions;
+    its results are the locks, pg_stat_clear_snapshot()'s one row (with the
+    server's port), the sessions;
     `idle_after`: the idle limit whose sessions idle in a transaction past it are
     read too (None: none are)."""
     # pg_locks.waitstart arrived in PostgreSQL 14.

@@ -402,6 +402,8 @@ def to_locks(
     stale: Container[int] = ()
     if not all_rows:
         stale = stale_idle_rows(rows, sessions, clients, idle_after, poll.seen, waits)
+    # With no earlier polls' sightings, a session's locks share its first one.
+    since_of = None if poll.seen else poll.since_of
     for index, row in enumerate(rows):
         cols = read(row)
         pid, target, granted, locktype, mode, classid, objid, objsubid, _, database, tf = cols
@@ -420,7 +422,11 @@ def to_locks(
         key = None
         if locktype == "advisory" and classid is not None:
             key = AdvisoryKey.from_pg_locks(classid, objid, objsubid)
-        first = _first_seen(poll, row, activity, holder_key, pid, target, mode) if granted else None
+        first = None
+        if granted:
+            first = since_of.get(holder_key) if since_of is not None else None
+            if first is None:
+                first = _first_seen(poll, row, activity, holder_key, pid, target, mode)
         if entries is not None and granted and not here and 0 not in session[2]:
             alike = (holder_key, locktype, first)
             leader = leaders.get(alike)
@@ -461,8 +467,13 @@ class _Poll:
 
 def _lock_name(row: Row, key: AdvisoryKey | None, names: AdvisoryNames, terraform: Any) -> str:
     # An advisory lock is named by its key alone (and the row's `terraform_state`,
-    # read with the rest: advisory_name would read the row again).
-    return _advisory_named(terraform, key, names) if key is not None else _name(row, key, names)
+    # read with the rest: advisory_name would read the row again). _advisory_named's
+    # lines, written out: a call less for each of thousands of advisory locks.
+    if key is None:
+        return _name(row, key, names)
+    if terraform is not None and key.form == "bigint":
+        return str(terraform)
+    return names.name(key)
 
 
 def _first_seen(

@@ -18,7 +18,7 @@ from dataclasses import field, replace
 from datetime import datetime, timedelta
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import psycopg
 from psycopg import Column
@@ -41,7 +41,12 @@ from lockwatch.sources.postgres.facts import (
     AdvisoryNames,
     PgClient,
 )
-from lockwatch.sources.postgres.locktables import NOTHING, read_tables, table_locks
+from lockwatch.sources.postgres.locktables import (
+    NOTHING,
+    catalog_statement,
+    read_tables,
+    table_locks,
+)
 from lockwatch.sources.postgres.query import TARGET_COLUMNS, lock_query, target_of
 from lockwatch.sources.postgres.records import (
     SeenKey,
@@ -195,36 +200,74 @@ def compact(description: Sequence[Column] | None, rows: Sequence[tuple[Any, ...]
         column = values[i]
         values[i] = list(map({}.setdefault, column, column))
     if parts is not None:
-        values.append(_targets(zip(*parts(values), strict=True)))
+        values.append(_targets(parts(values)))
     return list(map(Row, repeat(columns), zip(*values, strict=True)))
 
 
-# query.target_of's text, written by one format for all its columns: "%s" writes
-# each value with str(), as target_of does, NULL as `None` (then dropped).
-_TARGET_SPELLING = "/".join(["%s"] * len(TARGET_COLUMNS))
+# query.target_of's text in two parts, each written by one format: "%s" writes each
+# value with str(), as target_of does, NULL as `None` (then dropped; no value spells
+# it, and the slashes keep it from spanning two). The head (the lock's type, and
+# where: a poll has few of those) is written once per distinct head; the tail (an
+# advisory or object key: one per lock) once per row.
+_TAIL = 3  # classid, objid, objsubid: TARGET_COLUMNS' last
+_HEAD_SPELLING = "%s/" * (len(TARGET_COLUMNS) - _TAIL)
+_TAIL_SPELLING = "/".join(["%s"] * _TAIL)
 
 
-def _targets(parts: Iterable[tuple[Any, ...]]) -> list[str]:
-    """`query.target_of` of each row's TARGET_COLUMNS values, without a call per row
-    (a fifth of a large poll's cost to make its rows). test_pg_compact holds it
-    to target_of's answer, which test_pg_target holds to the server's format()."""
-    return [(_TARGET_SPELLING % values).replace("None", "") for values in parts]
+def _targets(columns: Sequence[Sequence[Any]]) -> list[str]:
+    """`query.target_of` of each row, from the TARGET_COLUMNS `columns`, without a
+    Python step per row (a fifth of a large poll's cost to make its rows).
+    test_pg_compact holds it to target_of's answer, which test_pg_target holds to
+    the server's format()."""
+    heads = list(zip(*columns[:-_TAIL], strict=True))
+    spelled = {head: (_HEAD_SPELLING % head).replace("None", "") for head in set(heads)}
+    tails = list(map(_TAIL_SPELLING.__mod__, zip(*columns[-_TAIL:], strict=True)))
+    if any(None in column for column in columns[-_TAIL:]):
+        tails = list(map(str.replace, tails, repeat("None"), repeat("")))
+    return list(map(str.__add__, map(spelled.__getitem__, heads), tails))
 
 
-async def read_answer(
-    cursor: psycopg.AsyncCursor[tuple[Any, ...]],
-) -> tuple[list[Row], set[int], list[Row]]:
+class Answer(NamedTuple):
+    """A poll's answer (`read_answer`)."""
+
+    rows: list[Row]  # the lock rows
+    pids: set[int]  # the sessions they are of
+    activity: list[Row]  # the sessions (pg_stat_activity)
+    port: int | None = None  # the port the server listens on, as it says
+    # The lock tables' catalog rows (locktables.catalog_statement), when asked.
+    catalog: list[dict[str, Any]] | None = None
+
+
+async def read_answer(cursor: psycopg.AsyncCursor[tuple[Any, ...]]) -> Answer:
     """A poll's answer, from the cursor at lock_query's first result: the lock
-    rows, the pids of the sessions they are of, and the sessions (pg_stat_activity)."""
+    rows, the pids of the sessions they are of, the sessions (pg_stat_activity),
+    the server's port, and a catalog statement's rows sent after them if any."""
     answer = await cursor.fetchall()
     rows = compact(cursor.description, answer)
     pids = _column_set(cursor.description, answer, "pid")
     activity: list[Row] = []
+    port = catalog = None
     # The sessions come last, read afresh after the locks (see query.py), past
-    # pg_stat_clear_snapshot()'s result.
-    if cursor.nextset() and cursor.nextset():
-        activity = compact(cursor.description, await cursor.fetchall())
-    return rows, pids, activity
+    # pg_stat_clear_snapshot()'s result, which has the port.
+    if cursor.nextset():
+        port = _port(cursor.description, await cursor.fetchall())
+        if cursor.nextset():
+            activity = compact(cursor.description, await cursor.fetchall())
+            if cursor.nextset():
+                names = [column.name for column in cursor.description or ()]
+                found = await cursor.fetchall()
+                catalog = [dict(zip(names, values, strict=True)) for values in found]
+    return Answer(rows, pids, activity, port, catalog)
+
+
+def _port(description: Sequence[Column] | None, rows: Sequence[tuple[Any, ...]]) -> int | None:
+    """The `port` column's value in a one-row result, as a number."""
+    names = [column.name for column in description or ()]
+    if "port" not in names or len(rows) != 1:
+        return None
+    with contextlib.suppress(ValueError, TypeError):
+        return int(str(rows[0][names.index("port")]))
+    return None
 
 
 def _column_set(
@@ -276,8 +319,6 @@ class PgSource:
         # None: never look for clients (as if every client were on another host).
         self._client_finder = client_finder
         self._conn: psycopg.AsyncConnection[dict[str, object]] | None = None
-        # Connected, and still asking its port: the deadline's to cut too.
-        self._connecting: psycopg.AsyncConnection[dict[str, object]] | None = None
         self._server_port: int | None = None
         # Whether the last poll had sessions with clients on the server's host: if
         # so, this host's sockets are read while the next poll's query runs.
@@ -303,26 +344,30 @@ class PgSource:
             row_factory=dict_row,
             options=self._options(),
         )
-        # The port the server listens on, as it says: a session's connection to it
-        # is what client lookups find in this host's socket table.
+        # The port the server listens on: a session's connection to it is what
+        # client lookups find in this host's socket table. Each poll's answer
+        # says it (no round trip of its own); till then, the port libpq connected
+        # to, which it is unless something forwards it.
         self._server_port = None
-        self._connecting = conn
-        try:
-            with contextlib.suppress(psycopg.Error, ValueError, TypeError):
-                query = "SELECT current_setting('port') AS port"
-                row = await (await conn.execute(query)).fetchone()
-                self._server_port = int(str(row["port"])) if row else None
-        finally:
-            self._connecting = None
+        with contextlib.suppress(ValueError, TypeError):
+            self._server_port = int(conn.info.port)
         return conn
 
     def _sockets(self) -> list[SocketLike]:
         found: list[SocketLike] = []
-        for conn in (self._conn, self._connecting):
-            if conn is not None and not conn.closed:
-                with contextlib.suppress(psycopg.Error):
-                    found.append(conn.pgconn.socket)
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                found.append(conn.pgconn.socket)
         return found
+
+    def _poll_query(self, version: int) -> str:
+        """The poll's statements: the locks and sessions (query.py), then the lock
+        tables' catalog (locktables.py), all in one round trip."""
+        if self._query is not None:
+            return self._query
+        locks = lock_query(version, self.all_rows, self.idle_after)
+        return locks + catalog_statement(self.locktables)
 
     def _options(self) -> str:
         """The session's settings, sent with the connection (no extra round trip),
@@ -366,13 +411,13 @@ class PgSource:
                     )
                 # Rows as compact `Row`s: the locks keep them (see model/compact.py).
                 cursor = conn.cursor(row_factory=tuple_row)
-                await cursor.execute(
-                    self._query or lock_query(version, self.all_rows, self.idle_after)
-                )
-                rows, pids, activity = await read_answer(cursor)
+                await cursor.execute(self._poll_query(version))
+                rows, pids, activity, port, catalog = await read_answer(cursor)
+                if port is not None:
+                    self._server_port = port
                 tables = NOTHING
                 if self._query is None:
-                    tables = await read_tables(conn, activity, self.locktables)
+                    tables = await read_tables(conn, activity, self.locktables, catalog)
         except (psycopg.Error, OSError, DeadlineMissed) as exc:
             if ahead is not None:
                 ahead.cancel()
