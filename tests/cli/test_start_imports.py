@@ -262,6 +262,7 @@ LS_PG_OWN = frozenset(
         "sources.postgres.display",
         "sources.postgres.facts",
         "sources.postgres.held",
+        "sources.postgres.idlerows",
         "sources.postgres.listing",
         "sources.postgres.locktables",
         "sources.postgres.query",

@@ -20,6 +20,7 @@ from lockwatch.sources.postgres.facts import (
     PgLock,
     autovacuum_kind,
 )
+from lockwatch.sources.postgres.idlerows import stale_idle_rows
 from lockwatch.sources.postgres.ids import pg_id
 from lockwatch.sources.postgres.rowread import Entry, Follower, row_reader
 
@@ -268,66 +269,6 @@ def index_waits(rows: Sequence[Row]) -> Waits:
     return Waits(dict(here), dict(of), dict(prepared), dict(queued), dict(behind))
 
 
-_CATALOGS = ("pg_catalog", "pg_toast", "information_schema")
-_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")
-
-
-def stale_idle_rows(
-    rows: Sequence[Row],
-    sessions: Mapping[int, Row],
-    clients: Mapping[int, PgClient | None],
-    idle_after: float,
-    seen: Mapping[SeenKey, datetime],
-    waits: Waits,
-) -> frozenset[int]:
-    """The one row (an index into `rows`) kept for each session that sits idle in
-    a transaction past `idle_after` with no client process seen alive (stale, as
-    its verdict will say) and no row listed otherwise: a stale holder stays on
-    screen once nobody waits on it. Its row is the one listed before, if any (its
-    id stays), else its first table's, else its transaction id's."""
-    listed = {holder for holder, _ in waits.here}
-    best: dict[int, tuple[tuple[int, int, int], int]] = {}
-    for index, row in enumerate(rows):
-        pid = row["pid"]
-        if pid is None or not row["granted"] or pid in listed:
-            continue
-        if row["locktype"] == "advisory":
-            listed.add(pid)
-            best.pop(pid, None)
-            continue
-        session = sessions.get(pid, _NO_SESSION)
-        client = clients.get(pid)
-        if not _idle_past(session, idle_after) or (client is not None and client.alive):
-            continue
-        rank = _rank(row, session, seen)
-        if rank is not None and (pid not in best or rank < best[pid][0]):
-            best[pid] = (rank, index)
-    return frozenset(index for pid, (_, index) in best.items() if pid not in listed)
-
-
-def _idle_past(session: Row, idle_after: float) -> bool:
-    age = session.get("state_age")
-    state = session.get("state")
-    return state in _IN_TRANSACTION and age is not None and float(age) > idle_after
-
-
-def _rank(row: Row, session: Row, seen: Mapping[SeenKey, datetime]) -> tuple[int, int, int] | None:
-    """How well a row stands for its session: listed before, then a table (the
-    oldest: a table's oid comes before its indexes'), then its transaction id;
-    its virtual transaction id never (every transaction has one)."""
-    locktype = row["locktype"]
-    known = (row["pid"], session.get("backend_started"), _target(row), row["mode"]) in seen
-    first = 0 if known else 1
-    if locktype == "relation":
-        catalog = row["schema_name"] in _CATALOGS or row["schema_name"] is None
-        return first, 2 if catalog else 0, int(row["relation"] or 0)
-    if locktype == "transactionid":
-        return first, 1, 0
-    if locktype == "virtualxid":
-        return None
-    return first, 3, 0
-
-
 def _bounds(
     row: Row, backend: PgBackend, first_seen: datetime
 ) -> tuple[datetime | None, datetime | None, Literal["session", "transaction"] | None]:
@@ -385,23 +326,19 @@ def to_locks(
     share_key) is not built; `entries` gets, for each row of interest in order,
     its lock's index in the answer, or a `Follower` of such a lock.
     """
-    if waits is None:
-        waits = index_waits(rows)
     poll = _Poll(
-        server, polled_at, sessions, names, seen or {}, waits,
-        idle_after, {}, {},
+        server, polled_at, sessions, names, seen or {},
+        index_waits(rows) if waits is None else waits, idle_after, {}, {},
     )  # fmt: skip
     clients = clients or {}
-    waits_here, waiters_of = waits.here, waits.of
+    waits_here, waiters_of = poll.waits.here, poll.waits.of
     # A session often holds many locks (80 advisory locks on a pooled connection):
     # its backend, holder and blockers are built once and shared by its records.
     built: dict[int | str, _Session] = {}
     locks: list[Lock] = []
     leaders: dict[tuple[Any, ...], int] = {}
     read = row_reader()
-    stale: Container[int] = ()
-    if not all_rows:
-        stale = stale_idle_rows(rows, sessions, clients, idle_after, poll.seen, waits)
+    stale = () if all_rows else _stale_rows(rows, poll, clients)
     # With no earlier polls' sightings, a session's locks share its first one.
     since_of = None if poll.seen else poll.since_of
     for index, row in enumerate(rows):
@@ -424,9 +361,7 @@ def to_locks(
             key = AdvisoryKey.from_pg_locks(classid, objid, objsubid)
         first = None
         if granted:
-            first = since_of.get(holder_key) if since_of is not None else None
-            if first is None:
-                first = _first_seen(poll, row, activity, holder_key, pid, target, mode)
+            first = _first(poll, since_of, row, activity, holder_key, pid, target, mode)
         if entries is not None and granted and not here and 0 not in session[2]:
             alike = (holder_key, locktype, first)
             leader = leaders.get(alike)
@@ -441,6 +376,31 @@ def to_locks(
             entries.append(len(locks))
         locks.append(_lock(poll, row, cols, session, here, key, first, holder_key))
     return locks
+
+
+def _first(
+    poll: _Poll,
+    since_of: Mapping[int | str, datetime] | None,
+    row: Row,
+    activity: Row,
+    holder_key: int | str,
+    pid: Any,
+    target: str,
+    mode: str,
+) -> datetime:
+    """When a granted row's hold was first seen: its session's shared first sighting
+    when no earlier poll counts (read from the memo), else worked out for the row."""
+    first = since_of.get(holder_key) if since_of is not None else None
+    if first is None:
+        first = _first_seen(poll, row, activity, holder_key, pid, target, mode)
+    return first
+
+
+def _stale_rows(
+    rows: Sequence[Row], poll: _Poll, clients: Mapping[int, PgClient | None]
+) -> Container[int]:
+    """The indexes of the rows a long-idle session holds (kept even when nobody waits)."""
+    return stale_idle_rows(rows, poll.sessions, clients, poll.idle_after, poll.seen, poll.waits)
 
 
 _Bounds = tuple[datetime | None, datetime | None, Literal["session", "transaction"] | None]
