@@ -56,6 +56,13 @@ async def test_the_dashboard_shows_its_row_detail_and_filters_by_its_name(
     async with app.run_test(size=(160, 45)) as pilot:
         await until(pilot, lambda: lapsed in app.board, "the beacon's rows")
         assert app.board.verdict(lapsed).state is State.STALE
+        # On the board is not yet drawn: under load the table's first layout comes later.
+        table = app.query_one("#table")
+        await until(
+            pilot,
+            lambda: app.rows.index_of(lapsed) is not None and table.size.height > 0,
+            "the beacon's row drawn",
+        )
         row = row_text(app, lapsed)
         assert "bcn" in row and "cron@db7 (fence 41)" in row
         await select(pilot, lapsed)
