@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 from lockwatch import trusted
@@ -37,26 +38,30 @@ class SqliteStore(SqlStore):
         why = trusted.own_file_problem(path)
         if why is not None and (write or "can write it" in why):
             raise HistoryError(f"{name}: refused: {why}")
-        try:
-            connection = sqlite3.connect(
-                name if write else f"file:{name}?mode=ro",
-                uri=not write,
-                timeout=BUSY_MS / 1000,
-                check_same_thread=False,
-                isolation_level="DEFERRED",
-            )
-        except sqlite3.Error as exc:
-            raise HistoryError(f"{name}: cannot open: {exc}") from exc
-        store = cls(connection, name=name, host=host)
-        store._prepare(write, max_mb)
-        return store
+        # Two recorders starting on a new file (a `serve` and a dashboard) race to
+        # make it: the loser's journal-mode switch or schema is refused as busy at
+        # once, not after busy_timeout. Tried again, within the same bound.
+        deadline = time.monotonic() + BUSY_MS / 1000
+        while True:
+            store = cls(_connect(name, write), name=name, host=host)
+            try:
+                store._prepare(write, max_mb)
+                return store
+            except _Busy as busy:
+                if time.monotonic() > deadline:
+                    raise HistoryError(f"{name}: {busy}") from None
+                time.sleep(_RETRY_S)
 
     def _prepare(self, write: bool, max_mb: float | None) -> None:
         db = self._db
         try:
             db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            # Both read in one snapshot: another recorder making the file sets its
+            # id, then its tables; read apart, a file half made looked foreign.
+            db.execute("BEGIN")
             application = db.execute("PRAGMA application_id").fetchone()[0]
             tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            db.execute("COMMIT")
             if application != APPLICATION_ID and tables:
                 raise HistoryError(f"{self.name}: not a lockwatch history (another SQLite file)")
             if write:
@@ -78,6 +83,8 @@ class SqliteStore(SqlStore):
                 raise HistoryError(f"{self.name}: not a lockwatch history (no schema version)")
         except sqlite3.DatabaseError as exc:
             db.close()
+            if write and getattr(exc, "sqlite_errorname", "").startswith("SQLITE_BUSY"):
+                raise _Busy(str(exc)) from None
             if getattr(exc, "sqlite_errorname", "") in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
                 raise HistoryError(f"{self.name}: not a lockwatch history ({exc})") from None
             raise self._error(exc) from None
@@ -98,6 +105,26 @@ class SqliteStore(SqlStore):
             # SQLite says "disk I/O error" where a write found no room (ENOSPC).
             return HistoryError(f"{self.name}: disk full (or past history.max_mb): {text}")
         return HistoryError(f"{self.name}: {text}")
+
+
+class _Busy(Exception):
+    """Preparing a file another recorder is preparing too: try again."""
+
+
+_RETRY_S = 0.05
+
+
+def _connect(name: str, write: bool) -> sqlite3.Connection:
+    try:
+        return sqlite3.connect(
+            name if write else f"file:{name}?mode=ro",
+            uri=not write,
+            timeout=BUSY_MS / 1000,
+            check_same_thread=False,
+            isolation_level="DEFERRED",
+        )
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{name}: cannot open: {exc}") from exc
 
 
 def _make_own(path: Path) -> None:

@@ -156,9 +156,10 @@ def run(
     answering = threading.Thread(target=server.serve_forever, name="lockwatch-http", daemon=True)
     answering.start()
     print(_listening(the_plan, server.port, describe), file=sys.stderr, flush=True)
+    said: str | None = None
     try:
         while not stopping.wait(0.5):
-            pass
+            said = _say_recording_stopped(recorder, said)
     finally:
         server.shutdown()
         server.server_close()
@@ -167,6 +168,7 @@ def run(
             recorder.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    _say_recording_stopped(recorder, said)
     print("lockwatch serve: stopped", file=sys.stderr, flush=True)
     return 0
 
@@ -225,3 +227,14 @@ def _listening(the_plan: Plan, port: int, describe: str) -> str:
     return f"lockwatch serve: listening on {bound} (/metrics, /v1/locks, /healthz; {guarded})" + (
         f"; watching {describe}" if describe else ""
     )
+
+
+def _say_recording_stopped(recorder: Recorder | None, said: str | None) -> str | None:
+    """One line on stderr when the history stops being recorded (a store that
+    cannot be opened, a full disk): watching goes on, and a service's log says
+    why its history has a hole. Returns what has been said."""
+    failed = None if recorder is None else recorder.failed
+    if failed is not None and failed != said:
+        print(f"lockwatch serve: {failed}", file=sys.stderr, flush=True)
+        return failed
+    return said

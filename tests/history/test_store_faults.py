@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,9 +164,17 @@ def test_two_recorders_on_one_file(tmp_path: Path, held: Path) -> None:
     history = tmp_path / "history.sqlite3"
     first, second = _serve(held.parent, history), _serve(held.parent, history)
     try:
-        wait_until(
-            lambda: _recorded(history, held) and _sessions(history) == 2, "both recorders writing"
-        )
+        try:
+            wait_until(
+                lambda: _recorded(history, held) and _sessions(history) == 2,
+                "both recorders writing",
+            )
+        except BaseException:
+            for serve in (first, second):  # what each said, with the failure
+                serve.terminate()
+            said = [serve.communicate(timeout=60)[1] for serve in (first, second)]
+            print("recorders said:", said, "sessions:", _sessions(history))
+            raise
         wait_until(
             lambda: len(set(_span_sessions(history, str(held)))) == 2,
             "the lock recorded by both",
@@ -226,3 +235,60 @@ def test_a_full_disk_stops_recording_not_watching(tmp_path: Path) -> None:
                 ),
                 "a new lock on the board after the disk filled",
             )
+
+
+def _open_when_told(path: str, go: Any, said: Any) -> None:
+    go.wait()
+    try:
+        open_history(path, write=True).close()
+        said.put("ok")
+    except HistoryError as exc:
+        said.put(str(exc))
+
+
+def test_two_recorders_making_a_new_file_at_once_both_open_it(tmp_path: Path) -> None:
+    """A `serve` and a dashboard started together on a new file: the one that loses
+    the race to make it was refused ("database is locked", or the half-made file
+    taken for another SQLite file's) and recorded nothing. Both open it now."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for round_ in range(20):
+        path = str(tmp_path / f"r{round_}" / "history.sqlite3")
+        go, said = context.Event(), context.Queue()
+        racers = [context.Process(target=_open_when_told, args=(path, go, said)) for _ in (1, 2)]
+        for racer in racers:
+            racer.start()
+        go.set()
+        answers = [said.get(timeout=60), said.get(timeout=60)]
+        for racer in racers:
+            racer.join(60)
+        assert answers == ["ok", "ok"], (round_, answers)
+
+
+def test_serve_says_when_its_recording_stops(tmp_path: Path, held: Path) -> None:
+    """A history serve cannot record into (here, a file others may write) stops the
+    recording, not the watching, and says so on stderr in one line, once: before,
+    only a metric told, and a service's log was silent about the hole."""
+    import threading
+
+    history = tmp_path / "history.sqlite3"
+    open_history(str(history), write=True).close()
+    history.chmod(0o666)
+    serve = _serve(held.parent, history)
+    killer = threading.Timer(60, serve.kill)  # a bound, never a timing assertion
+    killer.start()
+    try:
+        assert serve.stderr is not None
+        lines = []
+        for line in serve.stderr:
+            lines.append(line)
+            if b"recording stopped" in line:
+                break
+        assert lines and b"recording stopped" in lines[-1], lines
+        assert b"can write it" in lines[-1]
+    finally:
+        killer.cancel()
+        serve.terminate()
+        rest = serve.communicate(timeout=60)[1]
+    assert b"recording stopped" not in rest  # said once
