@@ -51,6 +51,12 @@ class FlockTree:
     def wait_held(self) -> None:
         """Until the shell says it runs (flock(1) holds the lock), with a deadline."""
         self.sh, self.sleep = int(self._line()), int(self._line())
+        # `$!` is known once sleep is forked, before it has exec'd: until then it is
+        # a copy of the shell, named sh. No event marks an exec: polled, with a deadline.
+        deadline = time.monotonic() + DEADLINE_S
+        while _command(self.sleep) not in ("sleep", None):
+            assert time.monotonic() < deadline, "sleep never started"
+            time.sleep(0.01)
 
     def _await_waiting(self) -> None:
         # The kernel gives no event for a process starting to wait: its `->`
@@ -103,3 +109,12 @@ def start(
 def listed(path: Path) -> bool:
     """Whether /proc/locks lists a granted lock on the file at `path`."""
     return any(not lock.waiting for lock in locks_on(path))
+
+
+def _command(pid: int) -> str | None:
+    """The command name of `pid` (/proc/PID/comm); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip()
+    except OSError:
+        return None
