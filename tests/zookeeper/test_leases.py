@@ -98,11 +98,7 @@ def test_a_live_kazoo_lease_needs_force_and_says_what_breaking_does(zk: Area) ->
 
 
 def test_serve_says_how_long_a_kazoo_lease_is_past_its_end(zk: Area) -> None:
-    from lockwatch.model.board import Board
-    from lockwatch.serve.metrics import figures
-    from tests.conftest import LOCAL_HOST
-    from tests.serve.test_metrics import exposition
-    from tests.zookeeper.test_surfaces import _feed
+    from tests.zookeeper.test_surfaces import scraped
 
     a = zk.zk.client()
     late, due = zk.path("late"), zk.path("due")
@@ -111,14 +107,7 @@ def test_serve_says_how_long_a_kazoo_lease_is_past_its_end(zk: Area) -> None:
         late, datetime.timedelta(minutes=1), identifier="late-job", utcnow=lambda: back
     )
     _lease(a, due, "on-time", minutes=30)
-    feed = _feed(zk, interval=60)
-    try:
-        change, _ = feed.poll()
-    finally:
-        feed.poller.close()
-    board = Board(LOCAL_HOST)
-    board.apply(change)
-    samples = exposition(figures(board, change.at, sources=("zookeeper",)))
+    samples = scraped(zk)
     server = ("server", f"zookeeper:{zk.zk.connect}")
     overdue = {
         dict(labels)["name"]: value

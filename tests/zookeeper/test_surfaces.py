@@ -43,6 +43,18 @@ def _feed(area: Area, interval: float) -> Any:
     return feed
 
 
+def scraped(area: Area) -> dict[Any, float]:
+    """`serve`'s /metrics samples after one poll of the area's ZooKeeper."""
+    feed = _feed(area, interval=60)
+    try:
+        change, _ = feed.poll()
+    finally:
+        feed.poller.close()
+    board = Board(LOCAL_HOST)
+    board.apply(change)
+    return exposition(figures(board, change.at, sources=("zookeeper",)))
+
+
 @pytest.mark.parametrize("paced", [False, True], ids=["dashboard", "serve"])
 async def test_a_watch_wakes_the_feed_long_before_its_interval(zk: Area, paced: bool) -> None:
     """With a refresh of an hour, only a ZooKeeper watch can bring the new
@@ -86,15 +98,7 @@ def test_serve_counts_each_ensembles_queue(zk: Area) -> None:
     assert a.Lock(path, "head").acquire(timeout=10)
     queued(b, b.Lock(path, "second"), 2, path)
     queued(c, c.Lock(path, "third"), 3, path)
-    feed = _feed(zk, interval=60)
-    try:
-        change, _ = feed.poll()
-    finally:
-        feed.poller.close()
-    board = Board(LOCAL_HOST)
-    board.apply(change)
-    now = change.at
-    samples = exposition(figures(board, now, sources=("zookeeper",)))
+    samples = scraped(zk)
     server = (("server", f"zookeeper:{zk.zk.connect}"),)
     assert samples[("lockwatch_zk_blocked_sessions", server)] == 2
     assert samples[("lockwatch_zk_root_blockers", server)] == 1
