@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lockwatch import __version__
+from lockwatch.model import blocking
 from lockwatch.model.board import Board
 from lockwatch.model.facts import Series
 from lockwatch.model.status import LIVE_STATES, SourceStatus
@@ -90,6 +91,9 @@ class Tally:
     # when the first waits.
     blocked: dict[tuple[str, str], set[Hashable]] = field(default_factory=dict)
     first_wait: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    # Per (source, server): the blocking tree its locks are in (the board's trees
+    # go by each lock's group, which a source may name apart from its label).
+    tree_of: dict[tuple[str, str], str | None] = field(default_factory=dict)
     # Sources' own gauges, with the lock's name each is for.
     own: list[tuple[Series, str]] = field(default_factory=list)
 
@@ -116,7 +120,10 @@ def tally(board: Board) -> Tally:
                 start = waiting
             server = facts.wait_metrics_server()
             if server is not None:
-                _count_wait(out, (lock.source, server), facts.waits(), waiting)
+                where = (lock.source, server)
+                _count_wait(out, where, facts.waits(), waiting)
+                if where not in out.tree_of:
+                    out.tree_of[where] = blocking.group(lock)
             out.own.extend((each, lock.name) for each in facts.series(lock))
         if start is not None:
             known = first.get(key)
@@ -192,10 +199,9 @@ def figures(
         if label is not None:
             servers.setdefault((status.kind, label), ServerWaits())
     trees = board.blocking_trees()
-    for (source, server), server_figures in servers.items():
-        # A tree goes by its locks' group: the wait label itself, or (a source whose
-        # label is not prefixed, as k8s's) that label under its source's name.
-        tree = trees.get(server) or trees.get(f"{source}:{server}")
+    for key, server_figures in servers.items():
+        group = counted.tree_of.get(key)
+        tree = None if group is None else trees.get(group)
         if tree is not None:
             server_figures.roots = len(tree.roots)
             server_figures.most_blocked = max((root.total for root in tree.roots), default=0)
